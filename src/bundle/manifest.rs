@@ -1,0 +1,136 @@
+//! `airlock/manifest.json`, bundle format v1: what the bundle is, what the user asked for, and
+//! the size and sha256 of every content member. Signed as RFC 8785 canonical JSON.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::MemberPath;
+use crate::clock::Timestamp;
+use crate::digest::Sha256;
+use crate::sign::KeyId;
+use crate::spec::{BundleName, FileKind, FileName};
+
+pub const SCHEMA_V1: &str = "airlock.bundle/v1";
+/// Member 1: the manifest.
+pub const MANIFEST: &str = "airlock/manifest.json";
+/// Member 2: the cosign `sign-blob` signature over the manifest's bytes.
+pub const SIGNATURE: &str = "airlock/manifest.json.sig";
+/// Reserved names under `airlock/` that later members may use.
+pub const SBOM: &str = "airlock/sbom.cdx.json";
+pub const PROVENANCE: &str = "airlock/provenance.dsse.json";
+/// Top-level areas a content member may live in.
+pub const AREAS: [&str; 6] = ["airlock", "images", "wheels", "debs", "models", "files"];
+/// The largest manifest a reader accepts before it has checked the signature.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// The largest signature member a reader accepts.
+pub const MAX_SIGNATURE_BYTES: u64 = 16 << 10;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema: String,
+    pub name: BundleName,
+    pub version: semver::Version,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub created: Timestamp,
+    pub builder: Builder,
+    pub spec_sha256: Sha256,
+    pub lock_sha256: Sha256,
+    pub artifacts: Vec<Artifact>,
+    pub entries: Vec<Entry>,
+    /// The spec's `[validation]` section, verbatim.
+    #[serde(default)]
+    pub validation: serde_json::Value,
+}
+
+/// Who built the bundle: the tool and the key id of the build key (a claim; only the
+/// signature check proves which key signed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Builder {
+    pub tool: String,
+    pub key_id: KeyId,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub path: MemberPath,
+    pub size: u64,
+    pub sha256: Sha256,
+}
+
+/// What the user asked for, with the digest it resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Artifact {
+    File(FileArtifact),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileArtifact {
+    pub name: FileName,
+    /// As written in the spec (a URL or a path relative to it), never a host-specific path.
+    pub source: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    pub path: MemberPath,
+    pub file_kind: FileKind,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<String, String>,
+}
+
+impl Artifact {
+    pub fn describe(&self) -> String {
+        match self {
+            Artifact::File(f) => format!("file {} ({}, {} bytes, sha256 {})", f.name, f.file_kind, f.size, f.sha256),
+        }
+    }
+}
+
+impl Manifest {
+    /// The exact bytes that are signed: RFC 8785 (JCS) canonical JSON.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        serde_json_canonicalizer::to_vec(self).expect("a manifest always serialises: string keys, finite numbers")
+    }
+
+    pub fn content_bytes(&self) -> u64 {
+        self.entries.iter().map(|e| e.size).sum()
+    }
+
+    /// Rules a signed manifest must still satisfy before its entries are trusted as a plan for
+    /// reading: known schema, unique entries in known areas, no reserved names, no entry that
+    /// is also another entry's directory, and artifacts that point at entries.
+    pub fn check(&self) -> Result<(), String> {
+        if self.schema != SCHEMA_V1 {
+            return Err(format!("schema is `{}`, expected `{SCHEMA_V1}`", self.schema));
+        }
+        let mut paths = BTreeSet::new();
+        for e in &self.entries {
+            let p = e.path.as_str();
+            if !AREAS.contains(&e.path.area()) {
+                return Err(format!("entry `{p}` is outside the areas {AREAS:?}"));
+            }
+            if e.path.area() == "airlock" && p != SBOM {
+                return Err(format!("entry `{p}` uses a reserved `airlock/` name"));
+            }
+            if !paths.insert(p) {
+                return Err(format!("entry `{p}` is listed twice"));
+            }
+        }
+        for e in &self.entries {
+            if let Some(dir) = e.path.ancestors().find(|a| paths.contains(a)) {
+                return Err(format!("entry `{dir}` is also the directory of entry `{}`", e.path));
+            }
+        }
+        for a in &self.artifacts {
+            let Artifact::File(f) = a;
+            let listed = self.entries.iter().find(|e| e.path == f.path);
+            if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
+                return Err(format!("artifact `{}` does not match an entry at `{}`", f.name, f.path));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,12 @@
+//! Bundle format v1 (see `docs/bundle-format.md`): a POSIX tar compressed as zstd whose first
+//! member is a canonical JSON manifest, the second its signature, then the content sorted by
+//! path. The writer is deterministic; the reader verifies while it streams.
+
+pub mod header;
+pub mod manifest;
+mod member_path;
+pub mod reader;
+pub mod writer;
+
+pub use manifest::Manifest;
+pub use member_path::{MemberPath, MemberPathError};

@@ -1,0 +1,467 @@
+//! The streaming bundle reader: verifies while it reads, in one pass, trusting nothing before
+//! the signature has been checked.
+//!
+//! Order of trust: member 1 must be `airlock/manifest.json` and member 2 its signature, both
+//! size-bounded; the signature is checked against the trusted keys over the manifest's exact
+//! bytes; only then is the manifest parsed and its entries used as the plan for the rest.
+//! Every later member is rejected unless it is a regular file at a safe path, listed once,
+//! with the listed size and sha256. Decompressed output is capped at what the manifest
+//! declares (a small zstd stream can expand to anything), and the stream must end cleanly.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::{self, Read};
+use std::rc::Rc;
+
+use serde::Serialize;
+
+use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, SIGNATURE};
+use super::writer::ZSTD_WINDOW_LOG;
+use super::MemberPath;
+use crate::digest::{HashingReader, Sha256};
+use crate::progress::Reporter;
+use crate::sign::{KeyId, TrustedKey};
+
+/// Why a bundle, or one of its members, was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    NotABundle(String),
+    ManifestNotFirst { found: String },
+    SignatureNotSecond { found: String },
+    TooLargeBeforeTrust { limit: u64 },
+    Untrusted { tried: Vec<KeyId>, detail: String },
+    ManifestInvalid(String),
+    UnsafePath(&'static str),
+    EntryType(&'static str),
+    Duplicate,
+    Unlisted,
+    Missing,
+    SizeMismatch { expected: u64, actual: u64 },
+    DigestMismatch { expected: Sha256, actual: Sha256 },
+    Truncated(String),
+    PastDeclaredSize { limit: u64 },
+    TrailingData,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotABundle(d) => write!(f, "not an airlock bundle (expected a zstd-compressed tar): {d}"),
+            Self::ManifestNotFirst { found } => write!(f, "the first member must be `{MANIFEST}`, found `{found}`"),
+            Self::SignatureNotSecond { found } => write!(f, "the second member must be `{SIGNATURE}`, found `{found}`"),
+            Self::TooLargeBeforeTrust { limit } => write!(f, "larger than the {limit} bytes allowed before the signature is checked"),
+            Self::Untrusted { tried, detail } => {
+                let ids: Vec<_> = tried.iter().map(|k| format!("`{k}`")).collect();
+                write!(f, "untrusted or bad signature: it does not verify with any trusted key ({}){detail}", ids.join(", "))
+            }
+            Self::ManifestInvalid(d) => write!(f, "invalid manifest: {d}"),
+            Self::UnsafePath(reason) => write!(f, "unsafe path: {reason}"),
+            Self::EntryType(kind) => write!(f, "{kind} members are not allowed (regular files only)"),
+            Self::Duplicate => f.write_str("duplicate member"),
+            Self::Unlisted => f.write_str("member is not listed in the manifest"),
+            Self::Missing => f.write_str("listed in the manifest but missing from the bundle"),
+            Self::SizeMismatch { expected, actual } => write!(f, "wrong size: expected {expected} bytes, found {actual}"),
+            Self::DigestMismatch { expected, actual } => write!(f, "wrong sha256: expected {expected}, actual {actual}"),
+            Self::Truncated(d) => write!(f, "truncated or corrupt stream: {d}"),
+            Self::PastDeclaredSize { limit } => write!(f, "stream continues past the manifest's declared total size ({limit} bytes)"),
+            Self::TrailingData => f.write_str("non-zero data after the end of the archive"),
+        }
+    }
+}
+
+/// One rejected thing: a member (by its raw name) or the bundle as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub member: Option<String>,
+    pub reason: Rejection,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.member {
+            Some(m) => write!(f, "member `{m}`: {}", self.reason),
+            None => write!(f, "{}", self.reason),
+        }
+    }
+}
+
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct P<'a> {
+            member: Option<&'a str>,
+            reason: String,
+        }
+        P { member: self.member.as_deref(), reason: self.reason.to_string() }.serialize(s)
+    }
+}
+
+/// Whether to stop at the first problem (install) or collect them all (verify).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnProblem {
+    Stop,
+    Continue,
+}
+
+/// Where accepted members go while they are read. The bytes are not verified yet when they
+/// arrive: a sink must keep them invisible until the whole report is clean.
+pub trait MemberSink {
+    fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> io::Result<()>;
+}
+
+/// A sink that keeps nothing (verify).
+pub struct Discard;
+
+impl MemberSink for Discard {
+    fn member(&mut self, _: &MemberPath, data: &mut dyn Read) -> io::Result<()> {
+        io::copy(data, &mut io::sink()).map(drop)
+    }
+}
+
+/// The outcome of reading a bundle.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Set once the signature verified and the manifest parsed.
+    pub manifest: Option<Manifest>,
+    pub manifest_sha256: Option<Sha256>,
+    pub signers: Vec<KeyId>,
+    pub entries_verified: usize,
+    pub problems: Vec<Problem>,
+}
+
+impl Report {
+    pub fn verified(&self) -> bool {
+        self.manifest.is_some() && self.problems.is_empty()
+    }
+}
+
+/// Failures that are not the bundle's fault: the sink could not store a member.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot store member `{path}`")]
+pub struct SinkError {
+    pub path: MemberPath,
+    #[source]
+    pub source: io::Error,
+}
+
+/// Read and verify a whole bundle, handing accepted members to `sink`.
+pub fn read_bundle(
+    input: impl Read,
+    trusted: &[TrustedKey],
+    sink: &mut dyn MemberSink,
+    policy: OnProblem,
+    reporter: &dyn Reporter,
+) -> Result<Report, SinkError> {
+    let mut reader = Reader { report: Report::default(), policy };
+    match reader.run(input, trusted, sink, reporter) {
+        Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
+        Err(Halt::Sink(e)) => Err(e),
+    }
+}
+
+enum Halt {
+    /// A problem was recorded and reading cannot, or must not, go on.
+    Stopped,
+    Sink(SinkError),
+}
+
+struct Reader {
+    report: Report,
+    policy: OnProblem,
+}
+
+impl Reader {
+    /// Record a problem; `Err` when reading must stop here.
+    fn problem(&mut self, member: Option<String>, reason: Rejection) -> Result<(), Halt> {
+        self.report.problems.push(Problem { member, reason });
+        match self.policy {
+            OnProblem::Stop => Err(Halt::Stopped),
+            OnProblem::Continue => Ok(()),
+        }
+    }
+
+    fn fatal(&mut self, member: Option<String>, reason: Rejection) -> Halt {
+        self.report.problems.push(Problem { member, reason });
+        Halt::Stopped
+    }
+
+    fn open<R: Read>(&mut self, input: R, budget: &Budget) -> Result<tar::Archive<Bounded<zstd::stream::read::Decoder<'static, io::BufReader<R>>>>, Halt> {
+        let mut decoder = zstd::stream::read::Decoder::new(input).map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        decoder.window_log_max(ZSTD_WINDOW_LOG).map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        Ok(tar::Archive::new(Bounded { inner: decoder, budget: budget.clone() }))
+    }
+
+    /// Members 1 and 2 (manifest and signature bytes), bounded, before any trust.
+    fn head<R: Read>(&mut self, members: &mut tar::Entries<'_, R>, budget: &Budget) -> Result<(Vec<u8>, Vec<u8>), Halt> {
+        let manifest_bytes = match members.next() {
+            None => return Err(self.fatal(None, Rejection::NotABundle("no members".into()))),
+            Some(Err(e)) => return Err(self.fatal(None, budget.explain(e, Rejection::NotABundle))),
+            Some(Ok(entry)) => self.small_member(entry, MANIFEST, MAX_MANIFEST_BYTES, budget, |found| Rejection::ManifestNotFirst { found })?,
+        };
+        let signature = match members.next() {
+            None => return Err(self.fatal(None, Rejection::SignatureNotSecond { found: "end of archive".into() })),
+            Some(Err(e)) => return Err(self.fatal(None, budget.explain(e, Rejection::Truncated))),
+            Some(Ok(entry)) => self.small_member(entry, SIGNATURE, MAX_SIGNATURE_BYTES, budget, |found| Rejection::SignatureNotSecond { found })?,
+        };
+        Ok((manifest_bytes, signature))
+    }
+
+    fn run(&mut self, input: impl Read, trusted: &[TrustedKey], sink: &mut dyn MemberSink, reporter: &dyn Reporter) -> Result<(), Halt> {
+        let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
+        let mut archive = self.open(input, &budget)?;
+        let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        let (manifest_bytes, signature) = self.head(&mut members, &budget)?;
+
+        let mut detail = String::new();
+        for key in trusted {
+            match key.verify_blob(&manifest_bytes, &signature) {
+                Ok(()) => self.report.signers.push(key.key_id().clone()),
+                Err(e @ crate::sign::SignatureError::Encoding(_)) => detail = format!("; {e}"),
+                Err(crate::sign::SignatureError::Mismatch(_)) => {}
+            }
+        }
+        if self.report.signers.is_empty() {
+            let tried = trusted.iter().map(|k| k.key_id().clone()).collect();
+            return Err(self.fatal(Some(SIGNATURE.into()), Rejection::Untrusted { tried, detail }));
+        }
+
+        // Trusted bytes from here on; still check what the manifest says.
+        let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+            .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
+        manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e)))?;
+        // The leading members are verified now: stage them like any other.
+        for (name, bytes) in [(MANIFEST, &manifest_bytes), (SIGNATURE, &signature)] {
+            let path = MemberPath::new(name).expect("reserved member names are valid paths");
+            sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
+        }
+        budget.allow_more(declared_stream_bytes(&manifest.entries));
+        reporter.start("verifying", manifest.content_bytes());
+        let listed: BTreeMap<&MemberPath, &Entry> = manifest.entries.iter().map(|e| (&e.path, e)).collect();
+        let mut seen = BTreeSet::new();
+
+        for item in members.by_ref() {
+            let mut entry = item.map_err(|e| self.fatal(None, budget.explain(e, Rejection::Truncated)))?;
+            let raw = entry.path_bytes().into_owned();
+            let name = String::from_utf8_lossy(&raw).into_owned();
+            let path = match MemberPath::from_bytes(&raw) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.problem(Some(name), Rejection::UnsafePath(e.reason))?;
+                    continue;
+                }
+            };
+            if let Some(kind) = forbidden_type(entry.header().entry_type()) {
+                self.problem(Some(name), Rejection::EntryType(kind))?;
+                continue;
+            }
+            if !seen.insert(path.clone()) || path.as_str() == MANIFEST || path.as_str() == SIGNATURE {
+                self.problem(Some(name), Rejection::Duplicate)?;
+                continue;
+            }
+            let Some(expected) = listed.get(&path) else {
+                self.problem(Some(name), Rejection::Unlisted)?;
+                continue;
+            };
+            let actual_size = entry.size();
+            if actual_size != expected.size {
+                self.problem(Some(name), Rejection::SizeMismatch { expected: expected.size, actual: actual_size })?;
+                continue;
+            }
+            let mut tap = ReadTap { inner: HashingReader::new(&mut entry), failed: None, reporter };
+            let stored = sink.member(&path, &mut tap).and_then(|()| io::copy(&mut tap, &mut io::sink()).map(drop));
+            if let Err(e) = stored {
+                return Err(match tap.failed.take() {
+                    Some(read) => self.fatal(Some(name), budget.explain(read, Rejection::Truncated)),
+                    None => Halt::Sink(SinkError { path, source: e }),
+                });
+            }
+            let (actual, count) = tap.inner.finish();
+            if count != expected.size {
+                let reason = Rejection::Truncated(format!("{count} of {} bytes", expected.size));
+                return Err(self.fatal(Some(name), budget.tripped().unwrap_or(reason)));
+            }
+            if actual != expected.sha256 {
+                self.problem(Some(name), Rejection::DigestMismatch { expected: expected.sha256, actual })?;
+                continue;
+            }
+            self.report.entries_verified += 1;
+        }
+        reporter.finish();
+        drop(members);
+
+        for path in listed.keys().filter(|p| !seen.contains(*p)) {
+            self.problem(Some(path.to_string()), Rejection::Missing)?;
+        }
+        // The rest of the stream must be tar padding (zeros) and a complete zstd frame whose
+        // checksum holds: reading to the end is what proves the stream was not cut.
+        let mut rest = archive.into_inner();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match rest.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) if buf[..n].iter().all(|b| *b == 0) => {}
+                Ok(_) => return Err(self.fatal(None, Rejection::TrailingData)),
+                Err(e) => return Err(self.fatal(None, budget.explain(e, Rejection::Truncated))),
+            }
+        }
+        self.report.manifest_sha256 = Some(Sha256::of_bytes(&manifest_bytes));
+        self.report.manifest = Some(manifest);
+        Ok(())
+    }
+
+    /// Read a small leading member whose name is fixed, refusing anything else.
+    fn small_member<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        want: &str,
+        limit: u64,
+        budget: &Budget,
+        misplaced: impl Fn(String) -> Rejection,
+    ) -> Result<Vec<u8>, Halt> {
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        if name != want {
+            return Err(self.fatal(Some(name.clone()), misplaced(name)));
+        }
+        if let Some(kind) = forbidden_type(entry.header().entry_type()) {
+            return Err(self.fatal(Some(name), Rejection::EntryType(kind)));
+        }
+        if entry.size() > limit {
+            return Err(self.fatal(Some(name), Rejection::TooLargeBeforeTrust { limit }));
+        }
+        let mut bytes = Vec::new();
+        (&mut entry).take(limit).read_to_end(&mut bytes).map_err(|e| self.fatal(Some(name.clone()), budget.explain(e, Rejection::Truncated)))?;
+        if bytes.len() as u64 != entry.size() {
+            return Err(self.fatal(Some(name), Rejection::Truncated(format!("{} of {} bytes", bytes.len(), entry.size()))));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The leading members of a bundle, read without verifying anything (for `inspect`).
+#[derive(Debug)]
+pub struct Head {
+    pub manifest: Manifest,
+    pub manifest_sha256: Sha256,
+    pub signature: Vec<u8>,
+}
+
+/// Read only the manifest and signature members. Nothing is verified: the manifest is what
+/// the bundle claims, and callers must say so.
+pub fn read_head(input: impl Read) -> Result<Head, Problem> {
+    let mut reader = Reader { report: Report::default(), policy: OnProblem::Stop };
+    let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
+    let head = reader.open(input, &budget).and_then(|mut archive| {
+        let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        reader.head(&mut members, &budget)
+    });
+    let failed = |reader: &mut Reader| reader.report.problems.pop().unwrap_or(Problem { member: None, reason: Rejection::NotABundle("unreadable".into()) });
+    let Ok((manifest_bytes, signature)) = head else {
+        return Err(failed(&mut reader));
+    };
+    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+        .map_err(|e| Problem { member: Some(MANIFEST.into()), reason: Rejection::ManifestInvalid(e.to_string()) })?;
+    Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, signature })
+}
+
+/// The kind name of an entry type that is not a regular file.
+fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
+    use tar::EntryType as T;
+    match t {
+        T::Regular => None,
+        T::Symlink => Some("symlink"),
+        T::Link => Some("hardlink"),
+        T::Char => Some("character device"),
+        T::Block => Some("block device"),
+        T::Fifo => Some("fifo"),
+        T::Directory => Some("directory"),
+        _ => Some("special"),
+    }
+}
+
+/// The most decompressed bytes the content members may take: data rounded to tar blocks, plus
+/// a header, a PAX header and PAX records per entry, plus the end-of-archive blocks.
+fn declared_stream_bytes(entries: &[Entry]) -> u64 {
+    let block = |n: u64| n.div_ceil(512) * 512;
+    let per_entry: u64 = entries.iter().map(|e| block(e.size) + 2 * 512 + block(e.path.as_str().len() as u64 + 64)).sum();
+    per_entry + 1024 + (64 << 10)
+}
+
+/// A shared cap on decompressed bytes, raised once the signed manifest says what to expect.
+#[derive(Clone)]
+struct Budget(Rc<BudgetState>);
+
+struct BudgetState {
+    limit: Cell<u64>,
+    used: Cell<u64>,
+    tripped: Cell<bool>,
+}
+
+impl Budget {
+    fn new(limit: u64) -> Self {
+        Self(Rc::new(BudgetState { limit: Cell::new(limit), used: Cell::new(0), tripped: Cell::new(false) }))
+    }
+
+    fn allow_more(&self, bytes: u64) {
+        self.0.limit.set(self.0.used.get().saturating_add(bytes));
+    }
+
+    fn tripped(&self) -> Option<Rejection> {
+        self.0.tripped.get().then(|| Rejection::PastDeclaredSize { limit: self.0.limit.get() })
+    }
+
+    /// The rejection for a read error: the cap if it tripped, else `otherwise` with the error.
+    fn explain(&self, e: io::Error, otherwise: fn(String) -> Rejection) -> Rejection {
+        self.tripped().unwrap_or_else(|| otherwise(e.to_string()))
+    }
+}
+
+/// The decompressed stream, refusing to yield more than the budget allows.
+struct Bounded<R> {
+    inner: R,
+    budget: Budget,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let state = &self.budget.0;
+        let left = state.limit.get().saturating_sub(state.used.get());
+        if left == 0 {
+            // Only an error if there is in fact more to read.
+            let n = self.inner.read(&mut [0u8; 1])?;
+            if n == 0 {
+                return Ok(0);
+            }
+            state.tripped.set(true);
+            return Err(io::Error::other("decompressed stream exceeds its declared size"));
+        }
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        state.used.set(state.used.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// Hashes member bytes on their way to the sink and remembers read errors, so that a cut
+/// stream is reported as the bundle's fault and a full disk as the site's.
+struct ReadTap<'r, R> {
+    inner: HashingReader<R>,
+    failed: Option<io::Error>,
+    reporter: &'r dyn Reporter,
+}
+
+impl<R: Read> Read for ReadTap<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inner.read(buf) {
+            Ok(n) => {
+                self.reporter.advance(n as u64);
+                Ok(n)
+            }
+            Err(e) => {
+                let copy = io::Error::new(e.kind(), e.to_string());
+                self.failed = Some(e);
+                Err(copy)
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The deterministic, streaming bundle writer.
+//!
+//! Content streams from its origin through a hasher into the tar and zstd streams: it is never
+//! whole in memory, and its digest and size are checked against the signed manifest as it
+//! passes. The output goes to a temporary file beside the destination and is renamed into
+//! place only when complete; on any failure nothing is left at the destination.
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::manifest::{MANIFEST, Manifest, SIGNATURE};
+use super::{MemberPath, header};
+use crate::digest::{HashingReader, Sha256};
+use crate::progress::Reporter;
+use crate::sign::SigningKey;
+use crate::sources::{Content, SourceError};
+
+/// zstd level: the large payloads (image layers, wheels) are mostly compressed already, so a
+/// fast level with long-distance matching is the right trade.
+const ZSTD_LEVEL: i32 = 6;
+/// 128 MiB window: the default most decoders accept without extra flags (`zstd -d` included).
+pub const ZSTD_WINDOW_LOG: u32 = 27;
+/// Multithreaded zstd's output does not depend on the number of workers (checked with libzstd
+/// 1.5: 1, 2, 4 and 8 workers give identical frames), only on multithreading being on, so every
+/// host uses all its cores and still writes the same bytes. Never 0: that is single-thread
+/// mode, whose frames differ.
+fn zstd_workers() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1)).clamp(1, 16)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("cannot write bundle `{}`", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What was written.
+#[derive(Debug)]
+pub struct Packed {
+    pub path: PathBuf,
+    pub manifest_sha256: Sha256,
+    pub bytes: u64,
+    pub members: usize,
+}
+
+/// A tar over zstd that only takes deterministic regular-file members.
+pub struct BundleWriter<W: Write> {
+    tar: tar::Builder<zstd::stream::write::Encoder<'static, W>>,
+    mtime: u64,
+}
+
+impl<W: Write> BundleWriter<W> {
+    pub fn new(out: W, mtime: u64) -> io::Result<Self> {
+        let mut zstd = zstd::stream::write::Encoder::new(out, ZSTD_LEVEL)?;
+        zstd.include_checksum(true)?;
+        zstd.long_distance_matching(true)?;
+        zstd.window_log(ZSTD_WINDOW_LOG)?;
+        zstd.multithread(zstd_workers())?;
+        let mut tar = tar::Builder::new(zstd);
+        tar.follow_symlinks(false);
+        tar.sparse(false);
+        tar.mode(tar::HeaderMode::Deterministic);
+        Ok(Self { tar, mtime })
+    }
+
+    /// Append `size` bytes from `data` as `path`. The caller guarantees `data` yields exactly
+    /// `size` bytes (see `append_checked`); a short reader would corrupt the archive.
+    pub fn append(&mut self, path: &MemberPath, size: u64, data: impl Read) -> io::Result<()> {
+        let h = header::regular_file(path, size, self.mtime);
+        if !h.pax.is_empty() {
+            self.tar.append_pax_extensions(h.pax.iter().map(|(k, v)| (*k, v.as_slice())))?;
+        }
+        self.tar.append(&h.header, data)
+    }
+
+    /// Finish the tar and the zstd frame (without `finish` the frame is truncated).
+    pub fn finish(self) -> io::Result<W> {
+        self.tar.into_inner()?.finish()
+    }
+}
+
+/// Write a whole bundle: manifest, signature, then every content member in manifest order.
+pub fn pack(
+    out: &Path,
+    manifest: &Manifest,
+    key: &SigningKey,
+    contents: &[Content],
+    reporter: &dyn Reporter,
+) -> Result<Packed, PackError> {
+    let write_err = |source| PackError::Write { path: out.to_owned(), source };
+    let manifest_bytes = manifest.canonical_bytes();
+    let signature = key.sign_blob(&manifest_bytes);
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let file_name = out.file_name().map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
+    // Dropped (and deleted) on every early return: nothing half-written is left behind.
+    let tmp = tempfile::Builder::new().prefix(&format!(".{file_name}.")).suffix(".partial").tempfile_in(dir).map_err(write_err)?;
+
+    let mut writer = BundleWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file()), manifest.created.unix()).map_err(write_err)?;
+    let fixed = |p: &str| MemberPath::new(p).expect("reserved member names are valid paths");
+    writer.append(&fixed(MANIFEST), manifest_bytes.len() as u64, manifest_bytes.as_slice()).map_err(write_err)?;
+    writer.append(&fixed(SIGNATURE), signature.len() as u64, signature.as_bytes()).map_err(write_err)?;
+
+    reporter.start("packing", manifest.content_bytes());
+    for content in contents {
+        append_checked(&mut writer, content, reporter).map_err(|e| match e {
+            AppendError::Source(s) => PackError::Source(s),
+            AppendError::Write(source) => write_err(source),
+        })?;
+    }
+    reporter.finish();
+
+    let buffered = writer.finish().map_err(write_err)?;
+    buffered.into_inner().map_err(|e| write_err(e.into_error()))?.sync_all().map_err(write_err)?;
+    let bytes = tmp.as_file().metadata().map_err(write_err)?.len();
+    tmp.persist(out).map_err(|e| write_err(e.error))?;
+    Ok(Packed { path: out.to_owned(), manifest_sha256: Sha256::of_bytes(&manifest_bytes), bytes, members: contents.len() + 2 })
+}
+
+enum AppendError {
+    Source(SourceError),
+    Write(io::Error),
+}
+
+/// Stream one content member from its origin, checking size and digest against what the
+/// manifest promises. A mismatch aborts the bundle (the temporary output is discarded).
+fn append_checked<W: Write>(writer: &mut BundleWriter<W>, content: &Content, reporter: &dyn Reporter) -> Result<(), AppendError> {
+    let origin = content.origin.display().to_string();
+    let read_err = |source| AppendError::Source(SourceError::Read { what: content.what.clone(), path: content.origin.clone(), source });
+    let file = File::open(&content.origin).map_err(read_err)?;
+    let mut hashing = HashingReader::new(BufReader::with_capacity(1 << 20, file));
+    let mut limited = ReportingReader { inner: (&mut hashing).take(content.size), reporter, failed: None };
+    writer.append(&content.path, content.size, &mut limited).map_err(|e| match limited.failed.take() {
+        Some(read) => read_err(read),
+        None => AppendError::Write(e),
+    })?;
+    let short = hashing.count();
+    // One byte more than promised means the origin changed since it was locked.
+    let extra = hashing.read(&mut [0u8; 1]).map_err(read_err)?;
+    let (actual, count) = hashing.finish();
+    let hint = " (changed since `airlock lock`?)";
+    if short != content.size || extra != 0 {
+        let actual_size = if extra == 0 { count } else { content.size + 1 };
+        return Err(AppendError::Source(SourceError::SizeMismatch { what: content.what.clone(), origin, expected: content.size, actual: actual_size, hint }));
+    }
+    if actual != content.sha256 {
+        return Err(AppendError::Source(SourceError::DigestMismatch { what: content.what.clone(), origin, expected: content.sha256, actual, hint }));
+    }
+    Ok(())
+}
+
+/// Passes reads through, tells the reporter, and remembers a read error so it is not mistaken
+/// for a failure to write the output.
+struct ReportingReader<'a, R> {
+    inner: R,
+    reporter: &'a dyn Reporter,
+    failed: Option<io::Error>,
+}
+
+impl<R: Read> Read for ReportingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inner.read(buf) {
+            Ok(n) => {
+                self.reporter.advance(n as u64);
+                Ok(n)
+            }
+            Err(e) => {
+                let copy = io::Error::new(e.kind(), e.to_string());
+                self.failed = Some(e);
+                Err(copy)
+            }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Command-line arguments (clap derive, no I/O) and the terminal progress reporter.
+
+use std::cell::RefCell;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::progress::Reporter;
+
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version, about = "Carry a GPU software stack across an air gap", long_about = None)]
+pub struct Cli {
+    /// More logging on stderr (-v info, -vv debug); `RUST_LOG` overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate an ECDSA P-256 signing key pair (cosign-compatible).
+    Keygen(KeygenArgs),
+    /// Resolve every input of the spec to a digest and write the lock.
+    Lock(LockArgs),
+    /// Build a signed bundle from the spec and its lock.
+    Build(BuildArgs),
+    /// Verify a bundle offline against trusted public keys.
+    Verify(VerifyArgs),
+    /// Show what a bundle holds without extracting it (nothing is verified).
+    Inspect(InspectArgs),
+    /// Verify a bundle while staging it under a site root, then activate it.
+    Install(InstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Directory for NAME.key and NAME.pub (created if missing; existing keys are never overwritten).
+    #[arg(long)]
+    pub out_dir: PathBuf,
+    #[arg(long, default_value = "airlock")]
+    pub name: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    #[arg(default_value = "airlock.toml")]
+    pub spec: PathBuf,
+    /// Lock file to write [default: airlock.lock beside the spec].
+    #[arg(long)]
+    pub lock: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    #[arg(default_value = "airlock.toml")]
+    pub spec: PathBuf,
+    /// Private signing key (PEM); its passphrase comes from AIRLOCK_KEY_PASSWORD.
+    #[arg(long)]
+    pub key: PathBuf,
+    /// The bundle file to write (written beside it first, renamed when complete).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Fail if the lock is missing or does not cover the spec, instead of updating it.
+    #[arg(long)]
+    pub locked: bool,
+    /// Lock file [default: airlock.lock beside the spec].
+    #[arg(long)]
+    pub lock: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    pub bundle: PathBuf,
+    /// A trusted public key (SPKI PEM); repeat for several.
+    #[arg(long = "trust", required = true)]
+    pub trust: Vec<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    pub bundle: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    pub bundle: PathBuf,
+    /// A trusted public key (SPKI PEM); repeat for several.
+    #[arg(long = "trust", required = true)]
+    pub trust: Vec<PathBuf>,
+    /// Site state root.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Draws one byte-progress bar on stderr when stderr is a terminal; silent otherwise.
+pub struct TerminalReporter {
+    enabled: bool,
+    bar: RefCell<Option<ProgressBar>>,
+}
+
+impl TerminalReporter {
+    pub fn new(json: bool) -> Self {
+        Self { enabled: !json && std::io::stderr().is_terminal(), bar: RefCell::new(None) }
+    }
+}
+
+impl Reporter for TerminalReporter {
+    fn start(&self, phase: &str, total_bytes: u64) {
+        if !self.enabled {
+            return;
+        }
+        let bar = ProgressBar::new(total_bytes);
+        let style = ProgressStyle::with_template("{msg:>10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_message(phase.to_owned());
+        *self.bar.borrow_mut() = Some(bar);
+    }
+
+    fn advance(&self, bytes: u64) {
+        if let Some(bar) = self.bar.borrow().as_ref() {
+            bar.inc(bytes);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.bar.borrow_mut().take() {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! `airlock build [SPEC] --key KEY --out FILE [--locked]`
+
+use std::io::Write;
+use std::time::Instant;
+
+use super::lock::{Refresh, ensure, lock_path};
+use crate::bundle::Manifest;
+use crate::bundle::manifest::{Builder, SCHEMA_V1};
+use crate::bundle::writer::pack;
+use crate::cli::{BuildArgs, TerminalReporter};
+use crate::clock::Timestamp;
+use crate::sign::SigningKey;
+use crate::sources;
+use crate::spec::SpecFile;
+
+pub const TOOL: &str = concat!("airlock/", env!("CARGO_PKG_VERSION"));
+
+pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let spec = SpecFile::load(&args.spec)?;
+    let path = lock_path(&args.spec, args.lock.as_ref());
+    let refresh = if args.locked { Refresh::Never } else { Refresh::IfStale };
+    let (lock, relocked) = ensure(&spec, &path, refresh)?;
+    if relocked {
+        tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
+    }
+    let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
+    let plan = sources::plan(&spec, &lock)?;
+    let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
+    let meta = &spec.spec.bundle;
+    let manifest = Manifest {
+        schema: SCHEMA_V1.to_owned(),
+        name: meta.name.clone(),
+        version: meta.version.clone(),
+        description: meta.description.clone(),
+        created,
+        builder: Builder { tool: TOOL.to_owned(), key_id: key.key_id().clone() },
+        spec_sha256: spec.sha256,
+        lock_sha256: lock.sha256,
+        artifacts: plan.artifacts,
+        entries: plan.contents.iter().map(|c| crate::bundle::manifest::Entry { path: c.path.clone(), size: c.size, sha256: c.sha256 }).collect(),
+        validation: serde_json::to_value(&spec.spec.validation)?,
+    };
+    let reporter = TerminalReporter::new(args.json);
+    let packed = pack(&args.out, &manifest, &key, &plan.contents, &reporter)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        super::print_json(&serde_json::json!({
+            "bundle": packed.path,
+            "name": manifest.name,
+            "version": manifest.version.to_string(),
+            "manifest_sha256": packed.manifest_sha256,
+            "key_id": key.key_id(),
+            "members": packed.members,
+            "content_bytes": manifest.content_bytes(),
+            "bundle_bytes": packed.bytes,
+            "seconds": seconds,
+        }))?;
+    } else {
+        writeln!(
+            std::io::stdout().lock(),
+            "built {} ({} {}): {} members, {} content bytes -> {} bytes, manifest sha256 {}, signed by {} in {seconds:.2}s",
+            packed.path.display(),
+            manifest.name,
+            manifest.version,
+            packed.members,
+            manifest.content_bytes(),
+            packed.bytes,
+            packed.manifest_sha256,
+            key.key_id(),
+        )?;
+    }
+    Ok(super::EXIT_OK)
+}

@@ -1,0 +1,65 @@
+//! `airlock lock [SPEC] [--lock FILE]`
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::cli::LockArgs;
+use crate::clock::Timestamp;
+use crate::sources;
+use crate::spec::SpecFile;
+use crate::spec::lock::{LockError, LockFile, default_lock_path};
+
+/// How to treat an existing lock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Refresh {
+    /// Resolve everything again (`airlock lock`): catches changed content.
+    Always,
+    /// Keep a lock that covers the spec (`airlock build`), resolve only when it does not.
+    IfStale,
+    /// Never write: a missing or stale lock is an error (`build --locked`).
+    Never,
+}
+
+pub fn lock_path(spec: &Path, explicit: Option<&PathBuf>) -> PathBuf {
+    explicit.cloned().unwrap_or_else(|| default_lock_path(spec))
+}
+
+/// The lock for `spec` under the given policy, and whether it was (re)written.
+pub fn ensure(spec: &SpecFile, path: &Path, refresh: Refresh) -> anyhow::Result<(LockFile, bool)> {
+    let existing = LockFile::load(path)?;
+    let stale = existing.as_ref().map_or(Some("no lock file".to_owned()), |l| l.lock.stale_reason(&spec.spec));
+    match (refresh, existing, stale) {
+        (Refresh::Never, None, _) => Err(LockError::Missing { path: path.to_owned() }.into()),
+        (Refresh::Never, Some(_), Some(reason)) => Err(LockError::Stale { path: path.to_owned(), reason }.into()),
+        (Refresh::Never | Refresh::IfStale, Some(lock), None) => Ok((lock, false)),
+        (_, existing, _) => {
+            let resolved_at = Timestamp::source_date_epoch()?.unwrap_or_else(Timestamp::now);
+            let mut fresh = sources::resolve(spec, resolved_at)?;
+            if let Some(old) = existing {
+                // Same pins: keep the file as it is, time included, so rebuilds stay identical.
+                fresh.resolved_at = old.lock.resolved_at;
+                if fresh == old.lock {
+                    return Ok((old, false));
+                }
+            }
+            Ok((LockFile::write(path, fresh)?, true))
+        }
+    }
+}
+
+pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
+    let spec = SpecFile::load(&args.spec)?;
+    let path = lock_path(&args.spec, args.lock.as_ref());
+    let (lock, written) = ensure(&spec, &path, Refresh::Always)?;
+    if args.json {
+        super::print_json(&serde_json::json!({ "lock": path, "updated": written, "sha256": lock.sha256, "entries": lock.lock }))?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        let verb = if written { "wrote" } else { "up to date:" };
+        writeln!(out, "{verb} {} ({} file(s) pinned)", path.display(), lock.lock.file.len())?;
+        for f in &lock.lock.file {
+            writeln!(out, "  file {}  {} bytes  sha256 {}", f.name, f.size, f.sha256)?;
+        }
+    }
+    Ok(super::EXIT_OK)
+}

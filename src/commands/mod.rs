@@ -1,0 +1,97 @@
+//! One module per verb: glue between parsed arguments and the library. Errors leave as
+//! `anyhow::Error` and are mapped to exit codes here, once.
+
+mod build;
+mod inspect;
+mod install;
+mod keygen;
+mod lock;
+mod verify;
+
+use std::io::Write;
+
+use crate::bundle::writer::PackError;
+use crate::cli::{Cli, Command};
+use crate::site::SiteError;
+use crate::sources::SourceError;
+use crate::spec::SpecError;
+use crate::spec::lock::LockError;
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_RUNTIME: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_VERIFY: u8 = 3;
+
+/// Verification failed (signature, digest, policy): exit 3. The details were already printed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct VerificationFailed(pub String);
+
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Keygen(a) => keygen::run(&a),
+        Command::Lock(a) => lock::run(&a),
+        Command::Build(a) => build::run(&a),
+        Command::Verify(a) => verify::run(&a),
+        Command::Inspect(a) => inspect::run(&a),
+        Command::Install(a) => install::run(&a),
+    }
+}
+
+/// The exit code for an error, from the most specific error in its chain (DESIGN.md: 1 runtime,
+/// 2 usage or invalid spec, 3 verification failed).
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.is::<VerificationFailed>() {
+            return EXIT_VERIFY;
+        }
+        if cause.is::<SpecError>() {
+            return EXIT_USAGE;
+        }
+        if let Some(e) = cause.downcast_ref::<LockError>() {
+            return if matches!(e, LockError::Spec(_)) { EXIT_USAGE } else { EXIT_RUNTIME };
+        }
+        if let Some(e) = cause.downcast_ref::<SourceError>() {
+            return source_code(e);
+        }
+        if let Some(PackError::Source(e)) = cause.downcast_ref::<PackError>() {
+            return source_code(e);
+        }
+        if let Some(SiteError::Rejected { .. }) = cause.downcast_ref::<SiteError>() {
+            return EXIT_VERIFY;
+        }
+    }
+    EXIT_RUNTIME
+}
+
+fn source_code(e: &SourceError) -> u8 {
+    match e {
+        SourceError::DigestMismatch { .. } | SourceError::SizeMismatch { .. } => EXIT_VERIFY,
+        SourceError::Spec(_) | SourceError::Lock(LockError::Spec(_)) => EXIT_USAGE,
+        SourceError::Lock(_) | SourceError::Read { .. } => EXIT_RUNTIME,
+    }
+}
+
+/// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Print one JSON document on stdout.
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The private-key passphrase from the environment, if set.
+fn key_password() -> Option<Vec<u8>> {
+    std::env::var_os(crate::sign::PASSWORD_ENV).map(|v| v.into_encoded_bytes())
+}
+
+fn load_trusted(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
+    paths.iter().map(|p| crate::sign::TrustedKey::load(p).map_err(Into::into)).collect()
+}

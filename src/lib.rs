@@ -1,0 +1,16 @@
+//! airlock: carry a GPU software stack across an air gap.
+//!
+//! The build side follows the data: [`spec`] → [`sources`] → [`bundle`] (signed by [`sign`]).
+//! The site side reads it back: [`bundle`] (verify while streaming) → [`site`] (stage, activate).
+//! `commands` glues one verb each; `main` only parses and maps errors to exit codes.
+
+pub mod bundle;
+pub mod cli;
+pub mod commands;
+pub mod digest;
+pub mod progress;
+pub mod sign;
+pub mod site;
+pub mod sources;
+pub mod spec;
+pub mod clock;

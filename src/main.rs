@@ -1,0 +1,34 @@
+//! The `airlock` binary: parse arguments, set up logging, dispatch, map errors to exit codes.
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let cli = match airlock::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { airlock::commands::EXIT_USAGE } else { 0 });
+        }
+    };
+    init_logging(cli.verbose);
+    match airlock::commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) if airlock::commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(airlock::commands::exit_code(&err))
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).without_time().init();
+}

@@ -1,0 +1,146 @@
+//! The site state root (`--root`): staging, retained bundles and atomic activation.
+//!
+//! ```text
+//! ROOT/bundles/ID/              the retained bundle file (bundle.airlock) + its staged tree
+//! ROOT/current -> bundles/ID    swapped atomically (rename of a symlink)
+//! ROOT/previous -> bundles/ID
+//! ROOT/.lock                    one writer at a time
+//! ```
+//!
+//! A bundle is verified while it is extracted into a fresh staging directory under ROOT, and
+//! renamed into `bundles/` only when the whole of it verified. A rejected bundle leaves ROOT
+//! exactly as it was: the staging directory and anything this install created are removed.
+
+mod activate;
+mod stage;
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+
+use crate::bundle::reader::{OnProblem, Problem, read_bundle};
+use crate::digest::Sha256;
+use crate::progress::Reporter;
+use crate::sign::{KeyId, TrustedKey};
+use stage::{Created, StageSink, Tee};
+
+/// The retained copy of the bundle file inside `bundles/ID/`.
+pub const RETAINED_BUNDLE: &str = "bundle.airlock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error("cannot open bundle `{}`", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("bundle `{}` failed verification; the site was not changed: {}", path.display(), first(problems))]
+    Rejected { path: PathBuf, problems: Vec<Problem> },
+    #[error("site root `{}` is in use by another airlock (lock `{}` is held)", root.display(), root.join(".lock").display())]
+    Busy { root: PathBuf },
+    #[error("site I/O failed at `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn first(problems: &[Problem]) -> String {
+    let more = problems.len().saturating_sub(1);
+    let head = problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
+    if more > 0 { format!("{head} (and {more} more)") } else { head }
+}
+
+/// What an install did.
+#[derive(Debug, serde::Serialize)]
+pub struct Installed {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub manifest_sha256: Sha256,
+    pub signers: Vec<KeyId>,
+    pub path: PathBuf,
+    pub previous: Option<String>,
+    /// The same bundle was already retained; it was re-verified and activated.
+    pub already_present: bool,
+}
+
+/// The short id of a bundle at a site: the first 16 hex characters of its manifest's sha256.
+pub fn bundle_id(manifest_sha256: &Sha256) -> String {
+    manifest_sha256.short(16)
+}
+
+/// Verify `bundle` while staging it under `root`, then make it `current`.
+pub fn install(bundle: &Path, trusted: &[TrustedKey], root: &Path, reporter: &dyn Reporter) -> Result<Installed, SiteError> {
+    let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
+    let mut created = Created::default();
+    let result = install_tracked(bundle, input, trusted, root, &mut created, reporter);
+    if result.is_err() {
+        created.undo();
+    }
+    result
+}
+
+fn install_tracked(
+    bundle: &Path,
+    input: File,
+    trusted: &[TrustedKey],
+    root: &Path,
+    created: &mut Created,
+    reporter: &dyn Reporter,
+) -> Result<Installed, SiteError> {
+    let io_err = |path: &Path| {
+        let path = path.to_owned();
+        move |source| SiteError::Io { path, source }
+    };
+    created.create_dir_all(root).map_err(io_err(root))?;
+    let lock_path = root.join(".lock");
+    let lock = created.open_or_create(&lock_path).map_err(io_err(&lock_path))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(SiteError::Busy { root: root.to_owned() }),
+        Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+    }
+
+    // Removed with everything in it when dropped, unless renamed into `bundles/` below.
+    let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(root).map_err(io_err(root))?;
+    let copy_path = staging.path().join(RETAINED_BUNDLE);
+    let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
+    let mut tee = Tee::new(BufReader::with_capacity(1 << 20, input), copy);
+    let mut sink = StageSink::new(staging.path());
+    let report = read_bundle(&mut tee, trusted, &mut sink, OnProblem::Stop, reporter)
+        .map_err(|e| SiteError::Io { path: e.path.under(staging.path()), source: e.source })?;
+    tee.finish().map_err(io_err(&copy_path))?;
+    if !report.verified() {
+        return Err(SiteError::Rejected { path: bundle.to_owned(), problems: report.problems });
+    }
+    let (Some(manifest), Some(manifest_sha256)) = (report.manifest, report.manifest_sha256) else {
+        unreachable!("a verified report has a manifest");
+    };
+
+    let id = bundle_id(&manifest_sha256);
+    let bundles = root.join("bundles");
+    created.create_dir_all(&bundles).map_err(io_err(&bundles))?;
+    let target = bundles.join(&id);
+    let already_present = target.is_dir();
+    if !already_present {
+        let staged = staging.keep();
+        std::fs::rename(&staged, &target).map_err(io_err(&target))?;
+    }
+    // From here the install has happened: nothing below undoes the retained bundle.
+    created.forget();
+    let previous = activate::switch(root, &format!("bundles/{id}")).map_err(io_err(root))?;
+    drop(lock);
+    Ok(Installed {
+        id,
+        name: manifest.name.to_string(),
+        version: manifest.version.to_string(),
+        manifest_sha256,
+        signers: report.signers,
+        path: target,
+        previous,
+        already_present,
+    })
+}

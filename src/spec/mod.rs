@@ -1,0 +1,331 @@
+//! `airlock.toml` (what the user asks for) and `airlock.lock` (every input pinned to a digest).
+//!
+//! Every section of the spec parses here, so that later sources only add behaviour, not syntax.
+//! Unknown keys and unknown entry kinds are errors naming the file, line and key.
+
+pub mod lock;
+mod names;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::digest::Sha256;
+pub use names::{BundleName, FileName};
+
+/// Entry kinds a spec may hold, as their TOML array-of-tables names.
+pub const ENTRY_KINDS: [&str; 5] = ["image", "wheel", "deb", "model", "file"];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub bundle: BundleMeta,
+    #[serde(default)]
+    pub registries: BTreeMap<String, RegistrySettings>,
+    #[serde(default)]
+    pub image: Vec<Spanned<ImageSpec>>,
+    #[serde(default)]
+    pub wheel: Vec<Spanned<WheelSpec>>,
+    #[serde(default)]
+    pub deb: Vec<Spanned<DebSpec>>,
+    #[serde(default)]
+    pub model: Vec<Spanned<ModelSpec>>,
+    #[serde(default)]
+    pub file: Vec<Spanned<FileSpec>>,
+    #[serde(default)]
+    pub validation: Validation,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleMeta {
+    pub name: BundleName,
+    /// Compared as semver: a site refuses a lower version of the same bundle name.
+    pub version: semver::Version,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySettings {
+    /// Plain HTTP. Never implied, not even for loopback.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Extra CA bundle (PEM), relative to the spec.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSpec {
+    #[serde(rename = "ref", default)]
+    pub reference: Option<String>,
+    #[serde(default)]
+    pub oci_layout: Option<PathBuf>,
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub platforms: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WheelSpec {
+    pub index: String,
+    pub requirements: Vec<String>,
+    #[serde(default)]
+    pub python: Option<String>,
+    #[serde(default)]
+    pub platforms: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DebSpec {
+    pub repo: String,
+    pub suite: String,
+    pub components: Vec<String>,
+    pub arch: String,
+    pub packages: Vec<String>,
+    #[serde(default)]
+    pub keyring: Option<PathBuf>,
+    #[serde(default)]
+    pub allow_unsigned: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    pub hub: String,
+    pub repo: String,
+    #[serde(default = "default_revision")]
+    pub revision: String,
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+fn default_revision() -> String {
+    "main".to_owned()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSpec {
+    /// The member name under `files/`.
+    pub name: FileName,
+    /// A URL, or a path relative to the spec's directory.
+    pub source: String,
+    /// Required for URLs; for local files, pins the content the lock must find.
+    #[serde(default)]
+    pub sha256: Option<Sha256>,
+    #[serde(default)]
+    pub kind: FileKind,
+    #[serde(default)]
+    pub notes: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    Firmware,
+    Document,
+    #[default]
+    Generic,
+}
+
+impl std::fmt::Display for FileKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Firmware => "firmware",
+            Self::Document => "document",
+            Self::Generic => "generic",
+        })
+    }
+}
+
+/// Where a `[[file]]` comes from: decided once, from the `source` string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileSource<'a> {
+    Url(&'a str),
+    Local(&'a str),
+}
+
+impl FileSpec {
+    pub fn source_kind(&self) -> FileSource<'_> {
+        let s = self.source.as_str();
+        if s.starts_with("https://") || s.starts_with("http://") {
+            FileSource::Url(s)
+        } else {
+            FileSource::Local(s)
+        }
+    }
+}
+
+/// The support matrix and site checks; carried verbatim into the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Validation {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target: Vec<Target>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<Spanned<Check>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    pub gpu: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gfx: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amdgpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rocm: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub firmware: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    pub name: String,
+    pub run: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("cannot read `{path}`")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Parse { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{}:{line}: {message}", path.display())]
+    Invalid { path: PathBuf, line: usize, message: String },
+    #[error(
+        "{}:{line}: `[[{kind}]]` entries are understood but not supported by this version of airlock yet{detail}",
+        path.display()
+    )]
+    Unsupported { path: PathBuf, line: usize, kind: &'static str, detail: &'static str },
+}
+
+/// A parsed spec with what is needed to point back into its text.
+#[derive(Debug)]
+pub struct SpecFile {
+    pub path: PathBuf,
+    pub sha256: Sha256,
+    pub spec: Spec,
+    text: String,
+}
+
+impl SpecFile {
+    pub fn load(path: &Path) -> Result<Self, SpecError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SpecError::Read { path: path.to_owned(), source })?;
+        Self::parse(path, text)
+    }
+
+    pub fn parse(path: &Path, text: String) -> Result<Self, SpecError> {
+        let spec: Spec = toml::from_str(&text).map_err(|e| parse_error(path, &text, &e))?;
+        let file = Self { path: path.to_owned(), sha256: Sha256::of_bytes(text.as_bytes()), spec, text };
+        file.check()?;
+        Ok(file)
+    }
+
+    /// The directory that relative paths in the spec are resolved against.
+    pub fn base_dir(&self) -> &Path {
+        self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    }
+
+    /// The 1-based line of a byte offset in the spec.
+    pub fn line_of(&self, span: &Range<usize>) -> usize {
+        line_col(&self.text, span.start).0
+    }
+
+    pub fn invalid(&self, span: &Range<usize>, message: impl Into<String>) -> SpecError {
+        SpecError::Invalid { path: self.path.clone(), line: self.line_of(span), message: message.into() }
+    }
+
+    /// Checks that span entries, after each entry parsed on its own.
+    fn check(&self) -> Result<(), SpecError> {
+        let spec = &self.spec;
+        for image in &spec.image {
+            let i = image.get_ref();
+            match (&i.reference, &i.oci_layout, &i.tag) {
+                (Some(_), None, None) | (None, Some(_), Some(_)) => {}
+                (Some(_), Some(_), _) => {
+                    return Err(self.invalid(&image.span(), "`[[image]]` takes either `ref` or `oci_layout`, not both"));
+                }
+                (Some(_), None, Some(_)) => {
+                    return Err(self.invalid(&image.span(), "`[[image]]` with `ref` puts the tag in the reference; `tag` goes with `oci_layout`"));
+                }
+                (None, Some(_), None) => {
+                    return Err(self.invalid(&image.span(), "`[[image]]` with `oci_layout` needs `tag` (its org.opencontainers.image.ref.name)"));
+                }
+                (None, None, _) => {
+                    return Err(self.invalid(&image.span(), "`[[image]]` needs `ref` or `oci_layout`"));
+                }
+            }
+        }
+        let mut names = BTreeSet::new();
+        for file in &spec.file {
+            let f = file.get_ref();
+            if !names.insert(f.name.as_str()) {
+                return Err(self.invalid(&file.span(), format!("duplicate `[[file]]` name `{}`", f.name)));
+            }
+            if matches!(f.source_kind(), FileSource::Url(_)) && f.sha256.is_none() {
+                return Err(self.invalid(&file.span(), format!("`[[file]]` `{}` comes from a URL and needs `sha256`", f.name)));
+            }
+            if f.source.is_empty() {
+                return Err(self.invalid(&file.span(), format!("`[[file]]` `{}` has an empty `source`", f.name)));
+            }
+        }
+        let mut checks = BTreeSet::new();
+        for check in &spec.validation.check {
+            let (span, c) = (check.span(), check.get_ref());
+            if c.run.is_empty() {
+                return Err(self.invalid(&span, format!("`[[validation.check]]` `{}` has an empty `run`", c.name)));
+            }
+            if !checks.insert(c.name.as_str()) {
+                return Err(self.invalid(&span, format!("duplicate `[[validation.check]]` name `{}`", c.name)));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    (line, column)
+}
+
+/// A TOML error as `file:line:column: message`, with serde's wording made specific.
+pub(crate) fn parse_error(path: &Path, text: &str, err: &toml::de::Error) -> SpecError {
+    let (line, column) = err.span().map_or((1, 1), |s| line_col(text, s.start));
+    let mut message = err.message().trim().to_owned();
+    // serde names a stray `[[widget]]` an "unknown field"; say what the user actually wrote.
+    let line_text = text.lines().nth(line - 1).unwrap_or_default().trim_start();
+    if message.starts_with("unknown field") && line_text.starts_with("[[") && !line_text.starts_with("[[validation.") {
+        let kind = line_text.trim_start_matches('[').split(']').next().unwrap_or_default().trim();
+        message = format!("unknown entry kind `[[{kind}]]`, expected one of {}", ENTRY_KINDS.map(|k| format!("`[[{k}]]`")).join(", "));
+    }
+    SpecError::Parse { path: path.to_owned(), line, column, message }
+}
+
+#[cfg(test)]
+mod tests;
