@@ -32,6 +32,9 @@ pub fn regular_file(path: &MemberPath, size: u64, mtime: u64) -> MemberHeader {
         // readable, deterministic stand-in (the tail of the path) for tools without PAX.
         pax.push(("path", path.as_str().as_bytes().to_vec()));
         let tail = tail_within(path.as_str(), 100);
+        if let Some(ustar) = header.as_ustar_mut() {
+            ustar.prefix = [0; 155];
+        }
         header.as_old_mut().name = [0; 100];
         header.as_old_mut().name[..tail.len()].copy_from_slice(tail.as_bytes());
     }

@@ -134,3 +134,58 @@ impl Manifest {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(entries: &[&str]) -> Manifest {
+        let d = Sha256::of_bytes(b"");
+        Manifest {
+            schema: SCHEMA_V1.into(),
+            name: BundleName::new("demo").unwrap(),
+            version: semver::Version::new(1, 0, 0),
+            description: None,
+            created: Timestamp::from_unix(0),
+            builder: Builder { tool: "airlock/test".into(), key_id: crate::sign::KeyId::of_spki_der(b"k") },
+            spec_sha256: d,
+            lock_sha256: d,
+            artifacts: vec![],
+            entries: entries.iter().map(|p| Entry { path: MemberPath::new(*p).unwrap(), size: 0, sha256: d }).collect(),
+            validation: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn canonical_bytes_are_rfc8785() {
+        let bytes = manifest(&["files/a"]).canonical_bytes();
+        let text = String::from_utf8(bytes).unwrap();
+        // Keys sorted by UTF-16 code units, no insignificant whitespace.
+        assert!(text.starts_with(r#"{"artifacts":[],"builder":{"key_id":""#), "{text}");
+        assert!(text.contains(r#""entries":[{"path":"files/a","sha256":"e3b0"#), "{text}");
+        assert!(!text.contains(": ") && !text.contains('\n'));
+        // Same value, same bytes; parsing and re-canonicalising is the identity.
+        let back: Manifest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.canonical_bytes(), text.as_bytes());
+    }
+
+    #[test]
+    fn canonical_json_follows_jcs_for_numbers_and_strings() {
+        let v = serde_json::json!({"b": 1.0, "a": "\u{20ac}\n", "c": [1e21, 0.000_001]});
+        let s = String::from_utf8(serde_json_canonicalizer::to_vec(&v).unwrap()).unwrap();
+        assert_eq!(s, "{\"a\":\"\u{20ac}\\n\",\"b\":1,\"c\":[1e+21,0.000001]}");
+    }
+
+    #[test]
+    fn check_refuses_unsafe_manifests() {
+        assert!(manifest(&["files/a", "wheels/b.whl"]).check().is_ok());
+        assert!(manifest(&["files/a", "files/a"]).check().unwrap_err().contains("listed twice"));
+        assert!(manifest(&["etc/passwd"]).check().unwrap_err().contains("outside the areas"));
+        assert!(manifest(&[MANIFEST]).check().unwrap_err().contains("reserved"));
+        assert!(manifest(&[SBOM]).check().is_ok());
+        assert!(manifest(&["files/a", "files/a/b"]).check().unwrap_err().contains("also the directory"));
+        let mut m = manifest(&[]);
+        m.schema = "airlock.bundle/v2".into();
+        assert!(m.check().unwrap_err().contains("expected `airlock.bundle/v1`"));
+    }
+}

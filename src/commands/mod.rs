@@ -45,11 +45,11 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.is::<VerificationFailed>() {
             return EXIT_VERIFY;
         }
-        if cause.is::<SpecError>() {
-            return EXIT_USAGE;
+        if let Some(e) = cause.downcast_ref::<SpecError>() {
+            return spec_code(e);
         }
         if let Some(e) = cause.downcast_ref::<LockError>() {
-            return if matches!(e, LockError::Spec(_)) { EXIT_USAGE } else { EXIT_RUNTIME };
+            return if let LockError::Spec(e) = e { spec_code(e) } else { EXIT_RUNTIME };
         }
         if let Some(e) = cause.downcast_ref::<SourceError>() {
             return source_code(e);
@@ -67,9 +67,14 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
 fn source_code(e: &SourceError) -> u8 {
     match e {
         SourceError::DigestMismatch { .. } | SourceError::SizeMismatch { .. } => EXIT_VERIFY,
-        SourceError::Spec(_) | SourceError::Lock(LockError::Spec(_)) => EXIT_USAGE,
+        SourceError::Spec(e) | SourceError::Lock(LockError::Spec(e)) => spec_code(e),
         SourceError::Lock(_) | SourceError::Read { .. } => EXIT_RUNTIME,
     }
+}
+
+/// A spec that cannot be read is a runtime error; one that is wrong is a usage error.
+fn spec_code(e: &SpecError) -> u8 {
+    if matches!(e, SpecError::Read { .. }) { EXIT_RUNTIME } else { EXIT_USAGE }
 }
 
 /// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.

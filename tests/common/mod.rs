@@ -1,0 +1,156 @@
+//! Shared helpers for integration tests: run the real binary, make keys and specs in temp
+//! directories, snapshot directory trees.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::{Digest, Sha256};
+
+pub const EPOCH: &str = "1764432000";
+
+pub fn airlock() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    c.env_remove("AIRLOCK_KEY_PASSWORD").env_remove("SOURCE_DATE_EPOCH").env("RUST_LOG", "warn");
+    c
+}
+
+/// A finished command with its exit code and text.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "expected success\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+
+    pub fn code(self, code: i32) -> Self {
+        assert_eq!(self.code, code, "expected exit {code}\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
+    }
+}
+
+pub fn run(cmd: &mut Command) -> Run {
+    let Output { status, stdout, stderr } = cmd.output().expect("the command starts");
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+pub fn airlock_run(args: &[&str]) -> Run {
+    run(airlock().args(args))
+}
+
+pub struct Keys {
+    pub private: PathBuf,
+    pub public: PathBuf,
+}
+
+/// An unencrypted key pair made by `airlock keygen`.
+pub fn keygen(dir: &Path, name: &str) -> Keys {
+    airlock_run(&["keygen", "--out-dir", s(dir), "--name", name]).ok();
+    Keys { private: dir.join(format!("{name}.key")), public: dir.join(format!("{name}.pub")) }
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("test paths are UTF-8")
+}
+
+/// A project directory with a spec naming two local files (one firmware with notes).
+pub struct Project {
+    pub dir: PathBuf,
+    pub spec: PathBuf,
+}
+
+pub fn project(dir: &Path, version: &str) -> Project {
+    std::fs::create_dir_all(dir.join("fw")).unwrap();
+    std::fs::write(dir.join("fw/board.bin"), pattern(70_000, 3)).unwrap();
+    std::fs::write(dir.join("notes.txt"), format!("release notes for {version}\n")).unwrap();
+    let spec = dir.join("airlock.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"[bundle]
+name = "demo"
+version = "{version}"
+
+[[file]]
+name = "board.bin"
+source = "fw/board.bin"
+kind = "firmware"
+notes = {{ board = "MI300X", min_version = "01.25.05.00" }}
+
+[[file]]
+name = "notes.txt"
+source = "notes.txt"
+kind = "document"
+
+[[validation.target]]
+gpu = "MI300X"
+gfx = "gfx942"
+"#
+        ),
+    )
+    .unwrap();
+    Project { dir: dir.to_owned(), spec }
+}
+
+/// Deterministic non-trivial bytes.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    let mut block = Sha256::digest([seed]).to_vec();
+    while out.len() < len {
+        block = Sha256::digest(&block).to_vec();
+        out.extend_from_slice(&block);
+    }
+    out.truncate(len);
+    out
+}
+
+pub fn build(project: &Project, keys: &Keys, out: &Path) -> Run {
+    run(airlock().env("SOURCE_DATE_EPOCH", EPOCH).args(["build", s(&project.spec), "--key", s(&keys.private), "--out", s(out)]))
+}
+
+pub fn sha256_file(path: &Path) -> String {
+    hex(&Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every path below `root` with its type and content digest or link target: equal snapshots
+/// mean nothing was added, removed or changed.
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    if !root.exists() {
+        return out;
+    }
+    for entry in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
+        let entry = entry.unwrap();
+        let path = entry.path().to_owned();
+        let ft = entry.file_type();
+        let what = if ft.is_symlink() {
+            format!("link {}", std::fs::read_link(&path).unwrap().display())
+        } else if ft.is_dir() {
+            "dir".to_owned()
+        } else if ft.is_file() {
+            format!("file {}", sha256_file(&path))
+        } else {
+            "special".to_owned()
+        };
+        out.insert(path, what);
+    }
+    out
+}
