@@ -61,7 +61,7 @@ pub struct LockArgs {
 pub struct BuildArgs {
     #[arg(default_value = "airlock.toml")]
     pub spec: PathBuf,
-    /// Private signing key (PEM); its passphrase comes from AIRLOCK_KEY_PASSWORD.
+    /// Private signing key (PEM); its passphrase comes from `AIRLOCK_KEY_PASSWORD`.
     #[arg(long)]
     pub key: PathBuf,
     /// The bundle file to write (written beside it first, renamed when complete).
@@ -115,7 +115,10 @@ pub struct TerminalReporter {
 
 impl TerminalReporter {
     pub fn new(json: bool) -> Self {
-        Self { enabled: !json && std::io::stderr().is_terminal(), bar: RefCell::new(None) }
+        Self {
+            enabled: !json && std::io::stderr().is_terminal(),
+            bar: RefCell::new(None),
+        }
     }
 }
 
@@ -125,9 +128,13 @@ impl Reporter for TerminalReporter {
             return;
         }
         let bar = ProgressBar::new(total_bytes);
-        let style = ProgressStyle::with_template("{msg:>10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-            .map(|s| s.progress_chars("=> "))
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style = ProgressStyle::with_template(
+            "{msg:>10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        )
+        .map_or_else(
+            |_| ProgressStyle::default_bar(),
+            |s| s.progress_chars("=> "),
+        );
         bar.set_style(style);
         bar.set_message(phase.to_owned());
         *self.bar.borrow_mut() = Some(bar);

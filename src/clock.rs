@@ -45,9 +45,13 @@ impl Timestamp {
     }
 
     pub fn parse_rfc3339(value: &str) -> Result<Self, ClockError> {
-        let bad = || ClockError::BadTimestamp { value: value.to_owned() };
+        let bad = || ClockError::BadTimestamp {
+            value: value.to_owned(),
+        };
         let t = OffsetDateTime::parse(value, &Rfc3339).map_err(|_| bad())?;
-        u64::try_from(t.unix_timestamp()).map(Self).map_err(|_| bad())
+        u64::try_from(t.unix_timestamp())
+            .map(Self)
+            .map_err(|_| bad())
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod bundle;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod digest;
 pub mod progress;
@@ -13,4 +14,3 @@ pub mod sign;
 pub mod site;
 pub mod sources;
 pub mod spec;
-pub mod clock;

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Longest accepted member path in bytes (PATH_MAX on Linux).
+/// Longest accepted member path in bytes (`PATH_MAX` on Linux).
 pub const MAX_PATH_BYTES: usize = 4096;
-/// Longest accepted path component in bytes (NAME_MAX on Linux).
+/// Longest accepted path component in bytes (`NAME_MAX` on Linux).
 pub const MAX_COMPONENT_BYTES: usize = 255;
 
 /// A relative, normalised, `/`-separated path: no empty, `.` or `..` components, no leading
@@ -130,7 +130,12 @@ mod tests {
 
     #[test]
     fn accepts_plain_relative_paths() {
-        for ok in ["files/a.bin", "airlock/manifest.json", "models/org/name/abc/config.json", "a"] {
+        for ok in [
+            "files/a.bin",
+            "airlock/manifest.json",
+            "models/org/name/abc/config.json",
+            "a",
+        ] {
             assert_eq!(MemberPath::new(ok).unwrap().as_str(), ok);
         }
     }
@@ -161,13 +166,19 @@ mod tests {
 
     #[test]
     fn rejects_non_utf8_bytes() {
-        assert_eq!(MemberPath::from_bytes(b"files/\xff").unwrap_err().reason, "not valid UTF-8");
+        assert_eq!(
+            MemberPath::from_bytes(b"files/\xff").unwrap_err().reason,
+            "not valid UTF-8"
+        );
     }
 
     #[test]
     fn under_stays_below_base_and_ancestors_are_listed() {
         let p = MemberPath::new("files/sub/a.bin").unwrap();
-        assert_eq!(p.under(Path::new("/stage")), PathBuf::from("/stage/files/sub/a.bin"));
+        assert_eq!(
+            p.under(Path::new("/stage")),
+            PathBuf::from("/stage/files/sub/a.bin")
+        );
         assert_eq!(p.ancestors().collect::<Vec<_>>(), ["files", "files/sub"]);
         assert_eq!(p.area(), "files");
     }

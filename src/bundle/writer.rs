@@ -26,7 +26,9 @@ pub const ZSTD_WINDOW_LOG: u32 = 27;
 /// host uses all its cores and still writes the same bytes. Never 0: that is single-thread
 /// mode, whose frames differ.
 fn zstd_workers() -> u32 {
-    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1)).clamp(1, 16)
+    std::thread::available_parallelism()
+        .map_or(1, |n| u32::try_from(n.get()).unwrap_or(1))
+        .clamp(1, 16)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +77,8 @@ impl<W: Write> BundleWriter<W> {
     pub fn append(&mut self, path: &MemberPath, size: u64, data: impl Read) -> io::Result<()> {
         let h = header::regular_file(path, size, self.mtime);
         if !h.pax.is_empty() {
-            self.tar.append_pax_extensions(h.pax.iter().map(|(k, v)| (*k, v.as_slice())))?;
+            self.tar
+                .append_pax_extensions(h.pax.iter().map(|(k, v)| (*k, v.as_slice())))?;
         }
         self.tar.append(&h.header, data)
     }
@@ -94,18 +97,46 @@ pub fn pack(
     contents: &[Content],
     reporter: &dyn Reporter,
 ) -> Result<Packed, PackError> {
-    let write_err = |source| PackError::Write { path: out.to_owned(), source };
+    let write_err = |source| PackError::Write {
+        path: out.to_owned(),
+        source,
+    };
     let manifest_bytes = manifest.canonical_bytes();
     let signature = key.sign_blob(&manifest_bytes);
-    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let file_name = out.file_name().map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file_name = out
+        .file_name()
+        .map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
     // Dropped (and deleted) on every early return: nothing half-written is left behind.
-    let tmp = tempfile::Builder::new().prefix(&format!(".{file_name}.")).suffix(".partial").tempfile_in(dir).map_err(write_err)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{file_name}."))
+        .suffix(".partial")
+        .tempfile_in(dir)
+        .map_err(write_err)?;
 
-    let mut writer = BundleWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file()), manifest.created.unix()).map_err(write_err)?;
+    let mut writer = BundleWriter::new(
+        BufWriter::with_capacity(1 << 20, tmp.as_file()),
+        manifest.created.unix(),
+    )
+    .map_err(write_err)?;
     let fixed = |p: &str| MemberPath::new(p).expect("reserved member names are valid paths");
-    writer.append(&fixed(MANIFEST), manifest_bytes.len() as u64, manifest_bytes.as_slice()).map_err(write_err)?;
-    writer.append(&fixed(SIGNATURE), signature.len() as u64, signature.as_bytes()).map_err(write_err)?;
+    writer
+        .append(
+            &fixed(MANIFEST),
+            manifest_bytes.len() as u64,
+            manifest_bytes.as_slice(),
+        )
+        .map_err(write_err)?;
+    writer
+        .append(
+            &fixed(SIGNATURE),
+            signature.len() as u64,
+            signature.as_bytes(),
+        )
+        .map_err(write_err)?;
 
     reporter.start("packing", manifest.content_bytes());
     for content in contents {
@@ -117,10 +148,19 @@ pub fn pack(
     reporter.finish();
 
     let buffered = writer.finish().map_err(write_err)?;
-    buffered.into_inner().map_err(|e| write_err(e.into_error()))?.sync_all().map_err(write_err)?;
+    buffered
+        .into_inner()
+        .map_err(|e| write_err(e.into_error()))?
+        .sync_all()
+        .map_err(write_err)?;
     let bytes = tmp.as_file().metadata().map_err(write_err)?.len();
     tmp.persist(out).map_err(|e| write_err(e.error))?;
-    Ok(Packed { path: out.to_owned(), manifest_sha256: Sha256::of_bytes(&manifest_bytes), bytes, members: contents.len() + 2 })
+    Ok(Packed {
+        path: out.to_owned(),
+        manifest_sha256: Sha256::of_bytes(&manifest_bytes),
+        bytes,
+        members: contents.len() + 2,
+    })
 }
 
 enum AppendError {
@@ -130,16 +170,32 @@ enum AppendError {
 
 /// Stream one content member from its origin, checking size and digest against what the
 /// manifest promises. A mismatch aborts the bundle (the temporary output is discarded).
-fn append_checked<W: Write>(writer: &mut BundleWriter<W>, content: &Content, reporter: &dyn Reporter) -> Result<(), AppendError> {
+fn append_checked<W: Write>(
+    writer: &mut BundleWriter<W>,
+    content: &Content,
+    reporter: &dyn Reporter,
+) -> Result<(), AppendError> {
     let origin = content.origin.display().to_string();
-    let read_err = |source| AppendError::Source(SourceError::Read { what: content.what.clone(), path: content.origin.clone(), source });
+    let read_err = |source| {
+        AppendError::Source(SourceError::Read {
+            what: content.what.clone(),
+            path: content.origin.clone(),
+            source,
+        })
+    };
     let file = File::open(&content.origin).map_err(read_err)?;
     let mut hashing = HashingReader::new(BufReader::with_capacity(1 << 20, file));
-    let mut limited = ReportingReader { inner: (&mut hashing).take(content.size), reporter, failed: None };
-    writer.append(&content.path, content.size, &mut limited).map_err(|e| match limited.failed.take() {
-        Some(read) => read_err(read),
-        None => AppendError::Write(e),
-    })?;
+    let mut limited = ReportingReader {
+        inner: (&mut hashing).take(content.size),
+        reporter,
+        failed: None,
+    };
+    writer
+        .append(&content.path, content.size, &mut limited)
+        .map_err(|e| match limited.failed.take() {
+            Some(read) => read_err(read),
+            None => AppendError::Write(e),
+        })?;
     let short = hashing.count();
     // One byte more than promised means the origin changed since it was locked.
     let extra = hashing.read(&mut [0u8; 1]).map_err(read_err)?;
@@ -147,10 +203,22 @@ fn append_checked<W: Write>(writer: &mut BundleWriter<W>, content: &Content, rep
     let hint = " (changed since `airlock lock`?)";
     if short != content.size || extra != 0 {
         let actual_size = if extra == 0 { count } else { content.size + 1 };
-        return Err(AppendError::Source(SourceError::SizeMismatch { what: content.what.clone(), origin, expected: content.size, actual: actual_size, hint }));
+        return Err(AppendError::Source(SourceError::SizeMismatch {
+            what: content.what.clone(),
+            origin,
+            expected: content.size,
+            actual: actual_size,
+            hint,
+        }));
     }
     if actual != content.sha256 {
-        return Err(AppendError::Source(SourceError::DigestMismatch { what: content.what.clone(), origin, expected: content.sha256, actual, hint }));
+        return Err(AppendError::Source(SourceError::DigestMismatch {
+            what: content.what.clone(),
+            origin,
+            expected: content.sha256,
+            actual,
+            hint,
+        }));
     }
     Ok(())
 }

@@ -9,11 +9,16 @@ use crate::sign::{PASSWORD_ENV, generate};
 
 pub fn run(args: &KeygenArgs) -> anyhow::Result<u8> {
     if args.name.is_empty() || args.name.contains('/') || args.name.starts_with('.') {
-        bail!("invalid key name `{}`: expected a plain file name", args.name);
+        bail!(
+            "invalid key name `{}`: expected a plain file name",
+            args.name
+        );
     }
     let password = super::key_password().filter(|p| !p.is_empty());
     if password.is_none() {
-        tracing::warn!("{PASSWORD_ENV} is not set: the private key is written UNENCRYPTED (PKCS#8); protect it by file permissions");
+        tracing::warn!(
+            "{PASSWORD_ENV} is not set: the private key is written UNENCRYPTED (PKCS#8); protect it by file permissions"
+        );
     }
     let key = generate(&args.out_dir, &args.name, password.as_deref())?;
     if args.json {
@@ -25,7 +30,16 @@ pub fn run(args: &KeygenArgs) -> anyhow::Result<u8> {
         }))?;
     } else {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "private key: {} ({})", key.private_path.display(), if key.encrypted { "encrypted" } else { "UNENCRYPTED" })?;
+        writeln!(
+            out,
+            "private key: {} ({})",
+            key.private_path.display(),
+            if key.encrypted {
+                "encrypted"
+            } else {
+                "UNENCRYPTED"
+            }
+        )?;
         writeln!(out, "public key:  {}", key.public_path.display())?;
         writeln!(out, "key id:      {}", key.key_id)?;
     }

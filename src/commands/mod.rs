@@ -49,7 +49,11 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             return spec_code(e);
         }
         if let Some(e) = cause.downcast_ref::<LockError>() {
-            return if let LockError::Spec(e) = e { spec_code(e) } else { EXIT_RUNTIME };
+            return if let LockError::Spec(e) = e {
+                spec_code(e)
+            } else {
+                EXIT_RUNTIME
+            };
         }
         if let Some(e) = cause.downcast_ref::<SourceError>() {
             return source_code(e);
@@ -74,7 +78,11 @@ fn source_code(e: &SourceError) -> u8 {
 
 /// A spec that cannot be read is a runtime error; one that is wrong is a usage error.
 fn spec_code(e: &SpecError) -> u8 {
-    if matches!(e, SpecError::Read { .. }) { EXIT_RUNTIME } else { EXIT_USAGE }
+    if matches!(e, SpecError::Read { .. }) {
+        EXIT_RUNTIME
+    } else {
+        EXIT_USAGE
+    }
 }
 
 /// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.
@@ -94,9 +102,12 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 
 /// The private-key passphrase from the environment, if set.
 fn key_password() -> Option<Vec<u8>> {
-    std::env::var_os(crate::sign::PASSWORD_ENV).map(|v| v.into_encoded_bytes())
+    std::env::var_os(crate::sign::PASSWORD_ENV).map(std::ffi::OsString::into_encoded_bytes)
 }
 
 fn load_trusted(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
-    paths.iter().map(|p| crate::sign::TrustedKey::load(p).map_err(Into::into)).collect()
+    paths
+        .iter()
+        .map(|p| Ok(crate::sign::TrustedKey::load(p)?))
+        .collect()
 }

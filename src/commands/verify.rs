@@ -24,9 +24,16 @@ struct VerifyJson<'a> {
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
     let trusted = super::load_trusted(&args.trust)?;
-    let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
+    let file = File::open(&args.bundle)
+        .with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
     let reporter = TerminalReporter::new(args.json);
-    let report = read_bundle(BufReader::with_capacity(1 << 20, file), &trusted, &mut Discard, OnProblem::Continue, &reporter)?;
+    let report = read_bundle(
+        BufReader::with_capacity(1 << 20, file),
+        &trusted,
+        &mut Discard,
+        OnProblem::Continue,
+        &reporter,
+    )?;
     let verified = report.verified();
     let manifest = report.manifest.as_ref();
     if args.json {
@@ -46,13 +53,26 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
         }
         if let (true, Some(m)) = (verified, manifest) {
             let signers: Vec<_> = report.signers.iter().map(KeyId::as_str).collect();
-            writeln!(out, "verified {} {} {}: {} entries, signed by {}", args.bundle.display(), m.name, m.version, report.entries_verified, signers.join(", "))?;
+            writeln!(
+                out,
+                "verified {} {} {}: {} entries, signed by {}",
+                args.bundle.display(),
+                m.name,
+                m.version,
+                report.entries_verified,
+                signers.join(", ")
+            )?;
         }
     }
     if verified {
         Ok(super::EXIT_OK)
     } else {
         let n = report.problems.len();
-        Err(VerificationFailed(format!("bundle `{}` failed verification ({n} problem{})", args.bundle.display(), if n == 1 { "" } else { "s" })).into())
+        Err(VerificationFailed(format!(
+            "bundle `{}` failed verification ({n} problem{})",
+            args.bundle.display(),
+            if n == 1 { "" } else { "s" }
+        ))
+        .into())
     }
 }

@@ -1,14 +1,14 @@
 //! Keys and cosign-compatible blob signatures.
 //!
 //! Key files are the formats cosign reads: the private key as `ENCRYPTED SIGSTORE PRIVATE KEY`
-//! (scrypt + nacl secretbox, through the `sigstore` crate's `SigStoreKeyPair`) or, without a
+//! (scrypt + `NaCl` secretbox, through the `sigstore` crate's `SigStoreKeyPair`) or, without a
 //! passphrase, an unencrypted PKCS#8 PEM; the public key as SPKI PEM. A key id is the hex
 //! sha256 of the SPKI DER.
 //!
 //! Signatures are cosign `sign-blob` format: base64 of an ASN.1 DER ECDSA P-256 signature over
 //! SHA-256 of the message. Signing and verifying live in separate modules and use separate
 //! implementations: `sigstore` 0.15 signs through aws-lc with a random nonce, which would make
-//! every bundle differ, so signing uses RustCrypto's `p256`, whose ECDSA is RFC 6979
+//! every bundle differ, so signing uses `RustCrypto`'s `p256`, whose ECDSA is RFC 6979
 //! deterministic; verification uses `sigstore`'s `CosignVerificationKey`.
 
 mod keys;
@@ -69,7 +69,11 @@ pub enum KeyError {
     #[error("refusing to overwrite existing key file `{}`", path.display())]
     Exists { path: PathBuf },
     #[error("`{}` is not a {expected}: {detail}", path.display())]
-    Format { path: PathBuf, expected: &'static str, detail: String },
+    Format {
+        path: PathBuf,
+        expected: &'static str,
+        detail: String,
+    },
     #[error("`{}` is an encrypted private key; set {PASSWORD_ENV} to its passphrase", path.display())]
     PasswordMissing { path: PathBuf },
     #[error("cannot decrypt `{}`: wrong passphrase in {PASSWORD_ENV}, or a damaged key", path.display())]
