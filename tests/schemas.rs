@@ -1,0 +1,96 @@
+//! The JSON Schemas in `schemas/` describe what airlock reads and writes: real samples must
+//! validate, and inputs the parser refuses must not.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn validator(name: &str) -> jsonschema::Validator {
+    let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(repo(&format!("schemas/{name}"))).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{name} is a valid schema: {e}"))
+}
+
+fn toml_as_json(text: &str) -> serde_json::Value {
+    serde_json::to_value(toml::from_str::<toml::Value>(text).unwrap()).unwrap()
+}
+
+fn errors(v: &jsonschema::Validator, instance: &serde_json::Value) -> Vec<String> {
+    v.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path)).collect()
+}
+
+#[test]
+fn spec_samples_validate_and_parse() {
+    let v = validator("airlock.spec.schema.json");
+    for sample in ["testdata/demo/airlock.toml", "testdata/specs/design-example.toml"] {
+        let text = std::fs::read_to_string(repo(sample)).unwrap();
+        assert_eq!(errors(&v, &toml_as_json(&text)), Vec::<String>::new(), "{sample}");
+        airlock::spec::SpecFile::parse(Path::new(sample), text).unwrap_or_else(|e| panic!("{sample}: {e}"));
+    }
+}
+
+#[test]
+fn specs_the_parser_refuses_the_schema_refuses_too() {
+    let v = validator("airlock.spec.schema.json");
+    let head = "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n";
+    let bad = [
+        "[bundle]\nname = \"Demo\"\nversion = \"1.0.0\"\n".to_owned(),
+        "[bundle]\nname = \"demo\"\nversion = \"1.0\"\n".to_owned(),
+        format!("{head}colour = \"red\"\n"),
+        format!("{head}[[widget]]\nname = \"a\"\n"),
+        format!("{head}[[file]]\nname = \"a\"\nsource = \"a\"\nkind = \"rom\"\n"),
+        format!("{head}[[file]]\nname = \"a\"\nsource = \"https://x.example/a\"\n"),
+        format!("{head}[[file]]\nname = \"a\"\nsource = \"a\"\nsha256 = \"ABC\"\n"),
+        format!("{head}[[image]]\nref = \"r:1\"\noci_layout = \"l\"\ntag = \"t\"\n"),
+        format!("{head}[[image]]\noci_layout = \"l\"\n"),
+        format!("{head}[[validation.check]]\nname = \"x\"\nrun = []\n"),
+    ];
+    for text in bad {
+        assert!(!v.is_valid(&toml_as_json(&text)), "schema accepts:\n{text}");
+        assert!(airlock::spec::SpecFile::parse(Path::new("t.toml"), text.clone()).is_err(), "parser accepts:\n{text}");
+    }
+}
+
+#[test]
+fn written_lock_and_manifest_validate() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let p = project(&t.path().join("proj"), "1.0.0");
+    airlock_run(&["lock", s(&p.spec)]).ok();
+    let lock = toml_as_json(&std::fs::read_to_string(p.dir.join("airlock.lock")).unwrap());
+    assert_eq!(errors(&validator("airlock.lock.schema.json"), &lock), Vec::<String>::new());
+
+    let bundle = t.path().join("b.airlock");
+    build(&p, &keys, &bundle).ok();
+    let manifest = manifest_member(&bundle);
+    let v = validator("airlock.manifest.v1.schema.json");
+    assert_eq!(errors(&v, &manifest), Vec::<String>::new());
+
+    for (pointer, value) in [
+        ("/schema", serde_json::json!("airlock.bundle/v2")),
+        ("/entries/0/path", serde_json::json!("files/../../etc/passwd")),
+        ("/entries/0/path", serde_json::json!("/etc/passwd")),
+        ("/entries/0/sha256", serde_json::json!("XYZ")),
+        ("/artifacts/0/file_kind", serde_json::json!("rom")),
+    ] {
+        let mut broken = manifest.clone();
+        *broken.pointer_mut(pointer).unwrap() = value.clone();
+        assert!(!v.is_valid(&broken), "schema accepts {pointer} = {value}");
+    }
+}
+
+/// The manifest member's JSON, read straight from the archive.
+fn manifest_member(bundle: &Path) -> serde_json::Value {
+    let file = std::fs::File::open(bundle).unwrap();
+    let mut archive = tar::Archive::new(zstd::stream::read::Decoder::new(file).unwrap());
+    let mut first = archive.entries().unwrap().next().unwrap().unwrap();
+    assert_eq!(first.path_bytes().as_ref(), b"airlock/manifest.json");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut first, &mut bytes).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
