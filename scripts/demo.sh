@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A newcomer's first ten minutes: build, verify, inspect and install the demo bundle from
+# testdata/demo with a fresh key, offline, printing each step.
+#   scripts/demo.sh            builds airlock (release) first
+#   AIRLOCK=path scripts/demo.sh   uses that binary instead
+#   KEEP=1 scripts/demo.sh      keeps the temporary directory for a look around
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [[ -z "${AIRLOCK:-}" ]]; then
+  echo "==> building airlock (cargo build --release; a few minutes the first time)"
+  (cd "$repo" && cargo build --release --locked --quiet)
+  AIRLOCK="$repo/target/release/airlock"
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/airlock-demo.XXXXXX")
+if [[ -n "${KEEP:-}" ]]; then echo "working in $work (kept)"; else trap 'rm -rf "$work"' EXIT; fi
+
+spec="$repo/testdata/demo/airlock.toml"
+bundle="$work/rocm10-demo-2026.11.0.airlock"
+export AIRLOCK_KEY_PASSWORD=demo-passphrase   # never a flag; a real build host uses a secret store
+export SOURCE_DATE_EPOCH=1764432000          # reproducible: same inputs, same bytes
+
+step() { printf '\n==> %s\n' "$*"; }
+timed() { local t0=$SECONDS; "$@"; echo "    ($((SECONDS - t0))s)"; }
+
+step "1. keygen: an ECDSA P-256 key pair, the private key cosign-encrypted with \$AIRLOCK_KEY_PASSWORD"
+"$AIRLOCK" keygen --out-dir "$work/keys" --name build
+
+step "2. lock: every input pinned to a sha256 (testdata/demo/airlock.lock is committed, so this checks it)"
+"$AIRLOCK" lock "$spec"
+
+step "3. build --locked: a signed, deterministic tar.zst"
+timed "$AIRLOCK" build "$spec" --locked --key "$work/keys/build.key" --out "$bundle"
+"$AIRLOCK" build "$spec" --locked --key "$work/keys/build.key" --out "$work/again.airlock" >/dev/null
+cmp -s "$bundle" "$work/again.airlock" && echo "    rebuilt: byte-identical ($(sha256sum "$bundle" | cut -c1-16)…)"
+
+step "4. verify (on the site, offline): signature first, then every member streamed and hashed"
+timed "$AIRLOCK" verify "$bundle" --trust "$work/keys/build.pub"
+
+step "5. inspect: what the bundle claims, without extracting it"
+"$AIRLOCK" inspect "$bundle"
+
+step "6. install into a site root: verified while staged, then activated atomically"
+timed "$AIRLOCK" install "$bundle" --trust "$work/keys/build.pub" --root "$work/site"
+ls -l "$work/site" "$work/site/current/" "$work/site/current/files/"
+
+step "7. an auditor's own check, no airlock involved: zstd + tar + openssl"
+if command -v zstd >/dev/null && command -v openssl >/dev/null; then
+  mkdir "$work/audit"
+  zstd -dc "$bundle" | tar -x -C "$work/audit" airlock/manifest.json airlock/manifest.json.sig
+  base64 -d "$work/audit/airlock/manifest.json.sig" > "$work/audit/sig.der"
+  openssl dgst -sha256 -verify "$work/keys/build.pub" -signature "$work/audit/sig.der" "$work/audit/airlock/manifest.json"
+else
+  echo "    (skipped: needs zstd and openssl; scripts/test.sh installs them)"
+fi
+
+step "8. a tampered bundle is refused (exit 3) and the site is left as it was"
+python3 - "$bundle" "$work/tampered.airlock" <<'PY' 2>/dev/null || cp "$bundle" "$work/tampered.airlock"
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[len(data) // 2] ^= 0xFF
+open(sys.argv[2], "wb").write(data)
+PY
+set +e
+"$AIRLOCK" install "$work/tampered.airlock" --trust "$work/keys/build.pub" --root "$work/site"
+code=$?
+set -e
+echo "    exit code $code; current -> $(readlink "$work/site/current")"
+[[ $code -eq 3 ]]
+
+printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"

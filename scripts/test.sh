@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install the system packages the tests need (apt-get), then run the whole suite: format,
+# lints, unit and integration tests, and the demo. CI runs exactly this (.ci/run).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+# Command -> Debian package. System tests fail (never skip) without these.
+declare -A packages=([zstd]=zstd [openssl]=openssl [tar]=tar [python3]=python3)
+missing=()
+for cmd in "${!packages[@]}"; do
+  command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")
+done
+if ((${#missing[@]})); then
+  echo "==> installing ${missing[*]}"
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy"
+cargo clippy --locked --all-targets --quiet -- -D warnings
+echo "==> cargo test"
+cargo test --locked --quiet 2>&1
+echo "==> scripts/demo.sh (debug build)"
+cargo build --locked --quiet
+AIRLOCK="$repo/target/debug/airlock" scripts/demo.sh >/tmp/airlock-demo.log 2>&1 || { cat /tmp/airlock-demo.log; exit 1; }
+tail -n 1 /tmp/airlock-demo.log
