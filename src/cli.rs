@@ -115,10 +115,7 @@ pub struct TerminalReporter {
 
 impl TerminalReporter {
     pub fn new(json: bool) -> Self {
-        Self {
-            enabled: !json && std::io::stderr().is_terminal(),
-            bar: RefCell::new(None),
-        }
+        Self { enabled: !json && std::io::stderr().is_terminal(), bar: RefCell::new(None) }
     }
 }
 
@@ -128,13 +125,9 @@ impl Reporter for TerminalReporter {
             return;
         }
         let bar = ProgressBar::new(total_bytes);
-        let style = ProgressStyle::with_template(
-            "{msg:>10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-        )
-        .map_or_else(
-            |_| ProgressStyle::default_bar(),
-            |s| s.progress_chars("=> "),
-        );
+        let style =
+            ProgressStyle::with_template("{msg:>10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+                .map_or_else(|_| ProgressStyle::default_bar(), |s| s.progress_chars("=> "));
         bar.set_style(style);
         bar.set_message(phase.to_owned());
         *self.bar.borrow_mut() = Some(bar);

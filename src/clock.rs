@@ -35,23 +35,17 @@ impl Timestamp {
     /// `SOURCE_DATE_EPOCH` from the environment, if set and not empty.
     pub fn source_date_epoch() -> Result<Option<Self>, ClockError> {
         match std::env::var("SOURCE_DATE_EPOCH") {
-            Ok(v) if !v.trim().is_empty() => v
-                .trim()
-                .parse::<u64>()
-                .map(|s| Some(Self(s)))
-                .map_err(|_| ClockError::BadSourceDateEpoch(v)),
+            Ok(v) if !v.trim().is_empty() => {
+                v.trim().parse::<u64>().map(|s| Some(Self(s))).map_err(|_| ClockError::BadSourceDateEpoch(v))
+            }
             _ => Ok(None),
         }
     }
 
     pub fn parse_rfc3339(value: &str) -> Result<Self, ClockError> {
-        let bad = || ClockError::BadTimestamp {
-            value: value.to_owned(),
-        };
+        let bad = || ClockError::BadTimestamp { value: value.to_owned() };
         let t = OffsetDateTime::parse(value, &Rfc3339).map_err(|_| bad())?;
-        u64::try_from(t.unix_timestamp())
-            .map(Self)
-            .map_err(|_| bad())
+        u64::try_from(t.unix_timestamp()).map(Self).map_err(|_| bad())
     }
 }
 

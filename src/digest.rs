@@ -39,16 +39,10 @@ impl FromStr for Sha256 {
     type Err = DigestParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || DigestParseError {
-            value: s.to_owned(),
-        };
+        let err = || DigestParseError { value: s.to_owned() };
         // Upper-case hex would round-trip to a different string; refuse it rather than
         // silently normalising a digest someone copied from elsewhere.
-        if s.len() != 64
-            || !s
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
+        if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             return Err(err());
         }
         let mut out = [0u8; 32];
@@ -91,11 +85,7 @@ pub struct HashingReader<R> {
 
 impl<R: Read> HashingReader<R> {
     pub fn new(inner: R) -> Self {
-        Self {
-            inner,
-            hasher: sha2::Sha256::new(),
-            count: 0,
-        }
+        Self { inner, hasher: sha2::Sha256::new(), count: 0 }
     }
 
     pub fn count(&self) -> u64 {
@@ -107,11 +97,7 @@ impl<R: Read> HashingReader<R> {
     }
 
     pub fn into_parts(self) -> (R, Sha256, u64) {
-        (
-            self.inner,
-            Sha256(self.hasher.finalize().into()),
-            self.count,
-        )
+        (self.inner, Sha256(self.hasher.finalize().into()), self.count)
     }
 }
 
@@ -133,19 +119,11 @@ pub struct HashingWriter<W> {
 
 impl<W: Write> HashingWriter<W> {
     pub fn new(inner: W) -> Self {
-        Self {
-            inner,
-            hasher: sha2::Sha256::new(),
-            count: 0,
-        }
+        Self { inner, hasher: sha2::Sha256::new(), count: 0 }
     }
 
     pub fn finish(self) -> (W, Sha256, u64) {
-        (
-            self.inner,
-            Sha256(self.hasher.finalize().into()),
-            self.count,
-        )
+        (self.inner, Sha256(self.hasher.finalize().into()), self.count)
     }
 }
 
@@ -185,12 +163,7 @@ mod tests {
 
     #[test]
     fn rejects_upper_case_wrong_length_and_prefixes() {
-        for bad in [
-            &EMPTY.to_uppercase(),
-            &EMPTY[1..],
-            &format!("sha256:{EMPTY}"),
-            "zz",
-        ] {
+        for bad in [&EMPTY.to_uppercase(), &EMPTY[1..], &format!("sha256:{EMPTY}"), "zz"] {
             assert!(bad.parse::<Sha256>().is_err(), "{bad}");
         }
     }
@@ -199,9 +172,6 @@ mod tests {
     fn hashing_reader_counts_and_hashes() {
         let (d, n) = hash_reader(&b"abc"[..]).unwrap();
         assert_eq!(n, 3);
-        assert_eq!(
-            d.to_string(),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(d.to_string(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

@@ -9,11 +9,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                airlock::commands::EXIT_USAGE
-            } else {
-                0
-            });
+            return ExitCode::from(if e.use_stderr() { airlock::commands::EXIT_USAGE } else { 0 });
         }
     };
     init_logging(cli.verbose);

@@ -15,9 +15,7 @@ fn build_verify_inspect_install_round_trip() {
     let bundle = t.path().join("demo.airlock");
     build(&p, &keys, &bundle).ok();
 
-    let v = airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public), "--json"])
-        .ok()
-        .json();
+    let v = airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public), "--json"]).ok().json();
     assert_eq!(v["verified"], true);
     assert_eq!(v["name"], "demo");
     assert_eq!(v["version"], "1.0.0");
@@ -32,44 +30,17 @@ fn build_verify_inspect_install_round_trip() {
     assert_eq!(i["created"], "2025-11-29T16:00:00Z");
     assert_eq!(i["artifacts"][0]["file_kind"], "firmware");
     assert_eq!(i["artifacts"][0]["notes"]["board"], "MI300X");
-    assert_eq!(
-        i["content_bytes"],
-        70_000 + "release notes for 1.0.0\n".len()
-    );
+    assert_eq!(i["content_bytes"], 70_000 + "release notes for 1.0.0\n".len());
     let human = airlock_run(&["inspect", s(&bundle)]).ok().stdout;
-    assert!(
-        human.contains("NOT verified") && human.contains("board = MI300X"),
-        "{human}"
-    );
+    assert!(human.contains("NOT verified") && human.contains("board = MI300X"), "{human}");
 
     let root = t.path().join("site");
-    let installed = airlock_run(&[
-        "install",
-        s(&bundle),
-        "--trust",
-        s(&keys.public),
-        "--root",
-        s(&root),
-        "--json",
-    ])
-    .ok()
-    .json();
+    let installed =
+        airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root), "--json"]).ok().json();
     let id = installed["id"].as_str().unwrap();
-    assert_eq!(
-        std::fs::read_link(root.join("current"))
-            .unwrap()
-            .to_str()
-            .unwrap(),
-        format!("bundles/{id}")
-    );
-    assert_eq!(
-        std::fs::read(root.join("current/files/board.bin")).unwrap(),
-        pattern(70_000, 3)
-    );
-    assert_eq!(
-        std::fs::read(root.join("current/files/notes.txt")).unwrap(),
-        b"release notes for 1.0.0\n"
-    );
+    assert_eq!(std::fs::read_link(root.join("current")).unwrap().to_str().unwrap(), format!("bundles/{id}"));
+    assert_eq!(std::fs::read(root.join("current/files/board.bin")).unwrap(), pattern(70_000, 3));
+    assert_eq!(std::fs::read(root.join("current/files/notes.txt")).unwrap(), b"release notes for 1.0.0\n");
     assert!(root.join("current/airlock/manifest.json").is_file());
     assert_eq!(
         sha256_file(&root.join("current/bundle.airlock")),
@@ -82,48 +53,18 @@ fn build_verify_inspect_install_round_trip() {
     let p2 = project(&t.path().join("proj2"), "1.1.0");
     let bundle2 = t.path().join("demo2.airlock");
     build(&p2, &keys, &bundle2).ok();
-    let second = airlock_run(&[
-        "install",
-        s(&bundle2),
-        "--trust",
-        s(&keys.public),
-        "--root",
-        s(&root),
-        "--json",
-    ])
-    .ok()
-    .json();
+    let second =
+        airlock_run(&["install", s(&bundle2), "--trust", s(&keys.public), "--root", s(&root), "--json"]).ok().json();
     assert_eq!(second["previous"], format!("bundles/{id}"));
-    assert_eq!(
-        std::fs::read_link(root.join("previous"))
-            .unwrap()
-            .to_str()
-            .unwrap(),
-        format!("bundles/{id}")
-    );
-    assert_eq!(
-        std::fs::read(root.join("current/files/notes.txt")).unwrap(),
-        b"release notes for 1.1.0\n"
-    );
+    assert_eq!(std::fs::read_link(root.join("previous")).unwrap().to_str().unwrap(), format!("bundles/{id}"));
+    assert_eq!(std::fs::read(root.join("current/files/notes.txt")).unwrap(), b"release notes for 1.1.0\n");
     assert!(root.join(format!("bundles/{id}/files/board.bin")).is_file());
 
     // Reinstalling the same bundle re-verifies and re-activates it.
-    let again = airlock_run(&[
-        "install",
-        s(&bundle),
-        "--trust",
-        s(&keys.public),
-        "--root",
-        s(&root),
-        "--json",
-    ])
-    .ok()
-    .json();
+    let again =
+        airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root), "--json"]).ok().json();
     assert_eq!(again["already_present"], true);
-    assert_eq!(
-        std::fs::read(root.join("current/files/notes.txt")).unwrap(),
-        b"release notes for 1.0.0\n"
-    );
+    assert_eq!(std::fs::read(root.join("current/files/notes.txt")).unwrap(), b"release notes for 1.0.0\n");
     let leftovers: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -145,24 +86,11 @@ fn rebuilds_are_byte_identical() {
     // Without SOURCE_DATE_EPOCH the lock's resolution time is used: still identical.
     let (third, fourth) = (t.path().join("c.airlock"), t.path().join("d.airlock"));
     for out in [&third, &fourth] {
-        run(airlock().args([
-            "build",
-            s(&p.spec),
-            "--key",
-            s(&keys.private),
-            "--out",
-            s(out),
-            "--locked",
-        ]))
-        .ok();
+        run(airlock().args(["build", s(&p.spec), "--key", s(&keys.private), "--out", s(out), "--locked"])).ok();
     }
     assert_eq!(sha256_file(&third), sha256_file(&fourth));
     let lock = std::fs::read_to_string(p.dir.join("airlock.lock")).unwrap();
-    let resolved = lock
-        .lines()
-        .find_map(|l| l.strip_prefix("resolved_at = "))
-        .unwrap()
-        .trim_matches('"');
+    let resolved = lock.lines().find_map(|l| l.strip_prefix("resolved_at = ")).unwrap().trim_matches('"');
     let created = airlock_run(&["inspect", s(&third), "--json"]).ok().json()["created"].clone();
     assert_eq!(created, resolved);
 
@@ -182,34 +110,11 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
 
     let x = t.path().join("x");
     std::fs::create_dir(&x).unwrap();
-    let list = run(Command::new("sh")
-        .arg("-c")
-        .arg(format!("zstd -dc '{}' | tar -tv", s(&bundle))))
-    .ok()
-    .stdout;
-    let names: Vec<_> = list
-        .lines()
-        .map(|l| l.split_whitespace().last().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "airlock/manifest.json",
-            "airlock/manifest.json.sig",
-            "files/board.bin",
-            "files/notes.txt"
-        ]
-    );
-    assert!(
-        list.lines().all(|l| l.starts_with("-rw-r--r-- 0/0")),
-        "{list}"
-    );
-    run(Command::new("sh").arg("-c").arg(format!(
-        "zstd -dc '{}' | tar -x -C '{}'",
-        s(&bundle),
-        s(&x)
-    )))
-    .ok();
+    let list = run(Command::new("sh").arg("-c").arg(format!("zstd -dc '{}' | tar -tv", s(&bundle)))).ok().stdout;
+    let names: Vec<_> = list.lines().map(|l| l.split_whitespace().last().unwrap()).collect();
+    assert_eq!(names, ["airlock/manifest.json", "airlock/manifest.json.sig", "files/board.bin", "files/notes.txt"]);
+    assert!(list.lines().all(|l| l.starts_with("-rw-r--r-- 0/0")), "{list}");
+    run(Command::new("sh").arg("-c").arg(format!("zstd -dc '{}' | tar -x -C '{}'", s(&bundle), s(&x)))).ok();
     std::fs::write(x.join("sig.der"), {
         let b64 = std::fs::read_to_string(x.join("airlock/manifest.json.sig")).unwrap();
         base64_decode(b64.trim())
@@ -229,10 +134,7 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(x.join("airlock/manifest.json")).unwrap()).unwrap();
     for e in manifest["entries"].as_array().unwrap() {
-        assert_eq!(
-            e["sha256"],
-            sha256_file(&x.join(e["path"].as_str().unwrap()))
-        );
+        assert_eq!(e["sha256"], sha256_file(&x.join(e["path"].as_str().unwrap())));
     }
     // And openssl rejects a manifest changed by one byte.
     let mut m = std::fs::read(x.join("airlock/manifest.json")).unwrap();
@@ -252,9 +154,7 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
 
 fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .unwrap()
+    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
 }
 
 #[test]
@@ -264,23 +164,11 @@ fn locked_builds_refuse_missing_and_stale_locks_and_changed_content() {
     let p = project(&t.path().join("proj"), "1.0.0");
     let out = t.path().join("out.airlock");
     let locked = |out: &std::path::Path| {
-        run(airlock().args([
-            "build",
-            s(&p.spec),
-            "--key",
-            s(&keys.private),
-            "--out",
-            s(out),
-            "--locked",
-        ]))
+        run(airlock().args(["build", s(&p.spec), "--key", s(&keys.private), "--out", s(out), "--locked"]))
     };
 
     let r = locked(&out).code(1);
-    assert!(
-        r.stderr.contains("airlock.lock") && r.stderr.contains("does not exist"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("airlock.lock") && r.stderr.contains("does not exist"), "{}", r.stderr);
     assert!(!out.exists());
 
     airlock_run(&["lock", s(&p.spec)]).ok();
@@ -289,11 +177,7 @@ fn locked_builds_refuse_missing_and_stale_locks_and_changed_content() {
     spec.push_str("\n[[file]]\nname = \"extra.txt\"\nsource = \"notes.txt\"\n");
     std::fs::write(&p.spec, &spec).unwrap();
     let r = locked(&out).code(1);
-    assert!(
-        r.stderr.contains("out of date") && r.stderr.contains("`extra.txt` is not locked"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("out of date") && r.stderr.contains("`extra.txt` is not locked"), "{}", r.stderr);
     // Without --locked, build updates the lock and succeeds.
     build(&p, &keys, &out).ok();
     std::fs::remove_file(&out).unwrap();
@@ -301,11 +185,7 @@ fn locked_builds_refuse_missing_and_stale_locks_and_changed_content() {
     // Content that changed after locking fails the build (exit 3) and leaves nothing behind.
     std::fs::write(p.dir.join("notes.txt"), "tampered\n").unwrap();
     let r = locked(&out).code(3);
-    assert!(
-        r.stderr.contains("notes.txt") && r.stderr.contains("expected"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("notes.txt") && r.stderr.contains("expected"), "{}", r.stderr);
     assert!(!out.exists());
     let stray: Vec<_> = std::fs::read_dir(t.path())
         .unwrap()
@@ -320,11 +200,7 @@ fn locked_builds_refuse_missing_and_stale_locks_and_changed_content() {
     spec.push_str("\n[[file]]\nname = \"pinned.txt\"\nsource = \"notes.txt\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n");
     std::fs::write(&p.spec, &spec).unwrap();
     let r = airlock_run(&["lock", s(&p.spec)]).code(3);
-    assert!(
-        r.stderr.contains("expected sha256 0000") && r.stderr.contains("pinned.txt"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("expected sha256 0000") && r.stderr.contains("pinned.txt"), "{}", r.stderr);
 }
 
 #[test]
@@ -332,32 +208,20 @@ fn spec_errors_exit_2_with_file_and_line() {
     let t = tempfile::tempdir().unwrap();
     let keys = keygen(&t.path().join("keys"), "build");
     let spec = t.path().join("airlock.toml");
+    std::fs::write(&spec, "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\ncolour = \"red\"\n").unwrap();
+    let r = airlock_run(&["lock", s(&spec)]).code(2);
+    assert!(r.stderr.contains("airlock.toml:4:") && r.stderr.contains("unknown field `colour`"), "{}", r.stderr);
+
     std::fs::write(
         &spec,
-        "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\ncolour = \"red\"\n",
+        "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n\n[[image]]\nref = \"127.0.0.1:5000/x:1\"\n",
     )
     .unwrap();
-    let r = airlock_run(&["lock", s(&spec)]).code(2);
-    assert!(
-        r.stderr.contains("airlock.toml:4:") && r.stderr.contains("unknown field `colour`"),
-        "{}",
-        r.stderr
-    );
-
-    std::fs::write(&spec, "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n\n[[image]]\nref = \"127.0.0.1:5000/x:1\"\n").unwrap();
-    let r = run(airlock().args([
-        "build",
-        s(&spec),
-        "--key",
-        s(&keys.private),
-        "--out",
-        s(&t.path().join("o")),
-    ]))
-    .code(2);
+    let r =
+        run(airlock().args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&t.path().join("o"))])).code(2);
     assert!(
         r.stderr.contains("airlock.toml:5:")
-            && r.stderr
-                .contains("`[[image]]` entries are understood but not supported"),
+            && r.stderr.contains("`[[image]]` entries are understood but not supported"),
         "{}",
         r.stderr
     );
@@ -371,24 +235,10 @@ fn spec_errors_exit_2_with_file_and_line() {
 fn encrypted_keys_work_and_a_wrong_passphrase_is_a_clear_error() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("keys");
-    run(airlock().env("AIRLOCK_KEY_PASSWORD", "s3cret").args([
-        "keygen",
-        "--out-dir",
-        s(&dir),
-        "--name",
-        "enc",
-    ]))
-    .ok();
+    run(airlock().env("AIRLOCK_KEY_PASSWORD", "s3cret").args(["keygen", "--out-dir", s(&dir), "--name", "enc"])).ok();
     let key = std::fs::read_to_string(dir.join("enc.key")).unwrap();
-    assert!(
-        key.starts_with("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----"),
-        "{key}"
-    );
-    let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(dir.join("enc.key"))
-            .unwrap()
-            .permissions(),
-    );
+    assert!(key.starts_with("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----"), "{key}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.join("enc.key")).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
     let public = std::fs::read_to_string(dir.join("enc.pub")).unwrap();
     assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"));
@@ -400,29 +250,16 @@ fn encrypted_keys_work_and_a_wrong_passphrase_is_a_clear_error() {
         if let Some(pw) = pw {
             c.env("AIRLOCK_KEY_PASSWORD", pw);
         }
-        run(c.args([
-            "build",
-            s(&p.spec),
-            "--key",
-            s(&dir.join("enc.key")),
-            "--out",
-            s(&out),
-        ]))
+        run(c.args(["build", s(&p.spec), "--key", s(&dir.join("enc.key")), "--out", s(&out)]))
     };
     let r = build_with(Some("wrong")).code(1);
     assert!(
-        r.stderr
-            .contains("wrong passphrase in AIRLOCK_KEY_PASSWORD")
-            && r.stderr.contains("enc.key"),
+        r.stderr.contains("wrong passphrase in AIRLOCK_KEY_PASSWORD") && r.stderr.contains("enc.key"),
         "{}",
         r.stderr
     );
     let r = build_with(None).code(1);
-    assert!(
-        r.stderr.contains("set AIRLOCK_KEY_PASSWORD"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("set AIRLOCK_KEY_PASSWORD"), "{}", r.stderr);
     assert!(!out.exists());
     build_with(Some("s3cret")).ok();
     airlock_run(&["verify", s(&out), "--trust", s(&dir.join("enc.pub"))]).ok();
@@ -442,15 +279,7 @@ fn encrypted_keys_work_and_a_wrong_passphrase_is_a_clear_error() {
         s(&t.path().join("pub.der")),
     ]))
     .ok();
-    let id = airlock_run(&[
-        "verify",
-        s(&out),
-        "--trust",
-        s(&dir.join("enc.pub")),
-        "--json",
-    ])
-    .ok()
-    .json()["signers"][0]
+    let id = airlock_run(&["verify", s(&out), "--trust", s(&dir.join("enc.pub")), "--json"]).ok().json()["signers"][0]
         .clone();
     assert_eq!(id, sha256_file(&t.path().join("pub.der")));
 }

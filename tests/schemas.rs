@@ -12,7 +12,8 @@ fn repo(rel: &str) -> PathBuf {
 }
 
 fn validator(name: &str) -> jsonschema::Validator {
-    let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(repo(&format!("schemas/{name}"))).unwrap()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(repo(&format!("schemas/{name}"))).unwrap()).unwrap();
     jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{name} is a valid schema: {e}"))
 }
 

@@ -64,18 +64,12 @@ mod tests {
         assert_eq!(hd.path_bytes().as_ref(), b"files/fw.bin");
         assert_eq!(hd.size().unwrap(), 42);
         assert_eq!(hd.mtime().unwrap(), 1_700_000_000);
-        assert_eq!(
-            (hd.uid().unwrap(), hd.gid().unwrap(), hd.mode().unwrap()),
-            (0, 0, 0o644)
-        );
+        assert_eq!((hd.uid().unwrap(), hd.gid().unwrap(), hd.mode().unwrap()), (0, 0, 0o644));
         assert_eq!(hd.username_bytes(), Some(&b""[..]));
         assert_eq!(hd.groupname_bytes(), Some(&b""[..]));
         assert_eq!(&hd.as_bytes()[257..263], b"ustar\0", "POSIX ustar magic");
         // Same inputs, same 512 bytes.
-        assert_eq!(
-            hd.as_bytes(),
-            regular_file(&p, 42, 1_700_000_000).header.as_bytes()
-        );
+        assert_eq!(hd.as_bytes(), regular_file(&p, 42, 1_700_000_000).header.as_bytes());
     }
 
     #[test]

@@ -84,10 +84,7 @@ pub struct FileArtifact {
 impl Artifact {
     pub fn describe(&self) -> String {
         match self {
-            Artifact::File(f) => format!(
-                "file {} ({}, {} bytes, sha256 {})",
-                f.name, f.file_kind, f.size, f.sha256
-            ),
+            Artifact::File(f) => format!("file {} ({}, {} bytes, sha256 {})", f.name, f.file_kind, f.size, f.sha256),
         }
     }
 }
@@ -95,8 +92,7 @@ impl Artifact {
 impl Manifest {
     /// The exact bytes that are signed: RFC 8785 (JCS) canonical JSON.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        serde_json_canonicalizer::to_vec(self)
-            .expect("a manifest always serialises: string keys, finite numbers")
+        serde_json_canonicalizer::to_vec(self).expect("a manifest always serialises: string keys, finite numbers")
     }
 
     pub fn content_bytes(&self) -> u64 {
@@ -108,10 +104,7 @@ impl Manifest {
     /// is also another entry's directory, and artifacts that point at entries.
     pub fn check(&self) -> Result<(), String> {
         if self.schema != SCHEMA_V1 {
-            return Err(format!(
-                "schema is `{}`, expected `{SCHEMA_V1}`",
-                self.schema
-            ));
+            return Err(format!("schema is `{}`, expected `{SCHEMA_V1}`", self.schema));
         }
         let mut paths = BTreeSet::new();
         for e in &self.entries {
@@ -128,20 +121,14 @@ impl Manifest {
         }
         for e in &self.entries {
             if let Some(dir) = e.path.ancestors().find(|a| paths.contains(a)) {
-                return Err(format!(
-                    "entry `{dir}` is also the directory of entry `{}`",
-                    e.path
-                ));
+                return Err(format!("entry `{dir}` is also the directory of entry `{}`", e.path));
             }
         }
         for a in &self.artifacts {
             let Artifact::File(f) = a;
             let listed = self.entries.iter().find(|e| e.path == f.path);
             if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
-                return Err(format!(
-                    "artifact `{}` does not match an entry at `{}`",
-                    f.name, f.path
-                ));
+                return Err(format!("artifact `{}` does not match an entry at `{}`", f.name, f.path));
             }
         }
         Ok(())
@@ -160,21 +147,11 @@ mod tests {
             version: semver::Version::new(1, 0, 0),
             description: None,
             created: Timestamp::from_unix(0),
-            builder: Builder {
-                tool: "airlock/test".into(),
-                key_id: crate::sign::KeyId::of_spki_der(b"k"),
-            },
+            builder: Builder { tool: "airlock/test".into(), key_id: crate::sign::KeyId::of_spki_der(b"k") },
             spec_sha256: d,
             lock_sha256: d,
             artifacts: vec![],
-            entries: entries
-                .iter()
-                .map(|p| Entry {
-                    path: MemberPath::new(*p).unwrap(),
-                    size: 0,
-                    sha256: d,
-                })
-                .collect(),
+            entries: entries.iter().map(|p| Entry { path: MemberPath::new(*p).unwrap(), size: 0, sha256: d }).collect(),
             validation: serde_json::Value::Null,
         }
     }
@@ -184,14 +161,8 @@ mod tests {
         let bytes = manifest(&["files/a"]).canonical_bytes();
         let text = String::from_utf8(bytes).unwrap();
         // Keys sorted by UTF-16 code units, no insignificant whitespace.
-        assert!(
-            text.starts_with(r#"{"artifacts":[],"builder":{"key_id":""#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#""entries":[{"path":"files/a","sha256":"e3b0"#),
-            "{text}"
-        );
+        assert!(text.starts_with(r#"{"artifacts":[],"builder":{"key_id":""#), "{text}");
+        assert!(text.contains(r#""entries":[{"path":"files/a","sha256":"e3b0"#), "{text}");
         assert!(!text.contains(": ") && !text.contains('\n'));
         // Same value, same bytes; parsing and re-canonicalising is the identity.
         let back: Manifest = serde_json::from_str(&text).unwrap();
@@ -208,37 +179,13 @@ mod tests {
     #[test]
     fn check_refuses_unsafe_manifests() {
         assert!(manifest(&["files/a", "wheels/b.whl"]).check().is_ok());
-        assert!(
-            manifest(&["files/a", "files/a"])
-                .check()
-                .unwrap_err()
-                .contains("listed twice")
-        );
-        assert!(
-            manifest(&["etc/passwd"])
-                .check()
-                .unwrap_err()
-                .contains("outside the areas")
-        );
-        assert!(
-            manifest(&[MANIFEST])
-                .check()
-                .unwrap_err()
-                .contains("reserved")
-        );
+        assert!(manifest(&["files/a", "files/a"]).check().unwrap_err().contains("listed twice"));
+        assert!(manifest(&["etc/passwd"]).check().unwrap_err().contains("outside the areas"));
+        assert!(manifest(&[MANIFEST]).check().unwrap_err().contains("reserved"));
         assert!(manifest(&[SBOM]).check().is_ok());
-        assert!(
-            manifest(&["files/a", "files/a/b"])
-                .check()
-                .unwrap_err()
-                .contains("also the directory")
-        );
+        assert!(manifest(&["files/a", "files/a/b"]).check().unwrap_err().contains("also the directory"));
         let mut m = manifest(&[]);
         m.schema = "airlock.bundle/v2".into();
-        assert!(
-            m.check()
-                .unwrap_err()
-                .contains("expected `airlock.bundle/v1`")
-        );
+        assert!(m.check().unwrap_err().contains("expected `airlock.bundle/v1`"));
     }
 }

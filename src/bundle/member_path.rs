@@ -37,10 +37,9 @@ impl MemberPath {
     pub fn from_bytes(raw: &[u8]) -> Result<Self, MemberPathError> {
         match std::str::from_utf8(raw) {
             Ok(s) => Self::new(s),
-            Err(_) => Err(MemberPathError {
-                path: String::from_utf8_lossy(raw).into_owned(),
-                reason: "not valid UTF-8",
-            }),
+            Err(_) => {
+                Err(MemberPathError { path: String::from_utf8_lossy(raw).into_owned(), reason: "not valid UTF-8" })
+            }
         }
     }
 
@@ -130,12 +129,7 @@ mod tests {
 
     #[test]
     fn accepts_plain_relative_paths() {
-        for ok in [
-            "files/a.bin",
-            "airlock/manifest.json",
-            "models/org/name/abc/config.json",
-            "a",
-        ] {
+        for ok in ["files/a.bin", "airlock/manifest.json", "models/org/name/abc/config.json", "a"] {
             assert_eq!(MemberPath::new(ok).unwrap().as_str(), ok);
         }
     }
@@ -166,19 +160,13 @@ mod tests {
 
     #[test]
     fn rejects_non_utf8_bytes() {
-        assert_eq!(
-            MemberPath::from_bytes(b"files/\xff").unwrap_err().reason,
-            "not valid UTF-8"
-        );
+        assert_eq!(MemberPath::from_bytes(b"files/\xff").unwrap_err().reason, "not valid UTF-8");
     }
 
     #[test]
     fn under_stays_below_base_and_ancestors_are_listed() {
         let p = MemberPath::new("files/sub/a.bin").unwrap();
-        assert_eq!(
-            p.under(Path::new("/stage")),
-            PathBuf::from("/stage/files/sub/a.bin")
-        );
+        assert_eq!(p.under(Path::new("/stage")), PathBuf::from("/stage/files/sub/a.bin"));
         assert_eq!(p.ancestors().collect::<Vec<_>>(), ["files", "files/sub"]);
         assert_eq!(p.area(), "files");
     }

@@ -17,12 +17,10 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use super::MemberPath;
-use super::manifest::{
-    Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, SIGNATURE,
-};
+use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, SIGNATURE};
 use super::writer::ZSTD_WINDOW_LOG;
 use crate::digest::{HashingReader, Sha256};
-use crate::progress::Reporter;
+use crate::progress::{Reporter, Tracked};
 use crate::sign::{KeyId, TrustedKey};
 
 /// Why a bundle, or one of its members, was rejected.
@@ -49,21 +47,14 @@ pub enum Rejection {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NotABundle(d) => write!(
-                f,
-                "not an airlock bundle (expected a zstd-compressed tar): {d}"
-            ),
+            Self::NotABundle(d) => write!(f, "not an airlock bundle (expected a zstd-compressed tar): {d}"),
             Self::ManifestNotFirst { found } => {
                 write!(f, "the first member must be `{MANIFEST}`, found `{found}`")
             }
-            Self::SignatureNotSecond { found } => write!(
-                f,
-                "the second member must be `{SIGNATURE}`, found `{found}`"
-            ),
-            Self::TooLargeBeforeTrust { limit } => write!(
-                f,
-                "larger than the {limit} bytes allowed before the signature is checked"
-            ),
+            Self::SignatureNotSecond { found } => write!(f, "the second member must be `{SIGNATURE}`, found `{found}`"),
+            Self::TooLargeBeforeTrust { limit } => {
+                write!(f, "larger than the {limit} bytes allowed before the signature is checked")
+            }
             Self::Untrusted { tried, detail } => {
                 let ids: Vec<_> = tried.iter().map(|k| format!("`{k}`")).collect();
                 write!(
@@ -87,10 +78,9 @@ impl fmt::Display for Rejection {
                 write!(f, "wrong sha256: expected {expected}, actual {actual}")
             }
             Self::Truncated(d) => write!(f, "truncated or corrupt stream: {d}"),
-            Self::PastDeclaredSize { limit } => write!(
-                f,
-                "stream continues past the manifest's declared total size ({limit} bytes)"
-            ),
+            Self::PastDeclaredSize { limit } => {
+                write!(f, "stream continues past the manifest's declared total size ({limit} bytes)")
+            }
             Self::TrailingData => f.write_str("non-zero data after the end of the archive"),
         }
     }
@@ -119,11 +109,7 @@ impl Serialize for Problem {
             member: Option<&'a str>,
             reason: String,
         }
-        P {
-            member: self.member.as_deref(),
-            reason: self.reason.to_string(),
-        }
-        .serialize(s)
+        P { member: self.member.as_deref(), reason: self.reason.to_string() }.serialize(s)
     }
 }
 
@@ -183,10 +169,7 @@ pub fn read_bundle(
     policy: OnProblem,
     reporter: &dyn Reporter,
 ) -> Result<Report, SinkError> {
-    let mut reader = Reader {
-        report: Report::default(),
-        policy,
-    };
+    let mut reader = Reader { report: Report::default(), policy };
     match reader.run(input, trusted, sink, reporter) {
         Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
         Err(Halt::Sink(e)) => Err(e),
@@ -223,17 +206,11 @@ impl Reader {
         &mut self,
         input: R,
         budget: &Budget,
-    ) -> Result<tar::Archive<Bounded<zstd::stream::read::Decoder<'static, io::BufReader<R>>>>, Halt>
-    {
+    ) -> Result<tar::Archive<Bounded<zstd::stream::read::Decoder<'static, io::BufReader<R>>>>, Halt> {
         let mut decoder = zstd::stream::read::Decoder::new(input)
             .map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
-        decoder
-            .window_log_max(ZSTD_WINDOW_LOG)
-            .map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
-        Ok(tar::Archive::new(Bounded {
-            inner: decoder,
-            budget: budget.clone(),
-        }))
+        decoder.window_log_max(ZSTD_WINDOW_LOG).map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        Ok(tar::Archive::new(Bounded { inner: decoder, budget: budget.clone() }))
     }
 
     /// Members 1 and 2 (manifest and signature bytes), bounded, before any trust.
@@ -245,27 +222,18 @@ impl Reader {
         let manifest_bytes = match members.next() {
             None => return Err(self.fatal(None, Rejection::NotABundle("no members".into()))),
             Some(Err(e)) => return Err(self.fatal(None, budget.explain(&e, Rejection::NotABundle))),
-            Some(Ok(entry)) => {
-                self.small_member(entry, MANIFEST, MAX_MANIFEST_BYTES, budget, |found| {
-                    Rejection::ManifestNotFirst { found }
-                })?
-            }
+            Some(Ok(entry)) => self.small_member(entry, MANIFEST, MAX_MANIFEST_BYTES, budget, |found| {
+                Rejection::ManifestNotFirst { found }
+            })?,
         };
         let signature = match members.next() {
             None => {
-                return Err(self.fatal(
-                    None,
-                    Rejection::SignatureNotSecond {
-                        found: "end of archive".into(),
-                    },
-                ));
+                return Err(self.fatal(None, Rejection::SignatureNotSecond { found: "end of archive".into() }));
             }
             Some(Err(e)) => return Err(self.fatal(None, budget.explain(&e, Rejection::Truncated))),
-            Some(Ok(entry)) => {
-                self.small_member(entry, SIGNATURE, MAX_SIGNATURE_BYTES, budget, |found| {
-                    Rejection::SignatureNotSecond { found }
-                })?
-            }
+            Some(Ok(entry)) => self.small_member(entry, SIGNATURE, MAX_SIGNATURE_BYTES, budget, |found| {
+                Rejection::SignatureNotSecond { found }
+            })?,
         };
         Ok((manifest_bytes, signature))
     }
@@ -279,9 +247,7 @@ impl Reader {
     ) -> Result<(), Halt> {
         let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
         let mut archive = self.open(input, &budget)?;
-        let mut members = archive
-            .entries()
-            .map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
         let (manifest_bytes, signature) = self.head(&mut members, &budget)?;
 
         let mut detail = String::new();
@@ -294,37 +260,25 @@ impl Reader {
         }
         if self.report.signers.is_empty() {
             let tried = trusted.iter().map(|k| k.key_id().clone()).collect();
-            return Err(self.fatal(
-                Some(SIGNATURE.into()),
-                Rejection::Untrusted { tried, detail },
-            ));
+            return Err(self.fatal(Some(SIGNATURE.into()), Rejection::Untrusted { tried, detail }));
         }
 
         // Trusted bytes from here on; still check what the manifest says.
-        let manifest: Manifest = serde_json::from_slice(&manifest_bytes).map_err(|e| {
-            self.fatal(
-                Some(MANIFEST.into()),
-                Rejection::ManifestInvalid(e.to_string()),
-            )
-        })?;
-        manifest
-            .check()
-            .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e)))?;
+        let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+            .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
+        manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e)))?;
         // The leading members are verified now: stage them like any other.
         for (name, bytes) in [(MANIFEST, &manifest_bytes), (SIGNATURE, &signature)] {
             let path = MemberPath::new(name).expect("reserved member names are valid paths");
-            sink.member(&path, &mut bytes.as_slice())
-                .map_err(|source| Halt::Sink(SinkError { path, source }))?;
+            sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
         }
         budget.allow_more(declared_stream_bytes(&manifest.entries));
         reporter.start("verifying", manifest.content_bytes());
-        let listed: BTreeMap<&MemberPath, &Entry> =
-            manifest.entries.iter().map(|e| (&e.path, e)).collect();
+        let listed: BTreeMap<&MemberPath, &Entry> = manifest.entries.iter().map(|e| (&e.path, e)).collect();
         let mut seen = BTreeSet::new();
 
         for item in members.by_ref() {
-            let entry =
-                item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
+            let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
             self.content_member(entry, &listed, &mut seen, &budget, sink, reporter)?;
         }
         reporter.finish();
@@ -377,41 +331,24 @@ impl Reader {
         };
         let actual_size = entry.size();
         if actual_size != expected.size {
-            return self.problem(
-                Some(name),
-                Rejection::SizeMismatch {
-                    expected: expected.size,
-                    actual: actual_size,
-                },
-            );
+            return self.problem(Some(name), Rejection::SizeMismatch { expected: expected.size, actual: actual_size });
         }
-        let mut tap = ReadTap {
-            inner: HashingReader::new(&mut entry),
-            failed: None,
-            reporter,
-        };
-        let stored = sink
-            .member(&path, &mut tap)
-            .and_then(|()| io::copy(&mut tap, &mut io::sink()).map(drop));
+        // Hashed on the way to the sink; a read error is the bundle's fault, a write error the site's.
+        let mut tap = Tracked::new(HashingReader::new(&mut entry), reporter);
+        let stored = sink.member(&path, &mut tap).and_then(|()| io::copy(&mut tap, &mut io::sink()).map(drop));
         if let Err(e) = stored {
-            return Err(match tap.failed.take() {
+            return Err(match tap.take_read_error() {
                 Some(read) => self.fatal(Some(name), budget.explain(&read, Rejection::Truncated)),
                 None => Halt::Sink(SinkError { path, source: e }),
             });
         }
-        let (actual, count) = tap.inner.finish();
+        let (actual, count) = tap.into_inner().finish();
         if count != expected.size {
             let reason = Rejection::Truncated(format!("{count} of {} bytes", expected.size));
             return Err(self.fatal(Some(name), budget.tripped().unwrap_or(reason)));
         }
         if actual != expected.sha256 {
-            return self.problem(
-                Some(name),
-                Rejection::DigestMismatch {
-                    expected: expected.sha256,
-                    actual,
-                },
-            );
+            return self.problem(Some(name), Rejection::DigestMismatch { expected: expected.sha256, actual });
         }
         self.report.entries_verified += 1;
         Ok(())
@@ -440,14 +377,11 @@ impl Reader {
         (&mut entry)
             .take(limit)
             .read_to_end(&mut bytes)
-            .map_err(|e| {
-                self.fatal(Some(name.clone()), budget.explain(&e, Rejection::Truncated))
-            })?;
+            .map_err(|e| self.fatal(Some(name.clone()), budget.explain(&e, Rejection::Truncated)))?;
         if bytes.len() as u64 != entry.size() {
-            return Err(self.fatal(
-                Some(name),
-                Rejection::Truncated(format!("{} of {} bytes", bytes.len(), entry.size())),
-            ));
+            return Err(
+                self.fatal(Some(name), Rejection::Truncated(format!("{} of {} bytes", bytes.len(), entry.size())))
+            );
         }
         Ok(bytes)
     }
@@ -464,35 +398,25 @@ pub struct Head {
 /// Read only the manifest and signature members. Nothing is verified: the manifest is what
 /// the bundle claims, and callers must say so.
 pub fn read_head(input: impl Read) -> Result<Head, Problem> {
-    let mut reader = Reader {
-        report: Report::default(),
-        policy: OnProblem::Stop,
-    };
+    let mut reader = Reader { report: Report::default(), policy: OnProblem::Stop };
     let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
     let head = reader.open(input, &budget).and_then(|mut archive| {
-        let mut members = archive
-            .entries()
-            .map_err(|e| reader.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(e.to_string())))?;
         reader.head(&mut members, &budget)
     });
     let failed = |reader: &mut Reader| {
-        reader.report.problems.pop().unwrap_or(Problem {
-            member: None,
-            reason: Rejection::NotABundle("unreadable".into()),
-        })
+        reader
+            .report
+            .problems
+            .pop()
+            .unwrap_or(Problem { member: None, reason: Rejection::NotABundle("unreadable".into()) })
     };
     let Ok((manifest_bytes, signature)) = head else {
         return Err(failed(&mut reader));
     };
-    let manifest: Manifest = serde_json::from_slice(&manifest_bytes).map_err(|e| Problem {
-        member: Some(MANIFEST.into()),
-        reason: Rejection::ManifestInvalid(e.to_string()),
-    })?;
-    Ok(Head {
-        manifest_sha256: Sha256::of_bytes(&manifest_bytes),
-        manifest,
-        signature,
-    })
+    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+        .map_err(|e| Problem { member: Some(MANIFEST.into()), reason: Rejection::ManifestInvalid(e.to_string()) })?;
+    Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, signature })
 }
 
 /// The kind name of an entry type that is not a regular file.
@@ -514,10 +438,8 @@ fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
 /// a header, a PAX header and PAX records per entry, plus the end-of-archive blocks.
 fn declared_stream_bytes(entries: &[Entry]) -> u64 {
     let block = |n: u64| n.div_ceil(512) * 512;
-    let per_entry: u64 = entries
-        .iter()
-        .map(|e| block(e.size) + 2 * 512 + block(e.path.as_str().len() as u64 + 64))
-        .sum();
+    let per_entry: u64 =
+        entries.iter().map(|e| block(e.size) + 2 * 512 + block(e.path.as_str().len() as u64 + 64)).sum();
     per_entry + 1024 + (64 << 10)
 }
 
@@ -533,11 +455,7 @@ struct BudgetState {
 
 impl Budget {
     fn new(limit: u64) -> Self {
-        Self(Rc::new(BudgetState {
-            limit: Cell::new(limit),
-            used: Cell::new(0),
-            tripped: Cell::new(false),
-        }))
+        Self(Rc::new(BudgetState { limit: Cell::new(limit), used: Cell::new(0), tripped: Cell::new(false) }))
     }
 
     fn allow_more(&self, bytes: u64) {
@@ -545,9 +463,7 @@ impl Budget {
     }
 
     fn tripped(&self) -> Option<Rejection> {
-        self.0.tripped.get().then(|| Rejection::PastDeclaredSize {
-            limit: self.0.limit.get(),
-        })
+        self.0.tripped.get().then(|| Rejection::PastDeclaredSize { limit: self.0.limit.get() })
     }
 
     /// The rejection for a read error: the cap if it tripped, else `otherwise` with the error.
@@ -573,37 +489,11 @@ impl<R: Read> Read for Bounded<R> {
                 return Ok(0);
             }
             state.tripped.set(true);
-            return Err(io::Error::other(
-                "decompressed stream exceeds its declared size",
-            ));
+            return Err(io::Error::other("decompressed stream exceeds its declared size"));
         }
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..want])?;
         state.used.set(state.used.get() + n as u64);
         Ok(n)
-    }
-}
-
-/// Hashes member bytes on their way to the sink and remembers read errors, so that a cut
-/// stream is reported as the bundle's fault and a full disk as the site's.
-struct ReadTap<'r, R> {
-    inner: HashingReader<R>,
-    failed: Option<io::Error>,
-    reporter: &'r dyn Reporter,
-}
-
-impl<R: Read> Read for ReadTap<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self.inner.read(buf) {
-            Ok(n) => {
-                self.reporter.advance(n as u64);
-                Ok(n)
-            }
-            Err(e) => {
-                let copy = io::Error::new(e.kind(), e.to_string());
-                self.failed = Some(e);
-                Err(copy)
-            }
-        }
     }
 }

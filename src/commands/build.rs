@@ -19,17 +19,10 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let spec = SpecFile::load(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
-    let refresh = if args.locked {
-        Refresh::Never
-    } else {
-        Refresh::IfStale
-    };
+    let refresh = if args.locked { Refresh::Never } else { Refresh::IfStale };
     let (lock, relocked) = ensure(&spec, &path, refresh)?;
     if relocked {
-        tracing::warn!(
-            "lock `{}` was missing or out of date and has been rewritten",
-            path.display()
-        );
+        tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
     }
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
     let plan = sources::plan(&spec, &lock)?;
@@ -41,21 +34,14 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
         version: meta.version.clone(),
         description: meta.description.clone(),
         created,
-        builder: Builder {
-            tool: TOOL.to_owned(),
-            key_id: key.key_id().clone(),
-        },
+        builder: Builder { tool: TOOL.to_owned(), key_id: key.key_id().clone() },
         spec_sha256: spec.sha256,
         lock_sha256: lock.sha256,
         artifacts: plan.artifacts,
         entries: plan
             .contents
             .iter()
-            .map(|c| crate::bundle::manifest::Entry {
-                path: c.path.clone(),
-                size: c.size,
-                sha256: c.sha256,
-            })
+            .map(|c| crate::bundle::manifest::Entry { path: c.path.clone(), size: c.size, sha256: c.sha256 })
             .collect(),
         validation: serde_json::to_value(&spec.spec.validation)?,
     };

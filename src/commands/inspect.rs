@@ -12,12 +12,10 @@ use crate::cli::InspectArgs;
 use crate::site::bundle_id;
 
 pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
-    let file = File::open(&args.bundle)
-        .with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
+    let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
     let bundle_bytes = file.metadata().map_or(0, |m| m.len());
-    let head = read_head(BufReader::new(file)).map_err(|p| {
-        VerificationFailed(format!("cannot inspect `{}`: {p}", args.bundle.display()))
-    })?;
+    let head = read_head(BufReader::new(file))
+        .map_err(|p| VerificationFailed(format!("cannot inspect `{}`: {p}", args.bundle.display())))?;
     let m = &head.manifest;
     // The embedded signature carries no key id of its own; the manifest names the build key.
     let signatures = vec![
@@ -43,28 +41,15 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
         return Ok(super::EXIT_OK);
     }
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "bundle:      {} (NOT verified; run `airlock verify --trust KEY`)",
-        args.bundle.display()
-    )?;
+    writeln!(out, "bundle:      {} (NOT verified; run `airlock verify --trust KEY`)", args.bundle.display())?;
     writeln!(out, "name:        {} {}", m.name, m.version)?;
     if let Some(d) = &m.description {
         writeln!(out, "description: {d}")?;
     }
     writeln!(out, "created:     {}", m.created)?;
     writeln!(out, "builder:     {}", m.builder.tool)?;
-    writeln!(
-        out,
-        "manifest:    sha256 {} (site id {})",
-        head.manifest_sha256,
-        bundle_id(&head.manifest_sha256)
-    )?;
-    writeln!(
-        out,
-        "signatures:  {} (embedded, key id {} as claimed by the manifest)",
-        1, m.builder.key_id
-    )?;
+    writeln!(out, "manifest:    sha256 {} (site id {})", head.manifest_sha256, bundle_id(&head.manifest_sha256))?;
+    writeln!(out, "signatures:  {} (embedded, key id {} as claimed by the manifest)", 1, m.builder.key_id)?;
     writeln!(out, "artifacts:   {}", m.artifacts.len())?;
     for a in &m.artifacts {
         writeln!(out, "  {}", a.describe())?;

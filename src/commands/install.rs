@@ -13,26 +13,13 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         super::print_json(&done)?;
     } else {
         let mut out = std::io::stdout().lock();
-        let how = if done.already_present {
-            "re-activated"
-        } else {
-            "installed"
-        };
-        writeln!(
-            out,
-            "{how} {} {} as {} at {}",
-            done.name,
-            done.version,
-            done.id,
-            done.path.display()
-        )?;
+        let how = if done.already_present { "re-activated" } else { "installed" };
+        writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
         writeln!(
             out,
             "current -> bundles/{}{}",
             done.id,
-            done.previous
-                .map(|p| format!(" (was {p})"))
-                .unwrap_or_default()
+            done.previous.map(|p| format!(" (was {p})")).unwrap_or_default()
         )?;
     }
     Ok(super::EXIT_OK)

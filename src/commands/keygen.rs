@@ -9,10 +9,7 @@ use crate::sign::{PASSWORD_ENV, generate};
 
 pub fn run(args: &KeygenArgs) -> anyhow::Result<u8> {
     if args.name.is_empty() || args.name.contains('/') || args.name.starts_with('.') {
-        bail!(
-            "invalid key name `{}`: expected a plain file name",
-            args.name
-        );
+        bail!("invalid key name `{}`: expected a plain file name", args.name);
     }
     let password = super::key_password().filter(|p| !p.is_empty());
     if password.is_none() {
@@ -34,11 +31,7 @@ pub fn run(args: &KeygenArgs) -> anyhow::Result<u8> {
             out,
             "private key: {} ({})",
             key.private_path.display(),
-            if key.encrypted {
-                "encrypted"
-            } else {
-                "UNENCRYPTED"
-            }
+            if key.encrypted { "encrypted" } else { "UNENCRYPTED" }
         )?;
         writeln!(out, "public key:  {}", key.public_path.display())?;
         writeln!(out, "key id:      {}", key.key_id)?;

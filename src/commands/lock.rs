@@ -27,21 +27,10 @@ pub fn lock_path(spec: &Path, explicit: Option<&PathBuf>) -> PathBuf {
 /// The lock for `spec` under the given policy, and whether it was (re)written.
 pub fn ensure(spec: &SpecFile, path: &Path, refresh: Refresh) -> anyhow::Result<(LockFile, bool)> {
     let existing = LockFile::load(path)?;
-    let stale = existing
-        .as_ref()
-        .map_or(Some("no lock file".to_owned()), |l| {
-            l.lock.stale_reason(&spec.spec)
-        });
+    let stale = existing.as_ref().map_or(Some("no lock file".to_owned()), |l| l.lock.stale_reason(&spec.spec));
     match (refresh, existing, stale) {
-        (Refresh::Never, None, _) => Err(LockError::Missing {
-            path: path.to_owned(),
-        }
-        .into()),
-        (Refresh::Never, Some(_), Some(reason)) => Err(LockError::Stale {
-            path: path.to_owned(),
-            reason,
-        }
-        .into()),
+        (Refresh::Never, None, _) => Err(LockError::Missing { path: path.to_owned() }.into()),
+        (Refresh::Never, Some(_), Some(reason)) => Err(LockError::Stale { path: path.to_owned(), reason }.into()),
         (Refresh::Never | Refresh::IfStale, Some(lock), None) => Ok((lock, false)),
         (_, existing, _) => {
             let resolved_at = Timestamp::source_date_epoch()?.unwrap_or_else(Timestamp::now);
@@ -69,18 +58,9 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
     } else {
         let mut out = std::io::stdout().lock();
         let verb = if written { "wrote" } else { "up to date:" };
-        writeln!(
-            out,
-            "{verb} {} ({} file(s) pinned)",
-            path.display(),
-            lock.lock.file.len()
-        )?;
+        writeln!(out, "{verb} {} ({} file(s) pinned)", path.display(), lock.lock.file.len())?;
         for f in &lock.lock.file {
-            writeln!(
-                out,
-                "  file {}  {} bytes  sha256 {}",
-                f.name, f.size, f.sha256
-            )?;
+            writeln!(out, "  file {}  {} bytes  sha256 {}", f.name, f.size, f.sha256)?;
         }
     }
     Ok(super::EXIT_OK)

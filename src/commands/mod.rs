@@ -49,11 +49,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             return spec_code(e);
         }
         if let Some(e) = cause.downcast_ref::<LockError>() {
-            return if let LockError::Spec(e) = e {
-                spec_code(e)
-            } else {
-                EXIT_RUNTIME
-            };
+            return if let LockError::Spec(e) = e { spec_code(e) } else { EXIT_RUNTIME };
         }
         if let Some(e) = cause.downcast_ref::<SourceError>() {
             return source_code(e);
@@ -78,18 +74,12 @@ fn source_code(e: &SourceError) -> u8 {
 
 /// A spec that cannot be read is a runtime error; one that is wrong is a usage error.
 fn spec_code(e: &SpecError) -> u8 {
-    if matches!(e, SpecError::Read { .. }) {
-        EXIT_RUNTIME
-    } else {
-        EXIT_USAGE
-    }
+    if matches!(e, SpecError::Read { .. }) { EXIT_RUNTIME } else { EXIT_USAGE }
 }
 
 /// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<std::io::Error>())
-        .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    err.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()).any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// Print one JSON document on stdout.
@@ -106,8 +96,5 @@ fn key_password() -> Option<Vec<u8>> {
 }
 
 fn load_trusted(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
-    paths
-        .iter()
-        .map(|p| Ok(crate::sign::TrustedKey::load(p)?))
-        .collect()
+    paths.iter().map(|p| Ok(crate::sign::TrustedKey::load(p)?)).collect()
 }

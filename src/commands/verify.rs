@@ -24,16 +24,10 @@ struct VerifyJson<'a> {
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
     let trusted = super::load_trusted(&args.trust)?;
-    let file = File::open(&args.bundle)
-        .with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
+    let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
     let reporter = TerminalReporter::new(args.json);
-    let report = read_bundle(
-        BufReader::with_capacity(1 << 20, file),
-        &trusted,
-        &mut Discard,
-        OnProblem::Continue,
-        &reporter,
-    )?;
+    let report =
+        read_bundle(BufReader::with_capacity(1 << 20, file), &trusted, &mut Discard, OnProblem::Continue, &reporter)?;
     let verified = report.verified();
     let manifest = report.manifest.as_ref();
     if args.json {

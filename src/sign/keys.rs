@@ -11,8 +11,7 @@ use p256::ecdsa::signature::Signer as _;
 use p256::pkcs8::DecodePrivateKey as _;
 use sigstore::crypto::SigningScheme;
 use sigstore::crypto::signing_key::{
-    COSIGN_PRIVATE_KEY_PEM_LABEL, PRIVATE_KEY_PEM_LABEL, SIGSTORE_PRIVATE_KEY_PEM_LABEL,
-    SigStoreKeyPair,
+    COSIGN_PRIVATE_KEY_PEM_LABEL, PRIVATE_KEY_PEM_LABEL, SIGSTORE_PRIVATE_KEY_PEM_LABEL, SigStoreKeyPair,
 };
 
 use super::{KeyError, KeyId};
@@ -25,9 +24,7 @@ pub struct SigningKey {
 
 impl std::fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SigningKey")
-            .field("key_id", &self.key_id)
-            .finish_non_exhaustive()
+        f.debug_struct("SigningKey").field("key_id", &self.key_id).finish_non_exhaustive()
     }
 }
 
@@ -43,29 +40,18 @@ pub struct GeneratedKey {
 /// Generate an ECDSA P-256 key pair as `DIR/NAME.key` and `DIR/NAME.pub`. With a passphrase the
 /// private key is cosign-encrypted; without one it is unencrypted PKCS#8 (the caller warns).
 /// Existing files are never overwritten.
-pub fn generate(
-    out_dir: &Path,
-    name: &str,
-    password: Option<&[u8]>,
-) -> Result<GeneratedKey, KeyError> {
+pub fn generate(out_dir: &Path, name: &str, password: Option<&[u8]>) -> Result<GeneratedKey, KeyError> {
     let generate_err = |e: sigstore::errors::SigstoreError| KeyError::Generate(e.to_string());
-    let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
-        .create_signer()
-        .map_err(generate_err)?;
+    let signer = SigningScheme::ECDSA_P256_SHA256_ASN1.create_signer().map_err(generate_err)?;
     let pair = signer.to_sigstore_keypair().map_err(generate_err)?;
     let private_pem = match password {
-        Some(pw) => pair
-            .private_key_to_encrypted_pem(pw)
-            .map_err(generate_err)?,
+        Some(pw) => pair.private_key_to_encrypted_pem(pw).map_err(generate_err)?,
         None => pair.private_key_to_pem().map_err(generate_err)?,
     };
     let public_pem = pair.public_key_to_pem().map_err(generate_err)?;
     let key_id = KeyId::of_spki_der(&pair.public_key_to_der().map_err(generate_err)?);
 
-    std::fs::create_dir_all(out_dir).map_err(|source| KeyError::Write {
-        path: out_dir.to_owned(),
-        source,
-    })?;
+    std::fs::create_dir_all(out_dir).map_err(|source| KeyError::Write { path: out_dir.to_owned(), source })?;
     let private_path = out_dir.join(format!("{name}.key"));
     let public_path = out_dir.join(format!("{name}.pub"));
     for path in [&private_path, &public_path] {
@@ -75,25 +61,12 @@ pub fn generate(
     }
     write_new(&private_path, private_pem.as_bytes(), 0o600)?;
     write_new(&public_path, public_pem.as_bytes(), 0o644)?;
-    Ok(GeneratedKey {
-        private_path,
-        public_path,
-        key_id,
-        encrypted: password.is_some(),
-    })
+    Ok(GeneratedKey { private_path, public_path, key_id, encrypted: password.is_some() })
 }
 
 fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KeyError> {
-    let wrap = |source| KeyError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .map_err(wrap)?;
+    let wrap = |source| KeyError::Write { path: path.to_owned(), source };
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(wrap)?;
     f.write_all(bytes).map_err(wrap)?;
     f.sync_all().map_err(wrap)
 }
@@ -101,44 +74,24 @@ fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KeyError> {
 impl SigningKey {
     /// Load a private key file; `password` is needed for (and only for) encrypted keys.
     pub fn load(path: &Path, password: Option<&[u8]>) -> Result<Self, KeyError> {
-        let text = std::fs::read(path).map_err(|source| KeyError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let format_err = |detail: String| KeyError::Format {
-            path: path.to_owned(),
-            expected: "private key PEM",
-            detail,
-        };
+        let text = std::fs::read(path).map_err(|source| KeyError::Read { path: path.to_owned(), source })?;
+        let format_err =
+            |detail: String| KeyError::Format { path: path.to_owned(), expected: "private key PEM", detail };
         let block = pem::parse(&text).map_err(|e| format_err(e.to_string()))?;
         let pair = match block.tag() {
             SIGSTORE_PRIVATE_KEY_PEM_LABEL | COSIGN_PRIVATE_KEY_PEM_LABEL => {
-                let pw = password.ok_or_else(|| KeyError::PasswordMissing {
-                    path: path.to_owned(),
-                })?;
-                SigStoreKeyPair::from_encrypted_pem(&text, pw).map_err(|_| {
-                    KeyError::WrongPassword {
-                        path: path.to_owned(),
-                    }
-                })?
+                let pw = password.ok_or_else(|| KeyError::PasswordMissing { path: path.to_owned() })?;
+                SigStoreKeyPair::from_encrypted_pem(&text, pw)
+                    .map_err(|_| KeyError::WrongPassword { path: path.to_owned() })?
             }
-            PRIVATE_KEY_PEM_LABEL => {
-                SigStoreKeyPair::from_pem(&text).map_err(|e| format_err(e.to_string()))?
-            }
+            PRIVATE_KEY_PEM_LABEL => SigStoreKeyPair::from_pem(&text).map_err(|e| format_err(e.to_string()))?,
             other => return Err(format_err(format!("unexpected PEM label `{other}`"))),
         };
-        let pkcs8 = pair
-            .private_key_to_der()
-            .map_err(|e| format_err(e.to_string()))?;
+        let pkcs8 = pair.private_key_to_der().map_err(|e| format_err(e.to_string()))?;
         let key = p256::ecdsa::SigningKey::from_pkcs8_der(&pkcs8)
             .map_err(|e| format_err(format!("not an ECDSA P-256 key ({e})")))?;
-        let spki = pair
-            .public_key_to_der()
-            .map_err(|e| format_err(e.to_string()))?;
-        Ok(Self {
-            key,
-            key_id: KeyId::of_spki_der(&spki),
-        })
+        let spki = pair.public_key_to_der().map_err(|e| format_err(e.to_string()))?;
+        Ok(Self { key, key_id: KeyId::of_spki_der(&spki) })
     }
 
     pub fn key_id(&self) -> &KeyId {

@@ -69,11 +69,7 @@ pub enum KeyError {
     #[error("refusing to overwrite existing key file `{}`", path.display())]
     Exists { path: PathBuf },
     #[error("`{}` is not a {expected}: {detail}", path.display())]
-    Format {
-        path: PathBuf,
-        expected: &'static str,
-        detail: String,
-    },
+    Format { path: PathBuf, expected: &'static str, detail: String },
     #[error("`{}` is an encrypted private key; set {PASSWORD_ENV} to its passphrase", path.display())]
     PasswordMissing { path: PathBuf },
     #[error("cannot decrypt `{}`: wrong passphrase in {PASSWORD_ENV}, or a damaged key", path.display())]

@@ -18,42 +18,23 @@ pub struct TrustedKey {
 
 impl std::fmt::Debug for TrustedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TrustedKey")
-            .field("key_id", &self.key_id)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
+        f.debug_struct("TrustedKey").field("key_id", &self.key_id).field("path", &self.path).finish_non_exhaustive()
     }
 }
 
 impl TrustedKey {
     /// Load an SPKI PEM (`-----BEGIN PUBLIC KEY-----`) holding an ECDSA P-256 key.
     pub fn load(path: &Path) -> Result<Self, KeyError> {
-        let text = std::fs::read(path).map_err(|source| KeyError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let format_err = |detail: String| KeyError::Format {
-            path: path.to_owned(),
-            expected: "P-256 public key PEM",
-            detail,
-        };
+        let text = std::fs::read(path).map_err(|source| KeyError::Read { path: path.to_owned(), source })?;
+        let format_err =
+            |detail: String| KeyError::Format { path: path.to_owned(), expected: "P-256 public key PEM", detail };
         let block = pem::parse(&text).map_err(|e| format_err(e.to_string()))?;
         if block.tag() != "PUBLIC KEY" {
-            return Err(format_err(format!(
-                "unexpected PEM label `{}`",
-                block.tag()
-            )));
+            return Err(format_err(format!("unexpected PEM label `{}`", block.tag())));
         }
-        let key = CosignVerificationKey::from_der(
-            block.contents(),
-            &SigningScheme::ECDSA_P256_SHA256_ASN1,
-        )
-        .map_err(|e| format_err(e.to_string()))?;
-        Ok(Self {
-            key,
-            key_id: KeyId::of_spki_der(block.contents()),
-            path: path.to_owned(),
-        })
+        let key = CosignVerificationKey::from_der(block.contents(), &SigningScheme::ECDSA_P256_SHA256_ASN1)
+            .map_err(|e| format_err(e.to_string()))?;
+        Ok(Self { key, key_id: KeyId::of_spki_der(block.contents()), path: path.to_owned() })
     }
 
     pub fn key_id(&self) -> &KeyId {
@@ -63,12 +44,8 @@ impl TrustedKey {
     /// Check a cosign `sign-blob` signature (base64 DER, surrounding whitespace allowed).
     pub fn verify_blob(&self, msg: &[u8], signature_b64: &[u8]) -> Result<(), SignatureError> {
         let trimmed = signature_b64.trim_ascii();
-        let der = STANDARD
-            .decode(trimmed)
-            .map_err(|e| SignatureError::Encoding(e.to_string()))?;
-        self.key
-            .verify_signature(Signature::Raw(&der), msg)
-            .map_err(|_| SignatureError::Mismatch(self.key_id.clone()))
+        let der = STANDARD.decode(trimmed).map_err(|e| SignatureError::Encoding(e.to_string()))?;
+        self.key.verify_signature(Signature::Raw(&der), msg).map_err(|_| SignatureError::Mismatch(self.key_id.clone()))
     }
 }
 
@@ -85,11 +62,7 @@ mod tests {
         let signer = SigningKey::load(&a.private_path, None).unwrap();
         assert_eq!(signer.key_id(), &a.key_id);
         let sig = signer.sign_blob(b"manifest");
-        assert_eq!(
-            sig,
-            signer.sign_blob(b"manifest"),
-            "RFC 6979 signatures are deterministic"
-        );
+        assert_eq!(sig, signer.sign_blob(b"manifest"), "RFC 6979 signatures are deterministic");
 
         let trusted_a = TrustedKey::load(&a.public_path).unwrap();
         let trusted_b = TrustedKey::load(&b.public_path).unwrap();
@@ -97,10 +70,7 @@ mod tests {
         trusted_a.verify_blob(b"manifest", sig.as_bytes()).unwrap();
         assert!(trusted_a.verify_blob(b"manifest!", sig.as_bytes()).is_err());
         assert!(trusted_b.verify_blob(b"manifest", sig.as_bytes()).is_err());
-        assert!(matches!(
-            trusted_a.verify_blob(b"manifest", b"%%%"),
-            Err(SignatureError::Encoding(_))
-        ));
+        assert!(matches!(trusted_a.verify_blob(b"manifest", b"%%%"), Err(SignatureError::Encoding(_))));
     }
 
     #[test]
@@ -109,23 +79,9 @@ mod tests {
         let k = generate(dir.path(), "k", Some(b"right")).unwrap();
         let pem = std::fs::read_to_string(&k.private_path).unwrap();
         assert!(pem.starts_with("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----"));
-        assert!(matches!(
-            SigningKey::load(&k.private_path, None),
-            Err(KeyError::PasswordMissing { .. })
-        ));
-        assert!(matches!(
-            SigningKey::load(&k.private_path, Some(b"wrong")),
-            Err(KeyError::WrongPassword { .. })
-        ));
-        assert_eq!(
-            SigningKey::load(&k.private_path, Some(b"right"))
-                .unwrap()
-                .key_id(),
-            &k.key_id
-        );
-        assert!(matches!(
-            generate(dir.path(), "k", None),
-            Err(KeyError::Exists { .. })
-        ));
+        assert!(matches!(SigningKey::load(&k.private_path, None), Err(KeyError::PasswordMissing { .. })));
+        assert!(matches!(SigningKey::load(&k.private_path, Some(b"wrong")), Err(KeyError::WrongPassword { .. })));
+        assert_eq!(SigningKey::load(&k.private_path, Some(b"right")).unwrap().key_id(), &k.key_id);
+        assert!(matches!(generate(dir.path(), "k", None), Err(KeyError::Exists { .. })));
     }
 }

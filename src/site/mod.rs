@@ -36,10 +36,7 @@ pub enum SiteError {
         source: io::Error,
     },
     #[error("bundle `{}` failed verification; the site was not changed: {}", path.display(), first(problems))]
-    Rejected {
-        path: PathBuf,
-        problems: Vec<Problem>,
-    },
+    Rejected { path: PathBuf, problems: Vec<Problem> },
     #[error("site root `{}` is in use by another airlock (lock `{}` is held)", root.display(), root.join(".lock").display())]
     Busy { root: PathBuf },
     #[error("site I/O failed at `{}`", path.display())]
@@ -52,14 +49,8 @@ pub enum SiteError {
 
 fn first(problems: &[Problem]) -> String {
     let more = problems.len().saturating_sub(1);
-    let head = problems
-        .first()
-        .map_or_else(|| "no manifest".to_owned(), ToString::to_string);
-    if more > 0 {
-        format!("{head} (and {more} more)")
-    } else {
-        head
-    }
+    let head = problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
+    if more > 0 { format!("{head} (and {more} more)") } else { head }
 }
 
 /// What an install did.
@@ -88,10 +79,7 @@ pub fn install(
     root: &Path,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
-    let input = File::open(bundle).map_err(|source| SiteError::Open {
-        path: bundle.to_owned(),
-        source,
-    })?;
+    let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
     let mut created = Created::default();
     let result = install_tracked(bundle, input, trusted, root, &mut created, reporter);
     if result.is_err() {
@@ -114,41 +102,26 @@ fn install_tracked(
     };
     created.create_dir_all(root).map_err(io_err(root))?;
     let lock_path = root.join(".lock");
-    let lock = created
-        .open_or_create(&lock_path)
-        .map_err(io_err(&lock_path))?;
+    let lock = created.open_or_create(&lock_path).map_err(io_err(&lock_path))?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(SiteError::Busy {
-                root: root.to_owned(),
-            });
+            return Err(SiteError::Busy { root: root.to_owned() });
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
     }
 
     // Removed with everything in it when dropped, unless renamed into `bundles/` below.
-    let staging = tempfile::Builder::new()
-        .prefix(".staging-")
-        .tempdir_in(root)
-        .map_err(io_err(root))?;
+    let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(root).map_err(io_err(root))?;
     let copy_path = staging.path().join(RETAINED_BUNDLE);
     let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
     let mut tee = Tee::new(BufReader::with_capacity(1 << 20, input), copy);
     let mut sink = StageSink::new(staging.path());
-    let report =
-        read_bundle(&mut tee, trusted, &mut sink, OnProblem::Stop, reporter).map_err(|e| {
-            SiteError::Io {
-                path: e.path.under(staging.path()),
-                source: e.source,
-            }
-        })?;
+    let report = read_bundle(&mut tee, trusted, &mut sink, OnProblem::Stop, reporter)
+        .map_err(|e| SiteError::Io { path: e.path.under(staging.path()), source: e.source })?;
     tee.finish().map_err(io_err(&copy_path))?;
     if !report.verified() {
-        return Err(SiteError::Rejected {
-            path: bundle.to_owned(),
-            problems: report.problems,
-        });
+        return Err(SiteError::Rejected { path: bundle.to_owned(), problems: report.problems });
     }
     let (Some(manifest), Some(manifest_sha256)) = (report.manifest, report.manifest_sha256) else {
         unreachable!("a verified report has a manifest");

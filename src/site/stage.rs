@@ -18,9 +18,7 @@ pub struct StageSink {
 
 impl StageSink {
     pub fn new(dir: &Path) -> Self {
-        Self {
-            dir: dir.to_owned(),
-        }
+        Self { dir: dir.to_owned() }
     }
 }
 
@@ -32,9 +30,7 @@ impl MemberSink for StageSink {
         }
         let mut out = BufWriter::with_capacity(1 << 20, File::create_new(&dest)?);
         io::copy(data, &mut out)?;
-        out.into_inner()
-            .map_err(io::IntoInnerError::into_error)?
-            .sync_data()
+        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_data()
     }
 }
 
@@ -48,11 +44,7 @@ pub struct Tee<R> {
 
 impl<R: Read> Tee<R> {
     pub fn new(inner: R, copy: File) -> Self {
-        Self {
-            inner,
-            copy: BufWriter::with_capacity(1 << 20, copy),
-            failed: None,
-        }
+        Self { inner, copy: BufWriter::with_capacity(1 << 20, copy), failed: None }
     }
 
     /// Copy whatever the reader did not consume, then flush and sync the copy.
@@ -61,10 +53,7 @@ impl<R: Read> Tee<R> {
             return Err(e);
         }
         io::copy(&mut self.inner, &mut self.copy)?;
-        self.copy
-            .into_inner()
-            .map_err(io::IntoInnerError::into_error)?
-            .sync_all()
+        self.copy.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()
     }
 }
 
@@ -86,10 +75,7 @@ pub struct Created(Vec<PathBuf>);
 
 impl Created {
     pub fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
-        let missing: Vec<&Path> = dir
-            .ancestors()
-            .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
-            .collect();
+        let missing: Vec<&Path> = dir.ancestors().take_while(|p| !p.as_os_str().is_empty() && !p.exists()).collect();
         for p in missing.into_iter().rev() {
             std::fs::create_dir(p)?;
             self.0.push(p.to_owned());
@@ -98,19 +84,12 @@ impl Created {
     }
 
     pub fn open_or_create(&mut self, path: &Path) -> io::Result<File> {
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-        {
+        match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
             Ok(f) => {
                 self.0.push(path.to_owned());
                 Ok(f)
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                OpenOptions::new().read(true).write(true).open(path)
-            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new().read(true).write(true).open(path),
             Err(e) => Err(e),
         }
     }
@@ -124,16 +103,9 @@ impl Created {
     /// nothing that someone else put there meanwhile is lost.
     pub fn undo(&mut self) {
         for p in self.0.drain(..).rev() {
-            let removed = if p.is_dir() {
-                std::fs::remove_dir(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
+            let removed = if p.is_dir() { std::fs::remove_dir(&p) } else { std::fs::remove_file(&p) };
             if let Err(e) = removed {
-                tracing::warn!(
-                    "could not remove `{}` after a failed install: {e}",
-                    p.display()
-                );
+                tracing::warn!("could not remove `{}` after a failed install: {e}", p.display());
             }
         }
     }

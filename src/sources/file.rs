@@ -21,11 +21,7 @@ fn local_path(spec: &SpecFile, entry: &FileSpec) -> PathBuf {
 /// Hash the local file once and pin it; a digest given in the spec must match.
 pub fn resolve(spec: &SpecFile, entry: &FileSpec) -> Result<LockedFile, SourceError> {
     let path = local_path(spec, entry);
-    let read_err = |source| SourceError::Read {
-        what: describe(entry),
-        path: path.clone(),
-        source,
-    };
+    let read_err = |source| SourceError::Read { what: describe(entry), path: path.clone(), source };
     let file = File::open(&path).map_err(read_err)?;
     let (sha256, size) = hash_reader(BufReader::new(file)).map_err(read_err)?;
     if let Some(expected) = entry.sha256
@@ -39,27 +35,14 @@ pub fn resolve(spec: &SpecFile, entry: &FileSpec) -> Result<LockedFile, SourceEr
             hint: " (the spec pins a different sha256)",
         });
     }
-    Ok(LockedFile {
-        name: entry.name.clone(),
-        source: entry.source.clone(),
-        sha256,
-        size,
-    })
+    Ok(LockedFile { name: entry.name.clone(), source: entry.source.clone(), sha256, size })
 }
 
-pub fn plan(
-    spec: &SpecFile,
-    lock: &LockFile,
-    entry: &FileSpec,
-    plan: &mut Plan,
-) -> Result<(), SourceError> {
-    let locked = lock
-        .lock
-        .locked_file(&entry.name)
-        .ok_or_else(|| LockError::Stale {
-            path: lock.path.clone(),
-            reason: format!("`[[file]]` `{}` is not locked", entry.name),
-        })?;
+pub fn plan(spec: &SpecFile, lock: &LockFile, entry: &FileSpec, plan: &mut Plan) -> Result<(), SourceError> {
+    let locked = lock.lock.locked_file(&entry.name).ok_or_else(|| LockError::Stale {
+        path: lock.path.clone(),
+        reason: format!("`[[file]]` `{}` is not locked", entry.name),
+    })?;
     let path = entry.name.member_path();
     plan.artifacts.push(Artifact::File(FileArtifact {
         name: entry.name.clone(),

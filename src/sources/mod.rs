@@ -28,21 +28,9 @@ pub enum SourceError {
     },
     /// Content that does not match the digest it was pinned to: a verification failure.
     #[error("`{what}` from `{origin}`: expected sha256 {expected}, got {actual}{hint}")]
-    DigestMismatch {
-        what: String,
-        origin: String,
-        expected: Sha256,
-        actual: Sha256,
-        hint: &'static str,
-    },
+    DigestMismatch { what: String, origin: String, expected: Sha256, actual: Sha256, hint: &'static str },
     #[error("`{what}` from `{origin}`: expected {expected} bytes, got {actual}{hint}")]
-    SizeMismatch {
-        what: String,
-        origin: String,
-        expected: u64,
-        actual: u64,
-        hint: &'static str,
-    },
+    SizeMismatch { what: String, origin: String, expected: u64, actual: u64, hint: &'static str },
 }
 
 /// One content member of the bundle to be, and where its bytes come from.
@@ -86,11 +74,7 @@ pub fn ensure_supported(spec: &SpecFile) -> Result<(), SpecError> {
     }
     for f in &s.file {
         if matches!(f.get_ref().source_kind(), crate::spec::FileSource::Url(_)) {
-            return Err(unsupported(
-                f.span(),
-                "file",
-                " (URL sources; local files work)",
-            ));
+            return Err(unsupported(f.span(), "file", " (URL sources; local files work)"));
         }
     }
     Ok(())
@@ -110,10 +94,7 @@ pub fn resolve(spec: &SpecFile, resolved_at: Timestamp) -> Result<Lock, SourceEr
 /// The artifacts and content members for a spec whose lock covers it.
 pub fn plan(spec: &SpecFile, lock: &LockFile) -> Result<Plan, SourceError> {
     ensure_supported(spec)?;
-    let mut plan = Plan {
-        artifacts: Vec::new(),
-        contents: Vec::new(),
-    };
+    let mut plan = Plan { artifacts: Vec::new(), contents: Vec::new() };
     for entry in &spec.spec.file {
         file::plan(spec, lock, entry.get_ref(), &mut plan)?;
     }

@@ -158,11 +158,7 @@ pub enum FileSource<'a> {
 impl FileSpec {
     pub fn source_kind(&self) -> FileSource<'_> {
         let s = self.source.as_str();
-        if s.starts_with("https://") || s.starts_with("http://") {
-            FileSource::Url(s)
-        } else {
-            FileSource::Local(s)
-        }
+        if s.starts_with("https://") || s.starts_with("http://") { FileSource::Url(s) } else { FileSource::Local(s) }
     }
 }
 
@@ -212,28 +208,14 @@ pub enum SpecError {
         source: std::io::Error,
     },
     #[error("{}:{line}:{column}: {message}", path.display())]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    Parse { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{}:{line}: {message}", path.display())]
-    Invalid {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
+    Invalid { path: PathBuf, line: usize, message: String },
     #[error(
         "{}:{line}: `[[{kind}]]` entries are understood but not supported by this version of airlock yet{detail}",
         path.display()
     )]
-    Unsupported {
-        path: PathBuf,
-        line: usize,
-        kind: &'static str,
-        detail: &'static str,
-    },
+    Unsupported { path: PathBuf, line: usize, kind: &'static str, detail: &'static str },
 }
 
 /// A parsed spec with what is needed to point back into its text.
@@ -247,31 +229,20 @@ pub struct SpecFile {
 
 impl SpecFile {
     pub fn load(path: &Path) -> Result<Self, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read { path: path.to_owned(), source })?;
         Self::parse(path, text)
     }
 
     pub fn parse(path: &Path, text: String) -> Result<Self, SpecError> {
         let spec: Spec = toml::from_str(&text).map_err(|e| parse_error(path, &text, &e))?;
-        let file = Self {
-            path: path.to_owned(),
-            sha256: Sha256::of_bytes(text.as_bytes()),
-            spec,
-            text,
-        };
+        let file = Self { path: path.to_owned(), sha256: Sha256::of_bytes(text.as_bytes()), spec, text };
         file.check()?;
         Ok(file)
     }
 
     /// The directory that relative paths in the spec are resolved against.
     pub fn base_dir(&self) -> &Path {
-        self.path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
+        self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
     }
 
     /// The 1-based line of a byte offset in the spec.
@@ -280,11 +251,7 @@ impl SpecFile {
     }
 
     pub fn invalid(&self, span: &Range<usize>, message: impl Into<String>) -> SpecError {
-        SpecError::Invalid {
-            path: self.path.clone(),
-            line: self.line_of(span),
-            message: message.into(),
-        }
+        SpecError::Invalid { path: self.path.clone(), line: self.line_of(span), message: message.into() }
     }
 
     /// Checks that span entries, after each entry parsed on its own.
@@ -295,21 +262,22 @@ impl SpecFile {
             match (&i.reference, &i.oci_layout, &i.tag) {
                 (Some(_), None, None) | (None, Some(_), Some(_)) => {}
                 (Some(_), Some(_), _) => {
-                    return Err(self.invalid(
-                        &image.span(),
-                        "`[[image]]` takes either `ref` or `oci_layout`, not both",
-                    ));
+                    return Err(self.invalid(&image.span(), "`[[image]]` takes either `ref` or `oci_layout`, not both"));
                 }
                 (Some(_), None, Some(_)) => {
-                    return Err(self.invalid(&image.span(), "`[[image]]` with `ref` puts the tag in the reference; `tag` goes with `oci_layout`"));
+                    return Err(self.invalid(
+                        &image.span(),
+                        "`[[image]]` with `ref` puts the tag in the reference; `tag` goes with `oci_layout`",
+                    ));
                 }
                 (None, Some(_), None) => {
-                    return Err(self.invalid(&image.span(), "`[[image]]` with `oci_layout` needs `tag` (its org.opencontainers.image.ref.name)"));
+                    return Err(self.invalid(
+                        &image.span(),
+                        "`[[image]]` with `oci_layout` needs `tag` (its org.opencontainers.image.ref.name)",
+                    ));
                 }
                 (None, None, _) => {
-                    return Err(
-                        self.invalid(&image.span(), "`[[image]]` needs `ref` or `oci_layout`")
-                    );
+                    return Err(self.invalid(&image.span(), "`[[image]]` needs `ref` or `oci_layout`"));
                 }
             }
         }
@@ -317,41 +285,25 @@ impl SpecFile {
         for file in &spec.file {
             let f = file.get_ref();
             if !names.insert(f.name.as_str()) {
-                return Err(self.invalid(
-                    &file.span(),
-                    format!("duplicate `[[file]]` name `{}`", f.name),
-                ));
+                return Err(self.invalid(&file.span(), format!("duplicate `[[file]]` name `{}`", f.name)));
             }
             if matches!(f.source_kind(), FileSource::Url(_)) && f.sha256.is_none() {
-                return Err(self.invalid(
-                    &file.span(),
-                    format!(
-                        "`[[file]]` `{}` comes from a URL and needs `sha256`",
-                        f.name
-                    ),
-                ));
+                return Err(
+                    self.invalid(&file.span(), format!("`[[file]]` `{}` comes from a URL and needs `sha256`", f.name))
+                );
             }
             if f.source.is_empty() {
-                return Err(self.invalid(
-                    &file.span(),
-                    format!("`[[file]]` `{}` has an empty `source`", f.name),
-                ));
+                return Err(self.invalid(&file.span(), format!("`[[file]]` `{}` has an empty `source`", f.name)));
             }
         }
         let mut checks = BTreeSet::new();
         for check in &spec.validation.check {
             let (span, c) = (check.span(), check.get_ref());
             if c.run.is_empty() {
-                return Err(self.invalid(
-                    &span,
-                    format!("`[[validation.check]]` `{}` has an empty `run`", c.name),
-                ));
+                return Err(self.invalid(&span, format!("`[[validation.check]]` `{}` has an empty `run`", c.name)));
             }
             if !checks.insert(c.name.as_str()) {
-                return Err(self.invalid(
-                    &span,
-                    format!("duplicate `[[validation.check]]` name `{}`", c.name),
-                ));
+                return Err(self.invalid(&span, format!("duplicate `[[validation.check]]` name `{}`", c.name)));
             }
         }
         Ok(())
@@ -361,10 +313,7 @@ impl SpecFile {
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before
-        .rfind('\n')
-        .map_or(before.len(), |nl| before.len() - nl - 1)
-        + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
     (line, column)
 }
 
@@ -374,27 +323,14 @@ pub(crate) fn parse_error(path: &Path, text: &str, err: &toml::de::Error) -> Spe
     let mut message = err.message().trim().to_owned();
     // serde names a stray `[[widget]]` an "unknown field"; say what the user actually wrote.
     let line_text = text.lines().nth(line - 1).unwrap_or_default().trim_start();
-    if message.starts_with("unknown field")
-        && line_text.starts_with("[[")
-        && !line_text.starts_with("[[validation.")
-    {
-        let kind = line_text
-            .trim_start_matches('[')
-            .split(']')
-            .next()
-            .unwrap_or_default()
-            .trim();
+    if message.starts_with("unknown field") && line_text.starts_with("[[") && !line_text.starts_with("[[validation.") {
+        let kind = line_text.trim_start_matches('[').split(']').next().unwrap_or_default().trim();
         message = format!(
             "unknown entry kind `[[{kind}]]`, expected one of {}",
             ENTRY_KINDS.map(|k| format!("`[[{k}]]`")).join(", ")
         );
     }
-    SpecError::Parse {
-        path: path.to_owned(),
-        line,
-        column,
-        message,
-    }
+    SpecError::Parse { path: path.to_owned(), line, column, message }
 }
 
 #[cfg(test)]

@@ -13,17 +13,12 @@ pub struct BundleName(String);
 impl BundleName {
     pub fn new(s: &str) -> Result<Self, String> {
         let mut bytes = s.bytes();
-        let first_ok = bytes
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-        let rest_ok =
-            bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
+        let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
         if first_ok && rest_ok && s.len() <= 128 {
             Ok(Self(s.to_owned()))
         } else {
-            Err(format!(
-                "invalid bundle name `{s}`: expected [a-z0-9][a-z0-9._-]*, at most 128 bytes"
-            ))
+            Err(format!("invalid bundle name `{s}`: expected [a-z0-9][a-z0-9._-]*, at most 128 bytes"))
         }
     }
 
@@ -39,9 +34,7 @@ pub struct FileName(String);
 impl FileName {
     pub fn new(s: &str) -> Result<Self, String> {
         if s.contains('/') {
-            return Err(format!(
-                "invalid file name `{s}`: must be a single path component (no `/`)"
-            ));
+            return Err(format!("invalid file name `{s}`: must be a single path component (no `/`)"));
         }
         MemberPath::new(format!("files/{s}"))
             .map(|_| Self(s.to_owned()))

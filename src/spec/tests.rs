@@ -75,41 +75,20 @@ timeout_s = 900
     let f = parse(text).unwrap();
     let s = &f.spec;
     assert_eq!(s.bundle.name.as_str(), "rocm10-canary");
-    assert_eq!(
-        s.bundle.version,
-        semver::Version::parse("2026.11.0").unwrap()
-    );
+    assert_eq!(s.bundle.version, semver::Version::parse("2026.11.0").unwrap());
     assert!(s.registries["127.0.0.1:5000"].insecure);
-    assert_eq!(
-        (
-            s.image.len(),
-            s.wheel.len(),
-            s.deb.len(),
-            s.model.len(),
-            s.file.len()
-        ),
-        (2, 1, 1, 1, 1)
-    );
+    assert_eq!((s.image.len(), s.wheel.len(), s.deb.len(), s.model.len(), s.file.len()), (2, 1, 1, 1, 1));
     assert_eq!(s.file[0].get_ref().kind, FileKind::Firmware);
     assert_eq!(s.file[0].get_ref().notes["board"], "MI300X");
-    assert_eq!(
-        f.line_of(&s.image[1].span()),
-        15,
-        "spans point at the entry"
-    );
-    assert_eq!(
-        s.validation.target[0].firmware["PLDM_BUNDLE"],
-        ">=01.25.05.00"
-    );
+    assert_eq!(f.line_of(&s.image[1].span()), 15, "spans point at the entry");
+    assert_eq!(s.validation.target[0].firmware["PLDM_BUNDLE"], ">=01.25.05.00");
     assert_eq!(s.validation.check[0].get_ref().timeout_s, Some(900));
     assert_eq!(f.base_dir(), Path::new("dir"));
 }
 
 #[test]
 fn unknown_keys_name_file_line_and_key() {
-    let msg = message(&format!(
-        "{HEAD}\n[[file]]\nname = \"a\"\nsource = \"a\"\nsha = \"x\"\n"
-    ));
+    let msg = message(&format!("{HEAD}\n[[file]]\nname = \"a\"\nsource = \"a\"\nsha = \"x\"\n"));
     assert!(msg.starts_with("dir/airlock.toml:8:"), "{msg}");
     assert!(msg.contains("unknown field `sha`"), "{msg}");
 }
@@ -123,27 +102,15 @@ fn unknown_entry_kinds_are_named_as_such() {
 
 #[test]
 fn unknown_file_kind_and_bad_values_are_errors_with_lines() {
-    let msg = message(&format!(
-        "{HEAD}[[file]]\nname = \"a\"\nsource = \"a\"\nkind = \"rom\"\n"
-    ));
-    assert!(
-        msg.contains(":7:") && msg.contains("unknown variant `rom`"),
-        "{msg}"
-    );
+    let msg = message(&format!("{HEAD}[[file]]\nname = \"a\"\nsource = \"a\"\nkind = \"rom\"\n"));
+    assert!(msg.contains(":7:") && msg.contains("unknown variant `rom`"), "{msg}");
     let msg = message("[bundle]\nname = \"Demo\"\nversion = \"1.0.0\"\n");
-    assert!(
-        msg.contains(":2:") && msg.contains("invalid bundle name `Demo`"),
-        "{msg}"
-    );
+    assert!(msg.contains(":2:") && msg.contains("invalid bundle name `Demo`"), "{msg}");
     let msg = message("[bundle]\nname = \"demo\"\nversion = \"one\"\n");
     assert!(msg.contains(":3:"), "{msg}");
-    let msg = message(&format!(
-        "{HEAD}[[file]]\nname = \"../x\"\nsource = \"a\"\n"
-    ));
+    let msg = message(&format!("{HEAD}[[file]]\nname = \"../x\"\nsource = \"a\"\n"));
     assert!(msg.contains("invalid file name `../x`"), "{msg}");
-    let msg = message(&format!(
-        "{HEAD}[[file]]\nname = \"a\"\nsource = \"a\"\nsha256 = \"ABC\"\n"
-    ));
+    let msg = message(&format!("{HEAD}[[file]]\nname = \"a\"\nsource = \"a\"\nsha256 = \"ABC\"\n"));
     assert!(msg.contains("not a sha256 digest"), "{msg}");
     let msg = message("[bundle]\nname = \"demo\"\n");
     assert!(msg.contains("missing field `version`"), "{msg}");
@@ -151,14 +118,9 @@ fn unknown_file_kind_and_bad_values_are_errors_with_lines() {
 
 #[test]
 fn cross_entry_rules_point_at_the_entry() {
-    let dup = format!(
-        "{HEAD}[[file]]\nname = \"a\"\nsource = \"a\"\n\n[[file]]\nname = \"a\"\nsource = \"b\"\n"
-    );
+    let dup = format!("{HEAD}[[file]]\nname = \"a\"\nsource = \"a\"\n\n[[file]]\nname = \"a\"\nsource = \"b\"\n");
     let msg = message(&dup);
-    assert!(
-        msg.starts_with("dir/airlock.toml:8:") && msg.contains("duplicate `[[file]]` name `a`"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("dir/airlock.toml:8:") && msg.contains("duplicate `[[file]]` name `a`"), "{msg}");
     let url = format!("{HEAD}[[file]]\nname = \"a\"\nsource = \"https://x.example/a\"\n");
     assert!(message(&url).contains("needs `sha256`"));
     let both = format!("{HEAD}[[image]]\nref = \"r:1\"\noci_layout = \"l\"\ntag = \"t\"\n");
@@ -172,31 +134,18 @@ fn cross_entry_rules_point_at_the_entry() {
 
 #[test]
 fn validation_serialises_as_written() {
-    let f = parse(&format!(
-        "{HEAD}[[validation.target]]\ngpu = \"MI300X\"\nos = [\"ubuntu 24.04\"]\n"
-    ))
-    .unwrap();
+    let f = parse(&format!("{HEAD}[[validation.target]]\ngpu = \"MI300X\"\nos = [\"ubuntu 24.04\"]\n")).unwrap();
     let v = serde_json::to_value(&f.spec.validation).unwrap();
-    assert_eq!(
-        v,
-        serde_json::json!({"target": [{"gpu": "MI300X", "os": ["ubuntu 24.04"]}]})
-    );
+    assert_eq!(v, serde_json::json!({"target": [{"gpu": "MI300X", "os": ["ubuntu 24.04"]}]}));
 }
 
 #[test]
 fn lock_staleness_is_explained() {
     use crate::clock::Timestamp;
     use crate::spec::lock::{Lock, LockedFile};
-    let f = parse(&format!(
-        "{HEAD}[[file]]\nname = \"a\"\nsource = \"a.bin\"\n"
-    ))
-    .unwrap();
+    let f = parse(&format!("{HEAD}[[file]]\nname = \"a\"\nsource = \"a.bin\"\n")).unwrap();
     let mut lock = Lock::new(Timestamp::from_unix(0));
-    assert!(
-        lock.stale_reason(&f.spec)
-            .unwrap()
-            .contains("`a` is not locked")
-    );
+    assert!(lock.stale_reason(&f.spec).unwrap().contains("`a` is not locked"));
     let entry = LockedFile {
         name: FileName::new("a").unwrap(),
         source: "a.bin".into(),
@@ -206,19 +155,8 @@ fn lock_staleness_is_explained() {
     lock.file.push(entry.clone());
     assert_eq!(lock.stale_reason(&f.spec), None);
     lock.file[0].source = "b.bin".into();
-    assert!(
-        lock.stale_reason(&f.spec)
-            .unwrap()
-            .contains("source changed")
-    );
+    assert!(lock.stale_reason(&f.spec).unwrap().contains("source changed"));
     lock.file[0] = entry.clone();
-    lock.file.push(LockedFile {
-        name: FileName::new("gone").unwrap(),
-        ..entry
-    });
-    assert!(
-        lock.stale_reason(&f.spec)
-            .unwrap()
-            .contains("`gone` is no longer in the spec")
-    );
+    lock.file.push(LockedFile { name: FileName::new("gone").unwrap(), ..entry });
+    assert!(lock.stale_reason(&f.spec).unwrap().contains("`gone` is no longer in the spec"));
 }

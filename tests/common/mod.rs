@@ -12,9 +12,7 @@ pub const EPOCH: &str = "1764432000";
 
 pub fn airlock() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_airlock"));
-    c.env_remove("AIRLOCK_KEY_PASSWORD")
-        .env_remove("SOURCE_DATE_EPOCH")
-        .env("RUST_LOG", "warn");
+    c.env_remove("AIRLOCK_KEY_PASSWORD").env_remove("SOURCE_DATE_EPOCH").env("RUST_LOG", "warn");
     c
 }
 
@@ -27,35 +25,22 @@ pub struct Run {
 
 impl Run {
     pub fn ok(self) -> Self {
-        assert_eq!(
-            self.code, 0,
-            "expected success\nstdout: {}\nstderr: {}",
-            self.stdout, self.stderr
-        );
+        assert_eq!(self.code, 0, "expected success\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
         self
     }
 
     pub fn code(self, code: i32) -> Self {
-        assert_eq!(
-            self.code, code,
-            "expected exit {code}\nstdout: {}\nstderr: {}",
-            self.stdout, self.stderr
-        );
+        assert_eq!(self.code, code, "expected exit {code}\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
         self
     }
 
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
     }
 }
 
 pub fn run(cmd: &mut Command) -> Run {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = cmd.output().expect("the command starts");
+    let Output { status, stdout, stderr } = cmd.output().expect("the command starts");
     Run {
         code: status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
@@ -75,10 +60,7 @@ pub struct Keys {
 /// An unencrypted key pair made by `airlock keygen`.
 pub fn keygen(dir: &Path, name: &str) -> Keys {
     airlock_run(&["keygen", "--out-dir", s(dir), "--name", name]).ok();
-    Keys {
-        private: dir.join(format!("{name}.key")),
-        public: dir.join(format!("{name}.pub")),
-    }
+    Keys { private: dir.join(format!("{name}.key")), public: dir.join(format!("{name}.pub")) }
 }
 
 pub fn s(p: &Path) -> &str {
@@ -94,11 +76,7 @@ pub struct Project {
 pub fn project(dir: &Path, version: &str) -> Project {
     std::fs::create_dir_all(dir.join("fw")).unwrap();
     std::fs::write(dir.join("fw/board.bin"), pattern(70_000, 3)).unwrap();
-    std::fs::write(
-        dir.join("notes.txt"),
-        format!("release notes for {version}\n"),
-    )
-    .unwrap();
+    std::fs::write(dir.join("notes.txt"), format!("release notes for {version}\n")).unwrap();
     let spec = dir.join("airlock.toml");
     std::fs::write(
         &spec,
@@ -125,10 +103,7 @@ gfx = "gfx942"
         ),
     )
     .unwrap();
-    Project {
-        dir: dir.to_owned(),
-        spec,
-    }
+    Project { dir: dir.to_owned(), spec }
 }
 
 /// Deterministic non-trivial bytes.
@@ -173,10 +148,7 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     if !root.exists() {
         return out;
     }
-    for entry in walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .sort_by_file_name()
-    {
+    for entry in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
         let entry = entry.unwrap();
         let path = entry.path().to_owned();
         let ft = entry.file_type();
