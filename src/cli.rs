@@ -73,6 +73,12 @@ pub struct BuildArgs {
     /// Lock file [default: airlock.lock beside the spec].
     #[arg(long)]
     pub lock: Option<PathBuf>,
+    /// Content-addressed download cache [default: $AIRLOCK_CACHE, else ~/.cache/airlock].
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Downloads in flight at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
     #[arg(long)]
     pub json: bool,
 }
@@ -103,6 +109,12 @@ pub struct InstallArgs {
     /// Site state root.
     #[arg(long, default_value = "/var/lib/airlock")]
     pub root: PathBuf,
+    /// Push the bundle's images to this registry (credentials from the docker config).
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub registry: Option<String>,
+    /// Talk plain HTTP to `--registry` (never implied).
+    #[arg(long, requires = "registry")]
+    pub insecure_registry: bool,
     #[arg(long)]
     pub json: bool,
 }

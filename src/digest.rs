@@ -23,6 +23,10 @@ impl Sha256 {
         Self(sha2::Sha256::digest(bytes).into())
     }
 
+    pub fn from_raw(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
@@ -73,6 +77,46 @@ impl<'de> Deserialize<'de> for Sha256 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serde for digests written the OCI way, `sha256:HEX`: `#[serde(with = "crate::digest::prefixed")]`.
+pub mod prefixed {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Sha256;
+
+    pub fn serialize<S: Serializer>(d: &Sha256, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("sha256:{d}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Sha256, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).map_err(serde::de::Error::custom)
+    }
+
+    /// `sha256:HEX` to a digest.
+    pub fn parse(s: &str) -> Result<Sha256, String> {
+        s.strip_prefix("sha256:")
+            .ok_or_else(|| format!("`{s}` is not a `sha256:` digest"))?
+            .parse()
+            .map_err(|e: super::DigestParseError| e.to_string())
+    }
+}
+
+/// A digest that serialises the OCI way (`sha256:HEX`), for optional and repeated fields.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Prefixed(pub Sha256);
+
+impl Serialize for Prefixed {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        prefixed::serialize(&self.0, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Prefixed {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        prefixed::deserialize(d).map(Self)
     }
 }
 

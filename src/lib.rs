@@ -5,6 +5,7 @@
 //! `commands` glues one verb each; `main` only parses and maps errors to exit codes.
 
 pub mod bundle;
+pub mod cache;
 pub mod cli;
 pub mod clock;
 pub mod commands;

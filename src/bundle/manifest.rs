@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::MemberPath;
 use crate::clock::Timestamp;
-use crate::digest::Sha256;
+use crate::digest::{Prefixed, Sha256};
 use crate::sign::KeyId;
 use crate::spec::{BundleName, FileKind, FileName};
 
@@ -64,7 +64,38 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Artifact {
+    Image(ImageArtifact),
     File(FileArtifact),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageArtifact {
+    /// The reference as written in the spec (`org.opencontainers.image.ref.name` in `images/`).
+    pub reference: String,
+    /// The spec's `ref` or `oci_layout`.
+    pub source: String,
+    /// The manifest or index carried, at `images/blobs/sha256/HEX`.
+    #[serde(with = "crate::digest::prefixed")]
+    pub digest: Sha256,
+    /// What the source served when it differs from what is carried (an index filtered to platforms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_digest: Option<Prefixed>,
+    pub media_type: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<ImagePlatform>,
+    /// Manifests of upstream signatures, attestations and SBOMs carried with the image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached: Vec<Prefixed>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImagePlatform {
+    pub platform: String,
+    #[serde(with = "crate::digest::prefixed")]
+    pub digest: Sha256,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +116,12 @@ impl Artifact {
     pub fn describe(&self) -> String {
         match self {
             Artifact::File(f) => format!("file {} ({}, {} bytes, sha256 {})", f.name, f.file_kind, f.size, f.sha256),
+            Artifact::Image(i) => {
+                let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
+                let extra = if platforms.is_empty() { String::new() } else { format!(", {}", platforms.join(" ")) };
+                let attached = if i.attached.is_empty() { String::new() } else { format!(", {} attached", i.attached.len()) };
+                format!("image {} (sha256:{}{extra}{attached})", i.reference, i.digest)
+            }
         }
     }
 }
@@ -125,10 +162,13 @@ impl Manifest {
             }
         }
         for a in &self.artifacts {
-            let Artifact::File(f) = a;
-            let listed = self.entries.iter().find(|e| e.path == f.path);
-            if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
-                return Err(format!("artifact `{}` does not match an entry at `{}`", f.name, f.path));
+            let (name, path, sha256, size) = match a {
+                Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
+                Artifact::Image(i) => (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size),
+            };
+            let listed = self.entries.iter().find(|e| e.path.as_str() == path);
+            if !listed.is_some_and(|e| e.sha256 == sha256 && e.size == size) {
+                return Err(format!("artifact `{name}` does not match an entry at `{path}`"));
             }
         }
         Ok(())

@@ -25,7 +25,10 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
         tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
     }
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
-    let plan = sources::plan(&spec, &lock)?;
+    let cache = crate::cache::Cache::open(&args.cache.clone().unwrap_or_else(crate::cache::Cache::default_dir))?;
+    let reporter = TerminalReporter::new(args.json);
+    let fetch = sources::oci::Fetch { cache: &cache, jobs: usize::from(args.jobs), reporter: &reporter };
+    let plan = sources::plan(&spec, &lock, &fetch)?;
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     let meta = &spec.spec.bundle;
     let manifest = Manifest {
@@ -45,7 +48,6 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             .collect(),
         validation: serde_json::to_value(&spec.spec.validation)?,
     };
-    let reporter = TerminalReporter::new(args.json);
     let packed = pack(&args.out, &manifest, &key, &plan.contents, &reporter)?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {

@@ -53,9 +53,10 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     writeln!(out, "artifacts:   {}", m.artifacts.len())?;
     for a in &m.artifacts {
         writeln!(out, "  {}", a.describe())?;
-        let Artifact::File(f) = a;
-        for (k, v) in &f.notes {
-            writeln!(out, "      {k} = {v}")?;
+        if let Artifact::File(f) = a {
+            for (k, v) in &f.notes {
+                writeln!(out, "      {k} = {v}")?;
+            }
         }
     }
     writeln!(

@@ -3,18 +3,32 @@
 use std::io::Write;
 
 use crate::cli::{InstallArgs, TerminalReporter};
-use crate::site::install;
+use crate::site::registry::SiteRegistry;
+use crate::site::{Publish, install};
+use crate::sources::oci::Transport;
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     let trusted = super::load_trusted(&args.trust)?;
     let reporter = TerminalReporter::new(args.json);
-    let done = install(&args.bundle, &trusted, &args.root, &reporter)?;
+    let registry = args.registry.as_ref().map(|host| SiteRegistry {
+        host: host.clone(),
+        transport: if args.insecure_registry { Transport::InsecureHttp } else { Transport::Https },
+    });
+    let done = install(&args.bundle, &trusted, &args.root, &Publish { registry }, &reporter)?;
     if args.json {
         super::print_json(&done)?;
     } else {
         let mut out = std::io::stdout().lock();
         let how = if done.already_present { "re-activated" } else { "installed" };
         writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
+        for image in &done.images {
+            let (pushed, present) = (image.blobs_pushed, image.blobs_present);
+            let digest = image.digest.0;
+            writeln!(out, "pushed {} -> {} (sha256:{digest}; {pushed} blobs pushed, {present} already there)", image.reference, image.target)?;
+        }
+        if done.images_not_published > 0 {
+            writeln!(out, "{} image manifest(s) not published: no --registry given", done.images_not_published)?;
+        }
         writeln!(
             out,
             "current -> bundles/{}{}",

@@ -12,6 +12,7 @@
 //! exactly as it was: the staging directory and anything this install created are removed.
 
 mod activate;
+pub mod registry;
 mod stage;
 
 use std::fs::File;
@@ -39,6 +40,12 @@ pub enum SiteError {
     Rejected { path: PathBuf, problems: Vec<Problem> },
     #[error("site root `{}` is in use by another airlock (lock `{}` is held)", root.display(), root.join(".lock").display())]
     Busy { root: PathBuf },
+    #[error("publishing the images of bundles/{id} failed; `current` was not changed")]
+    Publish {
+        id: String,
+        #[source]
+        source: registry::PublishError,
+    },
     #[error("site I/O failed at `{}`", path.display())]
     Io {
         path: PathBuf,
@@ -65,6 +72,16 @@ pub struct Installed {
     pub previous: Option<String>,
     /// The same bundle was already retained; it was re-verified and activated.
     pub already_present: bool,
+    /// Images pushed to the site registry.
+    pub images: Vec<registry::Pushed>,
+    /// Images the bundle carries that were not published (no `--registry`).
+    pub images_not_published: usize,
+}
+
+/// Where install publishes what the bundle carries.
+#[derive(Debug, Clone, Default)]
+pub struct Publish {
+    pub registry: Option<registry::SiteRegistry>,
 }
 
 /// The short id of a bundle at a site: the first 16 hex characters of its manifest's sha256.
@@ -77,11 +94,12 @@ pub fn install(
     bundle: &Path,
     trusted: &[TrustedKey],
     root: &Path,
+    publish: &Publish,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
     let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
     let mut created = Created::default();
-    let result = install_tracked(bundle, input, trusted, root, &mut created, reporter);
+    let result = install_tracked(bundle, input, trusted, root, publish, &mut created, reporter);
     if result.is_err() {
         created.undo();
     }
@@ -93,6 +111,7 @@ fn install_tracked(
     input: File,
     trusted: &[TrustedKey],
     root: &Path,
+    publish: &Publish,
     created: &mut Created,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
@@ -136,8 +155,18 @@ fn install_tracked(
         let staged = staging.keep();
         std::fs::rename(&staged, &target).map_err(io_err(&target))?;
     }
-    // From here the install has happened: nothing below undoes the retained bundle.
+    // From here the bundle is retained: nothing below undoes that.
     created.forget();
+    let (images, images_not_published) = match &publish.registry {
+        Some(site) => (registry::publish(&target, site).map_err(|source| SiteError::Publish { id: id.clone(), source })?, 0),
+        None => {
+            let carried = registry::staged_images(&target).map_err(|source| SiteError::Publish { id: id.clone(), source })?;
+            if !carried.is_empty() {
+                tracing::warn!("the bundle carries {} image manifest(s); pass --registry HOST[:PORT] to publish them", carried.len());
+            }
+            (Vec::new(), carried.len())
+        }
+    };
     let previous = activate::switch(root, &format!("bundles/{id}")).map_err(io_err(root))?;
     drop(lock);
     Ok(Installed {
@@ -149,5 +178,7 @@ fn install_tracked(
         path: target,
         previous,
         already_present,
+        images,
+        images_not_published,
     })
 }

@@ -1,8 +1,10 @@
-//! Sources resolve spec entries to locked entries (a digest and size for every input) and open
-//! locked content for packing. One module per kind; this version carries `[[file]]` entries
-//! with local sources. The other kinds parse (see `spec`) and are refused here, by line.
+//! Sources resolve spec entries to locked entries (a digest and size for every input) and
+//! fetch locked content for packing. One module per kind; this version carries `[[image]]`
+//! entries and `[[file]]` entries with local sources. The other kinds parse (see `spec`) and
+//! are refused here, by line.
 
 pub mod file;
+pub mod oci;
 
 use std::path::PathBuf;
 
@@ -19,6 +21,10 @@ pub enum SourceError {
     Spec(#[from] SpecError),
     #[error(transparent)]
     Lock(#[from] LockError),
+    #[error(transparent)]
+    Image(#[from] oci::ImageError),
+    #[error(transparent)]
+    Cache(#[from] crate::cache::CacheError),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
     Read {
         what: String,
@@ -60,9 +66,6 @@ pub fn ensure_supported(spec: &SpecFile) -> Result<(), SpecError> {
         kind,
         detail,
     };
-    if let Some(e) = s.image.first() {
-        return Err(unsupported(e.span(), "image", ""));
-    }
     if let Some(e) = s.wheel.first() {
         return Err(unsupported(e.span(), "wheel", ""));
     }
@@ -84,6 +87,7 @@ pub fn ensure_supported(spec: &SpecFile) -> Result<(), SpecError> {
 pub fn resolve(spec: &SpecFile, resolved_at: Timestamp) -> Result<Lock, SourceError> {
     ensure_supported(spec)?;
     let mut lock = Lock::new(resolved_at);
+    lock.image = oci::resolve(spec)?;
     for entry in &spec.spec.file {
         lock.file.push(file::resolve(spec, entry.get_ref())?);
     }
@@ -92,9 +96,10 @@ pub fn resolve(spec: &SpecFile, resolved_at: Timestamp) -> Result<Lock, SourceEr
 }
 
 /// The artifacts and content members for a spec whose lock covers it.
-pub fn plan(spec: &SpecFile, lock: &LockFile) -> Result<Plan, SourceError> {
+pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &oci::Fetch<'_>) -> Result<Plan, SourceError> {
     ensure_supported(spec)?;
-    let mut plan = Plan { artifacts: Vec::new(), contents: Vec::new() };
+    let (artifacts, contents) = oci::plan(spec, lock, fetch)?;
+    let mut plan = Plan { artifacts, contents };
     for entry in &spec.spec.file {
         file::plan(spec, lock, entry.get_ref(), &mut plan)?;
     }

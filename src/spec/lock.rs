@@ -20,7 +20,54 @@ pub struct Lock {
     pub version: u32,
     pub resolved_at: Timestamp,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image: Vec<LockedImage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file: Vec<LockedFile>,
+}
+
+/// An image pinned to the digest its source served for the tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedImage {
+    /// The spec's `ref`, or its `oci_layout` path.
+    pub source: String,
+    /// The spec's `tag` for a layout source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The name the image has in the bundle and on the site (`org.opencontainers.image.ref.name`).
+    pub reference: String,
+    #[serde(with = "crate::digest::prefixed")]
+    pub digest: Sha256,
+    pub media_type: String,
+    pub size: u64,
+    /// For an index: the platforms carried, each with its manifest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<LockedPlatform>,
+    /// Upstream signatures and attestations of this image (cosign tags, OCI referrers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached: Vec<LockedAttachment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedPlatform {
+    pub platform: String,
+    #[serde(with = "crate::digest::prefixed")]
+    pub digest: Sha256,
+    pub media_type: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedAttachment {
+    /// The cosign tag (`sha256-HEX.sig`, `.att`, `.sbom`), or none for an OCI referrer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(with = "crate::digest::prefixed")]
+    pub digest: Sha256,
+    pub media_type: String,
+    pub size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,12 +107,15 @@ pub struct LockFile {
 
 impl Lock {
     pub fn new(resolved_at: Timestamp) -> Self {
-        Self { version: LOCK_VERSION, resolved_at, file: Vec::new() }
+        Self { version: LOCK_VERSION, resolved_at, image: Vec::new(), file: Vec::new() }
     }
 
     /// Why this lock does not cover `spec` exactly, if it does not: an entry missing from
     /// either side, or a source or pinned digest that changed.
     pub fn stale_reason(&self, spec: &Spec) -> Option<String> {
+        if let Some(reason) = self.stale_images(spec) {
+            return Some(reason);
+        }
         let mut locked: BTreeMap<&str, &LockedFile> = self.file.iter().map(|f| (f.name.as_str(), f)).collect();
         for entry in &spec.file {
             let want = entry.get_ref();
@@ -83,6 +133,27 @@ impl Lock {
             }
         }
         locked.into_keys().next().map(|name| format!("locked file `{name}` is no longer in the spec"))
+    }
+
+    fn stale_images(&self, spec: &Spec) -> Option<String> {
+        let mut locked: Vec<&LockedImage> = self.image.iter().collect();
+        for entry in &spec.image {
+            let want = entry.get_ref();
+            let key = want.source_key();
+            let Some(i) = locked.iter().position(|l| (l.source.as_str(), l.tag.as_deref()) == (key.0, key.1)) else {
+                return Some(format!("`[[image]]` `{}` is not locked", key.0));
+            };
+            let have = locked.swap_remove(i);
+            let wanted: Vec<&str> = want.platforms.iter().map(String::as_str).collect();
+            if !wanted.is_empty() && have.platforms.iter().any(|p| !wanted.contains(&p.platform.as_str())) {
+                return Some(format!("`[[image]]` `{}` platforms changed", key.0));
+            }
+        }
+        locked.first().map(|l| format!("locked image `{}` is no longer in the spec", l.source))
+    }
+
+    pub fn locked_image(&self, source: &str, tag: Option<&str>) -> Option<&LockedImage> {
+        self.image.iter().find(|l| l.source == source && l.tag.as_deref() == tag)
     }
 
     pub fn locked_file(&self, name: &FileName) -> Option<&LockedFile> {

@@ -73,6 +73,17 @@ pub struct ImageSpec {
     pub platforms: Vec<String>,
 }
 
+impl ImageSpec {
+    /// What identifies this entry in the lock: the `ref`, or the layout path and its tag.
+    pub fn source_key(&self) -> (&str, Option<&str>) {
+        match (&self.reference, &self.oci_layout) {
+            (Some(r), _) => (r.as_str(), None),
+            (None, Some(l)) => (l.to_str().unwrap_or_default(), self.tag.as_deref()),
+            (None, None) => ("", None),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WheelSpec {

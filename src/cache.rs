@@ -1,0 +1,188 @@
+//! The content-addressed blob store on the build host, keyed by sha256.
+//!
+//! ```text
+//! CACHE/blobs/sha256/HEX      verified content, immutable
+//! CACHE/tmp/HEX.partial       an unfinished download (resumable), never read as content
+//! ```
+//!
+//! A blob becomes visible under `blobs/` only after its bytes hashed to the expected digest
+//! (temp + rename); a mismatch deletes the partial file, so nothing unverified stays.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::Digest as _;
+
+use crate::digest::Sha256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cache I/O failed at `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{what}: expected sha256 {expected}, got {actual}")]
+    DigestMismatch { what: String, expected: Sha256, actual: Sha256 },
+    #[error("{what}: expected {expected} bytes, got {actual}")]
+    SizeMismatch { what: String, expected: u64, actual: u64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct Cache {
+    root: PathBuf,
+}
+
+impl Cache {
+    /// Open (creating) a cache at `root`.
+    pub fn open(root: &Path) -> Result<Self, CacheError> {
+        for dir in [root.join("blobs/sha256"), root.join("tmp")] {
+            std::fs::create_dir_all(&dir).map_err(|source| CacheError::Io { path: dir.clone(), source })?;
+        }
+        Ok(Self { root: root.to_owned() })
+    }
+
+    /// `$AIRLOCK_CACHE`, else `$XDG_CACHE_HOME/airlock`, else `~/.cache/airlock`.
+    pub fn default_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os("AIRLOCK_CACHE") {
+            return dir.into();
+        }
+        if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+            return Path::new(&dir).join("airlock");
+        }
+        std::env::var_os("HOME").map_or_else(|| PathBuf::from(".airlock-cache"), |h| Path::new(&h).join(".cache/airlock"))
+    }
+
+    pub fn path(&self, digest: &Sha256) -> PathBuf {
+        self.root.join("blobs/sha256").join(digest.to_string())
+    }
+
+    /// Whether a verified blob is present (with the expected size, when known).
+    pub fn contains(&self, digest: &Sha256, size: Option<u64>) -> bool {
+        std::fs::metadata(self.path(digest)).is_ok_and(|m| m.is_file() && size.is_none_or(|s| m.len() == s))
+    }
+
+    /// Start (or resume) receiving a blob. Bytes already in its partial file are re-hashed,
+    /// so a resumed download is verified as a whole.
+    pub fn incoming(&self, digest: Sha256, what: &str) -> Result<Incoming, CacheError> {
+        let partial = self.root.join("tmp").join(format!("{digest}.partial"));
+        let io_err = |source| CacheError::Io { path: partial.clone(), source };
+        let mut file = OpenOptions::new().read(true).append(true).create(true).open(&partial).map_err(io_err)?;
+        let mut hasher = sha2::Sha256::new();
+        let written = io::copy(&mut BufReader::new(&mut file), &mut hasher).map_err(io_err)?;
+        Ok(Incoming { file, hasher, written, expected: digest, partial, dest: self.path(&digest), what: what.to_owned() })
+    }
+
+    /// Copy a whole reader into the cache, verified.
+    pub fn put(&self, digest: Sha256, size: Option<u64>, what: &str, mut reader: impl Read) -> Result<PathBuf, CacheError> {
+        if self.contains(&digest, size) {
+            return Ok(self.path(&digest));
+        }
+        let mut incoming = self.incoming(digest, what)?;
+        incoming.restart()?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = reader.read(&mut buf).map_err(|source| CacheError::Io { path: incoming.partial.clone(), source })?;
+            if n == 0 {
+                break;
+            }
+            incoming.write(&buf[..n])?;
+        }
+        incoming.commit(size)
+    }
+}
+
+/// A blob being received into `tmp/`, hashed as it is written.
+pub struct Incoming {
+    file: File,
+    hasher: sha2::Sha256,
+    written: u64,
+    expected: Sha256,
+    partial: PathBuf,
+    dest: PathBuf,
+    what: String,
+}
+
+impl Incoming {
+    /// Bytes already received: the offset to resume from.
+    pub fn offset(&self) -> u64 {
+        self.written
+    }
+
+    /// Drop what was received and start from byte 0 (the server ignored a Range request).
+    pub fn restart(&mut self) -> Result<(), CacheError> {
+        self.file.set_len(0).map_err(|source| CacheError::Io { path: self.partial.clone(), source })?;
+        self.hasher = sha2::Sha256::new();
+        self.written = 0;
+        Ok(())
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), CacheError> {
+        self.file.write_all(bytes).map_err(|source| CacheError::Io { path: self.partial.clone(), source })?;
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Verify and make the blob visible; on a mismatch the partial file is deleted.
+    pub fn commit(self, size: Option<u64>) -> Result<PathBuf, CacheError> {
+        let actual = Sha256::from_raw(self.hasher.finalize().into());
+        let mismatch = if size.is_some_and(|s| s != self.written) {
+            Some(CacheError::SizeMismatch { what: self.what.clone(), expected: size.unwrap_or_default(), actual: self.written })
+        } else if actual != self.expected {
+            Some(CacheError::DigestMismatch { what: self.what.clone(), expected: self.expected, actual })
+        } else {
+            None
+        };
+        if let Some(err) = mismatch {
+            let _ = std::fs::remove_file(&self.partial);
+            return Err(err);
+        }
+        let io_err = |source| CacheError::Io { path: self.dest.clone(), source };
+        self.file.sync_all().map_err(io_err)?;
+        std::fs::rename(&self.partial, &self.dest).map_err(io_err)?;
+        Ok(self.dest)
+    }
+
+    /// Give up on this blob: remove its partial bytes.
+    pub fn abandon(self) {
+        let _ = std::fs::remove_file(&self.partial);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_verifies_before_a_blob_is_visible() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let good = Sha256::of_bytes(b"hello");
+        let path = cache.put(good, Some(5), "blob", &b"hello"[..]).unwrap();
+        assert_eq!(std::fs::read(path).unwrap(), b"hello");
+        assert!(cache.contains(&good, Some(5)));
+
+        let claimed = Sha256::of_bytes(b"other");
+        let err = cache.put(claimed, None, "blob x", &b"tampered"[..]).unwrap_err();
+        assert!(matches!(err, CacheError::DigestMismatch { .. }), "{err}");
+        assert!(!cache.contains(&claimed, None));
+        assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0, "nothing unverified stays");
+    }
+
+    #[test]
+    fn a_resumed_blob_is_verified_as_a_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let digest = Sha256::of_bytes(b"0123456789");
+        let mut first = cache.incoming(digest, "blob").unwrap();
+        first.write(b"01234").unwrap();
+        drop(first); // connection dropped
+        let mut resumed = cache.incoming(digest, "blob").unwrap();
+        assert_eq!(resumed.offset(), 5);
+        resumed.write(b"56789").unwrap();
+        assert_eq!(std::fs::read(resumed.commit(Some(10)).unwrap()).unwrap(), b"0123456789");
+    }
+}

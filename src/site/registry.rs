@@ -1,0 +1,148 @@
+//! Publishing images: every image of a staged bundle's `images/` layout is pushed to the site
+//! registry under its original repository path and tag, blobs first (skipping those the
+//! registry has), then platform manifests by digest, then the tagged manifest or index. The
+//! bytes are the bundle's, so digests are unchanged; each is read back to prove it.
+
+use std::path::{Path, PathBuf};
+
+use futures_util::TryStreamExt as _;
+use oci_client::RegistryOperation;
+use oci_client::errors::OciDistributionError;
+use serde::Serialize;
+
+use crate::digest::{Prefixed, Sha256};
+use crate::sources::oci::doc::{self, Descriptor, REF_NAME};
+use crate::sources::oci::{ClientError, Connection, ImageRef, Transport, connect, runtime};
+
+/// Where to publish images: `--registry HOST[:PORT]` and `--insecure-registry`.
+#[derive(Debug, Clone)]
+pub struct SiteRegistry {
+    pub host: String,
+    pub transport: Transport,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("pushing `{target}`: {detail}")]
+    Push { target: String, detail: String },
+    #[error("staged image layout `{}`: {detail}", path.display())]
+    Layout { path: PathBuf, detail: String },
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// One image as published.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pushed {
+    pub reference: String,
+    pub target: String,
+    pub digest: Prefixed,
+    pub blobs_pushed: usize,
+    pub blobs_present: usize,
+}
+
+/// The images a staged tree carries: its layout's index entries, or none.
+pub fn staged_images(staged: &Path) -> Result<Vec<Descriptor>, PublishError> {
+    let path = staged.join("images/index.json");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(PublishError::Layout { path, detail: e.to_string() }),
+    };
+    doc::parse_layout_index(&bytes).map_err(|detail| PublishError::Layout { path, detail })
+}
+
+pub fn publish(staged: &Path, site: &SiteRegistry) -> Result<Vec<Pushed>, PublishError> {
+    let images = staged_images(staged)?;
+    if images.is_empty() {
+        return Ok(Vec::new());
+    }
+    let conn = connect(&site.host, site.transport, None)?;
+    let layout = staged.join("images");
+    let rt = runtime().map_err(|e| match e {
+        crate::sources::oci::ImageError::Runtime(io) => PublishError::Runtime(io),
+        other => PublishError::Push { target: site.host.clone(), detail: other.to_string() },
+    })?;
+    let mut out = Vec::new();
+    for entry in &images {
+        let name = entry.annotations.get(REF_NAME).cloned().unwrap_or_default();
+        let source = ImageRef::parse(&name).map_err(|detail| PublishError::Layout { path: layout.clone(), detail })?;
+        let target = source.on_registry(&site.host);
+        out.push(rt.block_on(push_image(&conn, &layout, entry, &name, &target))?);
+    }
+    Ok(out)
+}
+
+async fn push_image(
+    conn: &Connection,
+    layout: &Path,
+    entry: &Descriptor,
+    name: &str,
+    target: &ImageRef,
+) -> Result<Pushed, PublishError> {
+    let push_err = |e: &dyn std::fmt::Display| PublishError::Push { target: target.to_string(), detail: e.to_string() };
+    let reference = target.to_client();
+    conn.client.auth(&reference, &conn.auth, RegistryOperation::Push).await.map_err(|e| push_err(&e))?;
+    let top = read(layout, entry.digest)?;
+    let document = doc::parse(&top).map_err(|e| push_err(&e))?;
+    // (digest, media type, bytes) of manifests to push before the top one.
+    let mut children = Vec::new();
+    let mut blobs = document.blobs.clone();
+    for child in &document.children {
+        let bytes = read(layout, child.digest)?;
+        blobs.extend(doc::parse(&bytes).map_err(|e| push_err(&e))?.blobs);
+        children.push((child.digest, child.media_type.clone(), bytes));
+    }
+    let (mut pushed, mut present) = (0, 0);
+    for blob in &blobs {
+        let digest = format!("sha256:{}", blob.digest);
+        if conn.client.blob_exists(&reference, &digest).await.map_err(|e| push_err(&e))? {
+            present += 1;
+            continue;
+        }
+        let path = layout.join("blobs/sha256").join(blob.digest.to_string());
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| PublishError::Layout { path: path.clone(), detail: e.to_string() })?;
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20).map_err(OciDistributionError::IoError);
+        conn.client.push_blob_stream(&reference, stream, &digest, Some(blob.size)).await.map_err(|e| push_err(&e))?;
+        pushed += 1;
+    }
+    for (digest, media_type, bytes) in children {
+        push_manifest(conn, &target.at_digest(digest), &media_type, bytes, digest).await?;
+    }
+    push_manifest(conn, target, &document.media_type, top, entry.digest).await?;
+    Ok(Pushed {
+        reference: name.to_owned(),
+        target: target.to_string(),
+        digest: Prefixed(entry.digest),
+        blobs_pushed: pushed,
+        blobs_present: present,
+    })
+}
+
+/// Push manifest bytes as they are (never re-serialised) and read the digest back.
+async fn push_manifest(
+    conn: &Connection,
+    target: &ImageRef,
+    media_type: &str,
+    bytes: Vec<u8>,
+    digest: Sha256,
+) -> Result<(), PublishError> {
+    let push_err = |detail: String| PublishError::Push { target: target.to_string(), detail };
+    let content_type = media_type.parse().map_err(|_| push_err(format!("invalid media type `{media_type}`")))?;
+    let reference = target.to_client();
+    conn.client.push_manifest_raw(&reference, bytes, content_type).await.map_err(|e| push_err(e.to_string()))?;
+    let served = conn.client.fetch_manifest_digest(&reference, &conn.auth).await.map_err(|e| push_err(e.to_string()))?;
+    if served != format!("sha256:{digest}") {
+        return Err(push_err(format!("the registry serves {served}, expected sha256:{digest}")));
+    }
+    Ok(())
+}
+
+fn read(layout: &Path, digest: Sha256) -> Result<Vec<u8>, PublishError> {
+    let path = layout.join("blobs/sha256").join(digest.to_string());
+    std::fs::read(&path).map_err(|e| PublishError::Layout { path, detail: e.to_string() })
+}

@@ -1,0 +1,188 @@
+//! Connections to registries: one `oci_client::Client` per registry (its stored auth is keyed
+//! by registry and never replaced), built from the spec's `[registries."HOST"]` settings and
+//! the user's docker config credentials.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+
+/// How to reach one registry. Plain HTTP is an explicit, loud exception.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    #[default]
+    Https,
+    /// `insecure = true` in the spec, or `--insecure-registry` on install.
+    InsecureHttp,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read CA file `{}` for registry `{registry}`", path.display())]
+    CaRead {
+        registry: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("CA file `{}` for registry `{registry}` holds no PEM certificate", path.display())]
+    CaEmpty { registry: String, path: PathBuf },
+    #[error("cannot read docker config `{}`", path.display())]
+    ConfigRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("docker config `{}`: {detail}", path.display())]
+    ConfigParse { path: PathBuf, detail: String },
+    #[error("cannot set up a client for registry `{registry}`: {detail}")]
+    Build { registry: String, detail: String },
+}
+
+/// Registry credentials; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials").field("username", &self.username).field("password", &"<redacted>").finish()
+    }
+}
+
+/// The docker config files airlock reads, first found first: `$REGISTRY_AUTH_FILE`,
+/// `$DOCKER_CONFIG/config.json`, `~/.docker/config.json`.
+pub fn docker_config_paths() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = std::env::var_os("REGISTRY_AUTH_FILE") {
+        out.push(PathBuf::from(p));
+    }
+    if let Some(d) = std::env::var_os("DOCKER_CONFIG") {
+        out.push(Path::new(&d).join("config.json"));
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        out.push(Path::new(&h).join(".docker/config.json"));
+    }
+    out
+}
+
+/// Credentials for `registry` from the first docker config that has an entry for it.
+pub fn credentials_for(registry: &str) -> Result<Option<Credentials>, ClientError> {
+    for path in docker_config_paths() {
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(ClientError::ConfigRead { path, source }),
+        };
+        if let Some(c) = parse_docker_config(&text, registry).map_err(|detail| ClientError::ConfigParse { path, detail })? {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
+}
+
+#[derive(serde::Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+}
+
+#[derive(serde::Deserialize)]
+struct AuthEntry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+fn parse_docker_config(text: &str, registry: &str) -> Result<Option<Credentials>, String> {
+    let config: DockerConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    // Keys may be bare hosts or URLs (`https://host/v1/`), as docker writes them.
+    let entry = config.auths.iter().find(|(k, _)| {
+        let host = k.trim_start_matches("https://").trim_start_matches("http://");
+        host.split('/').next() == Some(registry)
+    });
+    let Some((_, entry)) = entry else { return Ok(None) };
+    if let (Some(username), Some(password)) = (&entry.username, &entry.password) {
+        return Ok(Some(Credentials { username: username.clone(), password: password.clone() }));
+    }
+    let Some(auth) = &entry.auth else { return Ok(None) };
+    let decoded = STANDARD.decode(auth.trim()).map_err(|_| format!("`auth` for `{registry}` is not base64"))?;
+    let text = String::from_utf8(decoded).map_err(|_| format!("`auth` for `{registry}` is not UTF-8"))?;
+    let (username, password) =
+        text.split_once(':').ok_or_else(|| format!("`auth` for `{registry}` is not `user:password`"))?;
+    Ok(Some(Credentials { username: username.to_owned(), password: password.to_owned() }))
+}
+
+/// A client for one registry and the auth to use with it.
+pub struct Connection {
+    pub client: oci_client::Client,
+    pub auth: RegistryAuth,
+}
+
+pub fn connect(registry: &str, transport: Transport, ca: Option<&Path>) -> Result<Connection, ClientError> {
+    let mut extra = Vec::new();
+    if let Some(path) = ca {
+        let pem = std::fs::read(path).map_err(|source| ClientError::CaRead {
+            registry: registry.to_owned(),
+            path: path.to_owned(),
+            source,
+        })?;
+        // oci-client accepts garbage here without a word: check for a certificate ourselves.
+        let certs = pem::parse_many(&pem).unwrap_or_default();
+        if !certs.iter().any(|c| c.tag() == "CERTIFICATE") {
+            return Err(ClientError::CaEmpty { registry: registry.to_owned(), path: path.to_owned() });
+        }
+        extra.push(Certificate { encoding: CertificateEncoding::Pem, data: pem });
+    }
+    let protocol = match transport {
+        Transport::Https => ClientProtocol::Https,
+        Transport::InsecureHttp => {
+            tracing::warn!("talking plain HTTP to registry `{registry}` (insecure): no transport security");
+            ClientProtocol::Http
+        }
+    };
+    let config = ClientConfig {
+        protocol,
+        extra_root_certificates: extra,
+        connect_timeout: Some(Duration::from_secs(30)),
+        read_timeout: Some(Duration::from_secs(300)),
+        ..ClientConfig::default()
+    };
+    let client = oci_client::Client::try_from(config)
+        .map_err(|e| ClientError::Build { registry: registry.to_owned(), detail: e.to_string() })?;
+    let auth = match credentials_for(registry)? {
+        Some(c) => RegistryAuth::Basic(c.username, c.password),
+        None => RegistryAuth::Anonymous,
+    };
+    Ok(Connection { client, auth })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_config_auth_forms() {
+        let auth = STANDARD.encode("alice:s3cret:with:colons");
+        let text = format!(
+            r#"{{"auths": {{"https://reg.example/v1/": {{"auth": "{auth}"}}, "127.0.0.1:5000": {{"username": "bob", "password": "pw"}}}}}}"#
+        );
+        let c = parse_docker_config(&text, "reg.example").unwrap().unwrap();
+        assert_eq!((c.username.as_str(), c.password.as_str()), ("alice", "s3cret:with:colons"));
+        let c = parse_docker_config(&text, "127.0.0.1:5000").unwrap().unwrap();
+        assert_eq!(c.username, "bob");
+        assert!(parse_docker_config(&text, "other.example").unwrap().is_none());
+        assert!(!format!("{c:?}").contains("pw"), "credentials are redacted in Debug");
+        assert!(parse_docker_config(r#"{"auths": {"x": {"auth": "%%"}}}"#, "x").is_err());
+    }
+}

@@ -1,0 +1,228 @@
+//! The parts of OCI and Docker schema-2 documents airlock needs: media types, descriptors,
+//! manifests and indexes, platform selection, and the image layout's `index.json`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Sha256;
+
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+/// What airlock asks registries for, and carries.
+pub const ACCEPTED: [&str; 4] = [OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST];
+/// The annotation naming an image in an OCI layout's `index.json`.
+pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+/// Largest manifest or index accepted (the distribution spec suggests registries cap at 4 MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+pub fn is_index(media_type: &str) -> bool {
+    media_type == OCI_INDEX || media_type == DOCKER_LIST
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Descriptor {
+    #[serde(rename = "mediaType", default)]
+    pub media_type: String,
+    #[serde(with = "crate::digest::prefixed")]
+    pub digest: Sha256,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A manifest or an index, reduced to what refers to other content.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub media_type: String,
+    /// Index entries (empty for a manifest).
+    pub children: Vec<Descriptor>,
+    /// Config and layers (empty for an index).
+    pub blobs: Vec<Descriptor>,
+}
+
+impl Document {
+    pub fn is_index(&self) -> bool {
+        is_index(&self.media_type)
+    }
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(rename = "schemaVersion")]
+    schema_version: u32,
+    #[serde(rename = "mediaType", default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    manifests: Option<Vec<Descriptor>>,
+    #[serde(default)]
+    config: Option<Descriptor>,
+    #[serde(default)]
+    layers: Option<Vec<Descriptor>>,
+}
+
+/// Parse a manifest or index. An OCI document may omit `mediaType`; its shape decides.
+pub fn parse(bytes: &[u8]) -> Result<Document, String> {
+    let raw: Raw = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest or index: {e}"))?;
+    if raw.schema_version != 2 {
+        return Err(format!("schemaVersion {} is not supported (schema 2 only)", raw.schema_version));
+    }
+    let media_type = match (raw.media_type, &raw.manifests) {
+        (Some(mt), _) => mt,
+        (None, Some(_)) => OCI_INDEX.to_owned(),
+        (None, None) => OCI_MANIFEST.to_owned(),
+    };
+    if !ACCEPTED.contains(&media_type.as_str()) {
+        return Err(format!("media type `{media_type}` is not supported"));
+    }
+    if is_index(&media_type) {
+        let children = raw.manifests.unwrap_or_default();
+        if let Some(nested) = children.iter().find(|c| is_index(&c.media_type)) {
+            return Err(format!("nested index `sha256:{}` is not supported", nested.digest));
+        }
+        return Ok(Document { media_type, children, blobs: Vec::new() });
+    }
+    let mut blobs: Vec<Descriptor> = raw.config.into_iter().collect();
+    blobs.extend(raw.layers.unwrap_or_default());
+    Ok(Document { media_type, children: Vec::new(), blobs })
+}
+
+/// The entries of an OCI image layout's `index.json`, which may name indexes as well as
+/// manifests (unlike an image index, where airlock refuses nesting).
+pub fn parse_layout_index(bytes: &[u8]) -> Result<Vec<Descriptor>, String> {
+    #[derive(Deserialize)]
+    struct LayoutIndex {
+        #[serde(rename = "schemaVersion")]
+        schema_version: u32,
+        manifests: Vec<Descriptor>,
+    }
+    let index: LayoutIndex = serde_json::from_slice(bytes).map_err(|e| format!("not an image layout index: {e}"))?;
+    if index.schema_version != 2 {
+        return Err(format!("schemaVersion {} is not supported (schema 2 only)", index.schema_version));
+    }
+    Ok(index.manifests)
+}
+
+/// The index entries for the wanted platforms (`os/arch[/variant]`; a want without a variant
+/// matches any variant). No wants: every entry. A want no entry matches is an error listing
+/// what the index has.
+pub fn select_platforms<'a>(children: &'a [Descriptor], wanted: &[String]) -> Result<Vec<&'a Descriptor>, String> {
+    if wanted.is_empty() {
+        return Ok(children.iter().collect());
+    }
+    let matches = |want: &str, d: &Descriptor| {
+        d.platform.as_ref().is_some_and(|p| {
+            let full = p.to_string();
+            full == want || (want.matches('/').count() == 1 && format!("{}/{}", p.os, p.architecture) == want)
+        })
+    };
+    for want in wanted {
+        if !children.iter().any(|d| matches(want, d)) {
+            let have: Vec<String> = children.iter().filter_map(|d| d.platform.as_ref().map(ToString::to_string)).collect();
+            return Err(format!("platform `{want}` is not in the index (it has {})", have.join(", ")));
+        }
+    }
+    Ok(children.iter().filter(|d| wanted.iter().any(|w| matches(w, d))).collect())
+}
+
+/// The index with only the entries whose digests are kept, other fields untouched (key order
+/// preserved), so the result is deterministic for the same upstream index.
+pub fn filter_index(bytes: &[u8], keep: &[Sha256]) -> Result<Vec<u8>, String> {
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let entries = value.get_mut("manifests").and_then(|m| m.as_array_mut()).ok_or("index without `manifests`")?;
+    entries.retain(|e| {
+        e.get("digest")
+            .and_then(|d| d.as_str())
+            .and_then(|d| crate::digest::prefixed::parse(d).ok())
+            .is_some_and(|d| keep.contains(&d))
+    });
+    serde_json::to_vec(&value).map_err(|e| e.to_string())
+}
+
+/// `oci-layout` and `index.json` of the bundle's image layout: one entry per image, named by
+/// its reference, sorted by name.
+pub fn layout_index(mut entries: Vec<Descriptor>) -> Vec<u8> {
+    entries.sort_by(|a, b| a.annotations.get(REF_NAME).cmp(&b.annotations.get(REF_NAME)));
+    let index = serde_json::json!({ "schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries });
+    serde_json_canonicalizer::to_vec(&index).expect("descriptors serialise")
+}
+
+pub const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(n: u8) -> String {
+        format!("sha256:{}", Sha256::of_bytes(&[n]))
+    }
+
+    fn index() -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                {"mediaType": OCI_MANIFEST, "digest": d(1), "size": 10, "platform": {"os": "linux", "architecture": "amd64"}},
+                {"mediaType": OCI_MANIFEST, "digest": d(2), "size": 11, "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"}},
+            ],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn parses_indexes_and_manifests_by_shape() {
+        let doc = parse(&index()).unwrap();
+        assert!(doc.is_index());
+        assert_eq!(doc.children[1].platform.as_ref().unwrap().to_string(), "linux/arm64/v8");
+        let manifest = serde_json::json!({"schemaVersion": 2, "config": {"mediaType": "c", "digest": d(3), "size": 1}, "layers": [{"mediaType": "l", "digest": d(4), "size": 2}]});
+        let doc = parse(&serde_json::to_vec(&manifest).unwrap()).unwrap();
+        assert_eq!(doc.media_type, OCI_MANIFEST);
+        assert_eq!(doc.blobs.len(), 2);
+        assert!(parse(b"{\"schemaVersion\": 1}").unwrap_err().contains("schemaVersion 1"));
+        assert!(parse(b"[]").is_err());
+    }
+
+    #[test]
+    fn selects_platforms_and_explains_a_missing_one() {
+        let doc = parse(&index()).unwrap();
+        assert_eq!(select_platforms(&doc.children, &[]).unwrap().len(), 2);
+        let arm = select_platforms(&doc.children, &["linux/arm64".into()]).unwrap();
+        assert_eq!(arm.len(), 1);
+        assert_eq!(arm[0].size, 11);
+        let err = select_platforms(&doc.children, &["linux/s390x".into()]).unwrap_err();
+        assert!(err.contains("linux/amd64, linux/arm64/v8"), "{err}");
+    }
+
+    #[test]
+    fn filtering_keeps_order_and_other_fields() {
+        let keep = [crate::digest::prefixed::parse(&d(2)).unwrap()];
+        let filtered = filter_index(&index(), &keep).unwrap();
+        let doc = parse(&filtered).unwrap();
+        assert_eq!(doc.children.len(), 1);
+        assert_eq!(doc.media_type, OCI_INDEX);
+        assert_eq!(filtered, filter_index(&index(), &keep).unwrap());
+    }
+}

@@ -1,0 +1,204 @@
+//! Where an image's bytes come from: a registry (through `oci_client`) or a local OCI image
+//! layout. Every manifest is checked against the digest it was asked for; every blob is
+//! streamed into the cache and verified there before it becomes visible.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use oci_client::client::BlobResponse;
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+
+use super::client::Connection;
+use super::doc::{ACCEPTED, Descriptor, MAX_MANIFEST_BYTES};
+use super::{ImageError, ImageRef};
+use crate::cache::{Cache, CacheError};
+use crate::digest::Sha256;
+use crate::progress::Reporter;
+
+/// Attempts per blob: transient failures (5xx, dropped connections) are retried with backoff,
+/// resuming from the bytes already received.
+const ATTEMPTS: u32 = 5;
+
+#[derive(Clone)]
+pub enum Origin {
+    Registry { conn: Arc<Connection>, image: ImageRef },
+    Layout { dir: PathBuf },
+}
+
+impl Origin {
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::Registry { image, .. } => image.to_string(),
+            Origin::Layout { dir } => format!("oci layout `{}`", dir.display()),
+        }
+    }
+
+    /// The manifest or index with this digest, checked.
+    pub async fn manifest(&self, digest: Sha256) -> Result<Vec<u8>, ImageError> {
+        let bytes = match self {
+            Origin::Registry { conn, image } => {
+                let at = image.at_digest(digest);
+                let (bytes, _) = conn
+                    .client
+                    .pull_manifest_raw(&at.to_client(), &conn.auth, &ACCEPTED)
+                    .await
+                    .map_err(|e| registry_error(image, &e))?;
+                bytes.to_vec()
+            }
+            Origin::Layout { dir } => read_layout_blob(dir, digest)?,
+        };
+        check_digest(&self.describe(), digest, &bytes)?;
+        Ok(bytes)
+    }
+
+    /// Stream one blob into the cache unless it is there already.
+    pub async fn blob(&self, desc: &Descriptor, cache: &Cache, reporter: &dyn Reporter) -> Result<PathBuf, ImageError> {
+        if cache.contains(&desc.digest, Some(desc.size)) {
+            reporter.advance(desc.size);
+            return Ok(cache.path(&desc.digest));
+        }
+        let what = format!("{} blob sha256:{}", self.describe(), desc.digest);
+        match self {
+            Origin::Layout { dir } => {
+                let path = layout_blob_path(dir, desc.digest);
+                let file = std::fs::File::open(&path)
+                    .map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
+                let stored = cache.put(desc.digest, Some(desc.size), &what, std::io::BufReader::new(file))?;
+                reporter.advance(desc.size);
+                Ok(stored)
+            }
+            Origin::Registry { conn, image } => fetch_blob(conn, image, desc, cache, &what, reporter).await,
+        }
+    }
+}
+
+async fn fetch_blob(
+    conn: &Connection,
+    image: &ImageRef,
+    desc: &Descriptor,
+    cache: &Cache,
+    what: &str,
+    reporter: &dyn Reporter,
+) -> Result<PathBuf, ImageError> {
+    let reference = image.to_client();
+    let digest = format!("sha256:{}", desc.digest);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut incoming = cache.incoming(desc.digest, what)?;
+        let offset = incoming.offset();
+        let outcome: Result<(), Transient> = async {
+            // `pull_blob_stream_partial` does not verify; `Incoming::commit` does, over the whole blob.
+            let response = conn
+                .client
+                .pull_blob_stream_partial(&reference, digest.as_str(), offset, None)
+                .await
+                .map_err(|e| Transient::classify(image, e))?;
+            let mut stream = match response {
+                BlobResponse::Partial(s) => s.stream,
+                BlobResponse::Full(s) => {
+                    incoming.restart()?; // the registry ignored the Range request
+                    s.stream
+                }
+            };
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| Transient::Retry(e.to_string()))?;
+                incoming.write(&chunk)?;
+                reporter.advance(chunk.len() as u64);
+            }
+            Ok(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => return Ok(incoming.commit(Some(desc.size))?),
+            Err(Transient::Retry(detail)) if attempt < ATTEMPTS => {
+                let wait = Duration::from_millis(250 * 2u64.pow(attempt - 1));
+                tracing::warn!("{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {}", incoming.offset());
+                drop(incoming);
+                tokio::time::sleep(wait).await;
+            }
+            Err(Transient::Retry(detail)) => {
+                incoming.abandon();
+                return Err(ImageError::Registry { reference: image.to_string(), detail: format!("{what}: {detail} (after {ATTEMPTS} attempts)") });
+            }
+            Err(Transient::Fatal(e)) => {
+                incoming.abandon();
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Whether a failure is worth another attempt.
+enum Transient {
+    Retry(String),
+    Fatal(ImageError),
+}
+
+impl Transient {
+    fn classify(image: &ImageRef, e: OciDistributionError) -> Self {
+        match &e {
+            OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Transient::Retry(e.to_string()),
+            OciDistributionError::ServerError { code, .. } if *code >= 500 => Transient::Retry(e.to_string()),
+            _ => Transient::Fatal(registry_error(image, &e)),
+        }
+    }
+}
+
+impl From<CacheError> for Transient {
+    fn from(e: CacheError) -> Self {
+        Transient::Fatal(e.into())
+    }
+}
+
+pub fn registry_error(image: &ImageRef, e: &OciDistributionError) -> ImageError {
+    let detail = match e {
+        OciDistributionError::AuthenticationFailure(d) => format!("authentication failed: {d}"),
+        OciDistributionError::ImageManifestNotFoundError(d) => format!("manifest not found: {d}"),
+        other => other.to_string(),
+    };
+    ImageError::Registry { reference: image.to_string(), detail }
+}
+
+/// A 404-like answer: the tag or manifest does not exist.
+pub fn is_not_found(e: &OciDistributionError) -> bool {
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        OciDistributionError::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound)),
+        _ => false,
+    }
+}
+
+pub fn check_digest(what: &str, expected: Sha256, bytes: &[u8]) -> Result<(), ImageError> {
+    let actual = Sha256::of_bytes(bytes);
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(ImageError::DigestMismatch { reference: what.to_owned(), expected, actual })
+    }
+}
+
+pub fn layout_blob_path(dir: &Path, digest: Sha256) -> PathBuf {
+    dir.join("blobs/sha256").join(digest.to_string())
+}
+
+/// A small blob (manifest, index) from a layout, bounded in size.
+pub fn read_layout_blob(dir: &Path, digest: Sha256) -> Result<Vec<u8>, ImageError> {
+    use std::io::Read as _;
+    let path = layout_blob_path(dir, digest);
+    let file = std::fs::File::open(&path).map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
+    let mut bytes = Vec::new();
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(ImageError::Layout { path, detail: format!("larger than {MAX_MANIFEST_BYTES} bytes") });
+    }
+    Ok(bytes)
+}
