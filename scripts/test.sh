@@ -6,7 +6,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 # Command -> Debian package. System tests fail (never skip) without these.
-declare -A packages=([zstd]=zstd [openssl]=openssl [tar]=tar [python3]=python3)
+declare -A packages=([zstd]=zstd [openssl]=openssl [tar]=tar [python3]=python3
+  [docker-registry]=docker-registry [skopeo]=skopeo [htpasswd]=apache2-utils)
 missing=()
 for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")

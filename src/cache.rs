@@ -52,7 +52,8 @@ impl Cache {
         if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
             return Path::new(&dir).join("airlock");
         }
-        std::env::var_os("HOME").map_or_else(|| PathBuf::from(".airlock-cache"), |h| Path::new(&h).join(".cache/airlock"))
+        std::env::var_os("HOME")
+            .map_or_else(|| PathBuf::from(".airlock-cache"), |h| Path::new(&h).join(".cache/airlock"))
     }
 
     pub fn path(&self, digest: &Sha256) -> PathBuf {
@@ -72,11 +73,25 @@ impl Cache {
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(&partial).map_err(io_err)?;
         let mut hasher = sha2::Sha256::new();
         let written = io::copy(&mut BufReader::new(&mut file), &mut hasher).map_err(io_err)?;
-        Ok(Incoming { file, hasher, written, expected: digest, partial, dest: self.path(&digest), what: what.to_owned() })
+        Ok(Incoming {
+            file,
+            hasher,
+            written,
+            expected: digest,
+            partial,
+            dest: self.path(&digest),
+            what: what.to_owned(),
+        })
     }
 
     /// Copy a whole reader into the cache, verified.
-    pub fn put(&self, digest: Sha256, size: Option<u64>, what: &str, mut reader: impl Read) -> Result<PathBuf, CacheError> {
+    pub fn put(
+        &self,
+        digest: Sha256,
+        size: Option<u64>,
+        what: &str,
+        mut reader: impl Read,
+    ) -> Result<PathBuf, CacheError> {
         if self.contains(&digest, size) {
             return Ok(self.path(&digest));
         }
@@ -84,7 +99,8 @@ impl Cache {
         incoming.restart()?;
         let mut buf = vec![0u8; 1 << 20];
         loop {
-            let n = reader.read(&mut buf).map_err(|source| CacheError::Io { path: incoming.partial.clone(), source })?;
+            let n =
+                reader.read(&mut buf).map_err(|source| CacheError::Io { path: incoming.partial.clone(), source })?;
             if n == 0 {
                 break;
             }
@@ -130,7 +146,11 @@ impl Incoming {
     pub fn commit(self, size: Option<u64>) -> Result<PathBuf, CacheError> {
         let actual = Sha256::from_raw(self.hasher.finalize().into());
         let mismatch = if size.is_some_and(|s| s != self.written) {
-            Some(CacheError::SizeMismatch { what: self.what.clone(), expected: size.unwrap_or_default(), actual: self.written })
+            Some(CacheError::SizeMismatch {
+                what: self.what.clone(),
+                expected: size.unwrap_or_default(),
+                actual: self.written,
+            })
         } else if actual != self.expected {
             Some(CacheError::DigestMismatch { what: self.what.clone(), expected: self.expected, actual })
         } else {

@@ -73,7 +73,7 @@ pub struct BuildArgs {
     /// Lock file [default: airlock.lock beside the spec].
     #[arg(long)]
     pub lock: Option<PathBuf>,
-    /// Content-addressed download cache [default: $AIRLOCK_CACHE, else ~/.cache/airlock].
+    /// Content-addressed download cache [default: `$AIRLOCK_CACHE`, else `~/.cache/airlock`].
     #[arg(long)]
     pub cache: Option<PathBuf>,
     /// Downloads in flight at once.

@@ -119,7 +119,8 @@ impl Artifact {
             Artifact::Image(i) => {
                 let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
                 let extra = if platforms.is_empty() { String::new() } else { format!(", {}", platforms.join(" ")) };
-                let attached = if i.attached.is_empty() { String::new() } else { format!(", {} attached", i.attached.len()) };
+                let attached =
+                    if i.attached.is_empty() { String::new() } else { format!(", {} attached", i.attached.len()) };
                 format!("image {} (sha256:{}{extra}{attached})", i.reference, i.digest)
             }
         }
@@ -164,7 +165,9 @@ impl Manifest {
         for a in &self.artifacts {
             let (name, path, sha256, size) = match a {
                 Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
-                Artifact::Image(i) => (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size),
+                Artifact::Image(i) => {
+                    (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size)
+                }
             };
             let listed = self.entries.iter().find(|e| e.path.as_str() == path);
             if !listed.is_some_and(|e| e.sha256 == sha256 && e.size == size) {

@@ -60,6 +60,10 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             "members": packed.members,
             "content_bytes": manifest.content_bytes(),
             "bundle_bytes": packed.bytes,
+            "images": manifest.artifacts.iter().filter_map(|a| match a {
+                crate::bundle::manifest::Artifact::Image(i) => Some(serde_json::json!({ "reference": i.reference, "digest": format!("sha256:{}", i.digest) })),
+                crate::bundle::manifest::Artifact::File(_) => None,
+            }).collect::<Vec<_>>(),
             "seconds": seconds,
         }))?;
     } else {

@@ -24,7 +24,11 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         for image in &done.images {
             let (pushed, present) = (image.blobs_pushed, image.blobs_present);
             let digest = image.digest.0;
-            writeln!(out, "pushed {} -> {} (sha256:{digest}; {pushed} blobs pushed, {present} already there)", image.reference, image.target)?;
+            writeln!(
+                out,
+                "pushed {} -> {} (sha256:{digest}; {pushed} blobs pushed, {present} already there)",
+                image.reference, image.target
+            )?;
         }
         if done.images_not_published > 0 {
             writeln!(out, "{} image manifest(s) not published: no --registry given", done.images_not_published)?;

@@ -58,7 +58,13 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
     } else {
         let mut out = std::io::stdout().lock();
         let verb = if written { "wrote" } else { "up to date:" };
-        writeln!(out, "{verb} {} ({} file(s) pinned)", path.display(), lock.lock.file.len())?;
+        let (images, files) = (lock.lock.image.len(), lock.lock.file.len());
+        writeln!(out, "{verb} {} ({images} image(s), {files} file(s) pinned)", path.display())?;
+        for i in &lock.lock.image {
+            let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
+            let extra = if platforms.is_empty() { String::new() } else { format!("  [{}]", platforms.join(" ")) };
+            writeln!(out, "  image {}  sha256:{}{extra}", i.reference, i.digest)?;
+        }
         for f in &lock.lock.file {
             writeln!(out, "  file {}  {} bytes  sha256 {}", f.name, f.size, f.sha256)?;
         }

@@ -65,15 +65,19 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
 }
 
 fn source_code(e: &SourceError) -> u8 {
+    use crate::cache::CacheError;
+    let mismatch = match e {
+        SourceError::DigestMismatch { .. } | SourceError::SizeMismatch { .. } => true,
+        SourceError::Image(image) => image.is_mismatch(),
+        SourceError::Cache(cache) => {
+            matches!(cache, CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. })
+        }
+        _ => false,
+    };
     match e {
-        SourceError::DigestMismatch { .. } | SourceError::SizeMismatch { .. } => EXIT_VERIFY,
-        SourceError::Image(e) if e.is_mismatch() => EXIT_VERIFY,
-        SourceError::Cache(
-            crate::cache::CacheError::DigestMismatch { .. } | crate::cache::CacheError::SizeMismatch { .. },
-        ) => EXIT_VERIFY,
-        SourceError::Image(_) | SourceError::Cache(_) => EXIT_RUNTIME,
+        _ if mismatch => EXIT_VERIFY,
         SourceError::Spec(e) | SourceError::Lock(LockError::Spec(e)) => spec_code(e),
-        SourceError::Lock(_) | SourceError::Read { .. } => EXIT_RUNTIME,
+        _ => EXIT_RUNTIME,
     }
 }
 

@@ -157,17 +157,20 @@ fn install_tracked(
     }
     // From here the bundle is retained: nothing below undoes that.
     created.forget();
-    let (images, images_not_published) = match &publish.registry {
-        Some(site) => (registry::publish(&target, site).map_err(|source| SiteError::Publish { id: id.clone(), source })?, 0),
-        None => {
-            let carried = registry::staged_images(&target).map_err(|source| SiteError::Publish { id: id.clone(), source })?;
-            if !carried.is_empty() {
-                tracing::warn!("the bundle carries {} image manifest(s); pass --registry HOST[:PORT] to publish them", carried.len());
-            }
-            (Vec::new(), carried.len())
+    let publish_err = |source| SiteError::Publish { id: id.clone(), source };
+    let (images, images_not_published) = if let Some(site) = &publish.registry {
+        (registry::publish(&target, site).map_err(publish_err)?, 0)
+    } else {
+        let carried = registry::staged_images(&target).map_err(publish_err)?.len();
+        if carried > 0 {
+            tracing::warn!(
+                "the bundle carries {carried} image manifest(s); pass --registry HOST[:PORT] to publish them"
+            );
         }
+        (Vec::new(), carried)
     };
-    let previous = activate::switch(root, &format!("bundles/{id}")).map_err(io_err(root))?;
+    let current = format!("bundles/{id}");
+    let previous = activate::switch(root, &current).map_err(io_err(root))?.filter(|p| *p != current);
     drop(lock);
     Ok(Installed {
         id,

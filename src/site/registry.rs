@@ -135,7 +135,8 @@ async fn push_manifest(
     let content_type = media_type.parse().map_err(|_| push_err(format!("invalid media type `{media_type}`")))?;
     let reference = target.to_client();
     conn.client.push_manifest_raw(&reference, bytes, content_type).await.map_err(|e| push_err(e.to_string()))?;
-    let served = conn.client.fetch_manifest_digest(&reference, &conn.auth).await.map_err(|e| push_err(e.to_string()))?;
+    let served =
+        conn.client.fetch_manifest_digest(&reference, &conn.auth).await.map_err(|e| push_err(e.to_string()))?;
     if served != format!("sha256:{digest}") {
         return Err(push_err(format!("the registry serves {served}, expected sha256:{digest}")));
     }

@@ -270,6 +270,18 @@ impl SpecFile {
         let spec = &self.spec;
         for image in &spec.image {
             let i = image.get_ref();
+            // A layout's tag names the image on the site too, so it must be `repository:tag`.
+            for name in [&i.reference, &i.tag].into_iter().flatten() {
+                crate::sources::oci::ImageRef::parse(name).map_err(|e| self.invalid(&image.span(), e))?;
+            }
+            for p in &i.platforms {
+                let parts: Vec<&str> = p.split('/').collect();
+                if !(2..=3).contains(&parts.len()) || parts.iter().any(|s| s.is_empty()) {
+                    return Err(
+                        self.invalid(&image.span(), format!("invalid platform `{p}`: expected `os/arch[/variant]`"))
+                    );
+                }
+            }
             match (&i.reference, &i.oci_layout, &i.tag) {
                 (Some(_), None, None) | (None, Some(_), Some(_)) => {}
                 (Some(_), Some(_), _) => {

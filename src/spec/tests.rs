@@ -123,8 +123,18 @@ fn cross_entry_rules_point_at_the_entry() {
     assert!(msg.starts_with("dir/airlock.toml:8:") && msg.contains("duplicate `[[file]]` name `a`"), "{msg}");
     let url = format!("{HEAD}[[file]]\nname = \"a\"\nsource = \"https://x.example/a\"\n");
     assert!(message(&url).contains("needs `sha256`"));
-    let both = format!("{HEAD}[[image]]\nref = \"r:1\"\noci_layout = \"l\"\ntag = \"t\"\n");
+    let both = format!("{HEAD}[[image]]\nref = \"r:1\"\noci_layout = \"l\"\ntag = \"base:1\"\n");
     assert!(message(&both).contains("either `ref` or `oci_layout`"));
+    let unpinned = format!("{HEAD}[[image]]\nref = \"127.0.0.1:5000/rocm/vllm\"\n");
+    let msg = message(&unpinned);
+    assert!(
+        msg.starts_with("dir/airlock.toml:4:") && msg.contains("expected a `:tag` or an `@sha256:` digest"),
+        "{msg}"
+    );
+    let bare_tag = format!("{HEAD}[[image]]\noci_layout = \"l\"\ntag = \"1.0\"\n");
+    assert!(message(&bare_tag).contains("invalid image reference `1.0`"));
+    let platform = format!("{HEAD}[[image]]\nref = \"r/x:1\"\nplatforms = [\"amd64\"]\n");
+    assert!(message(&platform).contains("invalid platform `amd64`"));
     let no_tag = format!("{HEAD}[[image]]\noci_layout = \"l\"\n");
     assert!(message(&no_tag).contains("needs `tag`"));
     let empty_run = format!("{HEAD}[[validation.check]]\nname = \"x\"\nrun = []\n");

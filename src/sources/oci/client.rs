@@ -81,7 +81,9 @@ pub fn credentials_for(registry: &str) -> Result<Option<Credentials>, ClientErro
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => return Err(ClientError::ConfigRead { path, source }),
         };
-        if let Some(c) = parse_docker_config(&text, registry).map_err(|detail| ClientError::ConfigParse { path, detail })? {
+        if let Some(c) =
+            parse_docker_config(&text, registry).map_err(|detail| ClientError::ConfigParse { path, detail })?
+        {
             return Ok(Some(c));
         }
     }

@@ -141,7 +141,8 @@ pub fn select_platforms<'a>(children: &'a [Descriptor], wanted: &[String]) -> Re
     };
     for want in wanted {
         if !children.iter().any(|d| matches(want, d)) {
-            let have: Vec<String> = children.iter().filter_map(|d| d.platform.as_ref().map(ToString::to_string)).collect();
+            let have: Vec<String> =
+                children.iter().filter_map(|d| d.platform.as_ref().map(ToString::to_string)).collect();
             return Err(format!("platform `{want}` is not in the index (it has {})", have.join(", ")));
         }
     }

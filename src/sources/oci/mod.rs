@@ -94,7 +94,8 @@ impl<'a> Connections<'a> {
     fn origin(&mut self, entry: &ImageSpec) -> Result<(Origin, String), ImageError> {
         match (&entry.reference, &entry.oci_layout) {
             (Some(r), _) => {
-                let image = ImageRef::parse(r).map_err(|detail| ImageError::Manifest { reference: r.clone(), detail })?;
+                let image =
+                    ImageRef::parse(r).map_err(|detail| ImageError::Manifest { reference: r.clone(), detail })?;
                 let conn = self.get(&image.registry)?;
                 Ok((Origin::Registry { conn, image }, r.clone()))
             }
@@ -141,7 +142,8 @@ async fn resolve_one(conns: &mut Connections<'_>, entry: &ImageSpec) -> Result<L
             (read_layout_blob(dir, desc.digest)?, desc.digest)
         }
     };
-    let document = doc::parse(&bytes).map_err(|detail| ImageError::Manifest { reference: reference.clone(), detail })?;
+    let document =
+        doc::parse(&bytes).map_err(|detail| ImageError::Manifest { reference: reference.clone(), detail })?;
     let platforms = if document.is_index() {
         doc::select_platforms(&document.children, &entry.platforms)
             .map_err(|detail| ImageError::Manifest { reference: reference.clone(), detail })?
@@ -184,7 +186,12 @@ async fn attachments(conn: &Connection, image: &ImageRef, digest: Sha256) -> Res
                 let media_type = doc::parse(&bytes)
                     .map_err(|detail| ImageError::Manifest { reference: at.to_string(), detail })?
                     .media_type;
-                out.push(LockedAttachment { tag: Some(tag), digest: Sha256::of_bytes(&bytes), media_type, size: bytes.len() as u64 });
+                out.push(LockedAttachment {
+                    tag: Some(tag),
+                    digest: Sha256::of_bytes(&bytes),
+                    media_type,
+                    size: bytes.len() as u64,
+                });
             }
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(registry_error(&at, &e)),
@@ -196,7 +203,12 @@ async fn attachments(conn: &Connection, image: &ImageRef, digest: Sha256) -> Res
             for m in index.manifests {
                 let Ok(d) = crate::digest::prefixed::parse(&m.digest) else { continue };
                 if out.iter().all(|a| a.digest != d) {
-                    out.push(LockedAttachment { tag: None, digest: d, media_type: m.media_type, size: u64::try_from(m.size).unwrap_or(0) });
+                    out.push(LockedAttachment {
+                        tag: None,
+                        digest: d,
+                        media_type: m.media_type,
+                        size: u64::try_from(m.size).unwrap_or(0),
+                    });
                 }
             }
         }

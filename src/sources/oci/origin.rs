@@ -95,7 +95,7 @@ async fn fetch_blob(
                 .client
                 .pull_blob_stream_partial(&reference, digest.as_str(), offset, None)
                 .await
-                .map_err(|e| Transient::classify(image, e))?;
+                .map_err(|e| Transient::classify(image, &e))?;
             let mut stream = match response {
                 BlobResponse::Partial(s) => s.stream,
                 BlobResponse::Full(s) => {
@@ -115,13 +115,19 @@ async fn fetch_blob(
             Ok(()) => return Ok(incoming.commit(Some(desc.size))?),
             Err(Transient::Retry(detail)) if attempt < ATTEMPTS => {
                 let wait = Duration::from_millis(250 * 2u64.pow(attempt - 1));
-                tracing::warn!("{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {}", incoming.offset());
+                tracing::warn!(
+                    "{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {}",
+                    incoming.offset()
+                );
                 drop(incoming);
                 tokio::time::sleep(wait).await;
             }
             Err(Transient::Retry(detail)) => {
                 incoming.abandon();
-                return Err(ImageError::Registry { reference: image.to_string(), detail: format!("{what}: {detail} (after {ATTEMPTS} attempts)") });
+                return Err(ImageError::Registry {
+                    reference: image.to_string(),
+                    detail: format!("{what}: {detail} (after {ATTEMPTS} attempts)"),
+                });
             }
             Err(Transient::Fatal(e)) => {
                 incoming.abandon();
@@ -138,11 +144,11 @@ enum Transient {
 }
 
 impl Transient {
-    fn classify(image: &ImageRef, e: OciDistributionError) -> Self {
-        match &e {
+    fn classify(image: &ImageRef, e: &OciDistributionError) -> Self {
+        match e {
             OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Transient::Retry(e.to_string()),
             OciDistributionError::ServerError { code, .. } if *code >= 500 => Transient::Retry(e.to_string()),
-            _ => Transient::Fatal(registry_error(image, &e)),
+            _ => Transient::Fatal(registry_error(image, e)),
         }
     }
 }
@@ -167,10 +173,9 @@ pub fn is_not_found(e: &OciDistributionError) -> bool {
     match e {
         OciDistributionError::ImageManifestNotFoundError(_) => true,
         OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::RegistryError { envelope, .. } => envelope
-            .errors
-            .iter()
-            .any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound)),
+        OciDistributionError::RegistryError { envelope, .. } => {
+            envelope.errors.iter().any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound))
+        }
         _ => false,
     }
 }
@@ -192,7 +197,8 @@ pub fn layout_blob_path(dir: &Path, digest: Sha256) -> PathBuf {
 pub fn read_layout_blob(dir: &Path, digest: Sha256) -> Result<Vec<u8>, ImageError> {
     use std::io::Read as _;
     let path = layout_blob_path(dir, digest);
-    let file = std::fs::File::open(&path).map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
+    let file =
+        std::fs::File::open(&path).map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
     let mut bytes = Vec::new();
     file.take(MAX_MANIFEST_BYTES + 1)
         .read_to_end(&mut bytes)

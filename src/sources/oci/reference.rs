@@ -42,7 +42,9 @@ impl ImageRef {
             return Err(bad("invalid tag"));
         }
         let (registry, repository) = match name.split_once('/') {
-            Some((first, repo)) if first.contains(['.', ':']) || first == "localhost" => (first.to_owned(), repo.to_owned()),
+            Some((first, repo)) if first.contains(['.', ':']) || first == "localhost" => {
+                (first.to_owned(), repo.to_owned())
+            }
             _ => ("docker.io".to_owned(), name.to_owned()),
         };
         let component_ok = |c: &str| {
@@ -57,26 +59,33 @@ impl ImageRef {
     }
 
     /// This image at `digest` in the same repository.
+    #[must_use]
     pub fn at_digest(&self, digest: Sha256) -> Self {
         Self { digest: Some(digest), tag: None, ..self.clone() }
     }
 
     /// The same repository path and tag on another registry.
+    #[must_use]
     pub fn on_registry(&self, registry: &str) -> Self {
         Self { registry: registry.to_owned(), ..self.clone() }
     }
 
     /// The same repository with another tag (cosign's `sha256-HEX.sig` and the like).
+    #[must_use]
     pub fn with_tag(&self, tag: String) -> Self {
         Self { tag: Some(tag), digest: None, ..self.clone() }
     }
 
     pub fn to_client(&self) -> oci_client::Reference {
         match (&self.digest, &self.tag) {
-            (Some(d), _) => {
-                oci_client::Reference::with_digest(self.registry.clone(), self.repository.clone(), format!("sha256:{d}"))
+            (Some(d), _) => oci_client::Reference::with_digest(
+                self.registry.clone(),
+                self.repository.clone(),
+                format!("sha256:{d}"),
+            ),
+            (None, Some(t)) => {
+                oci_client::Reference::with_tag(self.registry.clone(), self.repository.clone(), t.clone())
             }
-            (None, Some(t)) => oci_client::Reference::with_tag(self.registry.clone(), self.repository.clone(), t.clone()),
             (None, None) => unreachable!("parse requires a tag or a digest"),
         }
     }

@@ -1,0 +1,183 @@
+//! A real registry (Debian's `docker-registry`, CNCF distribution) on a free loopback port,
+//! plain HTTP, with htpasswd basic auth, or with TLS from a CA made here. Missing tools fail
+//! the test: `scripts/test.sh` installs them.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Plain,
+    Htpasswd,
+    Tls,
+}
+
+pub const USER: &str = "airlock";
+pub const PASSWORD: &str = "correct-horse";
+
+pub struct Registry {
+    child: Child,
+    pub host: String,
+    pub dir: PathBuf,
+    pub ca: Option<PathBuf>,
+    pub mode: Mode,
+    _tmp: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn must(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run ({e}); scripts/test.sh installs it"));
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Registry {
+    pub fn start(mode: Mode) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
+        let port = free_port();
+        let host = format!("127.0.0.1:{port}");
+        let mut extra = String::new();
+        let mut ca = None;
+        match mode {
+            Mode::Plain => {}
+            Mode::Htpasswd => {
+                let out = Command::new("htpasswd")
+                    .args(["-Bbn", USER, PASSWORD])
+                    .output()
+                    .expect("htpasswd (apache2-utils) is installed by scripts/test.sh");
+                std::fs::write(dir.join("htpasswd"), out.stdout).unwrap();
+                extra = format!(
+                    "auth:\n  htpasswd:\n    realm: airlock-test\n    path: {}\n",
+                    dir.join("htpasswd").display()
+                );
+            }
+            Mode::Tls => {
+                make_certs(&dir);
+                ca = Some(dir.join("ca.pem"));
+                extra = format!(
+                    "  tls:\n    certificate: {}\n    key: {}\n",
+                    dir.join("leaf.pem").display(),
+                    dir.join("leaf.key").display()
+                );
+            }
+        }
+        let (http_extra, top_extra) = if mode == Mode::Tls { (extra, String::new()) } else { (String::new(), extra) };
+        let config = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n{http_extra}{top_extra}",
+            dir.join("data").display()
+        );
+        std::fs::write(dir.join("config.yml"), config).unwrap();
+        let child = Command::new("docker-registry")
+            .args(["serve", dir.join("config.yml").to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("registry.log")).unwrap())
+            .spawn()
+            .expect("docker-registry is installed by scripts/test.sh");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while TcpStream::connect(&host).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "registry did not start: {}",
+                std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, host, dir, ca, mode, _tmp: tmp }
+    }
+
+    pub fn url(&self) -> String {
+        let scheme = if self.mode == Mode::Tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.host)
+    }
+
+    /// Push a generated image with `tests/helpers/push_image.py`; returns its digest.
+    pub fn push(&self, repo: &str, tag: &str, extra: &[&str]) -> String {
+        let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/push_image.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(helper).args([self.url().as_str(), repo, tag]).args(extra);
+        if self.mode == Mode::Htpasswd {
+            cmd.args(["--user", &format!("{USER}:{PASSWORD}")]);
+        }
+        if let Some(ca) = &self.ca {
+            cmd.args(["--cacert", ca.to_str().unwrap()]);
+        }
+        let out = cmd.output().expect("python3 runs");
+        assert!(out.status.success(), "push_image.py failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// The file a registry stores a blob's bytes in (to damage it on purpose).
+    pub fn blob_data(&self, digest_hex: &str) -> PathBuf {
+        self.dir.join(format!("data/docker/registry/v2/blobs/sha256/{}/{digest_hex}/data", &digest_hex[..2]))
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A CA (CA:TRUE) and a leaf for 127.0.0.1 (CA:FALSE): rustls refuses a self-signed CA as a leaf.
+fn make_certs(dir: &Path) {
+    let ossl = |args: &[&str]| must(Command::new("openssl").current_dir(dir).args(args), "openssl");
+    ossl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=airlock test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    ossl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "leaf.key",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(dir.join("leaf.ext"), "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n").unwrap();
+    ossl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+}

@@ -1,0 +1,367 @@
+//! Container images against real registries (Debian's docker-registry), cross-checked with
+//! skopeo: lock pins tags, build fetches by digest into the bundle's OCI layout, install pushes
+//! to a second registry with the digests unchanged.
+
+mod common;
+#[path = "common/registry.rs"]
+mod registry;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine as _;
+use common::*;
+use registry::{Mode, Registry};
+use sha2::{Digest as _, Sha256};
+
+fn write_spec(dir: &Path, body: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let spec = dir.join("airlock.toml");
+    std::fs::write(&spec, format!("[bundle]\nname = \"images\"\nversion = \"1.0.0\"\n\n{body}")).unwrap();
+    spec
+}
+
+fn insecure(reg: &Registry) -> String {
+    format!("[registries.\"{}\"]\ninsecure = true\n\n", reg.host)
+}
+
+/// Runs airlock with a cache and docker config inside the test's directory.
+fn airlock_in(dir: &Path, args: &[&str]) -> Run {
+    run(airlock()
+        .env("AIRLOCK_CACHE", dir.join("cache"))
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env("HOME", dir)
+        .env("SOURCE_DATE_EPOCH", EPOCH)
+        .args(args))
+}
+
+/// sha256 of the manifest skopeo reads at `transport_ref` (`docker://…` or `oci:DIR:NAME`).
+fn skopeo_digest(transport_ref: &str) -> String {
+    let out = Command::new("skopeo")
+        .args(["inspect", "--raw", "--tls-verify=false", transport_ref])
+        .output()
+        .expect("skopeo is installed by scripts/test.sh");
+    assert!(out.status.success(), "skopeo inspect {transport_ref}: {}", String::from_utf8_lossy(&out.stderr));
+    format!("sha256:{}", hex(&Sha256::digest(&out.stdout)))
+}
+
+/// skopeo copies every platform out of `from` into a `dir:` copy (which keeps manifest bytes
+/// as they are); the digest of the copied manifest.
+fn skopeo_copy_digest(from: &str, dir: &Path) -> String {
+    let dest = format!("dir:{}", dir.display());
+    let out = Command::new("skopeo")
+        .args(["copy", "--all", "--preserve-digests", "--src-tls-verify=false", from, &dest])
+        .output()
+        .expect("skopeo runs");
+    assert!(out.status.success(), "skopeo copy {from}: {}", String::from_utf8_lossy(&out.stderr));
+    format!("sha256:{}", sha256_file(&dir.join("manifest.json")))
+}
+
+fn extract(bundle: &Path, into: &Path) {
+    std::fs::create_dir_all(into).unwrap();
+    let sh = format!("zstd -dc '{}' | tar -x -C '{}'", bundle.display(), into.display());
+    run(Command::new("sh").arg("-c").arg(sh)).ok();
+}
+
+#[test]
+fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_digests() {
+    let upstream = Registry::start(Mode::Plain);
+    let site = Registry::start(Mode::Plain);
+    let multi =
+        upstream.push("rocm/vllm", "rocm10.0.0", &["--platforms", "linux/amd64,linux/arm64/v8", "--cosign-sig"]);
+    let single = upstream.push("rocm/base", "1.0", &["--docker", "--seed", "7"]);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let u = &upstream.host;
+    let spec = write_spec(
+        &t.path().join("p"),
+        &format!(
+            "{}[[image]]\nref = \"{u}/rocm/vllm:rocm10.0.0\"\n\n[[image]]\nref = \"{u}/rocm/base:1.0\"\n",
+            insecure(&upstream)
+        ),
+    );
+    airlock_in(t.path(), &["lock", s(&spec)]).ok();
+    let lock = std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap();
+    assert!(
+        lock.contains(&format!("digest = \"{multi}\"")) && lock.contains(&format!("digest = \"{single}\"")),
+        "{lock}"
+    );
+    assert!(lock.contains("platform = \"linux/arm64/v8\"") && lock.contains(".sig\""), "{lock}");
+
+    let bundle = t.path().join("images.airlock");
+    let built = airlock_in(
+        t.path(),
+        &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle), "--json"],
+    )
+    .ok()
+    .json();
+    let images: Vec<_> =
+        built["images"].as_array().unwrap().iter().map(|i| i["digest"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(images, [multi.clone(), single.clone()]);
+    airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+
+    // The bundle's images/ is an OCI layout skopeo reads, digests unchanged.
+    let x = t.path().join("x");
+    extract(&bundle, &x);
+    let layout = x.join("images");
+    assert_eq!(skopeo_digest(&format!("oci:{}:{u}/rocm/vllm:rocm10.0.0", layout.display())), multi);
+    assert_eq!(
+        skopeo_copy_digest(&format!("oci:{}:{u}/rocm/vllm:rocm10.0.0", layout.display()), &t.path().join("c1")),
+        multi
+    );
+    // skopeo's oci: transport only resolves OCI-typed entries; the Docker schema-2 image is
+    // carried byte for byte (so its digest holds) and checked through the site registry below.
+    let docker_manifest = layout.join("blobs/sha256").join(&single["sha256:".len()..]);
+    assert_eq!(format!("sha256:{}", sha256_file(&docker_manifest)), single);
+
+    // Install pushes to the site registry under the same repository paths and tags.
+    let root = t.path().join("site");
+    let installed = airlock_in(
+        t.path(),
+        &[
+            "install",
+            s(&bundle),
+            "--trust",
+            s(&keys.public),
+            "--root",
+            s(&root),
+            "--registry",
+            &site.host,
+            "--insecure-registry",
+            "--json",
+        ],
+    )
+    .ok()
+    .json();
+    assert_eq!(installed["images"].as_array().unwrap().len(), 3, "two images and the signature: {installed}");
+    let h = &site.host;
+    assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/vllm:rocm10.0.0")), multi);
+    assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/base:1.0")), single);
+    assert_eq!(skopeo_copy_digest(&format!("docker://{h}/rocm/base:1.0"), &t.path().join("c3")), single);
+    assert_eq!(skopeo_copy_digest(&format!("docker://{h}/rocm/vllm:rocm10.0.0"), &t.path().join("c2")), multi);
+    let sig_tag = format!("{}.sig", multi.replace(':', "-"));
+    assert_eq!(
+        skopeo_digest(&format!("docker://{h}/rocm/vllm:{sig_tag}")),
+        skopeo_digest(&format!("docker://{u}/rocm/vllm:{sig_tag}")),
+        "the upstream signature travels with its image"
+    );
+
+    // A second install finds every blob present and pushes none.
+    let again = airlock_in(
+        t.path(),
+        &[
+            "install",
+            s(&bundle),
+            "--trust",
+            s(&keys.public),
+            "--root",
+            s(&root),
+            "--registry",
+            &site.host,
+            "--insecure-registry",
+            "--json",
+        ],
+    )
+    .ok()
+    .json();
+    assert!(again["images"].as_array().unwrap().iter().all(|i| i["blobs_pushed"] == 0), "{again}");
+}
+
+#[test]
+fn a_tag_moved_upstream_does_not_change_a_locked_build() {
+    let upstream = Registry::start(Mode::Plain);
+    let before = upstream.push("app/x", "stable", &["--seed", "1"]);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let spec = write_spec(
+        &t.path().join("p"),
+        &format!("{}[[image]]\nref = \"{}/app/x:stable\"\n", insecure(&upstream), upstream.host),
+    );
+    airlock_in(t.path(), &["lock", s(&spec)]).ok();
+    let first = t.path().join("first.airlock");
+    airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&first)]).ok();
+
+    let after = upstream.push("app/x", "stable", &["--seed", "2"]);
+    assert_ne!(before, after);
+    std::fs::remove_dir_all(t.path().join("cache")).unwrap(); // fetch again, by digest
+    let second = t.path().join("second.airlock");
+    airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&second)]).ok();
+    assert_eq!(sha256_file(&first), sha256_file(&second), "byte-identical despite the moved tag");
+    let i = airlock_run(&["inspect", s(&second), "--json"]).ok().json();
+    assert_eq!(i["artifacts"][0]["digest"], before.as_str());
+}
+
+#[test]
+fn platforms_filter_an_index_and_the_filtered_index_is_what_the_site_gets() {
+    let upstream = Registry::start(Mode::Plain);
+    let site = Registry::start(Mode::Plain);
+    let full = upstream.push("ml/torch", "2.9", &["--platforms", "linux/amd64,linux/arm64"]);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let body = format!(
+        "{}[[image]]\nref = \"{}/ml/torch:2.9\"\nplatforms = [\"linux/arm64\"]\n",
+        insecure(&upstream),
+        upstream.host
+    );
+    let spec = write_spec(&t.path().join("p"), &body);
+    let bundle = t.path().join("b.airlock");
+    airlock_in(t.path(), &["build", s(&spec), "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let art = &airlock_run(&["inspect", s(&bundle), "--json"]).ok().json()["artifacts"][0];
+    assert_eq!(art["upstream_digest"], full.as_str());
+    assert_ne!(art["digest"], full.as_str());
+    assert_eq!(art["platforms"].as_array().unwrap().len(), 1);
+    assert_eq!(art["platforms"][0]["platform"], "linux/arm64");
+    let carried = art["digest"].as_str().unwrap().to_owned();
+    airlock_in(
+        t.path(),
+        &[
+            "install",
+            s(&bundle),
+            "--trust",
+            s(&keys.public),
+            "--root",
+            s(&t.path().join("site")),
+            "--registry",
+            &site.host,
+            "--insecure-registry",
+        ],
+    )
+    .ok();
+    assert_eq!(skopeo_digest(&format!("docker://{}/ml/torch:2.9", site.host)), carried);
+
+    // A platform the index lacks is an error that lists what it has.
+    let body = format!(
+        "{}[[image]]\nref = \"{}/ml/torch:2.9\"\nplatforms = [\"linux/s390x\"]\n",
+        insecure(&upstream),
+        upstream.host
+    );
+    let spec = write_spec(&t.path().join("q"), &body);
+    let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
+    assert!(r.stderr.contains("linux/s390x") && r.stderr.contains("linux/amd64, linux/arm64"), "{}", r.stderr);
+}
+
+#[test]
+fn basic_auth_comes_from_the_docker_config() {
+    let upstream = Registry::start(Mode::Htpasswd);
+    let digest = upstream.push("private/app", "1", &[]);
+    let t = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        &t.path().join("p"),
+        &format!("{}[[image]]\nref = \"{}/private/app:1\"\n", insecure(&upstream), upstream.host),
+    );
+    let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
+    assert!(r.stderr.contains(&format!("{}/private/app:1", upstream.host)), "{}", r.stderr);
+    assert!(!r.stderr.contains(registry::PASSWORD));
+
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry::USER, registry::PASSWORD));
+    std::fs::create_dir_all(t.path().join("docker")).unwrap();
+    std::fs::write(
+        t.path().join("docker/config.json"),
+        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, upstream.host),
+    )
+    .unwrap();
+    let r = airlock_in(t.path(), &["lock", s(&spec), "-v"]).ok();
+    assert!(!r.stderr.contains(registry::PASSWORD), "credentials never logged");
+    assert!(std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap().contains(&digest));
+}
+
+#[test]
+fn tls_registries_verify_against_the_spec_ca() {
+    let upstream = Registry::start(Mode::Tls);
+    let digest = upstream.push("secure/app", "1", &[]);
+    let t = tempfile::tempdir().unwrap();
+    let image = format!("[[image]]\nref = \"{}/secure/app:1\"\n", upstream.host);
+    let ca = upstream.ca.clone().unwrap();
+
+    let spec = write_spec(&t.path().join("noca"), &image);
+    let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
+    assert!(r.stderr.contains(&upstream.host), "an unknown CA is refused: {}", r.stderr);
+
+    std::fs::create_dir_all(t.path().join("bad")).unwrap();
+    std::fs::write(t.path().join("bad/ca.pem"), "not a certificate").unwrap();
+    let spec =
+        write_spec(&t.path().join("bad"), &format!("[registries.\"{}\"]\nca = \"ca.pem\"\n\n{image}", upstream.host));
+    let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
+    assert!(r.stderr.contains("holds no PEM certificate") && r.stderr.contains("ca.pem"), "{}", r.stderr);
+
+    let spec = write_spec(
+        &t.path().join("ok"),
+        &format!("[registries.\"{}\"]\nca = \"{}\"\n\n{image}", upstream.host, ca.display()),
+    );
+    airlock_in(t.path(), &["lock", s(&spec)]).ok();
+    assert!(std::fs::read_to_string(t.path().join("ok/airlock.lock")).unwrap().contains(&digest));
+}
+
+#[test]
+fn registry_errors_name_the_reference_and_a_bad_blob_leaves_nothing_behind() {
+    let upstream = Registry::start(Mode::Plain);
+    let digest = upstream.push("app/y", "1", &["--layers", "1", "--layer-size", "20000"]);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let u = &upstream.host;
+    for (name, reference) in [("tag", format!("{u}/app/y:nope")), ("repo", format!("{u}/no/such:1"))] {
+        let spec =
+            write_spec(&t.path().join(name), &format!("{}[[image]]\nref = \"{reference}\"\n", insecure(&upstream)));
+        let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
+        assert!(r.stderr.contains(&reference) && r.stderr.contains("manifest unknown"), "{name}: {}", r.stderr);
+    }
+
+    let spec = write_spec(&t.path().join("p"), &format!("{}[[image]]\nref = \"{u}/app/y:1\"\n", insecure(&upstream)));
+    airlock_in(t.path(), &["lock", s(&spec)]).ok();
+    // Damage the layer in the registry's storage: same size, different bytes.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(upstream.blob_data(&digest["sha256:".len()..])).unwrap()).unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_owned();
+    let data = upstream.blob_data(&layer);
+    let mut bytes = std::fs::read(&data).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&data, bytes).unwrap();
+
+    let out = t.path().join("y.airlock");
+    let r = airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&out)]).code(3);
+    assert!(r.stderr.contains(&layer) && r.stderr.contains("expected sha256"), "{}", r.stderr);
+    assert!(!out.exists(), "no bundle is left behind");
+    assert!(!t.path().join("cache/blobs/sha256").join(&layer).exists(), "nothing unverified in the cache");
+    assert_eq!(std::fs::read_dir(t.path().join("cache/tmp")).unwrap().count(), 0);
+}
+
+#[test]
+fn a_local_oci_layout_is_a_source_too() {
+    let upstream = Registry::start(Mode::Plain);
+    let digest = upstream.push("vendor/base", "1.0", &["--platforms", "linux/amd64,linux/arm64"]);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let layout = t.path().join("p/vendor/images");
+    std::fs::create_dir_all(&layout).unwrap();
+    let out = Command::new("skopeo")
+        .args([
+            "copy",
+            "--all",
+            "--preserve-digests",
+            "--src-tls-verify=false",
+            &format!("docker://{}/vendor/base:1.0", upstream.host),
+            &format!("oci:{}:vendor/base:1.0", layout.display()),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(upstream); // the layout is all there is now
+    let spec =
+        write_spec(&t.path().join("p"), "[[image]]\noci_layout = \"vendor/images\"\ntag = \"vendor/base:1.0\"\n");
+    let bundle = t.path().join("l.airlock");
+    airlock_in(t.path(), &["build", s(&spec), "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let x = t.path().join("x");
+    extract(&bundle, &x);
+    assert_eq!(skopeo_digest(&format!("oci:{}:vendor/base:1.0", x.join("images").display())), digest);
+
+    let spec =
+        write_spec(&t.path().join("p"), "[[image]]\noci_layout = \"vendor/images\"\ntag = \"vendor/base:2.0\"\n");
+    let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
+    assert!(
+        r.stderr.contains("no image named `vendor/base:2.0`") && r.stderr.contains("vendor/base:1.0"),
+        "{}",
+        r.stderr
+    );
+}
