@@ -81,6 +81,7 @@ impl Cache {
             partial,
             dest: self.path(&digest),
             what: what.to_owned(),
+            keep: false,
         })
     }
 
@@ -110,7 +111,8 @@ impl Cache {
     }
 }
 
-/// A blob being received into `tmp/`, hashed as it is written.
+/// A blob being received into `tmp/`, hashed as it is written. Dropping it (a failure, or a
+/// cancelled download) removes the partial file unless `keep_for_resume` was called.
 pub struct Incoming {
     file: File,
     hasher: sha2::Sha256,
@@ -119,6 +121,7 @@ pub struct Incoming {
     partial: PathBuf,
     dest: PathBuf,
     what: String,
+    keep: bool,
 }
 
 impl Incoming {
@@ -144,7 +147,7 @@ impl Incoming {
 
     /// Verify and make the blob visible; on a mismatch the partial file is deleted.
     pub fn commit(self, size: Option<u64>) -> Result<PathBuf, CacheError> {
-        let actual = Sha256::from_raw(self.hasher.finalize().into());
+        let actual = Sha256::from_raw(self.hasher.clone().finalize().into());
         let mismatch = if size.is_some_and(|s| s != self.written) {
             Some(CacheError::SizeMismatch {
                 what: self.what.clone(),
@@ -157,18 +160,29 @@ impl Incoming {
             None
         };
         if let Some(err) = mismatch {
-            let _ = std::fs::remove_file(&self.partial);
-            return Err(err);
+            return Err(err); // dropping `self` removes the partial file
         }
         let io_err = |source| CacheError::Io { path: self.dest.clone(), source };
         self.file.sync_all().map_err(io_err)?;
         std::fs::rename(&self.partial, &self.dest).map_err(io_err)?;
-        Ok(self.dest)
+        Ok(self.dest.clone())
     }
 
     /// Give up on this blob: remove its partial bytes.
-    pub fn abandon(self) {
-        let _ = std::fs::remove_file(&self.partial);
+    pub fn abandon(self) {}
+
+    /// Keep the bytes received so far for the next attempt to resume from.
+    pub fn keep_for_resume(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        // After `commit` the partial file has been renamed away and this finds nothing.
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.partial);
+        }
     }
 }
 
@@ -199,7 +213,7 @@ mod tests {
         let digest = Sha256::of_bytes(b"0123456789");
         let mut first = cache.incoming(digest, "blob").unwrap();
         first.write(b"01234").unwrap();
-        drop(first); // connection dropped
+        first.keep_for_resume(); // connection dropped
         let mut resumed = cache.incoming(digest, "blob").unwrap();
         assert_eq!(resumed.offset(), 5);
         resumed.write(b"56789").unwrap();

@@ -119,7 +119,7 @@ async fn fetch_blob(
                     "{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {}",
                     incoming.offset()
                 );
-                drop(incoming);
+                incoming.keep_for_resume();
                 tokio::time::sleep(wait).await;
             }
             Err(Transient::Retry(detail)) => {
