@@ -365,3 +365,31 @@ fn a_local_oci_layout_is_a_source_too() {
         r.stderr
     );
 }
+
+#[path = "common/flaky.rs"]
+mod flaky;
+
+#[test]
+fn a_dropped_blob_download_is_retried_and_resumed_with_a_range_request() {
+    let upstream = Registry::start(Mode::Plain);
+    let digest = upstream.push("app/big", "1", &["--layers", "1", "--layer-size", "400000"]);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(upstream.blob_data(&digest["sha256:".len()..])).unwrap()).unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap().to_owned();
+    // One 503, then one response cut halfway, then the rest.
+    let proxy = flaky::start(&upstream.host, &layer, 1, 1);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let body = format!("[registries.\"{0}\"]\ninsecure = true\n\n[[image]]\nref = \"{0}/app/big:1\"\n", proxy.host);
+    let spec = write_spec(&t.path().join("p"), &body);
+    let bundle = t.path().join("big.airlock");
+    let r = airlock_in(t.path(), &["build", s(&spec), "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    assert!(r.stderr.contains("retrying"), "retries are logged: {}", r.stderr);
+    airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+
+    let heads: Vec<String> = proxy.requests.lock().unwrap().iter().filter(|h| h.contains(&layer)).cloned().collect();
+    assert_eq!(heads.len(), 3, "503, cut, resumed: {heads:#?}");
+    let range = heads[2].lines().find(|l| l.to_ascii_lowercase().starts_with("range:")).unwrap_or_default().to_owned();
+    let offset: u64 = range.trim().rsplit('=').next().unwrap().trim_end_matches('-').parse().unwrap_or(0);
+    assert!(offset > 0, "the third request resumes from the bytes already received: {range:?}");
+}
