@@ -1,11 +1,12 @@
 //! Command-line arguments (clap derive, no I/O) and the terminal progress reporter.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::progress::Reporter;
 
@@ -119,15 +120,28 @@ pub struct InstallArgs {
     pub json: bool,
 }
 
-/// Draws one byte-progress bar on stderr when stderr is a terminal; silent otherwise.
+/// Draws progress on stderr when stderr is a terminal (a total bar per phase, and a bar per
+/// item in flight, such as each blob being downloaded); silent otherwise.
 pub struct TerminalReporter {
     enabled: bool,
+    multi: MultiProgress,
     bar: RefCell<Option<ProgressBar>>,
+    items: RefCell<HashMap<String, ProgressBar>>,
 }
 
 impl TerminalReporter {
     pub fn new(json: bool) -> Self {
-        Self { enabled: !json && std::io::stderr().is_terminal(), bar: RefCell::new(None) }
+        Self {
+            enabled: !json && std::io::stderr().is_terminal(),
+            multi: MultiProgress::new(),
+            bar: RefCell::new(None),
+            items: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn style(template: &str) -> ProgressStyle {
+        ProgressStyle::with_template(template)
+            .map_or_else(|_| ProgressStyle::default_bar(), |s| s.progress_chars("=> "))
     }
 }
 
@@ -153,6 +167,28 @@ impl Reporter for TerminalReporter {
 
     fn finish(&self) {
         if let Some(bar) = self.bar.borrow_mut().take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn item_start(&self, key: &str, total_bytes: u64) {
+        if !self.enabled {
+            return;
+        }
+        let bar = self.multi.add(ProgressBar::new(total_bytes));
+        bar.set_style(Self::style("  {msg:>20} [{bar:30}] {bytes}/{total_bytes}"));
+        bar.set_message(key.to_owned());
+        self.items.borrow_mut().insert(key.to_owned(), bar);
+    }
+
+    fn item_advance(&self, key: &str, bytes: u64) {
+        if let Some(bar) = self.items.borrow().get(key) {
+            bar.inc(bytes);
+        }
+    }
+
+    fn item_finish(&self, key: &str) {
+        if let Some(bar) = self.items.borrow_mut().remove(key) {
             bar.finish_and_clear();
         }
     }

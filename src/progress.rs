@@ -10,6 +10,11 @@ pub trait Reporter {
     fn start(&self, phase: &str, total_bytes: u64);
     fn advance(&self, bytes: u64);
     fn finish(&self);
+    /// One item of the phase (a blob in flight) starts, finishes; `advance` still counts its
+    /// bytes toward the phase. Reporters that show only totals ignore these.
+    fn item_start(&self, _key: &str, _total_bytes: u64) {}
+    fn item_advance(&self, _key: &str, _bytes: u64) {}
+    fn item_finish(&self, _key: &str) {}
 }
 
 /// Reports nothing (tests, `--json`, non-terminal output).

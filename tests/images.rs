@@ -100,6 +100,10 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
         built["images"].as_array().unwrap().iter().map(|i| i["digest"].as_str().unwrap().to_owned()).collect();
     assert_eq!(images, [multi.clone(), single.clone()]);
     airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+    let lock_json = toml_as_json(&lock);
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &lock_json), Vec::<String>::new());
+    let manifest = manifest_member(&bundle);
+    assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
 
     // The bundle's images/ is an OCI layout skopeo reads, digests unchanged.
     let x = t.path().join("x");

@@ -3,34 +3,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
-
-fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn validator(name: &str) -> jsonschema::Validator {
-    let schema: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(repo(&format!("schemas/{name}"))).unwrap()).unwrap();
-    jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{name} is a valid schema: {e}"))
-}
-
-fn toml_as_json(text: &str) -> serde_json::Value {
-    serde_json::to_value(toml::from_str::<toml::Value>(text).unwrap()).unwrap()
-}
-
-fn errors(v: &jsonschema::Validator, instance: &serde_json::Value) -> Vec<String> {
-    v.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path)).collect()
-}
 
 #[test]
 fn spec_samples_validate_and_parse() {
     let v = validator("airlock.spec.schema.json");
     for sample in ["testdata/demo/airlock.toml", "testdata/specs/design-example.toml"] {
         let text = std::fs::read_to_string(repo(sample)).unwrap();
-        assert_eq!(errors(&v, &toml_as_json(&text)), Vec::<String>::new(), "{sample}");
+        assert_eq!(schema_errors(&v, &toml_as_json(&text)), Vec::<String>::new(), "{sample}");
         airlock::spec::SpecFile::parse(Path::new(sample), text).unwrap_or_else(|e| panic!("{sample}: {e}"));
     }
 }
@@ -64,13 +46,13 @@ fn written_lock_and_manifest_validate() {
     let p = project(&t.path().join("proj"), "1.0.0");
     airlock_run(&["lock", s(&p.spec)]).ok();
     let lock = toml_as_json(&std::fs::read_to_string(p.dir.join("airlock.lock")).unwrap());
-    assert_eq!(errors(&validator("airlock.lock.schema.json"), &lock), Vec::<String>::new());
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &lock), Vec::<String>::new());
 
     let bundle = t.path().join("b.airlock");
     build(&p, &keys, &bundle).ok();
     let manifest = manifest_member(&bundle);
     let v = validator("airlock.manifest.v1.schema.json");
-    assert_eq!(errors(&v, &manifest), Vec::<String>::new());
+    assert_eq!(schema_errors(&v, &manifest), Vec::<String>::new());
 
     for (pointer, value) in [
         ("/schema", serde_json::json!("airlock.bundle/v2")),
@@ -83,15 +65,4 @@ fn written_lock_and_manifest_validate() {
         *broken.pointer_mut(pointer).unwrap() = value.clone();
         assert!(!v.is_valid(&broken), "schema accepts {pointer} = {value}");
     }
-}
-
-/// The manifest member's JSON, read straight from the archive.
-fn manifest_member(bundle: &Path) -> serde_json::Value {
-    let file = std::fs::File::open(bundle).unwrap();
-    let mut archive = tar::Archive::new(zstd::stream::read::Decoder::new(file).unwrap());
-    let mut first = archive.entries().unwrap().next().unwrap().unwrap();
-    assert_eq!(first.path_bytes().as_ref(), b"airlock/manifest.json");
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut first, &mut bytes).unwrap();
-    serde_json::from_slice(&bytes).unwrap()
 }

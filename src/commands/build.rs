@@ -79,6 +79,9 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             packed.manifest_sha256,
             key.key_id(),
         )?;
+        for a in &manifest.artifacts {
+            writeln!(std::io::stdout().lock(), "  {}", a.describe())?;
+        }
     }
     Ok(super::EXIT_OK)
 }

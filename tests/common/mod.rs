@@ -165,3 +165,32 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     }
     out
 }
+
+pub fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+pub fn validator(name: &str) -> jsonschema::Validator {
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(repo(&format!("schemas/{name}"))).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{name} is a valid schema: {e}"))
+}
+
+pub fn toml_as_json(text: &str) -> serde_json::Value {
+    serde_json::to_value(toml::from_str::<toml::Value>(text).unwrap()).unwrap()
+}
+
+pub fn schema_errors(v: &jsonschema::Validator, instance: &serde_json::Value) -> Vec<String> {
+    v.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path)).collect()
+}
+
+/// The manifest member's JSON, read straight from the archive.
+pub fn manifest_member(bundle: &Path) -> serde_json::Value {
+    let file = std::fs::File::open(bundle).unwrap();
+    let mut archive = tar::Archive::new(zstd::stream::read::Decoder::new(file).unwrap());
+    let mut first = archive.entries().unwrap().next().unwrap().unwrap();
+    assert_eq!(first.path_bytes().as_ref(), b"airlock/manifest.json");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut first, &mut bytes).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}

@@ -69,7 +69,13 @@ impl Origin {
                 reporter.advance(desc.size);
                 Ok(stored)
             }
-            Origin::Registry { conn, image } => fetch_blob(conn, image, desc, cache, &what, reporter).await,
+            Origin::Registry { conn, image } => {
+                let key = format!("sha256:{}", desc.digest.short(12));
+                reporter.item_start(&key, desc.size);
+                let fetched = fetch_blob(conn, image, desc, cache, &what, &key, reporter).await;
+                reporter.item_finish(&key);
+                fetched
+            }
         }
     }
 }
@@ -80,6 +86,7 @@ async fn fetch_blob(
     desc: &Descriptor,
     cache: &Cache,
     what: &str,
+    key: &str,
     reporter: &dyn Reporter,
 ) -> Result<PathBuf, ImageError> {
     let reference = image.to_client();
@@ -107,6 +114,7 @@ async fn fetch_blob(
                 let chunk = chunk.map_err(|e| Transient::Retry(e.to_string()))?;
                 incoming.write(&chunk)?;
                 reporter.advance(chunk.len() as u64);
+                reporter.item_advance(key, chunk.len() as u64);
             }
             Ok(())
         }
