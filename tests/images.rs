@@ -256,6 +256,7 @@ fn basic_auth_comes_from_the_docker_config() {
     );
     let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
     assert!(r.stderr.contains(&format!("{}/private/app:1", upstream.host)), "{}", r.stderr);
+    assert!(r.stderr.contains("401 unauthorized") && r.stderr.contains("docker config"), "{}", r.stderr);
     assert!(!r.stderr.contains(registry::PASSWORD));
 
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry::USER, registry::PASSWORD));
@@ -268,6 +269,60 @@ fn basic_auth_comes_from_the_docker_config() {
     let r = airlock_in(t.path(), &["lock", s(&spec), "-v"]).ok();
     assert!(!r.stderr.contains(registry::PASSWORD), "credentials never logged");
     assert!(std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap().contains(&digest));
+
+    // Install pushes to an authenticated site registry with credentials from the same place.
+    let site = Registry::start(Mode::Htpasswd);
+    let keys = keygen(&t.path().join("keys"), "build");
+    let bundle = t.path().join("p.airlock");
+    airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let root = t.path().join("site");
+    let install = |t: &Path| {
+        airlock_in(
+            t,
+            &[
+                "install",
+                s(&bundle),
+                "--trust",
+                s(&keys.public),
+                "--root",
+                s(&root),
+                "--registry",
+                &site.host,
+                "--insecure-registry",
+            ],
+        )
+    };
+    let r = install(t.path()).code(1);
+    assert!(r.stderr.contains(&site.host) && r.stderr.contains("`current` was not changed"), "{}", r.stderr);
+    assert!(!root.join("current").exists());
+    let both =
+        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}},"{}":{{"auth":"{auth}"}}}}}}"#, upstream.host, site.host);
+    std::fs::write(t.path().join("docker/config.json"), both).unwrap();
+    install(t.path()).ok();
+    assert!(root.join("current").exists());
+}
+
+#[test]
+fn bearer_token_challenges_are_answered_with_docker_config_credentials() {
+    let upstream = Registry::start(Mode::Token);
+    let digest = upstream.push("team/app", "1", &[]);
+    let t = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        &t.path().join("p"),
+        &format!("{}[[image]]\nref = \"{}/team/app:1\"\n", insecure(&upstream), upstream.host),
+    );
+    airlock_in(t.path(), &["lock", s(&spec)]).code(1);
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry::USER, registry::PASSWORD));
+    std::fs::create_dir_all(t.path().join("docker")).unwrap();
+    std::fs::write(
+        t.path().join("docker/config.json"),
+        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, upstream.host),
+    )
+    .unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let bundle = t.path().join("t.airlock");
+    airlock_in(t.path(), &["build", s(&spec), "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    assert_eq!(airlock_run(&["inspect", s(&bundle), "--json"]).ok().json()["artifacts"][0]["digest"], digest.as_str());
 }
 
 #[test]

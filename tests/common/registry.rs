@@ -12,6 +12,8 @@ pub enum Mode {
     Plain,
     Htpasswd,
     Tls,
+    /// Bearer tokens from a token server (`WWW-Authenticate: Bearer realm=…`).
+    Token,
 }
 
 pub const USER: &str = "airlock";
@@ -19,6 +21,7 @@ pub const PASSWORD: &str = "correct-horse";
 
 pub struct Registry {
     child: Child,
+    token_server: Option<Child>,
     pub host: String,
     pub dir: PathBuf,
     pub ca: Option<PathBuf>,
@@ -43,6 +46,7 @@ impl Registry {
         let host = format!("127.0.0.1:{port}");
         let mut extra = String::new();
         let mut ca = None;
+        let mut token_server = None;
         match mode {
             Mode::Plain => {}
             Mode::Htpasswd => {
@@ -54,6 +58,49 @@ impl Registry {
                 extra = format!(
                     "auth:\n  htpasswd:\n    realm: airlock-test\n    path: {}\n",
                     dir.join("htpasswd").display()
+                );
+            }
+            Mode::Token => {
+                let ossl = |args: &[&str]| must(Command::new("openssl").current_dir(&dir).args(args), "openssl");
+                ossl(&[
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:P-256",
+                    "-nodes",
+                    "-keyout",
+                    "token.key",
+                    "-out",
+                    "token.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=airlock test token issuer",
+                ]);
+                let token_port = free_port();
+                let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/token_server.py");
+                let user = format!("{USER}:{PASSWORD}");
+                token_server = Some(
+                    Command::new("python3")
+                        .arg(helper)
+                        .args([
+                            &token_port.to_string(),
+                            "token.key",
+                            "token.pem",
+                            "airlock-issuer",
+                            "airlock-registry",
+                            &user,
+                        ])
+                        .current_dir(&dir)
+                        .spawn()
+                        .expect("python3 runs"),
+                );
+                wait_for(&format!("127.0.0.1:{token_port}"), &dir);
+                extra = format!(
+                    "auth:\n  token:\n    realm: http://127.0.0.1:{token_port}/token\n    service: airlock-registry\n    issuer: airlock-issuer\n    rootcertbundle: {}\n",
+                    dir.join("token.pem").display()
                 );
             }
             Mode::Tls => {
@@ -78,16 +125,8 @@ impl Registry {
             .stderr(std::fs::File::create(dir.join("registry.log")).unwrap())
             .spawn()
             .expect("docker-registry is installed by scripts/test.sh");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while TcpStream::connect(&host).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "registry did not start: {}",
-                std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self { child, host, dir, ca, mode, _tmp: tmp }
+        wait_for(&host, &dir);
+        Self { child, token_server, host, dir, ca, mode, _tmp: tmp }
     }
 
     pub fn url(&self) -> String {
@@ -100,8 +139,14 @@ impl Registry {
         let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/push_image.py");
         let mut cmd = Command::new("python3");
         cmd.arg(helper).args([self.url().as_str(), repo, tag]).args(extra);
-        if self.mode == Mode::Htpasswd {
-            cmd.args(["--user", &format!("{USER}:{PASSWORD}")]);
+        match self.mode {
+            Mode::Htpasswd => {
+                cmd.args(["--user", &format!("{USER}:{PASSWORD}")]);
+            }
+            Mode::Token => {
+                cmd.args(["--token-user", &format!("{USER}:{PASSWORD}")]);
+            }
+            Mode::Plain | Mode::Tls => {}
         }
         if let Some(ca) = &self.ca {
             cmd.args(["--cacert", ca.to_str().unwrap()]);
@@ -119,8 +164,22 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in std::iter::once(&mut self.child).chain(self.token_server.as_mut()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_for(host: &str, dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while TcpStream::connect(host).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{host} did not start: {}",
+            std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

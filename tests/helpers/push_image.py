@@ -8,7 +8,7 @@ usage: push_image.py BASE_URL REPO TAG [--platforms linux/amd64,linux/arm64] [--
                      [--cosign-sig] [--docker]
 Prints the digest of what TAG points to.
 """
-import argparse, base64, gzip, hashlib, io, json, random, ssl, sys, tarfile, urllib.request, urllib.error
+import argparse, base64, re, gzip, hashlib, io, json, random, ssl, sys, tarfile, urllib.parse, urllib.request, urllib.error
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -28,11 +28,26 @@ class Registry:
             self.headers["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
         self.ctx = ssl.create_default_context(cafile=cacert) if cacert else None
 
-    def request(self, method, url, data=None, headers=None):
+    token_user = None
+
+    def request(self, method, url, data=None, headers=None, retry=True):
         if not url.startswith("http"):
             url = self.base + url
         req = urllib.request.Request(url, data=data, method=method, headers={**self.headers, **(headers or {})})
-        return urllib.request.urlopen(req, context=self.ctx)
+        try:
+            return urllib.request.urlopen(req, context=self.ctx)
+        except urllib.error.HTTPError as e:
+            challenge = e.headers.get("WWW-Authenticate", "")
+            if e.code != 401 or not retry or not challenge.startswith("Bearer ") or not self.token_user:
+                raise
+            # Bearer flow: ask the realm for a token with basic credentials, then retry.
+            params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+            realm = params.pop("realm")
+            auth = "Basic " + base64.b64encode(self.token_user.encode()).decode()
+            query = urllib.parse.urlencode(params)
+            tok = json.load(urllib.request.urlopen(urllib.request.Request(f"{realm}?{query}", headers={"Authorization": auth})))
+            self.headers["Authorization"] = "Bearer " + tok["token"]
+            return self.request(method, url, data, headers, retry=False)
 
     def push_blob(self, repo, data):
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -92,11 +107,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--layer-size", type=int, default=4096)
-    ap.add_argument("--user"); ap.add_argument("--cacert")
+    ap.add_argument("--user"); ap.add_argument("--cacert"); ap.add_argument("--token-user")
     ap.add_argument("--cosign-sig", action="store_true")
     ap.add_argument("--docker", action="store_true")
     a = ap.parse_args()
     reg = Registry(a.base, a.user, a.cacert)
+    reg.token_user = a.token_user
     rng = random.Random(a.seed)
     platforms = a.platforms.split(",")
     if len(platforms) == 1:

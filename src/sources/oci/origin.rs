@@ -168,8 +168,15 @@ impl From<CacheError> for Transient {
 }
 
 pub fn registry_error(image: &ImageRef, e: &OciDistributionError) -> ImageError {
+    let hint = || {
+        format!(
+            "; credentials for `{}` are read from the docker config ($REGISTRY_AUTH_FILE, $DOCKER_CONFIG/config.json, ~/.docker/config.json)",
+            image.registry
+        )
+    };
     let detail = match e {
-        OciDistributionError::AuthenticationFailure(d) => format!("authentication failed: {d}"),
+        OciDistributionError::AuthenticationFailure(d) => format!("authentication failed: {d}{}", hint()),
+        OciDistributionError::UnauthorizedError { url } => format!("401 unauthorized at {url}{}", hint()),
         OciDistributionError::ImageManifestNotFoundError(d) => format!("manifest not found: {d}"),
         other => other.to_string(),
     };
