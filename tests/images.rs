@@ -70,7 +70,7 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
     let site = Registry::start(Mode::Plain);
     let multi =
         upstream.push("rocm/vllm", "rocm10.0.0", &["--platforms", "linux/amd64,linux/arm64/v8", "--cosign-sig"]);
-    let single = upstream.push("rocm/base", "1.0", &["--docker", "--seed", "7"]);
+    let single = upstream.push("rocm/base", "1.0", &["--docker", "--seed", "7", "--referrer"]);
     let t = tempfile::tempdir().unwrap();
     let keys = keygen(&t.path().join("keys"), "build");
     let u = &upstream.host;
@@ -138,7 +138,11 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
     )
     .ok()
     .json();
-    assert_eq!(installed["images"].as_array().unwrap().len(), 3, "two images and the signature: {installed}");
+    assert_eq!(
+        installed["images"].as_array().unwrap().len(),
+        4,
+        "two images, a signature, a referrers index: {installed}"
+    );
     let h = &site.host;
     assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/vllm:rocm10.0.0")), multi);
     assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/base:1.0")), single);
@@ -149,6 +153,13 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
         skopeo_digest(&format!("docker://{h}/rocm/vllm:{sig_tag}")),
         skopeo_digest(&format!("docker://{u}/rocm/vllm:{sig_tag}")),
         "the upstream signature travels with its image"
+    );
+
+    let referrers_tag = single.replace(':', "-");
+    assert_eq!(
+        skopeo_digest(&format!("docker://{h}/rocm/base:{referrers_tag}")),
+        skopeo_digest(&format!("docker://{u}/rocm/base:{referrers_tag}")),
+        "OCI referrers (tag schema) travel with their image"
     );
 
     // A second install finds every blob present and pushes none.

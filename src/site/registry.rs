@@ -11,7 +11,7 @@ use oci_client::errors::OciDistributionError;
 use serde::Serialize;
 
 use crate::digest::{Prefixed, Sha256};
-use crate::sources::oci::doc::{self, Descriptor, REF_NAME};
+use crate::sources::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
 use crate::sources::oci::{ClientError, Connection, ImageRef, Transport, connect, runtime};
 
 /// Where to publish images: `--registry HOST[:PORT]` and `--insecure-registry`.
@@ -67,9 +67,16 @@ pub fn publish(staged: &Path, site: &SiteRegistry) -> Result<Vec<Pushed>, Publis
     })?;
     let mut out = Vec::new();
     for entry in &images {
-        let name = entry.annotations.get(REF_NAME).cloned().unwrap_or_default();
-        let source = ImageRef::parse(&name).map_err(|detail| PublishError::Layout { path: layout.clone(), detail })?;
-        let target = source.on_registry(&site.host);
+        let bad = |detail| PublishError::Layout { path: layout.clone(), detail };
+        // A tagged entry goes to its tag; an untagged referrer by digest to its subject's repository.
+        let (name, target) = match (entry.annotations.get(REF_NAME), entry.annotations.get(REFERRER_OF)) {
+            (Some(name), _) => (name.clone(), ImageRef::parse(name).map_err(bad)?.on_registry(&site.host)),
+            (None, Some(subject)) => {
+                let target = ImageRef::parse(subject).map_err(bad)?.on_registry(&site.host).at_digest(entry.digest);
+                (format!("referrer of {subject}"), target)
+            }
+            (None, None) => return Err(bad(format!("entry sha256:{} has no name", entry.digest))),
+        };
         out.push(rt.block_on(push_image(&conn, &layout, entry, &name, &target))?);
     }
     Ok(out)

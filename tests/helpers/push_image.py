@@ -109,6 +109,7 @@ def main():
     ap.add_argument("--layer-size", type=int, default=4096)
     ap.add_argument("--user"); ap.add_argument("--cacert"); ap.add_argument("--token-user")
     ap.add_argument("--cosign-sig", action="store_true")
+    ap.add_argument("--referrer", action="store_true", help="an SBOM artifact with `subject`, listed under the referrers tag schema")
     ap.add_argument("--docker", action="store_true")
     a = ap.parse_args()
     reg = Registry(a.base, a.user, a.cacert)
@@ -138,6 +139,19 @@ def main():
                "layers": [{"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "digest": reg.push_blob(a.repo, payload),
                            "size": len(payload), "annotations": {"dev.cosignproject.cosign/signature": "MEUCIQ=="}}]}
         reg.push_manifest(a.repo, digest.replace(":", "-") + ".sig", json.dumps(sig).encode(), OCI_MANIFEST)
+    if a.referrer:
+        subject = {"mediaType": mt if len(platforms) == 1 else (DOCKER_LIST if a.docker else OCI_INDEX), "digest": digest, "size": len(body)}
+        sbom = b'{"bomFormat": "CycloneDX", "specVersion": "1.5"}'
+        empty = b"{}"
+        art = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": "application/vnd.cyclonedx+json",
+               "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": reg.push_blob(a.repo, empty), "size": 2},
+               "layers": [{"mediaType": "application/vnd.cyclonedx+json", "digest": reg.push_blob(a.repo, sbom), "size": len(sbom)}],
+               "subject": subject}
+        art_body = json.dumps(art).encode()
+        art_digest = reg.push_manifest(a.repo, "sha256:" + hashlib.sha256(art_body).hexdigest(), art_body, OCI_MANIFEST)
+        referrers = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
+            {"mediaType": OCI_MANIFEST, "digest": art_digest, "size": len(art_body), "artifactType": "application/vnd.cyclonedx+json"}]}
+        reg.push_manifest(a.repo, digest.replace(":", "-"), json.dumps(referrers).encode(), OCI_INDEX)
     print(digest)
 
 

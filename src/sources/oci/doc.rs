@@ -16,6 +16,9 @@ pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.
 pub const ACCEPTED: [&str; 4] = [OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST];
 /// The annotation naming an image in an OCI layout's `index.json`.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+/// Names, in the bundle's layout, the image an untagged referrer refers to; install pushes the
+/// referrer by digest into that image's repository.
+pub const REFERRER_OF: &str = "dev.airlock.referrer-of";
 /// Largest manifest or index accepted (the distribution spec suggests registries cap at 4 MiB).
 pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
@@ -166,7 +169,8 @@ pub fn filter_index(bytes: &[u8], keep: &[Sha256]) -> Result<Vec<u8>, String> {
 /// `oci-layout` and `index.json` of the bundle's image layout: one entry per image, named by
 /// its reference, sorted by name.
 pub fn layout_index(mut entries: Vec<Descriptor>) -> Vec<u8> {
-    entries.sort_by(|a, b| a.annotations.get(REF_NAME).cmp(&b.annotations.get(REF_NAME)));
+    let key = |d: &Descriptor| (d.annotations.get(REF_NAME).or(d.annotations.get(REFERRER_OF)).cloned(), d.digest);
+    entries.sort_by_key(key);
     let index = serde_json::json!({ "schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries });
     serde_json_canonicalizer::to_vec(&index).expect("descriptors serialise")
 }

@@ -178,8 +178,10 @@ async fn resolve_one(conns: &mut Connections<'_>, entry: &ImageSpec) -> Result<L
 /// Cosign's `sha256-HEX.{sig,att,sbom}` tags and OCI referrers of an image, where present.
 async fn attachments(conn: &Connection, image: &ImageRef, digest: Sha256) -> Result<Vec<LockedAttachment>, ImageError> {
     let mut out = Vec::new();
-    for suffix in ["sig", "att", "sbom"] {
-        let tag = format!("sha256-{digest}.{suffix}");
+    // Cosign's tags, and the OCI referrers tag schema (`sha256-HEX`: an index of referrers,
+    // what registries without the referrers API hold).
+    for suffix in [".sig", ".att", ".sbom", ""] {
+        let tag = format!("sha256-{digest}{suffix}");
         let at = image.with_tag(tag.clone());
         match conn.client.pull_manifest_raw(&at.to_client(), &conn.auth, &doc::ACCEPTED).await {
             Ok((bytes, _)) => {
@@ -197,18 +199,25 @@ async fn attachments(conn: &Connection, image: &ImageRef, digest: Sha256) -> Res
             Err(e) => return Err(registry_error(&at, &e)),
         }
     }
-    // The referrers API is optional in registries (distribution 2.8 lacks it): absence is normal.
+    // Referrers from the API (or oci-client's own fallback to the tag schema) that the
+    // referrers index above does not already carry. The API is optional (distribution 2.8
+    // lacks it), so its absence is normal.
+    let mut covered: BTreeSet<Sha256> = BTreeSet::new();
+    for a in out.iter().filter(|a| doc::is_index(&a.media_type)) {
+        let at = image.at_digest(a.digest);
+        if let Ok((bytes, _)) = conn.client.pull_manifest_raw(&at.to_client(), &conn.auth, &doc::ACCEPTED).await
+            && let Ok(index) = doc::parse(&bytes)
+        {
+            covered.extend(index.children.iter().map(|c| c.digest));
+        }
+    }
     match conn.client.pull_referrers(&image.at_digest(digest).to_client(), None).await {
         Ok(index) => {
             for m in index.manifests {
                 let Ok(d) = crate::digest::prefixed::parse(&m.digest) else { continue };
-                if out.iter().all(|a| a.digest != d) {
-                    out.push(LockedAttachment {
-                        tag: None,
-                        digest: d,
-                        media_type: m.media_type,
-                        size: u64::try_from(m.size).unwrap_or(0),
-                    });
+                if !covered.contains(&d) && out.iter().all(|a| a.digest != d) {
+                    let size = u64::try_from(m.size).unwrap_or(0);
+                    out.push(LockedAttachment { tag: None, digest: d, media_type: m.media_type, size });
                 }
             }
         }
@@ -360,15 +369,25 @@ async fn carry_image(
     for a in &locked.attached {
         let bytes = origin.manifest(a.digest).await?;
         store(&bytes)?;
-        queue(&doc::parse(&bytes).map_err(manifest_err)?.blobs, blobs);
-        // Referrers have no tag; name them by digest so the layout and the site keep them.
-        let tag = a.tag.clone().unwrap_or_else(|| format!("sha256-{}.referrer", a.digest));
+        let attached = doc::parse(&bytes).map_err(manifest_err)?;
+        queue(&attached.blobs, blobs);
+        // A referrers index brings its referrer manifests along.
+        for child in &attached.children {
+            let child_bytes = origin.manifest(child.digest).await?;
+            store(&child_bytes)?;
+            queue(&doc::parse(&child_bytes).map_err(manifest_err)?.blobs, blobs);
+        }
+        // Tagged attachments keep their tag; a referrer has none and is named by its subject.
+        let annotation = match &a.tag {
+            Some(tag) => (REF_NAME.to_owned(), name(tag)),
+            None => (doc::REFERRER_OF.to_owned(), locked.reference.clone()),
+        };
         layout_entries.push(Descriptor {
             media_type: a.media_type.clone(),
             digest: a.digest,
             size: a.size,
             platform: None,
-            annotations: BTreeMap::from([(REF_NAME.to_owned(), name(&tag))]),
+            annotations: BTreeMap::from([annotation]),
         });
     }
     let artifact = ImageArtifact {
