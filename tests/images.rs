@@ -143,24 +143,7 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
         4,
         "two images, a signature, a referrers index: {installed}"
     );
-    let h = &site.host;
-    assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/vllm:rocm10.0.0")), multi);
-    assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/base:1.0")), single);
-    assert_eq!(skopeo_copy_digest(&format!("docker://{h}/rocm/base:1.0"), &t.path().join("c3")), single);
-    assert_eq!(skopeo_copy_digest(&format!("docker://{h}/rocm/vllm:rocm10.0.0"), &t.path().join("c2")), multi);
-    let sig_tag = format!("{}.sig", multi.replace(':', "-"));
-    assert_eq!(
-        skopeo_digest(&format!("docker://{h}/rocm/vllm:{sig_tag}")),
-        skopeo_digest(&format!("docker://{u}/rocm/vllm:{sig_tag}")),
-        "the upstream signature travels with its image"
-    );
-
-    let referrers_tag = single.replace(':', "-");
-    assert_eq!(
-        skopeo_digest(&format!("docker://{h}/rocm/base:{referrers_tag}")),
-        skopeo_digest(&format!("docker://{u}/rocm/base:{referrers_tag}")),
-        "OCI referrers (tag schema) travel with their image"
-    );
+    assert_published(&site.host, u, &multi, &single, t.path());
 
     // A second install finds every blob present and pushes none.
     let again = airlock_in(
@@ -181,6 +164,28 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
     .ok()
     .json();
     assert!(again["images"].as_array().unwrap().iter().all(|i| i["blobs_pushed"] == 0), "{again}");
+}
+
+/// The site registry serves every image, signature and referrers index of the round trip with
+/// upstream's digests, and skopeo copies them out unchanged.
+fn assert_published(h: &str, u: &str, multi: &str, single: &str, dir: &Path) {
+    assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/vllm:rocm10.0.0")), multi);
+    assert_eq!(skopeo_digest(&format!("docker://{h}/rocm/base:1.0")), single);
+    assert_eq!(skopeo_copy_digest(&format!("docker://{h}/rocm/base:1.0"), &dir.join("c3")), single);
+    assert_eq!(skopeo_copy_digest(&format!("docker://{h}/rocm/vllm:rocm10.0.0"), &dir.join("c2")), multi);
+    let sig_tag = format!("{}.sig", multi.replace(':', "-"));
+    assert_eq!(
+        skopeo_digest(&format!("docker://{h}/rocm/vllm:{sig_tag}")),
+        skopeo_digest(&format!("docker://{u}/rocm/vllm:{sig_tag}")),
+        "the upstream signature travels with its image"
+    );
+
+    let referrers_tag = single.replace(':', "-");
+    assert_eq!(
+        skopeo_digest(&format!("docker://{h}/rocm/base:{referrers_tag}")),
+        skopeo_digest(&format!("docker://{u}/rocm/base:{referrers_tag}")),
+        "OCI referrers (tag schema) travel with their image"
+    );
 }
 
 #[test]
