@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod digest;
+pub mod fetch;
 pub mod progress;
 pub mod sign;
 pub mod site;

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use oci_client::client::BlobResponse;
@@ -13,13 +12,10 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use super::client::Connection;
 use super::doc::{ACCEPTED, Descriptor, MAX_MANIFEST_BYTES};
 use super::{ImageError, ImageRef};
-use crate::cache::{Cache, CacheError};
+use crate::cache::Cache;
 use crate::digest::Sha256;
+use crate::fetch::{self, DownloadError, Failure, Opened};
 use crate::progress::Reporter;
-
-/// Attempts per blob: transient failures (5xx, dropped connections) are retried with backoff,
-/// resuming from the bytes already received.
-const ATTEMPTS: u32 = 5;
 
 #[derive(Clone)]
 pub enum Origin {
@@ -69,13 +65,7 @@ impl Origin {
                 reporter.advance(desc.size);
                 Ok(stored)
             }
-            Origin::Registry { conn, image } => {
-                let key = format!("sha256:{}", desc.digest.short(12));
-                reporter.item_start(&key, desc.size);
-                let fetched = fetch_blob(conn, image, desc, cache, &what, &key, reporter).await;
-                reporter.item_finish(&key);
-                fetched
-            }
+            Origin::Registry { conn, image } => fetch_blob(conn, image, desc, cache, &what, reporter).await,
         }
     }
 }
@@ -86,84 +76,39 @@ async fn fetch_blob(
     desc: &Descriptor,
     cache: &Cache,
     what: &str,
-    key: &str,
     reporter: &dyn Reporter,
 ) -> Result<PathBuf, ImageError> {
     let reference = image.to_client();
     let digest = format!("sha256:{}", desc.digest);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let mut incoming = cache.incoming(desc.digest, what)?;
-        let offset = incoming.offset();
-        let outcome: Result<(), Transient> = async {
-            // `pull_blob_stream_partial` does not verify; `Incoming::commit` does, over the whole blob.
-            let response = conn
-                .client
-                .pull_blob_stream_partial(&reference, digest.as_str(), offset, None)
-                .await
-                .map_err(|e| Transient::classify(image, &e))?;
-            let mut stream = match response {
-                BlobResponse::Partial(s) => s.stream,
-                BlobResponse::Full(s) => {
-                    incoming.restart()?; // the registry ignored the Range request
-                    s.stream
-                }
-            };
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| Transient::Retry(e.to_string()))?;
-                incoming.write(&chunk)?;
-                reporter.advance(chunk.len() as u64);
-                reporter.item_advance(key, chunk.len() as u64);
-            }
-            Ok(())
+    let (reference, digest) = (&reference, digest.as_str());
+    let open = |offset: u64| async move {
+        // `pull_blob_stream_partial` does not verify; `fetch::download` does, over the whole blob.
+        let response = conn
+            .client
+            .pull_blob_stream_partial(reference, digest, offset, None)
+            .await
+            .map_err(|e| classify(image, &e))?;
+        let chunks = |s: oci_client::client::SizedStream| s.stream.map(|c| c.map_err(|e| e.to_string()));
+        Ok(match response {
+            BlobResponse::Partial(s) => Opened::Partial(chunks(s)),
+            BlobResponse::Full(s) => Opened::Full(chunks(s)),
+        })
+    };
+    fetch::download(cache, desc.digest, Some(desc.size), what, reporter, open).await.map_err(|e| match e {
+        DownloadError::GaveUp { what, detail } => {
+            ImageError::Registry { reference: image.to_string(), detail: format!("{what}: {detail}") }
         }
-        .await;
-        match outcome {
-            Ok(()) => return Ok(incoming.commit(Some(desc.size))?),
-            Err(Transient::Retry(detail)) if attempt < ATTEMPTS => {
-                let wait = Duration::from_millis(250 * 2u64.pow(attempt - 1));
-                tracing::warn!(
-                    "{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {}",
-                    incoming.offset()
-                );
-                incoming.keep_for_resume();
-                tokio::time::sleep(wait).await;
-            }
-            Err(Transient::Retry(detail)) => {
-                incoming.abandon();
-                return Err(ImageError::Registry {
-                    reference: image.to_string(),
-                    detail: format!("{what}: {detail} (after {ATTEMPTS} attempts)"),
-                });
-            }
-            Err(Transient::Fatal(e)) => {
-                incoming.abandon();
-                return Err(e);
-            }
-        }
-    }
+        DownloadError::Fatal(e) => e,
+        DownloadError::Cache(e) => ImageError::Cache(e),
+    })
 }
 
 /// Whether a failure is worth another attempt.
-enum Transient {
-    Retry(String),
-    Fatal(ImageError),
-}
-
-impl Transient {
-    fn classify(image: &ImageRef, e: &OciDistributionError) -> Self {
-        match e {
-            OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Transient::Retry(e.to_string()),
-            OciDistributionError::ServerError { code, .. } if *code >= 500 => Transient::Retry(e.to_string()),
-            _ => Transient::Fatal(registry_error(image, e)),
-        }
-    }
-}
-
-impl From<CacheError> for Transient {
-    fn from(e: CacheError) -> Self {
-        Transient::Fatal(e.into())
+fn classify(image: &ImageRef, e: &OciDistributionError) -> Failure<ImageError> {
+    match e {
+        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Failure::Transient(e.to_string()),
+        OciDistributionError::ServerError { code, .. } if *code >= 500 => Failure::Transient(e.to_string()),
+        _ => Failure::Fatal(registry_error(image, e)),
     }
 }
 
