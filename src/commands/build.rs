@@ -20,14 +20,14 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     let spec = SpecFile::load(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
     let refresh = if args.locked { Refresh::Never } else { Refresh::IfStale };
-    let (lock, relocked) = ensure(&spec, &path, refresh)?;
-    if relocked {
-        tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
-    }
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
     let cache = crate::cache::Cache::open(&args.cache.clone().unwrap_or_else(crate::cache::Cache::default_dir))?;
     let reporter = TerminalReporter::new(args.json);
-    let fetch = sources::oci::Fetch { cache: &cache, jobs: usize::from(args.jobs), reporter: &reporter };
+    let fetch = crate::fetch::Fetch { cache: &cache, jobs: usize::from(args.jobs), reporter: &reporter };
+    let (lock, relocked) = ensure(&spec, &path, refresh, &fetch)?;
+    if relocked {
+        tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
+    }
     let plan = sources::plan(&spec, &lock, &fetch)?;
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     let meta = &spec.spec.bundle;

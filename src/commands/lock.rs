@@ -3,8 +3,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::cli::LockArgs;
+use crate::cache::Cache;
+use crate::cli::{LockArgs, TerminalReporter};
 use crate::clock::Timestamp;
+use crate::fetch::Fetch;
 use crate::sources;
 use crate::spec::SpecFile;
 use crate::spec::lock::{LockError, LockFile, default_lock_path};
@@ -25,7 +27,7 @@ pub fn lock_path(spec: &Path, explicit: Option<&PathBuf>) -> PathBuf {
 }
 
 /// The lock for `spec` under the given policy, and whether it was (re)written.
-pub fn ensure(spec: &SpecFile, path: &Path, refresh: Refresh) -> anyhow::Result<(LockFile, bool)> {
+pub fn ensure(spec: &SpecFile, path: &Path, refresh: Refresh, fetch: &Fetch<'_>) -> anyhow::Result<(LockFile, bool)> {
     let existing = LockFile::load(path)?;
     let stale = existing.as_ref().map_or(Some("no lock file".to_owned()), |l| l.lock.stale_reason(&spec.spec));
     match (refresh, existing, stale) {
@@ -34,7 +36,7 @@ pub fn ensure(spec: &SpecFile, path: &Path, refresh: Refresh) -> anyhow::Result<
         (Refresh::Never | Refresh::IfStale, Some(lock), None) => Ok((lock, false)),
         (_, existing, _) => {
             let resolved_at = Timestamp::source_date_epoch()?.unwrap_or_else(Timestamp::now);
-            let mut fresh = sources::resolve(spec, resolved_at)?;
+            let mut fresh = sources::resolve(spec, resolved_at, fetch)?;
             if let Some(old) = existing {
                 // Same pins: keep the file as it is, time included, so rebuilds stay identical.
                 fresh.resolved_at = old.lock.resolved_at;
@@ -50,7 +52,10 @@ pub fn ensure(spec: &SpecFile, path: &Path, refresh: Refresh) -> anyhow::Result<
 pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
     let spec = SpecFile::load(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
-    let (lock, written) = ensure(&spec, &path, Refresh::Always)?;
+    let cache = Cache::open(&Cache::default_dir())?;
+    let reporter = TerminalReporter::new(args.json);
+    let fetch = Fetch { cache: &cache, jobs: 8, reporter: &reporter };
+    let (lock, written) = ensure(&spec, &path, Refresh::Always, &fetch)?;
     if args.json {
         super::print_json(
             &serde_json::json!({ "lock": path, "updated": written, "sha256": lock.sha256, "entries": lock.lock }),

@@ -60,6 +60,11 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(SiteError::Rejected { .. }) = cause.downcast_ref::<SiteError>() {
             return EXIT_VERIFY;
         }
+        if let Some(crate::cache::CacheError::DigestMismatch { .. } | crate::cache::CacheError::SizeMismatch { .. }) =
+            cause.downcast_ref::<crate::cache::CacheError>()
+        {
+            return EXIT_VERIFY;
+        }
     }
     EXIT_RUNTIME
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::digest::{Prefixed, Sha256};
 use crate::sources::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
-use crate::sources::oci::{ClientError, Connection, ImageRef, Transport, connect, runtime};
+use crate::sources::oci::{ClientError, Connection, ImageRef, Transport, connect};
 
 /// Where to publish images: `--registry HOST[:PORT]` and `--insecure-registry`.
 #[derive(Debug, Clone)]
@@ -61,10 +61,7 @@ pub fn publish(staged: &Path, site: &SiteRegistry) -> Result<Vec<Pushed>, Publis
     }
     let conn = connect(&site.host, site.transport, None)?;
     let layout = staged.join("images");
-    let rt = runtime().map_err(|e| match e {
-        crate::sources::oci::ImageError::Runtime(io) => PublishError::Runtime(io),
-        other => PublishError::Push { target: site.host.clone(), detail: other.to_string() },
-    })?;
+    let rt = crate::fetch::runtime().map_err(PublishError::Runtime)?;
     let mut out = Vec::new();
     for entry in &images {
         let bad = |detail| PublishError::Layout { path: layout.clone(), detail };

@@ -12,6 +12,7 @@ use crate::bundle::MemberPath;
 use crate::bundle::manifest::Artifact;
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
+use crate::fetch::{DownloadError, Fetch, HttpError};
 use crate::spec::lock::{Lock, LockError, LockFile};
 use crate::spec::{SpecError, SpecFile};
 
@@ -25,6 +26,10 @@ pub enum SourceError {
     Image(#[from] oci::ImageError),
     #[error(transparent)]
     Cache(#[from] crate::cache::CacheError),
+    #[error(transparent)]
+    Http(#[from] crate::fetch::HttpError),
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
     Read {
         what: String,
@@ -75,34 +80,39 @@ pub fn ensure_supported(spec: &SpecFile) -> Result<(), SpecError> {
     if let Some(e) = s.model.first() {
         return Err(unsupported(e.span(), "model", ""));
     }
-    for f in &s.file {
-        if matches!(f.get_ref().source_kind(), crate::spec::FileSource::Url(_)) {
-            return Err(unsupported(f.span(), "file", " (URL sources; local files work)"));
-        }
-    }
     Ok(())
 }
 
 /// Resolve every entry of the spec: hash what it names and pin it.
-pub fn resolve(spec: &SpecFile, resolved_at: Timestamp) -> Result<Lock, SourceError> {
+pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Result<Lock, SourceError> {
     ensure_supported(spec)?;
     let mut lock = Lock::new(resolved_at);
     lock.image = oci::resolve(spec)?;
     for entry in &spec.spec.file {
-        lock.file.push(file::resolve(spec, entry.get_ref())?);
+        lock.file.push(file::resolve(spec, entry.get_ref(), fetch)?);
     }
     lock.file.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(lock)
 }
 
 /// The artifacts and content members for a spec whose lock covers it.
-pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &oci::Fetch<'_>) -> Result<Plan, SourceError> {
+pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan, SourceError> {
     ensure_supported(spec)?;
     let (artifacts, contents) = oci::plan(spec, lock, fetch)?;
     let mut plan = Plan { artifacts, contents };
     for entry in &spec.spec.file {
-        file::plan(spec, lock, entry.get_ref(), &mut plan)?;
+        file::plan(spec, lock, entry.get_ref(), fetch, &mut plan)?;
     }
     plan.contents.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(plan)
+}
+
+impl From<DownloadError<HttpError>> for SourceError {
+    fn from(e: DownloadError<HttpError>) -> Self {
+        match e {
+            DownloadError::GaveUp { what, detail } => SourceError::Http(HttpError::Request { url: what, detail }),
+            DownloadError::Fatal(e) => SourceError::Http(e),
+            DownloadError::Cache(e) => SourceError::Cache(e),
+        }
+    }
 }

@@ -29,7 +29,7 @@ use crate::bundle::MemberPath;
 use crate::bundle::manifest::{Artifact, ImageArtifact, ImagePlatform};
 use crate::cache::{Cache, CacheError};
 use crate::digest::Sha256;
-use crate::progress::Reporter;
+use crate::fetch::Fetch;
 use crate::spec::lock::{LockFile, LockedAttachment, LockedImage, LockedPlatform};
 use crate::spec::{ImageSpec, SpecFile};
 
@@ -62,9 +62,8 @@ impl ImageError {
     }
 }
 
-/// A multi-threaded runtime for one command: the library is synchronous at its edges.
-pub fn runtime() -> Result<tokio::runtime::Runtime, ImageError> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ImageError::Runtime)
+fn runtime() -> Result<tokio::runtime::Runtime, ImageError> {
+    crate::fetch::runtime().map_err(ImageError::Runtime)
 }
 
 /// Registry connections for a spec, one per registry, made on first use.
@@ -235,13 +234,6 @@ fn layout_entry(dir: &std::path::Path, tag: &str) -> Result<Descriptor, ImageErr
     entries.iter().find(|d| d.annotations.get(REF_NAME).is_some_and(|n| n == tag)).cloned().ok_or_else(|| {
         ImageError::Layout { path, detail: format!("no image named `{tag}` (it has {})", names.join(", ")) }
     })
-}
-
-/// Options for fetching content into the cache.
-pub struct Fetch<'a> {
-    pub cache: &'a Cache,
-    pub jobs: usize,
-    pub reporter: &'a dyn Reporter,
 }
 
 /// Fetch every locked image by digest into the cache and return the manifest's artifacts and
