@@ -10,11 +10,11 @@ use http::HttpServer;
 #[test]
 fn files_by_url_are_pinned_verified_and_carried() {
     let t = tempfile::tempdir().unwrap();
-    let served = t.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
+    let docroot = t.path().join("served");
+    std::fs::create_dir_all(&docroot).unwrap();
     let firmware = pattern(300_000, 5);
-    std::fs::write(served.join("mi300x.bin"), &firmware).unwrap();
-    let server = HttpServer::start(&served);
+    std::fs::write(docroot.join("mi300x.bin"), &firmware).unwrap();
+    let server = HttpServer::start(&docroot);
     let keys = keygen(&t.path().join("keys"), "build");
     let right = hex(&<sha2::Sha256 as sha2::Digest>::digest(&firmware));
     let spec_with = |dir: &str, sha: &str| {
