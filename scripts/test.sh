@@ -18,6 +18,12 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# Python packages the tests run as real servers and clients.
+if ! python3 -c "import pypiserver" 2>/dev/null; then
+  echo "==> installing pypiserver (pip)"
+  python3 -m pip install -q --disable-pip-version-check pypiserver 2>/dev/null \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages pypiserver
+fi
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
 
 echo "==> cargo fmt --check"

@@ -55,3 +55,121 @@ fn files_by_url_are_pinned_verified_and_carried() {
     airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
     assert_eq!(std::fs::read(root.join("current/files/mi300x.bin")).unwrap(), firmware);
 }
+
+fn helper(name: &str) -> String {
+    repo(&format!("tests/helpers/{name}")).to_str().unwrap().to_owned()
+}
+
+fn make_wheel(dir: &std::path::Path, name: &str, version: &str, tag: &str) -> std::path::PathBuf {
+    let out =
+        run(std::process::Command::new("python3").args([&helper("make_wheel.py"), s(dir), name, version, tag])).ok();
+    std::path::PathBuf::from(out.stdout.trim())
+}
+
+fn wheel_spec(dir: &std::path::Path, index: &str, requirement: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let spec = dir.join("airlock.toml");
+    let body = format!(
+        "[bundle]\nname = \"py\"\nversion = \"1.0.0\"\n\n[[wheel]]\nindex = \"{index}\"\nrequirements = [\"{requirement}\"]\npython = \"3.12\"\nplatforms = [\"any\", \"manylinux_2_28_x86_64\"]\n"
+    );
+    std::fs::write(&spec, body).unwrap();
+    spec
+}
+
+#[test]
+fn wheels_from_pypiserver_are_pinned_carried_and_pip_installs_them_offline() {
+    let t = tempfile::tempdir().unwrap();
+    let pkgs = t.path().join("pkgs");
+    std::fs::create_dir_all(&pkgs).unwrap();
+    let any = make_wheel(&pkgs, "demo_pkg", "1.0.0", "py3-none-any");
+    make_wheel(&pkgs, "demo_pkg", "1.0.0", "cp312-cp312-manylinux_2_28_x86_64");
+    make_wheel(&pkgs, "demo_pkg", "1.0.0", "cp311-cp311-win_amd64");
+    make_wheel(&pkgs, "demo_pkg", "1.1.0", "py3-none-any");
+    let server = HttpServer::spawn(&pkgs, |port| {
+        ["-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", &port.to_string(), "--hash-algo", "sha256", "."]
+            .map(String::from)
+            .to_vec()
+    });
+    let keys = keygen(&t.path().join("keys"), "build");
+    let cache = t.path().join("cache");
+    let with_cache =
+        |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).env("SOURCE_DATE_EPOCH", EPOCH).args(args));
+    let index = format!("{}/simple", server.url);
+
+    // A pin the index lacks lists what it has.
+    let r = with_cache(&["lock", s(&wheel_spec(&t.path().join("missing"), &index, "Demo_Pkg==9.9"))]).code(1);
+    assert!(r.stderr.contains("`demo-pkg==9.9` is not in the index (it has 1.0.0, 1.1.0)"), "{}", r.stderr);
+
+    let spec = wheel_spec(&t.path().join("p"), &index, "Demo_Pkg==1.0.0");
+    with_cache(&["lock", s(&spec)]).ok();
+    let lock = std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap();
+    assert!(lock.contains("demo_pkg-1.0.0-py3-none-any.whl") && lock.contains("manylinux_2_28_x86_64.whl"), "{lock}");
+    assert!(!lock.contains("win_amd64") && !lock.contains("1.1.0"), "filtered by tags and version: {lock}");
+    let bundle = t.path().join("py.airlock");
+    with_cache(&["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let root = t.path().join("site");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    drop(server);
+
+    let simple = root.join("current/wheels/simple");
+    let page = std::fs::read_to_string(simple.join("demo-pkg/index.html")).unwrap();
+    assert!(page.contains("href=\"../../demo_pkg-1.0.0-py3-none-any.whl#sha256="), "{page}");
+    let out = t.path().join("pip-out");
+    let pip = |req: &str| {
+        run(std::process::Command::new("python3").args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--index-url",
+            &format!("file://{}", simple.display()),
+            "-d",
+            s(&out),
+            req,
+        ]))
+    };
+    pip("demo-pkg==1.0.0").ok();
+    assert_eq!(std::fs::read(out.join("demo_pkg-1.0.0-py3-none-any.whl")).unwrap(), std::fs::read(&any).unwrap());
+    assert_ne!(pip("demo-pkg==1.1.0").code, 0, "the newer version is not carried");
+}
+
+#[test]
+fn wheels_from_a_pep691_json_index_and_a_lying_index_is_caught() {
+    let t = tempfile::tempdir().unwrap();
+    let pkgs = t.path().join("pkgs");
+    std::fs::create_dir_all(&pkgs).unwrap();
+    make_wheel(&pkgs, "json_pkg", "2.0", "py3-none-any");
+    make_wheel(&pkgs, "liar", "1.0", "py3-none-any");
+    let script = helper("json_index.py");
+    let server = HttpServer::spawn(&pkgs, |port| {
+        vec![script.clone(), port.to_string(), ".".into(), "--lie".into(), "liar-1.0-py3-none-any.whl".into()]
+    });
+    let keys = keygen(&t.path().join("keys"), "build");
+    let cache = t.path().join("cache");
+    let with_cache =
+        |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).env("SOURCE_DATE_EPOCH", EPOCH).args(args));
+    let index = format!("{}/simple/", server.url);
+    let spec = wheel_spec(&t.path().join("p"), &index, "json-pkg==2.0");
+    let bundle = t.path().join("j.airlock");
+    with_cache(&["build", s(&spec), "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let i = airlock_run(&["inspect", s(&bundle), "--json"]).ok().json();
+    assert_eq!(i["artifacts"][0]["kind"], "wheel");
+    let lock = toml_as_json(&std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap());
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &lock), Vec::<String>::new());
+    let manifest = manifest_member(&bundle);
+    assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
+    assert_eq!(i["artifacts"][0]["filename"], "json_pkg-2.0-py3-none-any.whl");
+
+    let spec = wheel_spec(&t.path().join("q"), &index, "liar==1.0");
+    let out = t.path().join("liar.airlock");
+    let r = with_cache(&["build", s(&spec), "--key", s(&keys.private), "--out", s(&out)]).code(3);
+    assert!(
+        r.stderr.contains("liar-1.0-py3-none-any.whl") && r.stderr.contains("expected sha256 0000"),
+        "{}",
+        r.stderr
+    );
+    assert!(!out.exists());
+    assert_eq!(std::fs::read_dir(cache.join("tmp")).unwrap().count(), 0, "nothing unverified stays");
+}

@@ -65,7 +65,21 @@ pub struct Entry {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Artifact {
     Image(ImageArtifact),
+    Wheel(WheelArtifact),
     File(FileArtifact),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WheelArtifact {
+    /// PEP 503-normalised project name.
+    pub name: String,
+    pub version: String,
+    pub filename: String,
+    pub url: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    pub path: MemberPath,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +130,7 @@ impl Artifact {
     pub fn describe(&self) -> String {
         match self {
             Artifact::File(f) => format!("file {} ({}, {} bytes, sha256 {})", f.name, f.file_kind, f.size, f.sha256),
+            Artifact::Wheel(w) => format!("wheel {}=={} ({}, sha256 {})", w.name, w.version, w.filename, w.sha256),
             Artifact::Image(i) => {
                 let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
                 let extra = if platforms.is_empty() { String::new() } else { format!(", {}", platforms.join(" ")) };
@@ -165,6 +180,7 @@ impl Manifest {
         for a in &self.artifacts {
             let (name, path, sha256, size) = match a {
                 Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
+                Artifact::Wheel(w) => (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size),
                 Artifact::Image(i) => {
                     (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size)
                 }

@@ -63,12 +63,15 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
     } else {
         let mut out = std::io::stdout().lock();
         let verb = if written { "wrote" } else { "up to date:" };
-        let (images, files) = (lock.lock.image.len(), lock.lock.file.len());
-        writeln!(out, "{verb} {} ({images} image(s), {files} file(s) pinned)", path.display())?;
+        let (images, wheels, files) = (lock.lock.image.len(), lock.lock.wheel.len(), lock.lock.file.len());
+        writeln!(out, "{verb} {} ({images} image(s), {wheels} wheel(s), {files} file(s) pinned)", path.display())?;
         for i in &lock.lock.image {
             let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
             let extra = if platforms.is_empty() { String::new() } else { format!("  [{}]", platforms.join(" ")) };
             writeln!(out, "  image {}  sha256:{}{extra}", i.reference, i.digest)?;
+        }
+        for w in &lock.lock.wheel {
+            writeln!(out, "  wheel {}  {} bytes  sha256 {}", w.filename, w.size, w.sha256)?;
         }
         for f in &lock.lock.file {
             writeln!(out, "  file {}  {} bytes  sha256 {}", f.name, f.size, f.sha256)?;

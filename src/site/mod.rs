@@ -14,6 +14,7 @@
 mod activate;
 pub mod registry;
 mod stage;
+mod views;
 
 use std::fs::File;
 use std::io::{self, BufReader};
@@ -146,6 +147,8 @@ fn install_tracked(
         unreachable!("a verified report has a manifest");
     };
 
+    // Views derived from verified content are part of the staged tree, so they appear with it.
+    views::write_wheel_index(staging.path(), &manifest).map_err(io_err(&staging.path().join("wheels/simple")))?;
     let id = bundle_id(&manifest_sha256);
     let bundles = root.join("bundles");
     created.create_dir_all(&bundles).map_err(io_err(&bundles))?;

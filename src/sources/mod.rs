@@ -1,10 +1,11 @@
 //! Sources resolve spec entries to locked entries (a digest and size for every input) and
-//! fetch locked content for packing. One module per kind; this version carries `[[image]]`
-//! entries and `[[file]]` entries with local sources. The other kinds parse (see `spec`) and
-//! are refused here, by line.
+//! fetch locked content for packing. One module per kind; this version carries `[[image]]`,
+//! `[[wheel]]` and `[[file]]` entries. The other kinds parse (see `spec`) and are refused
+//! here, by line.
 
 pub mod file;
 pub mod oci;
+pub mod pypi;
 
 use std::path::PathBuf;
 
@@ -28,6 +29,8 @@ pub enum SourceError {
     Cache(#[from] crate::cache::CacheError),
     #[error(transparent)]
     Http(#[from] crate::fetch::HttpError),
+    #[error(transparent)]
+    Wheel(#[from] pypi::WheelError),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
@@ -71,9 +74,6 @@ pub fn ensure_supported(spec: &SpecFile) -> Result<(), SpecError> {
         kind,
         detail,
     };
-    if let Some(e) = s.wheel.first() {
-        return Err(unsupported(e.span(), "wheel", ""));
-    }
     if let Some(e) = s.deb.first() {
         return Err(unsupported(e.span(), "deb", ""));
     }
@@ -88,6 +88,7 @@ pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Re
     ensure_supported(spec)?;
     let mut lock = Lock::new(resolved_at);
     lock.image = oci::resolve(spec)?;
+    lock.wheel = pypi::resolve(spec, fetch)?;
     for entry in &spec.spec.file {
         lock.file.push(file::resolve(spec, entry.get_ref(), fetch)?);
     }
@@ -98,7 +99,10 @@ pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Re
 /// The artifacts and content members for a spec whose lock covers it.
 pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan, SourceError> {
     ensure_supported(spec)?;
-    let (artifacts, contents) = oci::plan(spec, lock, fetch)?;
+    let (mut artifacts, mut contents) = oci::plan(spec, lock, fetch)?;
+    let (wheel_artifacts, wheel_contents) = pypi::plan(spec, lock, fetch)?;
+    artifacts.extend(wheel_artifacts);
+    contents.extend(wheel_contents);
     let mut plan = Plan { artifacts, contents };
     for entry in &spec.spec.file {
         file::plan(spec, lock, entry.get_ref(), fetch, &mut plan)?;

@@ -22,7 +22,25 @@ pub struct Lock {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image: Vec<LockedImage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wheel: Vec<LockedWheel>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file: Vec<LockedFile>,
+}
+
+/// One wheel file a pinned requirement resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedWheel {
+    pub index: String,
+    /// The requirement as written in the spec.
+    pub requirement: String,
+    /// PEP 503-normalised project name.
+    pub name: String,
+    pub version: String,
+    pub filename: String,
+    pub url: String,
+    pub sha256: Sha256,
+    pub size: u64,
 }
 
 /// An image pinned to the digest its source served for the tag.
@@ -107,13 +125,13 @@ pub struct LockFile {
 
 impl Lock {
     pub fn new(resolved_at: Timestamp) -> Self {
-        Self { version: LOCK_VERSION, resolved_at, image: Vec::new(), file: Vec::new() }
+        Self { version: LOCK_VERSION, resolved_at, image: Vec::new(), wheel: Vec::new(), file: Vec::new() }
     }
 
     /// Why this lock does not cover `spec` exactly, if it does not: an entry missing from
     /// either side, or a source or pinned digest that changed.
     pub fn stale_reason(&self, spec: &Spec) -> Option<String> {
-        if let Some(reason) = self.stale_images(spec) {
+        if let Some(reason) = self.stale_images(spec).or_else(|| self.stale_wheels(spec)) {
             return Some(reason);
         }
         let mut locked: BTreeMap<&str, &LockedFile> = self.file.iter().map(|f| (f.name.as_str(), f)).collect();
@@ -150,6 +168,23 @@ impl Lock {
             }
         }
         locked.first().map(|l| format!("locked image `{}` is no longer in the spec", l.source))
+    }
+
+    fn stale_wheels(&self, spec: &Spec) -> Option<String> {
+        let wanted: std::collections::BTreeSet<(&str, &str)> = spec
+            .wheel
+            .iter()
+            .flat_map(|w| w.get_ref().requirements.iter().map(move |r| (w.get_ref().index.as_str(), r.as_str())))
+            .collect();
+        let locked: std::collections::BTreeSet<(&str, &str)> =
+            self.wheel.iter().map(|w| (w.index.as_str(), w.requirement.as_str())).collect();
+        if let Some((_, r)) = wanted.difference(&locked).next() {
+            return Some(format!("`[[wheel]]` requirement `{r}` is not locked"));
+        }
+        locked
+            .difference(&wanted)
+            .next()
+            .map(|(_, r)| format!("locked wheel requirement `{r}` is no longer in the spec"))
     }
 
     pub fn locked_image(&self, source: &str, tag: Option<&str>) -> Option<&LockedImage> {

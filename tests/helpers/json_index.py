@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""A PEP 691 JSON simple index over a directory of wheels (the form PyPI serves), for tests.
+
+usage: json_index.py PORT DIR [--lie FILENAME]   (--lie: announce a wrong sha256 for FILENAME)
+Serves /simple/<project>/ as application/vnd.pypi.simple.v1+json and /files/<filename>.
+"""
+import hashlib, http.server, json, os, re, sys
+
+port, root = int(sys.argv[1]), sys.argv[2]
+lie = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--lie" else None
+
+
+def normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        parts = [p for p in self.path.split("?")[0].split("/") if p]
+        if len(parts) == 2 and parts[0] == "simple":
+            files = []
+            for f in sorted(os.listdir(root)):
+                if normalize(f.split("-")[0]) == parts[1]:
+                    data = open(os.path.join(root, f), "rb").read()
+                    digest = hashlib.sha256(data).hexdigest() if f != lie else "0" * 64
+                    files.append({"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": digest}, "size": len(data)})
+            if not files:
+                return self.reply(404, b"", "text/plain")
+            body = json.dumps({"meta": {"api-version": "1.1"}, "name": parts[1], "files": files}).encode()
+            return self.reply(200, body, "application/vnd.pypi.simple.v1+json")
+        if len(parts) == 2 and parts[0] == "files" and os.path.exists(os.path.join(root, parts[1])):
+            return self.reply(200, open(os.path.join(root, parts[1]), "rb").read(), "application/octet-stream")
+        self.reply(404, b"", "text/plain")
+
+    def reply(self, code, body, ctype):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
