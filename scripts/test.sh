@@ -19,11 +19,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # Python packages the tests run as real servers and clients.
-if ! python3 -c "import pypiserver" 2>/dev/null; then
-  echo "==> installing pypiserver (pip)"
-  python3 -m pip install -q --disable-pip-version-check pypiserver 2>/dev/null \
-    || python3 -m pip install -q --disable-pip-version-check --break-system-packages pypiserver
-fi
+for module in pypiserver:pypiserver huggingface_hub:huggingface-hub; do
+  if ! python3 -c "import ${module%%:*}" 2>/dev/null; then
+    echo "==> installing ${module##*:} (pip)"
+    python3 -m pip install -q --disable-pip-version-check "${module##*:}" 2>/dev/null \
+      || python3 -m pip install -q --disable-pip-version-check --break-system-packages "${module##*:}"
+  fi
+done
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
 
 echo "==> cargo fmt --check"

@@ -214,14 +214,13 @@ fn spec_errors_exit_2_with_file_and_line() {
 
     std::fs::write(
         &spec,
-        "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n\n[[model]]\nhub = \"http://127.0.0.1:8082\"\nrepo = \"org/tiny\"\n",
+        "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n\n[[deb]]\nrepo = \"http://127.0.0.1:8081/debian\"\nsuite = \"stable\"\ncomponents = [\"main\"]\narch = \"amd64\"\npackages = [\"hello=2.10-3\"]\n",
     )
     .unwrap();
     let r =
         run(airlock().args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&t.path().join("o"))])).code(2);
     assert!(
-        r.stderr.contains("airlock.toml:5:")
-            && r.stderr.contains("`[[model]]` entries are understood but not supported"),
+        r.stderr.contains("airlock.toml:5:") && r.stderr.contains("`[[deb]]` entries are understood but not supported"),
         "{}",
         r.stderr
     );

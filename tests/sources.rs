@@ -173,3 +173,99 @@ fn wheels_from_a_pep691_json_index_and_a_lying_index_is_caught() {
     assert!(!out.exists());
     assert_eq!(std::fs::read_dir(cache.join("tmp")).unwrap().count(), 0, "nothing unverified stays");
 }
+
+fn model_spec(dir: &std::path::Path, hub: &str, files: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let spec = dir.join("airlock.toml");
+    let body = format!(
+        "[bundle]\nname = \"ml\"\nversion = \"1.0.0\"\n\n[[model]]\nhub = \"{hub}\"\nrepo = \"org/tiny-model\"\nrevision = \"main\"\nfiles = [{files}]\n"
+    );
+    std::fs::write(&spec, body).unwrap();
+    spec
+}
+
+#[test]
+fn models_are_pinned_to_a_commit_and_huggingface_hub_loads_them_offline() {
+    let t = tempfile::tempdir().unwrap();
+    let repo_dir = t.path().join("repo");
+    std::fs::create_dir_all(repo_dir.join("tokenizer")).unwrap();
+    std::fs::write(repo_dir.join("config.json"), br#"{"model_type": "tiny", "hidden_size": 8}"#).unwrap();
+    std::fs::write(repo_dir.join("tokenizer/vocab.txt"), b"[PAD]\n[UNK]\nhello\n").unwrap();
+    std::fs::write(repo_dir.join("README.md"), b"# tiny\n").unwrap();
+    let weights = pattern(200_000, 11);
+    std::fs::write(repo_dir.join("model.safetensors"), &weights).unwrap();
+    let script = helper("hub_server.py");
+    let hub = HttpServer::spawn(&repo_dir, |port| {
+        [script.as_str(), &port.to_string(), "org/tiny-model", ".", "--token", "hf_secret", "--lie", "lie.bin"]
+            .map(String::from)
+            .to_vec()
+    });
+    let keys = keygen(&t.path().join("keys"), "build");
+    let cache = t.path().join("cache");
+    let with = |token: Option<&str>, args: &[&str]| {
+        let mut c = airlock();
+        c.env("AIRLOCK_CACHE", &cache).env("SOURCE_DATE_EPOCH", EPOCH).env_remove("HF_TOKEN");
+        if let Some(tok) = token {
+            c.env("HF_TOKEN", tok);
+        }
+        run(c.args(args))
+    };
+    let spec = model_spec(&t.path().join("p"), &hub.url, "\"*.json\", \"*.safetensors\", \"tokenizer/*\"");
+    let r = with(None, &["lock", s(&spec)]).code(1);
+    assert!(
+        r.stderr.contains("HTTP 401") && r.stderr.contains("/api/models/org/tiny-model/revision/main"),
+        "{}",
+        r.stderr
+    );
+    with(Some("hf_secret"), &["lock", s(&spec)]).ok();
+    let lock = std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap();
+    assert!(lock.contains("path = \"model.safetensors\"") && lock.contains("lfs = true"), "{lock}");
+    assert!(lock.contains("path = \"tokenizer/vocab.txt\"") && !lock.contains("README"), "globs filter: {lock}");
+    let commit = lock.lines().find_map(|l| l.strip_prefix("commit = ")).unwrap().trim_matches('"').to_owned();
+
+    let bundle = t.path().join("ml.airlock");
+    with(Some("hf_secret"), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let manifest = manifest_member(&bundle);
+    assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
+    let lock_json = toml_as_json(&lock);
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &lock_json), Vec::<String>::new());
+    let root = t.path().join("site");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    drop(hub);
+
+    let models = root.join("current/models");
+    let load = |file: &str, revision: &str| {
+        let code = format!(
+            "from huggingface_hub import hf_hub_download as d; print(d('org/tiny-model', '{file}', revision='{revision}'))"
+        );
+        let out = run(std::process::Command::new("python3")
+            .env("HF_HUB_OFFLINE", "1")
+            .env("HF_HUB_CACHE", &models)
+            .args(["-c", &code]))
+        .ok();
+        std::fs::read(out.stdout.trim()).unwrap()
+    };
+    assert_eq!(load("model.safetensors", "main"), weights);
+    assert_eq!(load("model.safetensors", &commit), weights);
+    assert_eq!(load("tokenizer/vocab.txt", "main"), b"[PAD]\n[UNK]\nhello\n");
+}
+
+#[test]
+fn a_model_file_that_does_not_match_its_lfs_digest_fails_the_lock() {
+    let t = tempfile::tempdir().unwrap();
+    let repo_dir = t.path().join("repo");
+    std::fs::create_dir_all(&repo_dir).unwrap();
+    std::fs::write(repo_dir.join("lie.bin"), pattern(50_000, 3)).unwrap();
+    let script = helper("hub_server.py");
+    let hub = HttpServer::spawn(&repo_dir, |port| {
+        [script.as_str(), &port.to_string(), "org/tiny-model", ".", "--lie", "lie.bin"].map(String::from).to_vec()
+    });
+    let cache = t.path().join("cache");
+    let spec = model_spec(&t.path().join("p"), &hub.url, "\"*.bin\"");
+    let r = run(airlock().env("AIRLOCK_CACHE", &cache).args(["lock", s(&spec)])).code(3);
+    assert!(r.stderr.contains("lie.bin") && r.stderr.contains("expected sha256 0000"), "{}", r.stderr);
+    assert_eq!(std::fs::read_dir(cache.join("tmp")).unwrap().count(), 0);
+    let spec = model_spec(&t.path().join("q"), &hub.url, "\"*.gguf\"");
+    let r = run(airlock().env("AIRLOCK_CACHE", &cache).args(["lock", s(&spec)])).code(1);
+    assert!(r.stderr.contains("no file matches") && r.stderr.contains("lie.bin"), "{}", r.stderr);
+}

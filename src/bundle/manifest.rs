@@ -66,7 +66,29 @@ pub struct Entry {
 pub enum Artifact {
     Image(ImageArtifact),
     Wheel(WheelArtifact),
+    Model(ModelArtifact),
     File(FileArtifact),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelArtifact {
+    pub hub: String,
+    pub repo: String,
+    pub revision: String,
+    pub commit: String,
+    pub files: Vec<ModelFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFile {
+    /// The path in the repository.
+    pub path: String,
+    /// Where it is in the bundle (`models/ORG/NAME/COMMIT/PATH`).
+    pub member: MemberPath,
+    pub sha256: Sha256,
+    pub size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +152,7 @@ impl Artifact {
     pub fn describe(&self) -> String {
         match self {
             Artifact::File(f) => format!("file {} ({}, {} bytes, sha256 {})", f.name, f.file_kind, f.size, f.sha256),
+            Artifact::Model(m) => format!("model {} at {} ({}, {} files)", m.repo, m.revision, m.commit, m.files.len()),
             Artifact::Wheel(w) => format!("wheel {}=={} ({}, sha256 {})", w.name, w.version, w.filename, w.sha256),
             Artifact::Image(i) => {
                 let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
@@ -178,9 +201,22 @@ impl Manifest {
             }
         }
         for a in &self.artifacts {
+            if let Artifact::Model(m) = a {
+                for f in &m.files {
+                    let listed = self.entries.iter().find(|e| e.path == f.member);
+                    if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
+                        return Err(format!(
+                            "model `{}` file `{}` does not match an entry at `{}`",
+                            m.repo, f.path, f.member
+                        ));
+                    }
+                }
+                continue;
+            }
             let (name, path, sha256, size) = match a {
                 Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
                 Artifact::Wheel(w) => (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size),
+                Artifact::Model(_) => unreachable!("checked above"),
                 Artifact::Image(i) => {
                     (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size)
                 }

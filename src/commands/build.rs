@@ -62,7 +62,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             "bundle_bytes": packed.bytes,
             "images": manifest.artifacts.iter().filter_map(|a| match a {
                 crate::bundle::manifest::Artifact::Image(i) => Some(serde_json::json!({ "reference": i.reference, "digest": format!("sha256:{}", i.digest) })),
-                crate::bundle::manifest::Artifact::File(_) | crate::bundle::manifest::Artifact::Wheel(_) => None,
+                _ => None,
             }).collect::<Vec<_>>(),
             "seconds": seconds,
         }))?;

@@ -1,6 +1,9 @@
 //! Site views derived from a verified staged tree, written before it is renamed into place:
 //! `wheels/simple/` is a PEP 503 index (relative links with `#sha256=` fragments) that pip
-//! uses offline (`--index-url file://…/current/wheels/simple`) or any static web server serves.
+//! uses offline (`--index-url file://…/current/wheels/simple`) or any static web server serves;
+//! `models/models--ORG--NAME/` is the Hugging Face cache layout (`blobs/SHA256` hard links to the
+//! staged files, `snapshots/COMMIT/PATH` links to the blobs, `refs/REVISION` naming the commit),
+//! read by `huggingface_hub` with `HF_HUB_OFFLINE=1 HF_HUB_CACHE=…/current/models`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,6 +11,7 @@ use std::io;
 use std::path::Path;
 
 use crate::bundle::Manifest;
+use crate::bundle::manifest::Artifact;
 use crate::sources::pypi::{normalize, parse_wheel_filename};
 
 fn escape(s: &str) -> String {
@@ -46,4 +50,38 @@ pub fn write_wheel_index(staged: &Path, manifest: &Manifest) -> io::Result<usize
     let root: Vec<(String, String)> = projects.keys().map(|n| (format!("{n}/"), n.clone())).collect();
     std::fs::write(simple.join("index.html"), page("Simple index", &root))?;
     Ok(projects.len())
+}
+
+/// Write the Hugging Face cache view for every model the manifest lists.
+pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
+    let mut count = 0;
+    for a in &manifest.artifacts {
+        let Artifact::Model(m) = a else { continue };
+        let repo_dir = staged.join("models").join(format!("models--{}", m.repo.replace('/', "--")));
+        let blobs = repo_dir.join("blobs");
+        std::fs::create_dir_all(&blobs)?;
+        for f in &m.files {
+            let blob = blobs.join(f.sha256.to_string());
+            if !blob.exists() {
+                std::fs::hard_link(f.member.under(staged), &blob)?;
+            }
+            let pointer = repo_dir.join("snapshots").join(&m.commit).join(&f.path);
+            if let Some(parent) = pointer.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            // snapshots/COMMIT/a/b.json -> ../../../blobs/SHA: up one level per path component.
+            let up = "../".repeat(f.path.split('/').count() + 1);
+            std::os::unix::fs::symlink(format!("{up}blobs/{}", f.sha256), &pointer)?;
+        }
+        // A branch or tag resolves through refs/; a commit revision needs no ref.
+        if m.revision != m.commit {
+            let reference = repo_dir.join("refs").join(&m.revision);
+            if let Some(parent) = reference.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(reference, &m.commit)?;
+        }
+        count += 1;
+    }
+    Ok(count)
 }

@@ -4,6 +4,7 @@
 //! here, by line.
 
 pub mod file;
+pub mod hf;
 pub mod oci;
 pub mod pypi;
 
@@ -31,6 +32,8 @@ pub enum SourceError {
     Http(#[from] crate::fetch::HttpError),
     #[error(transparent)]
     Wheel(#[from] pypi::WheelError),
+    #[error(transparent)]
+    Model(#[from] hf::ModelError),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
@@ -77,9 +80,6 @@ pub fn ensure_supported(spec: &SpecFile) -> Result<(), SpecError> {
     if let Some(e) = s.deb.first() {
         return Err(unsupported(e.span(), "deb", ""));
     }
-    if let Some(e) = s.model.first() {
-        return Err(unsupported(e.span(), "model", ""));
-    }
     Ok(())
 }
 
@@ -89,6 +89,7 @@ pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Re
     let mut lock = Lock::new(resolved_at);
     lock.image = oci::resolve(spec)?;
     lock.wheel = pypi::resolve(spec, fetch)?;
+    lock.model = hf::resolve(spec, fetch)?;
     for entry in &spec.spec.file {
         lock.file.push(file::resolve(spec, entry.get_ref(), fetch)?);
     }
@@ -103,6 +104,9 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan,
     let (wheel_artifacts, wheel_contents) = pypi::plan(spec, lock, fetch)?;
     artifacts.extend(wheel_artifacts);
     contents.extend(wheel_contents);
+    let (model_artifacts, model_contents) = hf::plan(spec, lock, fetch)?;
+    artifacts.extend(model_artifacts);
+    contents.extend(model_contents);
     let mut plan = Plan { artifacts, contents };
     for entry in &spec.spec.file {
         file::plan(spec, lock, entry.get_ref(), fetch, &mut plan)?;

@@ -24,7 +24,32 @@ pub struct Lock {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wheel: Vec<LockedWheel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model: Vec<LockedModel>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file: Vec<LockedFile>,
+}
+
+/// A model repository pinned to a commit, with every chosen file's digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedModel {
+    pub hub: String,
+    pub repo: String,
+    /// The revision as written in the spec (a branch, tag or commit).
+    pub revision: String,
+    pub commit: String,
+    pub files: Vec<LockedModelFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedModelFile {
+    pub path: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    /// Stored with Git LFS upstream (its sha256 came from the hub).
+    #[serde(default)]
+    pub lfs: bool,
 }
 
 /// One wheel file a pinned requirement resolved to.
@@ -125,13 +150,22 @@ pub struct LockFile {
 
 impl Lock {
     pub fn new(resolved_at: Timestamp) -> Self {
-        Self { version: LOCK_VERSION, resolved_at, image: Vec::new(), wheel: Vec::new(), file: Vec::new() }
+        Self {
+            version: LOCK_VERSION,
+            resolved_at,
+            image: Vec::new(),
+            wheel: Vec::new(),
+            model: Vec::new(),
+            file: Vec::new(),
+        }
     }
 
     /// Why this lock does not cover `spec` exactly, if it does not: an entry missing from
     /// either side, or a source or pinned digest that changed.
     pub fn stale_reason(&self, spec: &Spec) -> Option<String> {
-        if let Some(reason) = self.stale_images(spec).or_else(|| self.stale_wheels(spec)) {
+        if let Some(reason) =
+            self.stale_images(spec).or_else(|| self.stale_wheels(spec)).or_else(|| self.stale_models(spec))
+        {
             return Some(reason);
         }
         let mut locked: BTreeMap<&str, &LockedFile> = self.file.iter().map(|f| (f.name.as_str(), f)).collect();
@@ -185,6 +219,19 @@ impl Lock {
             .difference(&wanted)
             .next()
             .map(|(_, r)| format!("locked wheel requirement `{r}` is no longer in the spec"))
+    }
+
+    fn stale_models(&self, spec: &Spec) -> Option<String> {
+        let key =
+            |hub: &str, repo: &str, rev: &str| (hub.trim_end_matches('/').to_owned(), repo.to_owned(), rev.to_owned());
+        let wanted: std::collections::BTreeSet<_> =
+            spec.model.iter().map(toml::Spanned::get_ref).map(|m| key(&m.hub, &m.repo, &m.revision)).collect();
+        let locked: std::collections::BTreeSet<_> =
+            self.model.iter().map(|m| key(&m.hub, &m.repo, &m.revision)).collect();
+        if let Some((_, repo, rev)) = wanted.difference(&locked).next() {
+            return Some(format!("`[[model]]` `{repo}` at `{rev}` is not locked"));
+        }
+        locked.difference(&wanted).next().map(|(_, repo, _)| format!("locked model `{repo}` is no longer in the spec"))
     }
 
     pub fn locked_image(&self, source: &str, tag: Option<&str>) -> Option<&LockedImage> {
