@@ -212,18 +212,12 @@ fn spec_errors_exit_2_with_file_and_line() {
     let r = airlock_run(&["lock", s(&spec)]).code(2);
     assert!(r.stderr.contains("airlock.toml:4:") && r.stderr.contains("unknown field `colour`"), "{}", r.stderr);
 
-    std::fs::write(
-        &spec,
-        "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n\n[[deb]]\nrepo = \"http://127.0.0.1:8081/debian\"\nsuite = \"stable\"\ncomponents = [\"main\"]\narch = \"amd64\"\npackages = [\"hello=2.10-3\"]\n",
-    )
-    .unwrap();
+    // An invalid entry of any kind points at its line (here an image reference without a tag).
+    std::fs::write(&spec, "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n\n[[image]]\nref = \"127.0.0.1:5000/x\"\n")
+        .unwrap();
     let r =
         run(airlock().args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&t.path().join("o"))])).code(2);
-    assert!(
-        r.stderr.contains("airlock.toml:5:") && r.stderr.contains("`[[deb]]` entries are understood but not supported"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("airlock.toml:5:") && r.stderr.contains("invalid image reference"), "{}", r.stderr);
 
     let r = airlock_run(&["lock", s(&t.path().join("missing.toml"))]).code(1);
     assert!(r.stderr.contains("missing.toml"), "{}", r.stderr);

@@ -66,8 +66,22 @@ pub struct Entry {
 pub enum Artifact {
     Image(ImageArtifact),
     Wheel(WheelArtifact),
+    Deb(DebArtifact),
     Model(ModelArtifact),
     File(FileArtifact),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DebArtifact {
+    pub name: String,
+    pub version: String,
+    pub architecture: String,
+    pub repo: String,
+    pub suite: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    pub path: MemberPath,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +166,7 @@ impl Artifact {
     pub fn describe(&self) -> String {
         match self {
             Artifact::File(f) => format!("file {} ({}, {} bytes, sha256 {})", f.name, f.file_kind, f.size, f.sha256),
+            Artifact::Deb(d) => format!("deb {}={} ({}, sha256 {})", d.name, d.version, d.architecture, d.sha256),
             Artifact::Model(m) => format!("model {} at {} ({}, {} files)", m.repo, m.revision, m.commit, m.files.len()),
             Artifact::Wheel(w) => format!("wheel {}=={} ({}, sha256 {})", w.name, w.version, w.filename, w.sha256),
             Artifact::Image(i) => {
@@ -216,6 +231,7 @@ impl Manifest {
             let (name, path, sha256, size) = match a {
                 Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
                 Artifact::Wheel(w) => (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size),
+                Artifact::Deb(d) => (d.name.as_str(), d.path.as_str().to_owned(), d.sha256, d.size),
                 Artifact::Model(_) => unreachable!("checked above"),
                 Artifact::Image(i) => {
                     (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size)

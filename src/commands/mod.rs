@@ -77,6 +77,7 @@ fn source_code(e: &SourceError) -> u8 {
         SourceError::Cache(cache) => {
             matches!(cache, CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. })
         }
+        SourceError::Deb(deb) => deb.is_verification(),
         _ => false,
     };
     match e {

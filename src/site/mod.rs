@@ -150,6 +150,7 @@ fn install_tracked(
     // Views derived from verified content are part of the staged tree, so they appear with it.
     views::write_wheel_index(staging.path(), &manifest).map_err(io_err(&staging.path().join("wheels/simple")))?;
     views::write_hf_cache(staging.path(), &manifest).map_err(io_err(&staging.path().join("models")))?;
+    views::write_apt_repo(staging.path(), &manifest).map_err(io_err(&staging.path().join("debs")))?;
     let id = bundle_id(&manifest_sha256);
     let bundles = root.join("bundles");
     created.create_dir_all(&bundles).map_err(io_err(&bundles))?;

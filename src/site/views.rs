@@ -3,7 +3,9 @@
 //! uses offline (`--index-url file://…/current/wheels/simple`) or any static web server serves;
 //! `models/models--ORG--NAME/` is the Hugging Face cache layout (`blobs/SHA256` hard links to the
 //! staged files, `snapshots/COMMIT/PATH` links to the blobs, `refs/REVISION` naming the commit),
-//! read by `huggingface_hub` with `HF_HUB_OFFLINE=1 HF_HUB_CACHE=…/current/models`.
+//! read by `huggingface_hub` with `HF_HUB_OFFLINE=1 HF_HUB_CACHE=…/current/models`;
+//! `debs/` becomes a flat apt repository (`Packages`, `Packages.gz`, `Release`) for
+//! `deb [trusted=yes] file:/…/current/debs ./`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -84,4 +86,36 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
         count += 1;
     }
     Ok(count)
+}
+
+/// Turn the staged `debs/` (the carried `Packages` and pool) into a flat apt repository.
+pub fn write_apt_repo(staged: &Path, manifest: &Manifest) -> io::Result<bool> {
+    let debs = staged.join("debs");
+    let packages = debs.join("Packages");
+    if !packages.is_file() {
+        return Ok(false);
+    }
+    let text = std::fs::read(&packages)?;
+    // Deterministic gzip: no name, no mtime.
+    let mut gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut gz, &text)?;
+    let gz = gz.finish()?;
+    std::fs::write(debs.join("Packages.gz"), &gz)?;
+    let date = time::OffsetDateTime::from_unix_timestamp(i64::try_from(manifest.created.unix()).unwrap_or(0))
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc2822).ok())
+        .unwrap_or_default();
+    let line =
+        |bytes: &[u8], name: &str| format!(" {} {} {name}\n", crate::digest::Sha256::of_bytes(bytes), bytes.len());
+    let release = format!(
+        "Origin: airlock\nLabel: {}\nVersion: {}\nDate: {date}\nDescription: packages carried by airlock bundle {} {}\nSHA256:\n{}{}",
+        manifest.name,
+        manifest.version,
+        manifest.name,
+        manifest.version,
+        line(&text, "Packages"),
+        line(&gz, "Packages.gz")
+    );
+    std::fs::write(debs.join("Release"), release)?;
+    Ok(true)
 }

@@ -1,8 +1,8 @@
 //! Sources resolve spec entries to locked entries (a digest and size for every input) and
-//! fetch locked content for packing. One module per kind; this version carries `[[image]]`,
-//! `[[wheel]]` and `[[file]]` entries. The other kinds parse (see `spec`) and are refused
-//! here, by line.
+//! fetch locked content for packing: one module per kind (`oci` images, `pypi` wheels, `apt`
+//! Debian packages, `hf` models, `file` files), all downloading through `crate::fetch`.
 
+pub mod apt;
 pub mod file;
 pub mod hf;
 pub mod oci;
@@ -34,6 +34,8 @@ pub enum SourceError {
     Wheel(#[from] pypi::WheelError),
     #[error(transparent)]
     Model(#[from] hf::ModelError),
+    #[error(transparent)]
+    Deb(#[from] apt::DebError),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
@@ -68,28 +70,13 @@ pub struct Plan {
     pub contents: Vec<Content>,
 }
 
-/// Refuse entry kinds this version cannot fetch, naming the line of the first one.
-pub fn ensure_supported(spec: &SpecFile) -> Result<(), SpecError> {
-    let s = &spec.spec;
-    let unsupported = |span: std::ops::Range<usize>, kind, detail| SpecError::Unsupported {
-        path: spec.path.clone(),
-        line: spec.line_of(&span),
-        kind,
-        detail,
-    };
-    if let Some(e) = s.deb.first() {
-        return Err(unsupported(e.span(), "deb", ""));
-    }
-    Ok(())
-}
-
 /// Resolve every entry of the spec: hash what it names and pin it.
 pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Result<Lock, SourceError> {
-    ensure_supported(spec)?;
     let mut lock = Lock::new(resolved_at);
     lock.image = oci::resolve(spec)?;
     lock.wheel = pypi::resolve(spec, fetch)?;
     lock.model = hf::resolve(spec, fetch)?;
+    lock.deb = apt::resolve(spec, fetch)?;
     for entry in &spec.spec.file {
         lock.file.push(file::resolve(spec, entry.get_ref(), fetch)?);
     }
@@ -99,7 +86,6 @@ pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Re
 
 /// The artifacts and content members for a spec whose lock covers it.
 pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan, SourceError> {
-    ensure_supported(spec)?;
     let (mut artifacts, mut contents) = oci::plan(spec, lock, fetch)?;
     let (wheel_artifacts, wheel_contents) = pypi::plan(spec, lock, fetch)?;
     artifacts.extend(wheel_artifacts);
@@ -107,6 +93,9 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan,
     let (model_artifacts, model_contents) = hf::plan(spec, lock, fetch)?;
     artifacts.extend(model_artifacts);
     contents.extend(model_contents);
+    let (deb_artifacts, deb_contents) = apt::plan(spec, lock, fetch)?;
+    artifacts.extend(deb_artifacts);
+    contents.extend(deb_contents);
     let mut plan = Plan { artifacts, contents };
     for entry in &spec.spec.file {
         file::plan(spec, lock, entry.get_ref(), fetch, &mut plan)?;

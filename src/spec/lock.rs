@@ -24,9 +24,30 @@ pub struct Lock {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wheel: Vec<LockedWheel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deb: Vec<LockedDeb>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model: Vec<LockedModel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file: Vec<LockedFile>,
+}
+
+/// A Debian package pinned to the file its signed repository index names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedDeb {
+    pub repo: String,
+    pub suite: String,
+    pub arch: String,
+    /// `name=version` as written in the spec.
+    pub package: String,
+    /// The package's own `Architecture` (the spec's arch, or `all`).
+    pub architecture: String,
+    /// The upstream `Filename` (`pool/…`).
+    pub filename: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    /// The upstream `Packages` stanza, verbatim.
+    pub stanza: String,
 }
 
 /// A model repository pinned to a commit, with every chosen file's digest.
@@ -155,6 +176,7 @@ impl Lock {
             resolved_at,
             image: Vec::new(),
             wheel: Vec::new(),
+            deb: Vec::new(),
             model: Vec::new(),
             file: Vec::new(),
         }
@@ -163,9 +185,8 @@ impl Lock {
     /// Why this lock does not cover `spec` exactly, if it does not: an entry missing from
     /// either side, or a source or pinned digest that changed.
     pub fn stale_reason(&self, spec: &Spec) -> Option<String> {
-        if let Some(reason) =
-            self.stale_images(spec).or_else(|| self.stale_wheels(spec)).or_else(|| self.stale_models(spec))
-        {
+        let kinds = [Self::stale_images, Self::stale_wheels, Self::stale_debs, Self::stale_models];
+        if let Some(reason) = kinds.iter().find_map(|check| check(self, spec)) {
             return Some(reason);
         }
         let mut locked: BTreeMap<&str, &LockedFile> = self.file.iter().map(|f| (f.name.as_str(), f)).collect();
@@ -219,6 +240,21 @@ impl Lock {
             .difference(&wanted)
             .next()
             .map(|(_, r)| format!("locked wheel requirement `{r}` is no longer in the spec"))
+    }
+
+    fn stale_debs(&self, spec: &Spec) -> Option<String> {
+        let wanted: std::collections::BTreeSet<(String, String, String, String)> = spec
+            .deb
+            .iter()
+            .map(toml::Spanned::get_ref)
+            .flat_map(|d| d.packages.iter().map(move |p| (d.repo.clone(), d.suite.clone(), d.arch.clone(), p.clone())))
+            .collect();
+        let locked: std::collections::BTreeSet<(String, String, String, String)> =
+            self.deb.iter().map(|d| (d.repo.clone(), d.suite.clone(), d.arch.clone(), d.package.clone())).collect();
+        if let Some((_, _, _, p)) = wanted.difference(&locked).next() {
+            return Some(format!("`[[deb]]` package `{p}` is not locked"));
+        }
+        locked.difference(&wanted).next().map(|(_, _, _, p)| format!("locked package `{p}` is no longer in the spec"))
     }
 
     fn stale_models(&self, spec: &Spec) -> Option<String> {

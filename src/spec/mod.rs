@@ -222,11 +222,6 @@ pub enum SpecError {
     Parse { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{}:{line}: {message}", path.display())]
     Invalid { path: PathBuf, line: usize, message: String },
-    #[error(
-        "{}:{line}: `[[{kind}]]` entries are understood but not supported by this version of airlock yet{detail}",
-        path.display()
-    )]
-    Unsupported { path: PathBuf, line: usize, kind: &'static str, detail: &'static str },
 }
 
 /// A parsed spec with what is needed to point back into its text.

@@ -1,0 +1,336 @@
+//! `[[deb]]` entries: packages from an apt repository. `InRelease` (or `Release` +
+//! `Release.gpg`) is verified against the spec's keyring with `OpenPGP` (the `pgp` crate); the
+//! `Packages` index is verified by the Release's SHA256 and size; each pinned `name=version`
+//! for `arch` (or `all`) is downloaded and verified by its SHA256 and Size. An unsigned
+//! repository is refused unless the spec says `allow_unsigned = true`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
+
+use super::{Content, SourceError};
+use crate::bundle::MemberPath;
+use crate::bundle::manifest::{Artifact, DebArtifact};
+use crate::digest::Sha256;
+use crate::fetch::{Fetch, Http, HttpError, runtime};
+use crate::spec::lock::{LockFile, LockedDeb};
+use crate::spec::{DebSpec, SpecFile};
+
+const MAX_INDEX: u64 = 256 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DebError {
+    #[error("keyring `{}`: {detail}", path.display())]
+    Keyring { path: PathBuf, detail: String },
+    #[error("{url}: the signature does not verify with keyring `{}` ({detail})", keyring.display())]
+    Signature { url: String, keyring: PathBuf, detail: String },
+    #[error("{repo}: suite `{suite}` is unsigned and the spec does not say `allow_unsigned = true`")]
+    Unsigned { repo: String, suite: String },
+    #[error("{repo}: `[[deb]]` needs `keyring` to verify the repository (or `allow_unsigned = true`)")]
+    NoKeyring { repo: String },
+    #[error("{url}: {detail}")]
+    Index { url: String, detail: String },
+    #[error("{url}: expected {what} {expected}, got {actual}")]
+    Mismatch { url: String, what: &'static str, expected: String, actual: String },
+    #[error("{repo} {suite}: `{package}` for {arch} is not in the repository ({available})")]
+    NotFound { repo: String, suite: String, package: String, arch: String, available: String },
+}
+
+impl DebError {
+    /// A signature or digest that does not hold (exit 3).
+    pub fn is_verification(&self) -> bool {
+        matches!(self, DebError::Signature { .. } | DebError::Unsigned { .. } | DebError::Mismatch { .. })
+    }
+}
+
+/// Deb822 paragraphs: `Field: value` lines, continuation lines starting with a space.
+/// Hand-written: the format is a few lines of grammar, and the crates for it pull far more.
+pub fn paragraphs(text: &str) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut out = Vec::new();
+    for block in text.split("\n\n").map(|b| b.trim_matches('\n')).filter(|b| !b.trim().is_empty()) {
+        let mut fields: BTreeMap<String, String> = BTreeMap::new();
+        let mut last: Option<String> = None;
+        for line in block.lines() {
+            if line.starts_with([' ', '\t']) {
+                if let Some(key) = &last {
+                    let v = fields.entry(key.clone()).or_default();
+                    v.push('\n');
+                    v.push_str(line.trim());
+                }
+            } else if let Some((k, v)) = line.split_once(':') {
+                last = Some(k.trim().to_owned());
+                fields.insert(k.trim().to_owned(), v.trim().to_owned());
+            }
+        }
+        out.push((block.to_owned(), fields));
+    }
+    out
+}
+
+/// The `SHA256` section of a Release file: path -> (digest, size).
+fn release_sha256(release: &BTreeMap<String, String>) -> BTreeMap<String, (String, u64)> {
+    release
+        .get("SHA256")
+        .map(|v| {
+            v.lines()
+                .filter_map(|l| {
+                    let mut it = l.split_whitespace();
+                    let (hash, size, path) = (it.next()?, it.next()?.parse().ok()?, it.next()?);
+                    Some((path.to_owned(), (hash.to_owned(), size)))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn load_keyring(path: &Path) -> Result<Vec<SignedPublicKey>, DebError> {
+    let bad = |detail: String| DebError::Keyring { path: path.to_owned(), detail };
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let (keys, _) = SignedPublicKey::from_reader_many(std::io::BufReader::new(file)).map_err(|e| bad(e.to_string()))?;
+    let keys: Vec<SignedPublicKey> = keys.collect::<Result<_, _>>().map_err(|e| bad(e.to_string()))?;
+    if keys.is_empty() {
+        return Err(bad("holds no OpenPGP public key".into()));
+    }
+    Ok(keys)
+}
+
+/// The keyring a spec entry names (relative to the spec), if any.
+struct Keyring {
+    path: PathBuf,
+    keys: Vec<SignedPublicKey>,
+}
+
+impl Keyring {
+    /// Whether any key of the keyring, primary or subkey, made the signature: repositories
+    /// often sign with a subkey. (Two closures: the two key types share no object-safe trait.)
+    fn verifies(&self, primary: impl Fn(&SignedPublicKey) -> bool, sub: impl Fn(&SignedPublicSubKey) -> bool) -> bool {
+        self.keys.iter().any(|k| primary(k) || k.public_subkeys.iter().any(&sub))
+    }
+
+    fn refuse(&self, url: String) -> DebError {
+        DebError::Signature { url, keyring: self.path.clone(), detail: "no key in it made this signature".into() }
+    }
+}
+
+/// The verified text of the suite's Release file: `InRelease` if the repository has it, else
+/// `Release` with `Release.gpg`. `allow_unsigned` skips the check (logged loudly).
+async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, SourceError> {
+    let repo = entry.repo.trim_end_matches('/');
+    let dist = format!("{repo}/dists/{}", entry.suite);
+    let keyring = match &entry.keyring {
+        Some(k) => Some(Keyring { path: base.join(k), keys: load_keyring(&base.join(k))? }),
+        None if entry.allow_unsigned => None,
+        None => return Err(DebError::NoKeyring { repo: repo.to_owned() }.into()),
+    };
+    let unsigned_warning = || tracing::warn!("{dist}: allow_unsigned = true: the Release signature is NOT checked");
+    let in_release = format!("{dist}/InRelease");
+    match http.fetch_small(&in_release, "*/*", None, MAX_INDEX).await {
+        Ok((bytes, _)) => {
+            let bad = |detail: String| DebError::Index { url: in_release.clone(), detail };
+            let text = String::from_utf8(bytes).map_err(|e| bad(e.to_string()))?;
+            let (msg, _) =
+                CleartextSignedMessage::from_string(&text).map_err(|e| bad(format!("not clearsigned: {e}")))?;
+            match &keyring {
+                Some(k) if !k.verifies(|p| msg.verify(p).is_ok(), |sk| msg.verify(sk).is_ok()) => {
+                    return Err(k.refuse(in_release).into());
+                }
+                Some(_) => {}
+                None => unsigned_warning(),
+            }
+            Ok(msg.text().to_owned())
+        }
+        Err(HttpError::Status { status: 404, .. }) => {
+            let url = format!("{dist}/Release");
+            let (bytes, _) = http.fetch_small(&url, "*/*", None, MAX_INDEX).await?;
+            if let Some(k) = &keyring {
+                let sig_url = format!("{dist}/Release.gpg");
+                let sig_bytes = match http.fetch_small(&sig_url, "*/*", None, 1 << 20).await {
+                    Ok((b, _)) => b,
+                    Err(HttpError::Status { status: 404, .. }) => {
+                        return Err(DebError::Unsigned { repo: repo.to_owned(), suite: entry.suite.clone() }.into());
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                let (sig, _) = DetachedSignature::from_reader_single(sig_bytes.as_slice())
+                    .map_err(|e| DebError::Index { url: sig_url.clone(), detail: e.to_string() })?;
+                if !k.verifies(|p| sig.verify(p, &bytes).is_ok(), |sk| sig.verify(sk, &bytes).is_ok()) {
+                    return Err(k.refuse(sig_url).into());
+                }
+            } else {
+                unsigned_warning();
+            }
+            String::from_utf8(bytes).map_err(|e| DebError::Index { url, detail: e.to_string() }.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The Packages index of one component, verified by the Release's SHA256 and size.
+async fn packages(
+    http: &Http,
+    entry: &DebSpec,
+    release: &BTreeMap<String, (String, u64)>,
+    component: &str,
+) -> Result<String, SourceError> {
+    let repo = entry.repo.trim_end_matches('/');
+    let base = format!("{component}/binary-{}/Packages", entry.arch);
+    for (suffix, gz) in [("", false), (".gz", true)] {
+        let name = format!("{base}{suffix}");
+        let Some((hash, size)) = release.get(&name) else { continue };
+        let url = format!("{repo}/dists/{}/{name}", entry.suite);
+        let (bytes, _) = http.fetch_small(&url, "*/*", None, MAX_INDEX).await?;
+        let actual = Sha256::of_bytes(&bytes).to_string();
+        if &actual != hash || bytes.len() as u64 != *size {
+            return Err(DebError::Mismatch {
+                url,
+                what: "sha256/size",
+                expected: format!("{hash}/{size}"),
+                actual: format!("{actual}/{}", bytes.len()),
+            }
+            .into());
+        }
+        let mut text = String::new();
+        if gz {
+            flate2::read::GzDecoder::new(bytes.as_slice())
+                .take(MAX_INDEX)
+                .read_to_string(&mut text)
+                .map_err(|e| DebError::Index { url, detail: e.to_string() })?;
+        } else {
+            text = String::from_utf8(bytes).map_err(|e| DebError::Index { url, detail: e.to_string() })?;
+        }
+        return Ok(text);
+    }
+    Err(DebError::Index {
+        url: format!("{repo}/dists/{}/Release", entry.suite),
+        detail: format!("lists neither `{base}` nor `{base}.gz`"),
+    }
+    .into())
+}
+
+pub fn resolve(spec: &SpecFile, fetch: &Fetch<'_>) -> Result<Vec<LockedDeb>, SourceError> {
+    if spec.spec.deb.is_empty() {
+        return Ok(Vec::new());
+    }
+    let http = Http::new()?;
+    let rt = runtime().map_err(SourceError::Runtime)?;
+    let mut out = Vec::new();
+    for entry in &spec.spec.deb {
+        out.extend(rt.block_on(resolve_entry(&http, entry.get_ref(), spec.base_dir(), fetch))?);
+    }
+    Ok(out)
+}
+
+async fn resolve_entry(
+    http: &Http,
+    entry: &DebSpec,
+    base: &Path,
+    fetch: &Fetch<'_>,
+) -> Result<Vec<LockedDeb>, SourceError> {
+    let repo = entry.repo.trim_end_matches('/');
+    let text = release(http, entry, base).await?;
+    let fields = paragraphs(&text).into_iter().next().map(|(_, f)| f).unwrap_or_default();
+    let sums = release_sha256(&fields);
+    let mut stanzas = Vec::new();
+    for component in &entry.components {
+        stanzas.extend(paragraphs(&packages(http, entry, &sums, component).await?));
+    }
+    let mut out = Vec::new();
+    for wanted in &entry.packages {
+        let (name, version) = wanted.split_once('=').unwrap_or((wanted, ""));
+        let arch_ok =
+            |f: &BTreeMap<String, String>| f.get("Architecture").is_some_and(|a| a == &entry.arch || a == "all");
+        let found = stanzas.iter().find(|(_, f)| {
+            f.get("Package").is_some_and(|p| p == name) && f.get("Version").is_some_and(|v| v == version) && arch_ok(f)
+        });
+        let Some((stanza, f)) = found else {
+            let versions: BTreeSet<String> = stanzas
+                .iter()
+                .filter(|(_, f)| f.get("Package").is_some_and(|p| p == name) && arch_ok(f))
+                .filter_map(|(_, f)| f.get("Version").cloned())
+                .collect();
+            let available = if versions.is_empty() {
+                "no such package".to_owned()
+            } else {
+                format!("it has {}", versions.into_iter().collect::<Vec<_>>().join(", "))
+            };
+            return Err(DebError::NotFound {
+                repo: repo.to_owned(),
+                suite: entry.suite.clone(),
+                package: wanted.clone(),
+                arch: entry.arch.clone(),
+                available,
+            }
+            .into());
+        };
+        let field = |k: &str| {
+            f.get(k).cloned().ok_or_else(|| DebError::Index {
+                url: repo.to_owned(),
+                detail: format!("`{wanted}` has no `{k}` field"),
+            })
+        };
+        let filename = field("Filename")?;
+        let size: u64 = field("Size")?
+            .parse()
+            .map_err(|_| DebError::Index { url: repo.to_owned(), detail: format!("`{wanted}`: bad Size") })?;
+        let sha256: Sha256 = field("SHA256")?.parse().map_err(|e: crate::digest::DigestParseError| {
+            DebError::Index { url: repo.to_owned(), detail: e.to_string() }
+        })?;
+        MemberPath::new(format!("debs/{filename}"))
+            .map_err(|e| DebError::Index { url: repo.to_owned(), detail: e.to_string() })?;
+        let url = format!("{repo}/{filename}");
+        http.download(&url, sha256, Some(size), None, fetch, &format!("deb {wanted}")).await?;
+        out.push(LockedDeb {
+            repo: entry.repo.clone(),
+            suite: entry.suite.clone(),
+            arch: entry.arch.clone(),
+            package: wanted.clone(),
+            architecture: field("Architecture")?,
+            filename,
+            sha256,
+            size,
+            stanza: format!("{}\n", stanza.trim_end()),
+        });
+    }
+    Ok(out)
+}
+
+/// Every locked package (downloaded into the cache if needed) and `debs/Packages` with the
+/// upstream stanzas of exactly those files.
+pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<Artifact>, Vec<Content>), SourceError> {
+    if spec.spec.deb.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let http = Http::new()?;
+    let rt = runtime().map_err(SourceError::Runtime)?;
+    let mut artifacts = Vec::new();
+    let mut contents = Vec::new();
+    let mut debs: Vec<&LockedDeb> = lock.lock.deb.iter().collect();
+    debs.sort_by(|a, b| a.filename.cmp(&b.filename));
+    for d in &debs {
+        let url = format!("{}/{}", d.repo.trim_end_matches('/'), d.filename);
+        let what = format!("deb {}", d.package);
+        let origin = rt.block_on(http.download(&url, d.sha256, Some(d.size), None, fetch, &what))?;
+        let path = MemberPath::new(format!("debs/{}", d.filename))
+            .map_err(|e| DebError::Index { url: url.clone(), detail: e.to_string() })?;
+        let (name, version) = d.package.split_once('=').unwrap_or((&d.package, ""));
+        artifacts.push(Artifact::Deb(DebArtifact {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            architecture: d.architecture.clone(),
+            repo: d.repo.clone(),
+            suite: d.suite.clone(),
+            sha256: d.sha256,
+            size: d.size,
+            path: path.clone(),
+        }));
+        contents.push(Content { path, size: d.size, sha256: d.sha256, origin, what });
+    }
+    let index: String = debs.iter().map(|d| d.stanza.as_str()).collect::<Vec<_>>().join("\n");
+    let digest = Sha256::of_bytes(index.as_bytes());
+    let origin = fetch.cache.put(digest, Some(index.len() as u64), "debs/Packages", index.as_bytes())?;
+    let path = MemberPath::new("debs/Packages").expect("a valid member path");
+    contents.push(Content { path, size: index.len() as u64, sha256: digest, origin, what: "debs/Packages".into() });
+    Ok((artifacts, contents))
+}

@@ -1,0 +1,140 @@
+//! Debian packages from a signed apt repository built here (dpkg-deb, apt-ftparchive, gpg),
+//! served by `python3 -m http.server`, consumed on site by apt-get with private state.
+
+mod common;
+#[path = "common/http.rs"]
+mod http;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use http::HttpServer;
+
+struct Repo {
+    dir: tempfile::TempDir,
+    server: HttpServer,
+}
+
+fn signed_repo() -> Repo {
+    let dir = tempfile::tempdir().unwrap();
+    run(Command::new("bash").args([s(&repo("tests/helpers/make_apt_repo.sh")), s(dir.path())])).ok();
+    let server = HttpServer::start(&dir.path().join("repo"));
+    Repo { dir, server }
+}
+
+fn deb_spec(dir: &Path, url: &str, packages: &str, keyring: Option<&Path>, extra: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let keyring = keyring.map(|k| format!("keyring = \"{}\"\n", k.display())).unwrap_or_default();
+    let body = format!(
+        "[bundle]\nname = \"debs\"\nversion = \"1.0.0\"\n\n[[deb]]\nrepo = \"{url}\"\nsuite = \"stable\"\ncomponents = [\"main\"]\narch = \"amd64\"\npackages = [{packages}]\n{keyring}{extra}"
+    );
+    let spec = dir.join("airlock.toml");
+    std::fs::write(&spec, body).unwrap();
+    spec
+}
+
+#[test]
+fn debs_from_a_signed_repository_are_carried_and_apt_installs_them_offline() {
+    let r = signed_repo();
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let cache = t.path().join("cache");
+    let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).env("SOURCE_DATE_EPOCH", EPOCH).args(args));
+    let keyring = r.dir.path().join("keyring.asc");
+
+    let spec = deb_spec(
+        &t.path().join("p"),
+        &r.server.url,
+        "\"hello-airlock=2.10-3\", \"airlock-docs=1.0\"",
+        Some(&keyring),
+        "",
+    );
+    with(&["lock", s(&spec)]).ok();
+    let lock = std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap();
+    assert!(lock.contains("hello-airlock_2.10-3_amd64.deb") && lock.contains("airlock-docs_1.0_all.deb"), "{lock}");
+    assert!(!lock.contains("2.11-1"), "the pinned version only: {lock}");
+    let lock_json = toml_as_json(&lock);
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &lock_json), Vec::<String>::new());
+
+    let bundle = t.path().join("debs.airlock");
+    with(&["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let manifest = manifest_member(&bundle);
+    assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
+    let root = t.path().join("site");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    drop(r);
+
+    // apt-get, with private state, updates from and downloads out of the site view.
+    let apt = t.path().join("apt");
+    for d in ["state/lists/partial", "cache/archives/partial", "etc/sources.list.d", "etc/preferences.d", "out"] {
+        std::fs::create_dir_all(apt.join(d)).unwrap();
+    }
+    std::fs::write(apt.join("state/status"), "").unwrap();
+    let debs = root.join("current/debs");
+    std::fs::write(apt.join("etc/sources.list"), format!("deb [trusted=yes] file:{} ./\n", debs.display())).unwrap();
+    let apt_get = |args: &[&str]| {
+        let opts = [
+            format!("Dir::State={}", apt.join("state").display()),
+            format!("Dir::State::status={}", apt.join("state/status").display()),
+            format!("Dir::Cache={}", apt.join("cache").display()),
+            format!("Dir::Etc::SourceList={}", apt.join("etc/sources.list").display()),
+            format!("Dir::Etc::SourceParts={}", apt.join("etc/sources.list.d").display()),
+            format!("Dir::Etc::Preferences={}", apt.join("etc/preferences").display()),
+            format!("Dir::Etc::PreferencesParts={}", apt.join("etc/preferences.d").display()),
+            "APT::Architecture=amd64".to_owned(),
+            "Debug::NoLocking=1".to_owned(),
+        ];
+        let mut cmd = Command::new("apt-get");
+        cmd.current_dir(apt.join("out"));
+        for o in &opts {
+            cmd.args(["-o", o]);
+        }
+        run(cmd.args(args))
+    };
+    apt_get(&["update"]).ok();
+    apt_get(&["download", "hello-airlock=2.10-3", "airlock-docs"]).ok();
+    let got = apt.join("out/hello-airlock_2.10-3_amd64.deb");
+    assert_eq!(sha256_file(&got), sha256_file(&debs.join("pool/main/h/hello-airlock/hello-airlock_2.10-3_amd64.deb")));
+    assert!(apt.join("out/airlock-docs_1.0_all.deb").is_file());
+}
+
+#[test]
+fn a_repository_signed_by_another_key_or_unsigned_is_refused() {
+    let r = signed_repo();
+    let t = tempfile::tempdir().unwrap();
+    let cache = t.path().join("cache");
+    let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).args(args));
+    let pkg = "\"hello-airlock=2.10-3\"";
+
+    let other = r.dir.path().join("other.asc");
+    let spec = deb_spec(&t.path().join("other"), &r.server.url, pkg, Some(&other), "");
+    let out = with(&["lock", s(&spec)]).code(3);
+    assert!(
+        out.stderr.contains("InRelease") && out.stderr.contains("does not verify") && out.stderr.contains("other.asc"),
+        "{}",
+        out.stderr
+    );
+
+    let spec = deb_spec(&t.path().join("nokey"), &r.server.url, pkg, None, "");
+    let out = with(&["lock", s(&spec)]).code(1);
+    assert!(out.stderr.contains("needs `keyring`"), "{}", out.stderr);
+
+    let keyring = r.dir.path().join("keyring.asc");
+    // A pin the repository lacks lists what it has.
+    let spec = deb_spec(&t.path().join("missing"), &r.server.url, "\"hello-airlock=9.9\"", Some(&keyring), "");
+    let out = with(&["lock", s(&spec)]).code(1);
+    assert!(out.stderr.contains("it has 2.10-3, 2.11-1"), "{}", out.stderr);
+
+    // Without InRelease, Release + Release.gpg are checked; without Release.gpg it is unsigned.
+    let dists = r.dir.path().join("repo/dists/stable");
+    std::fs::remove_file(dists.join("InRelease")).unwrap();
+    let spec = deb_spec(&t.path().join("detached"), &r.server.url, pkg, Some(&keyring), "");
+    with(&["lock", s(&spec)]).ok();
+    std::fs::remove_file(dists.join("Release.gpg")).unwrap();
+    let out = with(&["lock", s(&spec)]).code(3);
+    assert!(out.stderr.contains("unsigned") && out.stderr.contains("allow_unsigned"), "{}", out.stderr);
+    let spec = deb_spec(&t.path().join("unsigned"), &r.server.url, pkg, None, "allow_unsigned = true\n");
+    let out = with(&["lock", s(&spec)]).ok();
+    assert!(out.stderr.contains("allow_unsigned = true"), "the exception is logged: {}", out.stderr);
+}
