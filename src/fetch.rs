@@ -230,3 +230,32 @@ impl Http {
         download(fetch.cache, digest, size, what, fetch.reporter, open).await
     }
 }
+
+/// One file to download by URL.
+pub struct Wanted {
+    pub url: String,
+    pub sha256: Sha256,
+    pub size: Option<u64>,
+    pub bearer: Option<String>,
+    pub what: String,
+}
+
+impl Http {
+    /// Download every wanted file, `fetch.jobs` at a time; paths in the order given.
+    pub async fn download_all(
+        &self,
+        wanted: &[Wanted],
+        fetch: &Fetch<'_>,
+    ) -> Result<Vec<PathBuf>, DownloadError<HttpError>> {
+        fetch.reporter.start("fetching", wanted.iter().filter_map(|w| w.size).sum());
+        let paths = futures_util::stream::iter(wanted)
+            .map(|w| self.download(&w.url, w.sha256, w.size, w.bearer.as_deref(), fetch, &w.what))
+            .buffered(fetch.jobs.max(1))
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect();
+        fetch.reporter.finish();
+        paths
+    }
+}

@@ -14,7 +14,7 @@ use super::{Content, SourceError};
 use crate::bundle::MemberPath;
 use crate::bundle::manifest::{Artifact, DebArtifact};
 use crate::digest::Sha256;
-use crate::fetch::{Fetch, Http, HttpError, runtime};
+use crate::fetch::{Fetch, Http, HttpError, Wanted, runtime};
 use crate::spec::lock::{LockFile, LockedDeb};
 use crate::spec::{DebSpec, SpecFile};
 
@@ -308,12 +308,20 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
     let mut contents = Vec::new();
     let mut debs: Vec<&LockedDeb> = lock.lock.deb.iter().collect();
     debs.sort_by(|a, b| a.filename.cmp(&b.filename));
-    for d in &debs {
-        let url = format!("{}/{}", d.repo.trim_end_matches('/'), d.filename);
-        let what = format!("deb {}", d.package);
-        let origin = rt.block_on(http.download(&url, d.sha256, Some(d.size), None, fetch, &what))?;
+    let wanted: Vec<Wanted> = debs
+        .iter()
+        .map(|d| Wanted {
+            url: format!("{}/{}", d.repo.trim_end_matches('/'), d.filename),
+            sha256: d.sha256,
+            size: Some(d.size),
+            bearer: None,
+            what: format!("deb {}", d.package),
+        })
+        .collect();
+    let origins = rt.block_on(http.download_all(&wanted, fetch))?;
+    for ((d, origin), want) in debs.iter().zip(origins).zip(wanted) {
         let path = MemberPath::new(format!("debs/{}", d.filename))
-            .map_err(|e| DebError::Index { url: url.clone(), detail: e.to_string() })?;
+            .map_err(|e| DebError::Index { url: want.url.clone(), detail: e.to_string() })?;
         let (name, version) = d.package.split_once('=').unwrap_or((&d.package, ""));
         artifacts.push(Artifact::Deb(DebArtifact {
             name: name.to_owned(),
@@ -325,7 +333,7 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
             size: d.size,
             path: path.clone(),
         }));
-        contents.push(Content { path, size: d.size, sha256: d.sha256, origin, what });
+        contents.push(Content { path, size: d.size, sha256: d.sha256, origin, what: want.what });
     }
     let index: String = debs.iter().map(|d| d.stanza.as_str()).collect::<Vec<_>>().join("\n");
     let digest = Sha256::of_bytes(index.as_bytes());

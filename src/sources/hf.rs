@@ -11,7 +11,7 @@ use super::{Content, SourceError};
 use crate::bundle::MemberPath;
 use crate::bundle::manifest::{Artifact, ModelArtifact, ModelFile};
 use crate::digest::Sha256;
-use crate::fetch::{Fetch, Http, runtime};
+use crate::fetch::{Fetch, Http, Wanted, runtime};
 use crate::spec::lock::{LockFile, LockedModel, LockedModelFile};
 use crate::spec::{ModelSpec, SpecFile};
 
@@ -147,17 +147,29 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
     let http = Http::new()?;
     let rt = runtime().map_err(SourceError::Runtime)?;
     let token = token();
+    let mut wanted = Vec::new();
+    for m in &lock.lock.model {
+        let hub = m.hub.trim_end_matches('/');
+        for f in &m.files {
+            wanted.push(Wanted {
+                url: format!("{hub}/{}/resolve/{}/{}", m.repo, m.commit, f.path),
+                sha256: f.sha256,
+                size: Some(f.size),
+                bearer: token.clone(),
+                what: format!("model {} file {}", m.repo, f.path),
+            });
+        }
+    }
+    let mut origins = rt.block_on(http.download_all(&wanted, fetch))?.into_iter();
     let mut artifacts = Vec::new();
     let mut contents = Vec::new();
     for m in &lock.lock.model {
-        let hub = m.hub.trim_end_matches('/');
         let mut files = Vec::new();
         for f in &m.files {
             let path = MemberPath::new(format!("models/{}/{}/{}", m.repo, m.commit, f.path))
-                .map_err(|e| ModelError::Hub { hub: hub.to_owned(), repo: m.repo.clone(), detail: e.to_string() })?;
-            let url = format!("{hub}/{}/resolve/{}/{}", m.repo, m.commit, f.path);
+                .map_err(|e| ModelError::Hub { hub: m.hub.clone(), repo: m.repo.clone(), detail: e.to_string() })?;
+            let origin = origins.next().expect("one download per file");
             let what = format!("model {} file {}", m.repo, f.path);
-            let origin = rt.block_on(http.download(&url, f.sha256, Some(f.size), token.as_deref(), fetch, &what))?;
             contents.push(Content { path: path.clone(), size: f.size, sha256: f.sha256, origin, what });
             files.push(ModelFile { path: f.path.clone(), member: path, sha256: f.sha256, size: f.size });
         }

@@ -10,7 +10,7 @@ use super::{Content, SourceError};
 use crate::bundle::MemberPath;
 use crate::bundle::manifest::{Artifact, WheelArtifact};
 use crate::digest::Sha256;
-use crate::fetch::{Fetch, Http, runtime};
+use crate::fetch::{Fetch, Http, Wanted, runtime};
 use crate::spec::lock::{LockFile, LockedWheel};
 use crate::spec::{SpecFile, WheelSpec};
 
@@ -273,11 +273,22 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
     }
     let http = Http::new()?;
     let rt = runtime().map_err(SourceError::Runtime)?;
+    let wanted: Vec<Wanted> = lock
+        .lock
+        .wheel
+        .iter()
+        .map(|w| Wanted {
+            url: w.url.clone(),
+            sha256: w.sha256,
+            size: Some(w.size),
+            bearer: None,
+            what: format!("wheel {}", w.filename),
+        })
+        .collect();
+    let origins = rt.block_on(http.download_all(&wanted, fetch))?;
     let mut artifacts = Vec::new();
     let mut contents = Vec::new();
-    for w in &lock.lock.wheel {
-        let what = format!("wheel {}", w.filename);
-        let origin = rt.block_on(http.download(&w.url, w.sha256, Some(w.size), None, fetch, &what))?;
+    for ((w, origin), want) in lock.lock.wheel.iter().zip(origins).zip(wanted) {
         let path = MemberPath::new(format!("wheels/{}", w.filename))
             .map_err(|e| WheelError::Index { url: w.url.clone(), detail: e.to_string() })?;
         artifacts.push(Artifact::Wheel(WheelArtifact {
@@ -289,7 +300,7 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
             size: w.size,
             path: path.clone(),
         }));
-        contents.push(Content { path, size: w.size, sha256: w.sha256, origin, what });
+        contents.push(Content { path, size: w.size, sha256: w.sha256, origin, what: want.what });
     }
     Ok((artifacts, contents))
 }
