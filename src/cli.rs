@@ -116,6 +116,10 @@ pub struct InstallArgs {
     /// Talk plain HTTP to `--registry` (never implied).
     #[arg(long, requires = "registry")]
     pub insecure_registry: bool,
+    /// Sign the site's apt view with this armored `OpenPGP` secret key (passphrase, if any,
+    /// from `AIRLOCK_APT_KEY_PASSWORD`).
+    #[arg(long, value_name = "KEY.asc")]
+    pub apt_signing_key: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
 }

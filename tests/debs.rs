@@ -62,8 +62,19 @@ fn debs_from_a_signed_repository_are_carried_and_apt_installs_them_offline() {
     let manifest = manifest_member(&bundle);
     assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
     let root = t.path().join("site");
-    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
-    drop(r);
+    let site_key = r.dir.path().join("site-secret.asc");
+    airlock_run(&[
+        "install",
+        s(&bundle),
+        "--trust",
+        s(&keys.public),
+        "--root",
+        s(&root),
+        "--apt-signing-key",
+        s(&site_key),
+    ])
+    .ok();
+    let site_public = r.dir.path().join("site.asc");
 
     // apt-get, with private state, updates from and downloads out of the site view.
     let apt = t.path().join("apt");
@@ -72,7 +83,9 @@ fn debs_from_a_signed_repository_are_carried_and_apt_installs_them_offline() {
     }
     std::fs::write(apt.join("state/status"), "").unwrap();
     let debs = root.join("current/debs");
-    std::fs::write(apt.join("etc/sources.list"), format!("deb [trusted=yes] file:{} ./\n", debs.display())).unwrap();
+    // Signed by the site key: apt verifies InRelease itself (no trusted=yes).
+    let source = format!("deb [signed-by={}] file:{} ./\n", site_public.display(), debs.display());
+    std::fs::write(apt.join("etc/sources.list"), source).unwrap();
     let apt_get = |args: &[&str]| {
         let opts = [
             format!("Dir::State={}", apt.join("state").display()),
@@ -97,6 +110,21 @@ fn debs_from_a_signed_repository_are_carried_and_apt_installs_them_offline() {
     let got = apt.join("out/hello-airlock_2.10-3_amd64.deb");
     assert_eq!(sha256_file(&got), sha256_file(&debs.join("pool/main/h/hello-airlock/hello-airlock_2.10-3_amd64.deb")));
     assert!(apt.join("out/airlock-docs_1.0_all.deb").is_file());
+
+    // With the wrong key apt refuses the repository.
+    let other = r.dir.path().join("other.asc");
+    std::fs::write(
+        apt.join("etc/sources.list"),
+        format!("deb [signed-by={}] file:{} ./\n", other.display(), debs.display()),
+    )
+    .unwrap();
+    let refused = apt_get(&["update"]);
+    assert!(
+        refused.code != 0 || refused.stderr.contains("NO_PUBKEY") || refused.stderr.contains("not signed"),
+        "{}",
+        refused.stderr
+    );
+    drop(r);
 }
 
 #[test]

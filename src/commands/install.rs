@@ -14,7 +14,8 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         host: host.clone(),
         transport: if args.insecure_registry { Transport::InsecureHttp } else { Transport::Https },
     });
-    let done = install(&args.bundle, &trusted, &args.root, &Publish { registry }, &reporter)?;
+    let apt_key = args.apt_signing_key.as_deref().map(load_apt_key).transpose()?;
+    let done = install(&args.bundle, &trusted, &args.root, &Publish { registry, apt_key }, &reporter)?;
     if args.json {
         super::print_json(&done)?;
     } else {
@@ -41,4 +42,17 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         )?;
     }
     Ok(super::EXIT_OK)
+}
+
+fn load_apt_key(path: &std::path::Path) -> anyhow::Result<crate::site::views::AptSigningKey> {
+    use anyhow::Context as _;
+    use pgp::composed::Deserializable as _;
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read apt signing key `{}`", path.display()))?;
+    let (key, _) = pgp::composed::SignedSecretKey::from_armor_single(std::io::BufReader::new(file))
+        .with_context(|| format!("`{}` is not an armored OpenPGP secret key", path.display()))?;
+    let password = std::env::var("AIRLOCK_APT_KEY_PASSWORD")
+        .map(pgp::types::Password::from)
+        .unwrap_or_else(|_| pgp::types::Password::empty());
+    Ok(crate::site::views::AptSigningKey { key, password })
 }

@@ -14,7 +14,7 @@
 mod activate;
 pub mod registry;
 mod stage;
-mod views;
+pub mod views;
 
 use std::fs::File;
 use std::io::{self, BufReader};
@@ -80,9 +80,11 @@ pub struct Installed {
 }
 
 /// Where install publishes what the bundle carries.
-#[derive(Debug, Clone, Default)]
+#[derive(Default)]
 pub struct Publish {
     pub registry: Option<registry::SiteRegistry>,
+    /// Signs the apt view's `Release` when given.
+    pub apt_key: Option<views::AptSigningKey>,
 }
 
 /// The short id of a bundle at a site: the first 16 hex characters of its manifest's sha256.
@@ -150,7 +152,8 @@ fn install_tracked(
     // Views derived from verified content are part of the staged tree, so they appear with it.
     views::write_wheel_index(staging.path(), &manifest).map_err(io_err(&staging.path().join("wheels/simple")))?;
     views::write_hf_cache(staging.path(), &manifest).map_err(io_err(&staging.path().join("models")))?;
-    views::write_apt_repo(staging.path(), &manifest).map_err(io_err(&staging.path().join("debs")))?;
+    views::write_apt_repo(staging.path(), &manifest, publish.apt_key.as_ref())
+        .map_err(io_err(&staging.path().join("debs")))?;
     let id = bundle_id(&manifest_sha256);
     let bundles = root.join("bundles");
     created.create_dir_all(&bundles).map_err(io_err(&bundles))?;

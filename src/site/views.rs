@@ -88,8 +88,16 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
     Ok(count)
 }
 
-/// Turn the staged `debs/` (the carried `Packages` and pool) into a flat apt repository.
-pub fn write_apt_repo(staged: &Path, manifest: &Manifest) -> io::Result<bool> {
+/// A site's OpenPGP signing key for its apt view (`install --apt-signing-key`).
+pub struct AptSigningKey {
+    pub key: pgp::composed::SignedSecretKey,
+    pub password: pgp::types::Password,
+}
+
+/// Turn the staged `debs/` (the carried `Packages` and pool) into a flat apt repository;
+/// with a site key, `InRelease` is the clearsigned `Release`, so apt verifies it
+/// (`deb [signed-by=site.asc] file:/…/current/debs ./`) instead of trusting it blindly.
+pub fn write_apt_repo(staged: &Path, manifest: &Manifest, signing: Option<&AptSigningKey>) -> io::Result<bool> {
     let debs = staged.join("debs");
     let packages = debs.join("Packages");
     if !packages.is_file() {
@@ -116,6 +124,13 @@ pub fn write_apt_repo(staged: &Path, manifest: &Manifest) -> io::Result<bool> {
         line(&text, "Packages"),
         line(&gz, "Packages.gz")
     );
+    if let Some(k) = signing {
+        let signed =
+            pgp::composed::CleartextSignedMessage::sign(rand::thread_rng(), &release, &k.key.primary_key, &k.password)
+                .and_then(|m| m.to_armored_string(pgp::composed::ArmorOptions::default()))
+                .map_err(|e| io::Error::other(format!("signing Release with the site key: {e}")))?;
+        std::fs::write(debs.join("InRelease"), signed)?;
+    }
     std::fs::write(debs.join("Release"), release)?;
     Ok(true)
 }

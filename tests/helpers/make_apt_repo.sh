@@ -12,6 +12,10 @@ gen "airlock test repo <repo@airlock.test>"
 gen "someone else <other@airlock.test>"
 gpg --batch --quiet --armor --export repo@airlock.test > "$dir/keyring.asc"
 gpg --batch --quiet --armor --export other@airlock.test > "$dir/other.asc"
+# A site key for signing the site's apt view (secret and public halves).
+gen "airlock test site <site@airlock.test>"
+gpg --batch --quiet --pinentry-mode loopback --passphrase '' --armor --export-secret-keys site@airlock.test > "$dir/site-secret.asc"
+gpg --batch --quiet --armor --export site@airlock.test > "$dir/site.asc"
 
 mkdeb() { # name version arch
   local root="$dir/build/$1-$2"
