@@ -52,7 +52,6 @@ fn load_apt_key(path: &std::path::Path) -> anyhow::Result<crate::site::views::Ap
     let (key, _) = pgp::composed::SignedSecretKey::from_armor_single(std::io::BufReader::new(file))
         .with_context(|| format!("`{}` is not an armored OpenPGP secret key", path.display()))?;
     let password = std::env::var("AIRLOCK_APT_KEY_PASSWORD")
-        .map(pgp::types::Password::from)
-        .unwrap_or_else(|_| pgp::types::Password::empty());
+        .map_or_else(|_| pgp::types::Password::empty(), pgp::types::Password::from);
     Ok(crate::site::views::AptSigningKey { key, password })
 }

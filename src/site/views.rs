@@ -88,7 +88,7 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
     Ok(count)
 }
 
-/// A site's OpenPGP signing key for its apt view (`install --apt-signing-key`).
+/// A site's `OpenPGP` signing key for its apt view (`install --apt-signing-key`).
 pub struct AptSigningKey {
     pub key: pgp::composed::SignedSecretKey,
     pub password: pgp::types::Password,
