@@ -1,27 +1,16 @@
 //! Debian packages from a signed apt repository built here (dpkg-deb, apt-ftparchive, gpg),
 //! served by `python3 -m http.server`, consumed on site by apt-get with private state.
 
+#[path = "common/apt.rs"]
+mod apt;
 mod common;
 #[path = "common/http.rs"]
 mod http;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use apt::{Apt, signed_repo};
 use common::*;
-use http::HttpServer;
-
-struct Repo {
-    dir: tempfile::TempDir,
-    server: HttpServer,
-}
-
-fn signed_repo() -> Repo {
-    let dir = tempfile::tempdir().unwrap();
-    run(Command::new("bash").args([s(&repo("tests/helpers/make_apt_repo.sh")), s(dir.path())])).ok();
-    let server = HttpServer::start(&dir.path().join("repo"));
-    Repo { dir, server }
-}
 
 fn deb_spec(dir: &Path, url: &str, packages: &str, keyring: Option<&Path>, extra: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
@@ -77,47 +66,20 @@ fn debs_from_a_signed_repository_are_carried_and_apt_installs_them_offline() {
     let site_public = r.dir.path().join("site.asc");
 
     // apt-get, with private state, updates from and downloads out of the site view.
-    let apt = t.path().join("apt");
-    for d in ["state/lists/partial", "cache/archives/partial", "etc/sources.list.d", "etc/preferences.d", "out"] {
-        std::fs::create_dir_all(apt.join(d)).unwrap();
-    }
-    std::fs::write(apt.join("state/status"), "").unwrap();
     let debs = root.join("current/debs");
+    let apt = Apt::new(&t.path().join("apt"));
+    let apt_get = |args: &[&str]| apt.get(args);
     // Signed by the site key: apt verifies InRelease itself (no trusted=yes).
-    let source = format!("deb [signed-by={}] file:{} ./\n", site_public.display(), debs.display());
-    std::fs::write(apt.join("etc/sources.list"), source).unwrap();
-    let apt_get = |args: &[&str]| {
-        let opts = [
-            format!("Dir::State={}", apt.join("state").display()),
-            format!("Dir::State::status={}", apt.join("state/status").display()),
-            format!("Dir::Cache={}", apt.join("cache").display()),
-            format!("Dir::Etc::SourceList={}", apt.join("etc/sources.list").display()),
-            format!("Dir::Etc::SourceParts={}", apt.join("etc/sources.list.d").display()),
-            format!("Dir::Etc::Preferences={}", apt.join("etc/preferences").display()),
-            format!("Dir::Etc::PreferencesParts={}", apt.join("etc/preferences.d").display()),
-            "APT::Architecture=amd64".to_owned(),
-            "Debug::NoLocking=1".to_owned(),
-        ];
-        let mut cmd = Command::new("apt-get");
-        cmd.current_dir(apt.join("out"));
-        for o in &opts {
-            cmd.args(["-o", o]);
-        }
-        run(cmd.args(args))
-    };
+    apt.sources(&format!("deb [signed-by={}] file:{} ./", site_public.display(), debs.display()));
     apt_get(&["update"]).ok();
     apt_get(&["download", "hello-airlock=2.10-3", "airlock-docs"]).ok();
-    let got = apt.join("out/hello-airlock_2.10-3_amd64.deb");
+    let got = apt.out().join("hello-airlock_2.10-3_amd64.deb");
     assert_eq!(sha256_file(&got), sha256_file(&debs.join("pool/main/h/hello-airlock/hello-airlock_2.10-3_amd64.deb")));
-    assert!(apt.join("out/airlock-docs_1.0_all.deb").is_file());
+    assert!(apt.out().join("airlock-docs_1.0_all.deb").is_file());
 
     // With the wrong key apt refuses the repository.
     let other = r.dir.path().join("other.asc");
-    std::fs::write(
-        apt.join("etc/sources.list"),
-        format!("deb [signed-by={}] file:{} ./\n", other.display(), debs.display()),
-    )
-    .unwrap();
+    apt.sources(&format!("deb [signed-by={}] file:{} ./", other.display(), debs.display()));
     let refused = apt_get(&["update"]);
     assert!(
         refused.code != 0 || refused.stderr.contains("NO_PUBKEY") || refused.stderr.contains("not signed"),

@@ -56,16 +56,6 @@ fn files_by_url_are_pinned_verified_and_carried() {
     assert_eq!(std::fs::read(root.join("current/files/mi300x.bin")).unwrap(), firmware);
 }
 
-fn helper(name: &str) -> String {
-    repo(&format!("tests/helpers/{name}")).to_str().unwrap().to_owned()
-}
-
-fn make_wheel(dir: &std::path::Path, name: &str, version: &str, tag: &str) -> std::path::PathBuf {
-    let out =
-        run(std::process::Command::new("python3").args([&helper("make_wheel.py"), s(dir), name, version, tag])).ok();
-    std::path::PathBuf::from(out.stdout.trim())
-}
-
 fn wheel_spec(dir: &std::path::Path, index: &str, requirement: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let spec = dir.join("airlock.toml");

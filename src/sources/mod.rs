@@ -90,12 +90,12 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan,
     let (wheel_artifacts, wheel_contents) = pypi::plan(spec, lock, fetch)?;
     artifacts.extend(wheel_artifacts);
     contents.extend(wheel_contents);
-    let (model_artifacts, model_contents) = hf::plan(spec, lock, fetch)?;
-    artifacts.extend(model_artifacts);
-    contents.extend(model_contents);
     let (deb_artifacts, deb_contents) = apt::plan(spec, lock, fetch)?;
     artifacts.extend(deb_artifacts);
     contents.extend(deb_contents);
+    let (model_artifacts, model_contents) = hf::plan(spec, lock, fetch)?;
+    artifacts.extend(model_artifacts);
+    contents.extend(model_contents);
     let mut plan = Plan { artifacts, contents };
     for entry in &spec.spec.file {
         file::plan(spec, lock, entry.get_ref(), fetch, &mut plan)?;

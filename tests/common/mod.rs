@@ -194,3 +194,13 @@ pub fn manifest_member(bundle: &Path) -> serde_json::Value {
     std::io::Read::read_to_end(&mut first, &mut bytes).unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }
+
+pub fn helper(name: &str) -> String {
+    repo(&format!("tests/helpers/{name}")).to_str().unwrap().to_owned()
+}
+
+pub fn make_wheel(dir: &std::path::Path, name: &str, version: &str, tag: &str) -> std::path::PathBuf {
+    let out =
+        run(std::process::Command::new("python3").args([&helper("make_wheel.py"), s(dir), name, version, tag])).ok();
+    std::path::PathBuf::from(out.stdout.trim())
+}

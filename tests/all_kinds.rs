@@ -1,0 +1,186 @@
+//! One spec with every kind served by real local servers (wheels from pypiserver, Debian
+//! packages from a signed apt repository, a model from a hub, files by URL and from disk):
+//! it locks, builds, verifies and installs, and pip, apt and `huggingface_hub` each consume the
+//! site views offline.
+
+#[path = "common/apt.rs"]
+mod apt;
+mod common;
+#[path = "common/http.rs"]
+mod http;
+
+use std::process::Command;
+
+use apt::{Apt, signed_repo};
+use common::*;
+use http::HttpServer;
+
+#[test]
+fn one_spec_with_every_kind_is_consumed_offline_by_pip_apt_and_huggingface_hub() {
+    let t = tempfile::tempdir().unwrap();
+    // Upstreams.
+    let debs = signed_repo();
+    let firmware = pattern(123_456, 8);
+    std::fs::write(debs.dir.path().join("repo/fw.bin"), &firmware).unwrap();
+    let pkgs = t.path().join("pkgs");
+    std::fs::create_dir_all(&pkgs).unwrap();
+    let wheel = make_wheel(&pkgs, "vllm_lite", "0.27.0", "py3-none-any");
+    let pypi = HttpServer::spawn(&pkgs, |port| {
+        ["-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", &port.to_string(), "--hash-algo", "sha256", "."]
+            .map(String::from)
+            .to_vec()
+    });
+    let model_dir = t.path().join("model");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    std::fs::write(model_dir.join("config.json"), br#"{"hidden_size": 8}"#).unwrap();
+    let weights = pattern(64_000, 9);
+    std::fs::write(model_dir.join("model.safetensors"), &weights).unwrap();
+    let hub_script = helper("hub_server.py");
+    let hub = HttpServer::spawn(&model_dir, |port| {
+        [hub_script.as_str(), &port.to_string(), "amd/tiny", "."].map(String::from).to_vec()
+    });
+
+    // The spec.
+    let project = t.path().join("project");
+    std::fs::create_dir_all(project.join("fw")).unwrap();
+    std::fs::write(project.join("fw/notes.txt"), "apply before the driver\n").unwrap();
+    let fw_sha = hex(&<sha2::Sha256 as sha2::Digest>::digest(&firmware));
+    let spec = project.join("airlock.toml");
+    write_spec(&spec, &pypi.url, &debs.server.url, &debs.dir.path().join("keyring.asc"), &hub.url, &fw_sha);
+
+    // Build host.
+    let keys = keygen(&t.path().join("keys"), "build");
+    let cache = t.path().join("cache");
+    let with_cache =
+        |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).env("SOURCE_DATE_EPOCH", EPOCH).args(args));
+    with_cache(&["lock", s(&spec)]).ok();
+    let bundle = t.path().join("rocm10-canary.airlock");
+    with_cache(&["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let again = t.path().join("again.airlock");
+    with_cache(&["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&again)]).ok();
+    assert_eq!(sha256_file(&bundle), sha256_file(&again), "byte-identical with every kind");
+    let kinds: Vec<String> = airlock_run(&["inspect", s(&bundle), "--json"]).ok().json()["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["wheel", "deb", "model", "file", "file"]);
+
+    // Air gap: the upstreams go away.
+    let site_secret = debs.dir.path().join("site-secret.asc");
+    let site_public = t.path().join("site.asc");
+    std::fs::copy(debs.dir.path().join("site.asc"), &site_public).unwrap();
+    let site_secret_copy = t.path().join("site-secret.asc");
+    std::fs::copy(&site_secret, &site_secret_copy).unwrap();
+    drop((debs, pypi, hub));
+
+    // Site.
+    airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+    let root = t.path().join("site");
+    airlock_run(&[
+        "install",
+        s(&bundle),
+        "--trust",
+        s(&keys.public),
+        "--root",
+        s(&root),
+        "--apt-signing-key",
+        s(&site_secret_copy),
+    ])
+    .ok();
+    let current = root.join("current");
+    assert_eq!(std::fs::read(current.join("files/mi300x-pldm.bin")).unwrap(), firmware);
+
+    consume_offline(t.path(), &current, &site_public, &wheel, &weights);
+}
+
+/// pip, apt (verifying the site key) and `huggingface_hub` each take what they need from the
+/// site views, offline.
+fn consume_offline(
+    t: &std::path::Path,
+    current: &std::path::Path,
+    site_public: &std::path::Path,
+    wheel: &std::path::Path,
+    weights: &[u8],
+) {
+    let pip_out = t.join("pip");
+    let simple = format!("file://{}", current.join("wheels/simple").display());
+    let pip = [
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "--index-url",
+        &simple,
+        "-d",
+        s(&pip_out),
+        "vllm-lite==0.27.0",
+    ];
+    run(Command::new("python3").args(pip)).ok();
+    assert_eq!(
+        std::fs::read(pip_out.join("vllm_lite-0.27.0-py3-none-any.whl")).unwrap(),
+        std::fs::read(wheel).unwrap()
+    );
+
+    let apt = Apt::new(&t.join("apt"));
+    apt.sources(&format!("deb [signed-by={}] file:{} ./", site_public.display(), current.join("debs").display()));
+    apt.get(&["update"]).ok();
+    apt.get(&["download", "hello-airlock"]).ok();
+    assert!(apt.out().join("hello-airlock_2.10-3_amd64.deb").is_file());
+
+    let code =
+        "from huggingface_hub import hf_hub_download as d; print(d('amd/tiny', 'model.safetensors', revision='main'))";
+    let out = run(Command::new("python3")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_HUB_CACHE", current.join("models"))
+        .args(["-c", code]))
+    .ok();
+    assert_eq!(std::fs::read(out.stdout.trim()).unwrap(), weights);
+}
+
+fn write_spec(spec: &std::path::Path, pypi: &str, repo: &str, keyring: &std::path::Path, hub: &str, fw_sha: &str) {
+    let keyring = keyring.display();
+    std::fs::write(
+        spec,
+        format!(
+            r#"[bundle]
+name = "rocm10-canary"
+version = "2026.11.0"
+
+[[wheel]]
+index = "{pypi}/simple"
+requirements = ["vllm-lite==0.27.0"]
+
+[[deb]]
+repo = "{repo}"
+suite = "stable"
+components = ["main"]
+arch = "amd64"
+packages = ["hello-airlock=2.10-3"]
+keyring = "{keyring}"
+
+[[model]]
+hub = "{hub}"
+repo = "amd/tiny"
+revision = "main"
+files = ["*.json", "*.safetensors"]
+
+[[file]]
+name = "mi300x-pldm.bin"
+source = "{repo}/fw.bin"
+sha256 = "{fw_sha}"
+kind = "firmware"
+notes = {{ board = "MI300X", min_version = "01.25.05.00" }}
+
+[[file]]
+name = "notes.txt"
+source = "fw/notes.txt"
+kind = "document"
+"#,
+        ),
+    )
+    .unwrap();
+}
