@@ -121,23 +121,11 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
 
     // Install pushes to the site registry under the same repository paths and tags.
     let root = t.path().join("site");
-    let installed = airlock_in(
-        t.path(),
-        &[
-            "install",
-            s(&bundle),
-            "--trust",
-            s(&keys.public),
-            "--root",
-            s(&root),
-            "--registry",
-            &site.host,
-            "--insecure-registry",
-            "--json",
-        ],
-    )
-    .ok()
-    .json();
+    let install = || {
+        let args = ["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root), "--registry", &site.host];
+        airlock_in(t.path(), &[&args[..], &["--insecure-registry", "--json"]].concat()).ok().json()
+    };
+    let installed = install();
     assert_eq!(
         installed["images"].as_array().unwrap().len(),
         4,
@@ -146,23 +134,7 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
     assert_published(&site.host, u, &multi, &single, t.path());
 
     // A second install finds every blob present and pushes none.
-    let again = airlock_in(
-        t.path(),
-        &[
-            "install",
-            s(&bundle),
-            "--trust",
-            s(&keys.public),
-            "--root",
-            s(&root),
-            "--registry",
-            &site.host,
-            "--insecure-registry",
-            "--json",
-        ],
-    )
-    .ok()
-    .json();
+    let again = install();
     assert!(again["images"].as_array().unwrap().iter().all(|i| i["blobs_pushed"] == 0), "{again}");
 }
 
