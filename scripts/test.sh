@@ -20,7 +20,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # Python packages the tests run as real servers and clients.
-for module in pypiserver:pypiserver huggingface_hub:huggingface-hub; do
+for module in pypiserver:pypiserver huggingface_hub:huggingface-hub cyclonedx:cyclonedx-python-lib[json-validation]; do
   if ! python3 -c "import ${module%%:*}" 2>/dev/null; then
     echo "==> installing ${module##*:} (pip)"
     python3 -m pip install -q --disable-pip-version-check "${module##*:}" 2>/dev/null \

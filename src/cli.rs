@@ -34,6 +34,16 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Verify a bundle while staging it under a site root, then activate it.
     Install(InstallArgs),
+    /// Write the bundle's SBOM (`CycloneDX` JSON), byte for byte (nothing is verified: use `verify`).
+    Sbom(SbomArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SbomArgs {
+    pub bundle: PathBuf,
+    /// Write here instead of stdout (atomically).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -66,6 +66,7 @@ fn one_spec_with_every_kind_is_consumed_offline_by_pip_apt_and_huggingface_hub()
         .map(|a| a["kind"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(kinds, ["wheel", "deb", "model", "file", "file"]);
+    check_sbom(&bundle, t.path());
 
     // Air gap: the upstreams go away.
     let site_secret = debs.dir.path().join("site-secret.asc");
@@ -183,4 +184,15 @@ kind = "document"
         ),
     )
     .unwrap();
+}
+
+/// The SBOM validates against the official schema, every kind has its purl type, and every
+/// component hash is the digest of a member the manifest lists.
+fn check_sbom(bundle: &std::path::Path, t: &std::path::Path) {
+    let types = sbom_components(bundle, t);
+    let want = ["pypi:library", "deb:library", "generic:file", "generic:firmware"];
+    assert!(want.iter().all(|w| types.contains(*w)), "{types:?}");
+    let text = std::fs::read_to_string(t.join("sbom.cdx.json")).unwrap();
+    assert!(text.contains("pkg:huggingface/amd/tiny@") && text.contains("machine-learning-model"), "{text}");
+    assert!(text.contains("airlock:note:board"), "firmware notes are properties");
 }

@@ -104,6 +104,8 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
     assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &lock_json), Vec::<String>::new());
     let manifest = manifest_member(&bundle);
     assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
+    let types = sbom_components(&bundle, t.path());
+    assert!(types.contains("oci:container"), "images are containers with pkg:oci purls: {types:?}");
 
     // The bundle's images/ is an OCI layout skopeo reads, digests unchanged.
     let x = t.path().join("x");

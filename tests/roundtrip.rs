@@ -19,18 +19,21 @@ fn build_verify_inspect_install_round_trip() {
     assert_eq!(v["verified"], true);
     assert_eq!(v["name"], "demo");
     assert_eq!(v["version"], "1.0.0");
-    assert_eq!(v["entries"], 2);
+    assert_eq!(v["entries"], 3, "two files and the SBOM");
     assert_eq!(v["problems"], serde_json::json!([]));
     let key_id = v["signers"][0].as_str().unwrap().to_owned();
     assert_eq!(key_id.len(), 64);
 
     let i = airlock_run(&["inspect", s(&bundle), "--json"]).ok().json();
-    assert_eq!(i["members"], 4);
+    assert_eq!(i["members"], 5);
     assert_eq!(i["signatures"][0]["key_id"], key_id.as_str());
     assert_eq!(i["created"], "2025-11-29T16:00:00Z");
     assert_eq!(i["artifacts"][0]["file_kind"], "firmware");
     assert_eq!(i["artifacts"][0]["notes"]["board"], "MI300X");
-    assert_eq!(i["content_bytes"], 70_000 + "release notes for 1.0.0\n".len());
+    let sizes: Vec<u64> = i["entries"].as_array().unwrap().iter().map(|e| e["size"].as_u64().unwrap()).collect();
+    assert_eq!(i["content_bytes"], sizes.iter().sum::<u64>());
+    assert_eq!(i["entries"][0]["path"], "airlock/sbom.cdx.json");
+    assert_eq!(&sizes[1..], [70_000, "release notes for 1.0.0\n".len() as u64]);
     let human = airlock_run(&["inspect", s(&bundle)]).ok().stdout;
     assert!(human.contains("NOT verified") && human.contains("board = MI300X"), "{human}");
 
@@ -112,7 +115,16 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
     std::fs::create_dir(&x).unwrap();
     let list = run(Command::new("sh").arg("-c").arg(format!("zstd -dc '{}' | tar -tv", s(&bundle)))).ok().stdout;
     let names: Vec<_> = list.lines().map(|l| l.split_whitespace().last().unwrap()).collect();
-    assert_eq!(names, ["airlock/manifest.json", "airlock/manifest.json.sig", "files/board.bin", "files/notes.txt"]);
+    assert_eq!(
+        names,
+        [
+            "airlock/manifest.json",
+            "airlock/manifest.json.sig",
+            "airlock/sbom.cdx.json",
+            "files/board.bin",
+            "files/notes.txt"
+        ]
+    );
     assert!(list.lines().all(|l| l.starts_with("-rw-r--r-- 0/0")), "{list}");
     run(Command::new("sh").arg("-c").arg(format!("zstd -dc '{}' | tar -x -C '{}'", s(&bundle), s(&x)))).ok();
     std::fs::write(x.join("sig.der"), {

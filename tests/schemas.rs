@@ -66,3 +66,18 @@ fn written_lock_and_manifest_validate() {
         assert!(!v.is_valid(&broken), "schema accepts {pointer} = {value}");
     }
 }
+
+#[test]
+fn the_official_cyclonedx_schema_check_rejects_a_broken_sbom() {
+    let t = tempfile::tempdir().unwrap();
+    let broken = t.path().join("broken.cdx.json");
+    let bom = r#"{"bomFormat":"CycloneDX","specVersion":"1.5","version":1,"metadata":{"component":{"type":"platform","name":"x","purl":"pkg:generic/x@1"}},"components":[{"type":"bogus","name":"y","purl":"pkg:generic/y@1"}]}"#;
+    std::fs::write(&broken, bom).unwrap();
+    let out = run(std::process::Command::new("python3").args([
+        &helper("check_sbom.py"),
+        s(&repo("schemas/cyclonedx")),
+        s(&broken),
+    ]));
+    assert_ne!(out.code, 0, "an unknown component type must fail the schema: {}", out.stdout);
+    assert!(out.stderr.contains("SCHEMA"), "{}", out.stderr);
+}

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::lock::{Refresh, ensure, lock_path};
 use crate::bundle::Manifest;
-use crate::bundle::manifest::{Builder, SCHEMA_V1};
+use crate::bundle::manifest::{Builder, SBOM, SCHEMA_V1};
 use crate::bundle::writer::pack;
 use crate::cli::{BuildArgs, TerminalReporter};
 use crate::clock::Timestamp;
@@ -28,9 +28,23 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     if relocked {
         tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
     }
-    let plan = sources::plan(&spec, &lock, &fetch)?;
+    let mut plan = sources::plan(&spec, &lock, &fetch)?;
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     let meta = &spec.spec.bundle;
+    // The SBOM is a listed member like any other, so the manifest's signature covers it.
+    let subject =
+        crate::attest::sbom::Subject { name: &meta.name, version: &meta.version, created, artifacts: &plan.artifacts };
+    let sbom = crate::attest::sbom::build(&subject)?;
+    let sbom_digest = crate::digest::Sha256::of_bytes(&sbom);
+    let origin = cache.put(sbom_digest, Some(sbom.len() as u64), SBOM, sbom.as_slice())?;
+    plan.contents.push(sources::Content {
+        path: crate::bundle::MemberPath::new(SBOM).expect("a valid member path"),
+        size: sbom.len() as u64,
+        sha256: sbom_digest,
+        origin,
+        what: SBOM.to_owned(),
+    });
+    plan.contents.sort_by(|a, b| a.path.cmp(&b.path));
     let manifest = Manifest {
         schema: SCHEMA_V1.to_owned(),
         name: meta.name.clone(),

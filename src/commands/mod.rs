@@ -6,6 +6,7 @@ mod inspect;
 mod install;
 mod keygen;
 mod lock;
+mod sbom;
 mod verify;
 
 use std::io::Write;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Verify(a) => verify::run(&a),
         Command::Inspect(a) => inspect::run(&a),
         Command::Install(a) => install::run(&a),
+        Command::Sbom(a) => sbom::run(&a),
     }
 }
 

@@ -204,3 +204,24 @@ pub fn make_wheel(dir: &std::path::Path, name: &str, version: &str, tag: &str) -
         run(std::process::Command::new("python3").args([&helper("make_wheel.py"), s(dir), name, version, tag])).ok();
     std::path::PathBuf::from(out.stdout.trim())
 }
+
+/// Extract the bundle's SBOM with `airlock sbom` into `dir/sbom.cdx.json`, validate it against
+/// the official `CycloneDX` schema (`tests/helpers/check_sbom.py`), check that every component
+/// hash is the digest of a member the manifest lists, and return the `purltype:class` pairs.
+pub fn sbom_components(bundle: &Path, dir: &Path) -> std::collections::BTreeSet<String> {
+    let sbom = dir.join("sbom.cdx.json");
+    airlock_run(&["sbom", s(bundle), "--out", s(&sbom)]).ok();
+    let out =
+        run(Command::new("python3").args([&helper("check_sbom.py"), s(&repo("schemas/cyclonedx")), s(&sbom)])).ok();
+    let manifest = manifest_member(bundle);
+    let digests: Vec<&str> =
+        manifest["entries"].as_array().unwrap().iter().map(|e| e["sha256"].as_str().unwrap()).collect();
+    let mut types = std::collections::BTreeSet::new();
+    for line in out.stdout.lines() {
+        let mut it = line.split_whitespace();
+        let (purl_type, sha, class) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+        types.insert(format!("{purl_type}:{class}"));
+        assert!(digests.contains(&sha), "{line}: the hash is a listed member's digest");
+    }
+    types
+}

@@ -1,0 +1,241 @@
+//! The `CycloneDX` 1.5 SBOM of a bundle, built with the `cyclonedx-bom` crate: the bundle as the
+//! main component, airlock as the tool, one component per artifact with a purl and a SHA-256
+//! hash (image platform manifests and model files as nested components), firmware notes as
+//! properties. Deterministic: the timestamp is the bundle's `created`, and the serial number is
+//! a UUID derived from the artifacts' content, never random.
+
+use cyclonedx_bom::models::bom::{Bom, SpecVersion, UrnUuid};
+use cyclonedx_bom::models::component::{Classification, Component, Components};
+use cyclonedx_bom::models::hash::{Hash, HashAlgorithm, HashValue, Hashes};
+use cyclonedx_bom::models::metadata::Metadata;
+use cyclonedx_bom::models::property::{Properties, Property};
+use cyclonedx_bom::models::tool::{Tool, Tools};
+use cyclonedx_bom::prelude::{DateTime, NormalizedString, Purl, Validate};
+use purl::GenericPurlBuilder;
+
+use crate::bundle::manifest::{Artifact, ImageArtifact, ModelArtifact};
+use crate::clock::Timestamp;
+use crate::digest::Sha256;
+use crate::spec::{BundleName, FileKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SbomError {
+    #[error("SBOM: invalid package URL for `{name}`: {detail}")]
+    Purl { name: String, detail: String },
+    #[error("SBOM: {0}")]
+    Invalid(String),
+}
+
+/// What the SBOM describes.
+pub struct Subject<'a> {
+    pub name: &'a BundleName,
+    pub version: &'a semver::Version,
+    pub created: Timestamp,
+    pub artifacts: &'a [Artifact],
+}
+
+fn purl(
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    version: &str,
+    qualifiers: &[(&str, &str)],
+) -> Result<Purl, SbomError> {
+    let err = |e: purl::ParseError| SbomError::Purl { name: name.to_owned(), detail: e.to_string() };
+    let mut b = GenericPurlBuilder::new(kind.to_owned(), name).with_version(version);
+    if let Some(ns) = namespace {
+        b = b.with_namespace(ns);
+    }
+    for (k, v) in qualifiers {
+        b = b.with_qualifier(*k, *v).map_err(err)?;
+    }
+    let built = b.build().map_err(err)?;
+    Ok(built.to_string().parse().expect("Purl::from_str is infallible"))
+}
+
+fn sha256(d: &Sha256) -> Hashes {
+    Hashes(vec![Hash { alg: HashAlgorithm::SHA_256, content: HashValue(d.to_string()) }])
+}
+
+fn component(
+    class: Classification,
+    name: &str,
+    version: &str,
+    bom_ref: String,
+    digest: &Sha256,
+    purl: Purl,
+) -> Component {
+    let mut c = Component::new(class, name, version, Some(bom_ref));
+    c.hashes = Some(sha256(digest));
+    c.purl = Some(purl);
+    c
+}
+
+fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
+    Ok(match artifact {
+        Artifact::Image(i) => image_component(i)?,
+        Artifact::Wheel(w) => {
+            let p = purl("pypi", None, &w.name, &w.version, &[("file_name", w.filename.as_str())])?;
+            component(Classification::Library, &w.name, &w.version, format!("wheel:{}", w.filename), &w.sha256, p)
+        }
+        Artifact::Deb(d) => {
+            let p = purl("deb", None, &d.name, &d.version, &[("arch", d.architecture.as_str())])?;
+            component(
+                Classification::Library,
+                &d.name,
+                &d.version,
+                format!("deb:{}={}:{}", d.name, d.version, d.architecture),
+                &d.sha256,
+                p,
+            )
+        }
+        Artifact::Model(m) => model_component(m)?,
+        Artifact::File(f) => {
+            let class = if f.file_kind == FileKind::Firmware { Classification::Firmware } else { Classification::File };
+            let url = f.source.starts_with("http://") || f.source.starts_with("https://");
+            let q: Vec<(&str, &str)> = if url { vec![("download_url", f.source.as_str())] } else { vec![] };
+            let p = purl("generic", None, f.name.as_str(), &f.sha256.to_string(), &q)?;
+            let mut c =
+                component(class, f.name.as_str(), &f.sha256.to_string(), format!("file:{}", f.name), &f.sha256, p);
+            if !f.notes.is_empty() {
+                let props = f
+                    .notes
+                    .iter()
+                    .map(|(k, v)| Property { name: format!("airlock:note:{k}"), value: NormalizedString::new(v) })
+                    .collect();
+                c.properties = Some(Properties(props));
+            }
+            c
+        }
+    })
+}
+
+fn image_component(i: &ImageArtifact) -> Result<Component, SbomError> {
+    let image = crate::sources::oci::ImageRef::parse(&i.reference).map_err(SbomError::Invalid)?;
+    let last = image.repository.rsplit('/').next().unwrap_or(&image.repository).to_owned();
+    let url = format!("{}/{}", image.registry, image.repository);
+    let version = format!("sha256:{}", i.digest);
+    let mut q = vec![("repository_url", url.as_str())];
+    if let Some(tag) = &image.tag {
+        q.push(("tag", tag.as_str()));
+    }
+    let mut c = component(
+        Classification::Container,
+        &i.reference,
+        &version,
+        format!("image:{}", i.digest),
+        &i.digest,
+        purl("oci", None, &last, &version, &q)?,
+    );
+    let nested = i
+        .platforms
+        .iter()
+        .map(|p| {
+            let v = format!("sha256:{}", p.digest);
+            let arch = p.platform.split('/').nth(1).unwrap_or_default();
+            let purl = purl("oci", None, &last, &v, &[("repository_url", url.as_str()), ("arch", arch)])?;
+            Ok(component(
+                Classification::Container,
+                &format!("{} {}", i.reference, p.platform),
+                &v,
+                format!("image:{}:{}", i.digest, p.digest),
+                &p.digest,
+                purl,
+            ))
+        })
+        .collect::<Result<Vec<_>, SbomError>>()?;
+    if !nested.is_empty() {
+        c.components = Some(Components(nested));
+    }
+    Ok(c)
+}
+
+fn model_component(m: &ModelArtifact) -> Result<Component, SbomError> {
+    let (org, name) = m.repo.split_once('/').unwrap_or(("", &m.repo));
+    let p = purl("huggingface", (!org.is_empty()).then_some(org), name, &m.commit, &[])?;
+    let mut c = Component::new(
+        Classification::MachineLearningModel,
+        &m.repo,
+        &m.commit,
+        Some(format!("model:{}@{}", m.repo, m.commit)),
+    );
+    c.purl = Some(p);
+    // A model is many files: each is a nested component with its own hash.
+    let files = m
+        .files
+        .iter()
+        .map(|f| {
+            let p = purl("generic", None, &f.path.replace('/', "_"), &f.sha256.to_string(), &[])?;
+            Ok(component(
+                Classification::File,
+                &f.path,
+                &m.commit,
+                format!("model:{}@{}:{}", m.repo, m.commit, f.path),
+                &f.sha256,
+                p,
+            ))
+        })
+        .collect::<Result<Vec<_>, SbomError>>()?;
+    c.components = Some(Components(files));
+    Ok(c)
+}
+
+/// A UUID (version 5 layout) from a digest, so the serial number follows the content.
+fn uuid_from(d: &Sha256) -> String {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d.as_bytes()[..16]);
+    b[6] = (b[6] & 0x0f) | 0x50;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    format!("urn:uuid:{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+/// The SBOM's JSON bytes, checked against the `CycloneDX` 1.5 rules before they are returned.
+pub fn build(subject: &Subject<'_>) -> Result<Vec<u8>, SbomError> {
+    let components = subject.artifacts.iter().map(artifact_component).collect::<Result<Vec<_>, _>>()?;
+    let identity = serde_json::to_vec(subject.artifacts).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    let serial =
+        UrnUuid::new(uuid_from(&Sha256::of_bytes(&identity))).map_err(|e| SbomError::Invalid(format!("{e:?}")))?;
+    let version = subject.version.to_string();
+    let bundle = purl("generic", Some("airlock"), subject.name.as_str(), &version, &[])?;
+    let mut main = Component::new(
+        Classification::Platform,
+        subject.name.as_str(),
+        &version,
+        Some(format!("bundle:{}@{version}", subject.name)),
+    );
+    main.purl = Some(bundle);
+    let tool = Tool {
+        vendor: Some(NormalizedString::new("airlock")),
+        name: Some(NormalizedString::new("airlock")),
+        version: Some(NormalizedString::new(env!("CARGO_PKG_VERSION"))),
+        hashes: None,
+        external_references: None,
+    };
+    let timestamp = DateTime::try_from(subject.created.to_string()).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    let bom = Bom {
+        version: 1,
+        serial_number: Some(serial),
+        metadata: Some(Metadata {
+            timestamp: Some(timestamp),
+            tools: Some(Tools::List(vec![tool])),
+            authors: None,
+            component: Some(main),
+            manufacture: None,
+            supplier: None,
+            licenses: None,
+            properties: None,
+            lifecycles: None,
+        }),
+        components: Some(Components(components)),
+        spec_version: SpecVersion::V1_5,
+        ..Bom::default()
+    };
+    let result = bom.validate_version(SpecVersion::V1_5);
+    if !result.passed() {
+        return Err(SbomError::Invalid(format!("{result:?}")));
+    }
+    let mut out = Vec::new();
+    bom.output_as_json_v1_5(&mut out).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    Ok(out)
+}
