@@ -344,6 +344,23 @@ fn cases(fx: &Fixture) -> Vec<Case> {
         case("uncompressed tar", tar_bytes(&good(fx), &[]), &["not an airlock bundle"]),
         case("zstd of something that is not a tar", zstd(&pattern(4096, 2)), &["not an airlock bundle"]),
     ];
+    for (name, sign_with_other, other_manifest) in
+        [("provenance signed by an untrusted key", true, false), ("provenance naming another manifest", false, true)]
+    {
+        let m = manifest_for(&fx.key, &[("files/a", A)]);
+        let bytes = m.canonical_bytes();
+        let subject = if other_manifest { Sha256::of_bytes(b"another manifest") } else { Sha256::of_bytes(&bytes) };
+        let statement = airlock::attest::provenance::statement(&m, subject, "airlock.toml");
+        let signer = if sign_with_other { &fx.other } else { &fx.key };
+        let envelope = airlock::attest::provenance::envelope(&statement, signer);
+        let mut members = head(&fx.key, &bytes).to_vec();
+        members.extend([file("airlock/provenance.dsse.json", &envelope), file("files/a", A)]);
+        v.push(case(
+            name,
+            zstd(&tar_bytes(&members, &[])),
+            &["airlock/provenance.dsse.json", "provenance does not verify"],
+        ));
+    }
     v.push(case("the good bundle, for contrast", zstd(&tar_bytes(&good(fx), &[])), &[]));
     v
 }

@@ -22,6 +22,7 @@ fn build_verify_inspect_install_round_trip() {
     assert_eq!(v["entries"], 3, "two files and the SBOM");
     assert_eq!(v["problems"], serde_json::json!([]));
     let key_id = v["signers"][0].as_str().unwrap().to_owned();
+    assert_eq!(v["provenance"], serde_json::json!({"verified": true, "signers": [key_id.clone()]}));
     assert_eq!(key_id.len(), 64);
 
     let i = airlock_run(&["inspect", s(&bundle), "--json"]).ok().json();
@@ -121,6 +122,7 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
             "airlock/manifest.json",
             "airlock/manifest.json.sig",
             "airlock/sbom.cdx.json",
+            "airlock/provenance.dsse.json",
             "files/board.bin",
             "files/notes.txt"
         ]
@@ -148,6 +150,34 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
     for e in manifest["entries"].as_array().unwrap() {
         assert_eq!(e["sha256"], sha256_file(&x.join(e["path"].as_str().unwrap())));
     }
+    // The DSSE provenance, checked independently: PAE built here, ECDSA checked by openssl.
+    let envelope: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(x.join("airlock/provenance.dsse.json")).unwrap()).unwrap();
+    assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
+    let payload = base64_decode(envelope["payload"].as_str().unwrap());
+    let mut pae = format!("DSSEv1 28 application/vnd.in-toto+json {} ", payload.len()).into_bytes();
+    pae.extend_from_slice(&payload);
+    std::fs::write(x.join("pae.bin"), &pae).unwrap();
+    std::fs::write(x.join("dsse.der"), base64_decode(envelope["signatures"][0]["sig"].as_str().unwrap())).unwrap();
+    let out = run(Command::new("openssl").args([
+        "dgst",
+        "-sha256",
+        "-verify",
+        s(&keys.public),
+        "-signature",
+        s(&x.join("dsse.der")),
+        s(&x.join("pae.bin")),
+    ]));
+    assert_eq!(out.stdout.trim(), "Verified OK", "{}", out.stderr);
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(statement["_type"], "https://in-toto.io/Statement/v1");
+    assert_eq!(statement["predicateType"], "https://slsa.dev/provenance/v1");
+    let manifest_digest = sha256_file(&x.join("airlock/manifest.json"));
+    assert_eq!(statement["subject"][0]["name"], "airlock/manifest.json");
+    assert_eq!(statement["subject"][0]["digest"]["sha256"], manifest_digest.as_str());
+    assert_eq!(statement["subject"].as_array().unwrap().len(), 3, "the manifest and both files");
+    assert_eq!(envelope["signatures"][0]["keyid"].as_str().unwrap().len(), 64);
+
     // And openssl rejects a manifest changed by one byte.
     let mut m = std::fs::read(x.join("airlock/manifest.json")).unwrap();
     m[10] ^= 1;

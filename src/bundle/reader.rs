@@ -17,8 +17,9 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use super::MemberPath;
-use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, SIGNATURE};
+use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, PROVENANCE, SIGNATURE};
 use super::writer::ZSTD_WINDOW_LOG;
+use crate::attest::provenance;
 use crate::digest::{HashingReader, Sha256};
 use crate::progress::{Reporter, Tracked};
 use crate::sign::{KeyId, TrustedKey};
@@ -42,6 +43,7 @@ pub enum Rejection {
     Truncated(String),
     PastDeclaredSize { limit: u64 },
     TrailingData,
+    Provenance(String),
 }
 
 impl fmt::Display for Rejection {
@@ -82,6 +84,7 @@ impl fmt::Display for Rejection {
                 write!(f, "stream continues past the manifest's declared total size ({limit} bytes)")
             }
             Self::TrailingData => f.write_str("non-zero data after the end of the archive"),
+            Self::Provenance(d) => write!(f, "provenance does not verify: {d}"),
         }
     }
 }
@@ -143,6 +146,9 @@ pub struct Report {
     pub manifest_sha256: Option<Sha256>,
     pub signers: Vec<KeyId>,
     pub entries_verified: usize,
+    /// The trusted keys that signed the DSSE provenance, when the bundle has one (empty when
+    /// it did not verify).
+    pub provenance: Option<Vec<KeyId>>,
     pub problems: Vec<Problem>,
 }
 
@@ -276,9 +282,14 @@ impl Reader {
         reporter.start("verifying", manifest.content_bytes());
         let listed: BTreeMap<&MemberPath, &Entry> = manifest.entries.iter().map(|e| (&e.path, e)).collect();
         let mut seen = BTreeSet::new();
+        let manifest_sha256 = Sha256::of_bytes(&manifest_bytes);
 
         for item in members.by_ref() {
             let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
+            if entry.path_bytes().as_ref() == PROVENANCE.as_bytes() && self.report.provenance.is_none() {
+                self.provenance_member(entry, trusted, manifest_sha256, &budget, sink)?;
+                continue;
+            }
             self.content_member(entry, &listed, &mut seen, &budget, sink, reporter)?;
         }
         reporter.finish();
@@ -301,6 +312,40 @@ impl Reader {
         self.report.manifest_sha256 = Some(Sha256::of_bytes(&manifest_bytes));
         self.report.manifest = Some(manifest);
         Ok(())
+    }
+
+    /// The DSSE provenance: verified with the trusted keys against this manifest's digest.
+    fn provenance_member<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        trusted: &[TrustedKey],
+        manifest_sha256: Sha256,
+        budget: &Budget,
+        sink: &mut dyn MemberSink,
+    ) -> Result<(), Halt> {
+        let name = Some(PROVENANCE.to_owned());
+        if let Some(kind) = forbidden_type(entry.header().entry_type()) {
+            return self.problem(name, Rejection::EntryType(kind));
+        }
+        if entry.size() > provenance::MAX_BYTES {
+            return self.problem(name, Rejection::TooLargeBeforeTrust { limit: provenance::MAX_BYTES });
+        }
+        // Not listed (it names the manifest as its subject): allow for exactly its bytes.
+        budget.extend(entry.size().div_ceil(512) * 512 + 1024);
+        let mut bytes = Vec::new();
+        (&mut entry)
+            .take(provenance::MAX_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.fatal(name.clone(), budget.explain(&e, Rejection::Truncated)))?;
+        match provenance::verify(&bytes, trusted, manifest_sha256) {
+            Ok(v) => self.report.provenance = Some(v.signers),
+            Err(e) => {
+                self.report.provenance = Some(Vec::new());
+                return self.problem(name, Rejection::Provenance(e));
+            }
+        }
+        let path = MemberPath::new(PROVENANCE).expect("reserved member names are valid paths");
+        sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))
     }
 
     /// One member after the head: checked against the manifest, streamed to the sink while
@@ -460,6 +505,12 @@ impl Budget {
 
     fn allow_more(&self, bytes: u64) {
         self.0.limit.set(self.0.used.get().saturating_add(bytes));
+    }
+
+    /// Allow `bytes` more than the current limit (a member the manifest does not list but the
+    /// format expects, bounded by the caller).
+    fn extend(&self, bytes: u64) {
+        self.0.limit.set(self.0.limit.get().saturating_add(bytes));
     }
 
     fn tripped(&self) -> Option<Rejection> {

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::manifest::{MANIFEST, Manifest, SIGNATURE};
+use super::manifest::{MANIFEST, Manifest, PROVENANCE, SIGNATURE};
 use super::{MemberPath, header};
 use crate::digest::{HashingReader, Sha256};
 use crate::progress::{Reporter, Tracked};
@@ -93,6 +93,7 @@ pub fn pack(
     manifest: &Manifest,
     key: &SigningKey,
     contents: &[Content],
+    provenance: Option<&[u8]>,
     reporter: &dyn Reporter,
 ) -> Result<Packed, PackError> {
     let write_err = |source| PackError::Write { path: out.to_owned(), source };
@@ -114,11 +115,23 @@ pub fn pack(
     writer.append(&fixed(SIGNATURE), signature.len() as u64, signature.as_bytes()).map_err(write_err)?;
 
     reporter.start("packing", manifest.content_bytes());
-    for content in contents {
-        append_checked(&mut writer, content, reporter).map_err(|e| match e {
+    // Order: the listed `airlock/` members (the SBOM), the provenance, then the content.
+    let split = contents.iter().position(|c| c.path.area() != "airlock").unwrap_or(contents.len());
+    let (head, rest) = contents.split_at(split);
+    let append = |writer: &mut BundleWriter<_>, content: &Content| {
+        append_checked(writer, content, reporter).map_err(|e| match e {
             AppendError::Source(s) => PackError::Source(s),
             AppendError::Write(source) => write_err(source),
-        })?;
+        })
+    };
+    for content in head {
+        append(&mut writer, content)?;
+    }
+    if let Some(bytes) = provenance {
+        writer.append(&fixed(PROVENANCE), bytes.len() as u64, bytes).map_err(write_err)?;
+    }
+    for content in rest {
+        append(&mut writer, content)?;
     }
     reporter.finish();
 
@@ -130,7 +143,7 @@ pub fn pack(
         path: out.to_owned(),
         manifest_sha256: Sha256::of_bytes(&manifest_bytes),
         bytes,
-        members: contents.len() + 2,
+        members: contents.len() + 2 + usize::from(provenance.is_some()),
     })
 }
 

@@ -62,7 +62,11 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             .collect(),
         validation: serde_json::to_value(&spec.spec.validation)?,
     };
-    let packed = pack(&args.out, &manifest, &key, &plan.contents, &reporter)?;
+    let manifest_sha256 = crate::digest::Sha256::of_bytes(&manifest.canonical_bytes());
+    let spec_name = args.spec.file_name().map_or_else(|| "airlock.toml".into(), |n| n.to_string_lossy().into_owned());
+    let statement = crate::attest::provenance::statement(&manifest, manifest_sha256, &spec_name);
+    let provenance = crate::attest::provenance::envelope(&statement, &key);
+    let packed = pack(&args.out, &manifest, &key, &plan.contents, Some(&provenance), &reporter)?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         super::print_json(&serde_json::json!({

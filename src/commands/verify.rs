@@ -19,6 +19,8 @@ struct VerifyJson<'a> {
     manifest_sha256: Option<String>,
     signers: &'a [KeyId],
     entries: usize,
+    /// `{verified, signers}` for the DSSE provenance, or null when the bundle has none.
+    provenance: Option<serde_json::Value>,
     problems: &'a [Problem],
 }
 
@@ -38,6 +40,10 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             manifest_sha256: report.manifest_sha256.map(|d| d.to_string()),
             signers: &report.signers,
             entries: report.entries_verified,
+            provenance: report
+                .provenance
+                .as_ref()
+                .map(|signers| serde_json::json!({ "verified": !signers.is_empty(), "signers": signers })),
             problems: &report.problems,
         })?;
     } else {
