@@ -34,8 +34,18 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Verify a bundle while staging it under a site root, then activate it.
     Install(InstallArgs),
+    /// Print the bundle's in-toto provenance statement (its DSSE signature checked with `--trust`).
+    Provenance(ProvenanceArgs),
     /// Write the bundle's SBOM (`CycloneDX` JSON), byte for byte (nothing is verified: use `verify`).
     Sbom(SbomArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProvenanceArgs {
+    pub bundle: PathBuf,
+    /// Check the envelope's signature with these public keys (and that it names this manifest).
+    #[arg(long = "trust")]
+    pub trust: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

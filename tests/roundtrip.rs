@@ -178,6 +178,13 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
     assert_eq!(statement["subject"].as_array().unwrap().len(), 3, "the manifest and both files");
     assert_eq!(envelope["signatures"][0]["keyid"].as_str().unwrap().len(), 64);
 
+    // `airlock provenance` prints the same statement, checked with --trust; another key fails.
+    let printed = airlock_run(&["provenance", s(&bundle), "--trust", s(&keys.public)]).ok().json();
+    assert_eq!(printed, statement);
+    let other = keygen(&t.path().join("other"), "other");
+    let refused = airlock_run(&["provenance", s(&bundle), "--trust", s(&other.public)]).code(3);
+    assert!(refused.stderr.contains("no trusted key signed the provenance"), "{}", refused.stderr);
+
     // And openssl rejects a manifest changed by one byte.
     let mut m = std::fs::read(x.join("airlock/manifest.json")).unwrap();
     m[10] ^= 1;

@@ -6,6 +6,7 @@ mod inspect;
 mod install;
 mod keygen;
 mod lock;
+mod provenance;
 mod sbom;
 mod verify;
 
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Inspect(a) => inspect::run(&a),
         Command::Install(a) => install::run(&a),
         Command::Sbom(a) => sbom::run(&a),
+        Command::Provenance(a) => provenance::run(&a),
     }
 }
 
