@@ -34,10 +34,22 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Verify a bundle while staging it under a site root, then activate it.
     Install(InstallArgs),
+    /// What changed between two bundles or two locks: added, removed, changed.
+    Diff(DiffArgs),
     /// Print the bundle's in-toto provenance statement (its DSSE signature checked with `--trust`).
     Provenance(ProvenanceArgs),
     /// Write the bundle's SBOM (`CycloneDX` JSON), byte for byte (nothing is verified: use `verify`).
     Sbom(SbomArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A bundle or a lock file.
+    pub old: PathBuf,
+    /// A bundle or a lock file.
+    pub new: PathBuf,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -325,3 +325,34 @@ fn encrypted_keys_work_and_a_wrong_passphrase_is_a_clear_error() {
         .clone();
     assert_eq!(id, sha256_file(&t.path().join("pub.der")));
 }
+
+#[test]
+fn diff_lists_added_removed_and_changed_between_bundles_and_between_locks() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let old = project(&t.path().join("old"), "1.0.0");
+    let new = project(&t.path().join("new"), "1.1.0");
+    let mut spec = std::fs::read_to_string(&new.spec).unwrap();
+    spec.push_str("\n[[file]]\nname = \"extra.txt\"\nsource = \"notes.txt\"\n");
+    std::fs::write(&new.spec, spec).unwrap();
+    let (b1, b2) = (t.path().join("old.airlock"), t.path().join("new.airlock"));
+    build(&old, &keys, &b1).ok();
+    build(&new, &keys, &b2).ok();
+
+    let d = airlock_run(&["diff", s(&b1), s(&b2), "--json"]).ok().json();
+    assert_eq!(d["added"].as_array().unwrap().len(), 1);
+    assert_eq!(d["added"][0]["name"], "extra.txt");
+    assert_eq!(d["removed"], serde_json::json!([]));
+    assert_eq!(d["changed"].as_array().unwrap().len(), 1, "{d}");
+    assert_eq!((d["changed"][0]["kind"].as_str(), d["changed"][0]["name"].as_str()), (Some("file"), Some("notes.txt")));
+    assert_ne!(d["changed"][0]["from"], d["changed"][0]["to"]);
+
+    // The same between the locks, and the other way round.
+    let locks = airlock_run(&["diff", s(&old.dir.join("airlock.lock")), s(&new.dir.join("airlock.lock")), "--json"])
+        .ok()
+        .json();
+    assert_eq!(locks, d);
+    let back = airlock_run(&["diff", s(&b2), s(&b1)]).ok().stdout;
+    assert!(back.contains("- file   extra.txt") && back.contains("0 added, 1 removed, 1 changed"), "{back}");
+    airlock_run(&["diff", s(&b1), s(&t.path().join("nope"))]).code(1);
+}

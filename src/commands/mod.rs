@@ -2,6 +2,7 @@
 //! `anyhow::Error` and are mapped to exit codes here, once.
 
 mod build;
+mod diff;
 mod inspect;
 mod install;
 mod keygen;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Install(a) => install::run(&a),
         Command::Sbom(a) => sbom::run(&a),
         Command::Provenance(a) => provenance::run(&a),
+        Command::Diff(a) => diff::run(&a),
     }
 }
 
