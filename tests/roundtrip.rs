@@ -134,15 +134,7 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
         base64_decode(b64.trim())
     })
     .unwrap();
-    let out = run(Command::new("openssl").args([
-        "dgst",
-        "-sha256",
-        "-verify",
-        s(&keys.public),
-        "-signature",
-        s(&x.join("sig.der")),
-        s(&x.join("airlock/manifest.json")),
-    ]));
+    let out = openssl_verify(&keys.public, &x.join("sig.der"), &x.join("airlock/manifest.json"));
     assert_eq!(out.stdout.trim(), "Verified OK", "{}", out.stderr);
     // Content digests in the manifest match the extracted files.
     let manifest: serde_json::Value =
@@ -159,15 +151,7 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
     pae.extend_from_slice(&payload);
     std::fs::write(x.join("pae.bin"), &pae).unwrap();
     std::fs::write(x.join("dsse.der"), base64_decode(envelope["signatures"][0]["sig"].as_str().unwrap())).unwrap();
-    let out = run(Command::new("openssl").args([
-        "dgst",
-        "-sha256",
-        "-verify",
-        s(&keys.public),
-        "-signature",
-        s(&x.join("dsse.der")),
-        s(&x.join("pae.bin")),
-    ]));
+    let out = openssl_verify(&keys.public, &x.join("dsse.der"), &x.join("pae.bin"));
     assert_eq!(out.stdout.trim(), "Verified OK", "{}", out.stderr);
     let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
     assert_eq!(statement["_type"], "https://in-toto.io/Statement/v1");
@@ -189,16 +173,13 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
     let mut m = std::fs::read(x.join("airlock/manifest.json")).unwrap();
     m[10] ^= 1;
     std::fs::write(x.join("tampered.json"), m).unwrap();
-    let out = run(Command::new("openssl").args([
-        "dgst",
-        "-sha256",
-        "-verify",
-        s(&keys.public),
-        "-signature",
-        s(&x.join("sig.der")),
-        s(&x.join("tampered.json")),
-    ]));
+    let out = openssl_verify(&keys.public, &x.join("sig.der"), &x.join("tampered.json"));
     assert_ne!(out.code, 0);
+}
+
+/// `openssl dgst -sha256 -verify KEY -signature SIG DATA`: an outside check of an ECDSA signature.
+fn openssl_verify(key: &std::path::Path, signature: &std::path::Path, data: &std::path::Path) -> Run {
+    run(Command::new("openssl").args(["dgst", "-sha256", "-verify", s(key), "-signature", s(signature), s(data)]))
 }
 
 fn base64_decode(text: &str) -> Vec<u8> {
