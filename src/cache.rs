@@ -168,9 +168,6 @@ impl Incoming {
         Ok(self.dest.clone())
     }
 
-    /// Give up on this blob: remove its partial bytes.
-    pub fn abandon(self) {}
-
     /// Keep the bytes received so far for the next attempt to resume from.
     pub fn keep_for_resume(mut self) {
         self.keep = true;

@@ -2,7 +2,7 @@
 //! bytes while they stream past, so content never has to be held in memory to be checked.
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -151,36 +151,6 @@ impl<R: Read> Read for HashingReader<R> {
         self.hasher.update(&buf[..n]);
         self.count += n as u64;
         Ok(n)
-    }
-}
-
-/// Hashes and counts every byte written through it.
-pub struct HashingWriter<W> {
-    inner: W,
-    hasher: sha2::Sha256,
-    count: u64,
-}
-
-impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W) -> Self {
-        Self { inner, hasher: sha2::Sha256::new(), count: 0 }
-    }
-
-    pub fn finish(self) -> (W, Sha256, u64) {
-        (self.inner, Sha256(self.hasher.finalize().into()), self.count)
-    }
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.count += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
     }
 }
 

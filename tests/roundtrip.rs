@@ -35,6 +35,8 @@ fn build_verify_inspect_install_round_trip() {
     assert_eq!(i["content_bytes"], sizes.iter().sum::<u64>());
     assert_eq!(i["entries"][0]["path"], "airlock/sbom.cdx.json");
     assert_eq!(&sizes[1..], [70_000, "release notes for 1.0.0\n".len() as u64]);
+    let said = airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok().stdout;
+    assert!(said.contains("provenance verified"), "{said}");
     let human = airlock_run(&["inspect", s(&bundle)]).ok().stdout;
     assert!(human.contains("NOT verified") && human.contains("board = MI300X"), "{human}");
 

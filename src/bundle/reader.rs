@@ -464,6 +464,32 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, signature })
 }
 
+/// The leading members of a bundle (manifest, signature, SBOM, provenance) whose names are in
+/// `wanted`, each read whole but bounded; nothing is verified. Content members are not read.
+pub fn leading_members(input: impl Read, wanted: &[&str]) -> Result<BTreeMap<String, Vec<u8>>, Problem> {
+    let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(e.to_string()) };
+    let decoder = zstd::stream::read::Decoder::new(input).map_err(not_bundle)?;
+    let mut archive = tar::Archive::new(decoder);
+    let mut found = BTreeMap::new();
+    // Manifest, signature, SBOM and provenance come first; stop at the first content member.
+    for entry in archive.entries().map_err(not_bundle)?.take(4) {
+        let mut entry = entry.map_err(not_bundle)?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        if !name.starts_with("airlock/") {
+            break;
+        }
+        if wanted.contains(&name.as_str()) {
+            let mut bytes = Vec::new();
+            (&mut entry)
+                .take(MAX_MANIFEST_BYTES.max(provenance::MAX_BYTES))
+                .read_to_end(&mut bytes)
+                .map_err(not_bundle)?;
+            found.insert(name, bytes);
+        }
+    }
+    Ok(found)
+}
+
 /// The kind name of an entry type that is not a regular file.
 fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
     use tar::EntryType as T;

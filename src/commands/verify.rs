@@ -62,6 +62,12 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
                 report.entries_verified,
                 signers.join(", ")
             )?;
+            let provenance = match &report.provenance {
+                Some(signers) if !signers.is_empty() => "provenance verified",
+                Some(_) => "provenance NOT verified",
+                None => "no provenance in the bundle",
+            };
+            writeln!(out, "  {provenance}")?;
         }
     }
     if verified {
