@@ -4,6 +4,7 @@
 //! The site side reads it back: [`bundle`] (verify while streaming) → [`site`] (stage, activate).
 //! `commands` glues one verb each; `main` only parses and maps errors to exit codes.
 
+pub mod atomic;
 pub mod attest;
 pub mod bundle;
 pub mod cache;

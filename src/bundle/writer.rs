@@ -99,14 +99,8 @@ pub fn pack(
     let write_err = |source| PackError::Write { path: out.to_owned(), source };
     let manifest_bytes = manifest.canonical_bytes();
     let signature = key.sign_blob(&manifest_bytes);
-    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let file_name = out.file_name().map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
     // Dropped (and deleted) on every early return: nothing half-written is left behind.
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{file_name}."))
-        .suffix(".partial")
-        .tempfile_in(dir)
-        .map_err(write_err)?;
+    let tmp = crate::atomic::temp_beside(out).map_err(write_err)?;
 
     let mut writer = BundleWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file()), manifest.created.unix())
         .map_err(write_err)?;
