@@ -30,6 +30,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Verify a bundle offline against trusted public keys.
     Verify(VerifyArgs),
+    /// Co-sign a bundle: write a detached signature `BUNDLE.KEYID.sig` beside it.
+    Sign(SignArgs),
     /// Show what a bundle holds without extracting it (nothing is verified).
     Inspect(InspectArgs),
     /// Verify a bundle while staging it under a site root, then activate it.
@@ -122,6 +124,23 @@ pub struct VerifyArgs {
     /// A trusted public key (SPKI PEM); repeat for several.
     #[arg(long = "trust", required = true)]
     pub trust: Vec<PathBuf>,
+    /// Distinct trusted keys that must have signed the manifest; the embedded signature and the
+    /// co-signatures beside the bundle (`BUNDLE.KEYID.sig`, from `airlock sign`) count.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threshold: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    pub bundle: PathBuf,
+    /// Private key (PEM) to co-sign with; its passphrase comes from `AIRLOCK_KEY_PASSWORD`.
+    #[arg(long)]
+    pub key: PathBuf,
+    /// Verify the whole bundle with these public keys first, and refuse to co-sign if it fails.
+    #[arg(long = "trust")]
+    pub trust: Vec<PathBuf>,
     #[arg(long)]
     pub json: bool,
 }
@@ -139,6 +158,10 @@ pub struct InstallArgs {
     /// A trusted public key (SPKI PEM); repeat for several.
     #[arg(long = "trust", required = true)]
     pub trust: Vec<PathBuf>,
+    /// Distinct trusted keys that must have signed the manifest; the embedded signature and the
+    /// co-signatures beside the bundle (`BUNDLE.KEYID.sig`, from `airlock sign`) count.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threshold: u32,
     /// Site state root.
     #[arg(long, default_value = "/var/lib/airlock")]
     pub root: PathBuf,

@@ -125,13 +125,24 @@ fn head(key: &SigningKey, manifest: &[u8]) -> [Member; 2] {
     [file("airlock/manifest.json", manifest), file("airlock/manifest.json.sig", key.sign_blob(manifest).as_bytes())]
 }
 
+/// The leading members of a well-formed bundle: manifest, signature and the DSSE provenance,
+/// all by `key`.
+fn signed(key: &SigningKey, m: &Manifest) -> Vec<Member> {
+    let bytes = m.canonical_bytes();
+    let statement = airlock::attest::provenance::statement(m, Sha256::of_bytes(&bytes), "airlock.toml");
+    let envelope = airlock::attest::provenance::envelope(&statement, key);
+    let mut members = head(key, &bytes).to_vec();
+    members.push(file("airlock/provenance.dsse.json", &envelope));
+    members
+}
+
 const A: &[u8] = b"payload A\n";
 const B: &[u8] = b"payload B, a little longer\n";
 
 /// A good bundle: `files/a` and `files/b`, listed and signed.
 fn good(fx: &Fixture) -> Vec<Member> {
     let m = manifest_for(&fx.key, &[("files/a", A), ("files/b", B)]);
-    let mut members = head(&fx.key, &m.canonical_bytes()).to_vec();
+    let mut members = signed(&fx.key, &m);
     members.extend([file("files/a", A), file("files/b", B)]);
     members
 }
@@ -139,7 +150,7 @@ fn good(fx: &Fixture) -> Vec<Member> {
 /// The good bundle's head followed by `content`.
 fn with_content(fx: &Fixture, listed: &[(&str, &[u8])], content: Vec<Member>) -> Vec<u8> {
     let m = manifest_for(&fx.key, listed);
-    let mut members = head(&fx.key, &m.canonical_bytes()).to_vec();
+    let mut members = signed(&fx.key, &m);
     members.extend(content);
     zstd(&tar_bytes(&members, &[]))
 }
@@ -248,7 +259,7 @@ fn cases(fx: &Fixture) -> Vec<Case> {
             "signature not second",
             {
                 let g = good(fx);
-                zstd(&tar_bytes(&[g[0].clone(), g[2].clone(), g[1].clone(), g[3].clone()], &[]))
+                zstd(&tar_bytes(&[g[0].clone(), g[3].clone(), g[1].clone(), g[2].clone(), g[4].clone()], &[]))
             },
             &["files/a", "second member must be `airlock/manifest.json.sig`"],
         ),
@@ -333,11 +344,32 @@ fn cases(fx: &Fixture) -> Vec<Case> {
             "trailing data after the archive",
             {
                 let m = manifest_for(&fx.key, &[("files/a", A)]);
-                let mut members = head(&fx.key, &m.canonical_bytes()).to_vec();
+                let mut members = signed(&fx.key, &m);
                 members.push(file("files/a", A));
                 zstd(&tar_bytes(&members, b"garbage after the end-of-archive blocks"))
             },
             &["non-zero data after the end of the archive"],
+        ),
+        case(
+            "provenance stripped",
+            {
+                let m = manifest_for(&fx.key, &[("files/a", A)]);
+                let mut members = head(&fx.key, &m.canonical_bytes()).to_vec();
+                members.push(file("files/a", A));
+                zstd(&tar_bytes(&members, &[]))
+            },
+            &["airlock/provenance.dsse.json", "missing from the bundle"],
+        ),
+        case(
+            "second provenance",
+            {
+                let m = manifest_for(&fx.key, &[("files/a", A)]);
+                let mut members = signed(&fx.key, &m);
+                let again = members[2].clone();
+                members.extend([again, file("files/a", A)]);
+                zstd(&tar_bytes(&members, &[]))
+            },
+            &["airlock/provenance.dsse.json", "duplicate member"],
         ),
         case("random bytes", pattern(4096, 1), &["not an airlock bundle"]),
         case("empty file", Vec::new(), &["not an airlock bundle"]),

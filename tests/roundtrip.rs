@@ -26,7 +26,7 @@ fn build_verify_inspect_install_round_trip() {
     assert_eq!(key_id.len(), 64);
 
     let i = airlock_run(&["inspect", s(&bundle), "--json"]).ok().json();
-    assert_eq!(i["members"], 5);
+    assert_eq!(i["members"], 6, "manifest, signature, provenance and the three entries");
     assert_eq!(i["signatures"][0]["key_id"], key_id.as_str());
     assert_eq!(i["created"], "2025-11-29T16:00:00Z");
     assert_eq!(i["artifacts"][0]["file_kind"], "firmware");
@@ -177,16 +177,6 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
     std::fs::write(x.join("tampered.json"), m).unwrap();
     let out = openssl_verify(&keys.public, &x.join("sig.der"), &x.join("tampered.json"));
     assert_ne!(out.code, 0);
-}
-
-/// `openssl dgst -sha256 -verify KEY -signature SIG DATA`: an outside check of an ECDSA signature.
-fn openssl_verify(key: &std::path::Path, signature: &std::path::Path, data: &std::path::Path) -> Run {
-    run(Command::new("openssl").args(["dgst", "-sha256", "-verify", s(key), "-signature", s(signature), s(data)]))
-}
-
-fn base64_decode(text: &str) -> Vec<u8> {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
 }
 
 #[test]

@@ -22,7 +22,9 @@ use super::writer::ZSTD_WINDOW_LOG;
 use crate::attest::provenance;
 use crate::digest::{HashingReader, Sha256};
 use crate::progress::{Reporter, Tracked};
-use crate::sign::{KeyId, TrustedKey};
+use crate::sign::KeyId;
+use crate::sign::Policy;
+use crate::sign::policy::SignatureCheck;
 
 /// Why a bundle, or one of its members, was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +34,7 @@ pub enum Rejection {
     SignatureNotSecond { found: String },
     TooLargeBeforeTrust { limit: u64 },
     Untrusted { tried: Vec<KeyId>, detail: String },
+    Threshold { need: usize, signers: Vec<KeyId>, cosignatures: usize },
     ManifestInvalid(String),
     UnsafePath(&'static str),
     EntryType(&'static str),
@@ -62,6 +65,16 @@ impl fmt::Display for Rejection {
                 write!(
                     f,
                     "untrusted or bad signature: it does not verify with any trusted key ({}){detail}",
+                    ids.join(", ")
+                )
+            }
+            Self::Threshold { need, signers, cosignatures } => {
+                let ids: Vec<_> = signers.iter().map(|k| format!("`{k}`")).collect();
+                write!(
+                    f,
+                    "signature threshold not met: {need} distinct trusted keys must sign, {} did ({}); \
+                     {cosignatures} co-signature file(s) beside the bundle were considered",
+                    signers.len(),
                     ids.join(", ")
                 )
             }
@@ -144,7 +157,10 @@ pub struct Report {
     /// Set once the signature verified and the manifest parsed.
     pub manifest: Option<Manifest>,
     pub manifest_sha256: Option<Sha256>,
+    /// Distinct trusted keys whose signature over the manifest verified.
     pub signers: Vec<KeyId>,
+    /// Every signature considered (embedded and co-signatures), with its outcome.
+    pub signatures: Vec<SignatureCheck>,
     pub entries_verified: usize,
     /// The trusted keys that signed the DSSE provenance, when the bundle has one (empty when
     /// it did not verify).
@@ -170,13 +186,13 @@ pub struct SinkError {
 /// Read and verify a whole bundle, handing accepted members to `sink`.
 pub fn read_bundle(
     input: impl Read,
-    trusted: &[TrustedKey],
+    trust: &Policy,
     sink: &mut dyn MemberSink,
     policy: OnProblem,
     reporter: &dyn Reporter,
 ) -> Result<Report, SinkError> {
     let mut reader = Reader { report: Report::default(), policy };
-    match reader.run(input, trusted, sink, reporter) {
+    match reader.run(input, trust, sink, reporter) {
         Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
         Err(Halt::Sink(e)) => Err(e),
     }
@@ -247,7 +263,7 @@ impl Reader {
     fn run(
         &mut self,
         input: impl Read,
-        trusted: &[TrustedKey],
+        trust: &Policy,
         sink: &mut dyn MemberSink,
         reporter: &dyn Reporter,
     ) -> Result<(), Halt> {
@@ -256,17 +272,20 @@ impl Reader {
         let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
         let (manifest_bytes, signature) = self.head(&mut members, &budget)?;
 
-        let mut detail = String::new();
-        for key in trusted {
-            match key.verify_blob(&manifest_bytes, &signature) {
-                Ok(()) => self.report.signers.push(key.key_id().clone()),
-                Err(e @ crate::sign::SignatureError::Encoding(_)) => detail = format!("; {e}"),
-                Err(crate::sign::SignatureError::Mismatch(_)) => {}
-            }
-        }
+        let checked = trust.check(&manifest_bytes, &signature);
+        self.report.signers = checked.signers;
+        self.report.signatures = checked.signatures;
         if self.report.signers.is_empty() {
-            let tried = trusted.iter().map(|k| k.key_id().clone()).collect();
-            return Err(self.fatal(Some(SIGNATURE.into()), Rejection::Untrusted { tried, detail }));
+            let detail = checked.embedded_error.map(|e| format!("; {e}")).unwrap_or_default();
+            return Err(self.fatal(Some(SIGNATURE.into()), Rejection::Untrusted { tried: trust.key_ids(), detail }));
+        }
+        if self.report.signers.len() < trust.threshold {
+            let reason = Rejection::Threshold {
+                need: trust.threshold,
+                signers: self.report.signers.clone(),
+                cosignatures: trust.cosignatures.len(),
+            };
+            return Err(self.fatal(None, reason));
         }
 
         // Trusted bytes from here on; still check what the manifest says.
@@ -287,7 +306,7 @@ impl Reader {
         for item in members.by_ref() {
             let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
             if entry.path_bytes().as_ref() == PROVENANCE.as_bytes() && self.report.provenance.is_none() {
-                self.provenance_member(entry, trusted, manifest_sha256, &budget, sink)?;
+                self.provenance_member(entry, trust, manifest_sha256, &budget, sink)?;
                 continue;
             }
             self.content_member(entry, &listed, &mut seen, &budget, sink, reporter)?;
@@ -296,6 +315,11 @@ impl Reader {
 
         for path in listed.keys().filter(|p| !seen.contains(*p)) {
             self.problem(Some(path.to_string()), Rejection::Missing)?;
+        }
+        // Not listed (it signs the manifest, not the other way round), so its absence would go
+        // unnoticed by the entry checks: format v1 requires it.
+        if self.report.provenance.is_none() {
+            self.problem(Some(PROVENANCE.into()), Rejection::Missing)?;
         }
         // The rest of the stream must be tar padding (zeros) and a complete zstd frame whose
         // checksum holds: reading to the end is what proves the stream was not cut.
@@ -318,12 +342,14 @@ impl Reader {
     fn provenance_member<R: Read>(
         &mut self,
         mut entry: tar::Entry<'_, R>,
-        trusted: &[TrustedKey],
+        trust: &Policy,
         manifest_sha256: Sha256,
         budget: &Budget,
         sink: &mut dyn MemberSink,
     ) -> Result<(), Halt> {
         let name = Some(PROVENANCE.to_owned());
+        // Present, not (yet) verified: an empty signer list.
+        self.report.provenance = Some(Vec::new());
         if let Some(kind) = forbidden_type(entry.header().entry_type()) {
             return self.problem(name, Rejection::EntryType(kind));
         }
@@ -337,12 +363,9 @@ impl Reader {
             .take(provenance::MAX_BYTES)
             .read_to_end(&mut bytes)
             .map_err(|e| self.fatal(name.clone(), budget.explain(&e, Rejection::Truncated)))?;
-        match provenance::verify(&bytes, trusted, manifest_sha256) {
+        match provenance::verify(&bytes, &trust.keys, manifest_sha256) {
             Ok(v) => self.report.provenance = Some(v.signers),
-            Err(e) => {
-                self.report.provenance = Some(Vec::new());
-                return self.problem(name, Rejection::Provenance(e));
-            }
+            Err(e) => return self.problem(name, Rejection::Provenance(e)),
         }
         let path = MemberPath::new(PROVENANCE).expect("reserved member names are valid paths");
         sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))
@@ -368,7 +391,7 @@ impl Reader {
         if let Some(kind) = forbidden_type(entry.header().entry_type()) {
             return self.problem(Some(name), Rejection::EntryType(kind));
         }
-        if !seen.insert(path.clone()) || path.as_str() == MANIFEST || path.as_str() == SIGNATURE {
+        if !seen.insert(path.clone()) || [MANIFEST, SIGNATURE, PROVENANCE].contains(&path.as_str()) {
             return self.problem(Some(name), Rejection::Duplicate);
         }
         let Some(expected) = listed.get(&path) else {
@@ -436,6 +459,8 @@ impl Reader {
 #[derive(Debug)]
 pub struct Head {
     pub manifest: Manifest,
+    /// The manifest's exact bytes (what signatures are over).
+    pub manifest_bytes: Vec<u8>,
     pub manifest_sha256: Sha256,
     pub signature: Vec<u8>,
 }
@@ -461,7 +486,7 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     };
     let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
         .map_err(|e| Problem { member: Some(MANIFEST.into()), reason: Rejection::ManifestInvalid(e.to_string()) })?;
-    Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, signature })
+    Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, manifest_bytes, signature })
 }
 
 /// The leading members of a bundle (manifest, signature, SBOM, provenance) whose names are in

@@ -18,9 +18,17 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
         .map_err(|p| VerificationFailed(format!("cannot inspect `{}`: {p}", args.bundle.display())))?;
     let m = &head.manifest;
     // The embedded signature carries no key id of its own; the manifest names the build key.
-    let signatures = vec![
+    let mut signatures = vec![
         serde_json::json!({ "member": crate::bundle::manifest::SIGNATURE, "key_id": m.builder.key_id, "verified": false }),
     ];
+    // Co-signatures beside the bundle (`airlock sign`), by the key id their names claim.
+    let cosignatures = crate::sign::policy::cosignatures_beside(&args.bundle)
+        .with_context(|| format!("cannot read the co-signatures beside `{}`", args.bundle.display()))?;
+    for co in &cosignatures {
+        signatures.push(serde_json::json!({ "file": co.path, "key_id": co.key_id, "verified": false }));
+    }
+    // The manifest, its signature and the provenance are not entries of the manifest.
+    let members = m.entries.len() + 3;
     if args.json {
         super::print_json(&serde_json::json!({
             "name": m.name,
@@ -32,7 +40,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
             "id": bundle_id(&head.manifest_sha256),
             "signatures": signatures,
             "artifacts": m.artifacts,
-            "members": m.entries.len() + 2,
+            "members": members,
             "entries": m.entries,
             "content_bytes": m.content_bytes(),
             "bundle_bytes": bundle_bytes,
@@ -49,7 +57,15 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     writeln!(out, "created:     {}", m.created)?;
     writeln!(out, "builder:     {}", m.builder.tool)?;
     writeln!(out, "manifest:    sha256 {} (site id {})", head.manifest_sha256, bundle_id(&head.manifest_sha256))?;
-    writeln!(out, "signatures:  {} (embedded, key id {} as claimed by the manifest)", 1, m.builder.key_id)?;
+    writeln!(
+        out,
+        "signatures:  embedded (key id {} as claimed by the manifest), {} co-signature(s) beside the bundle",
+        m.builder.key_id,
+        cosignatures.len()
+    )?;
+    for co in &cosignatures {
+        writeln!(out, "  co-signature {} (key id {} as claimed by its name)", co.path.display(), co.key_id)?;
+    }
     writeln!(out, "artifacts:   {}", m.artifacts.len())?;
     for a in &m.artifacts {
         writeln!(out, "  {}", a.describe())?;
@@ -59,13 +75,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    writeln!(
-        out,
-        "members:     {} ({} content bytes, {} bytes compressed)",
-        m.entries.len() + 2,
-        m.content_bytes(),
-        bundle_bytes
-    )?;
+    writeln!(out, "members:     {} ({} content bytes, {} bytes compressed)", members, m.content_bytes(), bundle_bytes)?;
     for e in &m.entries {
         writeln!(out, "  {:>12}  {}  {}", e.size, e.sha256, e.path)?;
     }

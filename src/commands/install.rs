@@ -1,4 +1,4 @@
-//! `airlock install BUNDLE --trust PUB --root DIR`
+//! `airlock install BUNDLE --trust PUB --root DIR [--threshold N]`
 
 use std::io::Write;
 
@@ -8,20 +8,22 @@ use crate::site::{Publish, install};
 use crate::sources::oci::Transport;
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
-    let trusted = super::load_trusted(&args.trust)?;
+    let policy = super::load_policy(&args.trust, args.threshold, &args.bundle)?;
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
         host: host.clone(),
         transport: if args.insecure_registry { Transport::InsecureHttp } else { Transport::Https },
     });
     let apt_key = args.apt_signing_key.as_deref().map(load_apt_key).transpose()?;
-    let done = install(&args.bundle, &trusted, &args.root, &Publish { registry, apt_key }, &reporter)?;
+    let done = install(&args.bundle, &policy, &args.root, &Publish { registry, apt_key }, &reporter)?;
     if args.json {
         super::print_json(&done)?;
     } else {
         let mut out = std::io::stdout().lock();
         let how = if done.already_present { "re-activated" } else { "installed" };
         writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
+        let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::as_str).collect();
+        writeln!(out, "signed by {} ({} co-signature(s) retained)", signers.join(", "), done.cosignatures.len())?;
         for image in &done.images {
             let (pushed, present) = (image.blobs_pushed, image.blobs_present);
             let digest = image.digest.0;

@@ -9,9 +9,13 @@ mod keygen;
 mod lock;
 mod provenance;
 mod sbom;
+mod sign;
 mod verify;
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
 
 use crate::bundle::writer::PackError;
 use crate::cli::{Cli, Command};
@@ -41,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Sbom(a) => sbom::run(&a),
         Command::Provenance(a) => provenance::run(&a),
         Command::Diff(a) => diff::run(&a),
+        Command::Sign(a) => sign::run(&a),
     }
 }
 
@@ -50,6 +55,9 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
         if cause.is::<VerificationFailed>() {
             return EXIT_VERIFY;
+        }
+        if cause.is::<crate::sign::policy::PolicyError>() {
+            return EXIT_USAGE;
         }
         if let Some(e) = cause.downcast_ref::<SpecError>() {
             return spec_code(e);
@@ -118,4 +126,19 @@ fn key_password() -> Option<Vec<u8>> {
 
 fn load_trusted(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
     paths.iter().map(|p| Ok(crate::sign::TrustedKey::load(p)?)).collect()
+}
+
+/// The signature policy for `bundle`: the `--trust` keys, `--threshold`, and the co-signatures
+/// found beside the bundle file.
+fn load_policy(trust: &[PathBuf], threshold: u32, bundle: &Path) -> anyhow::Result<crate::sign::Policy> {
+    let keys = load_trusted(trust)?;
+    let cosignatures = crate::sign::policy::cosignatures_beside(bundle)
+        .with_context(|| format!("cannot read the co-signatures beside `{}`", bundle.display()))?;
+    let threshold = usize::try_from(threshold).unwrap_or(usize::MAX);
+    Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?)
+}
+
+/// Write `bytes` to `path` through a temporary file beside it, renamed when complete.
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    crate::atomic::write(path, bytes).with_context(|| format!("cannot write `{}`", path.display()))
 }

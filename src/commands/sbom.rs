@@ -18,12 +18,7 @@ pub fn run(args: &SbomArgs) -> anyhow::Result<u8> {
         bail!("bundle `{}` has no `{SBOM}` member (built before airlock wrote SBOMs?)", args.bundle.display());
     };
     match &args.out {
-        Some(path) => {
-            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-            let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-            tmp.write_all(&bytes)?;
-            tmp.persist(path).with_context(|| format!("cannot write `{}`", path.display()))?;
-        }
+        Some(path) => super::write_atomic(path, &bytes)?,
         None => std::io::stdout().lock().write_all(&bytes)?,
     }
     Ok(super::EXIT_OK)

@@ -1,4 +1,4 @@
-//! `airlock verify BUNDLE --trust PUB [--trust PUB…] [--json]`
+//! `airlock verify BUNDLE --trust PUB [--trust PUB…] [--threshold N] [--json]`
 
 use std::fs::File;
 use std::io::{BufReader, Write};
@@ -7,9 +7,11 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::VerificationFailed;
-use crate::bundle::reader::{Discard, OnProblem, Problem, read_bundle};
+use crate::bundle::manifest::SBOM;
+use crate::bundle::reader::{Discard, OnProblem, Problem, Report, read_bundle};
 use crate::cli::{TerminalReporter, VerifyArgs};
 use crate::sign::KeyId;
+use crate::sign::policy::{Outcome, SignatureCheck};
 
 #[derive(Serialize)]
 struct VerifyJson<'a> {
@@ -17,19 +19,25 @@ struct VerifyJson<'a> {
     name: Option<String>,
     version: Option<String>,
     manifest_sha256: Option<String>,
+    /// Distinct trusted keys with a valid signature (embedded or co-signature).
     signers: &'a [KeyId],
+    threshold: usize,
+    /// Every signature considered, with `status` `valid`, `untrusted` or `invalid`.
+    signatures: &'a [SignatureCheck],
     entries: usize,
+    /// `{sha256, verified}` for the SBOM the manifest lists, or null when it lists none.
+    sbom: Option<serde_json::Value>,
     /// `{verified, signers}` for the DSSE provenance, or null when the bundle has none.
     provenance: Option<serde_json::Value>,
     problems: &'a [Problem],
 }
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
-    let trusted = super::load_trusted(&args.trust)?;
+    let policy = super::load_policy(&args.trust, args.threshold, &args.bundle)?;
     let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
     let reporter = TerminalReporter::new(args.json);
     let report =
-        read_bundle(BufReader::with_capacity(1 << 20, file), &trusted, &mut Discard, OnProblem::Continue, &reporter)?;
+        read_bundle(BufReader::with_capacity(1 << 20, file), &policy, &mut Discard, OnProblem::Continue, &reporter)?;
     let verified = report.verified();
     let manifest = report.manifest.as_ref();
     if args.json {
@@ -39,7 +47,10 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             version: manifest.map(|m| m.version.to_string()),
             manifest_sha256: report.manifest_sha256.map(|d| d.to_string()),
             signers: &report.signers,
+            threshold: policy.threshold,
+            signatures: &report.signatures,
             entries: report.entries_verified,
+            sbom: sbom_status(&report),
             provenance: report
                 .provenance
                 .as_ref()
@@ -47,28 +58,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             problems: &report.problems,
         })?;
     } else {
-        let mut out = std::io::stdout().lock();
-        for p in &report.problems {
-            writeln!(out, "REJECTED {p}")?;
-        }
-        if let (true, Some(m)) = (verified, manifest) {
-            let signers: Vec<_> = report.signers.iter().map(KeyId::as_str).collect();
-            writeln!(
-                out,
-                "verified {} {} {}: {} entries, signed by {}",
-                args.bundle.display(),
-                m.name,
-                m.version,
-                report.entries_verified,
-                signers.join(", ")
-            )?;
-            let provenance = match &report.provenance {
-                Some(signers) if !signers.is_empty() => "provenance verified",
-                Some(_) => "provenance NOT verified",
-                None => "no provenance in the bundle",
-            };
-            writeln!(out, "  {provenance}")?;
-        }
+        print_human(args, &report, policy.threshold)?;
     }
     if verified {
         Ok(super::EXIT_OK)
@@ -81,4 +71,52 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
         ))
         .into())
     }
+}
+
+/// The listed SBOM's digest, and whether its member matched it.
+fn sbom_status(report: &Report) -> Option<serde_json::Value> {
+    let entry = report.manifest.as_ref()?.entries.iter().find(|e| e.path.as_str() == SBOM)?;
+    let rejected = report.problems.iter().any(|p| p.member.as_deref() == Some(SBOM));
+    Some(serde_json::json!({ "sha256": entry.sha256, "verified": !rejected }))
+}
+
+fn print_human(args: &VerifyArgs, report: &Report, threshold: usize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for p in &report.problems {
+        writeln!(out, "REJECTED {p}")?;
+    }
+    for s in report.signatures.iter().skip(1) {
+        let id = s.key_id.as_ref().map_or("?", KeyId::as_str);
+        match &s.outcome {
+            Outcome::Valid => {}
+            Outcome::Untrusted => writeln!(out, "  co-signature {} by key {id} does not count: not trusted", s.source)?,
+            Outcome::Invalid { detail } => {
+                writeln!(out, "  co-signature {} does not count: {detail} (stale or tampered)", s.source)?;
+            }
+        }
+    }
+    let (true, Some(m)) = (report.verified(), report.manifest.as_ref()) else {
+        return Ok(());
+    };
+    let signers: Vec<_> = report.signers.iter().map(KeyId::as_str).collect();
+    writeln!(
+        out,
+        "verified {} {} {}: {} entries, signed by {} ({} of {threshold} required)",
+        args.bundle.display(),
+        m.name,
+        m.version,
+        report.entries_verified,
+        signers.join(", "),
+        signers.len()
+    )?;
+    if let Some(sbom) = sbom_status(report) {
+        writeln!(out, "  sbom {SBOM} sha256:{} verified", sbom["sha256"].as_str().unwrap_or_default())?;
+    }
+    let provenance = match &report.provenance {
+        Some(signers) if !signers.is_empty() => "provenance verified",
+        Some(_) => "provenance NOT verified",
+        None => "no provenance in the bundle",
+    };
+    writeln!(out, "  {provenance}")?;
+    Ok(())
 }

@@ -12,6 +12,7 @@
 //! deterministic; verification uses `sigstore`'s `CosignVerificationKey`.
 
 mod keys;
+pub mod policy;
 mod verify;
 
 use std::fmt;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use keys::{GeneratedKey, SigningKey, generate};
+pub use policy::{CoSignature, Policy};
 pub use verify::TrustedKey;
 
 /// The environment variable holding the private key passphrase (never a flag).
@@ -33,6 +35,11 @@ pub struct KeyId(String);
 impl KeyId {
     pub fn of_spki_der(der: &[u8]) -> Self {
         Self(crate::digest::Sha256::of_bytes(der).to_string())
+    }
+
+    /// A key id as written in a file name: 64 lower-case hex digits.
+    pub fn parse(s: &str) -> Option<Self> {
+        (s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).then(|| Self(s.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {

@@ -1,7 +1,8 @@
 //! The site state root (`--root`): staging, retained bundles and atomic activation.
 //!
 //! ```text
-//! ROOT/bundles/ID/              the retained bundle file (bundle.airlock) + its staged tree
+//! ROOT/bundles/ID/              the retained bundle file (bundle.airlock), the co-signatures
+//!                               that counted (bundle.airlock.KEYID.sig) + its staged tree
 //! ROOT/current -> bundles/ID    swapped atomically (rename of a symlink)
 //! ROOT/previous -> bundles/ID
 //! ROOT/.lock                    one writer at a time
@@ -23,7 +24,8 @@ use std::path::{Path, PathBuf};
 use crate::bundle::reader::{OnProblem, Problem, read_bundle};
 use crate::digest::Sha256;
 use crate::progress::Reporter;
-use crate::sign::{KeyId, TrustedKey};
+use crate::sign::policy::{Outcome, cosignature_path};
+use crate::sign::{KeyId, Policy};
 use stage::{Created, StageSink, Tee};
 
 /// The retained copy of the bundle file inside `bundles/ID/`.
@@ -70,6 +72,8 @@ pub struct Installed {
     pub manifest_sha256: Sha256,
     pub signers: Vec<KeyId>,
     pub path: PathBuf,
+    /// Co-signatures that counted, retained beside the bundle file.
+    pub cosignatures: Vec<PathBuf>,
     pub previous: Option<String>,
     /// The same bundle was already retained; it was re-verified and activated.
     pub already_present: bool,
@@ -95,14 +99,14 @@ pub fn bundle_id(manifest_sha256: &Sha256) -> String {
 /// Verify `bundle` while staging it under `root`, then make it `current`.
 pub fn install(
     bundle: &Path,
-    trusted: &[TrustedKey],
+    trust: &Policy,
     root: &Path,
     publish: &Publish,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
     let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
     let mut created = Created::default();
-    let result = install_tracked(bundle, input, trusted, root, publish, &mut created, reporter);
+    let result = install_tracked(bundle, input, trust, root, publish, &mut created, reporter);
     if result.is_err() {
         created.undo();
     }
@@ -112,7 +116,7 @@ pub fn install(
 fn install_tracked(
     bundle: &Path,
     input: File,
-    trusted: &[TrustedKey],
+    trust: &Policy,
     root: &Path,
     publish: &Publish,
     created: &mut Created,
@@ -134,12 +138,17 @@ fn install_tracked(
     }
 
     // Removed with everything in it when dropped, unless renamed into `bundles/` below.
-    let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(root).map_err(io_err(root))?;
+    // 0777 less the umask, like `mkdir`: the views are served to other users (web server, pip).
+    let staging = tempfile::Builder::new()
+        .prefix(".staging-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .tempdir_in(root)
+        .map_err(io_err(root))?;
     let copy_path = staging.path().join(RETAINED_BUNDLE);
     let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
     let mut tee = Tee::new(BufReader::with_capacity(1 << 20, input), copy);
     let mut sink = StageSink::new(staging.path());
-    let report = read_bundle(&mut tee, trusted, &mut sink, OnProblem::Stop, reporter)
+    let report = read_bundle(&mut tee, trust, &mut sink, OnProblem::Stop, reporter)
         .map_err(|e| SiteError::Io { path: e.path.under(staging.path()), source: e.source })?;
     tee.finish().map_err(io_err(&copy_path))?;
     if !report.verified() {
@@ -159,12 +168,15 @@ fn install_tracked(
     created.create_dir_all(&bundles).map_err(io_err(&bundles))?;
     let target = bundles.join(&id);
     let already_present = target.is_dir();
+    let retained_dir = if already_present { &target } else { staging.path() };
+    let cosignatures = retain_cosignatures(retained_dir, trust, &report.signatures).map_err(io_err(retained_dir))?;
     if !already_present {
         let staged = staging.keep();
         std::fs::rename(&staged, &target).map_err(io_err(&target))?;
     }
     // From here the bundle is retained: nothing below undoes that.
     created.forget();
+    let cosignatures = cosignatures.iter().map(|p| target.join(p.file_name().unwrap_or_default())).collect();
     let publish_err = |source| SiteError::Publish { id: id.clone(), source };
     let (images, images_not_published) = if let Some(site) = &publish.registry {
         (registry::publish(&target, site).map_err(publish_err)?, 0)
@@ -187,9 +199,34 @@ fn install_tracked(
         manifest_sha256,
         signers: report.signers,
         path: target,
+        cosignatures,
         previous,
         already_present,
         images,
         images_not_published,
     })
+}
+
+/// Copy the co-signatures that counted beside the retained bundle file in `dir`, so that the
+/// retained bundle still meets the policy it was installed under (each file written whole,
+/// through a temporary file, so a re-install that adds a signer never leaves a partial one).
+fn retain_cosignatures(
+    dir: &Path,
+    trust: &Policy,
+    checked: &[crate::sign::policy::SignatureCheck],
+) -> io::Result<Vec<PathBuf>> {
+    let retained = dir.join(RETAINED_BUNDLE);
+    let mut written = Vec::new();
+    for co in &trust.cosignatures {
+        let counted = checked.iter().any(|c| {
+            c.outcome == Outcome::Valid && c.key_id.as_ref() == Some(&co.key_id) && Path::new(&c.source) == co.path
+        });
+        if !counted {
+            continue;
+        }
+        let path = cosignature_path(&retained, &co.key_id);
+        crate::atomic::write(&path, &co.signature)?;
+        written.push(path);
+    }
+    Ok(written)
 }

@@ -225,3 +225,13 @@ pub fn sbom_components(bundle: &Path, dir: &Path) -> std::collections::BTreeSet<
     }
     types
 }
+
+/// `openssl dgst -sha256 -verify KEY -signature SIG DATA`: an outside check of an ECDSA signature.
+pub fn openssl_verify(key: &Path, signature: &Path, data: &Path) -> Run {
+    run(Command::new("openssl").args(["dgst", "-sha256", "-verify", s(key), "-signature", s(signature), s(data)]))
+}
+
+pub fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
+}

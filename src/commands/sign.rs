@@ -1,0 +1,77 @@
+//! `airlock sign BUNDLE --key KEY [--trust PUB…]`: a detached co-signature `BUNDLE.KEYID.sig`
+//! beside the bundle, over the same manifest bytes as the embedded signature. The bundle itself
+//! is not rewritten.
+
+use std::fs::File;
+use std::io::{BufReader, Write};
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use super::VerificationFailed;
+use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head};
+use crate::cli::{SignArgs, TerminalReporter};
+use crate::sign::policy::cosignature_path;
+use crate::sign::{KeyId, SigningKey};
+
+#[derive(Serialize)]
+struct SignJson<'a> {
+    signature: String,
+    key_id: &'a KeyId,
+    manifest_sha256: String,
+    /// Whether the whole bundle verified (`--trust`) before it was co-signed.
+    verified_first: bool,
+}
+
+pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
+    let open = || File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()));
+    let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
+    let verified_first = !args.trust.is_empty();
+    if verified_first {
+        let policy = super::load_policy(&args.trust, 1, &args.bundle)?;
+        let reporter = TerminalReporter::new(args.json);
+        let report =
+            read_bundle(BufReader::with_capacity(1 << 20, open()?), &policy, &mut Discard, OnProblem::Stop, &reporter)?;
+        if !report.verified() {
+            let why = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
+            return Err(VerificationFailed(format!(
+                "refusing to co-sign `{}`: it does not verify: {why}",
+                args.bundle.display()
+            ))
+            .into());
+        }
+    } else {
+        tracing::warn!("no --trust key given: co-signing the manifest WITHOUT verifying the bundle's content first");
+    }
+    let head = read_head(BufReader::new(open()?))
+        .map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
+    head.manifest.check().map_err(|e| {
+        VerificationFailed(format!("`{}`: refusing to co-sign an invalid manifest: {e}", args.bundle.display()))
+    })?;
+    if &head.manifest.builder.key_id == key.key_id() {
+        tracing::warn!(
+            "`{}` is the key that built the bundle: a co-signature by the same key adds no second signer",
+            args.key.display()
+        );
+    }
+    let path = cosignature_path(&args.bundle, key.key_id());
+    super::write_atomic(&path, key.sign_blob(&head.manifest_bytes).as_bytes())?;
+    if args.json {
+        super::print_json(&SignJson {
+            signature: path.display().to_string(),
+            key_id: key.key_id(),
+            manifest_sha256: head.manifest_sha256.to_string(),
+            verified_first,
+        })?;
+    } else {
+        writeln!(
+            std::io::stdout().lock(),
+            "co-signed {} (manifest sha256 {}) with key {}: {}",
+            args.bundle.display(),
+            head.manifest_sha256,
+            key.key_id(),
+            path.display()
+        )?;
+    }
+    Ok(super::EXIT_OK)
+}

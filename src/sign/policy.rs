@@ -1,0 +1,241 @@
+//! Who must have signed a bundle: the trusted keys, how many of them (`--threshold`), and the
+//! detached co-signatures found beside the bundle file.
+//!
+//! A co-signature is written by `airlock sign` as `BUNDLE.KEYID.sig` in the bundle's directory:
+//! the cosign `sign-blob` format over the same manifest bytes as the embedded signature, so
+//! `openssl dgst -sha256 -verify KEY.pub -signature <(base64 -d BUNDLE.KEYID.sig) manifest.json`
+//! checks it too. The key id in the name says which trusted key to check it with; a file named
+//! for a key that is not trusted, or one that does not verify (stale after a rebuild, or
+//! tampered with), does not count, and is reported.
+
+use std::collections::BTreeSet;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{KeyId, TrustedKey};
+use crate::bundle::manifest::{MAX_SIGNATURE_BYTES, SIGNATURE};
+
+/// A detached co-signature file.
+#[derive(Debug, Clone)]
+pub struct CoSignature {
+    pub path: PathBuf,
+    pub key_id: KeyId,
+    pub signature: Vec<u8>,
+}
+
+/// The co-signature file for `bundle` by the key `key_id`: `BUNDLE.KEYID.sig` beside it.
+pub fn cosignature_path(bundle: &Path, key_id: &KeyId) -> PathBuf {
+    let mut name = bundle.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".{key_id}.sig"));
+    bundle.with_file_name(name)
+}
+
+/// Every `BUNDLE.KEYID.sig` beside `bundle`, sorted by key id. Files of that shape larger than a
+/// signature can be are read only up to the limit (and then fail to verify).
+pub fn cosignatures_beside(bundle: &Path) -> io::Result<Vec<CoSignature>> {
+    let Some(name) = bundle.file_name().and_then(|n| n.to_str()) else {
+        return Ok(Vec::new());
+    };
+    let dir = match bundle.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut found = Vec::new();
+    for item in std::fs::read_dir(dir)? {
+        let item = item?;
+        let file_name = item.file_name();
+        let Some(key_id) = file_name
+            .to_str()
+            .and_then(|f| f.strip_prefix(name))
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(|rest| rest.strip_suffix(".sig"))
+            .and_then(KeyId::parse)
+        else {
+            continue;
+        };
+        let path = cosignature_path(bundle, &key_id);
+        if !item.file_type()?.is_file() {
+            continue;
+        }
+        let mut signature = Vec::new();
+        std::fs::File::open(&path)?.take(MAX_SIGNATURE_BYTES).read_to_end(&mut signature)?;
+        found.push(CoSignature { path, key_id, signature });
+    }
+    found.sort_by(|a, b| a.key_id.cmp(&b.key_id));
+    Ok(found)
+}
+
+/// The signature policy a bundle is verified under.
+#[derive(Debug)]
+pub struct Policy {
+    pub keys: Vec<TrustedKey>,
+    /// Distinct trusted keys that must have signed the manifest (at least 1).
+    pub threshold: usize,
+    pub cosignatures: Vec<CoSignature>,
+}
+
+/// Why a policy cannot be used at all.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("--threshold must be at least 1")]
+    ZeroThreshold,
+    #[error("--threshold {threshold} can never be met: only {keys} distinct trusted key(s) were given with --trust")]
+    Unreachable { threshold: usize, keys: usize },
+}
+
+/// How one signature fared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Outcome {
+    /// Verified with a trusted key: it counts.
+    Valid,
+    /// Named for, or verifiable only by, a key that is not trusted: it does not count.
+    Untrusted,
+    /// The named key is trusted but the signature does not verify over this manifest.
+    Invalid { detail: String },
+}
+
+/// One signature considered: the embedded one or a co-signature file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignatureCheck {
+    /// `airlock/manifest.json.sig`, or the co-signature file's path.
+    pub source: String,
+    /// The key that verified it; for a co-signature, the key its file name names.
+    pub key_id: Option<KeyId>,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// The signatures over one manifest, checked.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// Distinct trusted keys with a valid signature, in the order found.
+    pub signers: Vec<KeyId>,
+    pub signatures: Vec<SignatureCheck>,
+    /// Why the embedded signature could not even be decoded, if it could not.
+    pub embedded_error: Option<String>,
+}
+
+impl Policy {
+    /// A policy over `keys` (duplicates by key id dropped) requiring `threshold` of them.
+    pub fn new(keys: Vec<TrustedKey>, threshold: usize, cosignatures: Vec<CoSignature>) -> Result<Self, PolicyError> {
+        let mut seen = BTreeSet::new();
+        let keys: Vec<_> = keys.into_iter().filter(|k| seen.insert(k.key_id().clone())).collect();
+        if threshold == 0 {
+            return Err(PolicyError::ZeroThreshold);
+        }
+        if threshold > keys.len() {
+            return Err(PolicyError::Unreachable { threshold, keys: keys.len() });
+        }
+        Ok(Self { keys, threshold, cosignatures })
+    }
+
+    /// Any one of `keys`, no co-signatures: the default of every verb without `--threshold`.
+    pub fn any_of(keys: Vec<TrustedKey>) -> Self {
+        Self { keys, threshold: 1, cosignatures: Vec::new() }
+    }
+
+    pub fn key_ids(&self) -> Vec<KeyId> {
+        self.keys.iter().map(|k| k.key_id().clone()).collect()
+    }
+
+    /// Check the embedded signature and every co-signature over `manifest`.
+    pub fn check(&self, manifest: &[u8], embedded: &[u8]) -> Checked {
+        let mut checked = Checked::default();
+        let mut embedded_check = SignatureCheck { source: SIGNATURE.into(), key_id: None, outcome: Outcome::Untrusted };
+        for key in &self.keys {
+            match key.verify_blob(manifest, embedded) {
+                Ok(()) => {
+                    embedded_check = SignatureCheck {
+                        source: SIGNATURE.into(),
+                        key_id: Some(key.key_id().clone()),
+                        outcome: Outcome::Valid,
+                    };
+                    break;
+                }
+                Err(e @ super::SignatureError::Encoding(_)) => checked.embedded_error = Some(e.to_string()),
+                Err(super::SignatureError::Mismatch(_)) => {}
+            }
+        }
+        checked.signatures.push(embedded_check);
+        for co in &self.cosignatures {
+            let source = co.path.display().to_string();
+            let outcome = match self.keys.iter().find(|k| k.key_id() == &co.key_id) {
+                None => Outcome::Untrusted,
+                Some(key) => match key.verify_blob(manifest, &co.signature) {
+                    Ok(()) => Outcome::Valid,
+                    Err(e) => Outcome::Invalid { detail: e.to_string() },
+                },
+            };
+            checked.signatures.push(SignatureCheck { source, key_id: Some(co.key_id.clone()), outcome });
+        }
+        for s in &checked.signatures {
+            if let (Outcome::Valid, Some(id)) = (&s.outcome, &s.key_id)
+                && !checked.signers.contains(id)
+            {
+                checked.signers.push(id.clone());
+            }
+        }
+        checked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{SigningKey, generate};
+    use super::*;
+
+    #[test]
+    fn distinct_trusted_keys_count_once_and_untrusted_or_stale_cosignatures_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let [a, b, c] = ["a", "b", "c"].map(|n| generate(dir.path(), n, None).unwrap());
+        let sign = |k: &super::super::GeneratedKey, msg: &[u8]| {
+            SigningKey::load(&k.private_path, None).unwrap().sign_blob(msg).into_bytes()
+        };
+        let trusted = || vec![TrustedKey::load(&a.public_path).unwrap(), TrustedKey::load(&b.public_path).unwrap()];
+        let bundle = dir.path().join("x.airlock");
+        let co = |k: &super::super::GeneratedKey, msg: &[u8]| CoSignature {
+            path: cosignature_path(&bundle, &k.key_id),
+            key_id: k.key_id.clone(),
+            signature: sign(k, msg),
+        };
+        let manifest = b"manifest bytes";
+        let embedded = sign(&a, manifest);
+
+        let policy =
+            Policy::new(trusted(), 2, vec![co(&a, manifest), co(&b, b"an older manifest"), co(&c, manifest)]).unwrap();
+        let checked = policy.check(manifest, &embedded);
+        assert_eq!(checked.signers, vec![a.key_id.clone()], "a twice is one key; b stale; c untrusted");
+        let outcomes: Vec<_> = checked.signatures.iter().map(|s| s.outcome.clone()).collect();
+        assert!(matches!(
+            outcomes.as_slice(),
+            [Outcome::Valid, Outcome::Valid, Outcome::Invalid { .. }, Outcome::Untrusted]
+        ));
+
+        let policy = Policy::new(trusted(), 2, vec![co(&b, manifest)]).unwrap();
+        assert_eq!(policy.check(manifest, &embedded).signers, vec![a.key_id.clone(), b.key_id.clone()]);
+
+        assert!(matches!(Policy::new(trusted(), 3, vec![]), Err(PolicyError::Unreachable { threshold: 3, keys: 2 })));
+        let twice = vec![TrustedKey::load(&a.public_path).unwrap(), TrustedKey::load(&a.public_path).unwrap()];
+        assert!(matches!(Policy::new(twice, 2, vec![]), Err(PolicyError::Unreachable { keys: 1, .. })));
+        assert!(matches!(Policy::new(trusted(), 0, vec![]), Err(PolicyError::ZeroThreshold)));
+    }
+
+    #[test]
+    fn cosignatures_are_found_by_bundle_name_and_key_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("stack.airlock");
+        let id = KeyId::of_spki_der(b"k");
+        assert_eq!(cosignature_path(&bundle, &id), dir.path().join(format!("stack.airlock.{id}.sig")));
+        std::fs::write(cosignature_path(&bundle, &id), "sig").unwrap();
+        for other in ["stack.airlock.nothex.sig", "other.airlock.0.sig", "stack.airlock.sig"] {
+            std::fs::write(dir.path().join(other), "x").unwrap();
+        }
+        std::fs::write(dir.path().join(format!("stack.airlock2.{id}.sig")), "x").unwrap();
+        let found = cosignatures_beside(&bundle).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].key_id.clone(), found[0].signature.as_slice()), (id, &b"sig"[..]));
+    }
+}
