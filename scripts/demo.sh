@@ -40,8 +40,14 @@ timed "$AIRLOCK" verify "$bundle" --trust "$work/keys/build.pub"
 step "5. inspect: what the bundle claims, without extracting it"
 "$AIRLOCK" inspect "$bundle"
 
-step "6. install into a site root: verified while staged, then activated atomically"
-timed "$AIRLOCK" install "$bundle" --trust "$work/keys/build.pub" --root "$work/site"
+step "5b. approval: the security team verifies, co-signs (BUNDLE.KEYID.sig beside it), and the site requires both keys"
+"$AIRLOCK" keygen --out-dir "$work/keys" --name security
+"$AIRLOCK" sign "$bundle" --key "$work/keys/security.key" --trust "$work/keys/build.pub"
+"$AIRLOCK" verify "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --threshold 2
+
+step "6. install into a site root (two-key policy): verified while staged, then activated atomically"
+timed "$AIRLOCK" install "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --threshold 2 \
+  --root "$work/site"
 ls -l "$work/site" "$work/site/current/" "$work/site/current/files/"
 
 step "7. an auditor's own check, no airlock involved: zstd + tar + openssl"
