@@ -106,6 +106,28 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
     assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
     let types = sbom_components(&bundle, t.path());
     assert!(types.contains("oci:container"), "images are containers with pkg:oci purls: {types:?}");
+    // Upstream SBOMs and signatures are referenced (type, bundle path, hash), not merged.
+    let attached: Vec<_> = manifest["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["attached"].as_array().unwrap().iter().map(|x| x["kind"].as_str().unwrap()).collect::<Vec<_>>())
+        .collect();
+    assert_eq!(attached, [vec!["signature"], vec!["sbom"]], "{manifest}");
+    let sbom: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.path().join("sbom.cdx.json")).unwrap()).unwrap();
+    let refs: Vec<(String, String, String)> = sbom["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["externalReferences"].as_array().cloned().unwrap_or_default())
+        .map(|r| {
+            let (kind, url) = (r["type"].as_str().unwrap().to_owned(), r["url"].as_str().unwrap().to_owned());
+            (kind, url, r["hashes"][0]["content"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(refs.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["other", "bom"], "{sbom}");
+    assert_eq!(sbom.to_string().matches("\"bomFormat\"").count(), 1, "the upstream SBOM is not merged");
 
     // The bundle's images/ is an OCI layout skopeo reads, digests unchanged.
     let x = t.path().join("x");
@@ -120,6 +142,11 @@ fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_dige
     // carried byte for byte (so its digest holds) and checked through the site registry below.
     let docker_manifest = layout.join("blobs/sha256").join(&single["sha256:".len()..]);
     assert_eq!(format!("sha256:{}", sha256_file(&docker_manifest)), single);
+    for (_, url, hash) in &refs {
+        assert_eq!(&sha256_file(&x.join(url)), hash, "{url} is a member with that digest");
+    }
+    let upstream_sbom = std::fs::read(x.join(&refs[1].1)).unwrap();
+    assert!(String::from_utf8_lossy(&upstream_sbom).contains("cyclonedx"), "the referrer's manifest");
 
     // Install pushes to the site registry under the same repository paths and tags.
     let root = t.path().join("site");

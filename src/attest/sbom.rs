@@ -1,11 +1,15 @@
 //! The `CycloneDX` 1.5 SBOM of a bundle, built with the `cyclonedx-bom` crate: the bundle as the
 //! main component, airlock as the tool, one component per artifact with a purl and a SHA-256
 //! hash (image platform manifests and model files as nested components), firmware notes as
-//! properties. Deterministic: the timestamp is the bundle's `created`, and the serial number is
+//! properties. Upstream SBOMs, attestations and signatures carried with an image are external
+//! references to their manifests in the bundle (`images/blobs/sha256/HEX`, with the hash), not
+//! merged into this document. Deterministic: the timestamp is the bundle's `created`, and the serial number is
 //! a UUID derived from the artifacts' content, never random.
 
+use cyclonedx_bom::external_models::uri::Uri;
 use cyclonedx_bom::models::bom::{Bom, SpecVersion, UrnUuid};
 use cyclonedx_bom::models::component::{Classification, Component, Components};
+use cyclonedx_bom::models::external_reference::{ExternalReference, ExternalReferenceType, ExternalReferences};
 use cyclonedx_bom::models::hash::{Hash, HashAlgorithm, HashValue, Hashes};
 use cyclonedx_bom::models::metadata::Metadata;
 use cyclonedx_bom::models::property::{Properties, Property};
@@ -13,7 +17,7 @@ use cyclonedx_bom::models::tool::{Tool, Tools};
 use cyclonedx_bom::prelude::{DateTime, NormalizedString, Purl, Validate};
 use purl::GenericPurlBuilder;
 
-use crate::bundle::manifest::{Artifact, ImageArtifact, ModelArtifact};
+use crate::bundle::manifest::{Artifact, AttachmentKind, ImageArtifact, ModelArtifact};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 use crate::spec::{BundleName, FileKind};
@@ -146,6 +150,28 @@ fn image_component(i: &ImageArtifact) -> Result<Component, SbomError> {
         .collect::<Result<Vec<_>, SbomError>>()?;
     if !nested.is_empty() {
         c.components = Some(Components(nested));
+    }
+    let references: Vec<_> = i
+        .attached
+        .iter()
+        .map(|a| {
+            let (kind, what) = match a.kind {
+                AttachmentKind::Sbom => (ExternalReferenceType::Bom, "upstream SBOM"),
+                AttachmentKind::Attestation => (ExternalReferenceType::Attestation, "upstream attestation"),
+                AttachmentKind::Signature => (ExternalReferenceType::Other, "upstream signature"),
+                AttachmentKind::Other => (ExternalReferenceType::Other, "upstream artifact"),
+            };
+            let mut found: Vec<String> = a.tag.iter().map(|t| format!("tag {t}")).collect();
+            found.extend(a.artifact_type.iter().map(|t| format!("artifactType {t}")));
+            let found = if found.is_empty() { "a referrer".to_owned() } else { found.join(", ") };
+            let mut r = ExternalReference::new(kind, Uri::new(&format!("images/blobs/sha256/{}", a.digest)));
+            r.comment = Some(format!("{what} ({found}), an OCI manifest carried in the bundle; not merged"));
+            r.hashes = Some(sha256(&a.digest));
+            r
+        })
+        .collect();
+    if !references.is_empty() {
+        c.external_references = Some(ExternalReferences(references));
     }
     Ok(c)
 }

@@ -135,9 +135,59 @@ pub struct ImageArtifact {
     pub size: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub platforms: Vec<ImagePlatform>,
-    /// Manifests of upstream signatures, attestations and SBOMs carried with the image.
+    /// Upstream signatures, attestations and SBOMs carried with the image (a referrers index
+    /// is listed by the referrers it holds). The SBOM references them; it never merges them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attached: Vec<Prefixed>,
+    pub attached: Vec<Attachment>,
+}
+
+/// One upstream manifest carried with an image, at `images/blobs/sha256/HEX`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attachment {
+    #[serde(with = "crate::digest::prefixed")]
+    pub digest: Sha256,
+    pub kind: AttachmentKind,
+    /// The OCI `artifactType` (or, lacking one, the config media type) when it says more than
+    /// an image config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_type: Option<String>,
+    /// The tag it was found under: cosign's `sha256-HEX.sig` / `.att` / `.sbom`, or the
+    /// referrers tag `sha256-HEX`; none for a referrer from the referrers API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachmentKind {
+    Signature,
+    Attestation,
+    Sbom,
+    Other,
+}
+
+impl AttachmentKind {
+    /// What an attachment is, from cosign's tag suffix, else from its artifact type.
+    pub fn classify(tag: Option<&str>, artifact_type: Option<&str>) -> Self {
+        match tag.and_then(|t| t.rsplit_once('.')).map(|(_, suffix)| suffix) {
+            Some("sig") => return Self::Signature,
+            Some("att") => return Self::Attestation,
+            Some("sbom") => return Self::Sbom,
+            _ => {}
+        }
+        let t = artifact_type.unwrap_or_default().to_ascii_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| t.contains(w));
+        if has(&["spdx", "cyclonedx", "sbom", "syft"]) {
+            Self::Sbom
+        } else if has(&["in-toto", "intoto", "attestation", "dsse", "slsa", "vex"]) {
+            Self::Attestation
+        } else if has(&["signature", "cosign", "sigstore", "notary"]) {
+            Self::Signature
+        } else {
+            Self::Other
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,6 +299,20 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachments_are_classified_by_cosign_tag_then_artifact_type() {
+        use AttachmentKind as K;
+        let c = AttachmentKind::classify;
+        assert_eq!(c(Some("sha256-ab.sig"), None), K::Signature);
+        assert_eq!(c(Some("sha256-ab.att"), Some("application/vnd.cyclonedx+json")), K::Attestation);
+        assert_eq!(c(Some("sha256-ab.sbom"), None), K::Sbom);
+        assert_eq!(c(Some("sha256-ab"), Some("application/spdx+json")), K::Sbom);
+        assert_eq!(c(None, Some("application/vnd.in-toto+json")), K::Attestation);
+        assert_eq!(c(None, Some("application/vnd.dev.sigstore.bundle.v0.3+json")), K::Signature);
+        assert_eq!(c(None, Some("application/vnd.example.thing")), K::Other);
+        assert_eq!(c(None, None), K::Other);
+    }
 
     fn manifest(entries: &[&str]) -> Manifest {
         let d = Sha256::of_bytes(b"");

@@ -55,6 +55,8 @@ pub struct Descriptor {
     pub platform: Option<Platform>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    #[serde(rename = "artifactType", default, skip_serializing_if = "Option::is_none")]
+    pub artifact_type: Option<String>,
 }
 
 /// A manifest or an index, reduced to what refers to other content.
@@ -65,6 +67,9 @@ pub struct Document {
     pub children: Vec<Descriptor>,
     /// Config and layers (empty for an index).
     pub blobs: Vec<Descriptor>,
+    /// What an artifact manifest holds: its `artifactType`, else its config's media type when
+    /// that is not a plain image config (OCI image spec 1.1, "artifact usage").
+    pub artifact_type: Option<String>,
 }
 
 impl Document {
@@ -85,6 +90,8 @@ struct Raw {
     config: Option<Descriptor>,
     #[serde(default)]
     layers: Option<Vec<Descriptor>>,
+    #[serde(rename = "artifactType", default)]
+    artifact_type: Option<String>,
 }
 
 /// Parse a manifest or index. An OCI document may omit `mediaType`; its shape decides.
@@ -106,11 +113,15 @@ pub fn parse(bytes: &[u8]) -> Result<Document, String> {
         if let Some(nested) = children.iter().find(|c| is_index(&c.media_type)) {
             return Err(format!("nested index `sha256:{}` is not supported", nested.digest));
         }
-        return Ok(Document { media_type, children, blobs: Vec::new() });
+        return Ok(Document { media_type, children, blobs: Vec::new(), artifact_type: raw.artifact_type });
     }
+    let plain_configs = ["application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json"];
+    let artifact_type = raw
+        .artifact_type
+        .or_else(|| raw.config.as_ref().map(|c| c.media_type.clone()).filter(|t| !plain_configs.contains(&t.as_str())));
     let mut blobs: Vec<Descriptor> = raw.config.into_iter().collect();
     blobs.extend(raw.layers.unwrap_or_default());
-    Ok(Document { media_type, children: Vec::new(), blobs })
+    Ok(Document { media_type, children: Vec::new(), blobs, artifact_type })
 }
 
 /// The entries of an OCI image layout's `index.json`, which may name indexes as well as

@@ -26,7 +26,7 @@ pub use reference::ImageRef;
 
 use super::{Content, SourceError};
 use crate::bundle::MemberPath;
-use crate::bundle::manifest::{Artifact, ImageArtifact, ImagePlatform};
+use crate::bundle::manifest::{Artifact, Attachment, AttachmentKind, ImageArtifact, ImagePlatform};
 use crate::cache::{Cache, CacheError};
 use crate::digest::Sha256;
 use crate::fetch::Fetch;
@@ -357,17 +357,30 @@ async fn carry_image(
         size: carried_bytes.len() as u64,
         platform: None,
         annotations: BTreeMap::from([(REF_NAME.to_owned(), locked.reference.clone())]),
+        artifact_type: None,
     }];
+    let mut attachments = Vec::new();
     for a in &locked.attached {
         let bytes = origin.manifest(a.digest).await?;
         store(&bytes)?;
         let attached = doc::parse(&bytes).map_err(manifest_err)?;
         queue(&attached.blobs, blobs);
-        // A referrers index brings its referrer manifests along.
+        let attachment = |digest, artifact_type: Option<String>| Attachment {
+            digest,
+            kind: AttachmentKind::classify(a.tag.as_deref(), artifact_type.as_deref()),
+            artifact_type,
+            tag: a.tag.clone(),
+        };
+        if attached.children.is_empty() {
+            attachments.push(attachment(a.digest, attached.artifact_type.clone()));
+        }
+        // A referrers index brings its referrer manifests along; each is listed on its own.
         for child in &attached.children {
             let child_bytes = origin.manifest(child.digest).await?;
             store(&child_bytes)?;
-            queue(&doc::parse(&child_bytes).map_err(manifest_err)?.blobs, blobs);
+            let referrer = doc::parse(&child_bytes).map_err(manifest_err)?;
+            queue(&referrer.blobs, blobs);
+            attachments.push(attachment(child.digest, child.artifact_type.clone().or(referrer.artifact_type)));
         }
         // Tagged attachments keep their tag; a referrer has none and is named by its subject.
         let annotation = match &a.tag {
@@ -380,6 +393,7 @@ async fn carry_image(
             size: a.size,
             platform: None,
             annotations: BTreeMap::from([annotation]),
+            artifact_type: None,
         });
     }
     let artifact = ImageArtifact {
@@ -390,7 +404,7 @@ async fn carry_image(
         media_type: document.media_type,
         size: carried_bytes.len() as u64,
         platforms,
-        attached: locked.attached.iter().map(|a| crate::digest::Prefixed(a.digest)).collect(),
+        attached: attachments,
     };
     Ok(Carried { artifact, layout_entries })
 }
