@@ -1,5 +1,5 @@
 //! The by-hand audit in `docs/security-audit.md`, run exactly as written (zstd, tar, openssl,
-//! sha256sum, jq, the `CycloneDX` validator), must reach the same verdict as
+//! sha256sum, jq, skopeo, the `CycloneDX` validator), must reach the same verdict as
 //! `airlock verify --threshold 2` on good and on tampered bundles.
 
 mod common;
@@ -46,6 +46,33 @@ fn repack(bundle: &Path, change: impl FnOnce(&Path, &mut Vec<String>)) {
 /// Edits a bundle file in place.
 type Tamper = fn(&Path);
 
+/// A minimal OCI image layout (one empty-tar layer) named `demo/app:1.0`, as a local image source.
+fn oci_layout(dir: &Path) {
+    let blobs = dir.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let blob = |bytes: &[u8]| {
+        let hex = hex(&<sha2::Sha256 as sha2::Digest>::digest(bytes));
+        std::fs::write(blobs.join(&hex), bytes).unwrap();
+        (format!("sha256:{hex}"), bytes.len())
+    };
+    let (layer, layer_size) = blob(&[0u8; 1024]);
+    let config =
+        format!(r#"{{"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["{layer}"]}}}}"#);
+    let (config, config_size) = blob(config.as_bytes());
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config}","size":{config_size}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer}","size":{layer_size}}}]}}"#
+    );
+    let (manifest, manifest_size) = blob(manifest.as_bytes());
+    std::fs::write(
+        dir.join("index.json"),
+        format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{manifest}","size":{manifest_size},"annotations":{{"org.opencontainers.image.ref.name":"demo/app:1.0"}}}}]}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+}
+
 #[test]
 fn the_documented_audit_reaches_the_same_verdict_as_verify() {
     let t = tempfile::tempdir().unwrap();
@@ -53,6 +80,10 @@ fn the_documented_audit_reaches_the_same_verdict_as_verify() {
     let build_keys = keygen(&keys, "build");
     let security = keygen(&keys, "security");
     let p = project(&t.path().join("proj"), "1.0.0");
+    oci_layout(&p.dir.join("layout"));
+    let mut spec = std::fs::read_to_string(&p.spec).unwrap();
+    spec.push_str("\n[[image]]\noci_layout = \"layout\"\ntag = \"demo/app:1.0\"\n");
+    std::fs::write(&p.spec, spec).unwrap();
     let original = t.path().join("original.airlock");
     build(&p, &build_keys, &original).ok();
     let script = audit_script();
@@ -126,6 +157,8 @@ fn the_documented_audit_reaches_the_same_verdict_as_verify() {
         if want {
             assert_eq!(by_hand.stdout.matches("signed by ").count(), 2, "{}", by_hand.stdout);
             assert!(by_hand.stdout.contains("Verified OK"), "{}", by_hand.stdout);
+            assert!(by_hand.stdout.contains("images/blobs/sha256/"), "step 2 checked the image blobs");
+            assert!(by_hand.stdout.lines().any(|l| l == "true"), "step 7 found the image in index.json");
         }
     }
 }
