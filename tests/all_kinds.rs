@@ -67,6 +67,7 @@ fn one_spec_with_every_kind_is_consumed_offline_by_pip_apt_and_huggingface_hub()
         .collect();
     assert_eq!(kinds, ["wheel", "deb", "model", "file", "file"]);
     check_sbom(&bundle, t.path());
+    check_provenance_subjects(&bundle, &keys.public);
 
     // Air gap: the upstreams go away.
     let site_secret = debs.dir.path().join("site-secret.asc");
@@ -184,6 +185,25 @@ kind = "document"
         ),
     )
     .unwrap();
+}
+
+/// Every provenance subject after the manifest is an artifact (model files one by one) whose
+/// digest is that of a member the manifest lists, and every artifact is a subject.
+fn check_provenance_subjects(bundle: &std::path::Path, key: &std::path::Path) {
+    let statement = airlock_run(&["provenance", s(bundle), "--trust", s(key)]).ok().json();
+    let manifest = manifest_member(bundle);
+    let listed: Vec<&str> =
+        manifest["entries"].as_array().unwrap().iter().map(|e| e["sha256"].as_str().unwrap()).collect();
+    let subjects = statement["subject"].as_array().unwrap();
+    assert_eq!(subjects[0]["name"], "airlock/manifest.json");
+    for subject in &subjects[1..] {
+        let digest = subject["digest"]["sha256"].as_str().unwrap();
+        assert!(listed.contains(&digest), "subject {subject} is a listed member");
+    }
+    let models = manifest["artifacts"].as_array().unwrap().iter().filter(|a| a["kind"] == "model");
+    let model_files: usize = models.map(|m| m["files"].as_array().unwrap().len()).sum();
+    let others = manifest["artifacts"].as_array().unwrap().iter().filter(|a| a["kind"] != "model").count();
+    assert_eq!(subjects.len(), 1 + others + model_files, "{statement}");
 }
 
 /// The SBOM validates against the official schema, every kind has its purl type, and every
