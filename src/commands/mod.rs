@@ -132,8 +132,11 @@ fn load_trusted(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<crate::sign:
 /// found beside the bundle file.
 fn load_policy(trust: &[PathBuf], threshold: u32, bundle: &Path) -> anyhow::Result<crate::sign::Policy> {
     let keys = load_trusted(trust)?;
-    let cosignatures = crate::sign::policy::cosignatures_beside(bundle)
-        .with_context(|| format!("cannot read the co-signatures beside `{}`", bundle.display()))?;
+    // Unreadable co-signatures count as absent: they can only help meet a threshold.
+    let cosignatures = crate::sign::policy::cosignatures_beside(bundle).unwrap_or_else(|e| {
+        tracing::warn!("cannot read the co-signatures beside `{}`: {e}; none are counted", bundle.display());
+        Vec::new()
+    });
     let threshold = usize::try_from(threshold).unwrap_or(usize::MAX);
     Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?)
 }
