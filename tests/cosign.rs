@@ -163,8 +163,12 @@ fn install_enforces_the_threshold_and_retains_the_cosignatures() {
     assert!(refused.stderr.contains("the site was not changed"), "{}", refused.stderr);
     assert!(!root.exists(), "nothing left behind: the root did not exist before");
 
+    // Installed under a one-key policy first; co-signed later, the re-install adds the co-signature.
+    let first = install("1").ok().json();
+    assert_eq!(first["cosignatures"], serde_json::json!([]));
     airlock_run(&["sign", s(&x.bundle), "--key", s(&x.security.private), "--trust", s(&x.build.public)]).ok();
     let done = install("2").ok().json();
+    assert_eq!(done["already_present"], true);
     assert_eq!(done["signers"].as_array().unwrap().len(), 2);
     let retained = root.join("current").join(format!("bundle.airlock.{security_id}.sig"));
     assert_eq!(

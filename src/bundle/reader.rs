@@ -22,9 +22,8 @@ use super::writer::ZSTD_WINDOW_LOG;
 use crate::attest::provenance;
 use crate::digest::{HashingReader, Sha256};
 use crate::progress::{Reporter, Tracked};
-use crate::sign::KeyId;
-use crate::sign::Policy;
 use crate::sign::policy::SignatureCheck;
+use crate::sign::{KeyId, Policy};
 
 /// Why a bundle, or one of its members, was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,10 +187,10 @@ pub fn read_bundle(
     input: impl Read,
     trust: &Policy,
     sink: &mut dyn MemberSink,
-    policy: OnProblem,
+    on_problem: OnProblem,
     reporter: &dyn Reporter,
 ) -> Result<Report, SinkError> {
-    let mut reader = Reader { report: Report::default(), policy };
+    let mut reader = Reader { report: Report::default(), on_problem };
     match reader.run(input, trust, sink, reporter) {
         Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
         Err(Halt::Sink(e)) => Err(e),
@@ -206,14 +205,14 @@ enum Halt {
 
 struct Reader {
     report: Report,
-    policy: OnProblem,
+    on_problem: OnProblem,
 }
 
 impl Reader {
     /// Record a problem; `Err` when reading must stop here.
     fn problem(&mut self, member: Option<String>, reason: Rejection) -> Result<(), Halt> {
         self.report.problems.push(Problem { member, reason });
-        match self.policy {
+        match self.on_problem {
             OnProblem::Stop => Err(Halt::Stopped),
             OnProblem::Continue => Ok(()),
         }
@@ -468,7 +467,7 @@ pub struct Head {
 /// Read only the manifest and signature members. Nothing is verified: the manifest is what
 /// the bundle claims, and callers must say so.
 pub fn read_head(input: impl Read) -> Result<Head, Problem> {
-    let mut reader = Reader { report: Report::default(), policy: OnProblem::Stop };
+    let mut reader = Reader { report: Report::default(), on_problem: OnProblem::Stop };
     let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
     let head = reader.open(input, &budget).and_then(|mut archive| {
         let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(e.to_string())))?;

@@ -22,8 +22,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
         serde_json::json!({ "member": crate::bundle::manifest::SIGNATURE, "key_id": m.builder.key_id, "verified": false }),
     ];
     // Co-signatures beside the bundle (`airlock sign`), by the key id their names claim.
-    let cosignatures = crate::sign::policy::cosignatures_beside(&args.bundle)
-        .with_context(|| format!("cannot read the co-signatures beside `{}`", args.bundle.display()))?;
+    let cosignatures = super::cosignatures_beside(&args.bundle);
     for co in &cosignatures {
         signatures.push(serde_json::json!({ "file": co.path, "key_id": co.key_id, "verified": false }));
     }

@@ -132,13 +132,18 @@ fn load_trusted(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<crate::sign:
 /// found beside the bundle file.
 fn load_policy(trust: &[PathBuf], threshold: u32, bundle: &Path) -> anyhow::Result<crate::sign::Policy> {
     let keys = load_trusted(trust)?;
-    // Unreadable co-signatures count as absent: they can only help meet a threshold.
-    let cosignatures = crate::sign::policy::cosignatures_beside(bundle).unwrap_or_else(|e| {
-        tracing::warn!("cannot read the co-signatures beside `{}`: {e}; none are counted", bundle.display());
-        Vec::new()
-    });
+    let cosignatures = cosignatures_beside(bundle);
     let threshold = usize::try_from(threshold).unwrap_or(usize::MAX);
     Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?)
+}
+
+/// The co-signature files beside `bundle`. Unreadable ones count as absent (with a warning):
+/// they can only help a bundle meet a threshold, never make it fail one.
+fn cosignatures_beside(bundle: &Path) -> Vec<crate::sign::CoSignature> {
+    crate::sign::policy::cosignatures_beside(bundle).unwrap_or_else(|e| {
+        tracing::warn!("cannot read the co-signatures beside `{}`: {e}; none are counted", bundle.display());
+        Vec::new()
+    })
 }
 
 /// Write `bytes` to `path` through a temporary file beside it, renamed when complete.

@@ -27,6 +27,7 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
     let open = || File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()));
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
     let verified_first = !args.trust.is_empty();
+    let mut verified_manifest = None;
     if verified_first {
         let policy = super::load_policy(&args.trust, 1, &args.bundle)?;
         let reporter = TerminalReporter::new(args.json);
@@ -40,11 +41,19 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
             ))
             .into());
         }
+        verified_manifest = report.manifest_sha256;
     } else {
         tracing::warn!("no --trust key given: co-signing the manifest WITHOUT verifying the bundle's content first");
     }
     let head = read_head(BufReader::new(open()?))
         .map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
+    if verified_manifest.is_some_and(|d| d != head.manifest_sha256) {
+        return Err(VerificationFailed(format!(
+            "refusing to co-sign `{}`: its manifest changed while it was being verified",
+            args.bundle.display()
+        ))
+        .into());
+    }
     head.manifest.check().map_err(|e| {
         VerificationFailed(format!("`{}`: refusing to co-sign an invalid manifest: {e}", args.bundle.display()))
     })?;

@@ -141,7 +141,8 @@ impl Policy {
         self.keys.iter().map(|k| k.key_id().clone()).collect()
     }
 
-    /// Check the embedded signature and every co-signature over `manifest`.
+    /// Check the embedded signature and every co-signature over `manifest`. `signatures` holds
+    /// the embedded one first, then one per co-signature in `self.cosignatures`' order.
     pub fn check(&self, manifest: &[u8], embedded: &[u8]) -> Checked {
         let mut checked = Checked::default();
         let mut embedded_check = SignatureCheck { source: SIGNATURE.into(), key_id: None, outcome: Outcome::Untrusted };

@@ -217,11 +217,9 @@ fn retain_cosignatures(
 ) -> io::Result<Vec<PathBuf>> {
     let retained = dir.join(RETAINED_BUNDLE);
     let mut written = Vec::new();
-    for co in &trust.cosignatures {
-        let counted = checked.iter().any(|c| {
-            c.outcome == Outcome::Valid && c.key_id.as_ref() == Some(&co.key_id) && Path::new(&c.source) == co.path
-        });
-        if !counted {
+    // `checked` is the embedded signature followed by the co-signatures, in the policy's order.
+    for (co, check) in trust.cosignatures.iter().zip(checked.iter().skip(1)) {
+        if check.outcome != Outcome::Valid {
             continue;
         }
         let path = cosignature_path(&retained, &co.key_id);
