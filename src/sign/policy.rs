@@ -32,8 +32,8 @@ pub fn cosignature_path(bundle: &Path, key_id: &KeyId) -> PathBuf {
     bundle.with_file_name(name)
 }
 
-/// Every `BUNDLE.KEYID.sig` beside `bundle`, sorted by key id. Files of that shape larger than a
-/// signature can be are read only up to the limit (and then fail to verify).
+/// Every `BUNDLE.KEYID.sig` beside `bundle` (links followed), sorted by key id. Files of that
+/// shape larger than a signature can be are read only up to the limit (and then fail to verify).
 pub fn cosignatures_beside(bundle: &Path) -> io::Result<Vec<CoSignature>> {
     let Some(name) = bundle.file_name().and_then(|n| n.to_str()) else {
         return Ok(Vec::new());
@@ -56,12 +56,21 @@ pub fn cosignatures_beside(bundle: &Path) -> io::Result<Vec<CoSignature>> {
             continue;
         };
         let path = cosignature_path(bundle, &key_id);
-        if !item.file_type()?.is_file() {
-            continue;
+        // One unreadable file (a dangling link, no permission) is skipped, not fatal: a
+        // co-signature can only help meet a threshold.
+        let read = || -> io::Result<Option<Vec<u8>>> {
+            if !std::fs::metadata(&path)?.is_file() {
+                return Ok(None);
+            }
+            let mut signature = Vec::new();
+            std::fs::File::open(&path)?.take(MAX_SIGNATURE_BYTES).read_to_end(&mut signature)?;
+            Ok(Some(signature))
+        };
+        match read() {
+            Ok(Some(signature)) => found.push(CoSignature { path, key_id, signature }),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("skipping co-signature `{}`: {e}", path.display()),
         }
-        let mut signature = Vec::new();
-        std::fs::File::open(&path)?.take(MAX_SIGNATURE_BYTES).read_to_end(&mut signature)?;
-        found.push(CoSignature { path, key_id, signature });
     }
     found.sort_by(|a, b| a.key_id.cmp(&b.key_id));
     Ok(found)
@@ -235,8 +244,16 @@ mod tests {
             std::fs::write(dir.path().join(other), "x").unwrap();
         }
         std::fs::write(dir.path().join(format!("stack.airlock2.{id}.sig")), "x").unwrap();
+        // A link is followed; a dangling link and a directory of that shape are skipped.
+        let (linked, dangling, directory) =
+            (KeyId::of_spki_der(b"l"), KeyId::of_spki_der(b"d"), KeyId::of_spki_der(b"x"));
+        std::fs::write(dir.path().join("real.sig"), "linked sig").unwrap();
+        std::os::unix::fs::symlink("real.sig", cosignature_path(&bundle, &linked)).unwrap();
+        std::os::unix::fs::symlink("missing.sig", cosignature_path(&bundle, &dangling)).unwrap();
+        std::fs::create_dir(cosignature_path(&bundle, &directory)).unwrap();
         let found = cosignatures_beside(&bundle).unwrap();
-        assert_eq!(found.len(), 1);
-        assert_eq!((found[0].key_id.clone(), found[0].signature.as_slice()), (id, &b"sig"[..]));
+        let mut want = vec![(id, b"sig".to_vec()), (linked, b"linked sig".to_vec())];
+        want.sort();
+        assert_eq!(found.into_iter().map(|c| (c.key_id, c.signature)).collect::<Vec<_>>(), want);
     }
 }
