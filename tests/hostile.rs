@@ -96,8 +96,10 @@ fn fixture() -> Fixture {
     Fixture { _t: t, dir, trusted, key, other }
 }
 
+/// A signed manifest listing the SBOM (every v1 bundle does) and `entries`.
 fn manifest_for(key: &SigningKey, entries: &[(&str, &[u8])]) -> Manifest {
     let d = Sha256::of_bytes(b"spec");
+    let entries = [&[(SBOM_PATH, SBOM_JSON)], entries].concat();
     Manifest {
         schema: SCHEMA_V1.into(),
         name: BundleName::new("hostile").unwrap(),
@@ -125,16 +127,26 @@ fn head(key: &SigningKey, manifest: &[u8]) -> [Member; 2] {
     [file("airlock/manifest.json", manifest), file("airlock/manifest.json.sig", key.sign_blob(manifest).as_bytes())]
 }
 
-/// The leading members of a well-formed bundle: manifest, signature and the DSSE provenance,
-/// all by `key`.
+/// Manifest, signature and SBOM members: a bundle's head without its provenance.
+fn head_and_sbom(key: &SigningKey, manifest: &[u8]) -> Vec<Member> {
+    let mut members = head(key, manifest).to_vec();
+    members.push(file(SBOM_PATH, SBOM_JSON));
+    members
+}
+
+/// The leading members of a well-formed bundle: manifest, signature, SBOM and the DSSE
+/// provenance, all by `key`.
 fn signed(key: &SigningKey, m: &Manifest) -> Vec<Member> {
     let bytes = m.canonical_bytes();
     let statement = airlock::attest::provenance::statement(m, Sha256::of_bytes(&bytes), "airlock.toml");
     let envelope = airlock::attest::provenance::envelope(&statement, key);
-    let mut members = head(key, &bytes).to_vec();
+    let mut members = head_and_sbom(key, &bytes);
     members.push(file("airlock/provenance.dsse.json", &envelope));
     members
 }
+
+const SBOM_PATH: &str = "airlock/sbom.cdx.json";
+const SBOM_JSON: &[u8] = br#"{"bomFormat":"CycloneDX","specVersion":"1.5","version":1}"#;
 
 const A: &[u8] = b"payload A\n";
 const B: &[u8] = b"payload B, a little longer\n";
@@ -259,7 +271,8 @@ fn cases(fx: &Fixture) -> Vec<Case> {
             "signature not second",
             {
                 let g = good(fx);
-                zstd(&tar_bytes(&[g[0].clone(), g[3].clone(), g[1].clone(), g[2].clone(), g[4].clone()], &[]))
+                let order = [0, 4, 1, 2, 3, 5];
+                zstd(&tar_bytes(&order.map(|i| g[i].clone()), &[]))
             },
             &["files/a", "second member must be `airlock/manifest.json.sig`"],
         ),
@@ -354,7 +367,7 @@ fn cases(fx: &Fixture) -> Vec<Case> {
             "provenance stripped",
             {
                 let m = manifest_for(&fx.key, &[("files/a", A)]);
-                let mut members = head(&fx.key, &m.canonical_bytes()).to_vec();
+                let mut members = head_and_sbom(&fx.key, &m.canonical_bytes());
                 members.push(file("files/a", A));
                 zstd(&tar_bytes(&members, &[]))
             },
@@ -365,11 +378,22 @@ fn cases(fx: &Fixture) -> Vec<Case> {
             {
                 let m = manifest_for(&fx.key, &[("files/a", A)]);
                 let mut members = signed(&fx.key, &m);
-                let again = members[2].clone();
+                let again = members[3].clone();
                 members.extend([again, file("files/a", A)]);
                 zstd(&tar_bytes(&members, &[]))
             },
             &["airlock/provenance.dsse.json", "duplicate member"],
+        ),
+        case(
+            "signed manifest without an SBOM",
+            {
+                let mut m = manifest_for(&fx.key, &[("files/a", A)]);
+                m.entries.remove(0);
+                let mut members = head(&fx.key, &m.canonical_bytes()).to_vec();
+                members.push(file("files/a", A));
+                zstd(&tar_bytes(&members, &[]))
+            },
+            &["airlock/manifest.json", "invalid manifest", "lists its SBOM"],
         ),
         case("random bytes", pattern(4096, 1), &["not an airlock bundle"]),
         case("empty file", Vec::new(), &["not an airlock bundle"]),
@@ -385,7 +409,7 @@ fn cases(fx: &Fixture) -> Vec<Case> {
         let statement = airlock::attest::provenance::statement(&m, subject, "airlock.toml");
         let signer = if sign_with_other { &fx.other } else { &fx.key };
         let envelope = airlock::attest::provenance::envelope(&statement, signer);
-        let mut members = head(&fx.key, &bytes).to_vec();
+        let mut members = head_and_sbom(&fx.key, &bytes);
         members.extend([file("airlock/provenance.dsse.json", &envelope), file("files/a", A)]);
         v.push(case(
             name,

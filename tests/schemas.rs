@@ -65,6 +65,9 @@ fn written_lock_and_manifest_validate() {
         *broken.pointer_mut(pointer).unwrap() = value.clone();
         assert!(!v.is_valid(&broken), "schema accepts {pointer} = {value}");
     }
+    let mut without_sbom = manifest.clone();
+    without_sbom["entries"].as_array_mut().unwrap().retain(|e| e["path"] != "airlock/sbom.cdx.json");
+    assert!(!v.is_valid(&without_sbom), "every v1 manifest lists its SBOM");
 }
 
 #[test]

@@ -260,6 +260,9 @@ impl Manifest {
                 return Err(format!("entry `{p}` is listed twice"));
             }
         }
+        if !paths.contains(SBOM) {
+            return Err(format!("no entry for `{SBOM}`: every v1 bundle lists its SBOM"));
+        }
         for e in &self.entries {
             if let Some(dir) = e.path.ancestors().find(|a| paths.contains(a)) {
                 return Err(format!("entry `{dir}` is also the directory of entry `{}`", e.path));
@@ -353,12 +356,13 @@ mod tests {
 
     #[test]
     fn check_refuses_unsafe_manifests() {
-        assert!(manifest(&["files/a", "wheels/b.whl"]).check().is_ok());
-        assert!(manifest(&["files/a", "files/a"]).check().unwrap_err().contains("listed twice"));
-        assert!(manifest(&["etc/passwd"]).check().unwrap_err().contains("outside the areas"));
-        assert!(manifest(&[MANIFEST]).check().unwrap_err().contains("reserved"));
+        assert!(manifest(&[SBOM, "files/a", "wheels/b.whl"]).check().is_ok());
+        assert!(manifest(&[SBOM, "files/a", "files/a"]).check().unwrap_err().contains("listed twice"));
+        assert!(manifest(&[SBOM, "etc/passwd"]).check().unwrap_err().contains("outside the areas"));
+        assert!(manifest(&[SBOM, MANIFEST]).check().unwrap_err().contains("reserved"));
         assert!(manifest(&[SBOM]).check().is_ok());
-        assert!(manifest(&["files/a", "files/a/b"]).check().unwrap_err().contains("also the directory"));
+        assert!(manifest(&["files/a"]).check().unwrap_err().contains("lists its SBOM"));
+        assert!(manifest(&[SBOM, "files/a", "files/a/b"]).check().unwrap_err().contains("also the directory"));
         let mut m = manifest(&[]);
         m.schema = "airlock.bundle/v2".into();
         assert!(m.check().unwrap_err().contains("expected `airlock.bundle/v1`"));
