@@ -61,24 +61,7 @@ impl Registry {
                 );
             }
             Mode::Token => {
-                let ossl = |args: &[&str]| must(Command::new("openssl").current_dir(&dir).args(args), "openssl");
-                ossl(&[
-                    "req",
-                    "-x509",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:P-256",
-                    "-nodes",
-                    "-keyout",
-                    "token.key",
-                    "-out",
-                    "token.pem",
-                    "-days",
-                    "2",
-                    "-subj",
-                    "/CN=airlock test token issuer",
-                ]);
+                self_signed(&dir, "token", "/CN=airlock test token issuer", &[]);
                 let token_port = free_port();
                 let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/token_server.py");
                 let user = format!("{USER}:{PASSWORD}");
@@ -183,30 +166,27 @@ fn wait_for(host: &str, dir: &Path) {
     }
 }
 
+/// `dir/NAME.key` and a self-signed `dir/NAME.pem` (P-256, two days) for `subject`, with
+/// `extensions` added as `-addext` values.
+fn self_signed(dir: &Path, name: &str, subject: &str, extensions: &[&str]) {
+    let (key, cert) = (format!("{name}.key"), format!("{name}.pem"));
+    let mut args = vec!["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    args.extend(["-keyout", &key, "-out", &cert, "-days", "2", "-subj", subject]);
+    for ext in extensions {
+        args.extend(["-addext", ext]);
+    }
+    must(Command::new("openssl").current_dir(dir).args(&args), "openssl");
+}
+
 /// A CA (CA:TRUE) and a leaf for 127.0.0.1 (CA:FALSE): rustls refuses a self-signed CA as a leaf.
 fn make_certs(dir: &Path) {
-    let ossl = |args: &[&str]| must(Command::new("openssl").current_dir(dir).args(args), "openssl");
-    ossl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
+    self_signed(
+        dir,
+        "ca",
         "/CN=airlock test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
+        &["basicConstraints=critical,CA:TRUE", "keyUsage=critical,keyCertSign,cRLSign"],
+    );
+    let ossl = |args: &[&str]| must(Command::new("openssl").current_dir(dir).args(args), "openssl");
     ossl(&[
         "req",
         "-newkey",
