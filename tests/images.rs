@@ -36,6 +36,16 @@ fn airlock_in(dir: &Path, args: &[&str]) -> Run {
         .args(args))
 }
 
+/// Write `dir/docker/config.json` (what `airlock_in` points `DOCKER_CONFIG` at) with the test
+/// registries' credentials for each of `hosts`.
+fn docker_config(dir: &Path, hosts: &[&str]) {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry::USER, registry::PASSWORD));
+    let auths: serde_json::Map<_, _> =
+        hosts.iter().map(|h| ((*h).to_owned(), serde_json::json!({ "auth": auth }))).collect();
+    std::fs::create_dir_all(dir.join("docker")).unwrap();
+    std::fs::write(dir.join("docker/config.json"), serde_json::json!({ "auths": auths }).to_string()).unwrap();
+}
+
 /// sha256 of the manifest skopeo reads at `transport_ref` (`docker://…` or `oci:DIR:NAME`).
 fn skopeo_digest(transport_ref: &str) -> String {
     let out = Command::new("skopeo")
@@ -276,13 +286,7 @@ fn basic_auth_comes_from_the_docker_config() {
     assert!(r.stderr.contains("401 unauthorized") && r.stderr.contains("docker config"), "{}", r.stderr);
     assert!(!r.stderr.contains(registry::PASSWORD));
 
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry::USER, registry::PASSWORD));
-    std::fs::create_dir_all(t.path().join("docker")).unwrap();
-    std::fs::write(
-        t.path().join("docker/config.json"),
-        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, upstream.host),
-    )
-    .unwrap();
+    docker_config(t.path(), &[&upstream.host]);
     let r = airlock_in(t.path(), &["lock", s(&spec), "-v"]).ok();
     assert!(!r.stderr.contains(registry::PASSWORD), "credentials never logged");
     assert!(std::fs::read_to_string(t.path().join("p/airlock.lock")).unwrap().contains(&digest));
@@ -312,9 +316,7 @@ fn basic_auth_comes_from_the_docker_config() {
     let r = install(t.path()).code(1);
     assert!(r.stderr.contains(&site.host) && r.stderr.contains("`current` was not changed"), "{}", r.stderr);
     assert!(!root.join("current").exists());
-    let both =
-        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}},"{}":{{"auth":"{auth}"}}}}}}"#, upstream.host, site.host);
-    std::fs::write(t.path().join("docker/config.json"), both).unwrap();
+    docker_config(t.path(), &[&upstream.host, &site.host]);
     install(t.path()).ok();
     assert!(root.join("current").exists());
 }
@@ -329,13 +331,7 @@ fn bearer_token_challenges_are_answered_with_docker_config_credentials() {
         &format!("{}[[image]]\nref = \"{}/team/app:1\"\n", insecure(&upstream), upstream.host),
     );
     airlock_in(t.path(), &["lock", s(&spec)]).code(1);
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry::USER, registry::PASSWORD));
-    std::fs::create_dir_all(t.path().join("docker")).unwrap();
-    std::fs::write(
-        t.path().join("docker/config.json"),
-        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, upstream.host),
-    )
-    .unwrap();
+    docker_config(t.path(), &[&upstream.host]);
     let keys = keygen(&t.path().join("keys"), "build");
     let bundle = t.path().join("t.airlock");
     airlock_in(t.path(), &["build", s(&spec), "--key", s(&keys.private), "--out", s(&bundle)]).ok();
