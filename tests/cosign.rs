@@ -31,18 +31,21 @@ fn setup() -> Setup {
 }
 
 fn key_id(keys: &Keys) -> String {
-    let pem = std::fs::read_to_string(&keys.public).unwrap();
-    let der = base64_decode(&pem.lines().filter(|l| !l.starts_with("-----")).collect::<String>());
-    hex(&<sha2::Sha256 as sha2::Digest>::digest(&der))
+    airlock::sign::TrustedKey::load(&keys.public).unwrap().key_id().to_string()
+}
+
+/// `verb BUNDLE --trust K… --threshold N` and `extra`, run.
+fn with_policy(verb: &str, bundle: &Path, keys: &[&Keys], threshold: &str, extra: &[&str]) -> Run {
+    let mut args = vec![verb, s(bundle), "--threshold", threshold];
+    for k in keys {
+        args.extend(["--trust", s(&k.public)]);
+    }
+    args.extend(extra);
+    run(airlock().args(&args))
 }
 
 fn verify(bundle: &Path, keys: &[&Keys], threshold: &str) -> Run {
-    let mut args =
-        vec!["verify".to_owned(), s(bundle).to_owned(), "--threshold".into(), threshold.into(), "--json".into()];
-    for k in keys {
-        args.extend(["--trust".to_owned(), s(&k.public).to_owned()]);
-    }
-    run(airlock().args(&args))
+    with_policy("verify", bundle, keys, threshold, &["--json"])
 }
 
 fn statuses(doc: &serde_json::Value) -> Vec<(String, String)> {
@@ -94,18 +97,7 @@ fn threshold_counts_distinct_trusted_keys_embedded_or_beside_the_bundle() {
     let doc = verify(&x.bundle, &[&x.build, &x.security], "2").ok().json();
     assert_eq!(doc["signers"], serde_json::json!([build_id, security_id]));
     assert_eq!(doc["sbom"]["verified"], true);
-    let human = run(airlock().args([
-        "verify",
-        s(&x.bundle),
-        "--trust",
-        s(&x.build.public),
-        "--trust",
-        s(&x.security.public),
-        "--threshold",
-        "2",
-    ]))
-    .ok()
-    .stdout;
+    let human = with_policy("verify", &x.bundle, &[&x.build, &x.security], "2", &[]).ok().stdout;
     assert!(human.contains("(2 of 2 required)") && human.contains("not trusted"), "{human}");
 
     // The co-signature is cosign sign-blob format over the manifest bytes: openssl agrees.
@@ -144,19 +136,7 @@ fn install_enforces_the_threshold_and_retains_the_cosignatures() {
     let security_id = key_id(&x.security);
     let root = x.t.path().join("site");
     let install = |threshold: &str| {
-        run(airlock().args([
-            "install",
-            s(&x.bundle),
-            "--trust",
-            s(&x.build.public),
-            "--trust",
-            s(&x.security.public),
-            "--threshold",
-            threshold,
-            "--root",
-            s(&root),
-            "--json",
-        ]))
+        with_policy("install", &x.bundle, &[&x.build, &x.security], threshold, &["--root", s(&root), "--json"])
     };
     let refused = install("2").code(3);
     assert!(refused.stderr.contains("threshold not met"), "{}", refused.stderr);
