@@ -6,7 +6,9 @@ Speaks GET /api/models/{repo}/revision/{rev}, /api/models/{repo}/tree/{commit}?r
 and /{repo}/resolve/{commit}/{path}. *.safetensors and *.bin are LFS files (lfs.oid = sha256);
 --lie announces a wrong lfs.oid for PATH; --token requires `Authorization: Bearer T`.
 """
-import hashlib, http.server, json, os, sys
+import hashlib, json, os, sys
+
+import quiet_http
 
 port, repo, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 opts = dict(zip(sys.argv[4::2], sys.argv[5::2]))
@@ -21,7 +23,7 @@ def files():
             yield os.path.relpath(full, root).replace(os.sep, "/"), open(full, "rb").read()
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(quiet_http.Handler):
     def do_GET(self):
         if token and self.headers.get("Authorization") != f"Bearer {token}":
             return self.reply(401, b'{"error":"unauthorized"}')
@@ -53,15 +55,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.reply(200, open(full, "rb").read(), "application/octet-stream")
         self.reply(404, b'{"error":"not found"}')
 
-    def reply(self, code, body, ctype="application/json"):
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+quiet_http.serve(port, Handler)

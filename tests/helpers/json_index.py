@@ -4,7 +4,9 @@
 usage: json_index.py PORT DIR [--lie FILENAME]   (--lie: announce a wrong sha256 for FILENAME)
 Serves /simple/<project>/ as application/vnd.pypi.simple.v1+json and /files/<filename>.
 """
-import hashlib, http.server, json, os, re, sys
+import hashlib, json, os, re, sys
+
+import quiet_http
 
 port, root = int(sys.argv[1]), sys.argv[2]
 lie = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--lie" else None
@@ -14,7 +16,7 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(quiet_http.Handler):
     def do_GET(self):
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         if len(parts) == 2 and parts[0] == "simple":
@@ -32,15 +34,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.reply(200, open(os.path.join(root, parts[1]), "rb").read(), "application/octet-stream")
         self.reply(404, b"", "text/plain")
 
-    def reply(self, code, body, ctype):
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+quiet_http.serve(port, Handler)

@@ -7,7 +7,9 @@ Signatures come from the openssl command line; no Python crypto library is neede
 
 usage: token_server.py PORT KEY.pem CERT.pem ISSUER SERVICE USER:PASSWORD
 """
-import base64, http.server, json, subprocess, sys, time, urllib.parse, uuid
+import base64, json, subprocess, sys, time, urllib.parse, uuid
+
+import quiet_http
 
 port, key, cert, issuer, service, userpass = sys.argv[1:7]
 
@@ -48,7 +50,7 @@ def token(scopes):
     return signing_input.decode() + "." + b64url(der_to_raw(der))
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(quiet_http.Handler):
     def do_GET(self):
         expected = "Basic " + base64.b64encode(userpass.encode()).decode()
         if self.headers.get("Authorization") != expected:
@@ -56,15 +58,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
-        body = json.dumps({"token": token(query.get("scope", [])), "expires_in": 600}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply(200, json.dumps({"token": token(query.get("scope", [])), "expires_in": 600}).encode())
 
 
-http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
+quiet_http.serve(port, Handler)
