@@ -107,21 +107,7 @@ fn consume_offline(
     weights: &[u8],
 ) {
     let pip_out = t.join("pip");
-    let simple = format!("file://{}", current.join("wheels/simple").display());
-    let pip = [
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--disable-pip-version-check",
-        "--no-cache-dir",
-        "--index-url",
-        &simple,
-        "-d",
-        s(&pip_out),
-        "vllm-lite==0.27.0",
-    ];
-    run(Command::new("python3").args(pip)).ok();
+    pip_download(&current.join("wheels/simple"), &pip_out, "vllm-lite==0.27.0").ok();
     assert_eq!(
         std::fs::read(pip_out.join("vllm_lite-0.27.0-py3-none-any.whl")).unwrap(),
         std::fs::read(wheel).unwrap()

@@ -105,21 +105,7 @@ fn wheels_from_pypiserver_are_pinned_carried_and_pip_installs_them_offline() {
     let page = std::fs::read_to_string(simple.join("demo-pkg/index.html")).unwrap();
     assert!(page.contains("href=\"../../demo_pkg-1.0.0-py3-none-any.whl#sha256="), "{page}");
     let out = t.path().join("pip-out");
-    let pip = |req: &str| {
-        run(std::process::Command::new("python3").args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-            &format!("file://{}", simple.display()),
-            "-d",
-            s(&out),
-            req,
-        ]))
-    };
+    let pip = |req: &str| pip_download(&simple, &out, req);
     pip("demo-pkg==1.0.0").ok();
     assert_eq!(std::fs::read(out.join("demo_pkg-1.0.0-py3-none-any.whl")).unwrap(), std::fs::read(&any).unwrap());
     assert_ne!(pip("demo-pkg==1.1.0").code, 0, "the newer version is not carried");

@@ -235,3 +235,11 @@ pub fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.decode(text).unwrap()
 }
+
+/// `pip download --no-deps REQUIREMENT` from the PEP 503 index at `simple` (a directory, read
+/// as `file://`) into `out`: what a site user does with the published wheel view.
+pub fn pip_download(simple: &Path, out: &Path, requirement: &str) -> Run {
+    let index = format!("file://{}", simple.display());
+    let args = ["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--no-cache-dir"];
+    run(Command::new("python3").args(args).args(["--index-url", &index, "-d", s(out), requirement]))
+}
