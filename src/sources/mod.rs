@@ -77,10 +77,7 @@ pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Re
     lock.wheel = pypi::resolve(spec, fetch)?;
     lock.model = hf::resolve(spec, fetch)?;
     lock.deb = apt::resolve(spec, fetch)?;
-    for entry in &spec.spec.file {
-        lock.file.push(file::resolve(spec, entry.get_ref(), fetch)?);
-    }
-    lock.file.sort_by(|a, b| a.name.cmp(&b.name));
+    lock.file = file::resolve(spec, fetch)?;
     Ok(lock)
 }
 
@@ -96,12 +93,11 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan,
     let (model_artifacts, model_contents) = hf::plan(spec, lock, fetch)?;
     artifacts.extend(model_artifacts);
     contents.extend(model_contents);
-    let mut plan = Plan { artifacts, contents };
-    for entry in &spec.spec.file {
-        file::plan(spec, lock, entry.get_ref(), fetch, &mut plan)?;
-    }
-    plan.contents.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(plan)
+    let (file_artifacts, file_contents) = file::plan(spec, lock, fetch)?;
+    artifacts.extend(file_artifacts);
+    contents.extend(file_contents);
+    contents.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Plan { artifacts, contents })
 }
 
 impl From<DownloadError<HttpError>> for SourceError {
