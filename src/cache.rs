@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use sha2::Digest as _;
 
 use crate::digest::Sha256;
+use crate::failure::{Class, Classify};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -28,6 +29,15 @@ pub enum CacheError {
     DigestMismatch { what: String, expected: Sha256, actual: Sha256 },
     #[error("{what}: expected {expected} bytes, got {actual}")]
     SizeMismatch { what: String, expected: u64, actual: u64 },
+}
+
+impl Classify for CacheError {
+    fn class(&self) -> Class {
+        match self {
+            CacheError::Io { .. } => Class::Runtime,
+            CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. } => Class::Verification,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

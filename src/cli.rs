@@ -44,12 +44,39 @@ pub enum Command {
     Sbom(SbomArgs),
 }
 
+/// Who must have signed a bundle: shared by every verb that verifies one.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// A trusted public key (SPKI PEM); repeat for several.
+    #[arg(long = "trust", value_name = "PUB")]
+    pub trust: Vec<PathBuf>,
+    /// Distinct trusted keys that must have signed the manifest; the embedded signature and the
+    /// co-signatures beside the bundle (`BUNDLE.KEYID.sig`, from `airlock sign`) count.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threshold: u32,
+}
+
+/// Where downloads go and how many run at once: shared by `lock` and `build`.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// Content-addressed download cache [default: `$AIRLOCK_CACHE`, else `~/.cache/airlock`].
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Downloads in flight at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+}
+
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// A bundle or a lock file.
     pub old: PathBuf,
     /// A bundle or a lock file.
     pub new: PathBuf,
+    /// Verify both bundles with these keys first; without it, diff compares what the bundles
+    /// claim, unverified.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -58,8 +85,11 @@ pub struct DiffArgs {
 pub struct ProvenanceArgs {
     pub bundle: PathBuf,
     /// Check the envelope's signature with these public keys (and that it names this manifest).
-    #[arg(long = "trust")]
+    #[arg(long = "trust", value_name = "PUB")]
     pub trust: Vec<PathBuf>,
+    /// Print `{verified, signers, statement}` instead of the bare statement.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +98,9 @@ pub struct SbomArgs {
     /// Write here instead of stdout (atomically).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// With `--out`: print `{sbom, sha256, bytes}` for what was written.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -85,9 +118,11 @@ pub struct KeygenArgs {
 pub struct LockArgs {
     #[arg(default_value = "airlock.toml")]
     pub spec: PathBuf,
-    /// Lock file to write [default: airlock.lock beside the spec].
+    /// Lock file to write [default: the spec's path with `.lock` for `.toml`].
     #[arg(long)]
     pub lock: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -105,29 +140,21 @@ pub struct BuildArgs {
     /// Fail if the lock is missing or does not cover the spec, instead of updating it.
     #[arg(long)]
     pub locked: bool,
-    /// Lock file [default: airlock.lock beside the spec].
+    /// Lock file [default: the spec's path with `.lock` for `.toml`].
     #[arg(long)]
     pub lock: Option<PathBuf>,
-    /// Content-addressed download cache [default: `$AIRLOCK_CACHE`, else `~/.cache/airlock`].
-    #[arg(long)]
-    pub cache: Option<PathBuf>,
-    /// Downloads in flight at once.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: u16,
+    #[command(flatten)]
+    pub cache: CacheArgs,
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("trust", |a| a.required(true)))]
 pub struct VerifyArgs {
     pub bundle: PathBuf,
-    /// A trusted public key (SPKI PEM); repeat for several.
-    #[arg(long = "trust", required = true)]
-    pub trust: Vec<PathBuf>,
-    /// Distinct trusted keys that must have signed the manifest; the embedded signature and the
-    /// co-signatures beside the bundle (`BUNDLE.KEYID.sig`, from `airlock sign`) count.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub threshold: u32,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -138,9 +165,9 @@ pub struct SignArgs {
     /// Private key (PEM) to co-sign with; its passphrase comes from `AIRLOCK_KEY_PASSWORD`.
     #[arg(long)]
     pub key: PathBuf,
-    /// Verify the whole bundle with these public keys first, and refuse to co-sign if it fails.
-    #[arg(long = "trust")]
-    pub trust: Vec<PathBuf>,
+    /// Verify the whole bundle with these keys first, and refuse to co-sign if it fails.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -153,15 +180,11 @@ pub struct InspectArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("trust", |a| a.required(true)))]
 pub struct InstallArgs {
     pub bundle: PathBuf,
-    /// A trusted public key (SPKI PEM); repeat for several.
-    #[arg(long = "trust", required = true)]
-    pub trust: Vec<PathBuf>,
-    /// Distinct trusted keys that must have signed the manifest; the embedded signature and the
-    /// co-signatures beside the bundle (`BUNDLE.KEYID.sig`, from `airlock sign`) count.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub threshold: u32,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Site state root.
     #[arg(long, default_value = "/var/lib/airlock")]
     pub root: PathBuf,

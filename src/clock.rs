@@ -18,6 +18,14 @@ pub enum ClockError {
     BadTimestamp { value: String },
 }
 
+impl crate::failure::Classify for ClockError {
+    fn class(&self) -> crate::failure::Class {
+        match self {
+            ClockError::BadSourceDateEpoch(_) | ClockError::BadTimestamp { .. } => crate::failure::Class::Runtime,
+        }
+    }
+}
+
 impl Timestamp {
     pub fn from_unix(secs: u64) -> Self {
         Self(secs)

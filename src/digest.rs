@@ -139,10 +139,6 @@ impl<R: Read> HashingReader<R> {
     pub fn finish(self) -> (Sha256, u64) {
         (Sha256(self.hasher.finalize().into()), self.count)
     }
-
-    pub fn into_parts(self) -> (R, Sha256, u64) {
-        (self.inner, Sha256(self.hasher.finalize().into()), self.count)
-    }
 }
 
 impl<R: Read> Read for HashingReader<R> {

@@ -3,6 +3,10 @@
 //! connections), resumed with a byte offset from what was already received, and made visible
 //! only when its sha256 and size verify. Transports (registries through `oci_client`, plain
 //! URLs through `reqwest`) only say how to open a stream from an offset.
+//!
+//! A command builds one [`Net`] (one async runtime, one HTTP client) and passes it down.
+//! File work never runs on the async executor: chunks are gathered and written (and hashed)
+//! through [`blocking`], so one large local file never stalls the other downloads.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -10,24 +14,69 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt as _};
 
-use crate::cache::{Cache, CacheError};
+use crate::cache::{Cache, CacheError, Incoming};
 use crate::digest::Sha256;
+use crate::failure::{Class, Classify};
 use crate::progress::Reporter;
 
 /// Attempts per blob.
 pub const ATTEMPTS: u32 = 5;
+/// Received bytes are handed to the file in pieces of about this size.
+const WRITE_BATCH: usize = 1 << 20;
 
-/// What sources need to fetch content: where to keep it, how many downloads at once, and
-/// whom to tell about progress.
+/// What one command shares for the network: one multi-threaded async runtime and one HTTP
+/// client for plain URLs. Registry connections are per registry (`oci::Registries`).
+pub struct Net {
+    runtime: tokio::runtime::Runtime,
+    http: Http,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error(transparent)]
+    Http(#[from] HttpError),
+}
+
+impl Net {
+    pub fn new() -> Result<Self, NetError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(NetError::Runtime)?;
+        // reqwest's client must be built inside a runtime context for its connection pool.
+        let http = {
+            let _entered = runtime.enter();
+            Http::new()?
+        };
+        Ok(Self { runtime, http })
+    }
+
+    pub fn http(&self) -> &Http {
+        &self.http
+    }
+
+    /// Run `future` to completion on this command's runtime: the library is synchronous at its
+    /// edges.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+}
+
+/// What sources need to fetch content: where to keep it, how many downloads at once, the
+/// command's HTTP client, and whom to tell about progress.
 pub struct Fetch<'a> {
     pub cache: &'a Cache,
     pub jobs: usize,
+    pub http: &'a Http,
     pub reporter: &'a dyn Reporter,
 }
 
-/// A multi-threaded runtime for one command: the library is synchronous at its edges.
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+/// Run blocking work (file I/O, hashing) on tokio's blocking pool, off the async executor.
+/// A panic there is a panic here.
+pub async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 /// What opening a stream at an offset gave.
@@ -52,6 +101,86 @@ pub enum DownloadError<E: std::error::Error + 'static> {
     Fatal(E),
     #[error(transparent)]
     Cache(#[from] CacheError),
+}
+
+impl<E: std::error::Error + Classify + 'static> Classify for DownloadError<E> {
+    fn class(&self) -> Class {
+        match self {
+            DownloadError::GaveUp { .. } => Class::Runtime,
+            DownloadError::Fatal(e) => e.class(),
+            DownloadError::Cache(e) => e.class(),
+        }
+    }
+}
+
+/// An `Incoming` driven from async code: bytes are gathered into batches and each batch is
+/// written and hashed on the blocking pool.
+struct Receiving {
+    incoming: Option<Incoming>,
+    pending: Vec<u8>,
+}
+
+impl Receiving {
+    async fn open(cache: &Cache, digest: Sha256, what: &str) -> Result<Self, CacheError> {
+        let (cache, what) = (cache.clone(), what.to_owned());
+        // Opening re-hashes what an earlier attempt left: file work.
+        let incoming = blocking(move || cache.incoming(digest, &what)).await?;
+        Ok(Self { incoming: Some(incoming), pending: Vec::with_capacity(WRITE_BATCH) })
+    }
+
+    fn incoming(&mut self) -> &mut Incoming {
+        self.incoming.as_mut().expect("an incoming blob is present between blocking calls")
+    }
+
+    fn offset(&mut self) -> u64 {
+        self.incoming().offset() + self.pending.len() as u64
+    }
+
+    async fn run<R: Send + 'static>(&mut self, work: impl FnOnce(&mut Incoming) -> R + Send + 'static) -> R {
+        let mut incoming = self.incoming.take().expect("an incoming blob is present between blocking calls");
+        let (incoming, result) = blocking(move || {
+            let result = work(&mut incoming);
+            (incoming, result)
+        })
+        .await;
+        self.incoming = Some(incoming);
+        result
+    }
+
+    async fn restart(&mut self) -> Result<(), CacheError> {
+        self.pending.clear();
+        self.run(Incoming::restart).await
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), CacheError> {
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() >= WRITE_BATCH { self.flush().await } else { Ok(()) }
+    }
+
+    async fn flush(&mut self) -> Result<(), CacheError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.pending, Vec::with_capacity(WRITE_BATCH));
+        self.run(move |incoming| incoming.write(&batch)).await
+    }
+
+    /// Flush, then verify and make the blob visible.
+    async fn commit(mut self, size: Option<u64>) -> Result<PathBuf, CacheError> {
+        self.flush().await?;
+        let incoming = self.incoming.take().expect("an incoming blob is present between blocking calls");
+        blocking(move || incoming.commit(size)).await
+    }
+
+    /// Keep what was received for the next attempt (what was not yet written is lost, and
+    /// fetched again from the offset that was).
+    async fn keep_for_resume(mut self) -> u64 {
+        let _ = self.flush().await;
+        let incoming = self.incoming.take().expect("an incoming blob is present between blocking calls");
+        let offset = incoming.offset();
+        incoming.keep_for_resume();
+        offset
+    }
 }
 
 /// Download one blob into the cache unless it is there already. `open(offset)` starts a
@@ -79,18 +208,19 @@ where
     let mut attempt = 0;
     let result = loop {
         attempt += 1;
-        let mut incoming = cache.incoming(digest, what)?;
+        let mut receiving = Receiving::open(cache, digest, what).await?;
         let outcome = async {
-            let mut stream = match open(incoming.offset()).await? {
+            let offset = receiving.offset();
+            let mut stream = match open(offset).await? {
                 Opened::Partial(s) => s,
                 Opened::Full(s) => {
-                    incoming.restart().map_err(|e| Failure::Transient(e.to_string()))?;
+                    receiving.restart().await.map_err(|e| Failure::Transient(e.to_string()))?;
                     s
                 }
             };
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(Failure::Transient)?;
-                incoming.write(&chunk).map_err(|e| Failure::Transient(e.to_string()))?;
+                receiving.write(&chunk).await.map_err(|e| Failure::Transient(e.to_string()))?;
                 reporter.advance(chunk.len() as u64);
                 reporter.item_advance(&key, chunk.len() as u64);
             }
@@ -98,14 +228,11 @@ where
         }
         .await;
         match outcome {
-            Ok(()) => break incoming.commit(size).map_err(DownloadError::from),
+            Ok(()) => break receiving.commit(size).await.map_err(DownloadError::from),
             Err(Failure::Transient(detail)) if attempt < ATTEMPTS => {
                 let wait = Duration::from_millis(250 * 2u64.pow(attempt - 1));
-                tracing::warn!(
-                    "{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {}",
-                    incoming.offset()
-                );
-                incoming.keep_for_resume();
+                let offset = receiving.keep_for_resume().await;
+                tracing::warn!("{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {offset}");
                 tokio::time::sleep(wait).await;
             }
             Err(Failure::Transient(detail)) => break Err(DownloadError::GaveUp { what: what.to_owned(), detail }),
@@ -133,6 +260,26 @@ pub enum HttpError {
     TooLarge { url: String, limit: u64 },
     #[error("cannot set up the HTTP client: {0}")]
     Client(String),
+}
+
+impl Classify for HttpError {
+    fn class(&self) -> Class {
+        match self {
+            HttpError::Request { .. }
+            | HttpError::Status { .. }
+            | HttpError::TooLarge { .. }
+            | HttpError::Client(_) => Class::Runtime,
+        }
+    }
+}
+
+impl Classify for NetError {
+    fn class(&self) -> Class {
+        match self {
+            NetError::Runtime(_) => Class::Runtime,
+            NetError::Http(e) => e.class(),
+        }
+    }
 }
 
 impl Http {
@@ -182,19 +329,6 @@ impl Http {
             }
         }
         Ok((body, content_type))
-    }
-
-    /// The size a URL announces (HEAD, `Content-Length`), when it announces one.
-    pub async fn content_length(&self, url: &str, bearer: Option<&str>) -> Result<Option<u64>, HttpError> {
-        let mut req = self.client.head(url);
-        if let Some(token) = bearer {
-            req = req.bearer_auth(token);
-        }
-        let resp = req.send().await.map_err(|e| HttpError::Request { url: url.to_owned(), detail: e.to_string() })?;
-        if !resp.status().is_success() {
-            return Err(HttpError::Status { url: url.to_owned(), status: resp.status().as_u16() });
-        }
-        Ok(resp.content_length())
     }
 
     /// Download `url` into the cache, verified against `digest` (and `size` when known).

@@ -1,20 +1,29 @@
 //! airlock: carry a GPU software stack across an air gap.
 //!
-//! The build side follows the data: [`spec`] → [`sources`] → [`bundle`] (signed by [`sign`]).
-//! The site side reads it back: [`bundle`] (verify while streaming) → [`site`] (stage, activate).
-//! `commands` glues one verb each; `main` only parses and maps errors to exit codes.
+//! Layers flow one way (`docs/architecture.md` has the map):
+//!
+//! - `cli` → `commands` (one verb each, glue only);
+//! - [`build`], [`site`], [`sources`]: the two sides' phases;
+//! - [`bundle`], [`attest`], [`sign`], [`oci`], [`fetch`], [`cache`]: formats and transports;
+//! - [`spec`], [`digest`], [`clock`], [`member_path`], [`wheel`], [`failure`], [`progress`],
+//!   [`atomic`]: value types and small utilities that everything may use.
 
 pub mod atomic;
 pub mod attest;
+pub mod build;
 pub mod bundle;
 pub mod cache;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod digest;
+pub mod failure;
 pub mod fetch;
+pub mod member_path;
+pub mod oci;
 pub mod progress;
 pub mod sign;
 pub mod site;
 pub mod sources;
 pub mod spec;
+pub mod wheel;

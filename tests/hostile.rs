@@ -8,10 +8,10 @@ mod common;
 use std::path::PathBuf;
 
 use airlock::bundle::Manifest;
-use airlock::bundle::MemberPath;
 use airlock::bundle::manifest::{Builder, Entry, SCHEMA_V1};
 use airlock::clock::Timestamp;
 use airlock::digest::Sha256;
+use airlock::member_path::MemberPath;
 use airlock::sign::SigningKey;
 use airlock::spec::BundleName;
 use common::*;

@@ -75,6 +75,7 @@ fn extract(bundle: &Path, into: &Path) {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one end-to-end scenario, checked step by step")]
 fn images_lock_build_verify_and_install_to_a_second_registry_with_identical_digests() {
     let upstream = Registry::start(Mode::Plain);
     let site = Registry::start(Mode::Plain);

@@ -115,7 +115,7 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
 }
 
 fn image_component(i: &ImageArtifact) -> Result<Component, SbomError> {
-    let image = crate::sources::oci::ImageRef::parse(&i.reference).map_err(SbomError::Invalid)?;
+    let image = crate::oci::ImageRef::parse(&i.reference).map_err(SbomError::Invalid)?;
     let last = image.repository.rsplit('/').next().unwrap_or(&image.repository).to_owned();
     let url = format!("{}/{}", image.registry, image.repository);
     let version = format!("sha256:{}", i.digest);

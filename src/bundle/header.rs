@@ -4,7 +4,7 @@
 
 use tar::{EntryType, Header};
 
-use super::MemberPath;
+use crate::member_path::MemberPath;
 
 /// Largest size the 11-digit octal ustar size field holds.
 const USTAR_MAX_SIZE: u64 = 0o777_7777_7777;

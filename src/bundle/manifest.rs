@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::MemberPath;
 use crate::clock::Timestamp;
 use crate::digest::{Prefixed, Sha256};
+use crate::member_path::MemberPath;
 use crate::sign::KeyId;
 use crate::spec::{BundleName, FileKind, FileName};
 
@@ -24,7 +24,7 @@ pub const AREAS: [&str; 6] = ["airlock", "images", "wheels", "debs", "models", "
 /// The largest manifest a reader accepts before it has checked the signature.
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 /// The largest signature member a reader accepts.
-pub const MAX_SIGNATURE_BYTES: u64 = 16 << 10;
+pub const MAX_SIGNATURE_BYTES: u64 = crate::sign::MAX_SIGNATURE_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {

@@ -4,9 +4,9 @@
 
 pub mod header;
 pub mod manifest;
-mod member_path;
+pub mod pins;
+pub mod provenance;
 pub mod reader;
 pub mod writer;
 
 pub use manifest::Manifest;
-pub use member_path::{MemberPath, MemberPathError};

@@ -16,11 +16,11 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
-use super::MemberPath;
 use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, PROVENANCE, SIGNATURE};
+use super::provenance;
 use super::writer::ZSTD_WINDOW_LOG;
-use crate::attest::provenance;
 use crate::digest::{HashingReader, Sha256};
+use crate::member_path::MemberPath;
 use crate::progress::{Reporter, Tracked};
 use crate::sign::policy::SignatureCheck;
 use crate::sign::{KeyId, Policy};

@@ -9,12 +9,13 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::header;
 use super::manifest::{MANIFEST, Manifest, PROVENANCE, SIGNATURE};
-use super::{MemberPath, header};
 use crate::digest::{HashingReader, Sha256};
+use crate::failure::{Class, Classify};
+use crate::member_path::MemberPath;
 use crate::progress::{Reporter, Tracked};
 use crate::sign::SigningKey;
-use crate::sources::{Content, SourceError};
 
 /// zstd level: the large payloads (image layers, wheels, weights) are mostly incompressible,
 /// so zstd's default level with long-distance matching is the right trade: on 2 cores level 3
@@ -30,16 +31,49 @@ fn zstd_workers() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1)).clamp(1, 16)
 }
 
+/// One content member of the bundle to be, and where its bytes come from.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub path: MemberPath,
+    pub size: u64,
+    pub sha256: Sha256,
+    /// The file holding its bytes (a cache blob, or a local file named by the spec).
+    pub origin: PathBuf,
+    /// Human name for messages, e.g. "[[file]] `fw.bin`".
+    pub what: String,
+}
+
+/// The hint on a member whose bytes are not the ones that were locked.
+const CHANGED: &str = " (changed since `airlock lock`?)";
+
 #[derive(Debug, thiserror::Error)]
 pub enum PackError {
-    #[error(transparent)]
-    Source(#[from] SourceError),
+    #[error("cannot read `{}` (source of `{what}`)", origin.display())]
+    Read {
+        what: String,
+        origin: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{what}` from `{}`: expected {expected} bytes, got {actual}{CHANGED}", origin.display())]
+    SizeMismatch { what: String, origin: PathBuf, expected: u64, actual: u64 },
+    #[error("`{what}` from `{}`: expected sha256 {expected}, got {actual}{CHANGED}", origin.display())]
+    DigestMismatch { what: String, origin: PathBuf, expected: Sha256, actual: Sha256 },
     #[error("cannot write bundle `{}`", path.display())]
     Write {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+}
+
+impl Classify for PackError {
+    fn class(&self) -> Class {
+        match self {
+            PackError::Read { .. } | PackError::Write { .. } => Class::Runtime,
+            PackError::SizeMismatch { .. } | PackError::DigestMismatch { .. } => Class::Verification,
+        }
+    }
 }
 
 /// What was written.
@@ -92,7 +126,7 @@ pub fn pack(
     out: &Path,
     manifest: &Manifest,
     key: &SigningKey,
-    contents: &[Content],
+    members: &[Member],
     provenance: Option<&[u8]>,
     reporter: &dyn Reporter,
 ) -> Result<Packed, PackError> {
@@ -110,22 +144,22 @@ pub fn pack(
 
     reporter.start("packing", manifest.content_bytes());
     // Order: the listed `airlock/` members (the SBOM), the provenance, then the content.
-    let split = contents.iter().position(|c| c.path.area() != "airlock").unwrap_or(contents.len());
-    let (head, rest) = contents.split_at(split);
-    let append = |writer: &mut BundleWriter<_>, content: &Content| {
-        append_checked(writer, content, reporter).map_err(|e| match e {
-            AppendError::Source(s) => PackError::Source(s),
+    let split = members.iter().position(|m| m.path.area() != "airlock").unwrap_or(members.len());
+    let (head, rest) = members.split_at(split);
+    let append = |writer: &mut BundleWriter<_>, member: &Member| {
+        append_checked(writer, member, reporter).map_err(|e| match e {
+            AppendError::Member(e) => e,
             AppendError::Write(source) => write_err(source),
         })
     };
-    for content in head {
-        append(&mut writer, content)?;
+    for member in head {
+        append(&mut writer, member)?;
     }
     if let Some(bytes) = provenance {
         writer.append(&fixed(PROVENANCE), bytes.len() as u64, bytes).map_err(write_err)?;
     }
-    for content in rest {
-        append(&mut writer, content)?;
+    for member in rest {
+        append(&mut writer, member)?;
     }
     reporter.finish();
 
@@ -137,12 +171,13 @@ pub fn pack(
         path: out.to_owned(),
         manifest_sha256: Sha256::of_bytes(&manifest_bytes),
         bytes,
-        members: contents.len() + 2 + usize::from(provenance.is_some()),
+        members: members.len() + 2 + usize::from(provenance.is_some()),
     })
 }
 
 enum AppendError {
-    Source(SourceError),
+    /// The member's origin could not be read, or is not what the manifest promises.
+    Member(PackError),
     Write(io::Error),
 }
 
@@ -150,17 +185,17 @@ enum AppendError {
 /// manifest promises. A mismatch aborts the bundle (the temporary output is discarded).
 fn append_checked<W: Write>(
     writer: &mut BundleWriter<W>,
-    content: &Content,
+    member: &Member,
     reporter: &dyn Reporter,
 ) -> Result<(), AppendError> {
-    let origin = content.origin.display().to_string();
     let read_err = |source| {
-        AppendError::Source(SourceError::Read { what: content.what.clone(), path: content.origin.clone(), source })
+        AppendError::Member(PackError::Read { what: member.what.clone(), origin: member.origin.clone(), source })
     };
-    let file = File::open(&content.origin).map_err(read_err)?;
+    let file = File::open(&member.origin).map_err(read_err)?;
+    let actual_size = file.metadata().map_err(read_err)?.len();
     let mut hashing = HashingReader::new(BufReader::with_capacity(1 << 20, file));
-    let mut limited = Tracked::new((&mut hashing).take(content.size), reporter);
-    writer.append(&content.path, content.size, &mut limited).map_err(|e| match limited.take_read_error() {
+    let mut limited = Tracked::new((&mut hashing).take(member.size), reporter);
+    writer.append(&member.path, member.size, &mut limited).map_err(|e| match limited.take_read_error() {
         Some(read) => read_err(read),
         None => AppendError::Write(e),
     })?;
@@ -168,24 +203,22 @@ fn append_checked<W: Write>(
     // One byte more than promised means the origin changed since it was locked.
     let extra = hashing.read(&mut [0u8; 1]).map_err(read_err)?;
     let (actual, count) = hashing.finish();
-    let hint = " (changed since `airlock lock`?)";
-    if short != content.size || extra != 0 {
-        let actual_size = if extra == 0 { count } else { content.size + 1 };
-        return Err(AppendError::Source(SourceError::SizeMismatch {
-            what: content.what.clone(),
-            origin,
-            expected: content.size,
-            actual: actual_size,
-            hint,
+    if short != member.size || extra != 0 {
+        // The file's real size: what was read if it ended early, else what the file holds now.
+        let actual = if extra == 0 { count } else { actual_size.max(member.size + 1) };
+        return Err(AppendError::Member(PackError::SizeMismatch {
+            what: member.what.clone(),
+            origin: member.origin.clone(),
+            expected: member.size,
+            actual,
         }));
     }
-    if actual != content.sha256 {
-        return Err(AppendError::Source(SourceError::DigestMismatch {
-            what: content.what.clone(),
-            origin,
-            expected: content.sha256,
+    if actual != member.sha256 {
+        return Err(AppendError::Member(PackError::DigestMismatch {
+            what: member.what.clone(),
+            origin: member.origin.clone(),
+            expected: member.sha256,
             actual,
-            hint,
         }));
     }
     Ok(())

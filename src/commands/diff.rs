@@ -1,5 +1,7 @@
-//! `airlock diff OLD NEW [--json]`: what changed between two bundles (their signed manifests,
-//! read without extracting anything) or two locks — the change-approval BOM diff.
+//! `airlock diff OLD NEW [--trust PUB… [--threshold N]] [--json]`: what changed between two
+//! bundles or two locks — the change-approval BOM diff. Without `--trust` it compares what the
+//! bundles' manifests claim, unverified, and says so; with it, each bundle is verified whole
+//! first (content included) and a bundle that fails is refused.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -10,9 +12,10 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::VerificationFailed;
+use crate::bundle::Manifest;
 use crate::bundle::manifest::Artifact;
-use crate::bundle::reader::read_head;
-use crate::cli::DiffArgs;
+use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head};
+use crate::cli::{DiffArgs, TerminalReporter, TrustArgs};
 use crate::spec::lock::{Lock, LockFile};
 
 /// `(kind, name)` → what it resolved to (a version, digest or commit).
@@ -38,6 +41,14 @@ struct Diff {
     added: Vec<Item>,
     removed: Vec<Item>,
     changed: Vec<Change>,
+}
+
+#[derive(Serialize)]
+struct DiffJson<'a> {
+    /// Whether every bundle compared was verified (`--trust`) first.
+    verified: bool,
+    #[serde(flatten)]
+    diff: &'a Diff,
 }
 
 fn push(inv: &mut Inventory, kind: &str, name: &str, value: String) {
@@ -75,8 +86,7 @@ fn from_lock(lock: &Lock) -> Inventory {
         push(&mut inv, "wheel", &w.name, w.version.clone());
     }
     for d in &lock.deb {
-        let (name, version) = d.package.split_once('=').unwrap_or((&d.package, ""));
-        push(&mut inv, "deb", &format!("{name}:{}", d.architecture), version.to_owned());
+        push(&mut inv, "deb", &format!("{}:{}", d.package.name, d.architecture), d.version().to_owned());
     }
     for m in &lock.model {
         push(&mut inv, "model", &m.repo, m.commit.clone());
@@ -87,15 +97,45 @@ fn from_lock(lock: &Lock) -> Inventory {
     inv
 }
 
-/// A lock (TOML that parses as one) or a bundle.
-fn inventory(path: &Path) -> anyhow::Result<Inventory> {
-    if let Ok(Some(lock)) = LockFile::load(path) {
-        return Ok(from_lock(&lock.lock));
+/// The first bytes of every zstd frame (RFC 8878 §3.1.1): a bundle, never a lock.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// A bundle (by its zstd magic) or else a lock, whose parse error is then the one reported;
+/// and whether it was a bundle.
+fn inventory(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<(Inventory, bool)> {
+    let mut file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+    let mut magic = [0u8; 4];
+    let is_bundle = std::io::Read::read_exact(&mut file, &mut magic).is_ok() && magic == ZSTD_MAGIC;
+    if !is_bundle {
+        let lock = LockFile::load(path)?.with_context(|| format!("cannot open `{}`", path.display()))?;
+        return Ok((from_lock(&lock.lock), false));
     }
+    let manifest = if trust.trust.is_empty() { claimed_manifest(path)? } else { verified_manifest(path, trust, json)? };
+    Ok((from_artifacts(&manifest.artifacts), true))
+}
+
+/// What the bundle's manifest says, nothing verified.
+fn claimed_manifest(path: &Path) -> anyhow::Result<Manifest> {
     let file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let head = read_head(BufReader::new(file))
-        .map_err(|p| VerificationFailed(format!("`{}` is neither a lock nor a bundle: {p}", path.display())))?;
-    Ok(from_artifacts(&head.manifest.artifacts))
+        .map_err(|p| VerificationFailed(format!("`{}` is not a readable bundle: {p}", path.display())))?;
+    Ok(head.manifest)
+}
+
+/// The bundle's manifest once the whole bundle verified under the `--trust` policy.
+fn verified_manifest(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Manifest> {
+    let policy = super::load_policy(trust, path)?;
+    let file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+    let reporter = TerminalReporter::new(json);
+    let report =
+        read_bundle(BufReader::with_capacity(1 << 20, file), &policy, &mut Discard, OnProblem::Stop, &reporter)?;
+    match report.manifest {
+        Some(manifest) if report.problems.is_empty() => Ok(manifest),
+        _ => {
+            let why = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
+            Err(VerificationFailed(format!("`{}` does not verify: {why}", path.display())).into())
+        }
+    }
 }
 
 fn compare(old: &Inventory, new: &Inventory) -> Diff {
@@ -123,9 +163,15 @@ fn compare(old: &Inventory, new: &Inventory) -> Diff {
 }
 
 pub fn run(args: &DiffArgs) -> anyhow::Result<u8> {
-    let diff = compare(&inventory(&args.old)?, &inventory(&args.new)?);
+    let (old, old_bundle) = inventory(&args.old, &args.trust, args.json)?;
+    let (new, new_bundle) = inventory(&args.new, &args.trust, args.json)?;
+    let verified = !args.trust.trust.is_empty();
+    if !verified && (old_bundle || new_bundle) {
+        tracing::warn!("comparing what the bundles claim, unverified: pass --trust PUB to verify them first");
+    }
+    let diff = compare(&old, &new);
     if args.json {
-        super::print_json(&diff)?;
+        super::print_json(&DiffJson { verified, diff: &diff })?;
         return Ok(super::EXIT_OK);
     }
     let mut out = std::io::stdout().lock();

@@ -3,19 +3,21 @@
 use std::io::Write;
 
 use crate::cli::{InstallArgs, TerminalReporter};
+use crate::fetch::Net;
+use crate::oci::Transport;
 use crate::site::registry::SiteRegistry;
 use crate::site::{Publish, install};
-use crate::sources::oci::Transport;
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
-    let policy = super::load_policy(&args.trust, args.threshold, &args.bundle)?;
+    let policy = super::load_policy(&args.trust, &args.bundle)?;
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
         host: host.clone(),
         transport: if args.insecure_registry { Transport::InsecureHttp } else { Transport::Https },
     });
     let apt_key = args.apt_signing_key.as_deref().map(load_apt_key).transpose()?;
-    let done = install(&args.bundle, &policy, &args.root, &Publish { registry, apt_key }, &reporter)?;
+    let net = Net::new()?;
+    let done = install(&args.bundle, &policy, &args.root, &Publish { registry, apt_key }, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
     } else {

@@ -1,61 +1,22 @@
-//! `airlock lock [SPEC] [--lock FILE]`
+//! `airlock lock [SPEC] [--lock FILE] [--cache DIR] [--jobs N]`
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 
-use crate::cache::Cache;
+use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
 use crate::cli::{LockArgs, TerminalReporter};
-use crate::clock::Timestamp;
-use crate::fetch::Fetch;
-use crate::sources;
+use crate::fetch::{Fetch, Net};
+use crate::sources::Sources;
 use crate::spec::SpecFile;
-use crate::spec::lock::{LockError, LockFile, default_lock_path};
-
-/// How to treat an existing lock.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Refresh {
-    /// Resolve everything again (`airlock lock`): catches changed content.
-    Always,
-    /// Keep a lock that covers the spec (`airlock build`), resolve only when it does not.
-    IfStale,
-    /// Never write: a missing or stale lock is an error (`build --locked`).
-    Never,
-}
-
-pub fn lock_path(spec: &Path, explicit: Option<&PathBuf>) -> PathBuf {
-    explicit.cloned().unwrap_or_else(|| default_lock_path(spec))
-}
-
-/// The lock for `spec` under the given policy, and whether it was (re)written.
-pub fn ensure(spec: &SpecFile, path: &Path, refresh: Refresh, fetch: &Fetch<'_>) -> anyhow::Result<(LockFile, bool)> {
-    let existing = LockFile::load(path)?;
-    let stale = existing.as_ref().map_or(Some("no lock file".to_owned()), |l| l.lock.stale_reason(&spec.spec));
-    match (refresh, existing, stale) {
-        (Refresh::Never, None, _) => Err(LockError::Missing { path: path.to_owned() }.into()),
-        (Refresh::Never, Some(_), Some(reason)) => Err(LockError::Stale { path: path.to_owned(), reason }.into()),
-        (Refresh::Never | Refresh::IfStale, Some(lock), None) => Ok((lock, false)),
-        (_, existing, _) => {
-            let resolved_at = Timestamp::source_date_epoch()?.unwrap_or_else(Timestamp::now);
-            let mut fresh = sources::resolve(spec, resolved_at, fetch)?;
-            if let Some(old) = existing {
-                // Same pins: keep the file as it is, time included, so rebuilds stay identical.
-                fresh.resolved_at = old.lock.resolved_at;
-                if fresh == old.lock {
-                    return Ok((old, false));
-                }
-            }
-            Ok((LockFile::write(path, fresh)?, true))
-        }
-    }
-}
 
 pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
     let spec = SpecFile::load(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
-    let cache = Cache::open(&Cache::default_dir())?;
+    let cache = super::open_cache(&args.cache)?;
     let reporter = TerminalReporter::new(args.json);
-    let fetch = Fetch { cache: &cache, jobs: 8, reporter: &reporter };
-    let (lock, written) = ensure(&spec, &path, Refresh::Always, &fetch)?;
+    let net = Net::new()?;
+    let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
+    let (lock, outcome) = ensure(&Sources::new(&spec, fetch), &net, &path, Refresh::Always)?;
+    let written = outcome == Outcome::Written;
     if args.json {
         super::print_json(
             &serde_json::json!({ "lock": path, "updated": written, "sha256": lock.sha256, "entries": lock.lock }),

@@ -17,22 +17,22 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::bundle::writer::PackError;
-use crate::cli::{Cli, Command};
-use crate::site::SiteError;
-use crate::sources::SourceError;
-use crate::spec::SpecError;
-use crate::spec::lock::LockError;
+use crate::cli::{CacheArgs, Cli, Command, TrustArgs};
+use crate::failure::{Class, Classify};
 
 pub const EXIT_OK: u8 = 0;
-pub const EXIT_RUNTIME: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_VERIFY: u8 = 3;
+pub const EXIT_USAGE: u8 = Class::Usage.exit_code();
 
 /// Verification failed (signature, digest, policy): exit 3. The details were already printed.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct VerificationFailed(pub String);
+
+impl Classify for VerificationFailed {
+    fn class(&self) -> Class {
+        Class::Verification
+    }
+}
 
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
@@ -49,61 +49,34 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// The exit code for an error, from the most specific error in its chain (DESIGN.md: 1 runtime,
-/// 2 usage or invalid spec, 3 verification failed).
+/// The exit code for an error (DESIGN.md: 1 runtime, 2 usage or invalid spec, 3 verification
+/// failed): the class of the outermost error in its chain that knows its class. Each error
+/// type says its own class (`failure::Classify`); this list only names the types the library
+/// hands to commands.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if cause.is::<VerificationFailed>() {
-            return EXIT_VERIFY;
+    fn class_of(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
+        macro_rules! first_of {
+            ($($t:ty),+ $(,)?) => {
+                $(if let Some(e) = cause.downcast_ref::<$t>() { return Some(e.class()); })+
+            };
         }
-        if cause.is::<crate::sign::policy::PolicyError>() {
-            return EXIT_USAGE;
-        }
-        if let Some(e) = cause.downcast_ref::<SpecError>() {
-            return spec_code(e);
-        }
-        if let Some(e) = cause.downcast_ref::<LockError>() {
-            return if let LockError::Spec(e) = e { spec_code(e) } else { EXIT_RUNTIME };
-        }
-        if let Some(e) = cause.downcast_ref::<SourceError>() {
-            return source_code(e);
-        }
-        if let Some(PackError::Source(e)) = cause.downcast_ref::<PackError>() {
-            return source_code(e);
-        }
-        if let Some(SiteError::Rejected { .. }) = cause.downcast_ref::<SiteError>() {
-            return EXIT_VERIFY;
-        }
-        if let Some(crate::cache::CacheError::DigestMismatch { .. } | crate::cache::CacheError::SizeMismatch { .. }) =
-            cause.downcast_ref::<crate::cache::CacheError>()
-        {
-            return EXIT_VERIFY;
-        }
+        first_of!(
+            VerificationFailed,
+            crate::build::BuildError,
+            crate::site::SiteError,
+            crate::sources::SourceError,
+            crate::bundle::writer::PackError,
+            crate::sign::policy::PolicyError,
+            crate::sign::KeyError,
+            crate::spec::SpecError,
+            crate::spec::lock::LockError,
+            crate::cache::CacheError,
+            crate::fetch::NetError,
+            crate::clock::ClockError,
+        );
+        None
     }
-    EXIT_RUNTIME
-}
-
-fn source_code(e: &SourceError) -> u8 {
-    use crate::cache::CacheError;
-    let mismatch = match e {
-        SourceError::DigestMismatch { .. } | SourceError::SizeMismatch { .. } => true,
-        SourceError::Image(image) => image.is_mismatch(),
-        SourceError::Cache(cache) => {
-            matches!(cache, CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. })
-        }
-        SourceError::Deb(deb) => deb.is_verification(),
-        _ => false,
-    };
-    match e {
-        _ if mismatch => EXIT_VERIFY,
-        SourceError::Spec(e) | SourceError::Lock(LockError::Spec(e)) => spec_code(e),
-        _ => EXIT_RUNTIME,
-    }
-}
-
-/// A spec that cannot be read is a runtime error; one that is wrong is a usage error.
-fn spec_code(e: &SpecError) -> u8 {
-    if matches!(e, SpecError::Read { .. }) { EXIT_RUNTIME } else { EXIT_USAGE }
+    err.chain().find_map(class_of).unwrap_or(Class::Runtime).exit_code()
 }
 
 /// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.
@@ -124,16 +97,16 @@ fn key_password() -> Option<Vec<u8>> {
     std::env::var_os(crate::sign::PASSWORD_ENV).map(std::ffi::OsString::into_encoded_bytes)
 }
 
-fn load_trusted(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
+fn load_trusted(paths: &[PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
     paths.iter().map(|p| Ok(crate::sign::TrustedKey::load(p)?)).collect()
 }
 
 /// The signature policy for `bundle`: the `--trust` keys, `--threshold`, and the co-signatures
 /// found beside the bundle file.
-fn load_policy(trust: &[PathBuf], threshold: u32, bundle: &Path) -> anyhow::Result<crate::sign::Policy> {
-    let keys = load_trusted(trust)?;
+fn load_policy(trust: &TrustArgs, bundle: &Path) -> anyhow::Result<crate::sign::Policy> {
+    let keys = load_trusted(&trust.trust)?;
     let cosignatures = cosignatures_beside(bundle);
-    let threshold = usize::try_from(threshold).unwrap_or(usize::MAX);
+    let threshold = usize::try_from(trust.threshold).unwrap_or(usize::MAX);
     Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?)
 }
 
@@ -144,6 +117,11 @@ fn cosignatures_beside(bundle: &Path) -> Vec<crate::sign::CoSignature> {
         tracing::warn!("cannot read the co-signatures beside `{}`: {e}; none are counted", bundle.display());
         Vec::new()
     })
+}
+
+/// The cache `--cache` names, else the default one.
+fn open_cache(args: &CacheArgs) -> anyhow::Result<crate::cache::Cache> {
+    Ok(crate::cache::Cache::open(&args.cache.clone().unwrap_or_else(crate::cache::Cache::default_dir))?)
 }
 
 /// Write `bytes` to `path` through a temporary file beside it, renamed when complete.

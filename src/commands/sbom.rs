@@ -1,4 +1,4 @@
-//! `airlock sbom BUNDLE [--out FILE]`: the `airlock/sbom.cdx.json` member, byte for byte.
+//! `airlock sbom BUNDLE [--out FILE] [--json]`: the `airlock/sbom.cdx.json` member, byte for byte.
 
 use std::fs::File;
 use std::io::{BufReader, Write};
@@ -18,7 +18,21 @@ pub fn run(args: &SbomArgs) -> anyhow::Result<u8> {
         bail!("bundle `{}` has no `{SBOM}` member (built before airlock wrote SBOMs?)", args.bundle.display());
     };
     match &args.out {
-        Some(path) => super::write_atomic(path, &bytes)?,
+        Some(path) => {
+            super::write_atomic(path, &bytes)?;
+            let sha256 = crate::digest::Sha256::of_bytes(&bytes);
+            if args.json {
+                super::print_json(&serde_json::json!({ "sbom": path, "sha256": sha256, "bytes": bytes.len() }))?;
+            } else {
+                writeln!(
+                    std::io::stdout().lock(),
+                    "wrote {} ({} bytes, sha256 {sha256})",
+                    path.display(),
+                    bytes.len()
+                )?;
+            }
+        }
+        // The SBOM is itself the one JSON document on stdout.
         None => std::io::stdout().lock().write_all(&bytes)?,
     }
     Ok(super::EXIT_OK)

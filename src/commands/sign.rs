@@ -1,4 +1,4 @@
-//! `airlock sign BUNDLE --key KEY [--trust PUB…]`: a detached co-signature `BUNDLE.KEYID.sig`
+//! `airlock sign BUNDLE --key KEY [--trust PUB… [--threshold N]]`: a detached co-signature `BUNDLE.KEYID.sig`
 //! beside the bundle, over the same manifest bytes as the embedded signature. The bundle itself
 //! is not rewritten.
 
@@ -26,10 +26,10 @@ struct SignJson<'a> {
 pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
     let open = || File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()));
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
-    let verified_first = !args.trust.is_empty();
+    let verified_first = !args.trust.trust.is_empty();
     let mut verified_manifest = None;
     if verified_first {
-        let policy = super::load_policy(&args.trust, 1, &args.bundle)?;
+        let policy = super::load_policy(&args.trust, &args.bundle)?;
         let reporter = TerminalReporter::new(args.json);
         let report =
             read_bundle(BufReader::with_capacity(1 << 20, open()?), &policy, &mut Discard, OnProblem::Stop, &reporter)?;

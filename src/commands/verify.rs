@@ -7,11 +7,31 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::VerificationFailed;
-use crate::bundle::manifest::SBOM;
+use crate::bundle::manifest::{SBOM, SIGNATURE};
 use crate::bundle::reader::{Discard, OnProblem, Problem, Report, read_bundle};
 use crate::cli::{TerminalReporter, VerifyArgs};
 use crate::sign::KeyId;
-use crate::sign::policy::{Outcome, SignatureCheck};
+use crate::sign::policy::{Outcome, SignatureCheck, Source};
+
+/// One signature in `--json`: where it came from, which key, and how it fared.
+#[derive(Serialize)]
+struct SignatureJson<'a> {
+    /// `airlock/manifest.json.sig` for the embedded signature, else the co-signature's path.
+    source: String,
+    key_id: Option<&'a KeyId>,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+}
+
+impl<'a> From<&'a SignatureCheck> for SignatureJson<'a> {
+    fn from(c: &'a SignatureCheck) -> Self {
+        let source = match &c.source {
+            Source::Embedded => SIGNATURE.to_owned(),
+            Source::CoSignature(path) => path.display().to_string(),
+        };
+        Self { source, key_id: c.key_id.as_ref(), outcome: &c.outcome }
+    }
+}
 
 #[derive(Serialize)]
 struct VerifyJson<'a> {
@@ -23,7 +43,7 @@ struct VerifyJson<'a> {
     signers: &'a [KeyId],
     threshold: usize,
     /// Every signature considered, with `status` `valid`, `untrusted` or `invalid`.
-    signatures: &'a [SignatureCheck],
+    signatures: Vec<SignatureJson<'a>>,
     entries: usize,
     /// `{sha256, verified}` for the SBOM the manifest lists, or null when it lists none.
     sbom: Option<serde_json::Value>,
@@ -33,7 +53,7 @@ struct VerifyJson<'a> {
 }
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
-    let policy = super::load_policy(&args.trust, args.threshold, &args.bundle)?;
+    let policy = super::load_policy(&args.trust, &args.bundle)?;
     let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
     let reporter = TerminalReporter::new(args.json);
     let report =
@@ -48,7 +68,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             manifest_sha256: report.manifest_sha256.map(|d| d.to_string()),
             signers: &report.signers,
             threshold: policy.threshold,
-            signatures: &report.signatures,
+            signatures: report.signatures.iter().map(SignatureJson::from).collect(),
             entries: report.entries_verified,
             sbom: sbom_status(&report),
             provenance: report
@@ -85,13 +105,14 @@ fn print_human(args: &VerifyArgs, report: &Report, threshold: usize) -> anyhow::
     for p in &report.problems {
         writeln!(out, "REJECTED {p}")?;
     }
-    for s in report.signatures.iter().skip(1) {
-        let id = s.key_id.as_ref().map_or("?", KeyId::as_str);
+    for s in &report.signatures {
+        let Source::CoSignature(path) = &s.source else { continue };
+        let (path, id) = (path.display(), s.key_id.as_ref().map_or("?", KeyId::as_str));
         match &s.outcome {
             Outcome::Valid => {}
-            Outcome::Untrusted => writeln!(out, "  co-signature {} by key {id} does not count: not trusted", s.source)?,
+            Outcome::Untrusted => writeln!(out, "  co-signature {path} by key {id} does not count: not trusted")?,
             Outcome::Invalid { detail } => {
-                writeln!(out, "  co-signature {} does not count: {detail} (stale or tampered)", s.source)?;
+                writeln!(out, "  co-signature {path} does not count: {detail} (stale or tampered)")?;
             }
         }
     }

@@ -11,6 +11,7 @@
 //! every bundle differ, so signing uses `RustCrypto`'s `p256`, whose ECDSA is RFC 6979
 //! deterministic; verification uses `sigstore`'s `CosignVerificationKey`.
 
+pub mod dsse;
 mod keys;
 pub mod policy;
 mod verify;
@@ -26,6 +27,9 @@ pub use verify::TrustedKey;
 
 /// The environment variable holding the private key passphrase (never a flag).
 pub const PASSWORD_ENV: &str = "AIRLOCK_KEY_PASSWORD";
+/// The largest signature file or member read: a base64 DER ECDSA P-256 signature is about
+/// 100 bytes, so anything near this is not one.
+pub const MAX_SIGNATURE_BYTES: u64 = 16 << 10;
 
 /// Hex sha256 of a public key's SPKI DER.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -83,6 +87,20 @@ pub enum KeyError {
     WrongPassword { path: PathBuf },
     #[error("key generation failed: {0}")]
     Generate(String),
+}
+
+impl crate::failure::Classify for KeyError {
+    fn class(&self) -> crate::failure::Class {
+        match self {
+            KeyError::Read { .. }
+            | KeyError::Write { .. }
+            | KeyError::Exists { .. }
+            | KeyError::Format { .. }
+            | KeyError::PasswordMissing { .. }
+            | KeyError::WrongPassword { .. }
+            | KeyError::Generate(_) => crate::failure::Class::Runtime,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

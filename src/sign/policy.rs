@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{KeyId, TrustedKey};
-use crate::bundle::manifest::{MAX_SIGNATURE_BYTES, SIGNATURE};
+use super::{KeyId, MAX_SIGNATURE_BYTES, TrustedKey};
 
 /// A detached co-signature file.
 #[derive(Debug, Clone)]
@@ -94,6 +93,14 @@ pub enum PolicyError {
     Unreachable { threshold: usize, keys: usize },
 }
 
+impl crate::failure::Classify for PolicyError {
+    fn class(&self) -> crate::failure::Class {
+        match self {
+            PolicyError::ZeroThreshold | PolicyError::Unreachable { .. } => crate::failure::Class::Usage,
+        }
+    }
+}
+
 /// How one signature fared.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "status")]
@@ -106,14 +113,21 @@ pub enum Outcome {
     Invalid { detail: String },
 }
 
-/// One signature considered: the embedded one or a co-signature file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Where a signature over the manifest came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The signature member inside the bundle.
+    Embedded,
+    /// A co-signature file beside the bundle.
+    CoSignature(PathBuf),
+}
+
+/// One signature considered, with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignatureCheck {
-    /// `airlock/manifest.json.sig`, or the co-signature file's path.
-    pub source: String,
+    pub source: Source,
     /// The key that verified it; for a co-signature, the key its file name names.
     pub key_id: Option<KeyId>,
-    #[serde(flatten)]
     pub outcome: Outcome,
 }
 
@@ -122,9 +136,21 @@ pub struct SignatureCheck {
 pub struct Checked {
     /// Distinct trusted keys with a valid signature, in the order found.
     pub signers: Vec<KeyId>,
+    /// Every signature considered, each with its source.
     pub signatures: Vec<SignatureCheck>,
     /// Why the embedded signature could not even be decoded, if it could not.
     pub embedded_error: Option<String>,
+}
+
+/// The co-signatures of `policy` whose check in `checks` is valid: those that counted.
+pub fn counted<'p>(policy: &'p Policy, checks: &[SignatureCheck]) -> Vec<&'p CoSignature> {
+    policy
+        .cosignatures
+        .iter()
+        .filter(|co| {
+            checks.iter().any(|c| c.outcome == Outcome::Valid && c.source == Source::CoSignature(co.path.clone()))
+        })
+        .collect()
 }
 
 impl Policy {
@@ -141,25 +167,19 @@ impl Policy {
         Ok(Self { keys, threshold, cosignatures })
     }
 
-    /// Any one of `keys`, no co-signatures: the default of every verb without `--threshold`.
-    pub fn any_of(keys: Vec<TrustedKey>) -> Self {
-        Self { keys, threshold: 1, cosignatures: Vec::new() }
-    }
-
     pub fn key_ids(&self) -> Vec<KeyId> {
         self.keys.iter().map(|k| k.key_id().clone()).collect()
     }
 
-    /// Check the embedded signature and every co-signature over `manifest`. `signatures` holds
-    /// the embedded one first, then one per co-signature in `self.cosignatures`' order.
+    /// Check the embedded signature and every co-signature over `manifest`.
     pub fn check(&self, manifest: &[u8], embedded: &[u8]) -> Checked {
         let mut checked = Checked::default();
-        let mut embedded_check = SignatureCheck { source: SIGNATURE.into(), key_id: None, outcome: Outcome::Untrusted };
+        let mut embedded_check = SignatureCheck { source: Source::Embedded, key_id: None, outcome: Outcome::Untrusted };
         for key in &self.keys {
             match key.verify_blob(manifest, embedded) {
                 Ok(()) => {
                     embedded_check = SignatureCheck {
-                        source: SIGNATURE.into(),
+                        source: Source::Embedded,
                         key_id: Some(key.key_id().clone()),
                         outcome: Outcome::Valid,
                     };
@@ -171,7 +191,7 @@ impl Policy {
         }
         checked.signatures.push(embedded_check);
         for co in &self.cosignatures {
-            let source = co.path.display().to_string();
+            let source = Source::CoSignature(co.path.clone());
             let outcome = match self.keys.iter().find(|k| k.key_id() == &co.key_id) {
                 None => Outcome::Untrusted,
                 Some(key) => match key.verify_blob(manifest, &co.signature) {
@@ -218,11 +238,14 @@ mod tests {
             Policy::new(trusted(), 2, vec![co(&a, manifest), co(&b, b"an older manifest"), co(&c, manifest)]).unwrap();
         let checked = policy.check(manifest, &embedded);
         assert_eq!(checked.signers, vec![a.key_id.clone()], "a twice is one key; b stale; c untrusted");
-        let outcomes: Vec<_> = checked.signatures.iter().map(|s| s.outcome.clone()).collect();
-        assert!(matches!(
-            outcomes.as_slice(),
-            [Outcome::Valid, Outcome::Valid, Outcome::Invalid { .. }, Outcome::Untrusted]
-        ));
+        let outcome = |source: Source| checked.signatures.iter().find(|s| s.source == source).unwrap().outcome.clone();
+        let co_path = |k: &super::super::GeneratedKey| Source::CoSignature(cosignature_path(&bundle, &k.key_id));
+        assert_eq!(outcome(Source::Embedded), Outcome::Valid);
+        assert_eq!(outcome(co_path(&a)), Outcome::Valid);
+        assert!(matches!(outcome(co_path(&b)), Outcome::Invalid { .. }));
+        assert_eq!(outcome(co_path(&c)), Outcome::Untrusted);
+        let counted: Vec<_> = counted(&policy, &checked.signatures).into_iter().map(|co| &co.key_id).collect();
+        assert_eq!(counted, vec![&a.key_id]);
 
         let policy = Policy::new(trusted(), 2, vec![co(&b, manifest)]).unwrap();
         assert_eq!(policy.check(manifest, &embedded).signers, vec![a.key_id.clone(), b.key_id.clone()]);

@@ -21,10 +21,13 @@ use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
-use crate::bundle::reader::{OnProblem, Problem, read_bundle};
+use crate::bundle::Manifest;
+use crate::bundle::reader::{OnProblem, Problem, Report, read_bundle};
 use crate::digest::Sha256;
+use crate::failure::{Class, Classify};
+use crate::fetch::Net;
 use crate::progress::Reporter;
-use crate::sign::policy::{Outcome, cosignature_path};
+use crate::sign::policy::{SignatureCheck, cosignature_path, counted};
 use crate::sign::{KeyId, Policy};
 use stage::{Created, StageSink, Tee};
 
@@ -55,6 +58,17 @@ pub enum SiteError {
         #[source]
         source: io::Error,
     },
+}
+
+impl Classify for SiteError {
+    fn class(&self) -> Class {
+        match self {
+            SiteError::Rejected { .. } => Class::Verification,
+            SiteError::Open { .. } | SiteError::Busy { .. } | SiteError::Publish { .. } | SiteError::Io { .. } => {
+                Class::Runtime
+            }
+        }
+    }
 }
 
 fn first(problems: &[Problem]) -> String {
@@ -102,126 +116,191 @@ pub fn install(
     trust: &Policy,
     root: &Path,
     publish: &Publish,
+    net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
     let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
     let mut created = Created::default();
-    let result = install_tracked(bundle, input, trust, root, publish, &mut created, reporter);
+    let result = install_tracked(bundle, input, trust, root, publish, net, &mut created, reporter);
     if result.is_err() {
         created.undo();
     }
     result
 }
 
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SiteError + use<> {
+    let path = path.to_owned();
+    move |source| SiteError::Io { path, source }
+}
+
+/// The phases of an install, in order. Until `retain` has renamed the staged tree into
+/// `bundles/`, everything it created is undone on failure; after, the bundle stays retained.
+#[allow(clippy::too_many_arguments, reason = "the phases' inputs, passed once from `install`")]
 fn install_tracked(
     bundle: &Path,
     input: File,
     trust: &Policy,
     root: &Path,
     publish: &Publish,
+    net: &Net,
     created: &mut Created,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
-    let io_err = |path: &Path| {
-        let path = path.to_owned();
-        move |source| SiteError::Io { path, source }
-    };
-    created.create_dir_all(root).map_err(io_err(root))?;
-    let lock_path = root.join(".lock");
-    let lock = created.open_or_create(&lock_path).map_err(io_err(&lock_path))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(SiteError::Busy { root: root.to_owned() });
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
-    }
-
-    // Removed with everything in it when dropped, unless renamed into `bundles/` below.
-    // 0777 less the umask, like `mkdir`: the views are served to other users (web server, pip).
-    let staging = tempfile::Builder::new()
-        .prefix(".staging-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .tempdir_in(root)
-        .map_err(io_err(root))?;
-    let copy_path = staging.path().join(RETAINED_BUNDLE);
-    let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
-    let mut tee = Tee::new(BufReader::with_capacity(1 << 20, input), copy);
-    let mut sink = StageSink::new(staging.path());
-    let report = read_bundle(&mut tee, trust, &mut sink, OnProblem::Stop, reporter)
-        .map_err(|e| SiteError::Io { path: e.path.under(staging.path()), source: e.source })?;
-    tee.finish().map_err(io_err(&copy_path))?;
-    if !report.verified() {
-        return Err(SiteError::Rejected { path: bundle.to_owned(), problems: report.problems });
-    }
-    let (Some(manifest), Some(manifest_sha256)) = (report.manifest, report.manifest_sha256) else {
-        unreachable!("a verified report has a manifest");
-    };
-
-    // Views derived from verified content are part of the staged tree, so they appear with it.
-    views::write_wheel_index(staging.path(), &manifest).map_err(io_err(&staging.path().join("wheels/simple")))?;
-    views::write_hf_cache(staging.path(), &manifest).map_err(io_err(&staging.path().join("models")))?;
-    views::write_apt_repo(staging.path(), &manifest, publish.apt_key.as_ref())
-        .map_err(io_err(&staging.path().join("debs")))?;
-    let id = bundle_id(&manifest_sha256);
-    let bundles = root.join("bundles");
-    created.create_dir_all(&bundles).map_err(io_err(&bundles))?;
-    let target = bundles.join(&id);
-    let already_present = target.is_dir();
-    let retained_dir = if already_present { &target } else { staging.path() };
-    let cosignatures = retain_cosignatures(retained_dir, trust, &report.signatures).map_err(io_err(retained_dir))?;
-    if !already_present {
-        let staged = staging.keep();
-        std::fs::rename(&staged, &target).map_err(io_err(&target))?;
-    }
+    let lock = lock_root(root, created)?;
+    let Staged { dir, verified } = stage(bundle, input, trust, root, reporter)?;
+    write_views(dir.path(), &verified.manifest, publish)?;
+    let retained = retain(dir, &verified, trust, root, created)?;
     // From here the bundle is retained: nothing below undoes that.
     created.forget();
-    let cosignatures = cosignatures.iter().map(|p| target.join(p.file_name().unwrap_or_default())).collect();
-    let publish_err = |source| SiteError::Publish { id: id.clone(), source };
-    let (images, images_not_published) = if let Some(site) = &publish.registry {
-        (registry::publish(&target, site).map_err(publish_err)?, 0)
-    } else {
-        let carried = registry::staged_images(&target).map_err(publish_err)?.len();
-        if carried > 0 {
-            tracing::warn!(
-                "the bundle carries {carried} image manifest(s); pass --registry HOST[:PORT] to publish them"
-            );
-        }
-        (Vec::new(), carried)
-    };
-    let current = format!("bundles/{id}");
+    let (images, images_not_published) = publish_images(&retained, publish, net)?;
+    let current = format!("bundles/{}", retained.id);
     let previous = activate::switch(root, &current).map_err(io_err(root))?.filter(|p| *p != current);
     drop(lock);
     Ok(Installed {
-        id,
-        name: manifest.name.to_string(),
-        version: manifest.version.to_string(),
-        manifest_sha256,
-        signers: report.signers,
-        path: target,
-        cosignatures,
+        id: retained.id,
+        name: verified.manifest.name.to_string(),
+        version: verified.manifest.version.to_string(),
+        manifest_sha256: verified.manifest_sha256,
+        signers: verified.signers,
+        path: retained.path,
+        cosignatures: retained.cosignatures,
         previous,
-        already_present,
+        already_present: retained.already_present,
         images,
         images_not_published,
     })
 }
 
+/// Take `ROOT/.lock` (creating the root if needed): one writer at a time.
+fn lock_root(root: &Path, created: &mut Created) -> Result<File, SiteError> {
+    created.create_dir_all(root).map_err(io_err(root))?;
+    let lock_path = root.join(".lock");
+    let lock = created.open_or_create(&lock_path).map_err(io_err(&lock_path))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(SiteError::Busy { root: root.to_owned() }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err(&lock_path)(e)),
+    }
+}
+
+/// A bundle verified into a staging directory under ROOT: invisible until it is retained.
+struct Staged {
+    /// Removed with everything in it when dropped, unless `retain` renamed it.
+    dir: tempfile::TempDir,
+    verified: Verified,
+}
+
+/// What verification established about a staged bundle.
+struct Verified {
+    manifest: Manifest,
+    manifest_sha256: Sha256,
+    signers: Vec<KeyId>,
+    signatures: Vec<SignatureCheck>,
+}
+
+/// Verify the bundle while extracting it (and a copy of the file) into a fresh staging
+/// directory under `root`.
+fn stage(
+    bundle: &Path,
+    input: File,
+    trust: &Policy,
+    root: &Path,
+    reporter: &dyn Reporter,
+) -> Result<Staged, SiteError> {
+    // 0777 less the umask, like `mkdir`: the views are served to other users (web server, pip).
+    let dir = tempfile::Builder::new()
+        .prefix(".staging-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .tempdir_in(root)
+        .map_err(io_err(root))?;
+    let copy_path = dir.path().join(RETAINED_BUNDLE);
+    let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
+    let mut tee = Tee::new(BufReader::with_capacity(1 << 20, input), copy);
+    let mut sink = StageSink::new(dir.path());
+    let report = read_bundle(&mut tee, trust, &mut sink, OnProblem::Stop, reporter)
+        .map_err(|e| SiteError::Io { path: e.path.under(dir.path()), source: e.source })?;
+    tee.finish().map_err(io_err(&copy_path))?;
+    let Report {
+        manifest: Some(manifest), manifest_sha256: Some(manifest_sha256), signers, signatures, problems, ..
+    } = report
+    else {
+        return Err(SiteError::Rejected { path: bundle.to_owned(), problems: report.problems });
+    };
+    if !problems.is_empty() {
+        return Err(SiteError::Rejected { path: bundle.to_owned(), problems });
+    }
+    Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures } })
+}
+
+/// Views derived from verified content are part of the staged tree, so they appear with it.
+fn write_views(dir: &Path, manifest: &Manifest, publish: &Publish) -> Result<(), SiteError> {
+    views::write_wheel_index(dir, manifest).map_err(io_err(&dir.join("wheels/simple")))?;
+    views::write_hf_cache(dir, manifest).map_err(io_err(&dir.join("models")))?;
+    views::write_apt_repo(dir, manifest, publish.apt_key.as_ref()).map_err(io_err(&dir.join("debs")))?;
+    Ok(())
+}
+
+/// A bundle kept under `bundles/ID/`.
+struct Retained {
+    id: String,
+    path: PathBuf,
+    already_present: bool,
+    /// Co-signatures that counted, retained beside the bundle file.
+    cosignatures: Vec<PathBuf>,
+}
+
+/// Rename the staged tree to `bundles/ID/` (or, when that bundle is already retained, keep the
+/// one there), with the co-signatures that counted beside the bundle file.
+fn retain(
+    staged: tempfile::TempDir,
+    verified: &Verified,
+    trust: &Policy,
+    root: &Path,
+    created: &mut Created,
+) -> Result<Retained, SiteError> {
+    let id = bundle_id(&verified.manifest_sha256);
+    let bundles = root.join("bundles");
+    created.create_dir_all(&bundles).map_err(io_err(&bundles))?;
+    let path = bundles.join(&id);
+    let already_present = path.is_dir();
+    let dir = if already_present { &path } else { staged.path() };
+    let written = retain_cosignatures(dir, trust, &verified.signatures).map_err(io_err(dir))?;
+    if !already_present {
+        // No longer a temporary directory: renamed into place, or removed if that fails.
+        let kept = staged.keep();
+        if let Err(e) = std::fs::rename(&kept, &path) {
+            let _ = std::fs::remove_dir_all(&kept);
+            return Err(io_err(&path)(e));
+        }
+    }
+    let cosignatures = written.iter().map(|p| path.join(p.file_name().unwrap_or_default())).collect();
+    Ok(Retained { id, path, already_present, cosignatures })
+}
+
+/// Push the retained bundle's images to `--registry`, or say how many were not published.
+fn publish_images(
+    retained: &Retained,
+    publish: &Publish,
+    net: &Net,
+) -> Result<(Vec<registry::Pushed>, usize), SiteError> {
+    let publish_err = |source| SiteError::Publish { id: retained.id.clone(), source };
+    if let Some(site) = &publish.registry {
+        return Ok((registry::publish(&retained.path, site, net).map_err(publish_err)?, 0));
+    }
+    let carried = registry::staged_images(&retained.path).map_err(publish_err)?.len();
+    if carried > 0 {
+        tracing::warn!("the bundle carries {carried} image manifest(s); pass --registry HOST[:PORT] to publish them");
+    }
+    Ok((Vec::new(), carried))
+}
+
 /// Copy the co-signatures that counted beside the retained bundle file in `dir`, so that the
 /// retained bundle still meets the policy it was installed under (each file written whole,
 /// through a temporary file, so a re-install that adds a signer never leaves a partial one).
-fn retain_cosignatures(
-    dir: &Path,
-    trust: &Policy,
-    checked: &[crate::sign::policy::SignatureCheck],
-) -> io::Result<Vec<PathBuf>> {
+fn retain_cosignatures(dir: &Path, trust: &Policy, checked: &[SignatureCheck]) -> io::Result<Vec<PathBuf>> {
     let retained = dir.join(RETAINED_BUNDLE);
     let mut written = Vec::new();
-    // `checked` is the embedded signature followed by the co-signatures, in the policy's order.
-    for (co, check) in trust.cosignatures.iter().zip(checked.iter().skip(1)) {
-        if check.outcome != Outcome::Valid {
-            continue;
-        }
+    for co in counted(trust, checked) {
         let path = cosignature_path(&retained, &co.key_id);
         crate::atomic::write(&path, &co.signature)?;
         written.push(path);

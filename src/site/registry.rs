@@ -11,8 +11,9 @@ use oci_client::errors::OciDistributionError;
 use serde::Serialize;
 
 use crate::digest::{Prefixed, Sha256};
-use crate::sources::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
-use crate::sources::oci::{ClientError, Connection, ImageRef, Transport, connect};
+use crate::fetch::Net;
+use crate::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
+use crate::oci::{ClientError, Connection, ImageRef, Transport, connect};
 
 /// Where to publish images: `--registry HOST[:PORT]` and `--insecure-registry`.
 #[derive(Debug, Clone)]
@@ -29,8 +30,6 @@ pub enum PublishError {
     Push { target: String, detail: String },
     #[error("staged image layout `{}`: {detail}", path.display())]
     Layout { path: PathBuf, detail: String },
-    #[error("cannot start the async runtime")]
-    Runtime(#[source] std::io::Error),
 }
 
 /// One image as published.
@@ -54,16 +53,20 @@ pub fn staged_images(staged: &Path) -> Result<Vec<Descriptor>, PublishError> {
     doc::parse_layout_index(&bytes).map_err(|detail| PublishError::Layout { path, detail })
 }
 
-pub fn publish(staged: &Path, site: &SiteRegistry) -> Result<Vec<Pushed>, PublishError> {
+/// Push every image of the staged tree to `site`, on the command's runtime.
+pub fn publish(staged: &Path, site: &SiteRegistry, net: &Net) -> Result<Vec<Pushed>, PublishError> {
     let images = staged_images(staged)?;
     if images.is_empty() {
         return Ok(Vec::new());
     }
-    let conn = connect(&site.host, site.transport, None)?;
+    net.block_on(publish_all(staged, site, &images))
+}
+
+async fn publish_all(staged: &Path, site: &SiteRegistry, images: &[Descriptor]) -> Result<Vec<Pushed>, PublishError> {
+    let conn = connect(&site.host, site.transport, None).await?;
     let layout = staged.join("images");
-    let rt = crate::fetch::runtime().map_err(PublishError::Runtime)?;
     let mut out = Vec::new();
-    for entry in &images {
+    for entry in images {
         let bad = |detail| PublishError::Layout { path: layout.clone(), detail };
         // A tagged entry goes to its tag; an untagged referrer by digest to its subject's repository.
         let (name, target) = match (entry.annotations.get(REF_NAME), entry.annotations.get(REFERRER_OF)) {
@@ -74,7 +77,7 @@ pub fn publish(staged: &Path, site: &SiteRegistry) -> Result<Vec<Pushed>, Publis
             }
             (None, None) => return Err(bad(format!("entry sha256:{} has no name", entry.digest))),
         };
-        out.push(rt.block_on(push_image(&conn, &layout, entry, &name, &target))?);
+        out.push(push_image(&conn, &layout, entry, &name, &target).await?);
     }
     Ok(out)
 }
@@ -89,13 +92,13 @@ async fn push_image(
     let push_err = |e: &dyn std::fmt::Display| PublishError::Push { target: target.to_string(), detail: e.to_string() };
     let reference = target.to_client();
     conn.client.auth(&reference, &conn.auth, RegistryOperation::Push).await.map_err(|e| push_err(&e))?;
-    let top = read(layout, entry.digest)?;
+    let top = read(layout, entry.digest).await?;
     let document = doc::parse(&top).map_err(|e| push_err(&e))?;
     // (digest, media type, bytes) of manifests to push before the top one.
     let mut children = Vec::new();
     let mut blobs = document.blobs.clone();
     for child in &document.children {
-        let bytes = read(layout, child.digest)?;
+        let bytes = read(layout, child.digest).await?;
         blobs.extend(doc::parse(&bytes).map_err(|e| push_err(&e))?.blobs);
         children.push((child.digest, child.media_type.clone(), bytes));
     }
@@ -147,7 +150,7 @@ async fn push_manifest(
     Ok(())
 }
 
-fn read(layout: &Path, digest: Sha256) -> Result<Vec<u8>, PublishError> {
+async fn read(layout: &Path, digest: Sha256) -> Result<Vec<u8>, PublishError> {
     let path = layout.join("blobs/sha256").join(digest.to_string());
-    std::fs::read(&path).map_err(|e| PublishError::Layout { path, detail: e.to_string() })
+    tokio::fs::read(&path).await.map_err(|e| PublishError::Layout { path, detail: e.to_string() })
 }

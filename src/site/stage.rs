@@ -6,8 +6,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::bundle::MemberPath;
 use crate::bundle::reader::MemberSink;
+use crate::member_path::MemberPath;
 
 /// Writes members below a staging directory that this process created and nobody else
 /// writes to. Member paths are plain relative names (see `MemberPath`) and only regular

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use crate::bundle::Manifest;
 use crate::bundle::manifest::Artifact;
-use crate::sources::pypi::{normalize, parse_wheel_filename};
+use crate::wheel::{WheelName, normalize};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -38,7 +38,7 @@ pub fn write_wheel_index(staged: &Path, manifest: &Manifest) -> io::Result<usize
     let mut projects: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for e in &manifest.entries {
         let Some(filename) = e.path.as_str().strip_prefix("wheels/").filter(|f| !f.contains('/')) else { continue };
-        let name = parse_wheel_filename(filename).map_or_else(|| normalize(filename), |w| w.name);
+        let name = WheelName::parse(filename).map_or_else(|| normalize(filename), |w| w.name);
         projects.entry(name).or_default().push((format!("../../{filename}#sha256={}", e.sha256), filename.to_owned()));
     }
     if projects.is_empty() {

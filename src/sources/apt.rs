@@ -10,13 +10,16 @@ use std::path::{Path, PathBuf};
 
 use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
 
-use super::{Content, SourceError};
-use crate::bundle::MemberPath;
+use super::{Plan, SourceError, Sources};
 use crate::bundle::manifest::{Artifact, DebArtifact};
+use crate::bundle::pins::deb_member;
+use crate::bundle::writer::Member;
 use crate::digest::Sha256;
-use crate::fetch::{Fetch, Http, HttpError, Wanted, runtime};
+use crate::failure::{Class, Classify};
+use crate::fetch::{Http, HttpError, Wanted, blocking};
+use crate::member_path::MemberPath;
+use crate::spec::DebSpec;
 use crate::spec::lock::{LockFile, LockedDeb};
-use crate::spec::{DebSpec, SpecFile};
 
 const MAX_INDEX: u64 = 256 << 20;
 
@@ -38,10 +41,16 @@ pub enum DebError {
     NotFound { repo: String, suite: String, package: String, arch: String, available: String },
 }
 
-impl DebError {
-    /// A signature or digest that does not hold (exit 3).
-    pub fn is_verification(&self) -> bool {
-        matches!(self, DebError::Signature { .. } | DebError::Unsigned { .. } | DebError::Mismatch { .. })
+impl Classify for DebError {
+    fn class(&self) -> Class {
+        match self {
+            // A signature or digest that does not hold.
+            DebError::Signature { .. } | DebError::Unsigned { .. } | DebError::Mismatch { .. } => Class::Verification,
+            DebError::NoKeyring { .. }
+            | DebError::Keyring { .. }
+            | DebError::Index { .. }
+            | DebError::NotFound { .. } => Class::Runtime,
+        }
     }
 }
 
@@ -85,10 +94,10 @@ fn release_sha256(release: &BTreeMap<String, String>) -> BTreeMap<String, (Strin
         .unwrap_or_default()
 }
 
-fn load_keyring(path: &Path) -> Result<Vec<SignedPublicKey>, DebError> {
+async fn load_keyring(path: &Path) -> Result<Vec<SignedPublicKey>, DebError> {
     let bad = |detail: String| DebError::Keyring { path: path.to_owned(), detail };
-    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-    let (keys, _) = SignedPublicKey::from_reader_many(std::io::BufReader::new(file)).map_err(|e| bad(e.to_string()))?;
+    let bytes = tokio::fs::read(path).await.map_err(|e| bad(e.to_string()))?;
+    let (keys, _) = SignedPublicKey::from_reader_many(bytes.as_slice()).map_err(|e| bad(e.to_string()))?;
     let keys: Vec<SignedPublicKey> = keys.collect::<Result<_, _>>().map_err(|e| bad(e.to_string()))?;
     if keys.is_empty() {
         return Err(bad("holds no OpenPGP public key".into()));
@@ -120,7 +129,7 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
     let repo = entry.repo.trim_end_matches('/');
     let dist = format!("{repo}/dists/{}", entry.suite);
     let keyring = match &entry.keyring {
-        Some(k) => Some(Keyring { path: base.join(k), keys: load_keyring(&base.join(k))? }),
+        Some(k) => Some(Keyring { path: base.join(k), keys: load_keyring(&base.join(k)).await? }),
         None if entry.allow_unsigned => None,
         None => return Err(DebError::NoKeyring { repo: repo.to_owned() }.into()),
     };
@@ -209,27 +218,18 @@ async fn packages(
     .into())
 }
 
-pub fn resolve(spec: &SpecFile, fetch: &Fetch<'_>) -> Result<Vec<LockedDeb>, SourceError> {
-    if spec.spec.deb.is_empty() {
-        return Ok(Vec::new());
-    }
-    let http = Http::new()?;
-    let rt = runtime().map_err(SourceError::Runtime)?;
+pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedDeb>, SourceError> {
     let mut out = Vec::new();
-    for entry in &spec.spec.deb {
-        out.extend(rt.block_on(resolve_entry(&http, entry.get_ref(), spec.base_dir(), fetch))?);
+    for entry in &sources.spec.spec.deb {
+        out.extend(resolve_entry(sources, entry.get_ref()).await?);
     }
     Ok(out)
 }
 
-async fn resolve_entry(
-    http: &Http,
-    entry: &DebSpec,
-    base: &Path,
-    fetch: &Fetch<'_>,
-) -> Result<Vec<LockedDeb>, SourceError> {
+async fn resolve_entry(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<LockedDeb>, SourceError> {
+    let (http, fetch) = (sources.fetch.http, &sources.fetch);
     let repo = entry.repo.trim_end_matches('/');
-    let text = release(http, entry, base).await?;
+    let text = release(http, entry, sources.spec.base_dir()).await?;
     let fields = paragraphs(&text).into_iter().next().map(|(_, f)| f).unwrap_or_default();
     let sums = release_sha256(&fields);
     let mut stanzas = Vec::new();
@@ -238,11 +238,14 @@ async fn resolve_entry(
     }
     let mut out = Vec::new();
     for wanted in &entry.packages {
-        let (name, version) = wanted.split_once('=').unwrap_or((wanted, ""));
+        let name = wanted.name.as_str();
         let arch_ok =
             |f: &BTreeMap<String, String>| f.get("Architecture").is_some_and(|a| a == &entry.arch || a == "all");
+        // A bare name is not resolved to a candidate yet: it lists what there is to pin.
         let found = stanzas.iter().find(|(_, f)| {
-            f.get("Package").is_some_and(|p| p == name) && f.get("Version").is_some_and(|v| v == version) && arch_ok(f)
+            f.get("Package").is_some_and(|p| p == name)
+                && f.get("Version").is_some_and(|v| wanted.version.as_ref() == Some(v))
+                && arch_ok(f)
         });
         let Some((stanza, f)) = found else {
             let versions: BTreeSet<String> = stanzas
@@ -258,7 +261,7 @@ async fn resolve_entry(
             return Err(DebError::NotFound {
                 repo: repo.to_owned(),
                 suite: entry.suite.clone(),
-                package: wanted.clone(),
+                package: wanted.to_string(),
                 arch: entry.arch.clone(),
                 available,
             }
@@ -277,8 +280,7 @@ async fn resolve_entry(
         let sha256: Sha256 = field("SHA256")?.parse().map_err(|e: crate::digest::DigestParseError| {
             DebError::Index { url: repo.to_owned(), detail: e.to_string() }
         })?;
-        MemberPath::new(format!("debs/{filename}"))
-            .map_err(|e| DebError::Index { url: repo.to_owned(), detail: e.to_string() })?;
+        deb_member(&filename).map_err(|e| DebError::Index { url: repo.to_owned(), detail: e.to_string() })?;
         let url = format!("{repo}/{filename}");
         http.download(&url, sha256, Some(size), None, fetch, &format!("deb {wanted}")).await?;
         out.push(LockedDeb {
@@ -298,15 +300,11 @@ async fn resolve_entry(
 
 /// Every locked package (downloaded into the cache if needed) and `debs/Packages` with the
 /// upstream stanzas of exactly those files.
-pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<Artifact>, Vec<Content>), SourceError> {
-    if spec.spec.deb.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let http = Http::new()?;
-    let rt = runtime().map_err(SourceError::Runtime)?;
-    let mut artifacts = Vec::new();
-    let mut contents = Vec::new();
+pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, SourceError> {
     let mut debs: Vec<&LockedDeb> = lock.lock.deb.iter().collect();
+    if debs.is_empty() {
+        return Ok(Plan::default());
+    }
     debs.sort_by(|a, b| a.filename.cmp(&b.filename));
     let wanted: Vec<Wanted> = debs
         .iter()
@@ -318,27 +316,25 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
             what: format!("deb {}", d.package),
         })
         .collect();
-    let origins = rt.block_on(http.download_all(&wanted, fetch))?;
+    let origins = sources.fetch.http.download_all(&wanted, &sources.fetch).await?;
+    let mut plan = Plan::default();
     for ((d, origin), want) in debs.iter().zip(origins).zip(wanted) {
-        let path = MemberPath::new(format!("debs/{}", d.filename))
-            .map_err(|e| DebError::Index { url: want.url.clone(), detail: e.to_string() })?;
-        let (name, version) = d.package.split_once('=').unwrap_or((&d.package, ""));
-        artifacts.push(Artifact::Deb(DebArtifact {
-            name: name.to_owned(),
-            version: version.to_owned(),
-            architecture: d.architecture.clone(),
-            repo: d.repo.clone(),
-            suite: d.suite.clone(),
-            sha256: d.sha256,
+        let artifact =
+            DebArtifact::try_from(*d).map_err(|e| DebError::Index { url: want.url.clone(), detail: e.to_string() })?;
+        plan.members.push(Member {
+            path: artifact.path.clone(),
             size: d.size,
-            path: path.clone(),
-        }));
-        contents.push(Content { path, size: d.size, sha256: d.sha256, origin, what: want.what });
+            sha256: d.sha256,
+            origin,
+            what: want.what,
+        });
+        plan.artifacts.push(Artifact::Deb(artifact));
     }
     let index: String = debs.iter().map(|d| d.stanza.as_str()).collect::<Vec<_>>().join("\n");
-    let digest = Sha256::of_bytes(index.as_bytes());
-    let origin = fetch.cache.put(digest, Some(index.len() as u64), "debs/Packages", index.as_bytes())?;
+    let (digest, size) = (Sha256::of_bytes(index.as_bytes()), index.len() as u64);
+    let cache = sources.fetch.cache.clone();
+    let origin = blocking(move || cache.put(digest, Some(size), "debs/Packages", index.as_bytes())).await?;
     let path = MemberPath::new("debs/Packages").expect("a valid member path");
-    contents.push(Content { path, size: index.len() as u64, sha256: digest, origin, what: "debs/Packages".into() });
-    Ok((artifacts, contents))
+    plan.members.push(Member { path, size, sha256: digest, origin, what: "debs/Packages".into() });
+    Ok(plan)
 }

@@ -6,10 +6,11 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-use super::{Content, SourceError};
+use super::{Plan, SourceError, Sources};
 use crate::bundle::manifest::{Artifact, FileArtifact};
+use crate::bundle::writer::Member;
 use crate::digest::hash_reader;
-use crate::fetch::{Fetch, Http, Wanted, runtime};
+use crate::fetch::{Wanted, blocking};
 use crate::spec::lock::{LockError, LockFile, LockedFile};
 use crate::spec::{FileSource, FileSpec, SpecFile};
 
@@ -23,11 +24,7 @@ fn local_path(spec: &SpecFile, entry: &FileSpec) -> PathBuf {
 
 /// Where each entry's bytes are, in the order given: local files where they are, URL entries in
 /// the cache, downloaded (and verified against the pinned sha256) if they are not there yet.
-fn origins(
-    spec: &SpecFile,
-    entries: &[(&FileSpec, Option<u64>)],
-    fetch: &Fetch<'_>,
-) -> Result<Vec<PathBuf>, SourceError> {
+async fn origins(sources: &Sources<'_>, entries: &[(&FileSpec, Option<u64>)]) -> Result<Vec<PathBuf>, SourceError> {
     let wanted: Vec<Wanted> = entries
         .iter()
         .filter_map(|(entry, size)| match entry.source_kind() {
@@ -41,27 +38,22 @@ fn origins(
             FileSource::Local(_) => None,
         })
         .collect();
-    let mut downloaded = if wanted.is_empty() {
-        Vec::new()
-    } else {
-        let http = Http::new()?;
-        let rt = runtime().map_err(SourceError::Runtime)?;
-        rt.block_on(http.download_all(&wanted, fetch))?
-    }
-    .into_iter();
+    let mut downloaded =
+        if wanted.is_empty() { Vec::new() } else { sources.fetch.http.download_all(&wanted, &sources.fetch).await? }
+            .into_iter();
     Ok(entries
         .iter()
         .map(|(entry, _)| match entry.source_kind() {
             FileSource::Url(_) => downloaded.next().expect("one download per URL entry"),
-            FileSource::Local(_) => local_path(spec, entry),
+            FileSource::Local(_) => local_path(sources.spec, entry),
         })
         .collect())
 }
 
 /// Pin every entry: hash a local file, or download a URL against its pinned sha256.
-pub fn resolve(spec: &SpecFile, fetch: &Fetch<'_>) -> Result<Vec<LockedFile>, SourceError> {
-    let entries: Vec<_> = spec.spec.file.iter().map(|e| (e.get_ref(), None)).collect();
-    let paths = origins(spec, &entries, fetch)?;
+pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedFile>, SourceError> {
+    let entries: Vec<_> = sources.spec.spec.file.iter().map(|e| (e.get_ref(), None)).collect();
+    let paths = origins(sources, &entries).await?;
     let mut locked = Vec::new();
     for ((entry, _), path) in entries.into_iter().zip(paths) {
         let read_err = |source| SourceError::Read { what: describe(entry), path: path.clone(), source };
@@ -69,10 +61,11 @@ pub fn resolve(spec: &SpecFile, fetch: &Fetch<'_>) -> Result<Vec<LockedFile>, So
             // Verified against the pin while it was downloaded.
             FileSource::Url(_) => (
                 entry.sha256.expect("the spec check requires sha256 for URLs"),
-                std::fs::metadata(&path).map_err(read_err)?.len(),
+                tokio::fs::metadata(&path).await.map_err(read_err)?.len(),
             ),
             FileSource::Local(_) => {
-                hash_reader(BufReader::new(File::open(&path).map_err(read_err)?)).map_err(read_err)?
+                let local = path.clone();
+                blocking(move || hash_reader(BufReader::new(File::open(local)?))).await.map_err(read_err)?
             }
         };
         if let Some(expected) = entry.sha256
@@ -93,9 +86,9 @@ pub fn resolve(spec: &SpecFile, fetch: &Fetch<'_>) -> Result<Vec<LockedFile>, So
 }
 
 /// The artifacts and content members of every entry, from the lock.
-pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<Artifact>, Vec<Content>), SourceError> {
+pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, SourceError> {
     let mut entries = Vec::new();
-    for entry in &spec.spec.file {
+    for entry in &sources.spec.spec.file {
         let entry = entry.get_ref();
         let locked = lock.lock.locked_file(&entry.name).ok_or_else(|| LockError::Stale {
             path: lock.path.clone(),
@@ -104,21 +97,13 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
         entries.push((entry, locked));
     }
     let sized: Vec<_> = entries.iter().map(|(entry, locked)| (*entry, Some(locked.size))).collect();
-    let paths = origins(spec, &sized, fetch)?;
-    let mut artifacts = Vec::new();
-    let mut contents = Vec::new();
+    let paths = origins(sources, &sized).await?;
+    let mut plan = Plan::default();
     for ((entry, locked), origin) in entries.into_iter().zip(paths) {
-        let path = entry.name.member_path();
-        artifacts.push(Artifact::File(FileArtifact {
-            name: entry.name.clone(),
-            source: entry.source.clone(),
-            sha256: locked.sha256,
-            size: locked.size,
-            path: path.clone(),
-            file_kind: entry.kind,
-            notes: entry.notes.clone(),
-        }));
-        contents.push(Content { path, size: locked.size, sha256: locked.sha256, origin, what: describe(entry) });
+        let artifact = FileArtifact::new(entry, locked);
+        let (path, size, sha256, what) = (artifact.path.clone(), locked.size, locked.sha256, describe(entry));
+        plan.members.push(Member { path, size, sha256, origin, what });
+        plan.artifacts.push(Artifact::File(artifact));
     }
-    Ok((artifacts, contents))
+    Ok(plan)
 }

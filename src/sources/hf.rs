@@ -7,13 +7,15 @@
 
 use serde::Deserialize;
 
-use super::{Content, SourceError};
-use crate::bundle::MemberPath;
-use crate::bundle::manifest::{Artifact, ModelArtifact, ModelFile};
+use super::{Plan, SourceError, Sources};
+use crate::bundle::manifest::{Artifact, ModelArtifact};
+use crate::bundle::pins::model_member;
+use crate::bundle::writer::Member;
 use crate::digest::Sha256;
-use crate::fetch::{Fetch, Http, Wanted, runtime};
+use crate::failure::{Class, Classify};
+use crate::fetch::{Wanted, blocking};
+use crate::spec::ModelSpec;
 use crate::spec::lock::{LockFile, LockedModel, LockedModelFile};
-use crate::spec::{ModelSpec, SpecFile};
 
 const MAX_API: u64 = 64 << 20;
 
@@ -23,6 +25,17 @@ pub enum ModelError {
     Hub { hub: String, repo: String, detail: String },
     #[error("{hub}: `{repo}` at {commit}: no file matches {globs:?} (it has {available})")]
     NoFiles { hub: String, repo: String, commit: String, globs: Vec<String>, available: String },
+    #[error("{hub}: `{repo}` file `{path}`: the tree says {expected} bytes, the hub sent {actual}")]
+    SizeMismatch { hub: String, repo: String, path: String, expected: u64, actual: u64 },
+}
+
+impl Classify for ModelError {
+    fn class(&self) -> Class {
+        match self {
+            ModelError::Hub { .. } | ModelError::NoFiles { .. } => Class::Runtime,
+            ModelError::SizeMismatch { .. } => Class::Verification,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -66,16 +79,16 @@ fn wanted(path: &str, globs: &[glob::Pattern]) -> bool {
     globs.is_empty() || globs.iter().any(|g| g.matches_with(path, opts))
 }
 
-pub fn resolve(spec: &SpecFile, fetch: &Fetch<'_>) -> Result<Vec<LockedModel>, SourceError> {
-    if spec.spec.model.is_empty() {
-        return Ok(Vec::new());
+pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedModel>, SourceError> {
+    let mut out = Vec::new();
+    for entry in &sources.spec.spec.model {
+        out.push(resolve_model(sources, entry.get_ref()).await?);
     }
-    let http = Http::new()?;
-    let rt = runtime().map_err(SourceError::Runtime)?;
-    spec.spec.model.iter().map(|m| rt.block_on(resolve_model(&http, m.get_ref(), fetch))).collect()
+    Ok(out)
 }
 
-async fn resolve_model(http: &Http, entry: &ModelSpec, fetch: &Fetch<'_>) -> Result<LockedModel, SourceError> {
+async fn resolve_model(sources: &Sources<'_>, entry: &ModelSpec) -> Result<LockedModel, SourceError> {
+    let (http, fetch) = (sources.fetch.http, &sources.fetch);
     let hub = entry.hub.trim_end_matches('/');
     let err = |detail: String| ModelError::Hub { hub: hub.to_owned(), repo: entry.repo.clone(), detail };
     let token = token();
@@ -109,7 +122,7 @@ async fn resolve_model(http: &Http, entry: &ModelSpec, fetch: &Fetch<'_>) -> Res
     }
     let mut files = Vec::new();
     for f in chosen {
-        MemberPath::new(format!("models/{}/{commit}/{}", entry.repo, f.path)).map_err(|e| err(e.to_string()))?;
+        model_member(&entry.repo, &commit, &f.path).map_err(|e| err(e.to_string()))?;
         let url = format!("{hub}/{}/resolve/{commit}/{}", entry.repo, f.path);
         let what = format!("model {} file {}", entry.repo, f.path);
         // LFS: the hub names the sha256, verified while downloading. A small git file: its
@@ -120,14 +133,14 @@ async fn resolve_model(http: &Http, entry: &ModelSpec, fetch: &Fetch<'_>) -> Res
             (digest, lfs.size, true)
         } else {
             let (bytes, _) = http.fetch_small(&url, "*/*", token.as_deref(), MAX_API).await?;
-            if f.size.is_some_and(|s| s != bytes.len() as u64) {
-                let detail =
-                    format!("`{}`: the tree says {} bytes, the hub sent {}", f.path, f.size.unwrap_or(0), bytes.len());
-                return Err(err(detail).into());
+            if let Some(expected) = f.size.filter(|s| *s != bytes.len() as u64) {
+                let (hub, repo, path) = (hub.to_owned(), entry.repo.clone(), f.path.clone());
+                return Err(ModelError::SizeMismatch { hub, repo, path, expected, actual: bytes.len() as u64 }.into());
             }
-            let digest = Sha256::of_bytes(&bytes);
-            fetch.cache.put(digest, Some(bytes.len() as u64), &what, bytes.as_slice())?;
-            (digest, bytes.len() as u64, false)
+            let (digest, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
+            let cache = fetch.cache.clone();
+            blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice())).await?;
+            (digest, size, false)
         };
         files.push(LockedModelFile { path: f.path.clone(), sha256, size, lfs });
     }
@@ -140,12 +153,7 @@ async fn resolve_model(http: &Http, entry: &ModelSpec, fetch: &Fetch<'_>) -> Res
     })
 }
 
-pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<Artifact>, Vec<Content>), SourceError> {
-    if spec.spec.model.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let http = Http::new()?;
-    let rt = runtime().map_err(SourceError::Runtime)?;
+pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, SourceError> {
     let token = token();
     let mut wanted = Vec::new();
     for m in &lock.lock.model {
@@ -160,26 +168,28 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
             });
         }
     }
-    let mut origins = rt.block_on(http.download_all(&wanted, fetch))?.into_iter();
-    let mut artifacts = Vec::new();
-    let mut contents = Vec::new();
+    if wanted.is_empty() {
+        return Ok(Plan::default());
+    }
+    let mut origins = sources.fetch.http.download_all(&wanted, &sources.fetch).await?.into_iter().zip(wanted);
+    let mut plan = Plan::default();
     for m in &lock.lock.model {
-        let mut files = Vec::new();
-        for f in &m.files {
-            let path = MemberPath::new(format!("models/{}/{}/{}", m.repo, m.commit, f.path))
-                .map_err(|e| ModelError::Hub { hub: m.hub.clone(), repo: m.repo.clone(), detail: e.to_string() })?;
-            let origin = origins.next().expect("one download per file");
-            let what = format!("model {} file {}", m.repo, f.path);
-            contents.push(Content { path: path.clone(), size: f.size, sha256: f.sha256, origin, what });
-            files.push(ModelFile { path: f.path.clone(), member: path, sha256: f.sha256, size: f.size });
-        }
-        artifacts.push(Artifact::Model(ModelArtifact {
+        let artifact = ModelArtifact::try_from(m).map_err(|e| ModelError::Hub {
             hub: m.hub.clone(),
             repo: m.repo.clone(),
-            revision: m.revision.clone(),
-            commit: m.commit.clone(),
-            files,
-        }));
+            detail: e.to_string(),
+        })?;
+        for f in &artifact.files {
+            let (origin, want) = origins.next().expect("one download per file");
+            plan.members.push(Member {
+                path: f.member.clone(),
+                size: f.size,
+                sha256: f.sha256,
+                origin,
+                what: want.what,
+            });
+        }
+        plan.artifacts.push(Artifact::Model(artifact));
     }
-    Ok((artifacts, contents))
+    Ok(plan)
 }

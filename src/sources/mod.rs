@@ -1,6 +1,10 @@
 //! Sources resolve spec entries to locked entries (a digest and size for every input) and
 //! fetch locked content for packing: one module per kind (`oci` images, `pypi` wheels, `apt`
 //! Debian packages, `hf` models, `file` files), all downloading through `crate::fetch`.
+//!
+//! A command builds one [`Sources`] for its spec: it holds the command's HTTP client and
+//! cache (through [`Fetch`]) and one registry connection per registry, shared by `resolve`
+//! and `plan`. Both are async; the command runs them on its one runtime.
 
 pub mod apt;
 pub mod file;
@@ -10,18 +14,17 @@ pub mod pypi;
 
 use std::path::PathBuf;
 
-use crate::bundle::MemberPath;
 use crate::bundle::manifest::Artifact;
+use crate::bundle::writer::Member;
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
+use crate::failure::{Class, Classify};
 use crate::fetch::{DownloadError, Fetch, HttpError};
+use crate::spec::SpecFile;
 use crate::spec::lock::{Lock, LockError, LockFile};
-use crate::spec::{SpecError, SpecFile};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error(transparent)]
-    Spec(#[from] SpecError),
     #[error(transparent)]
     Lock(#[from] LockError),
     #[error(transparent)]
@@ -36,8 +39,6 @@ pub enum SourceError {
     Model(#[from] hf::ModelError),
     #[error(transparent)]
     Deb(#[from] apt::DebError),
-    #[error("cannot start the async runtime")]
-    Runtime(#[source] std::io::Error),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
     Read {
         what: String,
@@ -48,56 +49,83 @@ pub enum SourceError {
     /// Content that does not match the digest it was pinned to: a verification failure.
     #[error("`{what}` from `{origin}`: expected sha256 {expected}, got {actual}{hint}")]
     DigestMismatch { what: String, origin: String, expected: Sha256, actual: Sha256, hint: &'static str },
-    #[error("`{what}` from `{origin}`: expected {expected} bytes, got {actual}{hint}")]
-    SizeMismatch { what: String, origin: String, expected: u64, actual: u64, hint: &'static str },
 }
 
-/// One content member of the bundle to be, and where its bytes come from.
-#[derive(Debug, Clone)]
-pub struct Content {
-    pub path: MemberPath,
-    pub size: u64,
-    pub sha256: Sha256,
-    pub origin: PathBuf,
-    /// Human name for messages, e.g. "[[file]] `fw.bin`".
-    pub what: String,
+impl Classify for SourceError {
+    fn class(&self) -> Class {
+        match self {
+            SourceError::Lock(e) => e.class(),
+            SourceError::Image(e) => e.class(),
+            SourceError::Cache(e) => e.class(),
+            SourceError::Http(e) => e.class(),
+            SourceError::Wheel(e) => e.class(),
+            SourceError::Model(e) => e.class(),
+            SourceError::Deb(e) => e.class(),
+            SourceError::Read { .. } => Class::Runtime,
+            SourceError::DigestMismatch { .. } => Class::Verification,
+        }
+    }
 }
 
-/// What goes into a bundle: the manifest's artifacts and the content members, sorted by path.
-#[derive(Debug)]
+/// What goes into a bundle: the manifest's artifacts and the content members.
+#[derive(Debug, Default)]
 pub struct Plan {
     pub artifacts: Vec<Artifact>,
-    pub contents: Vec<Content>,
+    pub members: Vec<Member>,
 }
 
-/// Resolve every entry of the spec: hash what it names and pin it.
-pub fn resolve(spec: &SpecFile, resolved_at: Timestamp, fetch: &Fetch<'_>) -> Result<Lock, SourceError> {
-    let mut lock = Lock::new(resolved_at);
-    lock.image = oci::resolve(spec)?;
-    lock.wheel = pypi::resolve(spec, fetch)?;
-    lock.model = hf::resolve(spec, fetch)?;
-    lock.deb = apt::resolve(spec, fetch)?;
-    lock.file = file::resolve(spec, fetch)?;
-    Ok(lock)
+impl Plan {
+    fn extend(&mut self, other: Plan) {
+        self.artifacts.extend(other.artifacts);
+        self.members.extend(other.members);
+    }
 }
 
-/// The artifacts and content members for a spec whose lock covers it.
-pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<Plan, SourceError> {
-    let (mut artifacts, mut contents) = oci::plan(spec, lock, fetch)?;
-    let (wheel_artifacts, wheel_contents) = pypi::plan(spec, lock, fetch)?;
-    artifacts.extend(wheel_artifacts);
-    contents.extend(wheel_contents);
-    let (deb_artifacts, deb_contents) = apt::plan(spec, lock, fetch)?;
-    artifacts.extend(deb_artifacts);
-    contents.extend(deb_contents);
-    let (model_artifacts, model_contents) = hf::plan(spec, lock, fetch)?;
-    artifacts.extend(model_artifacts);
-    contents.extend(model_contents);
-    let (file_artifacts, file_contents) = file::plan(spec, lock, fetch)?;
-    artifacts.extend(file_artifacts);
-    contents.extend(file_contents);
-    contents.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Plan { artifacts, contents })
+/// The sources of one spec, for one command.
+pub struct Sources<'a> {
+    pub spec: &'a SpecFile,
+    pub fetch: Fetch<'a>,
+    registries: crate::oci::Registries,
+}
+
+impl<'a> Sources<'a> {
+    pub fn new(spec: &'a SpecFile, fetch: Fetch<'a>) -> Self {
+        use crate::oci::{Endpoint, Transport};
+        let endpoints = spec
+            .spec
+            .registries
+            .iter()
+            .map(|(host, s)| {
+                let transport = if s.insecure { Transport::InsecureHttp } else { Transport::Https };
+                let ca = s.ca.as_ref().map(|ca| spec.base_dir().join(ca));
+                (host.clone(), Endpoint { transport, ca })
+            })
+            .collect();
+        Self { spec, fetch, registries: crate::oci::Registries::new(endpoints) }
+    }
+
+    /// Resolve every entry of the spec: hash what it names and pin it.
+    pub async fn resolve(&self, resolved_at: Timestamp) -> Result<Lock, SourceError> {
+        let mut lock = Lock::new(resolved_at);
+        lock.image = oci::resolve(self).await?;
+        lock.wheel = pypi::resolve(self).await?;
+        lock.model = hf::resolve(self).await?;
+        lock.deb = apt::resolve(self).await?;
+        lock.file = file::resolve(self).await?;
+        Ok(lock)
+    }
+
+    /// The artifacts and content members for a spec whose lock covers it, every member's
+    /// bytes in the cache (or, for a local file, where it is), sorted by path.
+    pub async fn plan(&self, lock: &LockFile) -> Result<Plan, SourceError> {
+        let mut plan = oci::plan(self, lock).await?;
+        plan.extend(pypi::plan(self, lock).await?);
+        plan.extend(apt::plan(self, lock).await?);
+        plan.extend(hf::plan(self, lock).await?);
+        plan.extend(file::plan(self, lock).await?);
+        plan.members.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(plan)
+    }
 }
 
 impl From<DownloadError<HttpError>> for SourceError {

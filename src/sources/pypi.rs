@@ -6,13 +6,15 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::{Content, SourceError};
-use crate::bundle::MemberPath;
-use crate::bundle::manifest::{Artifact, WheelArtifact};
+use super::{Plan, SourceError, Sources};
+use crate::bundle::manifest::Artifact;
+use crate::bundle::writer::Member;
 use crate::digest::Sha256;
-use crate::fetch::{Fetch, Http, Wanted, runtime};
+use crate::failure::{Class, Classify};
+use crate::fetch::Wanted;
+use crate::spec::WheelSpec;
 use crate::spec::lock::{LockFile, LockedWheel};
-use crate::spec::{SpecFile, WheelSpec};
+use crate::wheel::{WheelName, normalize};
 
 const ACCEPT: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1";
 /// Largest project page accepted.
@@ -30,19 +32,15 @@ pub enum WheelError {
     Index { url: String, detail: String },
 }
 
-/// PEP 503 normalisation: lower case, runs of `-`, `_`, `.` become one `-`.
-pub fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !out.ends_with('-') {
-                out.push('-');
-            }
-        } else {
-            out.push(c.to_ascii_lowercase());
+impl Classify for WheelError {
+    fn class(&self) -> Class {
+        match self {
+            WheelError::Requirement(_)
+            | WheelError::NoSuchVersion { .. }
+            | WheelError::NoMatchingWheel { .. }
+            | WheelError::Index { .. } => Class::Runtime,
         }
     }
-    out
 }
 
 pub fn parse_requirement(req: &str) -> Result<(String, String), WheelError> {
@@ -53,33 +51,6 @@ pub fn parse_requirement(req: &str) -> Result<(String, String), WheelError> {
         return Err(WheelError::Requirement(req.to_owned()));
     }
     Ok((normalize(name), version.to_owned()))
-}
-
-/// The parts of a wheel filename (`{name}-{ver}(-{build})?-{python}-{abi}-{platform}.whl`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WheelName {
-    pub name: String,
-    pub version: String,
-    pub python: Vec<String>,
-    pub abi: String,
-    pub platforms: Vec<String>,
-}
-
-pub fn parse_wheel_filename(filename: &str) -> Option<WheelName> {
-    let stem = filename.strip_suffix(".whl")?;
-    let parts: Vec<&str> = stem.split('-').collect();
-    let (name, version, rest) = match parts.as_slice() {
-        [n, v, _build, p, a, pl] => (n, v, [p, a, pl]),
-        [n, v, p, a, pl] => (n, v, [p, a, pl]),
-        _ => return None,
-    };
-    Some(WheelName {
-        name: normalize(name),
-        version: (*version).to_owned(),
-        python: rest[0].split('.').map(str::to_owned).collect(),
-        abi: (*rest[1]).to_owned(),
-        platforms: rest[2].split('.').map(str::to_owned).collect(),
-    })
 }
 
 /// Versions compare after the light normalisation wheel names need (case, a leading `v`).
@@ -148,65 +119,58 @@ fn parse_page(page_url: &str, body: &[u8], content_type: &str) -> Result<Vec<Off
             })
             .collect();
     }
-    // PEP 503: anchors whose text is the filename and whose href may end in `#sha256=HEX`.
-    // Hand-written: the pages are a flat list of `<a>` elements and no maintained crate parses
-    // just this without a whole HTML engine.
+    // PEP 503: `<a>` elements whose text is the filename and whose href, relative to the
+    // page (or to its `<base href>`), may end in `#sha256=HEX`.
     let text = String::from_utf8_lossy(body);
+    let dom = tl::parse(&text, tl::ParserOptions::default()).map_err(|e| bad(format!("not HTML: {e}")))?;
+    let tags = || dom.nodes().iter().filter_map(tl::Node::as_tag);
+    let named = |tag: &tl::HTMLTag<'_>, name: &str| tag.name().as_utf8_str().eq_ignore_ascii_case(name);
+    let base = match tags().find(|t| named(t, "base")).and_then(|t| attribute(t, "href")) {
+        Some(href) => base.join(&href).map_err(|e| bad(format!("bad <base href> `{href}`: {e}")))?,
+        None => base,
+    };
     let mut out = Vec::new();
-    let lower = text.to_ascii_lowercase();
-    let mut at = 0;
-    while let Some(start) = lower[at..].find("<a ").map(|i| at + i) {
-        let Some(tag_end) = lower[start..].find('>').map(|i| start + i) else { break };
-        let Some(close) = lower[tag_end..].find("</a>").map(|i| tag_end + i) else { break };
-        let tag = &text[start..tag_end];
-        let filename = html_unescape(text[tag_end + 1..close].trim());
-        at = close + 4;
+    for tag in tags().filter(|t| named(t, "a")) {
         let Some(href) = attribute(tag, "href") else { continue };
-        let href = html_unescape(&href);
         let (link, fragment) = href.split_once('#').unwrap_or((&href, ""));
+        let url = base.join(link).map_err(|e| bad(format!("bad link `{href}`: {e}")))?;
         let sha256 =
             fragment.strip_prefix("sha256=").map(str::parse::<Sha256>).transpose().map_err(|e| bad(e.to_string()))?;
-        out.push(Offered { url: resolve(link)?, filename, sha256, size: None });
+        let inner = tag.inner_text(dom.parser());
+        let filename = html_escape::decode_html_entities(inner.trim()).into_owned();
+        out.push(Offered { url: url.to_string(), filename, sha256, size: None });
     }
     Ok(out)
 }
 
-fn attribute(tag: &str, name: &str) -> Option<String> {
-    let lower = tag.to_ascii_lowercase();
-    let i = lower.find(&format!("{name}="))? + name.len() + 1;
-    let rest = &tag[i..];
-    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
-    let end = rest[1..].find(quote)?;
-    Some(rest[1..=end].to_owned())
-}
-
-fn html_unescape(s: &str) -> String {
-    s.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'")
+/// An attribute's value, its name matched without regard to case (`HREF=` is `href=`) and its
+/// entities decoded; `data-href=` is another attribute.
+fn attribute(tag: &tl::HTMLTag<'_>, name: &str) -> Option<String> {
+    tag.attributes()
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case(name))
+        .and_then(|(_, value)| value)
+        .map(|value| html_escape::decode_html_entities(&value).into_owned())
 }
 
 /// Resolve every `[[wheel]]` requirement to the files it pins.
-pub fn resolve(spec: &SpecFile, fetch: &Fetch<'_>) -> Result<Vec<LockedWheel>, SourceError> {
-    if spec.spec.wheel.is_empty() {
-        return Ok(Vec::new());
-    }
-    let http = Http::new()?;
-    let rt = runtime().map_err(SourceError::Runtime)?;
+pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedWheel>, SourceError> {
     let mut out = Vec::new();
-    for entry in &spec.spec.wheel {
+    for entry in &sources.spec.spec.wheel {
         let entry = entry.get_ref();
         for req in &entry.requirements {
-            out.extend(rt.block_on(resolve_requirement(&http, entry, req, fetch))?);
+            out.extend(resolve_requirement(sources, entry, req).await?);
         }
     }
     Ok(out)
 }
 
 async fn resolve_requirement(
-    http: &Http,
+    sources: &Sources<'_>,
     entry: &WheelSpec,
     req: &str,
-    fetch: &Fetch<'_>,
 ) -> Result<Vec<LockedWheel>, SourceError> {
+    let (http, fetch) = (sources.fetch.http, &sources.fetch);
     let (name, version) = parse_requirement(req)?;
     let index = entry.index.trim_end_matches('/');
     let page_url = format!("{index}/{name}/");
@@ -214,7 +178,7 @@ async fn resolve_requirement(
     let offered = parse_page(&page_url, &body, &content_type)?;
     let wheels: Vec<(Offered, WheelName)> = offered
         .into_iter()
-        .filter_map(|o| parse_wheel_filename(&o.filename).map(|w| (o, w)))
+        .filter_map(|o| WheelName::parse(&o.filename).map(|w| (o, w)))
         .filter(|(_, w)| w.name == name)
         .collect();
     let of_version: Vec<&(Offered, WheelName)> =
@@ -251,7 +215,7 @@ async fn resolve_requirement(
         // The index's digest is checked now, while downloading once into the cache.
         let what = format!("wheel {}", offered.filename);
         let path = http.download(&offered.url, sha256, offered.size, None, fetch, &what).await?;
-        let size = std::fs::metadata(&path).map_err(|source| SourceError::Read { what, path, source })?.len();
+        let size = tokio::fs::metadata(&path).await.map_err(|source| SourceError::Read { what, path, source })?.len();
         out.push(LockedWheel {
             index: entry.index.clone(),
             requirement: req.to_owned(),
@@ -267,12 +231,7 @@ async fn resolve_requirement(
 }
 
 /// Every locked wheel, downloaded into the cache if needed, as content and artifacts.
-pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<Artifact>, Vec<Content>), SourceError> {
-    if spec.spec.wheel.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let http = Http::new()?;
-    let rt = runtime().map_err(SourceError::Runtime)?;
+pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, SourceError> {
     let wanted: Vec<Wanted> = lock
         .lock
         .wheel
@@ -285,24 +244,24 @@ pub fn plan(spec: &SpecFile, lock: &LockFile, fetch: &Fetch<'_>) -> Result<(Vec<
             what: format!("wheel {}", w.filename),
         })
         .collect();
-    let origins = rt.block_on(http.download_all(&wanted, fetch))?;
-    let mut artifacts = Vec::new();
-    let mut contents = Vec::new();
-    for ((w, origin), want) in lock.lock.wheel.iter().zip(origins).zip(wanted) {
-        let path = MemberPath::new(format!("wheels/{}", w.filename))
-            .map_err(|e| WheelError::Index { url: w.url.clone(), detail: e.to_string() })?;
-        artifacts.push(Artifact::Wheel(WheelArtifact {
-            name: w.name.clone(),
-            version: w.version.clone(),
-            filename: w.filename.clone(),
-            url: w.url.clone(),
-            sha256: w.sha256,
-            size: w.size,
-            path: path.clone(),
-        }));
-        contents.push(Content { path, size: w.size, sha256: w.sha256, origin, what: want.what });
+    if wanted.is_empty() {
+        return Ok(Plan::default());
     }
-    Ok((artifacts, contents))
+    let origins = sources.fetch.http.download_all(&wanted, &sources.fetch).await?;
+    let mut plan = Plan::default();
+    for ((w, origin), want) in lock.lock.wheel.iter().zip(origins).zip(wanted) {
+        let artifact = crate::bundle::manifest::WheelArtifact::try_from(w)
+            .map_err(|e| WheelError::Index { url: w.url.clone(), detail: e.to_string() })?;
+        plan.members.push(Member {
+            path: artifact.path.clone(),
+            size: w.size,
+            sha256: w.sha256,
+            origin,
+            what: want.what,
+        });
+        plan.artifacts.push(Artifact::Wheel(artifact));
+    }
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -310,8 +269,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalises_names_and_parses_pins() {
-        assert_eq!(normalize("Friendly_Bard..x-Y"), "friendly-bard-x-y");
+    fn parses_pins() {
         assert_eq!(parse_requirement("Six==1.16.0").unwrap(), ("six".into(), "1.16.0".into()));
         for bad in ["six", "six>=1", "six==", "==1", "six==1.*"] {
             assert!(parse_requirement(bad).is_err(), "{bad}");
@@ -319,17 +277,27 @@ mod tests {
     }
 
     #[test]
-    fn parses_wheel_filenames_and_matches_tags() {
-        let w = parse_wheel_filename("torch-2.9.0+rocm7.0-cp312-cp312-manylinux_2_28_x86_64.whl").unwrap();
-        assert_eq!((w.name.as_str(), w.version.as_str()), ("torch", "2.9.0+rocm7.0"));
+    fn matches_python_tags() {
+        let w = WheelName::parse("torch-2.9.0+rocm7.0-cp312-cp312-manylinux_2_28_x86_64.whl").unwrap();
         assert!(python_matches(&w, "3.12") && !python_matches(&w, "3.11"));
-        let any = parse_wheel_filename("six-1.16.0-py2.py3-none-any.whl").unwrap();
-        assert!(python_matches(&any, "3.12") && any.platforms == ["any"]);
-        let abi3 = parse_wheel_filename("cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl").unwrap();
+        let any = WheelName::parse("six-1.16.0-py2.py3-none-any.whl").unwrap();
+        assert!(python_matches(&any, "3.12"));
+        let abi3 = WheelName::parse("cryptography-44.0.0-cp39-abi3-manylinux_2_28_x86_64.whl").unwrap();
         assert!(python_matches(&abi3, "3.12") && !python_matches(&abi3, "3.8"));
-        assert!(parse_wheel_filename("six-1.16.0.tar.gz").is_none());
-        let build = parse_wheel_filename("pkg-1.0-1-py3-none-any.whl").unwrap();
-        assert_eq!(build.version, "1.0");
+    }
+
+    #[test]
+    fn pep503_links_resolve_against_base_href_and_ignore_data_href() {
+        let html = br#"<!DOCTYPE html><html><head><base href="https://files.example/pkgs/"></head><body>
+            <a data-href="https://evil.example/six.whl" href="six-1.16.0-py2.py3-none-any.whl#sha256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855">six-1.16.0-py2.py3-none-any.whl</a>
+            <a data-href="only-data.whl">only-data-1.0-py3-none-any.whl</a>
+            <a href="a%2Bb/x.whl?x=1&amp;y=2">x&#45;1.0-py3-none-any.whl</a></body></html>"#;
+        let files = parse_page("http://127.0.0.1:1/simple/six/", html, "text/html").unwrap();
+        assert_eq!(files.len(), 2, "an anchor with only data-href is no link: {files:?}");
+        assert_eq!(files[0].url, "https://files.example/pkgs/six-1.16.0-py2.py3-none-any.whl");
+        assert!(files[0].sha256.is_some());
+        assert_eq!(files[1].url, "https://files.example/pkgs/a%2Bb/x.whl?x=1&y=2", "entities decoded in href");
+        assert_eq!(files[1].filename, "x-1.0-py3-none-any.whl", "entities decoded in text");
     }
 
     #[test]

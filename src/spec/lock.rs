@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{FileName, Spec, SpecError, parse_error};
+use super::{DebPin, FileName, Spec, SpecError, parse_error};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 
@@ -37,8 +37,8 @@ pub struct LockedDeb {
     pub repo: String,
     pub suite: String,
     pub arch: String,
-    /// `name=version` as written in the spec.
-    pub package: String,
+    /// The package as the spec pins it (`name=version`).
+    pub package: DebPin,
     /// The package's own `Architecture` (the spec's arch, or `all`).
     pub architecture: String,
     /// The upstream `Filename` (`pool/…`).
@@ -142,6 +142,16 @@ pub struct LockedFile {
     pub size: u64,
 }
 
+impl LockedDeb {
+    /// The version locked: the pin's, or for a bare name the one its stanza names.
+    pub fn version(&self) -> &str {
+        self.package
+            .version
+            .as_deref()
+            .unwrap_or_else(|| self.stanza.lines().find_map(|l| l.strip_prefix("Version:")).map_or("", str::trim))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(transparent)]
@@ -158,6 +168,19 @@ pub enum LockError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl crate::failure::Classify for LockError {
+    fn class(&self) -> crate::failure::Class {
+        use crate::failure::Class;
+        match self {
+            LockError::Spec(e) => e.class(),
+            LockError::Missing { .. }
+            | LockError::Stale { .. }
+            | LockError::Version { .. }
+            | LockError::Write { .. } => Class::Runtime,
+        }
+    }
 }
 
 /// A lock as read from disk, with the digest of its exact bytes (recorded in the manifest).
@@ -242,13 +265,13 @@ impl Lock {
     }
 
     fn stale_debs(&self, spec: &Spec) -> Option<String> {
-        let wanted: std::collections::BTreeSet<(String, String, String, String)> = spec
+        let wanted: std::collections::BTreeSet<(String, String, String, DebPin)> = spec
             .deb
             .iter()
             .map(toml::Spanned::get_ref)
             .flat_map(|d| d.packages.iter().map(move |p| (d.repo.clone(), d.suite.clone(), d.arch.clone(), p.clone())))
             .collect();
-        let locked: std::collections::BTreeSet<(String, String, String, String)> =
+        let locked: std::collections::BTreeSet<(String, String, String, DebPin)> =
             self.deb.iter().map(|d| (d.repo.clone(), d.suite.clone(), d.arch.clone(), d.package.clone())).collect();
         if let Some((_, _, _, p)) = wanted.difference(&locked).next() {
             return Some(format!("`[[deb]]` package `{p}` is not locked"));
@@ -295,10 +318,6 @@ impl LockFile {
         Ok(Some(Self { path: path.to_owned(), sha256: Sha256::of_bytes(text.as_bytes()), lock }))
     }
 
-    pub fn require(path: &Path) -> Result<Self, LockError> {
-        Self::load(path)?.ok_or_else(|| LockError::Missing { path: path.to_owned() })
-    }
-
     /// Write `lock` to `path` atomically (temp file beside it, then rename) and return it as loaded.
     pub fn write(path: &Path, lock: Lock) -> Result<Self, LockError> {
         let wrap = |source| LockError::Write { path: path.to_owned(), source };
@@ -309,7 +328,8 @@ impl LockFile {
     }
 }
 
-/// `airlock.lock` beside the spec unless the user names another.
+/// The spec's path with `.lock` in place of `.toml` (`airlock.toml` → `airlock.lock`,
+/// `canary.toml` → `canary.lock`), so that two specs in one directory never share a lock.
 pub fn default_lock_path(spec: &Path) -> PathBuf {
-    spec.with_file_name("airlock.lock")
+    spec.with_extension("lock")
 }

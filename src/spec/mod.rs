@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::digest::Sha256;
-pub use names::{BundleName, FileName};
+pub use names::{BundleName, DebPin, FileName};
 
 /// Entry kinds a spec may hold, as their TOML array-of-tables names.
 pub const ENTRY_KINDS: [&str; 5] = ["image", "wheel", "deb", "model", "file"];
@@ -102,7 +102,7 @@ pub struct DebSpec {
     pub suite: String,
     pub components: Vec<String>,
     pub arch: String,
-    pub packages: Vec<String>,
+    pub packages: Vec<DebPin>,
     #[serde(default)]
     pub keyring: Option<PathBuf>,
     #[serde(default)]
@@ -224,6 +224,17 @@ pub enum SpecError {
     Invalid { path: PathBuf, line: usize, message: String },
 }
 
+impl crate::failure::Classify for SpecError {
+    fn class(&self) -> crate::failure::Class {
+        use crate::failure::Class;
+        match self {
+            // A spec that cannot be read is a runtime error; one that is wrong is a usage error.
+            SpecError::Read { .. } => Class::Runtime,
+            SpecError::Parse { .. } | SpecError::Invalid { .. } => Class::Usage,
+        }
+    }
+}
+
 /// A parsed spec with what is needed to point back into its text.
 #[derive(Debug)]
 pub struct SpecFile {
@@ -267,7 +278,7 @@ impl SpecFile {
             let i = image.get_ref();
             // A layout's tag names the image on the site too, so it must be `repository:tag`.
             for name in [&i.reference, &i.tag].into_iter().flatten() {
-                crate::sources::oci::ImageRef::parse(name).map_err(|e| self.invalid(&image.span(), e))?;
+                crate::oci::ImageRef::parse(name).map_err(|e| self.invalid(&image.span(), e))?;
             }
             for p in &i.platforms {
                 let parts: Vec<&str> = p.split('/').collect();

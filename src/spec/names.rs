@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::bundle::MemberPath;
+use crate::member_path::MemberPath;
 
 /// A bundle name: `[a-z0-9][a-z0-9._-]*`, at most 128 bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
@@ -47,6 +47,57 @@ impl FileName {
 
     pub fn member_path(&self) -> MemberPath {
         MemberPath::new(format!("files/{}", self.0)).expect("checked when the name was built")
+    }
+}
+
+/// A `[[deb]]` package as the spec pins it: `name=version`, or a bare `name`. Parsed once,
+/// where the spec and the lock are read; written back as it was given.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct DebPin {
+    pub name: String,
+    pub version: Option<String>,
+}
+
+impl DebPin {
+    pub fn new(s: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("invalid package `{s}`: {why} (expected `name=version` or `name`)");
+        let (name, version) = match s.split_once('=') {
+            Some((name, version)) => (name, Some(version)),
+            None => (s, None),
+        };
+        // Debian policy 5.6.1 / 5.6.12: names are [a-z0-9][a-z0-9+.-]+; versions have no spaces.
+        let name_ok = name.len() >= 2
+            && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-".contains(&b));
+        if !name_ok {
+            return Err(bad("the name must be [a-z0-9][a-z0-9+.-]+"));
+        }
+        if version.is_some_and(|v| v.is_empty() || v.contains(|c: char| c.is_whitespace() || c == '=')) {
+            return Err(bad("the version must be non-empty, without spaces"));
+        }
+        Ok(Self { name: name.to_owned(), version: version.map(str::to_owned) })
+    }
+}
+
+impl fmt::Display for DebPin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.version {
+            Some(v) => write!(f, "{}={v}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+impl Serialize for DebPin {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DebPin {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        DebPin::new(&s).map_err(serde::de::Error::custom)
     }
 }
 

@@ -9,12 +9,12 @@ use futures_util::StreamExt as _;
 use oci_client::client::BlobResponse;
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 
-use super::client::Connection;
-use super::doc::{ACCEPTED, Descriptor, MAX_MANIFEST_BYTES};
-use super::{ImageError, ImageRef};
+use super::ImageError;
 use crate::cache::Cache;
 use crate::digest::Sha256;
-use crate::fetch::{self, DownloadError, Failure, Opened};
+use crate::fetch::{self, DownloadError, Failure, Opened, blocking};
+use crate::oci::doc::{ACCEPTED, Descriptor, MAX_MANIFEST_BYTES};
+use crate::oci::{Connection, ImageRef};
 use crate::progress::Reporter;
 
 #[derive(Clone)]
@@ -43,7 +43,10 @@ impl Origin {
                     .map_err(|e| registry_error(image, &e))?;
                 bytes.to_vec()
             }
-            Origin::Layout { dir } => read_layout_blob(dir, digest)?,
+            Origin::Layout { dir } => {
+                let dir = dir.clone();
+                blocking(move || read_layout_blob(&dir, digest)).await?
+            }
         };
         check_digest(&self.describe(), digest, &bytes)?;
         Ok(bytes)
@@ -58,10 +61,16 @@ impl Origin {
         let what = format!("{} blob sha256:{}", self.describe(), desc.digest);
         match self {
             Origin::Layout { dir } => {
+                // A local layer can be gigabytes: copied and hashed on the blocking pool, so the
+                // registry downloads running beside it are not held up.
                 let path = layout_blob_path(dir, desc.digest);
-                let file = std::fs::File::open(&path)
-                    .map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
-                let stored = cache.put(desc.digest, Some(desc.size), &what, std::io::BufReader::new(file))?;
+                let (cache, digest, size) = (cache.clone(), desc.digest, desc.size);
+                let stored = blocking(move || {
+                    let file = std::fs::File::open(&path)
+                        .map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
+                    Ok::<_, ImageError>(cache.put(digest, Some(size), &what, std::io::BufReader::new(file))?)
+                })
+                .await?;
                 reporter.advance(desc.size);
                 Ok(stored)
             }

@@ -1,10 +1,12 @@
 //! Connections to registries: one `oci_client::Client` per registry (its stored auth is keyed
-//! by registry and never replaced), built from the spec's `[registries."HOST"]` settings and
-//! the user's docker config credentials.
+//! by registry and never replaced), built from the spec's `[registries."HOST"]` settings (or
+//! install's `--registry` flags) and the user's docker config credentials. Files (CA bundles,
+//! docker configs) are read with tokio's file API: connecting happens on the async executor.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -74,9 +76,9 @@ pub fn docker_config_paths() -> Vec<PathBuf> {
 }
 
 /// Credentials for `registry` from the first docker config that has an entry for it.
-pub fn credentials_for(registry: &str) -> Result<Option<Credentials>, ClientError> {
+pub async fn credentials_for(registry: &str) -> Result<Option<Credentials>, ClientError> {
     for path in docker_config_paths() {
-        let text = match std::fs::read_to_string(&path) {
+        let text = match tokio::fs::read_to_string(&path).await {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => return Err(ClientError::ConfigRead { path, source }),
@@ -131,10 +133,45 @@ pub struct Connection {
     pub auth: RegistryAuth,
 }
 
-pub fn connect(registry: &str, transport: Transport, ca: Option<&Path>) -> Result<Connection, ClientError> {
+/// How to reach one registry: transport and an extra CA bundle.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    pub transport: Transport,
+    pub ca: Option<PathBuf>,
+}
+
+/// The registry connections of one command: one per registry, made on first use and shared
+/// by everything the command does there (resolving tags, pulling, pushing).
+#[derive(Default)]
+pub struct Registries {
+    endpoints: BTreeMap<String, Endpoint>,
+    open: tokio::sync::Mutex<BTreeMap<String, Arc<Connection>>>,
+}
+
+impl Registries {
+    /// Connections over `endpoints` (by `host[:port]`); a registry not named there is HTTPS with
+    /// the system roots.
+    pub fn new(endpoints: BTreeMap<String, Endpoint>) -> Self {
+        Self { endpoints, open: tokio::sync::Mutex::default() }
+    }
+
+    /// The connection to `registry`, made now if this is its first use.
+    pub async fn get(&self, registry: &str) -> Result<Arc<Connection>, ClientError> {
+        let mut open = self.open.lock().await;
+        if let Some(c) = open.get(registry) {
+            return Ok(c.clone());
+        }
+        let endpoint = self.endpoints.get(registry).cloned().unwrap_or_default();
+        let conn = Arc::new(connect(registry, endpoint.transport, endpoint.ca.as_deref()).await?);
+        open.insert(registry.to_owned(), conn.clone());
+        Ok(conn)
+    }
+}
+
+pub async fn connect(registry: &str, transport: Transport, ca: Option<&Path>) -> Result<Connection, ClientError> {
     let mut extra = Vec::new();
     if let Some(path) = ca {
-        let pem = std::fs::read(path).map_err(|source| ClientError::CaRead {
+        let pem = tokio::fs::read(path).await.map_err(|source| ClientError::CaRead {
             registry: registry.to_owned(),
             path: path.to_owned(),
             source,
@@ -162,7 +199,7 @@ pub fn connect(registry: &str, transport: Transport, ca: Option<&Path>) -> Resul
     };
     let client = oci_client::Client::try_from(config)
         .map_err(|e| ClientError::Build { registry: registry.to_owned(), detail: e.to_string() })?;
-    let auth = match credentials_for(registry)? {
+    let auth = match credentials_for(registry).await? {
         Some(c) => RegistryAuth::Basic(c.username, c.password),
         None => RegistryAuth::Anonymous,
     };

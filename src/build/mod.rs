@@ -1,0 +1,130 @@
+//! The build side's phases, called in order by `airlock build`: lock (resolve what the lock
+//! does not cover, `lock::ensure`) → plan (every member's bytes into the cache) → SBOM (a
+//! listed member, so the manifest's signature covers it) → manifest → provenance → pack.
+//! Nothing here parses arguments or prints; `commands::build` is the glue.
+
+pub mod lock;
+
+use std::path::Path;
+
+use crate::attest::sbom::{self, SbomError};
+use crate::bundle::Manifest;
+use crate::bundle::manifest::{Artifact, Builder, Entry, SBOM, SCHEMA_V1};
+use crate::bundle::writer::{Member, PackError, Packed, pack};
+use crate::cache::{Cache, CacheError};
+use crate::clock::{ClockError, Timestamp};
+use crate::digest::Sha256;
+use crate::failure::{Class, Classify};
+use crate::fetch::Net;
+use crate::member_path::MemberPath;
+use crate::progress::Reporter;
+use crate::sign::SigningKey;
+use crate::sources::{Plan, SourceError, Sources};
+use crate::spec::SpecFile;
+use crate::spec::lock::{LockError, LockFile};
+
+/// The `builder.tool` a manifest records.
+pub const TOOL: &str = concat!("airlock/", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Clock(#[from] ClockError),
+    #[error(transparent)]
+    Sbom(#[from] SbomError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    #[error("the spec's `[validation]` section cannot be recorded: {0}")]
+    Validation(String),
+}
+
+impl Classify for BuildError {
+    fn class(&self) -> Class {
+        match self {
+            BuildError::Lock(e) => e.class(),
+            BuildError::Source(e) => e.class(),
+            BuildError::Cache(e) => e.class(),
+            BuildError::Pack(e) => e.class(),
+            BuildError::Clock(e) => e.class(),
+            BuildError::Sbom(_) | BuildError::Validation(_) => Class::Runtime,
+        }
+    }
+}
+
+/// What a build wrote.
+#[derive(Debug)]
+pub struct Built {
+    pub manifest: Manifest,
+    pub packed: Packed,
+}
+
+/// Build the bundle for the sources' spec, pinned by `lock`, signed by `key`, into `out`.
+pub fn build(
+    sources: &Sources<'_>,
+    net: &Net,
+    lock: &LockFile,
+    key: &SigningKey,
+    out: &Path,
+    reporter: &dyn Reporter,
+) -> Result<Built, BuildError> {
+    let mut plan = net.block_on(sources.plan(lock))?;
+    let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
+    add_sbom(&mut plan, sources.spec, created, sources.fetch.cache)?;
+    let Plan { artifacts, members } = plan;
+    let manifest = assemble(sources.spec, lock, key, created, artifacts, &members)?;
+    let envelope = provenance(&manifest, sources.spec, key);
+    let packed = pack(out, &manifest, key, &members, Some(&envelope), reporter)?;
+    Ok(Built { manifest, packed })
+}
+
+/// The SBOM of the plan's artifacts, kept in the cache and added to the plan as a member.
+fn add_sbom(plan: &mut Plan, spec: &SpecFile, created: Timestamp, cache: &Cache) -> Result<(), BuildError> {
+    let meta = &spec.spec.bundle;
+    let subject = sbom::Subject { name: &meta.name, version: &meta.version, created, artifacts: &plan.artifacts };
+    let bytes = sbom::build(&subject)?;
+    let (sha256, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
+    let origin = cache.put(sha256, Some(size), SBOM, bytes.as_slice())?;
+    let path = MemberPath::new(SBOM).expect("a valid member path");
+    plan.members.push(Member { path, size, sha256, origin, what: SBOM.to_owned() });
+    plan.members.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(())
+}
+
+/// The manifest: what the spec and lock say, the plan's artifacts, and one entry per member.
+fn assemble(
+    spec: &SpecFile,
+    lock: &LockFile,
+    key: &SigningKey,
+    created: Timestamp,
+    artifacts: Vec<Artifact>,
+    members: &[Member],
+) -> Result<Manifest, BuildError> {
+    let meta = &spec.spec.bundle;
+    Ok(Manifest {
+        schema: SCHEMA_V1.to_owned(),
+        name: meta.name.clone(),
+        version: meta.version.clone(),
+        description: meta.description.clone(),
+        created,
+        builder: Builder { tool: TOOL.to_owned(), key_id: key.key_id().clone() },
+        spec_sha256: spec.sha256,
+        lock_sha256: lock.sha256,
+        artifacts,
+        entries: members.iter().map(|m| Entry { path: m.path.clone(), size: m.size, sha256: m.sha256 }).collect(),
+        validation: serde_json::to_value(&spec.spec.validation).map_err(|e| BuildError::Validation(e.to_string()))?,
+    })
+}
+
+/// The signed provenance envelope naming the manifest.
+fn provenance(manifest: &Manifest, spec: &SpecFile, key: &SigningKey) -> Vec<u8> {
+    let manifest_sha256 = Sha256::of_bytes(&manifest.canonical_bytes());
+    let spec_name = spec.path.file_name().map_or_else(|| "airlock.toml".into(), |n| n.to_string_lossy().into_owned());
+    let statement = crate::attest::provenance::statement(manifest, manifest_sha256, &spec_name);
+    crate::attest::provenance::envelope(&statement, key)
+}

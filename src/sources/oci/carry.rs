@@ -1,0 +1,199 @@
+//! Carrying locked images into the bundle's `images/` layout, in named steps: the image's
+//! manifest or index (filtered to the locked platforms), its platform manifests, its upstream
+//! attachments, then every blob once, then the layout's own `index.json` and `oci-layout`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures_util::{StreamExt as _, TryStreamExt as _};
+
+use super::{ImageError, Origin};
+use crate::bundle::manifest::{Attachment, AttachmentKind, ImageArtifact, ImagePlatform};
+use crate::bundle::writer::Member;
+use crate::cache::Cache;
+use crate::digest::{Prefixed, Sha256};
+use crate::fetch::{Fetch, blocking};
+use crate::member_path::MemberPath;
+use crate::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
+use crate::spec::lock::{LockedAttachment, LockedImage};
+
+/// What the images of one bundle gather while they are carried.
+pub struct Carrier<'a> {
+    cache: &'a Cache,
+    /// digest -> (origin, descriptor): every blob once, from the first image that names it.
+    blobs: BTreeMap<Sha256, (Origin, Descriptor)>,
+    /// Every manifest stored, by digest and size.
+    manifests: BTreeSet<(Sha256, u64)>,
+    layout_entries: Vec<Descriptor>,
+}
+
+impl<'a> Carrier<'a> {
+    pub fn new(cache: &'a Cache) -> Self {
+        Self { cache, blobs: BTreeMap::new(), manifests: BTreeSet::new(), layout_entries: Vec::new() }
+    }
+
+    /// Carry one image's manifests (its blobs are queued, fetched later by `fetch_blobs`).
+    pub async fn carry_image(&mut self, origin: &Origin, locked: &LockedImage) -> Result<ImageArtifact, ImageError> {
+        let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
+        let top = origin.manifest(locked.digest).await?;
+        let document = doc::parse(&top).map_err(manifest_err)?;
+        let (carried_bytes, platforms) = if document.is_index() {
+            self.carry_platforms(origin, locked, &top, document.children.len()).await?
+        } else {
+            self.queue(origin, &document.blobs);
+            (top, Vec::new())
+        };
+        let size = carried_bytes.len() as u64;
+        let carried = self.store(&locked.reference, carried_bytes).await?;
+        self.layout_entries.push(Descriptor {
+            media_type: document.media_type.clone(),
+            digest: carried,
+            size,
+            platform: None,
+            annotations: BTreeMap::from([(REF_NAME.to_owned(), locked.reference.clone())]),
+            artifact_type: None,
+        });
+        let mut attached = Vec::new();
+        for a in &locked.attached {
+            attached.extend(self.carry_attachment(origin, locked, a).await?);
+        }
+        Ok(ImageArtifact {
+            reference: locked.reference.clone(),
+            source: locked.source.clone(),
+            digest: carried,
+            upstream_digest: (carried != locked.digest).then_some(Prefixed(locked.digest)),
+            media_type: document.media_type,
+            size,
+            platforms,
+            attached,
+        })
+    }
+
+    /// An index's locked platform manifests, and the index as carried: byte for byte when
+    /// every platform is, else filtered to the locked ones.
+    async fn carry_platforms(
+        &mut self,
+        origin: &Origin,
+        locked: &LockedImage,
+        top: &[u8],
+        upstream_platforms: usize,
+    ) -> Result<(Vec<u8>, Vec<ImagePlatform>), ImageError> {
+        let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
+        let mut platforms = Vec::new();
+        for p in &locked.platforms {
+            let child = origin.manifest(p.digest).await?;
+            self.queue(origin, &doc::parse(&child).map_err(manifest_err)?.blobs);
+            self.store(&locked.reference, child).await?;
+            platforms.push(ImagePlatform { platform: p.platform.clone(), digest: p.digest });
+        }
+        let carried = if upstream_platforms == locked.platforms.len() {
+            top.to_vec()
+        } else {
+            let keep: Vec<Sha256> = locked.platforms.iter().map(|p| p.digest).collect();
+            doc::filter_index(top, &keep).map_err(manifest_err)?
+        };
+        Ok((carried, platforms))
+    }
+
+    /// One upstream attachment: its manifest (a referrers index brings its referrer manifests
+    /// along, each listed on its own), its blobs queued, and its entry in the layout's index.
+    async fn carry_attachment(
+        &mut self,
+        origin: &Origin,
+        locked: &LockedImage,
+        a: &LockedAttachment,
+    ) -> Result<Vec<Attachment>, ImageError> {
+        let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
+        let bytes = origin.manifest(a.digest).await?;
+        let document = doc::parse(&bytes).map_err(manifest_err)?;
+        self.queue(origin, &document.blobs);
+        self.store(&locked.reference, bytes).await?;
+        let attachment = |digest, artifact_type: Option<String>| Attachment {
+            digest,
+            kind: AttachmentKind::classify(a.tag.as_deref(), artifact_type.as_deref()),
+            artifact_type,
+            tag: a.tag.clone(),
+        };
+        let mut out = Vec::new();
+        if document.children.is_empty() {
+            out.push(attachment(a.digest, document.artifact_type.clone()));
+        }
+        for child in &document.children {
+            let child_bytes = origin.manifest(child.digest).await?;
+            let referrer = doc::parse(&child_bytes).map_err(manifest_err)?;
+            self.queue(origin, &referrer.blobs);
+            self.store(&locked.reference, child_bytes).await?;
+            out.push(attachment(child.digest, child.artifact_type.clone().or(referrer.artifact_type)));
+        }
+        // Tagged attachments keep their tag; a referrer has none and is named by its subject.
+        let annotation = match (&a.tag, origin) {
+            (Some(tag), Origin::Registry { image, .. }) => {
+                (REF_NAME.to_owned(), image.with_tag(tag.clone()).to_string())
+            }
+            (Some(tag), Origin::Layout { .. }) => (REF_NAME.to_owned(), tag.clone()),
+            (None, _) => (REFERRER_OF.to_owned(), locked.reference.clone()),
+        };
+        self.layout_entries.push(Descriptor {
+            media_type: a.media_type.clone(),
+            digest: a.digest,
+            size: a.size,
+            platform: None,
+            annotations: BTreeMap::from([annotation]),
+            artifact_type: None,
+        });
+        Ok(out)
+    }
+
+    fn queue(&mut self, origin: &Origin, blobs: &[Descriptor]) {
+        for b in blobs {
+            self.blobs.entry(b.digest).or_insert_with(|| (origin.clone(), b.clone()));
+        }
+    }
+
+    /// Keep manifest bytes in the cache (by their own digest) and list them as a member.
+    async fn store(&mut self, what: &str, bytes: Vec<u8>) -> Result<Sha256, ImageError> {
+        let (digest, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
+        let (cache, what) = (self.cache.clone(), what.to_owned());
+        blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice())).await?;
+        self.manifests.insert((digest, size));
+        Ok(digest)
+    }
+
+    /// Every queued blob into the cache, `--jobs` at a time.
+    pub async fn fetch_blobs(&self, fetch: &Fetch<'_>) -> Result<(), ImageError> {
+        fetch.reporter.start("fetching", self.blobs.values().map(|(_, d)| d.size).sum());
+        futures_util::stream::iter(self.blobs.values())
+            .map(|(origin, desc)| origin.blob(desc, fetch.cache, fetch.reporter))
+            .buffer_unordered(fetch.jobs.max(1))
+            .try_collect::<Vec<_>>()
+            .await?;
+        fetch.reporter.finish();
+        Ok(())
+    }
+
+    /// The `images/` members: every blob and manifest once, `index.json` and `oci-layout`.
+    pub async fn into_members(self) -> Result<Vec<Member>, ImageError> {
+        let cache = self.cache;
+        let member = |path: &str, sha256: Sha256, size: u64| Member {
+            path: MemberPath::new(path).expect("image member paths are valid"),
+            size,
+            sha256,
+            origin: cache.path(&sha256),
+            what: format!("image content {path}"),
+        };
+        let mut members: Vec<Member> = self
+            .blobs
+            .iter()
+            .map(|(digest, (_, desc))| (*digest, desc.size))
+            .chain(self.manifests.iter().copied().filter(|(digest, _)| !self.blobs.contains_key(digest)))
+            .map(|(digest, size)| member(&format!("images/blobs/sha256/{digest}"), digest, size))
+            .collect();
+        let index = doc::layout_index(self.layout_entries);
+        for (path, bytes) in [("images/index.json", index), ("images/oci-layout", doc::OCI_LAYOUT.to_vec())] {
+            let (digest, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
+            let cache = cache.clone();
+            blocking(move || cache.put(digest, Some(size), path, bytes.as_slice())).await?;
+            members.push(member(path, digest, size));
+        }
+        Ok(members)
+    }
+}
