@@ -46,33 +46,6 @@ fn repack(bundle: &Path, change: impl FnOnce(&Path, &mut Vec<String>)) {
 /// Edits a bundle file in place.
 type Tamper = fn(&Path);
 
-/// A minimal OCI image layout (one empty-tar layer) named `demo/app:1.0`, as a local image source.
-fn oci_layout(dir: &Path) {
-    let blobs = dir.join("blobs/sha256");
-    std::fs::create_dir_all(&blobs).unwrap();
-    let blob = |bytes: &[u8]| {
-        let hex = hex(&<sha2::Sha256 as sha2::Digest>::digest(bytes));
-        std::fs::write(blobs.join(&hex), bytes).unwrap();
-        (format!("sha256:{hex}"), bytes.len())
-    };
-    let (layer, layer_size) = blob(&[0u8; 1024]);
-    let config =
-        format!(r#"{{"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["{layer}"]}}}}"#);
-    let (config, config_size) = blob(config.as_bytes());
-    let manifest = format!(
-        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config}","size":{config_size}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer}","size":{layer_size}}}]}}"#
-    );
-    let (manifest, manifest_size) = blob(manifest.as_bytes());
-    std::fs::write(
-        dir.join("index.json"),
-        format!(
-            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{manifest}","size":{manifest_size},"annotations":{{"org.opencontainers.image.ref.name":"demo/app:1.0"}}}}]}}"#
-        ),
-    )
-    .unwrap();
-    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-}
-
 #[test]
 #[allow(clippy::too_many_lines, reason = "the audit guide's six cases, each checked against verify")]
 fn the_documented_audit_reaches_the_same_verdict_as_verify() {

@@ -243,3 +243,30 @@ pub fn pip_download(simple: &Path, out: &Path, requirement: &str) -> Run {
     let args = ["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--no-cache-dir"];
     run(Command::new("python3").args(args).args(["--index-url", &index, "-d", s(out), requirement]))
 }
+
+/// A minimal OCI image layout (one empty-tar layer) named `demo/app:1.0`, as a local image source.
+pub fn oci_layout(dir: &Path) {
+    let blobs = dir.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let blob = |bytes: &[u8]| {
+        let hex = hex(&<sha2::Sha256 as sha2::Digest>::digest(bytes));
+        std::fs::write(blobs.join(&hex), bytes).unwrap();
+        (format!("sha256:{hex}"), bytes.len())
+    };
+    let (layer, layer_size) = blob(&[0u8; 1024]);
+    let config =
+        format!(r#"{{"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["{layer}"]}}}}"#);
+    let (config, config_size) = blob(config.as_bytes());
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config}","size":{config_size}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer}","size":{layer_size}}}]}}"#
+    );
+    let (manifest, manifest_size) = blob(manifest.as_bytes());
+    std::fs::write(
+        dir.join("index.json"),
+        format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{manifest}","size":{manifest_size},"annotations":{{"org.opencontainers.image.ref.name":"demo/app:1.0"}}}}]}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+}

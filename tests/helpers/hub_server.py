@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """A Hugging Face hub-compatible test server for one repository directory.
 
-usage: hub_server.py PORT REPO_ID DIR [--token T] [--lie PATH]
+usage: hub_server.py PORT REPO_ID DIR [--token T] [--lie PATH] [--lie-size PATH]
 Speaks GET /api/models/{repo}/revision/{rev}, /api/models/{repo}/tree/{commit}?recursive=true
 and /{repo}/resolve/{commit}/{path}. *.safetensors and *.bin are LFS files (lfs.oid = sha256);
---lie announces a wrong lfs.oid for PATH; --token requires `Authorization: Bearer T`.
+--lie announces a wrong lfs.oid for PATH; --lie-size one byte more in the tree than PATH has;
+--token requires `Authorization: Bearer T`.
 """
 import hashlib, json, os, sys
 
@@ -12,7 +13,7 @@ import quiet_http
 
 port, repo, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 opts = dict(zip(sys.argv[4::2], sys.argv[5::2]))
-token, lie = opts.get("--token"), opts.get("--lie")
+token, lie, lie_size = opts.get("--token"), opts.get("--lie"), opts.get("--lie-size")
 commit = hashlib.sha1(f"{repo}@airlock-test".encode()).hexdigest()
 
 
@@ -40,7 +41,7 @@ class Handler(quiet_http.Handler):
                 parts = rel.split("/")
                 for i in range(1, len(parts)):
                     dirs.add("/".join(parts[:i]))
-                entry = {"type": "file", "path": rel, "size": len(data),
+                entry = {"type": "file", "path": rel, "size": len(data) + (rel == lie_size),
                          "oid": hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()}
                 if rel.endswith((".safetensors", ".bin")):
                     oid = "0" * 64 if rel == lie else hashlib.sha256(data).hexdigest()

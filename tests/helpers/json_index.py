@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A PEP 691 JSON simple index over a directory of wheels (the form PyPI serves), for tests.
 
-usage: json_index.py PORT DIR [--lie FILENAME]   (--lie: announce a wrong sha256 for FILENAME)
+usage: json_index.py PORT DIR [--lie FILENAME] [--lie-size FILENAME]
+(--lie: announce a wrong sha256 for FILENAME; --lie-size: announce one byte more than it has)
 Serves /simple/<project>/ as application/vnd.pypi.simple.v1+json and /files/<filename>.
 """
 import hashlib, json, os, re, sys
@@ -9,7 +10,8 @@ import hashlib, json, os, re, sys
 import quiet_http
 
 port, root = int(sys.argv[1]), sys.argv[2]
-lie = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--lie" else None
+opts = dict(zip(sys.argv[3::2], sys.argv[4::2]))
+lie, lie_size = opts.get("--lie"), opts.get("--lie-size")
 
 
 def normalize(name):
@@ -25,7 +27,7 @@ class Handler(quiet_http.Handler):
                 if normalize(f.split("-")[0]) == parts[1]:
                     data = open(os.path.join(root, f), "rb").read()
                     digest = hashlib.sha256(data).hexdigest() if f != lie else "0" * 64
-                    files.append({"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": digest}, "size": len(data)})
+                    files.append({"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": digest}, "size": len(data) + (f == lie_size)})
             if not files:
                 return self.reply(404, b"", "text/plain")
             body = json.dumps({"meta": {"api-version": "1.1"}, "name": parts[1], "files": files}).encode()

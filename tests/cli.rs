@@ -1,0 +1,126 @@
+//! Habits every verb shares: flags declared once and honoured alike (`--cache`, `--jobs`,
+//! `--trust`, `--threshold`), a lock per spec, `diff` that says whether it verified, and
+//! `--json` on the verbs that report.
+
+mod common;
+#[path = "common/http.rs"]
+mod http;
+
+use common::*;
+use http::HttpServer;
+
+#[test]
+fn lock_fills_the_cache_it_is_given_and_build_finds_everything_there_offline() {
+    let t = tempfile::tempdir().unwrap();
+    let served = t.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let bytes = pattern(20_000, 9);
+    std::fs::write(served.join("fw.bin"), &bytes).unwrap();
+    let server = HttpServer::start(&served);
+    let sha = hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+    let dir = t.path().join("p");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("airlock.toml");
+    let body = format!(
+        "[bundle]\nname = \"fw\"\nversion = \"1.0.0\"\n\n[[file]]\nname = \"fw.bin\"\nsource = \"{}/fw.bin\"\nsha256 = \"{sha}\"\n",
+        server.url
+    );
+    std::fs::write(&spec, body).unwrap();
+    let (given, default) = (t.path().join("given"), t.path().join("default"));
+    let keys = keygen(&t.path().join("keys"), "build");
+    let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &default).args(args));
+
+    with(&["lock", s(&spec), "--cache", s(&given), "--jobs", "2"]).ok();
+    assert!(given.join("blobs/sha256").join(&sha).is_file(), "lock downloaded into --cache");
+    assert!(!default.join("blobs/sha256").join(&sha).exists(), "and not into the default cache");
+    drop(server); // everything the build needs is in the given cache now
+    let out = t.path().join("fw.airlock");
+    let build = ["build", s(&spec), "--locked", "--cache", s(&given), "--key", s(&keys.private), "--out", s(&out)];
+    with(&build).ok();
+    assert!(out.is_file());
+}
+
+#[test]
+fn specs_in_one_directory_each_get_their_own_lock() {
+    let t = tempfile::tempdir().unwrap();
+    let p = project(&t.path().join("p"), "1.0.0");
+    let text = std::fs::read_to_string(&p.spec).unwrap();
+    let (canary, expand) = (p.dir.join("canary.toml"), p.dir.join("expand.toml"));
+    std::fs::write(&canary, text.replace("name = \"demo\"", "name = \"canary\"")).unwrap();
+    let mut wider = text.replace("name = \"demo\"", "name = \"expand\"");
+    wider.push_str("\n[[file]]\nname = \"extra.txt\"\nsource = \"notes.txt\"\n");
+    std::fs::write(&expand, wider).unwrap();
+    airlock_run(&["lock", s(&canary)]).ok();
+    airlock_run(&["lock", s(&expand)]).ok();
+    let (canary_lock, expand_lock) = (p.dir.join("canary.lock"), p.dir.join("expand.lock"));
+    assert!(!std::fs::read_to_string(&canary_lock).unwrap().contains("extra.txt"));
+    assert!(std::fs::read_to_string(&expand_lock).unwrap().contains("extra.txt"));
+    assert!(!p.dir.join("airlock.lock").exists(), "neither spec wrote the other's lock");
+    // Each builds `--locked` from its own lock: the wider one did not make the other stale.
+    let keys = keygen(&t.path().join("keys"), "build");
+    for spec in [&canary, &expand] {
+        let out = spec.with_extension("airlock");
+        airlock_run(&["build", s(spec), "--locked", "--key", s(&keys.private), "--out", s(&out)]).ok();
+    }
+    // `airlock.toml` keeps `airlock.lock`.
+    airlock_run(&["lock", s(&p.spec)]).ok();
+    assert!(p.dir.join("airlock.lock").is_file());
+}
+
+#[test]
+fn diff_says_it_compares_claims_verifies_with_trust_and_reports_a_broken_lock() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let other = keygen(&t.path().join("keys"), "other");
+    let old = project(&t.path().join("old"), "1.0.0");
+    let new = project(&t.path().join("new"), "1.1.0");
+    let (b1, b2, foreign) = (t.path().join("old.airlock"), t.path().join("new.airlock"), t.path().join("f.airlock"));
+    build(&old, &keys, &b1).ok();
+    build(&new, &keys, &b2).ok();
+    build(&new, &other, &foreign).ok();
+
+    let claims = airlock_run(&["diff", s(&b1), s(&b2), "--json"]).ok();
+    assert!(claims.stderr.contains("unverified") && claims.stderr.contains("--trust"), "{}", claims.stderr);
+    assert_eq!(claims.json()["verified"], false);
+    let verified = airlock_run(&["diff", s(&b1), s(&b2), "--trust", s(&keys.public), "--json"]).ok();
+    assert!(!verified.stderr.contains("unverified"), "{}", verified.stderr);
+    let doc = verified.json();
+    assert_eq!(doc["verified"], true);
+    assert_eq!(doc["changed"][0]["name"], "notes.txt");
+    // A bundle that does not verify under the policy is refused, named, exit 3.
+    let r = airlock_run(&["diff", s(&b1), s(&foreign), "--trust", s(&keys.public)]).code(3);
+    assert!(r.stderr.contains("f.airlock") && r.stderr.contains("does not verify"), "{}", r.stderr);
+    // Locks are compared as they are, without the bundles' warning.
+    let (l1, l2) = (old.dir.join("airlock.lock"), new.dir.join("airlock.lock"));
+    let locks = airlock_run(&["diff", s(&l1), s(&l2)]).ok();
+    assert!(!locks.stderr.contains("unverified"), "{}", locks.stderr);
+
+    // A lock that does not parse is reported as such, with file, line and column.
+    std::fs::write(&l2, "version = 1\nresolved_at = [\n").unwrap();
+    let r = airlock_run(&["diff", s(&l1), s(&l2)]).code(2);
+    assert!(r.stderr.contains(&format!("{}:2:", l2.display())), "{}", r.stderr);
+    assert!(!r.stderr.contains("neither"), "{}", r.stderr);
+}
+
+#[test]
+fn sbom_and_provenance_take_json() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let p = project(&t.path().join("p"), "1.0.0");
+    let bundle = t.path().join("b.airlock");
+    build(&p, &keys, &bundle).ok();
+
+    let out = t.path().join("sbom.cdx.json");
+    let doc = airlock_run(&["sbom", s(&bundle), "--out", s(&out), "--json"]).ok().json();
+    assert_eq!((doc["sbom"].as_str(), doc["sha256"].as_str()), (Some(s(&out)), Some(sha256_file(&out).as_str())));
+    assert_eq!(doc["bytes"], std::fs::metadata(&out).unwrap().len());
+    let said = airlock_run(&["sbom", s(&bundle), "--out", s(&out)]).ok().stdout;
+    assert!(said.contains(&format!("wrote {}", out.display())), "{said}");
+
+    let doc = airlock_run(&["provenance", s(&bundle), "--trust", s(&keys.public), "--json"]).ok().json();
+    assert_eq!(doc["verified"], true);
+    assert_eq!(doc["signers"].as_array().map(Vec::len), Some(1));
+    assert_eq!(doc["statement"]["_type"], "https://in-toto.io/Statement/v1");
+    let doc = airlock_run(&["provenance", s(&bundle), "--json"]).ok().json();
+    assert_eq!((doc["verified"].as_bool(), doc["signers"].as_array().map(Vec::len)), (Some(false), Some(0)));
+}
