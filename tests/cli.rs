@@ -12,11 +12,11 @@ use http::HttpServer;
 #[test]
 fn lock_fills_the_cache_it_is_given_and_build_finds_everything_there_offline() {
     let t = tempfile::tempdir().unwrap();
-    let served = t.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
+    let docroot = t.path().join("docroot");
+    std::fs::create_dir_all(&docroot).unwrap();
     let bytes = pattern(20_000, 9);
-    std::fs::write(served.join("fw.bin"), &bytes).unwrap();
-    let server = HttpServer::start(&served);
+    std::fs::write(docroot.join("fw.bin"), &bytes).unwrap();
+    let server = HttpServer::start(&docroot);
     let sha = hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
     let dir = t.path().join("p");
     std::fs::create_dir_all(&dir).unwrap();

@@ -62,7 +62,7 @@ impl Project {
             assert!(!out.exists(), "no bundle is left behind");
         }
         let tmp = self.cache(cache).join("tmp");
-        let partial = std::fs::read_dir(&tmp).map(Iterator::count).unwrap_or(0);
+        let partial = std::fs::read_dir(&tmp).map_or(0, Iterator::count);
         assert_eq!(partial, 0, "nothing unverified stays in {}", tmp.display());
     }
 }
@@ -87,10 +87,10 @@ fn files_local_or_by_url_that_changed_since_the_lock_exit_3() {
     let (r, out) = p.build("a", &spec);
     p.refused(r, Some(&out), "a", &["fw.bin", "expected 5000 bytes, got 5008"]);
 
-    let served = t.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    std::fs::write(served.join("notes.pdf"), pattern(3000, 3)).unwrap();
-    let server = HttpServer::start(&served);
+    let docroot = t.path().join("docroot");
+    std::fs::create_dir_all(&docroot).unwrap();
+    std::fs::write(docroot.join("notes.pdf"), pattern(3000, 3)).unwrap();
+    let server = HttpServer::start(&docroot);
     let sha = sha256_hex(&pattern(3000, 3));
     let spec = p.spec(
         "url",
@@ -98,7 +98,7 @@ fn files_local_or_by_url_that_changed_since_the_lock_exit_3() {
     );
     p.lock("b", &spec).ok();
     // The server now serves other bytes; a build host with an empty cache downloads them.
-    std::fs::write(served.join("notes.pdf"), pattern(3000, 4)).unwrap();
+    std::fs::write(docroot.join("notes.pdf"), pattern(3000, 4)).unwrap();
     let (r, out) = p.build("c", &spec);
     p.refused(r, Some(&out), "c", &["notes.pdf", &format!("expected sha256 {sha}")]);
 }
