@@ -1,5 +1,5 @@
-//! What kind of failure an error is, for the exit code (DESIGN.md: 1 runtime error, 2 usage
-//! error, 3 verification failed).
+//! What kind of failure an error is, for the exit code (`docs/architecture.md`: 1 runtime
+//! error, 2 usage error, 3 verification failed).
 //!
 //! Every error type a command can end with implements [`Classify`] with an exhaustive `match`
 //! (no `_` arm), so a new variant does not compile until someone has said whether it is a

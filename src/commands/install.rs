@@ -1,4 +1,4 @@
-//! `airlock install BUNDLE --trust PUB --root DIR [--threshold N]`
+//! `airlock install BUNDLE --trust PUB [--threshold N] --root DIR [--registry HOST[:PORT]] [--json]`
 
 use std::io::Write;
 

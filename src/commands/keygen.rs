@@ -1,4 +1,4 @@
-//! `airlock keygen --out-dir DIR [--name NAME]`
+//! `airlock keygen --out-dir DIR [--name NAME] [--json]`
 
 use std::io::Write;
 

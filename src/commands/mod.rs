@@ -49,8 +49,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// The exit code for an error (DESIGN.md: 1 runtime, 2 usage or invalid spec, 3 verification
-/// failed): the class of the outermost error in its chain that knows its class. Each error
+/// The exit code for an error (`docs/architecture.md`: 1 runtime, 2 usage or invalid spec,
+/// 3 verification failed): the class of the outermost error in its chain that knows it. Each error
 /// type says its own class (`failure::Classify`); this list only names the types the library
 /// hands to commands.
 pub fn exit_code(err: &anyhow::Error) -> u8 {

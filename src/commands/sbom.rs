@@ -1,4 +1,5 @@
-//! `airlock sbom BUNDLE [--out FILE] [--json]`: the `airlock/sbom.cdx.json` member, byte for byte.
+//! `airlock sbom BUNDLE [--out FILE [--json]]`: the `airlock/sbom.cdx.json` member, byte for
+//! byte.
 
 use std::fs::File;
 use std::io::{BufReader, Write};

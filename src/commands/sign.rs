@@ -1,6 +1,6 @@
-//! `airlock sign BUNDLE --key KEY [--trust PUB… [--threshold N]]`: a detached co-signature `BUNDLE.KEYID.sig`
-//! beside the bundle, over the same manifest bytes as the embedded signature. The bundle itself
-//! is not rewritten.
+//! `airlock sign BUNDLE --key KEY [--trust PUB… [--threshold N]] [--json]`: a detached
+//! co-signature `BUNDLE.KEYID.sig` beside the bundle, over the same manifest bytes as the
+//! embedded signature. The bundle itself is not rewritten.
 
 use std::fs::File;
 use std::io::{BufReader, Write};

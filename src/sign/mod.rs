@@ -1,4 +1,5 @@
-//! Keys and cosign-compatible blob signatures.
+//! Keys, cosign-compatible blob signatures, DSSE envelopes (`dsse`) and the signature policy a
+//! bundle is verified under (`policy`). Nothing here knows the bundle format.
 //!
 //! Key files are the formats cosign reads: the private key as `ENCRYPTED SIGSTORE PRIVATE KEY`
 //! (scrypt + `NaCl` secretbox, through the `sigstore` crate's `SigStoreKeyPair`) or, without a

@@ -4,8 +4,8 @@
 //! `models/models--ORG--NAME/` is the Hugging Face cache layout (`blobs/SHA256` hard links to the
 //! staged files, `snapshots/COMMIT/PATH` links to the blobs, `refs/REVISION` naming the commit),
 //! read by `huggingface_hub` with `HF_HUB_OFFLINE=1 HF_HUB_CACHE=…/current/models`;
-//! `debs/` becomes a flat apt repository (`Packages`, `Packages.gz`, `Release`) for
-//! `deb [trusted=yes] file:/…/current/debs ./`.
+//! `debs/` becomes a flat apt repository (`Packages`, `Packages.gz`, `Release`, and with a site
+//! signing key `InRelease`) for `deb [signed-by=/etc/apt/keyrings/site.asc] file:/…/current/debs ./`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

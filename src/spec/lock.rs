@@ -1,6 +1,7 @@
-//! `airlock.lock`: every input of the spec pinned to a sha256 and size, plus the time it was
-//! resolved (the bundle's timestamp when `SOURCE_DATE_EPOCH` is not set). Like `Cargo.lock`,
-//! it is TOML, meant to be committed and reviewed.
+//! The lock (`airlock.lock` for `airlock.toml`, `NAME.lock` for `NAME.toml`): every input of
+//! the spec pinned to a sha256 and size, plus the time it was resolved (the bundle's timestamp
+//! when `SOURCE_DATE_EPOCH` is not set). Like `Cargo.lock`, it is TOML, meant to be committed
+//! and reviewed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
