@@ -200,15 +200,20 @@ async fn packages(
             }
             .into());
         }
-        let mut text = String::new();
-        if gz {
+        // Decompressing an index of up to MAX_INDEX bytes is CPU work: off the executor.
+        let text = blocking(move || {
+            if !gz {
+                return String::from_utf8(bytes).map_err(|e| e.to_string());
+            }
+            let mut text = String::new();
             flate2::read::GzDecoder::new(bytes.as_slice())
                 .take(MAX_INDEX)
                 .read_to_string(&mut text)
-                .map_err(|e| DebError::Index { url, detail: e.to_string() })?;
-        } else {
-            text = String::from_utf8(bytes).map_err(|e| DebError::Index { url, detail: e.to_string() })?;
-        }
+                .map_err(|e| e.to_string())?;
+            Ok(text)
+        })
+        .await
+        .map_err(|detail| DebError::Index { url, detail })?;
         return Ok(text);
     }
     Err(DebError::Index {
