@@ -243,6 +243,22 @@ where
     result
 }
 
+/// An error with its causes (`error sending request: connection refused`): reqwest's own
+/// message leaves out why.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 /// Plain URLs (wheel indexes, apt repositories, model hubs, files): one `reqwest` client with
 /// the system roots, an optional bearer token per request, and bounded reads for metadata.
 #[derive(Clone)]
@@ -309,7 +325,7 @@ impl Http {
         bearer: Option<&str>,
         limit: u64,
     ) -> Result<(Vec<u8>, String), HttpError> {
-        let req_err = |e: reqwest::Error| HttpError::Request { url: url.to_owned(), detail: e.to_string() };
+        let req_err = |e: reqwest::Error| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) };
         let resp = self.get(url, bearer).header(reqwest::header::ACCEPT, accept).send().await.map_err(req_err)?;
         if !resp.status().is_success() {
             return Err(HttpError::Status { url: url.to_owned(), status: resp.status().as_u16() });
@@ -346,7 +362,7 @@ impl Http {
             if offset > 0 {
                 req = req.header(reqwest::header::RANGE, format!("bytes={offset}-"));
             }
-            let resp = req.send().await.map_err(|e| Failure::Transient(e.to_string()))?;
+            let resp = req.send().await.map_err(|e| Failure::Transient(with_causes(&e)))?;
             let status = resp.status();
             if status.is_server_error() {
                 return Err(Failure::Transient(format!("HTTP {}", status.as_u16())));
@@ -354,7 +370,7 @@ impl Http {
             if !status.is_success() {
                 return Err(Failure::Fatal(HttpError::Status { url: url.to_owned(), status: status.as_u16() }));
             }
-            let stream = resp.bytes_stream().map(|c| c.map_err(|e| e.to_string()));
+            let stream = resp.bytes_stream().map(|c| c.map_err(|e| with_causes(&e)));
             Ok(if status == reqwest::StatusCode::PARTIAL_CONTENT {
                 Opened::Partial(stream)
             } else {

@@ -25,10 +25,8 @@ fn one_spec_with_every_kind_is_consumed_offline_by_pip_apt_and_huggingface_hub()
     let pkgs = t.path().join("pkgs");
     std::fs::create_dir_all(&pkgs).unwrap();
     let wheel = make_wheel(&pkgs, "vllm_lite", "0.27.0", "py3-none-any");
-    let pypi = HttpServer::spawn(&pkgs, |port| {
-        ["-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", &port.to_string(), "--hash-algo", "sha256", "."]
-            .map(String::from)
-            .to_vec()
+    let pypi = HttpServer::spawn(&pkgs, |_| {
+        [helper("pypiserver_on.py"), "--hash-algo".into(), "sha256".into(), ".".into()].to_vec()
     });
     let model_dir = t.path().join("model");
     std::fs::create_dir_all(&model_dir).unwrap();

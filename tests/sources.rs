@@ -75,10 +75,8 @@ fn wheels_from_pypiserver_are_pinned_carried_and_pip_installs_them_offline() {
     make_wheel(&pkgs, "demo_pkg", "1.0.0", "cp312-cp312-manylinux_2_28_x86_64");
     make_wheel(&pkgs, "demo_pkg", "1.0.0", "cp311-cp311-win_amd64");
     make_wheel(&pkgs, "demo_pkg", "1.1.0", "py3-none-any");
-    let server = HttpServer::spawn(&pkgs, |port| {
-        ["-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", &port.to_string(), "--hash-algo", "sha256", "."]
-            .map(String::from)
-            .to_vec()
+    let server = HttpServer::spawn(&pkgs, |_| {
+        [helper("pypiserver_on.py"), "--hash-algo".into(), "sha256".into(), ".".into()].to_vec()
     });
     let keys = keygen(&t.path().join("keys"), "build");
     let cache = t.path().join("cache");

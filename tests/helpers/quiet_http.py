@@ -15,4 +15,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 def serve(port, handler):
-    http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), handler).serve_forever()
+    """Serve on 127.0.0.1:PORT (0: any free port), first saying which port, as http.server does."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), handler)
+    print(f"Serving HTTP on 127.0.0.1 port {server.server_address[1]}", flush=True)
+    server.serve_forever()
