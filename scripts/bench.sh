@@ -7,8 +7,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [[ -x /usr/bin/time ]] || { sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo; $sudo apt-get install -y -qq time >/dev/null; }
-(cd "$repo" && cargo build --release --locked --quiet)
-airlock="$repo/target/release/airlock"
+airlock=$("$repo/scripts/airlock-bin.sh" --release)
 work=$(mktemp -d "${TMPDIR:-/tmp}/airlock-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$airlock" keygen --out-dir "$work/keys" --name bench >/dev/null 2>&1

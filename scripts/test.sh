@@ -36,6 +36,8 @@ cargo clippy --locked --all-targets --quiet -- -D warnings
 echo "==> cargo test"
 cargo test --locked --quiet 2>&1
 echo "==> scripts/demo.sh (debug build)"
-cargo build --locked --quiet
-AIRLOCK="$repo/target/debug/airlock" scripts/demo.sh >/tmp/airlock-demo.log 2>&1 || { cat /tmp/airlock-demo.log; exit 1; }
-tail -n 1 /tmp/airlock-demo.log
+airlock=$(scripts/airlock-bin.sh)
+log=$(mktemp "${TMPDIR:-/tmp}/airlock-demo-log.XXXXXX")
+trap 'rm -f "$log"' EXIT
+AIRLOCK="$airlock" scripts/demo.sh >"$log" 2>&1 || { cat "$log"; exit 1; }
+tail -n 1 "$log"
