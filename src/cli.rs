@@ -11,7 +11,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use crate::progress::Reporter;
 
 #[derive(Debug, Parser)]
-#[command(name = "airlock", version, about = "Carry a GPU software stack across an air gap", long_about = None)]
+#[command(name = "airlock", version = env!("AIRLOCK_VERSION"), about = "Carry a GPU software stack across an air gap", long_about = None)]
 pub struct Cli {
     /// More logging on stderr (-v info, -vv debug); `RUST_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -77,12 +77,14 @@ pub struct DiffArgs {
     /// claim, unverified.
     #[command(flatten)]
     pub trust: TrustArgs,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ProvenanceArgs {
+    /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
     /// Check the envelope's signature with these public keys (and that it names this manifest).
     #[arg(long = "trust", value_name = "PUB")]
@@ -94,6 +96,7 @@ pub struct ProvenanceArgs {
 
 #[derive(Debug, Args)]
 pub struct SbomArgs {
+    /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
     /// Write here instead of stdout (atomically).
     #[arg(long)]
@@ -108,14 +111,17 @@ pub struct KeygenArgs {
     /// Directory for NAME.key and NAME.pub (created if missing; existing keys are never overwritten).
     #[arg(long)]
     pub out_dir: PathBuf,
+    /// The key's file names: NAME.key (private) and NAME.pub (public).
     #[arg(long, default_value = "airlock")]
     pub name: String,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct LockArgs {
+    /// The spec: what to carry.
     #[arg(default_value = "airlock.toml")]
     pub spec: PathBuf,
     /// Lock file to write [default: the spec's path with `.lock` for `.toml`].
@@ -123,12 +129,14 @@ pub struct LockArgs {
     pub lock: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArgs,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BuildArgs {
+    /// The spec: what to carry.
     #[arg(default_value = "airlock.toml")]
     pub spec: PathBuf,
     /// Private signing key (PEM); its passphrase comes from `AIRLOCK_KEY_PASSWORD`.
@@ -145,6 +153,7 @@ pub struct BuildArgs {
     pub lock: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArgs,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -152,15 +161,18 @@ pub struct BuildArgs {
 #[derive(Debug, Args)]
 #[command(mut_arg("trust", |a| a.required(true)))]
 pub struct VerifyArgs {
+    /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
     #[command(flatten)]
     pub trust: TrustArgs,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct SignArgs {
+    /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
     /// Private key (PEM) to co-sign with; its passphrase comes from `AIRLOCK_KEY_PASSWORD`.
     #[arg(long)]
@@ -168,13 +180,16 @@ pub struct SignArgs {
     /// Verify the whole bundle with these keys first, and refuse to co-sign if it fails.
     #[command(flatten)]
     pub trust: TrustArgs,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
+    /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -182,6 +197,7 @@ pub struct InspectArgs {
 #[derive(Debug, Args)]
 #[command(mut_arg("trust", |a| a.required(true)))]
 pub struct InstallArgs {
+    /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
     #[command(flatten)]
     pub trust: TrustArgs,
@@ -198,6 +214,7 @@ pub struct InstallArgs {
     /// from `AIRLOCK_APT_KEY_PASSWORD`).
     #[arg(long, value_name = "KEY.asc")]
     pub apt_signing_key: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }

@@ -325,6 +325,7 @@ impl Http {
         bearer: Option<&str>,
         limit: u64,
     ) -> Result<(Vec<u8>, String), HttpError> {
+        tracing::debug!("GET {url}");
         let req_err = |e: reqwest::Error| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) };
         let resp = self.get(url, bearer).header(reqwest::header::ACCEPT, accept).send().await.map_err(req_err)?;
         if !resp.status().is_success() {
@@ -358,6 +359,7 @@ impl Http {
         what: &str,
     ) -> Result<PathBuf, DownloadError<HttpError>> {
         let open = |offset: u64| async move {
+            tracing::debug!("GET {url} (from byte {offset})");
             let mut req = self.get(url, bearer);
             if offset > 0 {
                 req = req.header(reqwest::header::RANGE, format!("bytes={offset}-"));

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod digest;
+pub mod escape;
 pub mod failure;
 pub mod fetch;
 pub mod member_path;

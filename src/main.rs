@@ -1,5 +1,6 @@
 //! The `airlock` binary: parse arguments, set up logging, dispatch, map errors to exit codes.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -17,7 +18,8 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) if airlock::commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The chain can hold what a hostile file or server said: escaped for the terminal.
+            eprintln!("error: {}", airlock::escape::lines(&format!("{err:#}")));
             ExitCode::from(airlock::commands::exit_code(&err))
         }
     }
@@ -31,8 +33,11 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour only for a person at a terminal, and never when NO_COLOR is set (no-color.org).
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .with_target(false)
         .without_time()

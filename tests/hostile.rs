@@ -552,9 +552,35 @@ fn several_trusted_keys_any_one_suffices() {
             .json();
     assert_eq!(doc["signers"], serde_json::json!([fx.key.key_id().as_str()]));
     let r = airlock_run(&["verify", s(&bundle), "--trust", s(&other_pub)]).code(3);
-    assert!(r.stdout.contains(fx.other.key_id().as_str()), "the message names the keys tried: {}", r.stdout);
+    // Human output names keys by their short ids; `--json` carries them whole.
+    assert!(r.stdout.contains(fx.other.key_id().short()), "the message names the keys tried: {}", r.stdout);
+    assert!(r.stdout.contains(fx.key.key_id().short()), "and the key the manifest names: {}", r.stdout);
     let bad = fx.dir.join("not-a-key.pub");
     std::fs::write(&bad, "hello").unwrap();
     let r = airlock_run(&["verify", s(&bundle), "--trust", s(&bad)]).code(1);
     assert!(r.stderr.contains("not-a-key.pub") && r.stderr.contains("public key"), "{}", r.stderr);
+}
+
+#[test]
+fn hostile_names_reach_the_terminal_escaped_never_raw() {
+    let fx = fixture();
+    let root = fx.dir.join("site");
+    // A member name that is not UTF-8 and carries an escape sequence that would recolour (or
+    // rewrite) the operator's terminal.
+    let name: &[u8] = b"files/\xff\x1b[2J\x1b[31mred";
+    let hostile = Member { name: name.to_vec(), kind: Kind::File, data: A.to_vec(), header_size: None };
+    let bundle = fx.dir.join("hostile.airlock");
+    std::fs::write(&bundle, with_content(&fx, &[("files/a", A)], vec![file("files/a", A), hostile])).unwrap();
+    let escaped = r"files/\xff\u{1b}[2J\u{1b}[31mred";
+    for args in [
+        vec!["verify", s(&bundle), "--trust", s(&fx.trusted.public)],
+        vec!["install", s(&bundle), "--trust", s(&fx.trusted.public), "--root", s(&root)],
+    ] {
+        let out = airlock().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        assert!(!all.contains(&0x1b) && !all.contains(&0xff), "raw bytes reached the output: {all:?}");
+        let text = String::from_utf8(all).expect("the output is UTF-8");
+        assert!(text.contains(escaped) && !text.contains('\u{fffd}'), "{text}");
+    }
 }

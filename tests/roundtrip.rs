@@ -241,7 +241,8 @@ fn spec_errors_exit_2_with_file_and_line() {
         run(airlock().args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&t.path().join("o"))])).code(2);
     assert!(r.stderr.contains("airlock.toml:5:") && r.stderr.contains("invalid image reference"), "{}", r.stderr);
 
-    let r = airlock_run(&["lock", s(&t.path().join("missing.toml"))]).code(1);
+    // A spec that is not there is a usage error, like a wrong one.
+    let r = airlock_run(&["lock", s(&t.path().join("missing.toml"))]).code(2);
     assert!(r.stderr.contains("missing.toml"), "{}", r.stderr);
     airlock_run(&["verify"]).code(2);
 }
@@ -324,7 +325,11 @@ fn diff_lists_added_removed_and_changed_between_bundles_and_between_locks() {
     let locks = airlock_run(&["diff", s(&old.dir.join("airlock.lock")), s(&new.dir.join("airlock.lock")), "--json"])
         .ok()
         .json();
-    assert_eq!(locks, d);
+    for key in ["added", "removed", "changed"] {
+        assert_eq!(locks[key], d[key], "{key}");
+    }
+    assert_eq!((d["old"]["name"].as_str(), d["new"]["version"].as_str()), (Some("demo"), Some("1.1.0")));
+    assert!(locks["old"].is_null(), "a lock has no bundle name");
     let back = airlock_run(&["diff", s(&b2), s(&b1)]).ok().stdout;
     assert!(back.contains("- file   extra.txt") && back.contains("0 added, 1 removed, 1 changed"), "{back}");
     airlock_run(&["diff", s(&b1), s(&t.path().join("nope"))]).code(1);

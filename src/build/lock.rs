@@ -46,8 +46,13 @@ pub fn ensure(
     match (refresh, existing, stale) {
         (Refresh::Never, None, _) => Err(LockError::Missing { path: path.to_owned() }.into()),
         (Refresh::Never, Some(_), Some(reason)) => Err(LockError::Stale { path: path.to_owned(), reason }.into()),
-        (Refresh::Never | Refresh::IfStale, Some(lock), None) => Ok((lock, Outcome::Kept)),
-        (_, existing, _) => {
+        (Refresh::Never | Refresh::IfStale, Some(lock), None) => {
+            tracing::info!("lock: `{}` covers the spec", path.display());
+            Ok((lock, Outcome::Kept))
+        }
+        (_, existing, stale) => {
+            let why = stale.unwrap_or_else(|| "`airlock lock` resolves every time".to_owned());
+            tracing::info!("resolve: {} entries ({why})", sources.spec.spec.entries());
             let resolved_at = Timestamp::source_date_epoch()?.unwrap_or_else(Timestamp::now);
             let mut fresh = net.block_on(sources.resolve(resolved_at))?;
             if let Some(old) = existing {

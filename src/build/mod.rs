@@ -73,12 +73,16 @@ pub fn build(
     out: &Path,
     reporter: &dyn Reporter,
 ) -> Result<Built, BuildError> {
+    tracing::info!("fetch: every pinned input into the cache");
     let mut plan = net.block_on(sources.plan(lock))?;
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
+    tracing::info!("sbom: {} artifacts", plan.artifacts.len());
     add_sbom(&mut plan, sources.spec, created, sources.fetch.cache)?;
     let Plan { artifacts, members } = plan;
     let manifest = assemble(sources.spec, lock, key, created, artifacts, &members)?;
+    tracing::info!("sign: manifest and provenance with key {}", key.key_id().short());
     let envelope = provenance(&manifest, sources.spec, key);
+    tracing::info!("pack: {} entries into `{}`", manifest.entries.len(), out.display());
     let packed = pack(out, &manifest, key, &members, Some(&envelope), reporter)?;
     Ok(Built { manifest, packed })
 }

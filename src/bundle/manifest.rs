@@ -230,6 +230,21 @@ impl Artifact {
     }
 }
 
+/// The build key a manifest's bytes name, read without trusting them (for saying who a bundle
+/// claims signed it when no trusted key did): `None` unless it is a well-formed key id.
+pub fn claimed_builder(bytes: &[u8]) -> Option<KeyId> {
+    #[derive(Deserialize)]
+    struct Claim {
+        builder: ClaimedBuilder,
+    }
+    #[derive(Deserialize)]
+    struct ClaimedBuilder {
+        key_id: String,
+    }
+    let claim: Claim = serde_json::from_slice(bytes).ok()?;
+    KeyId::parse(&claim.builder.key_id)
+}
+
 impl Manifest {
     /// The exact bytes that are signed: RFC 8785 (JCS) canonical JSON.
     pub fn canonical_bytes(&self) -> Vec<u8> {

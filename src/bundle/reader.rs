@@ -22,30 +22,65 @@ use super::writer::ZSTD_WINDOW_LOG;
 use crate::digest::{HashingReader, Sha256};
 use crate::member_path::MemberPath;
 use crate::progress::{Reporter, Tracked};
-use crate::sign::policy::SignatureCheck;
+use crate::sign::policy::{Outcome, SignatureCheck, Source};
 use crate::sign::{KeyId, Policy};
 
 /// Why a bundle, or one of its members, was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
     NotABundle(String),
-    ManifestNotFirst { found: String },
-    SignatureNotSecond { found: String },
-    TooLargeBeforeTrust { limit: u64 },
-    Untrusted { tried: Vec<KeyId>, detail: String },
-    Threshold { need: usize, signers: Vec<KeyId>, cosignatures: usize },
+    ManifestNotFirst {
+        found: String,
+    },
+    SignatureNotSecond {
+        found: String,
+    },
+    TooLargeBeforeTrust {
+        limit: u64,
+    },
+    /// No trusted key signed the manifest. `claimed` is the build key the manifest names (a
+    /// claim, read without trusting it).
+    Untrusted {
+        tried: Vec<KeyId>,
+        claimed: Option<KeyId>,
+        detail: String,
+    },
+    Threshold {
+        need: usize,
+        signers: Vec<KeyId>,
+        cosignatures: usize,
+    },
     ManifestInvalid(String),
     UnsafePath(&'static str),
     EntryType(&'static str),
     Duplicate,
     Unlisted,
     Missing,
-    SizeMismatch { expected: u64, actual: u64 },
-    DigestMismatch { expected: Sha256, actual: Sha256 },
+    SizeMismatch {
+        expected: u64,
+        actual: u64,
+    },
+    DigestMismatch {
+        expected: Sha256,
+        actual: Sha256,
+    },
     Truncated(String),
-    PastDeclaredSize { limit: u64 },
+    PastDeclaredSize {
+        limit: u64,
+    },
     TrailingData,
     Provenance(String),
+    /// The manifest is trusted through co-signatures, but the provenance is signed by the
+    /// build key, which is not trusted, so it cannot be checked.
+    ProvenanceBuildKeyUntrusted {
+        build_key: KeyId,
+        cosigners: Vec<KeyId>,
+    },
+}
+
+/// Key ids as human output shows them: short, in backticks.
+fn short_ids(ids: &[KeyId]) -> String {
+    ids.iter().map(|k| format!("`{}`", k.short())).collect::<Vec<_>>().join(", ")
 }
 
 impl fmt::Display for Rejection {
@@ -59,24 +94,33 @@ impl fmt::Display for Rejection {
             Self::TooLargeBeforeTrust { limit } => {
                 write!(f, "larger than the {limit} bytes allowed before the signature is checked")
             }
-            Self::Untrusted { tried, detail } => {
-                let ids: Vec<_> = tried.iter().map(|k| format!("`{k}`")).collect();
+            Self::Untrusted { tried, claimed, detail } => {
                 write!(
                     f,
-                    "untrusted or bad signature: it does not verify with any trusted key ({}){detail}",
-                    ids.join(", ")
-                )
+                    "untrusted or bad signature: it does not verify with any trusted key ({})",
+                    short_ids(tried)
+                )?;
+                match claimed {
+                    Some(k) if !tried.contains(k) => write!(
+                        f,
+                        "; the manifest says key `{}` signed it (a claim, unverified): add `--trust` with that \
+                         key's .pub if you trust its holder",
+                        k.short()
+                    )?,
+                    Some(k) => {
+                        write!(f, "; the manifest names trusted key `{}`: the manifest or its signature was altered", k.short())?;
+                    }
+                    None => {}
+                }
+                f.write_str(detail)
             }
-            Self::Threshold { need, signers, cosignatures } => {
-                let ids: Vec<_> = signers.iter().map(|k| format!("`{k}`")).collect();
-                write!(
-                    f,
-                    "signature threshold not met: {need} distinct trusted keys must sign, {} did ({}); \
-                     {cosignatures} co-signature file(s) beside the bundle were considered",
-                    signers.len(),
-                    ids.join(", ")
-                )
-            }
+            Self::Threshold { need, signers, cosignatures } => write!(
+                f,
+                "signature threshold not met: {need} distinct trusted keys must sign, {} did ({}); \
+                 {cosignatures} co-signature file(s) beside the bundle were considered",
+                signers.len(),
+                short_ids(signers)
+            ),
             Self::ManifestInvalid(d) => write!(f, "invalid manifest: {d}"),
             Self::UnsafePath(reason) => write!(f, "unsafe path: {reason}"),
             Self::EntryType(kind) => {
@@ -97,6 +141,14 @@ impl fmt::Display for Rejection {
             }
             Self::TrailingData => f.write_str("non-zero data after the end of the archive"),
             Self::Provenance(d) => write!(f, "provenance does not verify: {d}"),
+            Self::ProvenanceBuildKeyUntrusted { build_key, cosigners } => write!(
+                f,
+                "the provenance is signed by the build key `{}`, which is not trusted; the manifest is \
+                 trusted only through co-signature(s) by {}: add `--trust` with the build key's .pub to \
+                 check the provenance",
+                build_key.short(),
+                short_ids(cosigners)
+            ),
         }
     }
 }
@@ -276,7 +328,9 @@ impl Reader {
         self.report.signatures = checked.signatures;
         if self.report.signers.is_empty() {
             let detail = checked.embedded_error.map(|e| format!("; {e}")).unwrap_or_default();
-            return Err(self.fatal(Some(SIGNATURE.into()), Rejection::Untrusted { tried: trust.key_ids(), detail }));
+            let claimed = super::manifest::claimed_builder(&manifest_bytes);
+            let reason = Rejection::Untrusted { tried: trust.key_ids(), claimed, detail };
+            return Err(self.fatal(Some(SIGNATURE.into()), reason));
         }
         if self.report.signers.len() < trust.threshold {
             let reason = Rejection::Threshold {
@@ -287,6 +341,11 @@ impl Reader {
             return Err(self.fatal(None, reason));
         }
 
+        tracing::info!(
+            "signature: manifest signed by {} distinct trusted key(s), {} required",
+            self.report.signers.len(),
+            trust.threshold
+        );
         // Trusted bytes from here on; still check what the manifest says.
         let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
             .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
@@ -305,12 +364,13 @@ impl Reader {
         for item in members.by_ref() {
             let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
             if entry.path_bytes().as_ref() == PROVENANCE.as_bytes() && self.report.provenance.is_none() {
-                self.provenance_member(entry, trust, manifest_sha256, &budget, sink)?;
+                self.provenance_member(entry, trust, manifest_sha256, &manifest.builder.key_id, &budget, sink)?;
                 continue;
             }
             self.content_member(entry, &listed, &mut seen, &budget, sink, reporter)?;
         }
         reporter.finish();
+        tracing::info!("members: {} of {} entries verified", self.report.entries_verified, listed.len());
 
         for path in listed.keys().filter(|p| !seen.contains(*p)) {
             self.problem(Some(path.to_string()), Rejection::Missing)?;
@@ -338,11 +398,13 @@ impl Reader {
     }
 
     /// The DSSE provenance: verified with the trusted keys against this manifest's digest.
+    #[allow(clippy::too_many_arguments, reason = "the reader's state for one member, passed once from `run`")]
     fn provenance_member<R: Read>(
         &mut self,
         mut entry: tar::Entry<'_, R>,
         trust: &Policy,
         manifest_sha256: Sha256,
+        build_key: &KeyId,
         budget: &Budget,
         sink: &mut dyn MemberSink,
     ) -> Result<(), Halt> {
@@ -363,11 +425,32 @@ impl Reader {
             .read_to_end(&mut bytes)
             .map_err(|e| self.fatal(name.clone(), budget.explain(&e, Rejection::Truncated)))?;
         match provenance::verify(&bytes, &trust.keys, manifest_sha256) {
-            Ok(v) => self.report.provenance = Some(v.signers),
-            Err(e) => return self.problem(name, Rejection::Provenance(e)),
+            Ok(v) => {
+                tracing::info!("provenance: signed by {} trusted key(s), names this manifest", v.signers.len());
+                self.report.provenance = Some(v.signers);
+            }
+            Err(e) => {
+                let reason = self.provenance_rejection(e, build_key);
+                return self.problem(name, reason);
+            }
         }
         let path = MemberPath::new(PROVENANCE).expect("reserved member names are valid paths");
         sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))
+    }
+
+    /// Why a provenance that did not verify was refused: when the embedded signature did not
+    /// count and the manifest is trusted through co-signatures alone, the likely cause is that
+    /// the build key (which signs the provenance) is simply not trusted; say so.
+    fn provenance_rejection(&self, detail: String, build_key: &KeyId) -> Rejection {
+        let embedded_valid =
+            self.report.signatures.iter().any(|s| s.source == Source::Embedded && s.outcome == Outcome::Valid);
+        if !embedded_valid && !self.report.signers.contains(build_key) && detail.starts_with("no trusted key") {
+            return Rejection::ProvenanceBuildKeyUntrusted {
+                build_key: build_key.clone(),
+                cosigners: self.report.signers.clone(),
+            };
+        }
+        Rejection::Provenance(detail)
     }
 
     /// One member after the head: checked against the manifest, streamed to the sink while
@@ -382,7 +465,7 @@ impl Reader {
         reporter: &dyn Reporter,
     ) -> Result<(), Halt> {
         let raw = entry.path_bytes().into_owned();
-        let name = String::from_utf8_lossy(&raw).into_owned();
+        let name = crate::escape::bytes(&raw);
         let path = match MemberPath::from_bytes(&raw) {
             Ok(p) => p,
             Err(e) => return self.problem(Some(name), Rejection::UnsafePath(e.reason)),
@@ -430,7 +513,7 @@ impl Reader {
         budget: &Budget,
         misplaced: impl Fn(String) -> Rejection,
     ) -> Result<Vec<u8>, Halt> {
-        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let name = crate::escape::bytes(&entry.path_bytes());
         if name != want {
             return Err(self.fatal(Some(name.clone()), misplaced(name)));
         }
@@ -498,7 +581,7 @@ pub fn leading_members(input: impl Read, wanted: &[&str]) -> Result<BTreeMap<Str
     // Manifest, signature, SBOM and provenance come first; stop at the first content member.
     for entry in archive.entries().map_err(not_bundle)?.take(4) {
         let mut entry = entry.map_err(not_bundle)?;
-        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let name = crate::escape::bytes(&entry.path_bytes());
         if !name.starts_with("airlock/") {
             break;
         }

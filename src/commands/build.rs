@@ -9,11 +9,10 @@ use crate::cli::{BuildArgs, TerminalReporter};
 use crate::fetch::{Fetch, Net};
 use crate::sign::SigningKey;
 use crate::sources::Sources;
-use crate::spec::SpecFile;
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
-    let spec = SpecFile::load(&args.spec)?;
+    let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
     let refresh = if args.locked { Refresh::Never } else { Refresh::IfStale };
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
@@ -49,15 +48,18 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
-            "built {} ({} {}): {} members, {} content bytes -> {} bytes, manifest sha256 {}, signed by {} in {seconds:.2}s",
+            "built {} ({} {}): {} artifacts in {} members ({} entries, {} content bytes) -> {} bytes, \
+             manifest {}, signed by {} in {seconds:.2} s",
             packed.path.display(),
             manifest.name,
             manifest.version,
+            manifest.artifacts.len(),
             packed.members,
+            manifest.entries.len(),
             manifest.content_bytes(),
             packed.bytes,
-            packed.manifest_sha256,
-            key.key_id(),
+            packed.manifest_sha256.short(16),
+            key.key_id().short(),
         )?;
         for a in &manifest.artifacts {
             writeln!(out, "  {}", a.describe())?;

@@ -4,6 +4,7 @@
 //! first (content included) and a bundle that fails is refused.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::Path;
@@ -47,6 +48,9 @@ struct Diff {
 struct DiffJson<'a> {
     /// Whether every bundle compared was verified (`--trust`) first.
     verified: bool,
+    /// `{name, version}` of each side that is a bundle (null for a lock).
+    old: Option<serde_json::Value>,
+    new: Option<serde_json::Value>,
     #[serde(flatten)]
     diff: &'a Diff,
 }
@@ -100,18 +104,24 @@ fn from_lock(lock: &Lock) -> Inventory {
 /// The first bytes of every zstd frame (RFC 8878 §3.1.1): a bundle, never a lock.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
-/// A bundle (by its zstd magic) or else a lock, whose parse error is then the one reported;
-/// and whether it was a bundle.
-fn inventory(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<(Inventory, bool)> {
+/// What one side of the diff is: its inventory and, for a bundle, its name and version.
+struct Side {
+    inventory: Inventory,
+    bundle: Option<(String, String)>,
+}
+
+/// A bundle (by its zstd magic) or else a lock, whose parse error is then the one reported.
+fn side(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Side> {
     let mut file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let mut magic = [0u8; 4];
     let is_bundle = std::io::Read::read_exact(&mut file, &mut magic).is_ok() && magic == ZSTD_MAGIC;
     if !is_bundle {
         let lock = LockFile::load(path)?.with_context(|| format!("cannot open `{}`", path.display()))?;
-        return Ok((from_lock(&lock.lock), false));
+        return Ok(Side { inventory: from_lock(&lock.lock), bundle: None });
     }
     let manifest = if trust.trust.is_empty() { claimed_manifest(path)? } else { verified_manifest(path, trust, json)? };
-    Ok((from_artifacts(&manifest.artifacts), true))
+    let bundle = Some((manifest.name.to_string(), manifest.version.to_string()));
+    Ok(Side { inventory: from_artifacts(&manifest.artifacts), bundle })
 }
 
 /// What the bundle's manifest says, nothing verified.
@@ -163,28 +173,40 @@ fn compare(old: &Inventory, new: &Inventory) -> Diff {
 }
 
 pub fn run(args: &DiffArgs) -> anyhow::Result<u8> {
-    let (old, old_bundle) = inventory(&args.old, &args.trust, args.json)?;
-    let (new, new_bundle) = inventory(&args.new, &args.trust, args.json)?;
+    let (old, new) = (side(&args.old, &args.trust, args.json)?, side(&args.new, &args.trust, args.json)?);
     let verified = !args.trust.trust.is_empty();
-    if !verified && (old_bundle || new_bundle) {
+    if !verified && (old.bundle.is_some() || new.bundle.is_some()) {
         tracing::warn!("comparing what the bundles claim, unverified: pass --trust PUB to verify them first");
     }
-    let diff = compare(&old, &new);
+    if let (Some((old_name, old_version)), Some((new_name, new_version))) = (&old.bundle, &new.bundle)
+        && old_name != new_name
+    {
+        tracing::warn!(
+            "these are two different bundles, `{}` {old_version} and `{}` {new_version}: \
+             a diff usually compares versions of one bundle",
+            crate::escape::value(old_name),
+            crate::escape::value(new_name)
+        );
+    }
+    let diff = compare(&old.inventory, &new.inventory);
     if args.json {
-        super::print_json(&DiffJson { verified, diff: &diff })?;
+        let name = |s: &Side| s.bundle.as_ref().map(|(n, v)| serde_json::json!({ "name": n, "version": v }));
+        super::print_json(&DiffJson { verified, old: name(&old), new: name(&new), diff: &diff })?;
         return Ok(super::EXIT_OK);
     }
-    let mut out = std::io::stdout().lock();
+    // Names come from the bundles (claims, when unverified): escaped for the terminal.
+    let mut text = String::new();
     for i in &diff.added {
-        writeln!(out, "+ {:<6} {}  {}", i.kind, i.name, i.version)?;
+        let _ = writeln!(text, "+ {:<6} {}  {}", i.kind, i.name, i.version);
     }
     for i in &diff.removed {
-        writeln!(out, "- {:<6} {}  {}", i.kind, i.name, i.version)?;
+        let _ = writeln!(text, "- {:<6} {}  {}", i.kind, i.name, i.version);
     }
     for c in &diff.changed {
-        writeln!(out, "~ {:<6} {}  {} -> {}", c.kind, c.name, c.from, c.to)?;
+        let _ = writeln!(text, "~ {:<6} {}  {} -> {}", c.kind, c.name, c.from, c.to);
     }
     let (a, r, c) = (diff.added.len(), diff.removed.len(), diff.changed.len());
-    writeln!(out, "{a} added, {r} removed, {c} changed")?;
+    let _ = writeln!(text, "{a} added, {r} removed, {c} changed");
+    std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
     Ok(super::EXIT_OK)
 }

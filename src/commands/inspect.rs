@@ -1,5 +1,6 @@
 //! `airlock inspect BUNDLE [--json]`: what a bundle claims, read from its first two members.
 
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufReader, Write};
 
@@ -47,36 +48,47 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
         }))?;
         return Ok(super::EXIT_OK);
     }
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "bundle:      {} (NOT verified; run `airlock verify --trust KEY`)", args.bundle.display())?;
-    writeln!(out, "name:        {} {}", m.name, m.version)?;
+    // Everything below is what the bundle claims, unverified: escaped for the terminal.
+    let mut text = String::new();
+    let out = &mut text;
+    let _ = writeln!(out, "bundle:      {} (NOT verified; run `airlock verify --trust KEY`)", args.bundle.display());
+    let _ = writeln!(out, "name:        {} {}", m.name, m.version);
     if let Some(d) = &m.description {
-        writeln!(out, "description: {d}")?;
+        let _ = writeln!(out, "description: {}", crate::escape::value(d));
     }
-    writeln!(out, "created:     {}", m.created)?;
-    writeln!(out, "builder:     {}", m.builder.tool)?;
-    writeln!(out, "manifest:    sha256 {} (site id {})", head.manifest_sha256, bundle_id(&head.manifest_sha256))?;
-    writeln!(
+    let _ = writeln!(out, "created:     {}", m.created);
+    let _ = writeln!(out, "builder:     {}", crate::escape::value(&m.builder.tool));
+    let _ =
+        writeln!(out, "manifest:    {} (site id; sha256 {})", bundle_id(&head.manifest_sha256), head.manifest_sha256);
+    let _ = writeln!(
         out,
-        "signatures:  embedded (key id {} as claimed by the manifest), {} co-signature(s) beside the bundle",
-        m.builder.key_id,
+        "signatures:  embedded (key {} as claimed by the manifest), {} co-signature(s) beside the bundle",
+        m.builder.key_id.short(),
         cosignatures.len()
-    )?;
+    );
     for co in &cosignatures {
-        writeln!(out, "  co-signature {} (key id {} as claimed by its name)", co.path.display(), co.key_id)?;
+        let _ =
+            writeln!(out, "  co-signature {} (key {} as claimed by its name)", co.path.display(), co.key_id.short());
     }
-    writeln!(out, "artifacts:   {}", m.artifacts.len())?;
+    let _ = writeln!(out, "artifacts:   {} (what the spec asked for)", m.artifacts.len());
     for a in &m.artifacts {
-        writeln!(out, "  {}", a.describe())?;
+        let _ = writeln!(out, "  {}", crate::escape::value(&a.describe()));
         if let Artifact::File(f) = a {
             for (k, v) in &f.notes {
-                writeln!(out, "      {k} = {v}")?;
+                let _ = writeln!(out, "      {k} = {}", crate::escape::value(v));
             }
         }
     }
-    writeln!(out, "members:     {} ({} content bytes, {} bytes compressed)", members, m.content_bytes(), bundle_bytes)?;
+    let _ = writeln!(
+        out,
+        "members:     {members} (the manifest, its signature, the provenance and {} entries; {} content bytes, {bundle_bytes} bytes compressed)",
+        m.entries.len(),
+        m.content_bytes(),
+    );
+    let _ = writeln!(out, "entries:     {}", m.entries.len());
     for e in &m.entries {
-        writeln!(out, "  {:>12}  {}  {}", e.size, e.sha256, e.path)?;
+        let _ = writeln!(out, "  {:>12}  {}  {}", e.size, e.sha256, e.path);
     }
+    std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
     Ok(super::EXIT_OK)
 }

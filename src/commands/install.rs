@@ -24,7 +24,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         let mut out = std::io::stdout().lock();
         let how = if done.already_present { "re-activated" } else { "installed" };
         writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
-        let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::as_str).collect();
+        let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::short).collect();
         writeln!(out, "signed by {} ({} co-signature(s) retained)", signers.join(", "), done.cosignatures.len())?;
         for image in &done.images {
             let (pushed, present) = (image.blobs_pushed, image.blobs_present);

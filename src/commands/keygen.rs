@@ -11,6 +11,8 @@ pub fn run(args: &KeygenArgs) -> anyhow::Result<u8> {
     if args.name.is_empty() || args.name.contains('/') || args.name.starts_with('.') {
         bail!("invalid key name `{}`: expected a plain file name", args.name);
     }
+    // Refusing to overwrite comes first: no warning about a key that will not be written.
+    crate::sign::refuse_existing(&args.out_dir, &args.name)?;
     let password = super::key_password().filter(|p| !p.is_empty());
     if password.is_none() {
         tracing::warn!(

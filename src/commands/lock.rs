@@ -6,10 +6,9 @@ use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
 use crate::cli::{LockArgs, TerminalReporter};
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
-use crate::spec::SpecFile;
 
 pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
-    let spec = SpecFile::load(&args.spec)?;
+    let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
     let cache = super::open_cache(&args.cache)?;
     let reporter = TerminalReporter::new(args.json);

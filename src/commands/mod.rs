@@ -119,6 +119,19 @@ fn cosignatures_beside(bundle: &Path) -> Vec<crate::sign::CoSignature> {
     })
 }
 
+/// The spec at `path`, with a warning when it would make an empty bundle.
+fn load_spec(path: &Path) -> anyhow::Result<crate::spec::SpecFile> {
+    let spec = crate::spec::SpecFile::load(path)?;
+    if spec.spec.entries() == 0 {
+        tracing::warn!(
+            "`{}` has no entries ({}): the bundle will carry nothing but its manifest, SBOM and provenance",
+            path.display(),
+            crate::spec::ENTRY_KINDS.map(|k| format!("[[{k}]]")).join(", ")
+        );
+    }
+    Ok(spec)
+}
+
 /// The cache `--cache` names, else the default one.
 fn open_cache(args: &CacheArgs) -> anyhow::Result<crate::cache::Cache> {
     Ok(crate::cache::Cache::open(&args.cache.clone().unwrap_or_else(crate::cache::Cache::default_dir))?)

@@ -75,10 +75,10 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
     } else {
         writeln!(
             std::io::stdout().lock(),
-            "co-signed {} (manifest sha256 {}) with key {}: {}",
+            "co-signed {} (manifest {}) with key {}: wrote {}",
             args.bundle.display(),
-            head.manifest_sha256,
-            key.key_id(),
+            head.manifest_sha256.short(16),
+            key.key_id().short(),
             path.display()
         )?;
     }

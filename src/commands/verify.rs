@@ -42,6 +42,8 @@ struct VerifyJson<'a> {
     /// Distinct trusted keys with a valid signature (embedded or co-signature).
     signers: &'a [KeyId],
     threshold: usize,
+    /// Members read and verified (the entries, manifest, signature and provenance).
+    members: usize,
     /// Every signature considered, with `status` `valid`, `untrusted` or `invalid`.
     signatures: Vec<SignatureJson<'a>>,
     entries: usize,
@@ -68,6 +70,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             manifest_sha256: report.manifest_sha256.map(|d| d.to_string()),
             signers: &report.signers,
             threshold: policy.threshold,
+            members: members(&report),
             signatures: report.signatures.iter().map(SignatureJson::from).collect(),
             entries: report.entries_verified,
             sbom: sbom_status(&report),
@@ -93,6 +96,11 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// Members read and verified: the entries, the manifest and its signature, the provenance.
+fn members(report: &Report) -> usize {
+    report.entries_verified + 2 + usize::from(report.provenance.as_ref().is_some_and(|s| !s.is_empty()))
+}
+
 /// The listed SBOM's digest, and whether its member matched it.
 fn sbom_status(report: &Report) -> Option<serde_json::Value> {
     let entry = report.manifest.as_ref()?.entries.iter().find(|e| e.path.as_str() == SBOM)?;
@@ -103,11 +111,11 @@ fn sbom_status(report: &Report) -> Option<serde_json::Value> {
 fn print_human(args: &VerifyArgs, report: &Report, threshold: usize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     for p in &report.problems {
-        writeln!(out, "REJECTED {p}")?;
+        writeln!(out, "REJECTED {}", crate::escape::lines(&p.to_string()))?;
     }
     for s in &report.signatures {
         let Source::CoSignature(path) = &s.source else { continue };
-        let (path, id) = (path.display(), s.key_id.as_ref().map_or("?", KeyId::as_str));
+        let (path, id) = (path.display(), s.key_id.as_ref().map_or("?", KeyId::short));
         match &s.outcome {
             Outcome::Valid => {}
             Outcome::Untrusted => writeln!(out, "  co-signature {path} by key {id} does not count: not trusted")?,
@@ -119,13 +127,15 @@ fn print_human(args: &VerifyArgs, report: &Report, threshold: usize) -> anyhow::
     let (true, Some(m)) = (report.verified(), report.manifest.as_ref()) else {
         return Ok(());
     };
-    let signers: Vec<_> = report.signers.iter().map(KeyId::as_str).collect();
+    let signers: Vec<_> = report.signers.iter().map(KeyId::short).collect();
     writeln!(
         out,
-        "verified {} {} {}: {} entries, signed by {} ({} of {threshold} required)",
+        "verified {} {} {}: {} artifacts in {} members ({} entries), signed by {} ({} of {threshold} required)",
         args.bundle.display(),
         m.name,
         m.version,
+        m.artifacts.len(),
+        members(report),
         report.entries_verified,
         signers.join(", "),
         signers.len()

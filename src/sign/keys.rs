@@ -52,6 +52,15 @@ pub fn generate(out_dir: &Path, name: &str, password: Option<&[u8]>) -> Result<G
     let key_id = KeyId::of_spki_der(&pair.public_key_to_der().map_err(generate_err)?);
 
     std::fs::create_dir_all(out_dir).map_err(|source| KeyError::Write { path: out_dir.to_owned(), source })?;
+    let (private_path, public_path) = refuse_existing(out_dir, name)?;
+    write_new(&private_path, private_pem.as_bytes(), 0o600)?;
+    write_new(&public_path, public_pem.as_bytes(), 0o644)?;
+    Ok(GeneratedKey { private_path, public_path, key_id, encrypted: password.is_some() })
+}
+
+/// `DIR/NAME.key` and `DIR/NAME.pub`, or the error for the first that already exists: a key is
+/// never overwritten (callers check first, before saying anything else about the key).
+pub fn refuse_existing(out_dir: &Path, name: &str) -> Result<(PathBuf, PathBuf), KeyError> {
     let private_path = out_dir.join(format!("{name}.key"));
     let public_path = out_dir.join(format!("{name}.pub"));
     for path in [&private_path, &public_path] {
@@ -59,9 +68,7 @@ pub fn generate(out_dir: &Path, name: &str, password: Option<&[u8]>) -> Result<G
             return Err(KeyError::Exists { path: path.clone() });
         }
     }
-    write_new(&private_path, private_pem.as_bytes(), 0o600)?;
-    write_new(&public_path, public_pem.as_bytes(), 0o644)?;
-    Ok(GeneratedKey { private_path, public_path, key_id, encrypted: password.is_some() })
+    Ok((private_path, public_path))
 }
 
 fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KeyError> {

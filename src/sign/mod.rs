@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use keys::{GeneratedKey, SigningKey, generate};
+pub use keys::{GeneratedKey, SigningKey, generate, refuse_existing};
 pub use policy::{CoSignature, Policy};
 pub use verify::TrustedKey;
 
@@ -49,6 +49,11 @@ impl KeyId {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The first 16 hex digits, for human output (`--json` carries the whole id).
+    pub fn short(&self) -> &str {
+        self.0.get(..16).unwrap_or(&self.0)
     }
 }
 

@@ -147,13 +147,17 @@ fn install_tracked(
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
     let lock = lock_root(root, created)?;
+    tracing::info!("stage: verifying `{}` into `{}`", bundle.display(), root.display());
     let Staged { dir, verified } = stage(bundle, input, trust, root, reporter)?;
+    tracing::info!("views: pip index, apt repository, Hugging Face cache");
     write_views(dir.path(), &verified.manifest, publish)?;
     let retained = retain(dir, &verified, trust, root, created)?;
+    tracing::info!("retain: bundles/{}", retained.id);
     // From here the bundle is retained: nothing below undoes that.
     created.forget();
     let (images, images_not_published) = publish_images(&retained, publish, net)?;
     let current = format!("bundles/{}", retained.id);
+    tracing::info!("activate: current -> {current}");
     let previous = activate::switch(root, &current).map_err(io_err(root))?.filter(|p| *p != current);
     drop(lock);
     Ok(Installed {

@@ -109,6 +109,7 @@ async fn push_image(
             present += 1;
             continue;
         }
+        tracing::debug!("PUT blob {digest} to {target}");
         let path = layout.join("blobs/sha256").join(blob.digest.to_string());
         let file = tokio::fs::File::open(&path)
             .await

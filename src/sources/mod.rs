@@ -118,6 +118,7 @@ impl<'a> Sources<'a> {
     /// The artifacts and content members for a spec whose lock covers it, every member's
     /// bytes in the cache (or, for a local file, where it is), sorted by path.
     pub async fn plan(&self, lock: &LockFile) -> Result<Plan, SourceError> {
+        tracing::debug!("plan: images, wheels, debs, models, files");
         let mut plan = oci::plan(self, lock).await?;
         plan.extend(pypi::plan(self, lock).await?);
         plan.extend(apt::plan(self, lock).await?);

@@ -39,11 +39,22 @@ pub struct Spec {
     pub validation: Validation,
 }
 
+/// A bundle version, with a message that says what is expected (`1.0` is not semver).
+fn semver_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<semver::Version, D::Error> {
+    let text = String::deserialize(d)?;
+    semver::Version::parse(&text).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "version `{text}` must be semver, MAJOR.MINOR.PATCH such as `1.0.0` or `2026.11.0` ({e})"
+        ))
+    })
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BundleMeta {
     pub name: BundleName,
     /// Compared as semver: a site refuses a lower version of the same bundle name.
+    #[serde(deserialize_with = "semver_version")]
     pub version: semver::Version,
     #[serde(default)]
     pub description: Option<String>,
@@ -212,7 +223,7 @@ pub struct Check {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("cannot read `{path}`")]
+    #[error("cannot read `{}`", path.display())]
     Read {
         path: PathBuf,
         #[source]
@@ -228,10 +239,19 @@ impl crate::failure::Classify for SpecError {
     fn class(&self) -> crate::failure::Class {
         use crate::failure::Class;
         match self {
-            // A spec that cannot be read is a runtime error; one that is wrong is a usage error.
+            // A spec that is not there, or is wrong, is a usage error; one that cannot be read
+            // is a runtime error.
+            SpecError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Class::Usage,
             SpecError::Read { .. } => Class::Runtime,
             SpecError::Parse { .. } | SpecError::Invalid { .. } => Class::Usage,
         }
+    }
+}
+
+impl Spec {
+    /// How many entries (`[[image]]`, `[[wheel]]`, `[[deb]]`, `[[model]]`, `[[file]]`) it has.
+    pub fn entries(&self) -> usize {
+        self.image.len() + self.wheel.len() + self.deb.len() + self.model.len() + self.file.len()
     }
 }
 

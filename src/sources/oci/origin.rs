@@ -36,6 +36,7 @@ impl Origin {
         let bytes = match self {
             Origin::Registry { conn, image } => {
                 let at = image.at_digest(digest);
+                tracing::debug!("GET manifest {at}");
                 let (bytes, _) = conn
                     .client
                     .pull_manifest_raw(&at.to_client(), &conn.auth, &ACCEPTED)
@@ -91,6 +92,7 @@ async fn fetch_blob(
     let digest = format!("sha256:{}", desc.digest);
     let (reference, digest) = (&reference, digest.as_str());
     let open = |offset: u64| async move {
+        tracing::debug!("GET blob {digest} of {image} (from byte {offset})");
         // `pull_blob_stream_partial` does not verify; `fetch::download` does, over the whole blob.
         let response = conn
             .client

@@ -1,0 +1,174 @@
+//! What a new user reads: each message says what is wrong and what to do, with the exit code
+//! DESIGN.md gives; human output uses short ids and one vocabulary (artifacts, members,
+//! entries); colour only on a terminal; `-v` shows the phases; `--help` explains every flag.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn key_id(keys: &Keys) -> String {
+    airlock::sign::TrustedKey::load(&keys.public).unwrap().key_id().to_string()
+}
+
+#[test]
+fn an_untrusted_signer_is_named_by_the_key_the_manifest_claims() {
+    let t = tempfile::tempdir().unwrap();
+    let (build_keys, site) = (keygen(&t.path().join("k"), "build"), keygen(&t.path().join("k"), "site"));
+    let p = project(&t.path().join("p"), "1.0.0");
+    let bundle = t.path().join("b.airlock");
+    build(&p, &build_keys, &bundle).ok();
+    let r = airlock_run(&["verify", s(&bundle), "--trust", s(&site.public)]).code(3);
+    let (signer, trusted) = (key_id(&build_keys), key_id(&site));
+    assert!(r.stdout.contains(&format!("the manifest says key `{}` signed it", &signer[..16])), "{}", r.stdout);
+    assert!(r.stdout.contains(&trusted[..16]) && r.stdout.contains("add `--trust`"), "{}", r.stdout);
+    assert!(!r.stdout.contains(&signer) && !r.stdout.contains(&trusted), "human output uses short ids: {}", r.stdout);
+}
+
+#[test]
+fn a_bundle_trusted_only_through_a_cosignature_says_its_build_key_is_not_trusted() {
+    let t = tempfile::tempdir().unwrap();
+    let (build_keys, approver) = (keygen(&t.path().join("k"), "build"), keygen(&t.path().join("k"), "approver"));
+    let p = project(&t.path().join("p"), "1.0.0");
+    let bundle = t.path().join("b.airlock");
+    build(&p, &build_keys, &bundle).ok();
+    airlock_run(&["sign", s(&bundle), "--key", s(&approver.private), "--trust", s(&build_keys.public)]).ok();
+    let r = airlock_run(&["verify", s(&bundle), "--trust", s(&approver.public)]).code(3);
+    let expect =
+        format!("the provenance is signed by the build key `{}`, which is not trusted", &key_id(&build_keys)[..16]);
+    assert!(r.stdout.contains(&expect), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("co-signature(s) by `{}`", &key_id(&approver)[..16])), "{}", r.stdout);
+    assert!(!r.stdout.contains("provenance does not verify"), "{}", r.stdout);
+    // Trusting the build key too, it verifies.
+    airlock_run(&["verify", s(&bundle), "--trust", s(&approver.public), "--trust", s(&build_keys.public)]).ok();
+}
+
+#[test]
+fn spec_and_key_mistakes_say_what_to_do() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("airlock.toml");
+    std::fs::write(&spec, "[bundle]\nname = \"demo\"\nversion = \"1.0\"\n").unwrap();
+    let r = airlock_run(&["lock", s(&spec)]).code(2);
+    assert!(r.stderr.contains("airlock.toml:3:") && r.stderr.contains("must be semver"), "{}", r.stderr);
+    assert!(r.stderr.contains("`1.0.0`") && !r.stderr.contains("unexpected end of input\n"), "{}", r.stderr);
+
+    std::fs::write(&spec, "[bundle]\nname = \"demo\"\nversion = \"1.0.0\"\n").unwrap();
+    let r = airlock_run(&["lock", s(&spec)]).ok();
+    assert!(r.stderr.contains("has no entries") && r.stderr.contains("carry nothing"), "{}", r.stderr);
+
+    let keys = t.path().join("keys");
+    airlock_run(&["keygen", "--out-dir", s(&keys), "--name", "k"]).ok();
+    let r = airlock_run(&["keygen", "--out-dir", s(&keys), "--name", "k"]).code(1);
+    assert!(r.stderr.contains("refusing to overwrite") && r.stderr.contains("k.key"), "{}", r.stderr);
+    assert!(!r.stderr.contains("UNENCRYPTED"), "no warning about a key that is not written: {}", r.stderr);
+}
+
+#[test]
+fn diff_of_two_different_bundles_says_so() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let (a, b) = (project(&t.path().join("a"), "1.0.0"), project(&t.path().join("b"), "1.0.0"));
+    let text = std::fs::read_to_string(&b.spec).unwrap();
+    std::fs::write(&b.spec, text.replace("name = \"demo\"", "name = \"other\"")).unwrap();
+    let (ba, bb) = (t.path().join("a.airlock"), t.path().join("b.airlock"));
+    build(&a, &keys, &ba).ok();
+    build(&b, &keys, &bb).ok();
+    let r = airlock_run(&["diff", s(&ba), s(&bb), "--trust", s(&keys.public)]).ok();
+    assert!(r.stderr.contains("two different bundles, `demo` 1.0.0 and `other` 1.0.0"), "{}", r.stderr);
+}
+
+#[test]
+fn every_verb_counts_artifacts_members_and_entries_alike_with_short_ids_and_sub_second_times() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let p = project(&t.path().join("p"), "1.0.0");
+    let bundle = t.path().join("b.airlock");
+    let built = build(&p, &keys, &bundle).ok().stdout;
+    // Two files asked for; the manifest, signature, provenance and 3 entries (SBOM + 2 files).
+    assert!(built.contains(": 2 artifacts in 6 members (3 entries, "), "{built}");
+    let time = built.lines().next().and_then(|l| l.rsplit_once(" in ")).map(|(_, t)| t).unwrap_or_default();
+    let seconds = time.strip_suffix(" s").and_then(|n| n.split_once('.')).map(|(_, frac)| frac.len());
+    assert_eq!(seconds, Some(2), "a time like `0.21 s`: {built}");
+    let id = key_id(&keys);
+    assert!(built.contains(&id[..16]) && !built.contains(&id), "{built}");
+    let verified = airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok().stdout;
+    assert!(verified.contains(": 2 artifacts in 6 members (3 entries)"), "{verified}");
+    let inspected = airlock_run(&["inspect", s(&bundle)]).ok().stdout;
+    assert!(inspected.contains("artifacts:   2") && inspected.contains("members:     6"), "{inspected}");
+    assert!(inspected.contains("entries:     3"), "{inspected}");
+    let json = airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public), "--json"]).ok().json();
+    assert_eq!((json["members"].as_u64(), json["entries"].as_u64()), (Some(6), Some(3)));
+    assert_eq!(json["signers"][0], id.as_str(), "--json carries whole ids");
+}
+
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let t = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_airlock");
+    // Redirected: the warning about an unencrypted key, without escape codes.
+    let r = airlock_run(&["keygen", "--out-dir", s(&t.path().join("a"))]).ok();
+    assert!(r.stderr.contains("UNENCRYPTED") && !r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
+    // On a terminal (script(1) gives it one): coloured, unless NO_COLOR is set.
+    let on_tty = |dir: &str, no_color: bool| {
+        let cmd = format!("{bin} keygen --out-dir {}", t.path().join(dir).display());
+        let mut c = Command::new("script");
+        c.args(["-qec", &cmd, "/dev/null"]).env_remove("AIRLOCK_KEY_PASSWORD").env("RUST_LOG", "warn");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR");
+        }
+        let out = run(&mut c).ok();
+        assert!(out.stdout.contains("UNENCRYPTED"), "{}", out.stdout);
+        out.stdout
+    };
+    assert!(on_tty("b", false).contains('\u{1b}'), "colour on a terminal");
+    assert!(!on_tty("c", true).contains('\u{1b}'), "no colour with NO_COLOR");
+}
+
+#[test]
+fn verbose_shows_the_phases_of_build_and_verify() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let p = project(&t.path().join("p"), "1.0.0");
+    let bundle = t.path().join("b.airlock");
+    let logged = |args: &[&str]| run(airlock().env_remove("RUST_LOG").env("SOURCE_DATE_EPOCH", EPOCH).args(args)).ok();
+    let b = logged(&["-v", "build", s(&p.spec), "--key", s(&keys.private), "--out", s(&bundle)]).stderr;
+    for phase in ["resolve:", "fetch:", "sbom:", "sign:", "pack:"] {
+        assert!(b.contains(phase), "`{phase}` in: {b}");
+    }
+    let v = logged(&["-v", "verify", s(&bundle), "--trust", s(&keys.public)]).stderr;
+    for phase in ["signature:", "members:", "provenance:"] {
+        assert!(v.contains(phase), "`{phase}` in: {v}");
+    }
+    assert!(logged(&["verify", s(&bundle), "--trust", s(&keys.public)]).stderr.is_empty(), "quiet by default");
+}
+
+#[test]
+fn help_describes_every_flag_and_argument_and_version_names_the_commit() {
+    let verbs = ["keygen", "lock", "build", "verify", "sign", "inspect", "install", "diff", "provenance", "sbom"];
+    for verb in verbs {
+        let help = airlock_run(&[verb, "--help"]).ok().stdout;
+        let mut in_list = false;
+        for line in help.lines() {
+            if line == "Arguments:" || line == "Options:" {
+                in_list = true;
+                continue;
+            }
+            if line.is_empty() {
+                in_list = false;
+            }
+            let item = line.trim_start();
+            if in_list && (item.starts_with('-') || item.starts_with('<') || item.starts_with('[')) {
+                let described = item.split_once("  ").is_some_and(|(_, text)| !text.trim().is_empty());
+                assert!(described, "`airlock {verb} --help`: `{item}` has no description");
+            }
+        }
+    }
+    let version = airlock_run(&["--version"]).ok().stdout;
+    let (name, rest) = version.trim().split_once(' ').unwrap();
+    assert_eq!(name, "airlock");
+    let commit = rest.split_once(" (").and_then(|(_, c)| c.split_whitespace().next()).unwrap_or_default();
+    assert!(commit.len() == 9 && commit.bytes().all(|b| b.is_ascii_hexdigit()), "the commit: {version}");
+}
