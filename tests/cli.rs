@@ -30,7 +30,17 @@ fn lock_fills_the_cache_it_is_given_and_build_finds_everything_there_offline() {
     let keys = keygen(&t.path().join("keys"), "build");
     let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &default).args(args));
 
-    with(&["lock", s(&spec), "--cache", s(&given), "--jobs", "2"]).ok();
+    let locked = run(airlock().env("AIRLOCK_CACHE", &default).env_remove("RUST_LOG").args([
+        "-vv",
+        "lock",
+        s(&spec),
+        "--cache",
+        s(&given),
+        "--jobs",
+        "2",
+    ]))
+    .ok();
+    assert!(locked.stderr.contains(&format!("GET {}/fw.bin", server.url)), "-vv logs each request: {}", locked.stderr);
     assert!(given.join("blobs/sha256").join(&sha).is_file(), "lock downloaded into --cache");
     assert!(!default.join("blobs/sha256").join(&sha).exists(), "and not into the default cache");
     drop(server); // everything the build needs is in the given cache now

@@ -108,7 +108,11 @@ impl fmt::Display for Rejection {
                         k.short()
                     )?,
                     Some(k) => {
-                        write!(f, "; the manifest names trusted key `{}`: the manifest or its signature was altered", k.short())?;
+                        write!(
+                            f,
+                            "; the manifest names trusted key `{}`: the manifest or its signature was altered",
+                            k.short()
+                        )?;
                     }
                     None => {}
                 }
