@@ -6,7 +6,7 @@
 //! - [`build`], [`site`], [`sources`]: the two sides' phases;
 //! - [`bundle`], [`attest`], [`sign`], [`oci`], [`fetch`], [`cache`]: formats and transports;
 //! - [`spec`], [`digest`], [`clock`], [`member_path`], [`wheel`], [`failure`], [`progress`],
-//!   [`atomic`]: value types and small utilities that everything may use.
+//!   [`atomic`], [`escape`]: value types and small utilities that everything may use.
 
 pub mod atomic;
 pub mod attest;
