@@ -114,11 +114,7 @@ fn diff_says_it_compares_claims_verifies_with_trust_and_reports_a_broken_lock() 
 
 #[test]
 fn sbom_and_provenance_take_json() {
-    let t = tempfile::tempdir().unwrap();
-    let keys = keygen(&t.path().join("keys"), "build");
-    let p = project(&t.path().join("p"), "1.0.0");
-    let bundle = t.path().join("b.airlock");
-    build(&p, &keys, &bundle).ok();
+    let Built { t, keys, bundle, .. } = built_project();
 
     let out = t.path().join("sbom.cdx.json");
     let doc = airlock_run(&["sbom", s(&bundle), "--out", s(&out), "--json"]).ok().json();

@@ -14,11 +14,8 @@ fn key_id(keys: &Keys) -> String {
 
 #[test]
 fn an_untrusted_signer_is_named_by_the_key_the_manifest_claims() {
-    let t = tempfile::tempdir().unwrap();
-    let (build_keys, site) = (keygen(&t.path().join("k"), "build"), keygen(&t.path().join("k"), "site"));
-    let p = project(&t.path().join("p"), "1.0.0");
-    let bundle = t.path().join("b.airlock");
-    build(&p, &build_keys, &bundle).ok();
+    let Built { t, keys: build_keys, bundle, .. } = built_project();
+    let site = keygen(&t.path().join("k"), "site");
     let r = airlock_run(&["verify", s(&bundle), "--trust", s(&site.public)]).code(3);
     let (signer, trusted) = (key_id(&build_keys), key_id(&site));
     assert!(r.stdout.contains(&format!("the manifest says key `{}` signed it", &signer[..16])), "{}", r.stdout);
@@ -28,11 +25,8 @@ fn an_untrusted_signer_is_named_by_the_key_the_manifest_claims() {
 
 #[test]
 fn a_bundle_trusted_only_through_a_cosignature_says_its_build_key_is_not_trusted() {
-    let t = tempfile::tempdir().unwrap();
-    let (build_keys, approver) = (keygen(&t.path().join("k"), "build"), keygen(&t.path().join("k"), "approver"));
-    let p = project(&t.path().join("p"), "1.0.0");
-    let bundle = t.path().join("b.airlock");
-    build(&p, &build_keys, &bundle).ok();
+    let Built { t, keys: build_keys, bundle, .. } = built_project();
+    let approver = keygen(&t.path().join("k"), "approver");
     airlock_run(&["sign", s(&bundle), "--key", s(&approver.private), "--trust", s(&build_keys.public)]).ok();
     let r = airlock_run(&["verify", s(&bundle), "--trust", s(&approver.public)]).code(3);
     let expect =
@@ -80,11 +74,7 @@ fn diff_of_two_different_bundles_says_so() {
 
 #[test]
 fn every_verb_counts_artifacts_members_and_entries_alike_with_short_ids_and_sub_second_times() {
-    let t = tempfile::tempdir().unwrap();
-    let keys = keygen(&t.path().join("k"), "build");
-    let p = project(&t.path().join("p"), "1.0.0");
-    let bundle = t.path().join("b.airlock");
-    let built = build(&p, &keys, &bundle).ok().stdout;
+    let Built { t: _t, keys, bundle, stdout: built, .. } = built_project();
     // Two files asked for; the manifest, signature, provenance and 3 entries (SBOM + 2 files).
     assert!(built.contains(": 2 artifacts in 6 members (3 entries, "), "{built}");
     let time = built.lines().next().and_then(|l| l.rsplit_once(" in ")).map(|(_, t)| t).unwrap_or_default();
@@ -129,10 +119,10 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
 
 #[test]
 fn verbose_shows_the_phases_of_build_and_verify() {
-    let t = tempfile::tempdir().unwrap();
-    let keys = keygen(&t.path().join("k"), "build");
-    let p = project(&t.path().join("p"), "1.0.0");
-    let bundle = t.path().join("b.airlock");
+    let Built { t, keys, .. } = built_project();
+    // A project of its own, so that build resolves its lock.
+    let p = project(&t.path().join("q"), "1.0.0");
+    let bundle = t.path().join("q.airlock");
     let logged = |args: &[&str]| run(airlock().env_remove("RUST_LOG").env("SOURCE_DATE_EPOCH", EPOCH).args(args)).ok();
     let b = logged(&["-v", "build", s(&p.spec), "--key", s(&keys.private), "--out", s(&bundle)]).stderr;
     for phase in ["resolve:", "fetch:", "sbom:", "sign:", "pack:"] {

@@ -270,3 +270,22 @@ pub fn oci_layout(dir: &Path) {
     .unwrap();
     std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
 }
+
+/// A temporary directory with a build key and the two-file demo project built into a bundle.
+pub struct Built {
+    pub t: tempfile::TempDir,
+    pub keys: Keys,
+    pub project: Project,
+    pub bundle: PathBuf,
+    /// What `build` printed.
+    pub stdout: String,
+}
+
+pub fn built_project() -> Built {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let project = project(&t.path().join("p"), "1.0.0");
+    let bundle = t.path().join("b.airlock");
+    let stdout = build(&project, &keys, &bundle).ok().stdout;
+    Built { t, keys, project, bundle, stdout }
+}
