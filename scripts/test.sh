@@ -32,9 +32,9 @@ command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; e
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy"
-cargo clippy --locked --all-targets --quiet -- -D warnings
+cargo clippy --locked --all-targets -- -D warnings
 echo "==> cargo test"
-cargo test --locked --quiet 2>&1
+cargo test --locked 2>&1
 echo "==> scripts/demo.sh (debug build)"
 airlock=$(scripts/airlock-bin.sh)
 log=$(mktemp "${TMPDIR:-/tmp}/airlock-demo-log.XXXXXX")
