@@ -38,6 +38,10 @@ pub enum Command {
     Install(InstallArgs),
     /// What changed between two bundles or two locks: added, removed, changed.
     Diff(DiffArgs),
+    /// Make the retained previous bundle current again, verified and republished.
+    Rollback(RollbackArgs),
+    /// What a site root has: current, previous, retained bundles, history, the last rollback.
+    Status(StatusArgs),
     /// Print the bundle's in-toto provenance statement (its DSSE signature checked with `--trust`).
     Provenance(ProvenanceArgs),
     /// Write the bundle's SBOM (`CycloneDX` JSON), byte for byte (nothing is verified: use `verify`).
@@ -214,6 +218,51 @@ pub struct InstallArgs {
     /// from `AIRLOCK_APT_KEY_PASSWORD`).
     #[arg(long, value_name = "KEY.asc")]
     pub apt_signing_key: Option<PathBuf>,
+    /// Bundles kept under the root: the newest N, and never fewer than current and previous.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub keep: u16,
+    /// Install a lower version than this site has already activated for that bundle name
+    /// (logged and recorded); `airlock rollback` is the usual way back.
+    #[arg(long)]
+    pub allow_downgrade: bool,
+    #[command(flatten)]
+    pub site: SiteArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How a writer shares the site root: shared by `install` and `rollback`.
+#[derive(Debug, Args)]
+pub struct SiteArgs {
+    /// Wait up to SECONDS for another airlock writing this root, instead of failing at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// Site state root.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    /// Verify the retained bundle with these keys [default: the keys it was installed with].
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    /// Sign the restaged apt view with this armored `OpenPGP` secret key, as at install.
+    #[arg(long, value_name = "KEY.asc")]
+    pub apt_signing_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub site: SiteArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Site state root.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

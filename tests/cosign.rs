@@ -141,7 +141,7 @@ fn install_enforces_the_threshold_and_retains_the_cosignatures() {
     let refused = install("2").code(3);
     assert!(refused.stderr.contains("threshold not met"), "{}", refused.stderr);
     assert!(refused.stderr.contains("the site was not changed"), "{}", refused.stderr);
-    assert!(!root.exists(), "nothing left behind: the root did not exist before");
+    assert_nothing_installed(&root);
 
     // Installed under a one-key policy first; co-signed later, the re-install adds the co-signature.
     let first = install("1").ok().json();

@@ -482,7 +482,12 @@ fn check_case(fx: &Fixture, root: &std::path::Path, case: &Case, failures: &mut 
             failures
                 .push(format!("{}: install error does not say the site was unchanged: {}", case.name, install.stderr));
         }
-        let after = snapshot(&fx.dir);
+        let mut after = snapshot(&fx.dir);
+        // A fresh root keeps its skeleton (the lock file is never unlinked), and nothing else.
+        if !before.keys().any(|p| p.starts_with(&site)) {
+            assert_nothing_installed(&site);
+            after.retain(|p, _| !p.starts_with(&site));
+        }
         if before != after {
             failures.push(format!(
                 "{}: install into {} changed files: {:?}",
@@ -537,7 +542,7 @@ fn verify_reports_every_problem_but_install_stops_at_the_first() {
         "install stops at the first problem: {}",
         install.stderr
     );
-    assert!(!fx.dir.join("site").exists());
+    assert_nothing_installed(&fx.dir.join("site"));
 }
 
 #[test]
@@ -583,4 +588,26 @@ fn hostile_names_reach_the_terminal_escaped_never_raw() {
         let text = String::from_utf8(all).expect("the output is UTF-8");
         assert!(text.contains(escaped) && !text.contains('\u{fffd}'), "{text}");
     }
+}
+
+#[test]
+fn a_bundle_that_cannot_fit_is_refused_before_anything_is_written() {
+    let fx = fixture();
+    let root = fx.dir.join("site");
+    let mut m = manifest_for(&fx.key, &[("files/a", A)]);
+    // Claims an exabyte of content: no disk holds it, so install stops before staging.
+    if let Some(e) = m.entries.iter_mut().find(|e| e.path.as_str() == "files/a") {
+        e.size = 1 << 60;
+    }
+    let mut members = signed(&fx.key, &m);
+    members.push(file("files/a", A));
+    let bundle = fx.dir.join("huge.airlock");
+    std::fs::write(&bundle, zstd(&tar_bytes(&members, &[]))).unwrap();
+    let r = airlock_run(&["install", s(&bundle), "--trust", s(&fx.trusted.public), "--root", s(&root)]).code(1);
+    let needed = 1u64 << 60;
+    let said =
+        r.stderr.split("needs about ").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    assert!(r.stderr.contains("not enough space") && said.is_some_and(|n| n > needed), "{}", r.stderr);
+    assert!(r.stderr.contains("are available") && r.stderr.contains("not changed"), "{}", r.stderr);
+    assert_nothing_installed(&root);
 }

@@ -66,17 +66,15 @@ fn build_verify_inspect_install_round_trip() {
     assert_eq!(std::fs::read(root.join("current/files/notes.txt")).unwrap(), b"release notes for 1.1.0\n");
     assert!(root.join(format!("bundles/{id}/files/board.bin")).is_file());
 
-    // Reinstalling the same bundle re-verifies and re-activates it.
-    let again =
-        airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root), "--json"]).ok().json();
-    assert_eq!(again["already_present"], true);
+    // Reinstalling the older bundle is a downgrade: refused, unless asked for; then it is
+    // re-verified, restaged and re-activated.
+    let reinstall = ["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root), "--json"];
+    let refused = airlock_run(&reinstall).code(3);
+    assert!(refused.stderr.contains("already activated demo 1.1.0"), "{}", refused.stderr);
+    let again = airlock_run(&[&reinstall[..], &["--allow-downgrade"]].concat()).ok().json();
+    assert_eq!((again["already_present"].as_bool(), again["downgrade"].as_bool()), (Some(true), Some(true)));
     assert_eq!(std::fs::read(root.join("current/files/notes.txt")).unwrap(), b"release notes for 1.0.0\n");
-    let leftovers: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| n.to_string_lossy().starts_with(".staging"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "nothing left in staging/");
 }
 
 #[test]

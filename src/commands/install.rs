@@ -1,4 +1,5 @@
-//! `airlock install BUNDLE --trust PUB [--threshold N] --root DIR [--registry HOST[:PORT]] [--json]`
+//! `airlock install BUNDLE --trust PUB [--threshold N] --root DIR [--registry HOST[:PORT]]
+//! [--keep N] [--allow-downgrade] [--wait SECONDS] [--json]`
 
 use std::io::Write;
 
@@ -6,7 +7,7 @@ use crate::cli::{InstallArgs, TerminalReporter};
 use crate::fetch::Net;
 use crate::oci::Transport;
 use crate::site::registry::SiteRegistry;
-use crate::site::{Publish, install};
+use crate::site::{Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     let policy = super::load_policy(&args.trust, &args.bundle)?;
@@ -16,8 +17,15 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         transport: if args.insecure_registry { Transport::InsecureHttp } else { Transport::Https },
     });
     let apt_key = args.apt_signing_key.as_deref().map(load_apt_key).transpose()?;
+    let opts = Options {
+        registry,
+        apt_key,
+        keep: usize::from(args.keep),
+        downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
+        wait: std::time::Duration::from_secs(args.site.wait),
+    };
     let net = Net::new()?;
-    let done = install(&args.bundle, &policy, &args.root, &Publish { registry, apt_key }, &net, &reporter)?;
+    let done = install(&args.bundle, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
     } else {
@@ -35,20 +43,28 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
                 image.reference, image.target
             )?;
         }
+        if done.downgrade {
+            writeln!(out, "downgrade: installed below the version this site ran before (--allow-downgrade)")?;
+        }
+        for id in &done.pruned {
+            writeln!(out, "pruned bundles/{id} (--keep {})", args.keep)?;
+        }
         if done.images_not_published > 0 {
             writeln!(out, "{} image manifest(s) not published: no --registry given", done.images_not_published)?;
         }
         writeln!(
             out,
-            "current -> bundles/{}{}",
+            "current -> bundles/{}{} in {:.2} s; record {}",
             done.id,
-            done.previous.map(|p| format!(" (was {p})")).unwrap_or_default()
+            done.previous.map(|p| format!(" (was {p})")).unwrap_or_default(),
+            done.seconds,
+            done.record.display()
         )?;
     }
     Ok(super::EXIT_OK)
 }
 
-fn load_apt_key(path: &std::path::Path) -> anyhow::Result<crate::site::views::AptSigningKey> {
+pub(super) fn load_apt_key(path: &std::path::Path) -> anyhow::Result<crate::site::views::AptSigningKey> {
     use anyhow::Context as _;
     use pgp::composed::Deserializable as _;
     let file =

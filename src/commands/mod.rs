@@ -8,8 +8,10 @@ mod install;
 mod keygen;
 mod lock;
 mod provenance;
+mod rollback;
 mod sbom;
 mod sign;
+mod status;
 mod verify;
 
 use std::io::Write;
@@ -46,6 +48,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Provenance(a) => provenance::run(&a),
         Command::Diff(a) => diff::run(&a),
         Command::Sign(a) => sign::run(&a),
+        Command::Rollback(a) => rollback::run(&a),
+        Command::Status(a) => status::run(&a),
     }
 }
 

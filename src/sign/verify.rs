@@ -13,6 +13,7 @@ use super::{KeyError, KeyId, SignatureError};
 pub struct TrustedKey {
     key: CosignVerificationKey,
     key_id: KeyId,
+    spki_der: Vec<u8>,
     pub path: PathBuf,
 }
 
@@ -34,7 +35,13 @@ impl TrustedKey {
         }
         let key = CosignVerificationKey::from_der(block.contents(), &SigningScheme::ECDSA_P256_SHA256_ASN1)
             .map_err(|e| format_err(e.to_string()))?;
-        Ok(Self { key, key_id: KeyId::of_spki_der(block.contents()), path: path.to_owned() })
+        let spki_der = block.contents().to_vec();
+        Ok(Self { key, key_id: KeyId::of_spki_der(&spki_der), spki_der, path: path.to_owned() })
+    }
+
+    /// The key as an SPKI PEM, as `load` reads it (for keeping a copy).
+    pub fn spki_pem(&self) -> String {
+        pem::encode(&pem::Pem::new("PUBLIC KEY", self.spki_der.clone()))
     }
 
     pub fn key_id(&self) -> &KeyId {

@@ -1,38 +1,55 @@
-//! The site state root (`--root`): staging, retained bundles and atomic activation.
+//! The site state root (`--root`): install, rollback and status.
 //!
 //! ```text
 //! ROOT/bundles/ID/              the retained bundle file (bundle.airlock), the co-signatures
-//!                               that counted (bundle.airlock.KEYID.sig) + its staged tree
+//!                               that counted (bundle.airlock.KEYID.sig), the trust keys it was
+//!                               installed with (trust/KEYID.pub) + its staged tree and views
 //! ROOT/current -> bundles/ID    swapped atomically (rename of a symlink)
 //! ROOT/previous -> bundles/ID
-//! ROOT/.lock                    one writer at a time
+//! ROOT/state.json               history, high-water version per bundle name (written atomically)
+//! ROOT/records/TIME-ACTION.json as-built evidence of every install and rollback
+//! ROOT/staging/                 private (0700) work space; whatever is left there is cleaned
+//! ROOT/.lock                    one writer at a time (flock; never unlinked)
 //! ```
 //!
-//! A bundle is verified while it is extracted into a fresh staging directory under ROOT, and
-//! renamed into `bundles/` only when the whole of it verified. A rejected bundle leaves ROOT
-//! exactly as it was: the staging directory and anything this install created are removed.
+//! A bundle is verified while it is extracted into a fresh directory under `staging/`, and
+//! only a tree that verified whole is moved into `bundles/` (an exchange of two directories,
+//! atomic where the file system can) and then activated. `current` and `previous` therefore
+//! always name complete, verified trees, whatever moment a process is killed at. A bundle that
+//! is rejected leaves the site as it was. A retained tree on disk is never trusted as it is:
+//! re-installing and rolling back restage it from the verified bundle file.
 
 mod activate;
+mod lock;
+pub mod records;
 pub mod registry;
 mod stage;
+pub mod state;
 pub mod views;
 
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::bundle::Manifest;
-use crate::bundle::reader::{OnProblem, Problem, Report, read_bundle};
+use crate::bundle::reader::{OnProblem, Problem, Report, read_bundle, read_head};
+use crate::clock::Timestamp;
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::fetch::Net;
 use crate::progress::Reporter;
 use crate::sign::policy::{SignatureCheck, cosignature_path, counted};
 use crate::sign::{KeyId, Policy};
-use stage::{Created, StageSink, Tee};
+pub use lock::RootLock;
+use records::Phases;
+use stage::{StageSink, Tee};
+use state::{Event, RegistryMemo, State};
 
 /// The retained copy of the bundle file inside `bundles/ID/`.
 pub const RETAINED_BUNDLE: &str = "bundle.airlock";
+/// The trust keys a bundle was installed with, inside `bundles/ID/`.
+pub const TRUST_DIR: &str = "trust";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SiteError {
@@ -44,8 +61,31 @@ pub enum SiteError {
     },
     #[error("bundle `{}` failed verification; the site was not changed: {}", path.display(), first(problems))]
     Rejected { path: PathBuf, problems: Vec<Problem> },
-    #[error("site root `{}` is in use by another airlock (lock `{}` is held)", root.display(), root.join(".lock").display())]
-    Busy { root: PathBuf },
+    #[error(
+        "site root `{}` is in use: {holder} holds `.lock`{}",
+        root.display(),
+        if waited.is_zero() { "; pass --wait SECONDS to wait for it".to_owned() } else { format!(" (waited {} s)", waited.as_secs()) }
+    )]
+    Busy { root: PathBuf, holder: String, waited: Duration },
+    #[error(
+        "refusing to install {name} {version}: this site has already activated {name} {high_water}; \
+         `airlock rollback` goes back, `--allow-downgrade` installs an older bundle on purpose; the site was not changed"
+    )]
+    Downgrade { name: String, version: semver::Version, high_water: semver::Version },
+    #[error(
+        "not enough space under `{}`: the bundle needs about {needed} bytes (the file kept and its content \
+         unpacked), {available} are available; the site was not changed",
+        root.display()
+    )]
+    NoSpace { root: PathBuf, needed: u64, available: u64 },
+    #[error("`{}` has no previous bundle to roll back to", root.display())]
+    NoPrevious { root: PathBuf },
+    #[error("`{}` is a symbolic link; the site root's own directories must be real directories", path.display())]
+    Symlink { path: PathBuf },
+    #[error("site state `{}`: {detail}", path.display())]
+    State { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Policy(#[from] crate::sign::policy::PolicyError),
     #[error("publishing the images of bundles/{id} failed; `current` was not changed")]
     Publish {
         id: String,
@@ -63,10 +103,16 @@ pub enum SiteError {
 impl Classify for SiteError {
     fn class(&self) -> Class {
         match self {
-            SiteError::Rejected { .. } => Class::Verification,
-            SiteError::Open { .. } | SiteError::Busy { .. } | SiteError::Publish { .. } | SiteError::Io { .. } => {
-                Class::Runtime
-            }
+            SiteError::Rejected { .. } | SiteError::Downgrade { .. } => Class::Verification,
+            SiteError::Open { .. }
+            | SiteError::Busy { .. }
+            | SiteError::NoSpace { .. }
+            | SiteError::NoPrevious { .. }
+            | SiteError::Symlink { .. }
+            | SiteError::State { .. }
+            | SiteError::Publish { .. }
+            | SiteError::Io { .. } => Class::Runtime,
+            SiteError::Policy(e) => e.class(),
         }
     }
 }
@@ -75,6 +121,33 @@ fn first(problems: &[Problem]) -> String {
     let more = problems.len().saturating_sub(1);
     let head = problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
     if more > 0 { format!("{head} (and {more} more)") } else { head }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SiteError + use<> {
+    let path = path.to_owned();
+    move |source| SiteError::Io { path, source }
+}
+
+/// Whether an older version of a bundle than the site has activated may be installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Downgrade {
+    #[default]
+    Refuse,
+    /// `--allow-downgrade`: installed, logged and recorded.
+    Allow,
+}
+
+/// How install publishes what the bundle carries, and how it keeps the site.
+#[derive(Default)]
+pub struct Options {
+    pub registry: Option<registry::SiteRegistry>,
+    /// Signs the apt view's `Release` when given.
+    pub apt_key: Option<views::AptSigningKey>,
+    /// Bundles kept under `bundles/` (at least `current` and `previous` always are).
+    pub keep: usize,
+    pub downgrade: Downgrade,
+    /// How long to wait for another writer's `.lock`.
+    pub wait: Duration,
 }
 
 /// What an install did.
@@ -89,20 +162,18 @@ pub struct Installed {
     /// Co-signatures that counted, retained beside the bundle file.
     pub cosignatures: Vec<PathBuf>,
     pub previous: Option<String>,
-    /// The same bundle was already retained; it was re-verified and activated.
+    /// The same bundle was already retained; it was restaged from the verified file and activated.
     pub already_present: bool,
+    /// Installed below the site's high-water version, with `--allow-downgrade`.
+    pub downgrade: bool,
     /// Images pushed to the site registry.
     pub images: Vec<registry::Pushed>,
     /// Images the bundle carries that were not published (no `--registry`).
     pub images_not_published: usize,
-}
-
-/// Where install publishes what the bundle carries.
-#[derive(Default)]
-pub struct Publish {
-    pub registry: Option<registry::SiteRegistry>,
-    /// Signs the apt view's `Release` when given.
-    pub apt_key: Option<views::AptSigningKey>,
+    /// Older bundles removed under `--keep`.
+    pub pruned: Vec<String>,
+    pub record: PathBuf,
+    pub seconds: f64,
 }
 
 /// The short id of a bundle at a site: the first 16 hex characters of its manifest's sha256.
@@ -115,81 +186,161 @@ pub fn install(
     bundle: &Path,
     trust: &Policy,
     root: &Path,
-    publish: &Publish,
+    opts: &Options,
     net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
     let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
-    let mut created = Created::default();
-    let result = install_tracked(bundle, input, trust, root, publish, net, &mut created, reporter);
-    if result.is_err() {
-        created.undo();
-    }
-    result
-}
-
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SiteError + use<> {
-    let path = path.to_owned();
-    move |source| SiteError::Io { path, source }
-}
-
-/// The phases of an install, in order. Until `retain` has renamed the staged tree into
-/// `bundles/`, everything it created is undone on failure; after, the bundle stays retained.
-#[allow(clippy::too_many_arguments, reason = "the phases' inputs, passed once from `install`")]
-fn install_tracked(
-    bundle: &Path,
-    input: File,
-    trust: &Policy,
-    root: &Path,
-    publish: &Publish,
-    net: &Net,
-    created: &mut Created,
-    reporter: &dyn Reporter,
-) -> Result<Installed, SiteError> {
-    let lock = lock_root(root, created)?;
-    tracing::info!("stage: verifying `{}` into `{}`", bundle.display(), root.display());
+    let _lock = open_root(root, "install", opts.wait)?;
+    let mut state = State::load(root)?;
+    check_space(bundle, root)?;
+    let mut phases = Phases::start();
+    tracing::info!("stage: verifying `{}` into `{}`", bundle.display(), root.join("staging").display());
     let Staged { dir, verified } = stage(bundle, input, trust, root, reporter)?;
+    phases.mark("verify");
+    let downgrade = check_downgrade(&state, &verified.manifest, opts.downgrade)?;
     tracing::info!("views: pip index, apt repository, Hugging Face cache");
-    write_views(dir.path(), &verified.manifest, publish)?;
-    let retained = retain(dir, &verified, trust, root, created)?;
+    write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
+    let retained = retain(dir, &verified, trust, root)?;
     tracing::info!("retain: bundles/{}", retained.id);
-    // From here the bundle is retained: nothing below undoes that.
-    created.forget();
-    let (images, images_not_published) = publish_images(&retained, publish, net)?;
-    let current = format!("bundles/{}", retained.id);
-    tracing::info!("activate: current -> {current}");
-    let previous = activate::switch(root, &current).map_err(io_err(root))?.filter(|p| *p != current);
-    drop(lock);
+    phases.mark("stage");
+    let (images, images_not_published) = publish_images(&retained, opts.registry.as_ref(), net)?;
+    phases.mark("publish");
+    let previous = activate(root, &retained.id)?;
+    let pruned = prune(root, &mut state, opts.keep.max(2))?;
+    phases.mark("switch");
+
+    let m = &verified.manifest;
+    let event = remember_install(&mut state, &verified, &retained.id, trust, opts, &phases);
+    state.save(root)?;
+    let now = event.at;
+    let record = records::write(
+        root,
+        "install",
+        &serde_json::json!({
+            "action": "install",
+            "at": now,
+            "bundle": { "id": retained.id, "name": m.name, "version": m.version.to_string(),
+                        "manifest_sha256": verified.manifest_sha256, "file": bundle },
+            "signers": verified.signers,
+            "trust": { "keys": trust.key_ids(), "threshold": trust.threshold },
+            "verdict": { "verified": true, "downgrade": downgrade },
+            "previous": previous,
+            "published": images,
+            "images_not_published": images_not_published,
+            "pruned": pruned,
+            "phases": phases.to_json(),
+            "seconds": event.seconds,
+        }),
+    )?;
     Ok(Installed {
         id: retained.id,
-        name: verified.manifest.name.to_string(),
-        version: verified.manifest.version.to_string(),
+        name: m.name.to_string(),
+        version: m.version.to_string(),
         manifest_sha256: verified.manifest_sha256,
         signers: verified.signers,
         path: retained.path,
         cosignatures: retained.cosignatures,
         previous,
         already_present: retained.already_present,
+        downgrade,
         images,
         images_not_published,
+        pruned,
+        record,
+        seconds: event.seconds,
     })
 }
 
-/// Take `ROOT/.lock` (creating the root if needed): one writer at a time.
-fn lock_root(root: &Path, created: &mut Created) -> Result<File, SiteError> {
-    created.create_dir_all(root).map_err(io_err(root))?;
-    let lock_path = root.join(".lock");
-    let lock = created.open_or_create(&lock_path).map_err(io_err(&lock_path))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(SiteError::Busy { root: root.to_owned() }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io_err(&lock_path)(e)),
+/// The state after an install: the bundle retained with its policy, the high-water mark, the
+/// registry to publish to, and the history. Returns the history event.
+fn remember_install(
+    state: &mut State,
+    verified: &Verified,
+    id: &str,
+    trust: &Policy,
+    opts: &Options,
+    phases: &Phases,
+) -> Event {
+    let m = &verified.manifest;
+    let now = Timestamp::now();
+    let retained = state::Retained {
+        name: m.name.to_string(),
+        version: m.version.clone(),
+        installed_at: now,
+        signers: verified.signers.clone(),
+        trust: trust.key_ids(),
+        threshold: trust.threshold,
+    };
+    state.bundles.insert(id.to_owned(), retained);
+    let mark = state.high_water.entry(m.name.to_string()).or_insert_with(|| m.version.clone());
+    if m.version > *mark {
+        *mark = m.version.clone();
     }
+    if let Some(site) = &opts.registry {
+        state.registry = Some(RegistryMemo { host: site.host.clone(), insecure: site.is_insecure() });
+    }
+    let event = Event {
+        action: "install".into(),
+        id: id.to_owned(),
+        name: m.name.to_string(),
+        version: m.version.clone(),
+        at: now,
+        seconds: phases.total(),
+    };
+    state.history.push(event.clone());
+    event
 }
 
-/// A bundle verified into a staging directory under ROOT: invisible until it is retained.
+/// The root made ready for a writer: its directories real (never symbolic links planted to
+/// lead writes elsewhere), the lock held, and whatever a killed writer left in `staging/`
+/// removed.
+fn open_root(root: &Path, action: &str, wait: Duration) -> Result<RootLock, SiteError> {
+    std::fs::create_dir_all(root).map_err(io_err(root))?;
+    for name in [".lock", "staging", "bundles", "records", "state.json"] {
+        let path = root.join(name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(SiteError::Symlink { path });
+        }
+    }
+    let lock = RootLock::acquire(root, action, wait)?;
+    let staging = root.join("staging");
+    match std::fs::create_dir(&staging) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err(&staging)(e)),
+    }
+    std::fs::set_permissions(&staging, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .map_err(io_err(&staging))?;
+    for leftover in std::fs::read_dir(&staging).map_err(io_err(&staging))? {
+        let path = leftover.map_err(io_err(&staging))?.path();
+        tracing::info!("cleaning `{}`, left by an interrupted writer", path.display());
+        let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        removed.map_err(io_err(&path))?;
+    }
+    Ok(lock)
+}
+
+/// Fail early, before anything is written, when the bundle will not fit: its file is kept and
+/// its content unpacked once.
+fn check_space(bundle: &Path, root: &Path) -> Result<(), SiteError> {
+    let file_bytes =
+        std::fs::metadata(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?.len();
+    let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
+    // The head is read unverified, only to size the check; a lie there fails verification later.
+    let Ok(head) = read_head(BufReader::new(input)) else { return Ok(()) };
+    let needed = file_bytes.saturating_add(head.manifest.content_bytes());
+    let stat = rustix::fs::statvfs(root).map_err(|e| io_err(root)(e.into()))?;
+    let available = stat.f_bavail.saturating_mul(stat.f_frsize);
+    if needed > available {
+        return Err(SiteError::NoSpace { root: root.to_owned(), needed, available });
+    }
+    Ok(())
+}
+
+/// A bundle verified into a directory under `staging/`: invisible until it is retained.
 struct Staged {
-    /// Removed with everything in it when dropped, unless `retain` renamed it.
+    /// Removed with everything in it when dropped, unless `retain` moved it.
     dir: tempfile::TempDir,
     verified: Verified,
 }
@@ -202,8 +353,8 @@ struct Verified {
     signatures: Vec<SignatureCheck>,
 }
 
-/// Verify the bundle while extracting it (and a copy of the file) into a fresh staging
-/// directory under `root`.
+/// Verify the bundle while extracting it (and a copy of the file) into a new private
+/// directory under `staging/`.
 fn stage(
     bundle: &Path,
     input: File,
@@ -211,12 +362,9 @@ fn stage(
     root: &Path,
     reporter: &dyn Reporter,
 ) -> Result<Staged, SiteError> {
-    // 0777 less the umask, like `mkdir`: the views are served to other users (web server, pip).
-    let dir = tempfile::Builder::new()
-        .prefix(".staging-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .tempdir_in(root)
-        .map_err(io_err(root))?;
+    let staging = root.join("staging");
+    // Private (0700) until the tree is complete; `retain` gives it the usual mode.
+    let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
     let copy_path = dir.path().join(RETAINED_BUNDLE);
     let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
     let mut tee = Tee::new(BufReader::with_capacity(1 << 20, input), copy);
@@ -236,11 +384,27 @@ fn stage(
     Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures } })
 }
 
+/// `Ok(true)` when a downgrade is allowed and happening, `Ok(false)` when this is none.
+fn check_downgrade(state: &State, manifest: &Manifest, policy: Downgrade) -> Result<bool, SiteError> {
+    let Some(high_water) = state.high_water.get(manifest.name.as_str()) else { return Ok(false) };
+    if manifest.version >= *high_water {
+        return Ok(false);
+    }
+    let (name, version) = (manifest.name.to_string(), manifest.version.clone());
+    match policy {
+        Downgrade::Refuse => Err(SiteError::Downgrade { name, version, high_water: high_water.clone() }),
+        Downgrade::Allow => {
+            tracing::warn!("--allow-downgrade: installing {name} {version} below the {high_water} this site has run");
+            Ok(true)
+        }
+    }
+}
+
 /// Views derived from verified content are part of the staged tree, so they appear with it.
-fn write_views(dir: &Path, manifest: &Manifest, publish: &Publish) -> Result<(), SiteError> {
+fn write_views(dir: &Path, manifest: &Manifest, apt_key: Option<&views::AptSigningKey>) -> Result<(), SiteError> {
     views::write_wheel_index(dir, manifest).map_err(io_err(&dir.join("wheels/simple")))?;
     views::write_hf_cache(dir, manifest).map_err(io_err(&dir.join("models")))?;
-    views::write_apt_repo(dir, manifest, publish.apt_key.as_ref()).map_err(io_err(&dir.join("debs")))?;
+    views::write_apt_repo(dir, manifest, apt_key).map_err(io_err(&dir.join("debs")))?;
     Ok(())
 }
 
@@ -253,54 +417,66 @@ struct Retained {
     cosignatures: Vec<PathBuf>,
 }
 
-/// Rename the staged tree to `bundles/ID/` (or, when that bundle is already retained, keep the
-/// one there), with the co-signatures that counted beside the bundle file.
-fn retain(
-    staged: tempfile::TempDir,
-    verified: &Verified,
-    trust: &Policy,
-    root: &Path,
-    created: &mut Created,
-) -> Result<Retained, SiteError> {
+/// Move the staged tree to `bundles/ID/`, with the co-signatures that counted and the trust
+/// keys beside the bundle file. A tree already there is replaced by the one just verified (it
+/// is never trusted as it is); its co-signatures are carried over (they count again only if
+/// they verify, at the next rollback).
+fn retain(staged: tempfile::TempDir, verified: &Verified, trust: &Policy, root: &Path) -> Result<Retained, SiteError> {
     let id = bundle_id(&verified.manifest_sha256);
     let bundles = root.join("bundles");
-    created.create_dir_all(&bundles).map_err(io_err(&bundles))?;
+    std::fs::create_dir_all(&bundles).map_err(io_err(&bundles))?;
     let path = bundles.join(&id);
-    let already_present = path.is_dir();
-    let dir = if already_present { &path } else { staged.path() };
-    let written = retain_cosignatures(dir, trust, &verified.signatures).map_err(io_err(dir))?;
-    if !already_present {
-        // No longer a temporary directory: renamed into place, or removed if that fails.
-        let kept = staged.keep();
-        if let Err(e) = std::fs::rename(&kept, &path) {
-            let _ = std::fs::remove_dir_all(&kept);
-            return Err(io_err(&path)(e));
-        }
+    let dir = staged.path();
+    let mut cosignatures = retain_cosignatures(dir, trust, &verified.signatures).map_err(io_err(dir))?;
+    retain_trust(dir, trust).map_err(io_err(dir))?;
+    let already_present = std::fs::symlink_metadata(&path).is_ok();
+    if already_present {
+        cosignatures.extend(carry_cosignatures(&path, dir).map_err(io_err(dir))?);
     }
-    let cosignatures = written.iter().map(|p| path.join(p.file_name().unwrap_or_default())).collect();
+    publish_mode(dir).map_err(io_err(dir))?;
+    // No longer a temporary directory: moved into place below, or removed if that fails.
+    let kept = staged.keep();
+    let moved = if already_present { exchange(&kept, &path, root) } else { std::fs::rename(&kept, &path) };
+    if let Err(e) = moved {
+        let _ = std::fs::remove_dir_all(&kept);
+        return Err(io_err(&path)(e));
+    }
+    // After an exchange `kept` holds the old tree.
+    if already_present {
+        std::fs::remove_dir_all(&kept).map_err(io_err(&kept))?;
+    }
+    let cosignatures = cosignatures.iter().map(|p| path.join(p.file_name().unwrap_or_default())).collect();
     Ok(Retained { id, path, already_present, cosignatures })
 }
 
-/// Push the retained bundle's images to `--registry`, or say how many were not published.
-fn publish_images(
-    retained: &Retained,
-    publish: &Publish,
-    net: &Net,
-) -> Result<(Vec<registry::Pushed>, usize), SiteError> {
-    let publish_err = |source| SiteError::Publish { id: retained.id.clone(), source };
-    if let Some(site) = &publish.registry {
-        return Ok((registry::publish(&retained.path, site, net).map_err(publish_err)?, 0));
+/// Swap two directories in one step where the file system can (`renameat2` with
+/// `RENAME_EXCHANGE`), so `bundles/ID` never goes missing while `current` may point at it.
+fn exchange(new: &Path, target: &Path, root: &Path) -> io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, new, CWD, target, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+            // No exchange here: move the old tree aside first (a moment without it).
+            let aside = tempfile::Builder::new().prefix("old-").tempdir_in(root.join("staging"))?.keep();
+            std::fs::remove_dir(&aside)?;
+            std::fs::rename(target, &aside)?;
+            std::fs::rename(new, target)?;
+            std::fs::rename(&aside, new)
+        }
+        Err(e) => Err(e.into()),
     }
-    let carried = registry::staged_images(&retained.path).map_err(publish_err)?.len();
-    if carried > 0 {
-        tracing::warn!("the bundle carries {carried} image manifest(s); pass --registry HOST[:PORT] to publish them");
-    }
-    Ok((Vec::new(), carried))
+}
+
+/// The staged tree's top directory gets the usual mode (that of the directories the sink made
+/// inside it, `mkdir`'s 0777 less the umask) now that it is complete: views are served to
+/// other users (web server, pip).
+fn publish_mode(dir: &Path) -> io::Result<()> {
+    let inner = std::fs::metadata(dir.join("airlock"))?.permissions();
+    std::fs::set_permissions(dir, inner)
 }
 
 /// Copy the co-signatures that counted beside the retained bundle file in `dir`, so that the
-/// retained bundle still meets the policy it was installed under (each file written whole,
-/// through a temporary file, so a re-install that adds a signer never leaves a partial one).
+/// retained bundle still meets the policy it was installed under.
 fn retain_cosignatures(dir: &Path, trust: &Policy, checked: &[SignatureCheck]) -> io::Result<Vec<PathBuf>> {
     let retained = dir.join(RETAINED_BUNDLE);
     let mut written = Vec::new();
@@ -311,3 +487,89 @@ fn retain_cosignatures(dir: &Path, trust: &Policy, checked: &[SignatureCheck]) -
     }
     Ok(written)
 }
+
+/// Co-signature files of an earlier install of the same bundle that the new tree lacks.
+fn carry_cosignatures(old: &Path, new: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut carried = Vec::new();
+    for co in crate::sign::policy::cosignatures_beside(&old.join(RETAINED_BUNDLE))? {
+        let path = cosignature_path(&new.join(RETAINED_BUNDLE), &co.key_id);
+        if !path.exists() {
+            crate::atomic::write(&path, &co.signature)?;
+            carried.push(path);
+        }
+    }
+    Ok(carried)
+}
+
+/// Keep the trust keys the bundle was installed with, so `rollback` can use the same policy.
+fn retain_trust(dir: &Path, trust: &Policy) -> io::Result<()> {
+    let keys = dir.join(TRUST_DIR);
+    std::fs::create_dir_all(&keys)?;
+    for key in &trust.keys {
+        crate::atomic::write(&keys.join(format!("{}.pub", key.key_id())), key.spki_pem().as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Push the retained bundle's images to the site registry, or say how many were not published.
+fn publish_images(
+    retained: &Retained,
+    site: Option<&registry::SiteRegistry>,
+    net: &Net,
+) -> Result<(Vec<registry::Pushed>, usize), SiteError> {
+    let publish_err = |source| SiteError::Publish { id: retained.id.clone(), source };
+    if let Some(site) = site {
+        return Ok((registry::publish(&retained.path, site, net).map_err(publish_err)?, 0));
+    }
+    let carried = registry::staged_images(&retained.path).map_err(publish_err)?.len();
+    if carried > 0 {
+        tracing::warn!("the bundle carries {carried} image manifest(s); pass --registry HOST[:PORT] to publish them");
+    }
+    Ok((Vec::new(), carried))
+}
+
+/// Make `bundles/ID` current; the old current becomes previous. Returns the old current.
+fn activate(root: &Path, id: &str) -> Result<Option<String>, SiteError> {
+    let current = format!("bundles/{id}");
+    tracing::info!("activate: current -> {current}");
+    Ok(activate::switch(root, &current).map_err(io_err(root))?.filter(|p| *p != current))
+}
+
+/// Remove retained bundles beyond the newest `keep`, never `current` or `previous`: after a
+/// successful activation only. A pruned tree is first moved into `staging/`, so an
+/// interruption leaves no half-removed bundle under `bundles/`.
+fn prune(root: &Path, state: &mut State, keep: usize) -> Result<Vec<String>, SiteError> {
+    let linked: Vec<String> = ["current", "previous"]
+        .iter()
+        .filter_map(|l| std::fs::read_link(root.join(l)).ok())
+        .filter_map(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let bundles = root.join("bundles");
+    let mut others: Vec<(Timestamp, String)> = Vec::new();
+    for entry in std::fs::read_dir(&bundles).map_err(io_err(&bundles))? {
+        let id = entry.map_err(io_err(&bundles))?.file_name().to_string_lossy().into_owned();
+        if !linked.contains(&id) {
+            let installed = state.bundles.get(&id).map_or(Timestamp::from_unix(0), |b| b.installed_at);
+            others.push((installed, id));
+        }
+    }
+    others.sort();
+    let spare = keep.saturating_sub(linked.len());
+    let excess = others.len().saturating_sub(spare);
+    let mut pruned = Vec::new();
+    for (_, id) in others.into_iter().take(excess) {
+        let from = bundles.join(&id);
+        let aside = root.join("staging").join(format!("pruned-{id}"));
+        std::fs::rename(&from, &aside).map_err(io_err(&from))?;
+        std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
+        state.bundles.remove(&id);
+        tracing::info!("prune: bundles/{id} (--keep {keep})");
+        pruned.push(id);
+    }
+    Ok(pruned)
+}
+
+pub mod rollback;
+pub mod status;
+pub use rollback::{RolledBack, rollback};
+pub use status::{Status, status};

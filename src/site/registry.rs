@@ -22,6 +22,19 @@ pub struct SiteRegistry {
     pub transport: Transport,
 }
 
+impl SiteRegistry {
+    pub fn is_insecure(&self) -> bool {
+        self.transport == Transport::InsecureHttp
+    }
+}
+
+impl From<&super::state::RegistryMemo> for SiteRegistry {
+    fn from(memo: &super::state::RegistryMemo) -> Self {
+        let transport = if memo.insecure { Transport::InsecureHttp } else { Transport::Https };
+        Self { host: memo.host.clone(), transport }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error(transparent)]

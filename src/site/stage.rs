@@ -1,8 +1,7 @@
-//! Staging helpers: the member sink that writes into the staging directory, the tee that keeps
-//! a copy of the bundle file, and the record of what an install created so a failure can
-//! remove exactly that.
+//! Staging helpers: the member sink that writes into the staging directory, and the tee that
+//! keeps a copy of the bundle file.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -66,47 +65,5 @@ impl<R: Read> Read for Tee<R> {
             return Err(copy);
         }
         Ok(n)
-    }
-}
-
-/// Paths an install created, newest last, so that a failed install can remove exactly them.
-#[derive(Default)]
-pub struct Created(Vec<PathBuf>);
-
-impl Created {
-    pub fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
-        let missing: Vec<&Path> = dir.ancestors().take_while(|p| !p.as_os_str().is_empty() && !p.exists()).collect();
-        for p in missing.into_iter().rev() {
-            std::fs::create_dir(p)?;
-            self.0.push(p.to_owned());
-        }
-        Ok(())
-    }
-
-    pub fn open_or_create(&mut self, path: &Path) -> io::Result<File> {
-        match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
-            Ok(f) => {
-                self.0.push(path.to_owned());
-                Ok(f)
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new().read(true).write(true).open(path),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The install succeeded: keep everything.
-    pub fn forget(&mut self) {
-        self.0.clear();
-    }
-
-    /// Remove what was created, newest first. Directories are removed only if empty, so
-    /// nothing that someone else put there meanwhile is lost.
-    pub fn undo(&mut self) {
-        for p in self.0.drain(..).rev() {
-            let removed = if p.is_dir() { std::fs::remove_dir(&p) } else { std::fs::remove_file(&p) };
-            if let Err(e) = removed {
-                tracing::warn!("could not remove `{}` after a failed install: {e}", p.display());
-            }
-        }
     }
 }

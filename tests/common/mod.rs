@@ -289,3 +289,17 @@ pub fn built_project() -> Built {
     let stdout = build(&project, &keys, &bundle).ok().stdout;
     Built { t, keys, project, bundle, stdout }
 }
+
+/// A site root after installs that all failed: nothing but its skeleton (an empty `.lock`,
+/// which is never unlinked, and an empty `staging/`), or no root at all.
+pub fn assert_nothing_installed(root: &Path) {
+    if !root.exists() {
+        return;
+    }
+    let mut names: Vec<String> =
+        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, [".lock", "staging"], "only the skeleton is left in {}", root.display());
+    assert_eq!(std::fs::read(root.join(".lock")).unwrap(), b"", "the lock's note is cleared");
+    assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "nothing is left in staging/");
+}

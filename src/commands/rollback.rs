@@ -1,0 +1,48 @@
+//! `airlock rollback --root DIR [--trust PUB … [--threshold N]] [--wait SECONDS] [--json]`
+
+use std::io::Write;
+
+use crate::cli::{RollbackArgs, TerminalReporter};
+use crate::fetch::Net;
+use crate::sign::KeyId;
+use crate::site::rollback::{Trust, rollback};
+
+pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
+    let trust = if args.trust.trust.is_empty() {
+        Trust::AsInstalled
+    } else {
+        let keys = super::load_trusted(&args.trust.trust)?;
+        Trust::Given { keys, threshold: usize::try_from(args.trust.threshold).unwrap_or(usize::MAX) }
+    };
+    let apt_key = args.apt_signing_key.as_deref().map(super::install::load_apt_key).transpose()?;
+    let reporter = TerminalReporter::new(args.json);
+    let net = Net::new()?;
+    let wait = std::time::Duration::from_secs(args.site.wait);
+    let done = rollback(&args.root, trust, apt_key.as_ref(), wait, &net, &reporter)?;
+    if args.json {
+        super::print_json(&done)?;
+        return Ok(super::EXIT_OK);
+    }
+    let mut out = std::io::stdout().lock();
+    let signers: Vec<_> = done.signers.iter().map(KeyId::short).collect();
+    writeln!(
+        out,
+        "rolled back to {} {} (bundles/{}), verified, signed by {}",
+        done.name,
+        done.version,
+        done.id,
+        signers.join(", ")
+    )?;
+    for image in &done.images {
+        writeln!(out, "republished {} -> {} (sha256:{})", image.reference, image.target, image.digest.0)?;
+    }
+    writeln!(
+        out,
+        "current -> bundles/{}{} in {:.2} s; record {}",
+        done.id,
+        done.from.as_ref().map(|p| format!(" (was {p})")).unwrap_or_default(),
+        done.seconds,
+        done.record.display()
+    )?;
+    Ok(super::EXIT_OK)
+}

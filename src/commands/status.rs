@@ -1,0 +1,38 @@
+//! `airlock status --root DIR [--json]`
+
+use std::io::Write;
+
+use crate::cli::StatusArgs;
+use crate::site::status::{Entry, status};
+
+pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
+    let s = status(&args.root)?;
+    if args.json {
+        super::print_json(&s)?;
+        return Ok(super::EXIT_OK);
+    }
+    let mut out = std::io::stdout().lock();
+    let show = |e: &Option<Entry>| {
+        e.as_ref().map_or_else(
+            || "none".to_owned(),
+            |e| {
+                let at = e.installed_at.map(|t| format!(", installed {t}")).unwrap_or_default();
+                format!("{} {} (bundles/{}{at})", e.name, e.version, e.id)
+            },
+        )
+    };
+    writeln!(out, "root:     {}", args.root.display())?;
+    writeln!(out, "current:  {}", show(&s.current))?;
+    writeln!(out, "previous: {}", show(&s.previous))?;
+    writeln!(out, "retained: {}", s.retained.len())?;
+    let rollback = s.last_rollback.as_ref().map_or_else(
+        || format!("none yet (rehearse one: `airlock rollback --root {}`)", args.root.display()),
+        |r| format!("to {} {} at {} in {:.2} s", r.name, r.version, r.at, r.seconds),
+    );
+    writeln!(out, "last rollback: {rollback}")?;
+    writeln!(out, "history:")?;
+    for e in &s.history {
+        writeln!(out, "  {}  {:<8} {} {} (bundles/{}) {:.2} s", e.at, e.action, e.name, e.version, e.id, e.seconds)?;
+    }
+    Ok(super::EXIT_OK)
+}

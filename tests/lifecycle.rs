@@ -1,0 +1,289 @@
+//! The site over time: installs, anti-downgrade, retention, verified rollback, records and
+//! status; tampering with what is retained; interruptions (kill -9) and concurrent writers.
+//! No interruption may leave the site without a verified current bundle.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::*;
+
+/// Bundles of one name at several versions, signed by one key.
+struct Releases {
+    t: tempfile::TempDir,
+    keys: Keys,
+    root: PathBuf,
+}
+
+impl Releases {
+    fn new() -> Self {
+        let t = tempfile::tempdir().unwrap();
+        let keys = keygen(&t.path().join("k"), "build");
+        let root = t.path().join("site");
+        Self { t, keys, root }
+    }
+
+    fn bundle(&self, version: &str) -> PathBuf {
+        let out = self.t.path().join(format!("demo-{version}.airlock"));
+        if !out.exists() {
+            build(&project(&self.t.path().join(version), version), &self.keys, &out).ok();
+        }
+        out
+    }
+
+    fn install(&self, version: &str, extra: &[&str]) -> Run {
+        let bundle = self.bundle(version);
+        let args = [&["install", s(&bundle), "--trust", s(&self.keys.public), "--root", s(&self.root)][..], extra];
+        airlock_run(&args.concat())
+    }
+
+    fn rollback(&self, extra: &[&str]) -> Run {
+        airlock_run(&[&["rollback", "--root", s(&self.root)][..], extra].concat())
+    }
+
+    fn status(&self) -> serde_json::Value {
+        airlock_run(&["status", "--root", s(&self.root), "--json"]).ok().json()
+    }
+
+    /// `current`'s version, and that its tree is the verified bundle it claims.
+    fn current(&self) -> String {
+        assert_current_verifies(&self.root, &self.keys);
+        self.status()["current"]["version"].as_str().unwrap().to_owned()
+    }
+}
+
+/// `current` names a complete bundle that verifies, and its files are the bundle's.
+fn assert_current_verifies(root: &Path, keys: &Keys) {
+    let current = root.join("current");
+    airlock_run(&["verify", s(&current.join("bundle.airlock")), "--trust", s(&keys.public)]).ok();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(current.join("airlock/manifest.json")).unwrap()).unwrap();
+    for e in manifest["entries"].as_array().unwrap() {
+        let path = current.join(e["path"].as_str().unwrap());
+        assert_eq!(sha256_file(&path), e["sha256"].as_str().unwrap(), "{}", path.display());
+    }
+}
+
+#[test]
+fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() {
+    let r = Releases::new();
+    r.install("1.0.0", &[]).ok();
+    assert_eq!(r.current(), "1.0.0");
+    r.install("1.1.0", &[]).ok();
+    r.install("1.2.0", &["--keep", "2"]).ok();
+    assert_eq!(r.current(), "1.2.0");
+    let st = r.status();
+    assert_eq!(st["previous"]["version"], "1.1.0");
+    assert_eq!(st["retained"].as_array().unwrap().len(), 2, "--keep 2 pruned 1.0.0: {st}");
+    assert_eq!(st["history"].as_array().unwrap().len(), 3);
+
+    // A lower version is refused (exit 3, nothing changed), unless asked for.
+    let before = snapshot(&r.root);
+    let refused = r.install("1.1.0", &[]).code(3);
+    assert!(refused.stderr.contains("already activated demo 1.2.0") && refused.stderr.contains("rollback"));
+    assert_eq!(snapshot(&r.root), before, "a refused downgrade changes nothing");
+
+    // Rollback: previous becomes current, verified; and back again.
+    let back = r.rollback(&["--json"]).ok().json();
+    assert_eq!((back["version"].as_str(), back["from"].is_string()), (Some("1.1.0"), true));
+    assert_eq!(r.current(), "1.1.0");
+    assert_eq!(r.status()["previous"]["version"], "1.2.0");
+    r.rollback(&[]).ok();
+    assert_eq!(r.current(), "1.2.0");
+    let st = r.status();
+    assert_eq!(st["last_rollback"]["version"], "1.2.0");
+    assert!(st["last_rollback"]["seconds"].as_f64().unwrap() > 0.0, "the rollback's measured time: {st}");
+    let human = airlock_run(&["status", "--root", s(&r.root)]).ok().stdout;
+    assert!(human.contains("last rollback: to demo 1.2.0") && human.contains(" s\n"), "{human}");
+
+    // A downgrade on purpose is installed and recorded as one.
+    let allowed = r.install("1.0.0", &["--allow-downgrade", "--json"]).ok().json();
+    assert_eq!(allowed["downgrade"], true);
+    assert_eq!(r.current(), "1.0.0");
+
+    // Every action left a record with its phases timed.
+    let records: Vec<PathBuf> = std::fs::read_dir(r.root.join("records")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(records.len(), 6, "3 installs, 2 rollbacks, 1 downgrade: {records:?}");
+    for path in &records {
+        let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        for phase in ["verify", "stage", "publish", "switch"] {
+            assert!(rec["phases"][phase].as_f64().is_some(), "{phase} in {}", path.display());
+        }
+        assert!(rec["bundle"]["id"].is_string() && rec["signers"].as_array().is_some_and(|s| !s.is_empty()));
+        assert_eq!(rec["trust"]["threshold"], 1);
+    }
+}
+
+#[test]
+fn a_tampered_retained_bundle_is_never_rolled_back_to_and_a_tampered_tree_is_restaged() {
+    let r = Releases::new();
+    r.install("1.0.0", &[]).ok();
+    r.install("1.1.0", &[]).ok();
+    let previous = r.root.join(std::fs::read_link(r.root.join("previous")).unwrap());
+
+    // The staged tree of previous, altered: rollback restages it from the verified file.
+    std::fs::write(previous.join("files/notes.txt"), "altered\n").unwrap();
+    std::fs::write(previous.join("files/planted.sh"), "#!/bin/sh\n").unwrap();
+    r.rollback(&[]).ok();
+    assert_eq!(r.current(), "1.0.0");
+    assert_eq!(std::fs::read(r.root.join("current/files/notes.txt")).unwrap(), b"release notes for 1.0.0\n");
+    assert!(!r.root.join("current/files/planted.sh").exists(), "the tree came from the bundle alone");
+
+    // The retained bundle file of (the new) previous, altered: refused, nothing changes.
+    let previous = r.root.join(std::fs::read_link(r.root.join("previous")).unwrap());
+    let file = previous.join("bundle.airlock");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+    let before = snapshot(&r.root);
+    let refused = r.rollback(&[]).code(3);
+    assert!(
+        refused.stderr.contains("failed verification") && refused.stderr.contains("not changed"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(snapshot(&r.root), before, "a refused rollback changes nothing");
+    assert_eq!(r.current(), "1.0.0");
+}
+
+#[test]
+fn a_reinstall_over_a_tampered_tree_restages_it() {
+    let r = Releases::new();
+    r.install("1.0.0", &[]).ok();
+    std::fs::write(r.root.join("current/files/board.bin"), b"not the firmware").unwrap();
+    let again = r.install("1.0.0", &["--json"]).ok().json();
+    assert_eq!(again["already_present"], true);
+    assert_current_verifies(&r.root, &r.keys);
+}
+
+#[test]
+fn a_two_key_site_stays_a_two_key_site_across_a_rollback() {
+    let r = Releases::new();
+    let security = keygen(&r.t.path().join("k"), "security");
+    let cosign = |v: &str| {
+        let b = r.bundle(v);
+        airlock_run(&["sign", s(&b), "--key", s(&security.private), "--trust", s(&r.keys.public)]).ok();
+    };
+    let two = ["--trust", s(&security.public), "--threshold", "2"];
+    cosign("1.0.0");
+    cosign("1.1.0");
+    r.install("1.0.0", &two).ok();
+    r.install("1.1.0", &two).ok();
+    // Only one valid signature left on the retained previous bundle.
+    let previous = r.root.join(std::fs::read_link(r.root.join("previous")).unwrap());
+    for e in std::fs::read_dir(&previous).unwrap() {
+        let path = e.unwrap().path();
+        if path.to_string_lossy().ends_with(".sig") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let before = snapshot(&r.root);
+    let refused = r.rollback(&[]).code(3);
+    assert!(refused.stderr.contains("threshold not met"), "the recorded two-key policy: {}", refused.stderr);
+    assert_eq!(snapshot(&r.root), before);
+    // Naming one key and threshold 1 explicitly is the operator's decision, and works.
+    r.rollback(&["--trust", s(&r.keys.public)]).ok();
+}
+
+#[test]
+fn a_symlink_planted_in_the_root_is_refused_not_followed() {
+    let r = Releases::new();
+    r.install("1.0.0", &[]).ok();
+    let outside = r.t.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::remove_dir(r.root.join("staging")).unwrap();
+    std::os::unix::fs::symlink(&outside, r.root.join("staging")).unwrap();
+    let refused = r.install("1.1.0", &[]).code(1);
+    assert!(refused.stderr.contains("staging") && refused.stderr.contains("symbolic link"), "{}", refused.stderr);
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "nothing was written through the link");
+    assert_eq!(r.current(), "1.0.0");
+}
+
+#[test]
+fn a_second_writer_fails_naming_the_holder_or_waits_for_it() {
+    let r = Releases::new();
+    r.install("1.0.0", &[]).ok();
+    // The same bundle twice, so that either order is a valid history.
+    let (b1, b2) = (r.bundle("1.1.0"), r.bundle("1.1.0"));
+    let spawn = |bundle: &Path, wait: &str| {
+        airlock()
+            .args(["install", s(bundle), "--trust", s(&r.keys.public), "--root", s(&r.root), "--wait", wait])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Both wait for each other: both succeed, one after the other.
+    let (a, b) = (spawn(&b1, "60"), spawn(&b2, "60"));
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_current_verifies(&r.root, &r.keys);
+    // Holding the lock from here (as a writer would), a writer that does not wait is told who.
+    let lock = std::fs::OpenOptions::new().write(true).open(r.root.join(".lock")).unwrap();
+    lock.try_lock().unwrap();
+    std::fs::write(r.root.join(".lock"), "pid 4242 install since now\n").unwrap();
+    let busy = r.install("1.2.0", &[]).code(1);
+    assert!(busy.stderr.contains("pid 4242 install") && busy.stderr.contains("--wait"), "{}", busy.stderr);
+}
+
+#[test]
+fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_install_succeeds() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let root = t.path().join("site");
+    let small = project(&t.path().join("small"), "1.0.0");
+    let small_bundle = t.path().join("small.airlock");
+    build(&small, &keys, &small_bundle).ok();
+    let install =
+        |bundle: &Path| ["install", s(bundle), "--trust", s(&keys.public), "--root", s(&root)].map(String::from);
+    airlock_run(&install(&small_bundle).each_ref().map(String::as_str)).ok();
+    // A large bundle, so that a kill lands in the middle of its verify and staging.
+    let big = project(&t.path().join("big"), "2.0.0");
+    std::fs::write(big.dir.join("fw/board.bin"), pattern(48 << 20, 7)).unwrap();
+    let big_bundle = t.path().join("big.airlock");
+    build(&big, &keys, &big_bundle).ok();
+    // How long a whole install takes here, so that the kills land at fractions of it.
+    let scratch = t.path().join("scratch");
+    let started = std::time::Instant::now();
+    airlock_run(&["install", s(&big_bundle), "--trust", s(&keys.public), "--root", s(&scratch)]).ok();
+    let full = started.elapsed();
+    let mut interrupted = 0;
+    for fraction in [0.05, 0.2, 0.4, 0.6, 0.8] {
+        let mut child =
+            airlock().args(install(&big_bundle)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(full.mul_f64(fraction));
+        if child.try_wait().unwrap().is_none() {
+            interrupted += 1;
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        assert_current_verifies(&root, &keys);
+        airlock_run(&["status", "--root", s(&root), "--json"]).ok();
+        // Back to the small bundle for the next round, if the big one got through.
+        let version = airlock_run(&["status", "--root", s(&root), "--json"]).ok().json()["current"]["version"].clone();
+        if version == "2.0.0" {
+            let args = [&install(&small_bundle)[..], &["--allow-downgrade".to_owned()]].concat();
+            airlock_run(&args.iter().map(String::as_str).collect::<Vec<_>>()).ok();
+        }
+    }
+    assert!(interrupted >= 3, "most kills landed in the middle of an install ({interrupted} of 5)");
+    airlock_run(&install(&big_bundle).each_ref().map(String::as_str)).ok();
+    assert_current_verifies(&root, &keys);
+    assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "leftovers were cleaned");
+}
+
+#[test]
+fn the_lock_file_is_never_removed_and_status_of_an_empty_root_is_empty() {
+    let r = Releases::new();
+    let st = airlock_run(&["status", "--root", s(&r.t.path().join("none")), "--json"]).ok().json();
+    assert!(st["current"].is_null() && st["history"].as_array().is_some_and(Vec::is_empty));
+    r.install("1.0.0", &[]).ok();
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(r.root.join(".lock")).unwrap());
+    r.install("1.1.0", &[]).ok();
+    let after = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(r.root.join(".lock")).unwrap());
+    assert_eq!(inode, after, "one lock file for the life of the root");
+}
