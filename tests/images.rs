@@ -466,3 +466,41 @@ fn a_dropped_blob_download_is_retried_and_resumed_with_a_range_request() {
     let offset: u64 = range.trim().rsplit('=').next().unwrap().trim_end_matches('-').parse().unwrap_or(0);
     assert!(offset > 0, "the third request resumes from the bytes already received: {range:?}");
 }
+
+#[test]
+fn rollback_republishes_the_previous_bundles_images_to_the_remembered_registry() {
+    let upstream = Registry::start(Mode::Plain);
+    let site = Registry::start(Mode::Plain);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let u = &upstream.host;
+    // Two releases of one bundle: the same tag, with other content upstream in between.
+    let mut bundles = Vec::new();
+    for (version, seed) in [("1.0.0", "1"), ("1.1.0", "2")] {
+        let digest = upstream.push("app/x", "1", &["--seed", seed]);
+        let dir = t.path().join(version);
+        let spec = write_spec(&dir, &format!("{}[[image]]\nref = \"{u}/app/x:1\"\n", insecure(&upstream)));
+        let text =
+            std::fs::read_to_string(&spec).unwrap().replace("version = \"1.0.0\"", &format!("version = \"{version}\""));
+        std::fs::write(&spec, text).unwrap();
+        let out = t.path().join(format!("x-{version}.airlock"));
+        airlock_in(t.path(), &["build", s(&spec), "--key", s(&keys.private), "--out", s(&out)]).ok();
+        bundles.push((out, digest));
+    }
+    assert_ne!(bundles[0].1, bundles[1].1);
+    let root = t.path().join("site-root");
+    let tag = format!("docker://{}/app/x:1", site.host);
+    let install = |bundle: &Path| {
+        let registry = ["--registry", site.host.as_str(), "--insecure-registry"];
+        let args = [&["install", s(bundle), "--trust", s(&keys.public), "--root", s(&root)][..], &registry].concat();
+        airlock_in(t.path(), &args).ok();
+    };
+    install(&bundles[0].0);
+    install(&bundles[1].0);
+    assert_eq!(skopeo_digest(&tag), bundles[1].1);
+    // No --registry on rollback: the site remembers where it publishes.
+    let back = airlock_in(t.path(), &["rollback", "--root", s(&root), "--json"]).ok().json();
+    assert_eq!(back["version"], "1.0.0");
+    assert_eq!(skopeo_digest(&tag), bundles[0].1, "the tag is back at the previous bundle's digest");
+    assert_eq!(back["images"][0]["digest"], bundles[0].1.as_str());
+}

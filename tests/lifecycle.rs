@@ -76,7 +76,15 @@ fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() 
     let st = r.status();
     assert_eq!(st["previous"]["version"], "1.1.0");
     assert_eq!(st["retained"].as_array().unwrap().len(), 2, "--keep 2 pruned 1.0.0: {st}");
-    assert_eq!(st["history"].as_array().unwrap().len(), 3);
+    let history = st["history"].as_array().unwrap();
+    assert_eq!(history.len(), 3);
+    for (e, v) in history.iter().zip(["1.0.0", "1.1.0", "1.2.0"]) {
+        assert_eq!(
+            (e["action"].as_str(), e["name"].as_str(), e["version"].as_str()),
+            (Some("install"), Some("demo"), Some(v))
+        );
+        assert!(e["id"].is_string() && e["installed_at"].is_string(), "{e}");
+    }
 
     // A lower version is refused (exit 3, nothing changed), unless asked for.
     let before = snapshot(&r.root);

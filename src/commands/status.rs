@@ -27,12 +27,16 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     writeln!(out, "retained: {}", s.retained.len())?;
     let rollback = s.last_rollback.as_ref().map_or_else(
         || format!("none yet (rehearse one: `airlock rollback --root {}`)", args.root.display()),
-        |r| format!("to {} {} at {} in {:.2} s", r.name, r.version, r.at, r.seconds),
+        |r| format!("to {} {} at {} in {:.2} s", r.name, r.version, r.installed_at, r.seconds),
     );
     writeln!(out, "last rollback: {rollback}")?;
     writeln!(out, "history:")?;
     for e in &s.history {
-        writeln!(out, "  {}  {:<8} {} {} (bundles/{}) {:.2} s", e.at, e.action, e.name, e.version, e.id, e.seconds)?;
+        writeln!(
+            out,
+            "  {}  {:<8} {} {} (bundles/{}) {:.2} s",
+            e.installed_at, e.action, e.name, e.version, e.id, e.seconds
+        )?;
     }
     Ok(super::EXIT_OK)
 }

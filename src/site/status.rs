@@ -19,8 +19,34 @@ pub struct Status {
     pub previous: Option<Entry>,
     /// Every bundle kept under `bundles/`.
     pub retained: Vec<Entry>,
-    pub history: Vec<Event>,
-    pub last_rollback: Option<Event>,
+    /// Every install and rollback that changed `current`, oldest first.
+    pub history: Vec<HistoryEntry>,
+    pub last_rollback: Option<HistoryEntry>,
+}
+
+/// One activation: what became current, when, by which action, and how long it took.
+#[derive(Debug, Serialize)]
+pub struct HistoryEntry {
+    pub action: String,
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    /// When it became current.
+    pub installed_at: Timestamp,
+    pub seconds: f64,
+}
+
+impl From<Event> for HistoryEntry {
+    fn from(e: Event) -> Self {
+        Self {
+            action: e.action,
+            id: e.id,
+            name: e.name,
+            version: e.version.to_string(),
+            installed_at: e.at,
+            seconds: e.seconds,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -61,7 +87,7 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
         current: linked("current")?,
         previous: linked("previous")?,
         retained,
-        history: state.history,
-        last_rollback: state.last_rollback,
+        history: state.history.into_iter().map(HistoryEntry::from).collect(),
+        last_rollback: state.last_rollback.map(HistoryEntry::from),
     })
 }
