@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A newcomer's first ten minutes: build, verify, inspect and install the demo bundle from
-# testdata/demo with a fresh key, offline, printing each step.
+# testdata/demo with a fresh key, offline, printing each step; then the next release over it,
+# a refused downgrade, a verified rollback and the site's status and records.
 #   scripts/demo.sh            builds airlock (release) first
 #   AIRLOCK=path scripts/demo.sh   uses that binary instead
 #   KEEP=1 scripts/demo.sh      keeps the temporary directory for a look around
@@ -78,5 +79,27 @@ code=$?
 set -e
 echo "    exit code $code; current -> $(readlink "$work/site/current")"
 [[ $code -eq 3 ]]
+
+step "9. the next release: 2026.11.1 installed over it; the site keeps 2026.11.0 as previous"
+next="$work/next"
+mkdir -p "$next"
+cp -r "$repo/testdata/demo/firmware" "$repo/testdata/demo/docs" "$next/"
+sed 's/^version = "2026.11.0"/version = "2026.11.1"/' "$repo/testdata/demo/airlock.toml" > "$next/airlock.toml"
+echo "2026.11.1: rebuilt with the same firmware" >> "$next/docs/RELEASE-NOTES.md"
+"$AIRLOCK" build "$next/airlock.toml" --key "$work/keys/build.key" --out "$work/next.airlock" >/dev/null 2>&1
+"$AIRLOCK" install "$work/next.airlock" --trust "$work/keys/build.pub" --root "$work/site"
+
+step "10. an older version is refused (exit 3): rollback is the way back"
+set +e
+"$AIRLOCK" install "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --root "$work/site"
+code=$?
+set -e
+echo "    exit code $code"
+[[ $code -eq 3 ]]
+
+step "11. rollback: the retained 2026.11.0 verified again from its file, restaged and made current"
+timed "$AIRLOCK" rollback --root "$work/site"
+"$AIRLOCK" status --root "$work/site"
+ls "$work/site/records/"
 
 printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"
