@@ -282,6 +282,27 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
     airlock_run(&install(&big_bundle).each_ref().map(String::as_str)).ok();
     assert_current_verifies(&root, &keys);
     assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "leftovers were cleaned");
+
+    // The same for rollbacks that restage the large bundle: back to the small one first.
+    airlock_run(&["rollback", "--root", s(&root)]).ok();
+    for fraction in [0.1, 0.3, 0.5] {
+        let mut child = airlock()
+            .args(["rollback", "--root", s(&root)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(full.mul_f64(fraction));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_current_verifies(&root, &keys);
+        let st = airlock_run(&["status", "--root", s(&root), "--json"]).ok().json();
+        if st["current"]["version"] == "2.0.0" {
+            airlock_run(&["rollback", "--root", s(&root)]).ok(); // previous is the large one again
+        }
+    }
+    airlock_run(&["rollback", "--root", s(&root)]).ok();
+    assert_current_verifies(&root, &keys);
 }
 
 #[test]
