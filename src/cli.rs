@@ -42,6 +42,11 @@ pub enum Command {
     Rollback(RollbackArgs),
     /// What a site root has: current, previous, retained bundles, history, the last rollback.
     Status(StatusArgs),
+    /// The current-state record of this host's GPU stack (tools on PATH, files under
+    /// `AIRLOCK_HOST_ROOT`).
+    Probe(ProbeArgs),
+    /// Compare this host's GPU stack with the active bundle's support matrix (exit 4 on red).
+    Validate(ValidateArgs),
     /// Print the bundle's in-toto provenance statement (its DSSE signature checked with `--trust`).
     Provenance(ProvenanceArgs),
     /// Write the bundle's SBOM (`CycloneDX` JSON), byte for byte (nothing is verified: use `verify`).
@@ -253,6 +258,23 @@ pub struct RollbackArgs {
     pub apt_signing_key: Option<PathBuf>,
     #[command(flatten)]
     pub site: SiteArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Site state root.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

@@ -27,4 +27,5 @@ pub mod sign;
 pub mod site;
 pub mod sources;
 pub mod spec;
+pub mod validate;
 pub mod wheel;

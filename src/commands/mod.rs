@@ -7,11 +7,13 @@ mod inspect;
 mod install;
 mod keygen;
 mod lock;
+mod probe;
 mod provenance;
 mod rollback;
 mod sbom;
 mod sign;
 mod status;
+mod validate;
 mod verify;
 
 use std::io::Write;
@@ -50,6 +52,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Sign(a) => sign::run(&a),
         Command::Rollback(a) => rollback::run(&a),
         Command::Status(a) => status::run(&a),
+        Command::Probe(a) => probe::run(&a),
+        Command::Validate(a) => validate::run(&a),
     }
 }
 

@@ -1,0 +1,43 @@
+//! `airlock probe [--json]`
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use crate::cli::ProbeArgs;
+use crate::validate::probe::{HostRoot, probe};
+
+pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
+    let p = probe(&HostRoot::from_env());
+    if args.json {
+        super::print_json(&p)?;
+        return Ok(super::EXIT_OK);
+    }
+    // Tools' output is untrusted text: escaped for the terminal.
+    let h = &p.host;
+    let mut t = String::new();
+    let _ = writeln!(t, "os:        {} {}", h.os_id, h.os_version);
+    let _ = writeln!(t, "kernel:    {}", h.kernel);
+    let _ = writeln!(t, "amdgpu:    {}{}", h.amdgpu, if h.amdgpu_live { " (live)" } else { "" });
+    let _ = writeln!(t, "rocm:      {}", h.rocm);
+    let _ = writeln!(
+        t,
+        "platform:  {} (hypervisor {}), {} {}",
+        h.virtualization.mode, h.virtualization.hypervisor, h.vendor, h.product
+    );
+    let _ = writeln!(t, "gpus:      {}", p.gpus.len());
+    for g in &p.gpus {
+        let _ = writeln!(
+            t,
+            "  {} {}: {} ({}) bdf {} cu {} vbios {}",
+            g.vendor, g.index, g.market_name, g.gfx, g.bdf, g.compute_units, g.vbios
+        );
+        for (id, v) in &g.firmware {
+            let _ = writeln!(t, "      {id} {v}");
+        }
+    }
+    for (name, tool) in &p.tools {
+        let _ = writeln!(t, "tool {name}: {}", tool.status);
+    }
+    std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
+    Ok(super::EXIT_OK)
+}

@@ -1,0 +1,109 @@
+//! amd-smi's JSON, as `reference/gpu-probes.md` describes it: `static` and `metric` print
+//! `{"gpu_data": [...]}` from 26 on and a bare list before; `list`, `firmware` and `version`
+//! print a bare list always. Failure is a non-zero exit, stdout that is not JSON (newer
+//! versions may print `amdsmi_cli_exceptions....Exception: {json}`), or an `"error"` key (24.x
+//! prints `{"error": ..., "code": -3}` and exits 0). Unavailable values are `"N/A"`.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::unknown_if_absent;
+
+/// The per-GPU objects of an amd-smi JSON answer, whichever envelope it came in.
+pub fn envelope(stdout: &str) -> Result<Vec<Value>, String> {
+    let text = stdout.trim();
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        let first = text.lines().next().unwrap_or_default();
+        format!("not JSON ({e}): {}", crate::escape::value(&first.chars().take(120).collect::<String>()))
+    })?;
+    if let Some(err) = value.get("error") {
+        return Err(format!("amd-smi reported an error: {err}"));
+    }
+    match value {
+        Value::Array(items) => Ok(items),
+        Value::Object(mut map) => match map.remove("gpu_data") {
+            Some(Value::Array(items)) => Ok(items),
+            _ => Err("neither a list nor a `gpu_data` list".into()),
+        },
+        _ => Err("neither a list nor a `gpu_data` list".into()),
+    }
+}
+
+/// One AMD GPU from `amd-smi static --json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Static {
+    pub gpu: u64,
+    pub market_name: String,
+    pub gfx: String,
+    pub device_id: String,
+    pub bdf: String,
+    pub compute_units: String,
+    /// The `vbios` block, named `ifwi` from 7.1.0.
+    pub ifwi_version: String,
+    pub driver_version: String,
+    /// `accelerator_partition` (from 6.4.2) or `compute_partition`.
+    pub compute_partition: String,
+    pub memory_partition: String,
+}
+
+fn text(v: Option<&Value>) -> String {
+    unknown_if_absent(v.and_then(|v| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }))
+}
+
+pub fn parse_static(items: &[Value]) -> Vec<Static> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let firmware_block = g.get("ifwi").or_else(|| g.get("vbios"));
+            let partition = g.get("partition");
+            Static {
+                gpu: g.get("gpu").and_then(Value::as_u64).unwrap_or(i as u64),
+                market_name: text(g.pointer("/asic/market_name")),
+                gfx: text(g.pointer("/asic/target_graphics_version")),
+                device_id: text(g.pointer("/asic/device_id")),
+                bdf: text(g.pointer("/bus/bdf")),
+                compute_units: text(g.pointer("/asic/num_compute_units")),
+                ifwi_version: text(firmware_block.and_then(|b| b.get("version"))),
+                driver_version: text(g.pointer("/driver/version")),
+                compute_partition: text(
+                    partition.and_then(|p| p.get("accelerator_partition").or_else(|| p.get("compute_partition"))),
+                ),
+                memory_partition: text(partition.and_then(|p| p.get("memory_partition"))),
+            }
+        })
+        .collect()
+}
+
+/// `gpu` → `fw_id` → version, from `amd-smi firmware --json`.
+pub fn parse_firmware(items: &[Value]) -> BTreeMap<u64, BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for (i, g) in items.iter().enumerate() {
+        let gpu = g.get("gpu").and_then(Value::as_u64).unwrap_or(i as u64);
+        let list = g.get("fw_list").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let fw = list
+            .iter()
+            .filter_map(|f| Some((f.get("fw_id")?.as_str()?.to_owned(), text(f.get("fw_version")))))
+            .collect();
+        out.insert(gpu, fw);
+    }
+    out
+}
+
+/// `(tool version, ROCm version)` from `amd-smi version --json`, or its plain-text form
+/// (`AMDSMI Tool: 25.3.0+ede62f2 | AMDSMI Library version: 25.3.0 | ROCm version: 6.4.0 | …`).
+pub fn parse_version(stdout: &str) -> (String, String) {
+    if let Ok(items) = envelope(stdout)
+        && let Some(first) = items.first()
+    {
+        return (text(first.get("version")), text(first.get("rocm_version")));
+    }
+    let field =
+        |label: &str| stdout.split('|').find_map(|part| part.trim().strip_prefix(label).map(|v| v.trim().to_owned()));
+    (unknown_if_absent(field("AMDSMI Tool:")), unknown_if_absent(field("ROCm version:")))
+}

@@ -1,0 +1,122 @@
+//! Host facts read from files under `AIRLOCK_HOST_ROOT` (default `/`), so that a recorded host
+//! replays in tests: `/etc/os-release`, `/proc/sys/kernel/osrelease` (what `uname -r` prints),
+//! `/sys/module/amdgpu/{version,initstate}`, `/opt/rocm/.info/version`, the `hypervisor` flag
+//! in `/proc/cpuinfo`, `/sys/hypervisor/type` and the DMI strings systemd reads.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::unknown_if_absent;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Host {
+    /// `/etc/os-release` `ID` and `VERSION_ID` (`ubuntu`, `24.04`).
+    pub os_id: String,
+    pub os_version: String,
+    pub kernel: String,
+    /// The amdgpu module's own version; "unknown" for an inbox driver (never the kernel's).
+    pub amdgpu: String,
+    /// `/sys/module/amdgpu/initstate` is `live`.
+    pub amdgpu_live: bool,
+    pub rocm: String,
+    pub virtualization: Virtualization,
+    /// DMI `sys_vendor` and `product_name`.
+    pub vendor: String,
+    pub product: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Virtualization {
+    /// `baremetal` or `guest` (the CPU's `hypervisor` flag); `unknown` without `/proc/cpuinfo`.
+    pub mode: String,
+    /// systemd's names from DMI (`kvm`, `qemu`, `vmware`, `microsoft`, `xen`, `amazon`, …).
+    pub hypervisor: String,
+}
+
+/// Files of the host being probed.
+pub struct HostRoot(PathBuf);
+
+impl HostRoot {
+    /// `$AIRLOCK_HOST_ROOT`, else `/`.
+    pub fn from_env() -> Self {
+        Self(std::env::var_os("AIRLOCK_HOST_ROOT").map_or_else(|| PathBuf::from("/"), PathBuf::from))
+    }
+
+    pub fn at(dir: &Path) -> Self {
+        Self(dir.to_owned())
+    }
+
+    /// A small text file of the host, trimmed; `None` when absent or unreadable.
+    pub fn read(&self, path: &str) -> Option<String> {
+        let full = self.0.join(path.trim_start_matches('/'));
+        let text = std::fs::read(&full).ok()?;
+        let text = String::from_utf8_lossy(&text[..text.len().min(1 << 20)]).trim().to_owned();
+        (!text.is_empty()).then_some(text)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// `KEY=value` lines, values optionally quoted.
+fn os_release(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"').trim_matches('\'').to_owned())
+    })
+}
+
+/// systemd's DMI vendor table (`src/basic/virt.c`), matched with `startswith`.
+fn dmi_hypervisor(values: &[String]) -> Option<&'static str> {
+    const TABLE: [(&str, &str); 12] = [
+        ("KVM", "kvm"),
+        ("Amazon EC2", "amazon"),
+        ("QEMU", "qemu"),
+        ("VMware", "vmware"),
+        ("VMW", "vmware"),
+        ("Hyper-V", "microsoft"),
+        ("OpenStack", "kvm"),
+        ("KubeVirt", "kvm"),
+        ("innotek GmbH", "oracle"),
+        ("VirtualBox", "oracle"),
+        ("Xen", "xen"),
+        ("Google Compute Engine", "google"),
+    ];
+    values.iter().find_map(|v| TABLE.iter().find(|(p, _)| v.starts_with(p)).map(|(_, name)| *name))
+}
+
+pub fn collect(root: &HostRoot) -> Host {
+    let os = root.read("/etc/os-release").unwrap_or_default();
+    let dmi: Vec<String> = ["product_name", "sys_vendor", "board_vendor", "bios_vendor", "product_version"]
+        .iter()
+        .filter_map(|f| root.read(&format!("/sys/class/dmi/id/{f}")))
+        .collect();
+    let mode = match root.read("/proc/cpuinfo") {
+        Some(cpuinfo)
+            if cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor")) =>
+        {
+            "guest"
+        }
+        Some(_) => "baremetal",
+        None => "unknown",
+    };
+    let hypervisor = match (mode, dmi_hypervisor(&dmi), root.read("/sys/hypervisor/type")) {
+        ("baremetal", _, _) => "none".to_owned(),
+        (_, Some(name), _) => name.to_owned(),
+        (_, None, Some(kind)) => kind,
+        (_, None, None) => "unknown".to_owned(),
+    };
+    Host {
+        os_id: unknown_if_absent(os_release(&os, "ID")),
+        os_version: unknown_if_absent(os_release(&os, "VERSION_ID")),
+        kernel: unknown_if_absent(root.read("/proc/sys/kernel/osrelease")),
+        amdgpu: unknown_if_absent(root.read("/sys/module/amdgpu/version")),
+        amdgpu_live: root.read("/sys/module/amdgpu/initstate").as_deref() == Some("live"),
+        rocm: unknown_if_absent(root.read("/opt/rocm/.info/version")),
+        virtualization: Virtualization { mode: mode.to_owned(), hypervisor },
+        vendor: unknown_if_absent(root.read("/sys/class/dmi/id/sys_vendor")),
+        product: unknown_if_absent(root.read("/sys/class/dmi/id/product_name")),
+    }
+}

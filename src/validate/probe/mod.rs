@@ -1,0 +1,357 @@
+//! `airlock probe`: the current-state record of a host's GPU stack, from the real tools' real
+//! formats (`reference/gpu-probes.md`): amd-smi (`static`, `firmware`, `version` with
+//! `--json`), rocminfo, legacy rocm-smi as a fallback, nvidia-smi, and host files. Tools are
+//! found on `PATH`; host files are read under `AIRLOCK_HOST_ROOT`. A field a tool reports as
+//! `N/A`, or not at all, is "unknown" in the record, never a guess.
+
+pub mod amdsmi;
+pub mod host;
+pub mod nvidia;
+pub mod rocminfo;
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+pub use host::{Host, HostRoot};
+
+/// What a record says where it has nothing to say.
+pub const UNKNOWN: &str = "unknown";
+
+/// A value, or "unknown" when the tool gave none (or `N/A`).
+pub fn unknown_if_absent(v: Option<String>) -> String {
+    match v {
+        Some(s) if !s.trim().is_empty() && s.trim() != "N/A" => s.trim().to_owned(),
+        _ => UNKNOWN.to_owned(),
+    }
+}
+
+/// One GPU, AMD or NVIDIA, as the record shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Gpu {
+    pub vendor: String,
+    pub index: u64,
+    pub market_name: String,
+    /// The LLVM target (`gfx942`); for NVIDIA, "unknown".
+    pub gfx: String,
+    pub device_id: String,
+    pub bdf: String,
+    pub compute_units: String,
+    /// `fw_id` → version.
+    pub firmware: BTreeMap<String, String>,
+    /// vbios / IFWI version.
+    pub vbios: String,
+    pub compute_partition: String,
+    pub memory_partition: String,
+    /// NVIDIA only.
+    pub uuid: String,
+    pub driver: String,
+    pub compute_cap: String,
+    pub memory: String,
+    pub mig: String,
+}
+
+impl Gpu {
+    fn blank(vendor: &str, index: u64) -> Self {
+        let u = || UNKNOWN.to_owned();
+        Self {
+            vendor: vendor.to_owned(),
+            index,
+            market_name: u(),
+            gfx: u(),
+            device_id: u(),
+            bdf: u(),
+            compute_units: u(),
+            firmware: BTreeMap::new(),
+            vbios: u(),
+            compute_partition: u(),
+            memory_partition: u(),
+            uuid: u(),
+            driver: u(),
+            compute_cap: u(),
+            memory: u(),
+            mig: u(),
+        }
+    }
+}
+
+/// How a tool fared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Tool {
+    pub path: Option<PathBuf>,
+    /// `ok`, `missing`, or why it failed.
+    pub status: String,
+}
+
+/// The current-state record.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Probe {
+    pub host: Host,
+    pub gpus: Vec<Gpu>,
+    pub amd_smi_version: String,
+    pub tools: BTreeMap<String, Tool>,
+}
+
+/// What running a tool gave.
+struct Ran {
+    stdout: String,
+    success: bool,
+}
+
+/// A tool on `PATH`, run with `args`, bounded in time (probes must never hang an install).
+fn run(tools: &mut BTreeMap<String, Tool>, name: &str, args: &[&str]) -> Option<Ran> {
+    let Some(path) = find_on_path(name) else {
+        tools.entry(name.to_owned()).or_insert(Tool { path: None, status: "missing".into() });
+        return None;
+    };
+    let mut record = |status: String| {
+        tools.insert(name.to_owned(), Tool { path: Some(path.clone()), status });
+    };
+    let mut child = match Command::new(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            record(format!("cannot run: {e}"));
+            return None;
+        }
+    };
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.by_ref().take(16 << 20).read_to_end(&mut buf);
+        buf
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let bytes = reader.join().unwrap_or_default();
+    let Some(status) = status else {
+        record(format!("`{name} {}` did not finish in 60 s", args.join(" ")));
+        return None;
+    };
+    record(if status.success() { "ok".into() } else { format!("`{name} {}` exited {status}", args.join(" ")) });
+    Some(Ran { stdout: String::from_utf8_lossy(&bytes).into_owned(), success: status.success() })
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// Probe this host (tools on `PATH`, files under `root`).
+pub fn probe(root: &HostRoot) -> Probe {
+    let mut tools = BTreeMap::new();
+    let host = host::collect(root);
+    let (mut gpus, amd_smi_version) = amd_gpus(&mut tools);
+    if gpus.is_empty() {
+        gpus = rocm_fallback(&mut tools);
+    }
+    // With an inbox driver the tools report the kernel release as the driver's version: that
+    // is not a driver version, so the record says unknown.
+    for g in gpus.iter_mut().filter(|g| g.driver == host.kernel) {
+        UNKNOWN.clone_into(&mut g.driver);
+    }
+    gpus.extend(nvidia_gpus(&mut tools));
+    Probe { host, gpus, amd_smi_version, tools }
+}
+
+/// AMD GPUs from amd-smi, with their firmware.
+fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
+    let version = run(tools, "amd-smi", &["version", "--json"])
+        .filter(|r| r.success)
+        .map_or_else(|| UNKNOWN.to_owned(), |r| amdsmi::parse_version(&r.stdout).0);
+    let Some(ran) = run(tools, "amd-smi", &["static", "--json"]) else { return (Vec::new(), version) };
+    let items = match (ran.success, amdsmi::envelope(&ran.stdout)) {
+        (true, Ok(items)) => items,
+        (_, Err(why)) => {
+            tools.insert("amd-smi".into(), Tool { path: find_on_path("amd-smi"), status: format!("static: {why}") });
+            return (Vec::new(), version);
+        }
+        (false, Ok(_)) => return (Vec::new(), version),
+    };
+    let firmware = run(tools, "amd-smi", &["firmware", "--json"])
+        .filter(|r| r.success)
+        .and_then(|r| amdsmi::envelope(&r.stdout).ok())
+        .map(|items| amdsmi::parse_firmware(&items))
+        .unwrap_or_default();
+    let gpus = amdsmi::parse_static(&items)
+        .into_iter()
+        .map(|s| {
+            let mut g = Gpu::blank("amd", s.gpu);
+            g.firmware = firmware.get(&s.gpu).cloned().unwrap_or_default();
+            (g.market_name, g.gfx, g.device_id, g.bdf) = (s.market_name, s.gfx, s.device_id, s.bdf);
+            (g.compute_units, g.vbios, g.driver) = (s.compute_units, s.ifwi_version, s.driver_version);
+            (g.compute_partition, g.memory_partition) = (s.compute_partition, s.memory_partition);
+            g
+        })
+        .collect();
+    (gpus, version)
+}
+
+/// Without amd-smi: rocminfo's GPU agents, else legacy rocm-smi's product names.
+fn rocm_fallback(tools: &mut BTreeMap<String, Tool>) -> Vec<Gpu> {
+    if let Some(ran) = run(tools, "rocminfo", &[]).filter(|r| r.success) {
+        let (agents, _) = rocminfo::parse(&ran.stdout);
+        if !agents.is_empty() {
+            return agents
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let mut g = Gpu::blank("amd", i as u64);
+                    (g.market_name, g.gfx, g.compute_units, g.device_id) =
+                        (a.market_name, a.gfx, a.compute_units, a.chip_id);
+                    g
+                })
+                .collect();
+        }
+    }
+    run(tools, "rocm-smi", &["--showproductname", "--json"])
+        .filter(|r| r.success)
+        .and_then(|r| rocminfo::parse_legacy(&r.stdout).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (series, gfx))| {
+            let mut g = Gpu::blank("amd", i as u64);
+            (g.market_name, g.gfx) = (series, gfx);
+            g
+        })
+        .collect()
+}
+
+fn nvidia_gpus(tools: &mut BTreeMap<String, Tool>) -> Vec<Gpu> {
+    let query = |tools: &mut BTreeMap<String, Tool>, fields: &str| {
+        run(tools, "nvidia-smi", &[&format!("--query-gpu={fields}"), "--format=csv,noheader"]).filter(|r| r.success)
+    };
+    let (ran, old) = match query(tools, nvidia::QUERY) {
+        Some(r) => (Some(r), false),
+        None if tools.get("nvidia-smi").is_some_and(|t| t.path.is_some()) => (query(tools, nvidia::QUERY_OLD), true),
+        None => (None, false),
+    };
+    ran.map(|r| nvidia::parse(&r.stdout, old))
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut g = Gpu::blank("nvidia", i as u64);
+            (g.market_name, g.uuid, g.driver, g.vbios) = (n.name, n.uuid, n.driver, n.vbios);
+            (g.compute_cap, g.memory, g.mig) = (n.compute_cap, n.memory, n.mig);
+            g
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(path: &str) -> String {
+        std::fs::read_to_string(format!("{}/testdata/probes/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
+
+    #[test]
+    fn amd_smi_envelopes_old_and_new_parse_alike() {
+        let new = amdsmi::parse_static(&amdsmi::envelope(&fixture("mi300x/out/amd-smi-static.json")).unwrap());
+        let old = amdsmi::parse_static(&amdsmi::envelope(&fixture("mi300x-old/out/amd-smi-static.json")).unwrap());
+        assert_eq!((new.len(), old.len()), (8, 2));
+        for g in [&new[0], &old[0]] {
+            assert_eq!(
+                (g.market_name.as_str(), g.gfx.as_str(), g.device_id.as_str()),
+                ("AMD Instinct MI300X", "gfx942", "0x74a1")
+            );
+            assert_eq!(g.ifwi_version, "022.040.003.042.000001", "vbios and ifwi are aliases");
+            assert_eq!((g.compute_units.as_str(), g.compute_partition.as_str()), ("304", UNKNOWN));
+        }
+        assert_eq!(new[7].bdf, "0000:75:00.0");
+        let fw = amdsmi::parse_firmware(&amdsmi::envelope(&fixture("mi300x-old/out/amd-smi-firmware.json")).unwrap());
+        assert_eq!(fw[&1]["PLDM_BUNDLE"], "01.25.03.12");
+        assert_eq!(
+            amdsmi::parse_version(&fixture("mi300x/out/amd-smi-version.json")),
+            ("26.0.2+1d9a2ff".into(), "7.0.2".into())
+        );
+        let text = "AMDSMI Tool: 25.3.0+ede62f2 | AMDSMI Library version: 25.3.0 | ROCm version: 6.4.0 | amdgpu version: 6.12.12 | amd_hsmp version: N/A";
+        assert_eq!(amdsmi::parse_version(text), ("25.3.0+ede62f2".into(), "6.4.0".into()));
+    }
+
+    #[test]
+    fn amd_smi_failures_are_recognised_whatever_the_exit_code() {
+        assert!(amdsmi::envelope(r#"{"error": "AMDSMI_STATUS_NOT_INIT", "code": -3}"#).unwrap_err().contains("error"));
+        let prefixed = r#"amdsmi_cli_exceptions.AmdSmiLibraryException: {"error": "x"}"#;
+        assert!(amdsmi::envelope(prefixed).unwrap_err().starts_with("not JSON"));
+        let na = amdsmi::parse_static(&[serde_json::json!({"gpu": 0, "asic": {"market_name": "N/A"}, "vbios": "N/A"})]);
+        assert_eq!((na[0].market_name.as_str(), na[0].ifwi_version.as_str()), (UNKNOWN, UNKNOWN));
+        let partitioned =
+            serde_json::json!({"gpu": 0, "partition": {"accelerator_partition": "CPX", "memory_partition": "NPS4"}});
+        let p = amdsmi::parse_static(&[partitioned]);
+        assert_eq!((p[0].compute_partition.as_str(), p[0].memory_partition.as_str()), ("CPX", "NPS4"));
+    }
+
+    #[test]
+    fn rocminfo_gpu_agents_despite_padding_and_cpu_agents() {
+        let (agents, module) = rocminfo::parse(&fixture("mi300x/out/rocminfo.txt"));
+        assert_eq!(module.as_deref(), Some("6.12.12"));
+        assert_eq!(agents.len(), 1, "the CPU agent is not a GPU");
+        assert_eq!((agents[0].gfx.as_str(), agents[0].market_name.as_str()), ("gfx942", "AMD Instinct MI300X"));
+        assert_eq!((agents[0].compute_units.as_str(), agents[0].chip_id.as_str()), ("304", "0x74a1"));
+        let (_, inbox) = rocminfo::parse(&fixture("mi300x-inbox/out/rocminfo.txt"));
+        assert_eq!(inbox, None, "`ROCk module is loaded` names no version");
+        let legacy = r#"{"card0": {"Card Series": "AMD INSTINCT MI200 (MCM) OAM LC MBA HPE C2", "Card Model": "0x7408", "GFX Version": "gfx9010"}}"#;
+        assert_eq!(
+            rocminfo::parse_legacy(legacy).unwrap(),
+            [("AMD INSTINCT MI200 (MCM) OAM LC MBA HPE C2".into(), "gfx9010".into())]
+        );
+    }
+
+    #[test]
+    fn nvidia_csv_with_absence_tokens_and_old_drivers() {
+        let g = nvidia::parse(&fixture("h200/out/nvidia-smi.csv"), false);
+        assert_eq!(
+            (g[0].name.as_str(), g[0].driver.as_str(), g[0].compute_cap.as_str()),
+            ("NVIDIA H200", "570.86.15", "9.0")
+        );
+        assert_eq!((g[0].memory.as_str(), g[0].mig.as_str()), ("143771 MiB", "Disabled"));
+        let tokens = nvidia::parse("NVIDIA A100, GPU-1, 535.1, [N/A], [Not Supported], 40960 MiB, [N/A]", false);
+        assert_eq!(
+            (tokens[0].vbios.as_str(), tokens[0].compute_cap.as_str(), tokens[0].mig.as_str()),
+            (UNKNOWN, UNKNOWN, UNKNOWN)
+        );
+        let old = nvidia::parse("Tesla V100, GPU-2, 418.87, 88.00.4F.00.09, 16160 MiB", true);
+        assert_eq!((old[0].memory.as_str(), old[0].compute_cap.as_str()), ("16160 MiB", UNKNOWN));
+    }
+
+    #[test]
+    fn host_facts_from_a_recorded_root() {
+        let root = |h: &str| {
+            HostRoot::at(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/probes").join(h).join("root"))
+        };
+        let h = host::collect(&root("mi300x"));
+        assert_eq!(
+            (h.os_id.as_str(), h.os_version.as_str(), h.kernel.as_str()),
+            ("ubuntu", "24.04", "6.8.0-50-generic")
+        );
+        assert_eq!((h.amdgpu.as_str(), h.amdgpu_live, h.rocm.as_str()), ("6.12.12", true, "7.0.2-56"));
+        assert_eq!((h.virtualization.mode.as_str(), h.virtualization.hypervisor.as_str()), ("baremetal", "none"));
+        let inbox = host::collect(&root("mi300x-inbox"));
+        assert_eq!((inbox.amdgpu.as_str(), inbox.amdgpu_live), (UNKNOWN, true), "never the kernel string");
+        let guest = host::collect(&root("guest"));
+        assert_eq!((guest.virtualization.mode.as_str(), guest.virtualization.hypervisor.as_str()), ("guest", "qemu"));
+    }
+}
