@@ -47,10 +47,27 @@ step "5b. approval: the security team verifies, co-signs (BUNDLE.KEYID.sig besid
 "$AIRLOCK" sign "$bundle" --key "$work/keys/security.key" --trust "$work/keys/build.pub"
 "$AIRLOCK" verify "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --threshold 2
 
-step "6. install into a site root (two-key policy): verified while staged, then activated atomically"
+step "6a. probe: this site's GPU stack; the demo replays a recorded 8x MI300X host (testdata/probes/mi300x)"
+# Install validates the host against the bundle's support matrix before activating it. This
+# machine may have no GPU, so the demo replays a recorded one: tool stand-ins on PATH print
+# the recorded amd-smi, rocminfo and RVS output, and host files are read under it.
+export PATH="$repo/testdata/probes/mi300x/bin:$PATH" AIRLOCK_HOST_ROOT="$repo/testdata/probes/mi300x/root"
+"$AIRLOCK" probe | head -n 8
+
+step "6. install into a site root (two-key policy): verified while staged, validated green, then activated atomically"
 timed "$AIRLOCK" install "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --threshold 2 \
   --root "$work/site"
 ls -l "$work/site" "$work/site/current/" "$work/site/current/files/"
+
+step "6b. validate: the active bundle's matrix row and RVS check against this host"
+"$AIRLOCK" validate --root "$work/site"
+echo "    the same RVS failing (it still exits 0) is red: install refuses it with exit 4"
+set +e
+PATH="$repo/testdata/probes/rvs-fail/bin:$PATH" "$AIRLOCK" validate --root "$work/site"
+code=$?
+set -e
+echo "    exit code $code"
+[[ $code -eq 4 ]]
 
 step "7. an auditor's own check, no airlock involved: zstd + tar + openssl"
 if command -v zstd >/dev/null && command -v openssl >/dev/null; then

@@ -205,6 +205,7 @@ pub struct InspectArgs {
 
 #[derive(Debug, Args)]
 #[command(mut_arg("trust", |a| a.required(true)))]
+#[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
 pub struct InstallArgs {
     /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
@@ -230,6 +231,13 @@ pub struct InstallArgs {
     /// (logged and recorded); `airlock rollback` is the usual way back.
     #[arg(long)]
     pub allow_downgrade: bool,
+    /// Activate even when validation is amber (the matrix is silent about a field, or one
+    /// cannot be determined); needs `--reason`, which the record keeps.
+    #[arg(long, requires = "reason")]
+    pub accept_amber: bool,
+    /// Why amber is acceptable here (a documented exception, a ticket).
+    #[arg(long, value_name = "TEXT", requires = "accept_amber")]
+    pub reason: Option<String>,
     #[command(flatten)]
     pub site: SiteArgs,
     /// Print one JSON document on stdout instead of text.

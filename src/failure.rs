@@ -1,5 +1,5 @@
 //! What kind of failure an error is, for the exit code (`docs/architecture.md`: 1 runtime
-//! error, 2 usage error, 3 verification failed).
+//! error, 2 usage error, 3 verification failed, 4 validation verdict red).
 //!
 //! Every error type a command can end with implements [`Classify`] with an exhaustive `match`
 //! (no `_` arm), so a new variant does not compile until someone has said whether it is a
@@ -15,6 +15,8 @@ pub enum Class {
     Usage,
     /// Content, a signature or a policy did not verify.
     Verification,
+    /// The GPU stack is not one the bundle's support matrix supports (red, or amber not accepted).
+    ValidationRed,
 }
 
 impl Class {
@@ -23,6 +25,7 @@ impl Class {
             Class::Runtime => 1,
             Class::Usage => 2,
             Class::Verification => 3,
+            Class::ValidationRed => 4,
         }
     }
 }

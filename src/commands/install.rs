@@ -7,7 +7,7 @@ use crate::cli::{InstallArgs, TerminalReporter};
 use crate::fetch::Net;
 use crate::oci::Transport;
 use crate::site::registry::SiteRegistry;
-use crate::site::{Downgrade, Options, install};
+use crate::site::{Amber, Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     let policy = super::load_policy(&args.trust, &args.bundle)?;
@@ -17,7 +17,12 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         transport: if args.insecure_registry { Transport::InsecureHttp } else { Transport::Https },
     });
     let apt_key = args.apt_signing_key.as_deref().map(load_apt_key).transpose()?;
+    let amber = match (&args.reason, args.accept_amber) {
+        (Some(reason), true) => Amber::Accept { reason: reason.clone() },
+        _ => Amber::Refuse,
+    };
     let opts = Options {
+        amber,
         registry,
         apt_key,
         keep: usize::from(args.keep),

@@ -80,6 +80,8 @@ pub enum SiteError {
     NoSpace { root: PathBuf, needed: u64, available: u64 },
     #[error("`{}` has no previous bundle to roll back to", root.display())]
     NoPrevious { root: PathBuf },
+    #[error("validation is {verdict}: {summary}; `current` was not changed{hint}")]
+    Validation { verdict: &'static str, summary: String, hint: &'static str },
     #[error("`{}` is a symbolic link; the site root's own directories must be real directories", path.display())]
     Symlink { path: PathBuf },
     #[error("site state `{}`: {detail}", path.display())]
@@ -104,6 +106,7 @@ impl Classify for SiteError {
     fn class(&self) -> Class {
         match self {
             SiteError::Rejected { .. } | SiteError::Downgrade { .. } => Class::Verification,
+            SiteError::Validation { .. } => Class::ValidationRed,
             SiteError::Open { .. }
             | SiteError::Busy { .. }
             | SiteError::NoSpace { .. }
@@ -137,9 +140,20 @@ pub enum Downgrade {
     Allow,
 }
 
+/// What install does with an amber validation verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Amber {
+    #[default]
+    Refuse,
+    /// `--accept-amber --reason TEXT`: activated, and the reason recorded.
+    Accept { reason: String },
+}
+
 /// How install publishes what the bundle carries, and how it keeps the site.
 #[derive(Default)]
 pub struct Options {
+    /// Whether an amber verdict activates.
+    pub amber: Amber,
     pub registry: Option<registry::SiteRegistry>,
     /// Signs the apt view's `Release` when given.
     pub apt_key: Option<views::AptSigningKey>,
@@ -199,6 +213,8 @@ pub fn install(
     let Staged { dir, verified } = stage(bundle, input, trust, root, reporter)?;
     phases.mark("verify");
     let downgrade = check_downgrade(&state, &verified.manifest, opts.downgrade)?;
+    let validation = gate(&verified.manifest, &opts.amber)?;
+    phases.mark("validate");
     tracing::info!("views: pip index, apt repository, Hugging Face cache");
     write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
     let retained = retain(dir, &verified, trust, root)?;
@@ -224,7 +240,12 @@ pub fn install(
                         "manifest_sha256": verified.manifest_sha256, "file": bundle },
             "signers": verified.signers,
             "trust": { "keys": trust.key_ids(), "threshold": trust.threshold },
-            "verdict": { "verified": true, "downgrade": downgrade },
+            "verdict": { "verified": true, "downgrade": downgrade, "validation": validation.as_ref().map_or("skipped", |e| crate::validate::word(e.verdict)) },
+            "validation": validation.as_ref().map_or_else(
+                || serde_json::json!({ "verdict": "skipped", "reason": "the bundle names no [[validation.target]]" }),
+                |e| serde_json::json!(e),
+            ),
+            "accepted_amber": match &opts.amber { Amber::Accept { reason } if validation.as_ref().is_some_and(|e| e.verdict == crate::validate::matrix::Verdict::Amber) => Some(reason), _ => None },
             "previous": previous,
             "published": images,
             "images_not_published": images_not_published,
@@ -396,6 +417,35 @@ fn check_downgrade(state: &State, manifest: &Manifest, policy: Downgrade) -> Res
         Downgrade::Allow => {
             tracing::warn!("--allow-downgrade: installing {name} {version} below the {high_water} this site has run");
             Ok(true)
+        }
+    }
+}
+
+/// Validate this host against the verified manifest's support matrix before anything becomes
+/// visible: green goes on, amber only when accepted, red never (exit 4; the staged bundle is
+/// discarded). A bundle with no targets is not validated.
+fn gate(manifest: &Manifest, amber: &Amber) -> Result<Option<crate::validate::Evidence>, SiteError> {
+    use crate::validate::matrix::Verdict;
+    tracing::info!("validate: probing this host against the bundle's support matrix");
+    let Some(evidence) = crate::validate::validate(&manifest.validation, &crate::validate::probe::HostRoot::from_env())
+    else {
+        tracing::info!("validate: skipped, the bundle names no [[validation.target]]");
+        return Ok(None);
+    };
+    let summary = crate::escape::value(&evidence.summary).into_owned();
+    match (evidence.verdict, amber) {
+        (Verdict::Green, _) => Ok(Some(evidence)),
+        (Verdict::Amber, Amber::Accept { reason }) => {
+            tracing::warn!("amber accepted ({reason}): {summary}");
+            Ok(Some(evidence))
+        }
+        (Verdict::Amber, Amber::Refuse) => Err(SiteError::Validation {
+            verdict: "amber",
+            summary,
+            hint: "; review `airlock validate`, then pass --accept-amber --reason TEXT to activate it",
+        }),
+        (Verdict::Red, _) => {
+            Err(SiteError::Validation { verdict: "red", summary, hint: "; a red stack never activates" })
         }
     }
 }

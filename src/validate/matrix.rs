@@ -161,22 +161,32 @@ pub fn classify(targets: &[Target], probe: &Probe) -> Option<Outcome> {
     }
     let mut rows = Vec::new();
     let mut host_verdict = Verdict::Green;
-    let mut worst_gpu = String::new();
+    let mut deciding: Option<(String, RowResult)> = None;
     for gpu in &probe.gpus {
         let results: Vec<RowResult> = targets.iter().enumerate().map(|(i, t)| row(i, t, gpu, probe)).collect();
-        let best = results.iter().map(|r| r.verdict).min().unwrap_or(Verdict::Red);
-        if best >= host_verdict {
-            worst_gpu = format!("{} {} {}", gpu.vendor, gpu.index, gpu.market_name);
+        let best = results.iter().min_by_key(|r| r.verdict).cloned();
+        if let Some(best) = best
+            && (deciding.is_none() || best.verdict > host_verdict)
+        {
+            host_verdict = host_verdict.max(best.verdict);
+            deciding = Some((format!("{} {} {}", gpu.vendor, gpu.index, gpu.market_name), best));
         }
-        host_verdict = host_verdict.max(best);
         rows.extend(results);
     }
-    let word = match host_verdict {
-        Verdict::Green => "green",
-        Verdict::Amber => "amber",
-        Verdict::Red => "red",
+    let word = super::word(host_verdict);
+    let summary = match deciding {
+        Some((gpu, best)) if host_verdict != Verdict::Green => {
+            let why: Vec<String> = best
+                .fields
+                .iter()
+                .filter(|f| f.verdict == host_verdict)
+                .map(|f| format!("{}: {}", f.field, f.reason))
+                .collect();
+            format!("{word}: {gpu}, best row `{}`: {}", best.gpu, why.join("; "))
+        }
+        Some((gpu, best)) => format!("green: {gpu} matches row `{}`", best.gpu),
+        None => format!("{word}: no row"),
     };
-    let summary = format!("{word}: the best row for {worst_gpu} is {word}");
     Some(Outcome { verdict: host_verdict, detected, rows, summary })
 }
 

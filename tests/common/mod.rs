@@ -10,9 +10,21 @@ use sha2::{Digest, Sha256};
 
 pub const EPOCH: &str = "1764432000";
 
+/// The binary, on a recorded GPU host: `testdata/probes/mi300x` (8× MI300X, `ROCm` 7.0.2,
+/// amdgpu 6.12.12, Ubuntu 24.04) replayed through its tool stand-ins and host files, so that
+/// installs validate as they would on a site. `on_host` picks another.
 pub fn airlock() -> Command {
+    on_host("mi300x")
+}
+
+pub fn on_host(host: &str) -> Command {
+    let probes = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/probes");
+    let mut path = std::ffi::OsString::from(probes.join(host).join("bin"));
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
     let mut c = Command::new(env!("CARGO_BIN_EXE_airlock"));
     c.env_remove("AIRLOCK_KEY_PASSWORD").env_remove("SOURCE_DATE_EPOCH").env("RUST_LOG", "warn");
+    c.env("PATH", path).env("AIRLOCK_HOST_ROOT", probes.join(host).join("root"));
     c
 }
 
@@ -99,6 +111,11 @@ kind = "document"
 [[validation.target]]
 gpu = "MI300X"
 gfx = "gfx942"
+os = ["ubuntu 24.04"]
+kernel = ["6.8.*"]
+amdgpu = ">=6.12"
+rocm = "7.0.*"
+firmware = {{ PLDM_BUNDLE = ">=01.25.05.00" }}
 "#
         ),
     )

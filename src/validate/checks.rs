@@ -1,0 +1,205 @@
+//! `[[validation.check]]` commands, run after probing. Each runs in its own process group, so a
+//! timeout kills everything it started, and is red when it times out. Results are not read
+//! from exit codes alone: RVS exits 0 when a test fails, so its `met: TRUE|FALSE` lines, its
+//! `| … | PASS |` table and its `"pass": "true"` JSON decide; `dcgmi diag -j` JSON is read test
+//! by test (dcgmi exits non-zero even for warnings); anything else is judged by its exit code.
+
+use std::io::Read as _;
+use std::os::unix::process::CommandExt as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::matrix::Verdict;
+
+/// A check as the manifest carries it (the spec's `[[validation.check]]`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub run: Vec<String>,
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    pub name: String,
+    pub verdict: Verdict,
+    pub exit_code: Option<i32>,
+    pub duration_s: f64,
+    pub summary: String,
+    /// What it printed (stdout and stderr, at most 1 MiB), as evidence.
+    pub output: String,
+}
+
+const DEFAULT_TIMEOUT: u64 = 900;
+const MAX_OUTPUT: u64 = 1 << 20;
+
+pub fn run(check: &Check) -> CheckResult {
+    let started = Instant::now();
+    let timeout = Duration::from_secs(check.timeout_s.unwrap_or(DEFAULT_TIMEOUT));
+    let result = |verdict, exit_code, summary: String, output: String| CheckResult {
+        name: check.name.clone(),
+        verdict,
+        exit_code,
+        duration_s: started.elapsed().as_secs_f64(),
+        summary,
+        output,
+    };
+    let Some((program, args)) = check.run.split_first() else {
+        return result(Verdict::Red, None, "an empty command".into(), String::new());
+    };
+    let spawned = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return result(Verdict::Red, None, format!("cannot run `{program}`: {e}"), String::new()),
+    };
+    let (mut out, mut err) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let out_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.by_ref().take(MAX_OUTPUT).read_to_end(&mut b);
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
+        b
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.by_ref().take(MAX_OUTPUT).read_to_end(&mut b);
+        let _ = std::io::copy(&mut err, &mut std::io::sink());
+        b
+    });
+    let deadline = started + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                // The whole group: a test harness's children too.
+                if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0)) {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    let output = if stderr.is_empty() { stdout.clone() } else { format!("{stdout}\n--- stderr ---\n{stderr}") };
+    let Some(status) = status else {
+        return result(Verdict::Red, None, format!("timed out after {} s and was killed", timeout.as_secs()), output);
+    };
+    let code = status.code();
+    let (verdict, summary) = judge(&stdout, code);
+    result(verdict, code, summary, output)
+}
+
+/// The verdict from what a check printed, its exit code last.
+pub fn judge(stdout: &str, code: Option<i32>) -> (Verdict, String) {
+    if let Some(v) = dcgmi(stdout) {
+        return v;
+    }
+    let failed = stdout.lines().find(|l| {
+        l.contains("met: FALSE")
+            || l.contains("\"pass\": \"false\"")
+            || l.contains("\"pass\":\"false\"")
+            || is_table_row(l, "FAIL")
+    });
+    if let Some(line) = failed {
+        return (Verdict::Red, format!("RVS reports a failure (exit {}): {}", code.unwrap_or(-1), line.trim()));
+    }
+    let passed = stdout.lines().filter(|l| l.contains("met: TRUE") || is_table_row(l, "PASS")).count();
+    if passed > 0 {
+        return (Verdict::Green, format!("RVS: {passed} result(s) passed"));
+    }
+    match code {
+        Some(0) => (Verdict::Green, "exit 0".into()),
+        Some(c) => (Verdict::Red, format!("exit {c}")),
+        None => (Verdict::Red, "killed by a signal".into()),
+    }
+}
+
+/// `| gst-… | GST | PASS |`.
+fn is_table_row(line: &str, word: &str) -> bool {
+    let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+    line.trim_start().starts_with('|') && cells.contains(&word)
+}
+
+/// `dcgmi diag -j` JSON (3.x root `DCGM GPU Diagnostic`, 4.x `DCGM Diagnostic`): red if any
+/// result failed, amber on a warning, green otherwise.
+fn dcgmi(stdout: &str) -> Option<(Verdict, String)> {
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).ok()?;
+    let root = v.get("DCGM GPU Diagnostic").or_else(|| v.get("DCGM Diagnostic"))?;
+    let mut worst = (Verdict::Green, "dcgmi: every test passed".to_owned());
+    for cat in root.get("test_categories")?.as_array()? {
+        for test in cat.get("tests").and_then(|t| t.as_array()).map(Vec::as_slice).unwrap_or_default() {
+            let name = test.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+            for r in test.get("results").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default() {
+                let status = r.get("status").and_then(|s| s.as_str()).unwrap_or_default();
+                let verdict = match status {
+                    "Fail" => Verdict::Red,
+                    "Warn" => Verdict::Amber,
+                    _ => Verdict::Green,
+                };
+                if verdict > worst.0 {
+                    worst = (
+                        verdict,
+                        format!(
+                            "dcgmi: {name} {status} on GPU {}",
+                            r.get("gpu_id").unwrap_or(&serde_json::Value::Null)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    Some(worst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RVS_PASS: &str = "[RESULT] [302017.167195] [gst-1215Tflops-4K4K8K-rand-fp8] [GPU:: 42583] GFLOPS 1263560 Target GFLOPS: 1215000 met: TRUE\n| gst-1215Tflops-4K4K8K-rand-fp8 | GST | PASS |\n";
+    const RVS_FAIL: &str = "[RESULT] [302017.167195] [gst-1215Tflops-4K4K8K-rand-fp8] [GPU:: 42583] GFLOPS 1063560 Target GFLOPS: 1215000 met: FALSE\n| gst-1215Tflops-4K4K8K-rand-fp8 | GST | FAIL |\n";
+
+    #[test]
+    fn results_are_read_from_the_output_not_the_exit_code() {
+        assert_eq!(judge(RVS_PASS, Some(0)).0, Verdict::Green);
+        let (v, why) = judge(RVS_FAIL, Some(0));
+        assert_eq!(v, Verdict::Red, "RVS exits 0 on FAIL");
+        assert!(why.contains("met: FALSE"), "{why}");
+        assert_eq!(
+            judge(r#"{"version":"1.0","gst":{"a":[{"gpu_index":"0","pass":"false"}]}}"#, Some(0)).0,
+            Verdict::Red
+        );
+        let dcgm = r#"{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "Memory", "results": [{"gpu_id": "0", "status": "Warn"}]}]}]}}"#;
+        assert_eq!(judge(dcgm, Some(226)).0, Verdict::Amber, "dcgmi exits non-zero on warnings");
+        let dcgm4 = r#"{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "PCIe", "results": [{"gpu_id": "1", "status": "Fail"}]}]}]}}"#;
+        assert_eq!(judge(dcgm4, Some(0)).0, Verdict::Red);
+        assert_eq!(judge("all good", Some(0)).0, Verdict::Green);
+        assert_eq!(judge("", Some(1)).0, Verdict::Red);
+    }
+
+    #[test]
+    fn a_check_that_outlives_its_timeout_is_killed_with_its_children() {
+        let check = Check {
+            name: "slow".into(),
+            run: vec!["sh".into(), "-c".into(), "sleep 30 & sleep 30".into()],
+            timeout_s: Some(1),
+        };
+        let started = Instant::now();
+        let r = run(&check);
+        assert_eq!(r.verdict, Verdict::Red);
+        assert!(r.summary.contains("timed out after 1 s"), "{}", r.summary);
+        assert!(started.elapsed() < Duration::from_secs(10), "the group was killed, pipes closed");
+        let missing = Check { name: "m".into(), run: vec!["/nonexistent/rvs".into()], timeout_s: None };
+        assert!(run(&missing).summary.contains("cannot run"));
+    }
+}

@@ -1,0 +1,200 @@
+//! GPU validation end to end, on recorded hosts (`testdata/probes`): `probe` on every format,
+//! and `install` gated by the support matrix and the acceptance checks: green activates, amber
+//! only with `--accept-amber --reason`, red never (exit 4, the site unchanged).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+/// A bundle whose matrix row and checks are `row` and `checks` (TOML), built once.
+fn bundle(dir: &Path, keys: &Keys, name: &str, row: &str, checks: &str) -> PathBuf {
+    let p = project(&dir.join(name), "1.0.0");
+    let text = std::fs::read_to_string(&p.spec).unwrap();
+    let head = text.split("[[validation.target]]").next().unwrap();
+    std::fs::write(&p.spec, format!("{head}[[validation.target]]\n{row}\n{checks}")).unwrap();
+    let out = dir.join(format!("{name}.airlock"));
+    build(&p, keys, &out).ok();
+    out
+}
+
+const ROW: &str = r#"gpu = "MI300X"
+gfx = "gfx942"
+os = ["ubuntu 24.04"]
+kernel = ["6.8.*"]
+amdgpu = ">=6.12"
+rocm = "7.0.*"
+firmware = { PLDM_BUNDLE = ">=01.25.05.00" }"#;
+
+const RVS: &str =
+    "[[validation.check]]\nname = \"rvs-gst\"\nrun = [\"rvs\", \"-c\", \"gst_single.conf\"]\ntimeout_s = 60\n";
+
+fn install(host: &str, bundle: &Path, keys: &Keys, root: &Path, extra: &[&str]) -> Run {
+    let mut c = on_host(host);
+    c.args(["install", s(bundle), "--trust", s(&keys.public), "--root", s(root)]).args(extra);
+    run(&mut c)
+}
+
+/// `host` with `rvs-fail`'s RVS first on PATH.
+fn with_failing_rvs(host: &str) -> std::process::Command {
+    let mut c = on_host(host);
+    let fail = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/probes/rvs-fail/bin");
+    let path = c.get_envs().find(|(k, _)| *k == "PATH").and_then(|(_, v)| v.map(ToOwned::to_owned)).unwrap();
+    let mut new = std::ffi::OsString::from(fail);
+    new.push(":");
+    new.push(path);
+    c.env("PATH", new);
+    c
+}
+
+#[test]
+fn probe_reads_every_recorded_format() {
+    let json = |host: &str| run(on_host(host).args(["probe", "--json"])).ok().json();
+    let amd = json("mi300x");
+    assert_eq!(amd["gpus"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        (amd["gpus"][0]["gfx"].as_str(), amd["gpus"][0]["firmware"]["PLDM_BUNDLE"].as_str()),
+        (Some("gfx942"), Some("01.25.05.00"))
+    );
+    assert_eq!((amd["host"]["amdgpu"].as_str(), amd["host"]["os_id"].as_str()), (Some("6.12.12"), Some("ubuntu")));
+    let old = json("mi300x-old");
+    assert_eq!(old["gpus"][1]["firmware"]["PLDM_BUNDLE"], "01.25.03.12", "amd-smi 24.x bare list");
+    let inbox = json("mi300x-inbox");
+    assert_eq!(
+        (inbox["host"]["amdgpu"].as_str(), inbox["gpus"][0]["driver"].as_str()),
+        (Some("unknown"), Some("unknown")),
+        "never the kernel string"
+    );
+    let nv = json("h200");
+    assert_eq!(
+        (nv["gpus"][0]["market_name"].as_str(), nv["gpus"][0]["compute_cap"].as_str()),
+        (Some("NVIDIA H200"), Some("9.0"))
+    );
+    let guest = json("guest");
+    assert_eq!(guest["host"]["virtualization"], serde_json::json!({"mode": "guest", "hypervisor": "qemu"}));
+    let none = json("nogpu");
+    assert_eq!(
+        (none["gpus"].as_array().map(Vec::len), none["tools"]["amd-smi"]["status"].as_str()),
+        (Some(0), Some("missing"))
+    );
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "one site through red, green and amber installs, each checked")]
+fn green_activates_amber_needs_a_reason_red_never_activates() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let green = bundle(t.path(), &keys, "green", ROW, RVS);
+    let root = t.path().join("site");
+
+    // Red, several ways: exit 4, nothing activated.
+    for (host, why) in [
+        ("mi300x-old", "01.25.03.12 does not satisfy >=01.25.05.00"),
+        ("nogpu", "no GPU detected"),
+        ("h200", "another GPU"),
+    ] {
+        let r = install(host, &green, &keys, &root, &[]).code(4);
+        assert!(r.stderr.contains("validation is red") && r.stderr.contains(why), "{host}: {}", r.stderr);
+        assert!(r.stderr.contains("`current` was not changed"), "{}", r.stderr);
+        assert_nothing_installed(&root);
+    }
+    let r =
+        run(with_failing_rvs("mi300x").args(["install", s(&green), "--trust", s(&keys.public), "--root", s(&root)]))
+            .code(4);
+    assert!(
+        r.stderr.contains("check `rvs-gst`") && r.stderr.contains("met: FALSE"),
+        "RVS FAIL with exit 0: {}",
+        r.stderr
+    );
+    assert_nothing_installed(&root);
+
+    // Green: activated, the evidence recorded.
+    let done = install("mi300x", &green, &keys, &root, &["--json"]).ok().json();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(done["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(record["validation"]["verdict"], "green");
+    assert_eq!(record["validation"]["checks"][0]["verdict"], "green");
+    assert!(record["validation"]["probe"]["gpus"].as_array().is_some_and(|g| g.len() == 8), "the probe is evidence");
+    assert!(record["phases"]["validate"].as_f64().is_some());
+    let v = run(on_host("mi300x").args(["validate", "--root", s(&root), "--json"])).ok().json();
+    assert_eq!(v["verdict"], "green");
+    let v = run(on_host("mi300x-old").args(["validate", "--root", s(&root), "--json"])).code(4).json();
+    let fw = v["rows"][0]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "firmware.PLDM_BUNDLE")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (fw["verdict"].as_str(), fw["expected"].as_str(), fw["actual"].as_str()),
+        (Some("red"), Some(">=01.25.05.00"), Some("01.25.03.12"))
+    );
+
+    // Amber (an inbox driver's version cannot be determined): refused, then accepted with a reason.
+    let r = install(
+        "mi300x-inbox",
+        &bundle(t.path(), &keys, "again", &ROW.replace("7.0.*", "7.0.2"), ""),
+        &keys,
+        &root,
+        &[],
+    )
+    .code(4);
+    assert!(r.stderr.contains("validation is amber") && r.stderr.contains("--accept-amber"), "{}", r.stderr);
+    let silent_os = bundle(t.path(), &keys, "silent", &ROW.replace("os = [\"ubuntu 24.04\"]\n", ""), "");
+    let r = install("mi300x", &silent_os, &keys, &root, &[]).code(4);
+    assert!(r.stderr.contains("amber"), "an undocumented OS is amber: {}", r.stderr);
+    let accepted = install(
+        "mi300x",
+        &silent_os,
+        &keys,
+        &root,
+        &["--accept-amber", "--reason", "CHG-1234: OS row pending", "--json"],
+    )
+    .ok()
+    .json();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(accepted["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(
+        (record["validation"]["verdict"].as_str(), record["accepted_amber"].as_str()),
+        (Some("amber"), Some("CHG-1234: OS row pending"))
+    );
+    let usage = run(on_host("mi300x").args([
+        "install",
+        s(&silent_os),
+        "--trust",
+        s(&keys.public),
+        "--root",
+        s(&root),
+        "--accept-amber",
+    ]))
+    .code(2);
+    assert!(usage.stderr.contains("--reason"), "accepting amber needs a reason: {}", usage.stderr);
+}
+
+#[test]
+fn a_check_that_times_out_is_red_and_a_bundle_without_targets_skips_validation() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let slow = bundle(
+        t.path(),
+        &keys,
+        "slow",
+        ROW,
+        "[[validation.check]]\nname = \"hang\"\nrun = [\"sleep\", \"30\"]\ntimeout_s = 1\n",
+    );
+    let root = t.path().join("site");
+    let r = install("mi300x", &slow, &keys, &root, &[]).code(4);
+    assert!(r.stderr.contains("check `hang`") && r.stderr.contains("timed out after 1 s"), "{}", r.stderr);
+
+    let p = project(&t.path().join("bare"), "1.0.0");
+    let text = std::fs::read_to_string(&p.spec).unwrap();
+    std::fs::write(&p.spec, text.split("[[validation.target]]").next().unwrap()).unwrap();
+    let bare = t.path().join("bare.airlock");
+    build(&p, &keys, &bare).ok();
+    let done = install("nogpu", &bare, &keys, &root, &["--json"]).ok().json();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(done["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(record["validation"]["verdict"], "skipped", "no targets: nothing to decide, and the record says so");
+}
