@@ -261,8 +261,12 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
     let full = started.elapsed();
     let mut interrupted = 0;
     for fraction in [0.05, 0.2, 0.4, 0.6, 0.8] {
+        let before = staged(&root);
         let mut child =
             airlock().args(install(&big_bundle)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        // Once it is staging (a loaded machine can take a while to start it), then a fraction
+        // of a whole install's time.
+        wait_for_staging(&root, &before, &mut child);
         std::thread::sleep(full.mul_f64(fraction));
         if child.try_wait().unwrap().is_none() {
             interrupted += 1;
@@ -303,6 +307,30 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
     }
     airlock_run(&["rollback", "--root", s(&root)]).ok();
     assert_current_verifies(&root, &keys);
+}
+
+/// The names under `staging/` now.
+fn staged(root: &Path) -> std::collections::BTreeSet<std::ffi::OsString> {
+    std::fs::read_dir(root.join("staging")).map_or_else(
+        |_| std::collections::BTreeSet::default(),
+        |d| d.filter_map(Result::ok).map(|e| e.file_name()).collect(),
+    )
+}
+
+/// Until the install started after `before` was taken has a directory of its own under
+/// `staging/` (a killed run's leftover does not count), or has ended.
+fn wait_for_staging(
+    root: &Path,
+    before: &std::collections::BTreeSet<std::ffi::OsString>,
+    child: &mut std::process::Child,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        if staged(root).difference(before).next().is_some() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
 }
 
 #[test]
