@@ -25,7 +25,9 @@ os = ["ubuntu 24.04"]
 kernel = ["6.8.*"]
 amdgpu = ">=6.12"
 rocm = "7.0.*"
-firmware = { PLDM_BUNDLE = ">=01.25.05.00" }"#;
+firmware = { PLDM_BUNDLE = ">=01.25.05.00" }
+partition = { compute = ["SPX"], memory = ["NPS1"] }
+virtualization = ["baremetal"]"#;
 
 const RVS: &str =
     "[[validation.check]]\nname = \"rvs-gst\"\nrun = [\"rvs\", \"-c\", \"gst_single.conf\"]\ntimeout_s = 60\n";
@@ -197,4 +199,40 @@ fn a_check_that_times_out_is_red_and_a_bundle_without_targets_skips_validation()
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(done["record"].as_str().unwrap()).unwrap()).unwrap();
     assert_eq!(record["validation"]["verdict"], "skipped", "no targets: nothing to decide, and the record says so");
+}
+
+#[test]
+fn a_mode_the_row_does_not_name_is_red_and_an_nvidia_row_validates_an_h200() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let spx = bundle(t.path(), &keys, "spx", ROW, "");
+    let root = t.path().join("site");
+    for (host, why) in [
+        ("mi300x-cpx", "partition.compute: a mode the row was not qualified in"),
+        ("guest", "virtualization: a mode the row was not qualified in"),
+        ("sriov", "virtualization: a mode the row was not qualified in"),
+    ] {
+        let r = install(host, &spx, &keys, &root, &[]).code(4);
+        assert!(r.stderr.contains("validation is red") && r.stderr.contains(why), "{host}: {}", r.stderr);
+    }
+    // A row qualified for passthrough accepts the passthrough guest.
+    let pt = bundle(t.path(), &keys, "pt", &ROW.replace("[\"baremetal\"]", "[\"baremetal\", \"passthrough\"]"), "");
+    install("guest", &pt, &keys, &root, &[]).ok();
+
+    let nvidia = r#"gpu = "H200"
+os = ["ubuntu 24.04"]
+kernel = ["6.8.*"]
+virtualization = ["baremetal"]
+driver = ">=570"
+compute_cap = ">=9.0"
+mig = "disabled""#;
+    let h200 = bundle(t.path(), &keys, "h200", nvidia, "");
+    let root = t.path().join("nv-site");
+    let done = install("h200", &h200, &keys, &root, &["--json"]).ok().json();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(done["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(record["validation"]["verdict"], "green", "{}", record["validation"]["summary"]);
+    let old = bundle(t.path(), &keys, "h200-new-driver", &nvidia.replace(">=570", ">=575"), "");
+    let r = install("h200", &old, &keys, &root, &[]).code(4);
+    assert!(r.stderr.contains("driver: 570.86.15 does not satisfy >=575"), "{}", r.stderr);
 }

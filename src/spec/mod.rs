@@ -210,6 +210,30 @@ pub struct Target {
     pub rocm: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub firmware: BTreeMap<String, String>,
+    /// The partition modes the row was qualified in (AMD: compute SPX/DPX/TPX/QPX/CPX, memory
+    /// NPS1/NPS2/NPS4/NPS8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionModes>,
+    /// `baremetal`, `passthrough`, `sriov`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub virtualization: Vec<String>,
+    /// NVIDIA: the driver version requirement, compute capability requirement, MIG mode
+    /// (`enabled` or `disabled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_cap: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionModes {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compute: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -113,15 +113,37 @@ fn list_field(name: &str, wanted: &[String], actual: &str, matches: impl Fn(&str
     }
 }
 
-/// One row against one GPU of the host.
-fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe) -> RowResult {
-    let host = &probe.host;
-    let live = host.amdgpu_live;
-    let mut fields = vec![if names(&t.gpu, &gpu.market_name) {
-        field("gpu", t.gpu.as_str(), &gpu.market_name, Verdict::Green, "named by the row")
-    } else {
-        field("gpu", t.gpu.as_str(), &gpu.market_name, Verdict::Red, "another GPU: support never transfers")
-    }];
+/// A mode field (`partition.compute`, `virtualization`): one of the modes the row names.
+fn mode_field(name: &str, wanted: &[String], actual: &str, live: bool) -> FieldResult {
+    if wanted.is_empty() {
+        return field(
+            name,
+            "",
+            actual,
+            Verdict::Amber,
+            "the row is silent about it: support never transfers across modes",
+        );
+    }
+    let expected = wanted.join(" | ");
+    if actual == UNKNOWN {
+        let (verdict, reason) = if live {
+            (Verdict::Amber, "cannot be determined on this live device")
+        } else {
+            (Verdict::Red, "no evidence of it on this host")
+        };
+        return field(name, expected, actual, verdict, reason);
+    }
+    match wanted.iter().find(|w| w.eq_ignore_ascii_case(actual)) {
+        Some(w) => field(name, expected, actual, Verdict::Green, format!("`{w}` is a mode the row was qualified in")),
+        None => {
+            field(name, expected, actual, Verdict::Red, "a mode the row was not qualified in: support never transfers")
+        }
+    }
+}
+
+/// The fields only AMD GPUs have.
+fn amd_fields(t: &Target, gpu: &Gpu, probe: &Probe, fields: &mut Vec<FieldResult>) {
+    let (host, live) = (&probe.host, probe.host.amdgpu_live);
     fields.push(match &t.gfx {
         None => field("gfx", "", &gpu.gfx, Verdict::Amber, "the row is silent about it"),
         Some(g) if g.eq_ignore_ascii_case(&gpu.gfx) => {
@@ -129,10 +151,6 @@ fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe) -> RowResult {
         }
         Some(g) => field("gfx", g.as_str(), &gpu.gfx, Verdict::Red, "another LLVM target"),
     });
-    let os = format!("{} {}", host.os_id, host.os_version);
-    let os = if host.os_id == UNKNOWN { UNKNOWN.to_owned() } else { os };
-    fields.push(list_field("os", &t.os, &os, str::eq_ignore_ascii_case));
-    fields.push(list_field("kernel", &t.kernel, &host.kernel, glob));
     fields.push(version_field("amdgpu", t.amdgpu.as_ref(), &host.amdgpu, Radix::Decimal, live));
     fields.push(version_field("rocm", t.rocm.as_ref(), &host.rocm, Radix::Decimal, false));
     for (fw_id, want) in &t.firmware {
@@ -142,6 +160,36 @@ fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe) -> RowResult {
             f.reason = format!("this GPU reports no {fw_id}");
         }
         fields.push(f);
+    }
+    let modes = t.partition.clone().unwrap_or_default();
+    fields.push(mode_field("partition.compute", &modes.compute, &gpu.compute_partition, live));
+    fields.push(mode_field("partition.memory", &modes.memory, &gpu.memory_partition, live));
+}
+
+/// The fields only NVIDIA GPUs have.
+fn nvidia_fields(t: &Target, gpu: &Gpu, fields: &mut Vec<FieldResult>) {
+    fields.push(version_field("driver", t.driver.as_ref(), &gpu.driver, Radix::Decimal, true));
+    fields.push(version_field("compute_cap", t.compute_cap.as_ref(), &gpu.compute_cap, Radix::Decimal, true));
+    let mig: Vec<String> = t.mig.iter().cloned().collect();
+    fields.push(mode_field("mig", &mig, &gpu.mig, true));
+}
+
+/// One row against one GPU of the host.
+fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe) -> RowResult {
+    let host = &probe.host;
+    let mut fields = vec![if names(&t.gpu, &gpu.market_name) {
+        field("gpu", t.gpu.as_str(), &gpu.market_name, Verdict::Green, "named by the row")
+    } else {
+        field("gpu", t.gpu.as_str(), &gpu.market_name, Verdict::Red, "another GPU: support never transfers")
+    }];
+    let os = format!("{} {}", host.os_id, host.os_version);
+    let os = if host.os_id == UNKNOWN { UNKNOWN.to_owned() } else { os };
+    fields.push(list_field("os", &t.os, &os, str::eq_ignore_ascii_case));
+    fields.push(list_field("kernel", &t.kernel, &host.kernel, glob));
+    fields.push(mode_field("virtualization", &t.virtualization, &gpu.virtualization, false));
+    match gpu.vendor.as_str() {
+        "nvidia" => nvidia_fields(t, gpu, &mut fields),
+        _ => amd_fields(t, gpu, probe, &mut fields),
     }
     let verdict = fields.iter().map(|f| f.verdict).max().unwrap_or(Verdict::Red);
     RowResult { target: index, gpu: t.gpu.clone(), detected: format!("{} {}", gpu.vendor, gpu.index), verdict, fields }
@@ -213,7 +261,8 @@ mod tests {
                 let mut g: Gpu = serde_json::from_value(serde_json::json!({
                     "vendor": "amd", "index": s.gpu, "market_name": s.market_name, "gfx": s.gfx, "device_id": s.device_id,
                     "bdf": s.bdf, "compute_units": s.compute_units, "firmware": {}, "vbios": s.ifwi_version,
-                    "compute_partition": s.compute_partition, "memory_partition": s.memory_partition, "uuid": UNKNOWN,
+                    "compute_partition": s.compute_partition, "memory_partition": s.memory_partition,
+                    "virtualization": "baremetal", "uuid": UNKNOWN,
                     "driver": s.driver_version, "compute_cap": UNKNOWN, "memory": UNKNOWN, "mig": UNKNOWN
                 }))
                 .unwrap();
@@ -227,7 +276,8 @@ mod tests {
     fn row(gpu: &str) -> Target {
         serde_json::from_value(serde_json::json!({
             "gpu": gpu, "gfx": "gfx942", "os": ["ubuntu 24.04", "ubuntu 22.04"], "kernel": ["6.8.*", "6.14.*"],
-            "amdgpu": ">=6.12", "rocm": "7.0.*", "firmware": {"PLDM_BUNDLE": ">=01.25.05.00"}
+            "amdgpu": ">=6.12", "rocm": "7.0.*", "firmware": {"PLDM_BUNDLE": ">=01.25.05.00"},
+            "partition": {"compute": ["SPX"], "memory": ["NPS1"]}, "virtualization": ["baremetal"]
         }))
         .unwrap()
     }

@@ -116,6 +116,8 @@ kernel = ["6.8.*"]
 amdgpu = ">=6.12"
 rocm = "7.0.*"
 firmware = {{ PLDM_BUNDLE = ">=01.25.05.00" }}
+partition = {{ compute = ["SPX"], memory = ["NPS1"] }}
+virtualization = ["baremetal"]
 "#
         ),
     )

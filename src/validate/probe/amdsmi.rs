@@ -107,3 +107,25 @@ pub fn parse_version(stdout: &str) -> (String, String) {
         |label: &str| stdout.split('|').find_map(|part| part.trim().strip_prefix(label).map(|v| v.trim().to_owned()));
     (unknown_if_absent(field("AMDSMI Tool:")), unknown_if_absent(field("ROCm version:")))
 }
+
+/// `gpu` → `(compute, memory)` partition modes from `amd-smi partition --json` (one object:
+/// `current_partition: [{gpu_id, accelerator_type, …}]` with `*` marking the current profile,
+/// `memory_partition: [{gpu_id, current_memory_partition, …}]`; a key only when non-empty).
+pub fn parse_partition(stdout: &str) -> BTreeMap<u64, (String, String)> {
+    let Ok(v) = serde_json::from_str::<Value>(stdout.trim()) else { return BTreeMap::new() };
+    let id = |e: &Value| e.get("gpu_id").and_then(|g| g.as_u64().or_else(|| g.as_str().and_then(|s| s.parse().ok())));
+    let mut out: BTreeMap<u64, (String, String)> = BTreeMap::new();
+    for e in v.get("current_partition").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+        if let Some(gpu) = id(e) {
+            let mode = text(e.get("accelerator_type")).trim_end_matches('*').to_owned();
+            out.entry(gpu).or_insert_with(|| (super::UNKNOWN.into(), super::UNKNOWN.into())).0 = mode;
+        }
+    }
+    for e in v.get("memory_partition").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+        if let Some(gpu) = id(e) {
+            let mode = text(e.get("current_memory_partition")).trim_end_matches('*').to_owned();
+            out.entry(gpu).or_insert_with(|| (super::UNKNOWN.into(), super::UNKNOWN.into())).1 = mode;
+        }
+    }
+    out
+}

@@ -47,6 +47,8 @@ pub struct Gpu {
     pub vbios: String,
     pub compute_partition: String,
     pub memory_partition: String,
+    /// `baremetal`, `passthrough`, `sriov` or `unknown`.
+    pub virtualization: String,
     /// NVIDIA only.
     pub uuid: String,
     pub driver: String,
@@ -70,6 +72,7 @@ impl Gpu {
             vbios: u(),
             compute_partition: u(),
             memory_partition: u(),
+            virtualization: u(),
             uuid: u(),
             driver: u(),
             compute_cap: u(),
@@ -108,8 +111,11 @@ fn run(tools: &mut BTreeMap<String, Tool>, name: &str, args: &[&str]) -> Option<
         tools.entry(name.to_owned()).or_insert(Tool { path: None, status: "missing".into() });
         return None;
     };
+    // One entry per subcommand: a recorded host without `partition` does not hide a good `static`.
+    let key =
+        args.first().filter(|a| !a.starts_with('-')).map_or_else(|| name.to_owned(), |sub| format!("{name} {sub}"));
     let mut record = |status: String| {
-        tools.insert(name.to_owned(), Tool { path: Some(path.clone()), status });
+        tools.insert(key.clone(), Tool { path: Some(path.clone()), status });
     };
     let mut child = match Command::new(&path)
         .args(args)
@@ -170,6 +176,9 @@ pub fn probe(root: &HostRoot) -> Probe {
         UNKNOWN.clone_into(&mut g.driver);
     }
     gpus.extend(nvidia_gpus(&mut tools));
+    for g in &mut gpus {
+        g.virtualization = virtualization(&host, g);
+    }
     Probe { host, gpus, amd_smi_version, tools }
 }
 
@@ -182,7 +191,7 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
     let items = match (ran.success, amdsmi::envelope(&ran.stdout)) {
         (true, Ok(items)) => items,
         (_, Err(why)) => {
-            tools.insert("amd-smi".into(), Tool { path: find_on_path("amd-smi"), status: format!("static: {why}") });
+            tools.insert("amd-smi static".into(), Tool { path: find_on_path("amd-smi"), status: why });
             return (Vec::new(), version);
         }
         (false, Ok(_)) => return (Vec::new(), version),
@@ -192,6 +201,15 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
         .and_then(|r| amdsmi::envelope(&r.stdout).ok())
         .map(|items| amdsmi::parse_firmware(&items))
         .unwrap_or_default();
+    // Partition modes are in `static` up to 6.x; from 7.0 only `amd-smi partition` has them.
+    let partitions = if amdsmi::parse_static(&items).iter().all(|s| s.compute_partition == UNKNOWN) {
+        run(tools, "amd-smi", &["partition", "--json"])
+            .filter(|r| r.success)
+            .map(|r| amdsmi::parse_partition(&r.stdout))
+    } else {
+        None
+    }
+    .unwrap_or_default();
     let gpus = amdsmi::parse_static(&items)
         .into_iter()
         .map(|s| {
@@ -200,6 +218,9 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
             (g.market_name, g.gfx, g.device_id, g.bdf) = (s.market_name, s.gfx, s.device_id, s.bdf);
             (g.compute_units, g.vbios, g.driver) = (s.compute_units, s.ifwi_version, s.driver_version);
             (g.compute_partition, g.memory_partition) = (s.compute_partition, s.memory_partition);
+            if let Some((compute, memory)) = partitions.get(&s.gpu) {
+                (g.compute_partition, g.memory_partition) = (compute.clone(), memory.clone());
+            }
             g
         })
         .collect();
@@ -237,13 +258,34 @@ fn rocm_fallback(tools: &mut BTreeMap<String, Tool>) -> Vec<Gpu> {
         .collect()
 }
 
+/// A GPU's virtualization mode, by amd-smi's own rule: bare metal without the CPU's hypervisor
+/// flag; in a guest, an AMD device whose ID is a physical function's (`7460`, `73c8`, `74a0`,
+/// `74a1`, `74a2`) is passed through, any other AMD device is an SR-IOV virtual function.
+fn virtualization(host: &Host, gpu: &Gpu) -> String {
+    const PASSTHROUGH: [&str; 5] = ["7460", "73c8", "74a0", "74a1", "74a2"];
+    match (host.virtualization.mode.as_str(), gpu.vendor.as_str()) {
+        ("baremetal", _) => "baremetal".into(),
+        ("guest", "amd") => {
+            let id = gpu.device_id.trim_start_matches("0x").to_ascii_lowercase();
+            if id == UNKNOWN {
+                UNKNOWN.into()
+            } else if PASSTHROUGH.contains(&id.as_str()) {
+                "passthrough".into()
+            } else {
+                "sriov".into()
+            }
+        }
+        _ => UNKNOWN.into(),
+    }
+}
+
 fn nvidia_gpus(tools: &mut BTreeMap<String, Tool>) -> Vec<Gpu> {
     let query = |tools: &mut BTreeMap<String, Tool>, fields: &str| {
         run(tools, "nvidia-smi", &[&format!("--query-gpu={fields}"), "--format=csv,noheader"]).filter(|r| r.success)
     };
     let (ran, old) = match query(tools, nvidia::QUERY) {
         Some(r) => (Some(r), false),
-        None if tools.get("nvidia-smi").is_some_and(|t| t.path.is_some()) => (query(tools, nvidia::QUERY_OLD), true),
+        None if find_on_path("nvidia-smi").is_some() => (query(tools, nvidia::QUERY_OLD), true),
         None => (None, false),
     };
     ran.map(|r| nvidia::parse(&r.stdout, old))
@@ -278,8 +320,11 @@ mod tests {
                 ("AMD Instinct MI300X", "gfx942", "0x74a1")
             );
             assert_eq!(g.ifwi_version, "022.040.003.042.000001", "vbios and ifwi are aliases");
-            assert_eq!((g.compute_units.as_str(), g.compute_partition.as_str()), ("304", UNKNOWN));
+            assert_eq!(g.compute_units, "304");
         }
+        assert_eq!((new[0].compute_partition.as_str(), old[0].compute_partition.as_str()), ("SPX", UNKNOWN));
+        let cpx = amdsmi::parse_partition(&fixture("mi300x-cpx/out/amd-smi-partition.json"));
+        assert_eq!(cpx[&7], ("CPX".into(), "NPS4".into()), "7.0's `partition` command");
         assert_eq!(new[7].bdf, "0000:75:00.0");
         let fw = amdsmi::parse_firmware(&amdsmi::envelope(&fixture("mi300x-old/out/amd-smi-firmware.json")).unwrap());
         assert_eq!(fw[&1]["PLDM_BUNDLE"], "01.25.03.12");
