@@ -273,6 +273,9 @@ pub struct RollbackArgs {
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
+    /// Compare with an earlier record (`airlock probe --json > OLD.json`), field by field.
+    #[arg(long, value_name = "OLD.json")]
+    pub diff: Option<PathBuf>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

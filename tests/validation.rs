@@ -75,11 +75,44 @@ fn probe_reads_every_recorded_format() {
     );
     let guest = json("guest");
     assert_eq!(guest["host"]["virtualization"], serde_json::json!({"mode": "guest", "hypervisor": "qemu"}));
+    let host = &amd["host"];
+    assert_eq!(
+        (host["iommu"].as_str(), host["security_modules"].as_str()),
+        (Some("enabled (4 groups)"), Some("capability,lockdown,landlock,yama,apparmor"))
+    );
+    assert!(host["boot_parameters"].as_str().unwrap().contains("iommu=pt"));
+    assert_eq!(
+        host["packages"][1], "amdgpu-dkms=1:6.12.12.60400-2109676.24.04",
+        "installed only: {}",
+        host["packages"]
+    );
+    let health = &amd["gpus"][3]["health"];
+    assert_eq!(
+        (health["temperature_c"].as_str(), health["ecc_correctable"].as_str(), health["processes"].as_str()),
+        (Some("44"), Some("12"), Some("0"))
+    );
+    assert_eq!(amd["gpus"][0]["health"]["processes"], "1");
+    assert_eq!(json("h200")["gpus"][0]["health"]["power_w"], "112.47");
     let none = json("nogpu");
     assert_eq!(
         (none["gpus"].as_array().map(Vec::len), none["tools"]["amd-smi"]["status"].as_str()),
         (Some(0), Some("missing"))
     );
+}
+
+#[test]
+fn probe_diff_shows_what_changed_between_two_records() {
+    let t = tempfile::tempdir().unwrap();
+    let before = t.path().join("before.json");
+    std::fs::write(&before, run(on_host("mi300x-old").args(["probe", "--json"])).ok().stdout).unwrap();
+    let doc = run(on_host("mi300x").args(["probe", "--diff", s(&before), "--json"])).ok().json();
+    let changes = doc["changes"].as_array().unwrap();
+    let fw = changes.iter().find(|c| c["path"] == "gpus[0].firmware.PLDM_BUNDLE").unwrap();
+    assert_eq!((fw["old"].as_str(), fw["new"].as_str()), (Some("01.25.03.12"), Some("01.25.05.00")));
+    assert!(changes.iter().any(|c| c["path"] == "gpus[7].bdf" && c["old"].is_null()), "GPUs that appeared");
+    let human = run(on_host("mi300x").args(["probe", "--diff", s(&before)])).ok().stdout;
+    assert!(human.contains("~ gpus[0].firmware.PLDM_BUNDLE: 01.25.03.12 -> 01.25.05.00"), "{human}");
+    assert!(run(on_host("mi300x").args(["probe", "--diff", s(&t.path().join("none.json"))])).code == 1);
 }
 
 #[test]

@@ -1,13 +1,33 @@
-//! `airlock probe [--json]`
+//! `airlock probe [--json] [--diff OLD.json]`
 
 use std::fmt::Write as _;
 use std::io::Write as _;
+
+use anyhow::Context as _;
 
 use crate::cli::ProbeArgs;
 use crate::validate::probe::{HostRoot, probe};
 
 pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
     let p = probe(&HostRoot::from_env());
+    if let Some(old_path) = &args.diff {
+        let text = std::fs::read(old_path).with_context(|| format!("cannot read `{}`", old_path.display()))?;
+        let old: serde_json::Value = serde_json::from_slice(&text)
+            .with_context(|| format!("`{}` is not a probe record (JSON)", old_path.display()))?;
+        let changes = crate::validate::probe::diff::diff(&old, &serde_json::to_value(&p)?);
+        if args.json {
+            super::print_json(&serde_json::json!({ "changes": changes, "record": p }))?;
+            return Ok(super::EXIT_OK);
+        }
+        let mut t = String::new();
+        for c in &changes {
+            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
+            let _ = writeln!(t, "~ {}: {} -> {}", c.path, show(&c.old), show(&c.new));
+        }
+        let _ = writeln!(t, "{} field(s) differ from `{}`", changes.len(), old_path.display());
+        std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
+        return Ok(super::EXIT_OK);
+    }
     if args.json {
         super::print_json(&p)?;
         return Ok(super::EXIT_OK);

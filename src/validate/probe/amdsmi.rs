@@ -129,3 +129,53 @@ pub fn parse_partition(stdout: &str) -> BTreeMap<u64, (String, String)> {
     }
     out
 }
+
+/// A GPU's health baseline: the same record before and after a canary shows what changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Health {
+    /// Hotspot (AMD) or GPU (NVIDIA) temperature, degrees C.
+    pub temperature_c: String,
+    pub power_w: String,
+    pub ecc_correctable: String,
+    pub ecc_uncorrectable: String,
+    /// GPU processes running when the record was taken.
+    pub processes: String,
+}
+
+/// A `{"value": N, "unit": U}` (or a bare number) as text; `N/A` and absence are unknown.
+fn measured(v: Option<&Value>) -> String {
+    text(v.map(|v| v.get("value").unwrap_or(v)))
+}
+
+/// `gpu` → health from `amd-smi metric --json` (either envelope).
+pub fn parse_metric(items: &[Value]) -> BTreeMap<u64, Health> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let gpu = g.get("gpu").and_then(Value::as_u64).unwrap_or(i as u64);
+            let health = Health {
+                temperature_c: measured(g.pointer("/temperature/hotspot").or_else(|| g.pointer("/temperature/edge"))),
+                power_w: measured(g.pointer("/power/socket_power")),
+                ecc_correctable: measured(g.pointer("/ecc/total_correctable_count")),
+                ecc_uncorrectable: measured(g.pointer("/ecc/total_uncorrectable_count")),
+                processes: super::UNKNOWN.to_owned(),
+            };
+            (gpu, health)
+        })
+        .collect()
+}
+
+/// `gpu` → running process count from `amd-smi process --json` (a bare list; an idle GPU's
+/// `process_info` is the string `No running processes detected`).
+pub fn parse_process(items: &[Value]) -> BTreeMap<u64, usize> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let gpu = g.get("gpu").and_then(Value::as_u64).unwrap_or(i as u64);
+            let list = g.get("process_list").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            (gpu, list.iter().filter(|p| p.get("process_info").is_some_and(Value::is_object)).count())
+        })
+        .collect()
+}

@@ -24,6 +24,49 @@ pub struct Host {
     /// DMI `sys_vendor` and `product_name`.
     pub vendor: String,
     pub product: String,
+    /// `/proc/cmdline`.
+    pub boot_parameters: String,
+    /// `enabled (N groups)` from `/sys/kernel/iommu_groups`, `no groups` when it is empty.
+    pub iommu: String,
+    /// `/sys/kernel/security/lsm` (comma-separated; `capability` first).
+    pub security_modules: String,
+    /// Installed `ROCm`, amdgpu and NVIDIA driver packages from the dpkg status file, `name=version`.
+    pub packages: Vec<String>,
+}
+
+/// Whether a Debian package belongs to the GPU stack the record describes.
+fn gpu_package(name: &str) -> bool {
+    [
+        "rocm",
+        "amdgpu",
+        "hip-",
+        "hsa-",
+        "amd-smi",
+        "rocm-smi",
+        "nvidia-driver",
+        "nvidia-kernel",
+        "libnvidia-compute",
+        "cuda-drivers",
+        "datacenter-gpu-manager",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+}
+
+/// `name=version` of every installed GPU-stack package in a dpkg status file.
+fn packages(status: &str) -> Vec<String> {
+    let mut out: Vec<String> = status
+        .split("\n\n")
+        .filter_map(|stanza| {
+            let field = |k: &str| stanza.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
+            let (name, version) = (field("Package:")?, field("Version:")?);
+            (gpu_package(name)
+                && field("Status:").is_some_and(|s| s.ends_with("installed") && !s.contains("not-installed")))
+            .then(|| format!("{name}={version}"))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -118,5 +161,15 @@ pub fn collect(root: &HostRoot) -> Host {
         virtualization: Virtualization { mode: mode.to_owned(), hypervisor },
         vendor: unknown_if_absent(root.read("/sys/class/dmi/id/sys_vendor")),
         product: unknown_if_absent(root.read("/sys/class/dmi/id/product_name")),
+        boot_parameters: unknown_if_absent(root.read("/proc/cmdline")),
+        iommu: match std::fs::read_dir(root.path().join("sys/kernel/iommu_groups")) {
+            Ok(groups) => match groups.count() {
+                0 => "no groups".to_owned(),
+                n => format!("enabled ({n} groups)"),
+            },
+            Err(_) => super::UNKNOWN.to_owned(),
+        },
+        security_modules: unknown_if_absent(root.read("/sys/kernel/security/lsm")),
+        packages: root.read("/var/lib/dpkg/status").map(|s| packages(&s)).unwrap_or_default(),
     }
 }

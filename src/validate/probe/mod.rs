@@ -5,6 +5,7 @@
 //! `N/A`, or not at all, is "unknown" in the record, never a guess.
 
 pub mod amdsmi;
+pub mod diff;
 pub mod host;
 pub mod nvidia;
 pub mod rocminfo;
@@ -49,6 +50,8 @@ pub struct Gpu {
     pub memory_partition: String,
     /// `baremetal`, `passthrough`, `sriov` or `unknown`.
     pub virtualization: String,
+    #[serde(default)]
+    pub health: amdsmi::Health,
     /// NVIDIA only.
     pub uuid: String,
     pub driver: String,
@@ -73,6 +76,13 @@ impl Gpu {
             compute_partition: u(),
             memory_partition: u(),
             virtualization: u(),
+            health: amdsmi::Health {
+                temperature_c: u(),
+                power_w: u(),
+                ecc_correctable: u(),
+                ecc_uncorrectable: u(),
+                processes: u(),
+            },
             uuid: u(),
             driver: u(),
             compute_cap: u(),
@@ -153,7 +163,8 @@ fn run(tools: &mut BTreeMap<String, Tool>, name: &str, args: &[&str]) -> Option<
         record(format!("`{name} {}` did not finish in 60 s", args.join(" ")));
         return None;
     };
-    record(if status.success() { "ok".into() } else { format!("`{name} {}` exited {status}", args.join(" ")) });
+    let code = status.code().map_or_else(|| "by a signal".to_owned(), |c| format!("with {c}"));
+    record(if status.success() { "ok".into() } else { format!("`{name} {}` exited {code}", args.join(" ")) });
     Some(Ran { stdout: String::from_utf8_lossy(&bytes).into_owned(), success: status.success() })
 }
 
@@ -210,6 +221,11 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
         None
     }
     .unwrap_or_default();
+    let json = |tools: &mut BTreeMap<String, Tool>, sub: &str| {
+        run(tools, "amd-smi", &[sub, "--json"]).filter(|r| r.success).and_then(|r| amdsmi::envelope(&r.stdout).ok())
+    };
+    let metric = json(tools, "metric").map(|items| amdsmi::parse_metric(&items)).unwrap_or_default();
+    let processes = json(tools, "process").map(|items| amdsmi::parse_process(&items)).unwrap_or_default();
     let gpus = amdsmi::parse_static(&items)
         .into_iter()
         .map(|s| {
@@ -220,6 +236,12 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
             (g.compute_partition, g.memory_partition) = (s.compute_partition, s.memory_partition);
             if let Some((compute, memory)) = partitions.get(&s.gpu) {
                 (g.compute_partition, g.memory_partition) = (compute.clone(), memory.clone());
+            }
+            if let Some(h) = metric.get(&s.gpu) {
+                g.health = h.clone();
+            }
+            if let Some(n) = processes.get(&s.gpu) {
+                g.health.processes = n.to_string();
             }
             g
         })
@@ -288,12 +310,23 @@ fn nvidia_gpus(tools: &mut BTreeMap<String, Tool>) -> Vec<Gpu> {
         None if find_on_path("nvidia-smi").is_some() => (query(tools, nvidia::QUERY_OLD), true),
         None => (None, false),
     };
+    if ran.is_none() {
+        return Vec::new();
+    }
+    let health =
+        run(tools, "nvidia-smi", &[&format!("--query-gpu={}", nvidia::HEALTH_QUERY), "--format=csv,noheader,nounits"])
+            .filter(|r| r.success)
+            .map(|r| nvidia::parse_health(&r.stdout))
+            .unwrap_or_default();
     ran.map(|r| nvidia::parse(&r.stdout, old))
         .unwrap_or_default()
         .into_iter()
         .enumerate()
         .map(|(i, n)| {
             let mut g = Gpu::blank("nvidia", i as u64);
+            if let Some(h) = health.get(i) {
+                g.health = h.clone();
+            }
             (g.market_name, g.uuid, g.driver, g.vbios) = (n.name, n.uuid, n.driver, n.vbios);
             (g.compute_cap, g.memory, g.mig) = (n.compute_cap, n.memory, n.mig);
             g

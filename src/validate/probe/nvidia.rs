@@ -57,3 +57,26 @@ pub fn parse(stdout: &str, old: bool) -> Vec<Gpu> {
         })
         .collect()
 }
+
+/// The health fields asked for (`nounits`): temperature, power, ECC counts.
+pub const HEALTH_QUERY: &str =
+    "temperature.gpu,power.draw,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total";
+
+/// Lines of `HEALTH_QUERY` output, one per GPU.
+pub fn parse_health(stdout: &str) -> Vec<super::amdsmi::Health> {
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split(", ").collect();
+            let at = |i: usize| value(f.get(i).copied());
+            super::amdsmi::Health {
+                temperature_c: at(0),
+                power_w: at(1),
+                ecc_correctable: at(2),
+                ecc_uncorrectable: at(3),
+                processes: super::UNKNOWN.to_owned(),
+            }
+        })
+        .collect()
+}
