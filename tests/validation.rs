@@ -93,6 +93,16 @@ fn probe_reads_every_recorded_format() {
     );
     assert_eq!(amd["gpus"][0]["health"]["processes"], "1");
     assert_eq!(json("h200")["gpus"][0]["health"]["power_w"], "112.47");
+    assert_eq!(amd["gpus"][0]["uuid"], "00ff74a1-0000-1000-80a5-8af705259683", "from amd-smi list");
+    let ri = json("rocminfo-only");
+    assert_eq!(
+        (ri["gpus"].as_array().map(Vec::len), ri["gpus"][0]["gfx"].as_str()),
+        (Some(1), Some("gfx942")),
+        "rocminfo's GPU agent"
+    );
+    let legacy = json("mi200-legacy");
+    assert_eq!(legacy["gpus"][0]["market_name"], "AMD INSTINCT MI200 (MCM) OAM LC MBA HPE C2");
+    assert_eq!(legacy["gpus"][0]["gfx"], "gfx9010", "reported as it is, never corrected by a guess");
     let none = json("nogpu");
     assert_eq!(
         (none["gpus"].as_array().map(Vec::len), none["tools"]["amd-smi"]["status"].as_str()),

@@ -243,6 +243,16 @@ pub struct Check {
     pub run: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
+    /// `exit0`: judge by the exit code alone (for commands whose output airlock does not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+/// How a check's result is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expect {
+    Exit0,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -20,6 +20,9 @@ pub struct Check {
     pub run: Vec<String>,
     #[serde(default)]
     pub timeout_s: Option<u64>,
+    /// `exit0`: the exit code alone decides.
+    #[serde(default)]
+    pub expect: Option<crate::spec::Expect>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -96,7 +99,10 @@ pub fn run(check: &Check) -> CheckResult {
         return result(Verdict::Red, None, format!("timed out after {} s and was killed", timeout.as_secs()), output);
     };
     let code = status.code();
-    let (verdict, summary) = judge(&stdout, code);
+    let (verdict, summary) = match check.expect {
+        Some(crate::spec::Expect::Exit0) => exit_code(code),
+        None => judge(&with_rvs_json(&stdout), code),
+    };
     result(verdict, code, summary, output)
 }
 
@@ -118,11 +124,28 @@ pub fn judge(stdout: &str, code: Option<i32>) -> (Verdict, String) {
     if passed > 0 {
         return (Verdict::Green, format!("RVS: {passed} result(s) passed"));
     }
+    exit_code(code)
+}
+
+fn exit_code(code: Option<i32>) -> (Verdict, String) {
     match code {
         Some(0) => (Verdict::Green, "exit 0".into()),
         Some(c) => (Verdict::Red, format!("exit {c}")),
         None => (Verdict::Red, "killed by a signal".into()),
     }
+}
+
+/// RVS with `-j` writes its results to a JSON file and prints `Json log file created at PATH`:
+/// that file's results are judged with the text.
+fn with_rvs_json(stdout: &str) -> String {
+    let file = stdout.lines().find_map(|l| l.split("Json log file created at ").nth(1)).map(str::trim);
+    let Some(json) = file.and_then(|f| std::fs::File::open(f).ok()).and_then(|f| {
+        let mut text = String::new();
+        f.take(MAX_OUTPUT).read_to_string(&mut text).ok().map(|_| text)
+    }) else {
+        return stdout.to_owned();
+    };
+    format!("{stdout}\n{json}")
 }
 
 /// `| gst-… | GST | PASS |`.
@@ -188,18 +211,36 @@ mod tests {
     }
 
     #[test]
+    fn rvs_json_files_and_exit0_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rvs_1.json");
+        std::fs::write(&file, r#"{"version":"1.0","gst":{"gst-1215":[{"gpu_index":"0","target":"1215000","gflops":"1063560","pass":"false"}]}}"#).unwrap();
+        let printed = format!("Json log file created at {}", file.display());
+        let check = Check { name: "rvs".into(), run: vec!["echo".into(), printed], timeout_s: Some(10), expect: None };
+        assert_eq!(run(&check).verdict, Verdict::Red, "the -j file says FAIL though RVS exits 0");
+        let exit0 = Check {
+            name: "x".into(),
+            run: vec!["sh".into(), "-c".into(), "echo 'met: FALSE'; exit 0".into()],
+            timeout_s: Some(10),
+            expect: Some(crate::spec::Expect::Exit0),
+        };
+        assert_eq!(run(&exit0).verdict, Verdict::Green, "expect = exit0: the exit code alone");
+    }
+
+    #[test]
     fn a_check_that_outlives_its_timeout_is_killed_with_its_children() {
         let check = Check {
             name: "slow".into(),
             run: vec!["sh".into(), "-c".into(), "sleep 30 & sleep 30".into()],
             timeout_s: Some(1),
+            expect: None,
         };
         let started = Instant::now();
         let r = run(&check);
         assert_eq!(r.verdict, Verdict::Red);
         assert!(r.summary.contains("timed out after 1 s"), "{}", r.summary);
         assert!(started.elapsed() < Duration::from_secs(10), "the group was killed, pipes closed");
-        let missing = Check { name: "m".into(), run: vec!["/nonexistent/rvs".into()], timeout_s: None };
+        let missing = Check { name: "m".into(), run: vec!["/nonexistent/rvs".into()], timeout_s: None, expect: None };
         assert!(run(&missing).summary.contains("cannot run"));
     }
 }

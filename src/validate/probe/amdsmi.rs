@@ -179,3 +179,12 @@ pub fn parse_process(items: &[Value]) -> BTreeMap<u64, usize> {
         })
         .collect()
 }
+
+/// `gpu` → uuid from `amd-smi list --json` (`[{gpu, bdf, uuid, kfd_id, node_id, partition_id}]`).
+pub fn parse_list(items: &[Value]) -> BTreeMap<u64, String> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.get("gpu").and_then(Value::as_u64).unwrap_or(i as u64), text(g.get("uuid"))))
+        .collect()
+}

@@ -226,6 +226,7 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
     };
     let metric = json(tools, "metric").map(|items| amdsmi::parse_metric(&items)).unwrap_or_default();
     let processes = json(tools, "process").map(|items| amdsmi::parse_process(&items)).unwrap_or_default();
+    let uuids = json(tools, "list").map(|items| amdsmi::parse_list(&items)).unwrap_or_default();
     let gpus = amdsmi::parse_static(&items)
         .into_iter()
         .map(|s| {
@@ -242,6 +243,9 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
             }
             if let Some(n) = processes.get(&s.gpu) {
                 g.health.processes = n.to_string();
+            }
+            if let Some(uuid) = uuids.get(&s.gpu) {
+                g.uuid.clone_from(uuid);
             }
             g
         })
