@@ -279,3 +279,35 @@ mig = "disabled""#;
     let r = install("h200", &old, &keys, &root, &[]).code(4);
     assert!(r.stderr.contains("driver: 570.86.15 does not satisfy >=575"), "{}", r.stderr);
 }
+
+#[test]
+fn validate_gives_each_recorded_host_its_verdict_and_records_it() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let green = bundle(t.path(), &keys, "green", ROW, RVS);
+    let root = t.path().join("site");
+    install("mi300x", &green, &keys, &root, &[]).ok();
+    let cases = [
+        ("mi300x", "green", 0),
+        ("mi300x-inbox", "amber", 0),
+        ("mi300x-old", "red", 4),
+        ("mi300x-cpx", "red", 4),
+        ("guest", "red", 4),
+        ("sriov", "red", 4),
+        ("h200", "red", 4),
+        ("nogpu", "red", 4),
+        ("rocminfo-only", "red", 4),
+    ];
+    for (host, verdict, code) in cases {
+        let doc = run(on_host(host).args(["validate", "--root", s(&root), "--json"])).code(code).json();
+        assert_eq!(doc["verdict"], verdict, "{host}: {}", doc["summary"]);
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(doc["record"].as_str().unwrap()).unwrap()).unwrap();
+        assert_eq!(
+            (record["action"].as_str(), record["validation"]["verdict"].as_str()),
+            (Some("validate"), Some(verdict))
+        );
+    }
+    let doc = run(with_failing_rvs("mi300x").args(["validate", "--root", s(&root), "--json"])).code(4).json();
+    assert_eq!((doc["checks"][0]["verdict"].as_str(), doc["checks"][0]["exit_code"].as_i64()), (Some("red"), Some(0)));
+}

@@ -30,8 +30,26 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         }
         return Ok(super::EXIT_OK);
     };
+    // As-built evidence: a record of its own beside the installs and rollbacks (written whole,
+    // under a name no other writer uses, so no lock is needed).
+    let bundle_id = std::fs::read_link(args.root.join("current"))
+        .ok()
+        .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let record = crate::site::records::write(
+        &args.root,
+        "validate",
+        &serde_json::json!({
+            "action": "validate",
+            "at": crate::clock::Timestamp::now(),
+            "bundle": { "id": bundle_id, "name": manifest.name, "version": manifest.version.to_string() },
+            "validation": evidence,
+        }),
+    )?;
     if args.json {
-        super::print_json(&evidence)?;
+        super::print_json(&serde_json::json!({
+            "verdict": evidence.verdict, "summary": evidence.summary, "detected": evidence.detected,
+            "rows": evidence.rows, "checks": evidence.checks, "probe": evidence.probe, "record": record,
+        }))?;
     } else {
         // Tools' and checks' words are untrusted text: escaped for the terminal.
         let mut text = format!("{}\n", evidence.summary);
@@ -49,6 +67,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         for c in &evidence.checks {
             let _ = writeln!(text, "  check {:<16} {}: {} ({:.2} s)", c.name, word(c.verdict), c.summary, c.duration_s);
         }
+        let _ = writeln!(text, "record {}", record.display());
         std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
     }
     match evidence.verdict {
