@@ -214,7 +214,7 @@ pub struct Target {
     /// NPS1/NPS2/NPS4/NPS8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<PartitionModes>,
-    /// `baremetal`, `passthrough`, `sriov`.
+    /// `baremetal`, `passthrough`, `sriov`, optionally with the hypervisor (`passthrough:kvm`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub virtualization: Vec<String>,
     /// NVIDIA: the driver version requirement, compute capability requirement, MIG mode

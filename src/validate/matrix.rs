@@ -141,6 +141,27 @@ fn mode_field(name: &str, wanted: &[String], actual: &str, live: bool) -> FieldR
     }
 }
 
+/// `virtualization`: a mode (`baremetal`, `passthrough`, `sriov`), or a mode and the hypervisor
+/// it was qualified under where that matters (`passthrough:kvm`).
+fn virtualization_field(wanted: &[String], mode: &str, hypervisor: &str) -> FieldResult {
+    let qualified = wanted.iter().any(|w| w.contains(':'));
+    let actual = if qualified && mode != UNKNOWN && mode != "baremetal" {
+        format!("{mode}:{hypervisor}")
+    } else {
+        mode.to_owned()
+    };
+    let matches = |w: &String| match w.split_once(':') {
+        Some((m, h)) => m.eq_ignore_ascii_case(mode) && h.eq_ignore_ascii_case(hypervisor),
+        None => w.eq_ignore_ascii_case(mode),
+    };
+    let mut f = mode_field("virtualization", wanted, &actual, false);
+    if f.verdict == Verdict::Red && mode != UNKNOWN && wanted.iter().any(matches) {
+        f.verdict = Verdict::Green;
+        f.reason = "a mode (and hypervisor) the row was qualified in".into();
+    }
+    f
+}
+
 /// The fields only AMD GPUs have.
 fn amd_fields(t: &Target, gpu: &Gpu, probe: &Probe, fields: &mut Vec<FieldResult>) {
     let (host, live) = (&probe.host, probe.host.amdgpu_live);
@@ -186,7 +207,7 @@ fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe) -> RowResult {
     let os = if host.os_id == UNKNOWN { UNKNOWN.to_owned() } else { os };
     fields.push(list_field("os", &t.os, &os, str::eq_ignore_ascii_case));
     fields.push(list_field("kernel", &t.kernel, &host.kernel, glob));
-    fields.push(mode_field("virtualization", &t.virtualization, &gpu.virtualization, false));
+    fields.push(virtualization_field(&t.virtualization, &gpu.virtualization, &host.virtualization.hypervisor));
     match gpu.vendor.as_str() {
         "nvidia" => nvidia_fields(t, gpu, &mut fields),
         _ => amd_fields(t, gpu, probe, &mut fields),
@@ -284,6 +305,18 @@ mod tests {
 
     fn field<'a>(o: &'a Outcome, name: &str) -> &'a FieldResult {
         o.rows[0].fields.iter().find(|f| f.field == name).unwrap()
+    }
+
+    #[test]
+    fn virtualization_can_name_the_hypervisor() {
+        let f = |wanted: &[&str], mode, hv| {
+            virtualization_field(&wanted.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(), mode, hv).verdict
+        };
+        assert_eq!(f(&["passthrough:kvm"], "passthrough", "kvm"), Verdict::Green);
+        assert_eq!(f(&["passthrough:kvm"], "passthrough", "vmware"), Verdict::Red, "another hypervisor");
+        assert_eq!(f(&["passthrough"], "passthrough", "vmware"), Verdict::Green, "any hypervisor when none is named");
+        assert_eq!(f(&["baremetal", "passthrough:kvm"], "baremetal", "none"), Verdict::Green);
+        assert_eq!(f(&["baremetal"], "sriov", "kvm"), Verdict::Red);
     }
 
     #[test]
