@@ -6,7 +6,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 # Command -> Debian package. System tests fail (never skip) without these.
-declare -A packages=([zstd]=zstd [openssl]=openssl [tar]=tar [python3]=python3 [jq]=jq
+declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [python3]=python3 [jq]=jq
   [docker-registry]=docker-registry [skopeo]=skopeo [htpasswd]=apache2-utils
   [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt)
 missing=()

@@ -128,3 +128,33 @@ fn a_repository_signed_by_another_key_or_unsigned_is_refused() {
     let out = with(&["lock", s(&spec)]).ok();
     assert!(out.stderr.contains("allow_unsigned = true"), "the exception is logged: {}", out.stderr);
 }
+
+#[test]
+fn a_real_shaped_archive_binary_keyring_and_an_expired_release() {
+    // The fixture is served like deb.debian.org: compressed indexes only (the Release lists the
+    // plain file too), by-hash paths, two signatures of which one is by a key the keyring lacks.
+    let r = signed_repo();
+    let t = tempfile::tempdir().unwrap();
+    let cache = t.path().join("cache");
+    let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).args(args));
+    let pkg = "\"hello-airlock=2.10-3\"";
+    let binary = r.dir.path().join("keyring.gpg");
+    let spec = deb_spec(&t.path().join("binary"), &r.server.url, pkg, Some(&binary), "");
+    with(&["lock", s(&spec)]).ok();
+    let lock = std::fs::read_to_string(spec.with_extension("lock")).unwrap();
+    assert!(lock.contains("hello-airlock_2.10-3_amd64.deb"), "{lock}");
+
+    // A Release past its Valid-Until: refused (exit 3), unless the entry accepts it.
+    let stale = deb_spec(&t.path().join("stale"), &r.server.url, pkg, Some(&binary), "").with_file_name("airlock.toml");
+    let text = std::fs::read_to_string(&stale).unwrap().replace("suite = \"stable\"", "suite = \"stale\"");
+    std::fs::write(&stale, &text).unwrap();
+    let refused = with(&["lock", s(&stale)]).code(3);
+    assert!(
+        refused.stderr.contains("expired") && refused.stderr.contains("allow_expired = true"),
+        "{}",
+        refused.stderr
+    );
+    std::fs::write(&stale, format!("{text}allow_expired = true\n")).unwrap();
+    let accepted = with(&["lock", s(&stale)]).ok();
+    assert!(accepted.stderr.contains("accepted (allow_expired = true)"), "logged: {}", accepted.stderr);
+}

@@ -158,13 +158,17 @@ fn debs_whose_index_or_package_does_not_match_the_signed_release_exit_3() {
     let (r, out) = p.build("b", &spec);
     p.refused(r, Some(&out), "b", &["hello-airlock=2.10-3", "bytes, got"]);
 
-    // The Packages index no longer matches what the signed Release says of it.
-    let packages = repo.join("repo/dists/stable/main/binary-amd64/Packages");
-    let mut text = std::fs::read_to_string(&packages).unwrap();
-    text.push_str("\nPackage: injected\nVersion: 1\nArchitecture: amd64\nFilename: pool/x.deb\nSize: 1\nSHA256: 00\n");
-    std::fs::write(&packages, text).unwrap();
+    // The Packages index served no longer matches what the signed Release says of it (the
+    // repository serves indexes by hash, as real archives do: that is what is fetched).
+    let by_hash = repo.join("repo/dists/stable/main/binary-amd64/by-hash/SHA256");
+    for file in std::fs::read_dir(&by_hash).unwrap() {
+        let path = file.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"\nPackage: injected\n");
+        std::fs::write(&path, bytes).unwrap();
+    }
     let r = p.lock("c", &spec);
-    p.refused(r, None, "c", &["binary-amd64/Packages", "expected sha256/size"]);
+    p.refused(r, None, "c", &["binary-amd64/by-hash/SHA256/", "expected sha256/size"]);
 }
 
 #[test]

@@ -23,8 +23,17 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
     } else {
         let mut out = std::io::stdout().lock();
         let verb = if written { "wrote" } else { "up to date:" };
-        let (images, wheels, files) = (lock.lock.image.len(), lock.lock.wheel.len(), lock.lock.file.len());
-        writeln!(out, "{verb} {} ({images} image(s), {wheels} wheel(s), {files} file(s) pinned)", path.display())?;
+        let l = &lock.lock;
+        let models: usize = l.model.iter().map(|m| m.files.len()).sum();
+        writeln!(
+            out,
+            "{verb} {} ({} image(s), {} wheel(s), {} deb(s), {models} model file(s), {} file(s) pinned)",
+            path.display(),
+            l.image.len(),
+            l.wheel.len(),
+            l.deb.len(),
+            l.file.len()
+        )?;
         for i in &lock.lock.image {
             let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
             let extra = if platforms.is_empty() { String::new() } else { format!("  [{}]", platforms.join(" ")) };
@@ -32,6 +41,12 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
         }
         for w in &lock.lock.wheel {
             writeln!(out, "  wheel {}  {} bytes  sha256 {}", w.filename, w.size, w.sha256)?;
+        }
+        for d in &lock.lock.deb {
+            writeln!(out, "  deb {}  {}  {} bytes  sha256 {}", d.package, d.filename, d.size, d.sha256)?;
+        }
+        for m in &lock.lock.model {
+            writeln!(out, "  model {} at {} ({} files)", m.repo, m.commit, m.files.len())?;
         }
         for f in &lock.lock.file {
             writeln!(out, "  file {}  {} bytes  sha256 {}", f.name, f.size, f.sha256)?;

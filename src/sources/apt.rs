@@ -37,6 +37,10 @@ pub enum DebError {
     Index { url: String, detail: String },
     #[error("{url}: expected {what} {expected}, got {actual}")]
     Mismatch { url: String, what: &'static str, expected: String, actual: String },
+    #[error(
+        "{repo} {suite}: the Release expired at {until} (a stale or replayed archive); `allow_expired = true` accepts it"
+    )]
+    Expired { repo: String, suite: String, until: String },
     #[error("{repo} {suite}: `{package}` for {arch} is not in the repository ({available})")]
     NotFound { repo: String, suite: String, package: String, arch: String, available: String },
 }
@@ -45,7 +49,10 @@ impl Classify for DebError {
     fn class(&self) -> Class {
         match self {
             // A signature or digest that does not hold.
-            DebError::Signature { .. } | DebError::Unsigned { .. } | DebError::Mismatch { .. } => Class::Verification,
+            DebError::Signature { .. }
+            | DebError::Unsigned { .. }
+            | DebError::Mismatch { .. }
+            | DebError::Expired { .. } => Class::Verification,
             DebError::NoKeyring { .. }
             | DebError::Keyring { .. }
             | DebError::Index { .. }
@@ -162,9 +169,17 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
                     }
                     Err(e) => return Err(e.into()),
                 };
-                let (sig, _) = DetachedSignature::from_reader_single(sig_bytes.as_slice())
+                // Archives sign with several keys at once (the current and the next archive key):
+                // one valid signature from the keyring is enough.
+                let (sigs, _) = DetachedSignature::from_reader_many(sig_bytes.as_slice())
                     .map_err(|e| DebError::Index { url: sig_url.clone(), detail: e.to_string() })?;
-                if !k.verifies(|p| sig.verify(p, &bytes).is_ok(), |sk| sig.verify(sk, &bytes).is_ok()) {
+                let sigs: Vec<DetachedSignature> = sigs.filter_map(Result::ok).collect();
+                let any = |verify: &dyn Fn(&DetachedSignature) -> bool| sigs.iter().any(verify);
+                let ok = k.verifies(
+                    |p| any(&|sig: &DetachedSignature| sig.verify(p, &bytes).is_ok()),
+                    |sk| any(&|sig: &DetachedSignature| sig.verify(sk, &bytes).is_ok()),
+                );
+                if !ok {
                     return Err(k.refuse(sig_url).into());
                 }
             } else {
@@ -176,51 +191,142 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
     }
 }
 
-/// The Packages index of one component, verified by the Release's SHA256 and size.
-async fn packages(
-    http: &Http,
-    entry: &DebSpec,
-    release: &BTreeMap<String, (String, u64)>,
-    component: &str,
-) -> Result<String, SourceError> {
-    let repo = entry.repo.trim_end_matches('/');
-    let base = format!("{component}/binary-{}/Packages", entry.arch);
-    for (suffix, gz) in [("", false), (".gz", true)] {
-        let name = format!("{base}{suffix}");
-        let Some((hash, size)) = release.get(&name) else { continue };
-        let url = format!("{repo}/dists/{}/{name}", entry.suite);
-        let (bytes, _) = http.fetch_small(&url, "*/*", None, MAX_INDEX).await?;
-        let actual = Sha256::of_bytes(&bytes).to_string();
-        if &actual != hash || bytes.len() as u64 != *size {
-            return Err(DebError::Mismatch {
-                url,
-                what: "sha256/size",
-                expected: format!("{hash}/{size}"),
-                actual: format!("{actual}/{}", bytes.len()),
+/// How an index is compressed, by its file name's suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compression {
+    Xz,
+    Gz,
+    Plain,
+}
+
+/// The forms of an index, in the order airlock asks for them. Real archives serve only the
+/// compressed ones while their `Release` lists the plain file's hashes too, so "listed" does
+/// not mean "served": a listed form that answers 404 is skipped.
+const VARIANTS: [(&str, Compression); 3] =
+    [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::Plain)];
+
+/// The `Release` fields that decide how indexes are fetched.
+struct Release {
+    sums: BTreeMap<String, (String, u64)>,
+    /// `Acquire-By-Hash: yes`: fetch `…/by-hash/SHA256/HEX`, so that a mirror updating while
+    /// the lock runs cannot hand over a newer index than this `Release` names.
+    by_hash: bool,
+}
+
+/// Decompress an index (bounded), on the blocking pool: it is CPU work.
+async fn decompress(bytes: Vec<u8>, compression: Compression) -> Result<Vec<u8>, String> {
+    blocking(move || {
+        let mut out = Vec::new();
+        match compression {
+            Compression::Plain => return Ok(bytes),
+            Compression::Gz => {
+                flate2::read::GzDecoder::new(bytes.as_slice())
+                    .take(MAX_INDEX)
+                    .read_to_end(&mut out)
+                    .map_err(|e| e.to_string())?;
             }
-            .into());
+            Compression::Xz => {
+                let mut limited = LimitedWriter { inner: &mut out, left: MAX_INDEX };
+                lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut limited).map_err(|e| e.to_string())?;
+            }
         }
-        // Decompressing an index of up to MAX_INDEX bytes is CPU work: off the executor.
-        let text = blocking(move || {
-            if !gz {
-                return String::from_utf8(bytes).map_err(|e| e.to_string());
+        Ok(out)
+    })
+    .await
+}
+
+/// A writer that refuses more than `left` bytes (a small compressed index can expand to anything).
+struct LimitedWriter<'a> {
+    inner: &'a mut Vec<u8>,
+    left: u64,
+}
+
+impl std::io::Write for LimitedWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() as u64 > self.left {
+            return Err(std::io::Error::other(format!("decompresses to more than {MAX_INDEX} bytes")));
+        }
+        self.left -= buf.len() as u64;
+        self.inner.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn check_sum(url: &str, bytes: &[u8], hash: &str, size: u64) -> Result<(), DebError> {
+    let actual = Sha256::of_bytes(bytes).to_string();
+    if actual != hash || bytes.len() as u64 != size {
+        return Err(DebError::Mismatch {
+            url: url.to_owned(),
+            what: "sha256/size",
+            expected: format!("{hash}/{size}"),
+            actual: format!("{actual}/{}", bytes.len()),
+        });
+    }
+    Ok(())
+}
+
+/// The Packages index of one component: the first form `Release` lists that is served,
+/// verified by the `Release` SHA256 and size as fetched and, when `Release` lists the plain
+/// file too, once decompressed.
+async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &str) -> Result<String, SourceError> {
+    let repo = entry.repo.trim_end_matches('/');
+    let dir = format!("{component}/binary-{}", entry.arch);
+    let base = format!("{dir}/Packages");
+    let plain = release.sums.get(&base);
+    let mut not_served = Vec::new();
+    for (suffix, compression) in VARIANTS {
+        let name = format!("{base}{suffix}");
+        let Some((hash, size)) = release.sums.get(&name) else { continue };
+        let url = if release.by_hash {
+            format!("{repo}/dists/{}/{dir}/by-hash/SHA256/{hash}", entry.suite)
+        } else {
+            format!("{repo}/dists/{}/{name}", entry.suite)
+        };
+        let bytes = match http.fetch_small(&url, "*/*", None, MAX_INDEX).await {
+            Ok((bytes, _)) => bytes,
+            Err(HttpError::Status { status: 404, .. }) => {
+                not_served.push(url);
+                continue;
             }
-            let mut text = String::new();
-            flate2::read::GzDecoder::new(bytes.as_slice())
-                .take(MAX_INDEX)
-                .read_to_string(&mut text)
-                .map_err(|e| e.to_string())?;
-            Ok(text)
-        })
-        .await
-        .map_err(|detail| DebError::Index { url, detail })?;
-        return Ok(text);
+            Err(e) => return Err(e.into()),
+        };
+        check_sum(&url, &bytes, hash, *size)?;
+        let text =
+            decompress(bytes, compression).await.map_err(|detail| DebError::Index { url: url.clone(), detail })?;
+        if let (Some((hash, size)), false) = (plain, compression == Compression::Plain) {
+            check_sum(&format!("{url} (decompressed)"), &text, hash, *size)?;
+        }
+        return String::from_utf8(text).map_err(|e| DebError::Index { url, detail: e.to_string() }.into());
     }
-    Err(DebError::Index {
-        url: format!("{repo}/dists/{}/Release", entry.suite),
-        detail: format!("lists neither `{base}` nor `{base}.gz`"),
+    let detail = if not_served.is_empty() {
+        format!("lists no form of `{base}`")
+    } else {
+        format!("lists `{base}` but serves none of its forms (tried {})", not_served.join(", "))
+    };
+    Err(DebError::Index { url: format!("{repo}/dists/{}/Release", entry.suite), detail }.into())
+}
+
+/// Refuse a `Release` past its `Valid-Until` (a replayed, stale archive), unless the entry
+/// says `allow_expired = true` (logged).
+fn check_valid_until(fields: &BTreeMap<String, String>, entry: &DebSpec) -> Result<(), DebError> {
+    let Some(until) = fields.get("Valid-Until") else { return Ok(()) };
+    // RFC 2822 as archives write it, with `UTC` for the zone.
+    let normalised = until.trim().replace(" UTC", " +0000").replace(" GMT", " +0000");
+    let Ok(at) = time::OffsetDateTime::parse(&normalised, &time::format_description::well_known::Rfc2822) else {
+        return Err(DebError::Index { url: entry.repo.clone(), detail: format!("unreadable Valid-Until `{until}`") });
+    };
+    if at >= time::OffsetDateTime::now_utc() {
+        return Ok(());
     }
-    .into())
+    if entry.allow_expired {
+        tracing::warn!("{} {}: Release expired at {until}; accepted (allow_expired = true)", entry.repo, entry.suite);
+        return Ok(());
+    }
+    Err(DebError::Expired { repo: entry.repo.clone(), suite: entry.suite.clone(), until: until.clone() })
 }
 
 pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedDeb>, SourceError> {
@@ -236,10 +342,14 @@ async fn resolve_entry(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<Loc
     let repo = entry.repo.trim_end_matches('/');
     let text = release(http, entry, sources.spec.base_dir()).await?;
     let fields = paragraphs(&text).into_iter().next().map(|(_, f)| f).unwrap_or_default();
-    let sums = release_sha256(&fields);
+    check_valid_until(&fields, entry)?;
+    let release = Release {
+        sums: release_sha256(&fields),
+        by_hash: fields.get("Acquire-By-Hash").is_some_and(|v| v.trim().eq_ignore_ascii_case("yes")),
+    };
     let mut stanzas = Vec::new();
     for component in &entry.components {
-        stanzas.extend(paragraphs(&packages(http, entry, &sums, component).await?));
+        stanzas.extend(paragraphs(&packages(http, entry, &release, component).await?));
     }
     let mut out = Vec::new();
     for wanted in &entry.packages {

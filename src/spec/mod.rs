@@ -118,6 +118,9 @@ pub struct DebSpec {
     pub keyring: Option<PathBuf>,
     #[serde(default)]
     pub allow_unsigned: bool,
+    /// Accept a `Release` past its `Valid-Until` (logged): for a frozen snapshot of an archive.
+    #[serde(default)]
+    pub allow_expired: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build a signed apt repository for tests: make_apt_repo.sh DIR
 # DIR/repo: pool/ with hello-airlock 2.10-3 and 2.11-1 (amd64) and airlock-docs 1.0 (all),
-# dists/stable/{Release,InRelease,Release.gpg,main/binary-amd64/Packages{,.gz}};
-# DIR/keyring.asc: the public key; DIR/other.asc: an unrelated public key.
+# dists/{stable,stale}/{Release,InRelease,Release.gpg,main/binary-amd64/{Packages.gz,Packages.xz,by-hash/}}
+# shaped like a real archive (see below);
+# DIR/keyring.asc and DIR/keyring.gpg: the public key, armored and binary; DIR/other.asc: an
+# unrelated public key.
 set -euo pipefail
 dir=$1
 export GNUPGHOME="$dir/gnupg"
@@ -30,12 +32,33 @@ mkdeb hello-airlock 2.11-1 amd64
 mkdeb airlock-docs 1.0 all
 
 cd "$dir/repo"
-mkdir -p dists/stable/main/binary-amd64
-apt-ftparchive packages pool > dists/stable/main/binary-amd64/Packages
-gzip -9nk dists/stable/main/binary-amd64/Packages
-apt-ftparchive -o APT::FTPArchive::Release::Suite=stable -o APT::FTPArchive::Release::Codename=stable \
-  -o APT::FTPArchive::Release::Components=main -o APT::FTPArchive::Release::Architectures=amd64 \
-  release dists/stable > dists/stable/Release.tmp
-mv dists/stable/Release.tmp dists/stable/Release
-gpg --batch --quiet --pinentry-mode loopback --passphrase '' --local-user repo@airlock.test --clearsign -o dists/stable/InRelease dists/stable/Release
-gpg --batch --quiet --pinentry-mode loopback --passphrase '' --local-user repo@airlock.test --armor --detach-sign -o dists/stable/Release.gpg dists/stable/Release
+# Shaped like a real archive (deb.debian.org): the Release lists the plain Packages' hashes
+# but only the compressed forms are served, every index is also under by-hash/SHA256/, the
+# Release says Acquire-By-Hash and Valid-Until, and it is signed by two keys, one of which the
+# repository's keyring does not hold. Suite `stale` is the same with a Valid-Until long past.
+gen "a key the keyring lacks <unknown@airlock.test>"
+gpg --batch --quiet --export repo@airlock.test > "$dir/keyring.gpg"   # binary, as distributions ship
+make_suite() { # suite valid-until
+  mkdir -p "dists/$1/main/binary-amd64"
+  apt-ftparchive packages pool > "dists/$1/main/binary-amd64/Packages"
+  gzip -9nk "dists/$1/main/binary-amd64/Packages"
+  xz -9k "dists/$1/main/binary-amd64/Packages"
+  apt-ftparchive -o APT::FTPArchive::Release::Suite="$1" -o APT::FTPArchive::Release::Codename="$1" \
+    -o APT::FTPArchive::Release::Components=main -o APT::FTPArchive::Release::Architectures=amd64 \
+    release "dists/$1" > "dists/$1/Release.tmp"
+  { sed -n '1,/^Date:/p' "dists/$1/Release.tmp"
+    echo "Valid-Until: $2"
+    echo "Acquire-By-Hash: yes"
+    sed '1,/^Date:/d' "dists/$1/Release.tmp"; } > "dists/$1/Release"
+  rm "dists/$1/Release.tmp"
+  for f in "dists/$1/main/binary-amd64/"Packages*; do
+    mkdir -p "dists/$1/main/binary-amd64/by-hash/SHA256"
+    cp "$f" "dists/$1/main/binary-amd64/by-hash/SHA256/$(sha256sum "$f" | cut -c1-64)"
+  done
+  rm "dists/$1/main/binary-amd64/Packages"   # listed in Release, not served
+  signers=(--local-user repo@airlock.test --local-user unknown@airlock.test)
+  gpg --batch --quiet --pinentry-mode loopback --passphrase '' "${signers[@]}" --clearsign -o "dists/$1/InRelease" "dists/$1/Release"
+  gpg --batch --quiet --pinentry-mode loopback --passphrase '' "${signers[@]}" --armor --detach-sign -o "dists/$1/Release.gpg" "dists/$1/Release"
+}
+make_suite stable "$(date -u -d '+30 days' '+%a, %d %b %Y %H:%M:%S UTC')"
+make_suite stale "$(date -u -d '-30 days' '+%a, %d %b %Y %H:%M:%S UTC')"
