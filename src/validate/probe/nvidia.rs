@@ -25,14 +25,19 @@ fn value(v: Option<&str>) -> String {
     super::unknown_if_absent(v.map(str::to_owned))
 }
 
+/// The rows of a `--format=csv,noheader` answer, one per GPU; `at(i)` is field `i` read as
+/// `value` reads it.
+fn rows(stdout: &str) -> impl Iterator<Item = impl Fn(usize) -> String> + '_ {
+    stdout.lines().filter(|l| !l.trim().is_empty()).map(|line| {
+        let fields: Vec<&str> = line.split(", ").collect();
+        move |i: usize| value(fields.get(i).copied())
+    })
+}
+
 /// Lines of `QUERY` (or `QUERY_OLD` when `old`) output.
 pub fn parse(stdout: &str, old: bool) -> Vec<Gpu> {
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let f: Vec<&str> = line.split(", ").collect();
-            let at = |i: usize| value(f.get(i).copied());
+    rows(stdout)
+        .map(|at| {
             if old {
                 Gpu {
                     name: at(0),
@@ -64,19 +69,13 @@ pub const HEALTH_QUERY: &str =
 
 /// Lines of `HEALTH_QUERY` output, one per GPU.
 pub fn parse_health(stdout: &str) -> Vec<super::amdsmi::Health> {
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let f: Vec<&str> = line.split(", ").collect();
-            let at = |i: usize| value(f.get(i).copied());
-            super::amdsmi::Health {
-                temperature_c: at(0),
-                power_w: at(1),
-                ecc_correctable: at(2),
-                ecc_uncorrectable: at(3),
-                processes: super::UNKNOWN.to_owned(),
-            }
+    rows(stdout)
+        .map(|at| super::amdsmi::Health {
+            temperature_c: at(0),
+            power_w: at(1),
+            ecc_correctable: at(2),
+            ecc_uncorrectable: at(3),
+            processes: super::UNKNOWN.to_owned(),
         })
         .collect()
 }
