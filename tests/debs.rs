@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use apt::{Apt, signed_repo};
 use common::*;
+use http::HttpServer;
 
 fn deb_spec(dir: &Path, url: &str, packages: &str, keyring: Option<&Path>, extra: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
@@ -86,6 +87,18 @@ fn debs_from_a_signed_repository_are_carried_and_apt_installs_them_offline() {
         "{}",
         refused.stderr
     );
+
+    // The site view is a flat repository (`suite = "./"`): served over HTTP it is an upstream
+    // like any other, verified with the site key.
+    let view = HttpServer::start(&debs);
+    let flat = deb_spec(&t.path().join("flat"), &view.url, "\"hello-airlock=2.10-3\"", Some(&site_public), "");
+    let text = std::fs::read_to_string(&flat).unwrap().replace("suite = \"stable\"", "suite = \"./\"");
+    std::fs::write(&flat, text).unwrap();
+    with(&["lock", s(&flat)]).ok();
+    let lock = std::fs::read_to_string(flat.with_extension("lock")).unwrap();
+    assert!(lock.contains("filename = \"pool/main/h/hello-airlock/hello-airlock_2.10-3_amd64.deb\""), "{lock}");
+    let again = t.path().join("flat.airlock");
+    with(&["build", s(&flat), "--locked", "--key", s(&keys.private), "--out", s(&again)]).ok();
     drop(r);
 }
 

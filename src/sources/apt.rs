@@ -134,7 +134,7 @@ impl Keyring {
 /// `Release` with `Release.gpg`. `allow_unsigned` skips the check (logged loudly).
 async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, SourceError> {
     let repo = entry.repo.trim_end_matches('/');
-    let dist = format!("{repo}/dists/{}", entry.suite);
+    let dist = dist_url(entry);
     let keyring = match &entry.keyring {
         Some(k) => Some(Keyring { path: base.join(k), keys: load_keyring(&base.join(k)).await? }),
         None if entry.allow_unsigned => None,
@@ -188,6 +188,22 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
             String::from_utf8(bytes).map_err(|e| DebError::Index { url, detail: e.to_string() }.into())
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// A flat repository (`suite = "./"`, or any suite ending in `/`): `Release` and `Packages`
+/// sit in that directory, with no `dists/` tree and no components.
+fn is_flat(entry: &DebSpec) -> bool {
+    entry.suite.ends_with('/')
+}
+
+/// Where the suite's `Release` files are: `REPO/dists/SUITE`, or `REPO/SUITE` for a flat one.
+fn dist_url(entry: &DebSpec) -> String {
+    let repo = entry.repo.trim_end_matches('/');
+    if is_flat(entry) {
+        format!("{repo}/{}", entry.suite.trim_end_matches('/'))
+    } else {
+        format!("{repo}/dists/{}", entry.suite)
     }
 }
 
@@ -273,18 +289,18 @@ fn check_sum(url: &str, bytes: &[u8], hash: &str, size: u64) -> Result<(), DebEr
 /// verified by the `Release` SHA256 and size as fetched and, when `Release` lists the plain
 /// file too, once decompressed.
 async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &str) -> Result<String, SourceError> {
-    let repo = entry.repo.trim_end_matches('/');
-    let dir = format!("{component}/binary-{}", entry.arch);
-    let base = format!("{dir}/Packages");
+    let dist = dist_url(entry);
+    let dir = if is_flat(entry) { String::new() } else { format!("{component}/binary-{}/", entry.arch) };
+    let base = format!("{dir}Packages");
     let plain = release.sums.get(&base);
     let mut not_served = Vec::new();
     for (suffix, compression) in VARIANTS {
         let name = format!("{base}{suffix}");
         let Some((hash, size)) = release.sums.get(&name) else { continue };
-        let url = if release.by_hash {
-            format!("{repo}/dists/{}/{dir}/by-hash/SHA256/{hash}", entry.suite)
+        let url = if release.by_hash && !is_flat(entry) {
+            format!("{dist}/{dir}by-hash/SHA256/{hash}")
         } else {
-            format!("{repo}/dists/{}/{name}", entry.suite)
+            format!("{dist}/{name}")
         };
         let bytes = match http.fetch_small(&url, "*/*", None, MAX_INDEX).await {
             Ok((bytes, _)) => bytes,
@@ -307,7 +323,7 @@ async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &s
     } else {
         format!("lists `{base}` but serves none of its forms (tried {})", not_served.join(", "))
     };
-    Err(DebError::Index { url: format!("{repo}/dists/{}/Release", entry.suite), detail }.into())
+    Err(DebError::Index { url: format!("{dist}/Release"), detail }.into())
 }
 
 /// Refuse a `Release` past its `Valid-Until` (a replayed, stale archive), unless the entry
@@ -348,7 +364,10 @@ async fn resolve_entry(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<Loc
         by_hash: fields.get("Acquire-By-Hash").is_some_and(|v| v.trim().eq_ignore_ascii_case("yes")),
     };
     let mut stanzas = Vec::new();
-    for component in &entry.components {
+    // A flat repository has one index for everything: its components are not looked at.
+    let components: Vec<&str> =
+        if is_flat(entry) { vec![""] } else { entry.components.iter().map(String::as_str).collect() };
+    for component in components {
         stanzas.extend(paragraphs(&packages(http, entry, &release, component).await?));
     }
     let mut out = Vec::new();
@@ -388,7 +407,8 @@ async fn resolve_entry(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<Loc
                 detail: format!("`{wanted}` has no `{k}` field"),
             })
         };
-        let filename = field("Filename")?;
+        // Relative to the repository's root; flat repositories often write `./name.deb`.
+        let filename = field("Filename")?.trim_start_matches("./").to_owned();
         let size: u64 = field("Size")?
             .parse()
             .map_err(|_| DebError::Index { url: repo.to_owned(), detail: format!("`{wanted}`: bad Size") })?;
