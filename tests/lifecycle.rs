@@ -260,12 +260,13 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
     airlock_run(&["install", s(&big_bundle), "--trust", s(&keys.public), "--root", s(&scratch)]).ok();
     let full = started.elapsed();
     let mut interrupted = 0;
-    for fraction in [0.05, 0.2, 0.4, 0.6, 0.8] {
+    for fraction in [0.0, 0.05, 0.15, 0.3, 0.5] {
         let before = staged(&root);
         let mut child =
             airlock().args(install(&big_bundle)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         // Once it is staging (a loaded machine can take a while to start it), then a fraction
-        // of a whole install's time.
+        // of a whole install's time: the early kills land mid-install even on a loaded machine,
+        // the later ones may find it done, which must be as safe.
         wait_for_staging(&root, &before, &mut child);
         std::thread::sleep(full.mul_f64(fraction));
         if child.try_wait().unwrap().is_none() {
@@ -282,7 +283,7 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
             airlock_run(&args.iter().map(String::as_str).collect::<Vec<_>>()).ok();
         }
     }
-    assert!(interrupted >= 3, "most kills landed in the middle of an install ({interrupted} of 5)");
+    assert!(interrupted >= 2, "kills landed in the middle of an install ({interrupted} of 5)");
     airlock_run(&install(&big_bundle).each_ref().map(String::as_str)).ok();
     assert_current_verifies(&root, &keys);
     assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "leftovers were cleaned");
