@@ -229,23 +229,28 @@ pub fn install(
     let m = &verified.manifest;
     let event = remember_install(&mut state, &verified, &retained.id, trust, opts, &phases);
     state.save(root)?;
-    let now = event.at;
+    let mut record_bundle = verified.record(&retained.id);
+    record_bundle["file"] = serde_json::json!(bundle);
+    let verdict = validation.as_ref().map(|e| e.verdict);
+    let accepted_amber = match &opts.amber {
+        Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason),
+        _ => None,
+    };
     let record = records::write(
         root,
         "install",
         &serde_json::json!({
             "action": "install",
-            "at": now,
-            "bundle": { "id": retained.id, "name": m.name, "version": m.version.to_string(),
-                        "manifest_sha256": verified.manifest_sha256, "file": bundle },
+            "at": event.at,
+            "bundle": record_bundle,
             "signers": verified.signers,
             "trust": { "keys": trust.key_ids(), "threshold": trust.threshold },
-            "verdict": { "verified": true, "downgrade": downgrade, "validation": validation.as_ref().map_or("skipped", |e| crate::validate::word(e.verdict)) },
+            "verdict": { "verified": true, "downgrade": downgrade, "validation": verdict.map_or("skipped", crate::validate::word) },
             "validation": validation.as_ref().map_or_else(
                 || serde_json::json!({ "verdict": "skipped", "reason": "the bundle names no [[validation.target]]" }),
                 |e| serde_json::json!(e),
             ),
-            "accepted_amber": match &opts.amber { Amber::Accept { reason } if validation.as_ref().is_some_and(|e| e.verdict == crate::validate::matrix::Verdict::Amber) => Some(reason), _ => None },
+            "accepted_amber": accepted_amber,
             "previous": previous,
             "published": images,
             "images_not_published": images_not_published,
@@ -284,11 +289,11 @@ fn remember_install(
     phases: &Phases,
 ) -> Event {
     let m = &verified.manifest;
-    let now = Timestamp::now();
+    let event = verified.event("install", id, phases.total());
     let retained = state::Retained {
         name: m.name.to_string(),
         version: m.version.clone(),
-        installed_at: now,
+        installed_at: event.at,
         signers: verified.signers.clone(),
         trust: trust.key_ids(),
         threshold: trust.threshold,
@@ -301,14 +306,6 @@ fn remember_install(
     if let Some(site) = &opts.registry {
         state.registry = Some(RegistryMemo { host: site.host.clone(), insecure: site.is_insecure() });
     }
-    let event = Event {
-        action: "install".into(),
-        id: id.to_owned(),
-        name: m.name.to_string(),
-        version: m.version.clone(),
-        at: now,
-        seconds: phases.total(),
-    };
     state.history.push(event.clone());
     event
 }
@@ -372,6 +369,28 @@ struct Verified {
     manifest_sha256: Sha256,
     signers: Vec<KeyId>,
     signatures: Vec<SignatureCheck>,
+}
+
+impl Verified {
+    /// The history event for `action` that made this bundle, retained as `id`, current now.
+    fn event(&self, action: &str, id: &str, seconds: f64) -> Event {
+        let m = &self.manifest;
+        Event {
+            action: action.to_owned(),
+            id: id.to_owned(),
+            name: m.name.to_string(),
+            version: m.version.clone(),
+            at: Timestamp::now(),
+            seconds,
+        }
+    }
+
+    /// The `bundle` object of a record.
+    fn record(&self, id: &str) -> serde_json::Value {
+        let m = &self.manifest;
+        serde_json::json!({ "id": id, "name": m.name, "version": m.version.to_string(),
+                            "manifest_sha256": self.manifest_sha256 })
+    }
 }
 
 /// Verify the bundle while extracting it (and a copy of the file) into a new private

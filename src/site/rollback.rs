@@ -13,12 +13,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::records::{self, Phases};
-use super::state::{Event, State};
+use super::state::State;
 use super::{
     RETAINED_BUNDLE, SiteError, Staged, TRUST_DIR, activate, io_err, open_root, publish_images, registry, retain,
     views, write_views,
 };
-use crate::clock::Timestamp;
 use crate::fetch::Net;
 use crate::progress::Reporter;
 use crate::sign::{KeyId, Policy, TrustedKey};
@@ -76,15 +75,7 @@ pub fn rollback(
     phases.mark("switch");
 
     let m = &verified.manifest;
-    let now = Timestamp::now();
-    let event = Event {
-        action: "rollback".into(),
-        id: retained.id.clone(),
-        name: m.name.to_string(),
-        version: m.version.clone(),
-        at: now,
-        seconds: phases.total(),
-    };
+    let event = verified.event("rollback", &retained.id, phases.total());
     state.history.push(event.clone());
     state.last_rollback = Some(event.clone());
     state.save(root)?;
@@ -93,9 +84,8 @@ pub fn rollback(
         "rollback",
         &serde_json::json!({
             "action": "rollback",
-            "at": now,
-            "bundle": { "id": retained.id, "name": m.name, "version": m.version.to_string(),
-                        "manifest_sha256": verified.manifest_sha256 },
+            "at": event.at,
+            "bundle": verified.record(&retained.id),
             "from": from,
             "signers": verified.signers,
             "trust": { "keys": policy.key_ids(), "threshold": policy.threshold },
