@@ -5,7 +5,6 @@
 //! repository is refused unless the spec says `allow_unsigned = true`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
@@ -212,14 +211,23 @@ fn dist_url(entry: &DebSpec) -> String {
 enum Compression {
     Xz,
     Gz,
+    Zst,
+    Bz2,
     Plain,
 }
 
-/// The forms of an index, in the order airlock asks for them. Real archives serve only the
-/// compressed ones while their `Release` lists the plain file's hashes too, so "listed" does
-/// not mean "served": a listed form that answers 404 is skipped.
-const VARIANTS: [(&str, Compression); 3] =
-    [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::Plain)];
+/// The forms of an index, in the order airlock asks for them (`.xz` and `.gz` are what
+/// Debian and Ubuntu archives serve; `.zst` and `.bz2` are asked for when only they are
+/// listed). Real archives serve only the compressed ones while their `Release` lists the
+/// plain file's hashes too, so "listed" does not mean "served": a listed form that answers
+/// 404 is skipped.
+const VARIANTS: [(&str, Compression); 5] = [
+    (".xz", Compression::Xz),
+    (".gz", Compression::Gz),
+    (".zst", Compression::Zst),
+    (".bz2", Compression::Bz2),
+    ("", Compression::Plain),
+];
 
 /// The `Release` fields that decide how indexes are fetched.
 struct Release {
@@ -229,21 +237,22 @@ struct Release {
     by_hash: bool,
 }
 
-/// Decompress an index (bounded), on the blocking pool: it is CPU work.
-async fn decompress(bytes: Vec<u8>, compression: Compression) -> Result<Vec<u8>, String> {
+/// Decompress an index, refusing more than `limit` bytes out, on the blocking pool: it is CPU
+/// work.
+async fn decompress(bytes: Vec<u8>, compression: Compression, limit: u64) -> Result<Vec<u8>, String> {
     blocking(move || {
         let mut out = Vec::new();
+        let mut limited = LimitedWriter { inner: &mut out, left: limit, limit };
+        let mut input = bytes.as_slice();
         match compression {
             Compression::Plain => return Ok(bytes),
+            Compression::Xz => lzma_rs::xz_decompress(&mut input, &mut limited).map_err(|e| e.to_string())?,
             Compression::Gz => {
-                flate2::read::GzDecoder::new(bytes.as_slice())
-                    .take(MAX_INDEX)
-                    .read_to_end(&mut out)
-                    .map_err(|e| e.to_string())?;
+                std::io::copy(&mut flate2::read::GzDecoder::new(input), &mut limited).map_err(|e| e.to_string())?;
             }
-            Compression::Xz => {
-                let mut limited = LimitedWriter { inner: &mut out, left: MAX_INDEX };
-                lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut limited).map_err(|e| e.to_string())?;
+            Compression::Zst => zstd::stream::copy_decode(input, &mut limited).map_err(|e| e.to_string())?,
+            Compression::Bz2 => {
+                std::io::copy(&mut bzip2::read::BzDecoder::new(input), &mut limited).map_err(|e| e.to_string())?;
             }
         }
         Ok(out)
@@ -255,12 +264,13 @@ async fn decompress(bytes: Vec<u8>, compression: Compression) -> Result<Vec<u8>,
 struct LimitedWriter<'a> {
     inner: &'a mut Vec<u8>,
     left: u64,
+    limit: u64,
 }
 
 impl std::io::Write for LimitedWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if buf.len() as u64 > self.left {
-            return Err(std::io::Error::other(format!("decompresses to more than {MAX_INDEX} bytes")));
+            return Err(std::io::Error::other(format!("decompresses to more than {} bytes", self.limit)));
         }
         self.left -= buf.len() as u64;
         self.inner.extend_from_slice(buf);
@@ -311,8 +321,9 @@ async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &s
             Err(e) => return Err(e.into()),
         };
         check_sum(&url, &bytes, hash, *size)?;
-        let text =
-            decompress(bytes, compression).await.map_err(|detail| DebError::Index { url: url.clone(), detail })?;
+        let text = decompress(bytes, compression, MAX_INDEX)
+            .await
+            .map_err(|detail| DebError::Index { url: url.clone(), detail })?;
         if let (Some((hash, size)), false) = (plain, compression == Compression::Plain) {
             check_sum(&format!("{url} (decompressed)"), &text, hash, *size)?;
         }
@@ -472,4 +483,49 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     let path = MemberPath::new("debs/Packages").expect("a valid member path");
     plan.members.push(Member { path, size, sha256: digest, origin, what: "debs/Packages".into() });
     Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::{Compression, decompress};
+
+    fn compress(plain: &[u8], compression: Compression) -> Vec<u8> {
+        match compression {
+            Compression::Plain => plain.to_vec(),
+            Compression::Xz => {
+                let mut out = Vec::new();
+                lzma_rs::xz_compress(&mut &plain[..], &mut out).unwrap();
+                out
+            }
+            Compression::Gz => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(plain).unwrap();
+                e.finish().unwrap()
+            }
+            Compression::Zst => zstd::encode_all(plain, 3).unwrap(),
+            Compression::Bz2 => {
+                let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+                e.write_all(plain).unwrap();
+                e.finish().unwrap()
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn every_served_form_decompresses_and_none_past_the_limit() {
+        let plain = b"Package: hello\nVersion: 2.10-3\n\n".repeat(1000);
+        let n = plain.len() as u64;
+        for c in [Compression::Xz, Compression::Gz, Compression::Zst, Compression::Bz2, Compression::Plain] {
+            assert_eq!(decompress(compress(&plain, c), c, n).await.unwrap(), plain, "{c:?}");
+            if c != Compression::Plain {
+                // One byte over is refused, never cut short and used.
+                let err = decompress(compress(&plain, c), c, n - 1).await.unwrap_err();
+                assert!(err.contains(&format!("more than {} bytes", n - 1)), "{c:?}: {err}");
+            }
+        }
+        let err = decompress(b"not xz".to_vec(), Compression::Xz, n).await.unwrap_err();
+        assert!(!err.is_empty());
+    }
 }
