@@ -1,12 +1,10 @@
-//! `[[validation.check]]` commands, run after probing. Each runs in its own process group, so a
-//! timeout kills everything it started, and is red when it times out. Results are not read
+//! `[[validation.check]]` commands, run after probing (`bounded`: a timeout kills everything a
+//! check started), and red when they time out. Results are not read
 //! from exit codes alone: RVS exits 0 when a test fails, so its `met: TRUE|FALSE` lines, its
 //! `| … | PASS |` table and its `"pass": "true"` JSON decide; `dcgmi diag -j` JSON is read test
 //! by test (dcgmi exits non-zero even for warnings); anything else is judged by its exit code.
 
 use std::io::Read as _;
-use std::os::unix::process::CommandExt as _;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -53,49 +51,14 @@ pub fn run(check: &Check) -> CheckResult {
     let Some((program, args)) = check.run.split_first() else {
         return result(Verdict::Red, None, "an empty command".into(), String::new());
     };
-    let spawned = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
+    let finished = match super::bounded::run(program, args, timeout, MAX_OUTPUT) {
+        Ok(f) => f,
         Err(e) => return result(Verdict::Red, None, format!("cannot run `{program}`: {e}"), String::new()),
     };
-    let (mut out, mut err) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
-    let out_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.by_ref().take(MAX_OUTPUT).read_to_end(&mut b);
-        let _ = std::io::copy(&mut out, &mut std::io::sink());
-        b
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = err.by_ref().take(MAX_OUTPUT).read_to_end(&mut b);
-        let _ = std::io::copy(&mut err, &mut std::io::sink());
-        b
-    });
-    let deadline = started + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            _ => {
-                // The whole group: a test harness's children too.
-                if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0)) {
-                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-                }
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    let stdout = String::from_utf8_lossy(&finished.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
     let output = if stderr.is_empty() { stdout.clone() } else { format!("{stdout}\n--- stderr ---\n{stderr}") };
-    let Some(status) = status else {
+    let Some(status) = finished.status else {
         return result(Verdict::Red, None, format!("timed out after {} s and was killed", timeout.as_secs()), output);
     };
     let code = status.code();

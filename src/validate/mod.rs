@@ -4,6 +4,7 @@
 //! checks; `install` activates on green, on amber only when the operator accepts it, never on
 //! red.
 
+mod bounded;
 pub mod checks;
 pub mod matrix;
 pub mod probe;

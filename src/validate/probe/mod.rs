@@ -11,10 +11,8 @@ pub mod nvidia;
 pub mod rocminfo;
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -127,45 +125,20 @@ fn run(tools: &mut BTreeMap<String, Tool>, name: &str, args: &[&str]) -> Option<
     let mut record = |status: String| {
         tools.insert(key.clone(), Tool { path: Some(path.clone()), status });
     };
-    let mut child = match Command::new(&path)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-    {
-        Ok(c) => c,
+    let finished = match super::bounded::run(&path, args, Duration::from_secs(60), 16 << 20) {
+        Ok(f) => f,
         Err(e) => {
             record(format!("cannot run: {e}"));
             return None;
         }
     };
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stdout.by_ref().take(16 << 20).read_to_end(&mut buf);
-        buf
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    let bytes = reader.join().unwrap_or_default();
-    let Some(status) = status else {
+    let Some(status) = finished.status else {
         record(format!("`{name} {}` did not finish in 60 s", args.join(" ")));
         return None;
     };
     let code = status.code().map_or_else(|| "by a signal".to_owned(), |c| format!("with {c}"));
     record(if status.success() { "ok".into() } else { format!("`{name} {}` exited {code}", args.join(" ")) });
-    Some(Ran { stdout: String::from_utf8_lossy(&bytes).into_owned(), success: status.success() })
+    Some(Ran { stdout: String::from_utf8_lossy(&finished.stdout).into_owned(), success: status.success() })
 }
 
 fn find_on_path(name: &str) -> Option<PathBuf> {
