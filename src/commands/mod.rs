@@ -81,6 +81,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::cache::CacheError,
             crate::fetch::NetError,
             crate::clock::ClockError,
+            crate::validate::Unreadable,
         );
         None
     }

@@ -17,7 +17,9 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     let path = args.root.join("current/airlock/manifest.json");
     let bytes = std::fs::read(&path).with_context(|| format!("no active bundle at `{}`", args.root.display()))?;
     let manifest: Manifest = serde_json::from_slice(&bytes).with_context(|| format!("`{}`", path.display()))?;
-    let Some(evidence) = validate(&manifest.validation, &HostRoot::from_env()) else {
+    let evidence =
+        validate(&manifest.validation, &HostRoot::from_env()).with_context(|| format!("`{}`", path.display()))?;
+    let Some(evidence) = evidence else {
         if args.json {
             super::print_json(&serde_json::json!({ "verdict": "skipped", "reason": "the bundle names no targets" }))?;
         } else {

@@ -446,8 +446,13 @@ fn check_downgrade(state: &State, manifest: &Manifest, policy: Downgrade) -> Res
 fn gate(manifest: &Manifest, amber: &Amber) -> Result<Option<crate::validate::Evidence>, SiteError> {
     use crate::validate::matrix::Verdict;
     tracing::info!("validate: probing this host against the bundle's support matrix");
-    let Some(evidence) = crate::validate::validate(&manifest.validation, &crate::validate::probe::HostRoot::from_env())
-    else {
+    let host = crate::validate::probe::HostRoot::from_env();
+    let evidence = crate::validate::validate(&manifest.validation, &host).map_err(|e| SiteError::Validation {
+        verdict: "red",
+        summary: e.0,
+        hint: "; an airlock as new as the one that built the bundle can read it",
+    })?;
+    let Some(evidence) = evidence else {
         tracing::info!("validate: skipped, the bundle names no [[validation.target]]");
         return Ok(None);
     };

@@ -7,21 +7,12 @@
 use std::io::Read as _;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::matrix::Verdict;
 
-/// A check as the manifest carries it (the spec's `[[validation.check]]`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Check {
-    pub name: String,
-    pub run: Vec<String>,
-    #[serde(default)]
-    pub timeout_s: Option<u64>,
-    /// `exit0`: the exit code alone decides.
-    #[serde(default)]
-    pub expect: Option<crate::spec::Expect>,
-}
+/// A check as the manifest carries it: the spec's `[[validation.check]]`, verbatim.
+pub use crate::spec::Check;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckResult {

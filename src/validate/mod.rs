@@ -25,22 +25,43 @@ pub struct Evidence {
     pub probe: probe::Probe,
 }
 
+/// A manifest's `validation` section that this airlock cannot read: the stack cannot be shown
+/// to be supported, so it is red (exit 4).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreadable(pub String);
+
+impl crate::failure::Classify for Unreadable {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::ValidationRed
+    }
+}
+
 /// Validate this host against a manifest's `validation` section; `None` when it names no
-/// targets (nothing to decide; the record says validation was skipped).
-pub fn validate(validation: &serde_json::Value, host: &probe::HostRoot) -> Option<Evidence> {
-    let targets: Vec<crate::spec::Target> =
-        serde_json::from_value(validation.get("target").cloned().unwrap_or_default()).unwrap_or_default();
+/// targets (nothing to decide; the record says validation was skipped). A section this airlock
+/// cannot read (a newer airlock's fields) is an error, never a silent skip.
+pub fn validate(validation: &serde_json::Value, host: &probe::HostRoot) -> Result<Option<Evidence>, Unreadable> {
+    let section = |name: &str| validation.get(name).cloned().unwrap_or_else(|| serde_json::json!([]));
+    let targets: Vec<crate::spec::Target> = serde_json::from_value(section("target"))
+        .map_err(|e| Unreadable(format!("the bundle's `validation.target` cannot be read: {e}")))?;
+    let specs: Vec<checks::Check> = serde_json::from_value(section("check"))
+        .map_err(|e| Unreadable(format!("the bundle's `validation.check` cannot be read: {e}")))?;
     let probed = probe::probe(host);
-    let outcome = matrix::classify(&targets, &probed)?;
-    let specs: Vec<checks::Check> =
-        serde_json::from_value(validation.get("check").cloned().unwrap_or_default()).unwrap_or_default();
+    let Some(outcome) = matrix::classify(&targets, &probed) else { return Ok(None) };
     let results: Vec<checks::CheckResult> = specs.iter().map(checks::run).collect();
     let (mut verdict, mut summary) = (outcome.verdict, outcome.summary);
     if let Some(worst) = results.iter().filter(|c| c.verdict > verdict).max_by_key(|c| c.verdict) {
         verdict = worst.verdict;
         summary = format!("{}: check `{}`: {}", word(verdict), worst.name, worst.summary);
     }
-    Some(Evidence { verdict, summary, detected: outcome.detected, rows: outcome.rows, checks: results, probe: probed })
+    Ok(Some(Evidence {
+        verdict,
+        summary,
+        detected: outcome.detected,
+        rows: outcome.rows,
+        checks: results,
+        probe: probed,
+    }))
 }
 
 pub fn word(v: Verdict) -> &'static str {
@@ -54,4 +75,23 @@ pub fn word(v: Verdict) -> &'static str {
 /// The fields of an outcome that are not green, as lines for a person.
 pub fn not_green(rows: &[RowResult]) -> Vec<&FieldResult> {
     rows.iter().flat_map(|r| r.fields.iter()).filter(|f| f.verdict != Verdict::Green).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::probe::HostRoot;
+
+    #[test]
+    fn a_section_this_airlock_cannot_read_is_an_error_not_a_skip() {
+        let host = HostRoot::at(std::path::Path::new("/nonexistent"));
+        // A newer airlock's field in a target: before, this parsed as "no targets" and skipped.
+        let newer = serde_json::json!({ "target": [{ "gpu": "MI300X", "rocm": ">=7.0", "pcie_gen": "5" }] });
+        let err = super::validate(&newer, &host).unwrap_err().to_string();
+        assert!(err.contains("validation.target") && err.contains("pcie_gen"), "{err}");
+        let bad_check = serde_json::json!({ "target": [{ "gpu": "MI300X" }], "check": [{ "name": "rvs" }] });
+        let err = super::validate(&bad_check, &host).unwrap_err().to_string();
+        assert!(err.contains("validation.check") && err.contains("run"), "{err}");
+        // No section at all: nothing to decide.
+        assert!(super::validate(&serde_json::Value::Null, &host).unwrap().is_none());
+    }
 }
