@@ -171,3 +171,126 @@ fn a_real_shaped_archive_binary_keyring_and_an_expired_release() {
     let accepted = with(&["lock", s(&stale)]).ok();
     assert!(accepted.stderr.contains("accepted (allow_expired = true)"), "logged: {}", accepted.stderr);
 }
+
+/// A dpkg status file saying `base-airlock VERSION` is installed.
+fn base_status(version: &str) -> String {
+    format!(
+        "Package: base-airlock\nStatus: install ok installed\nPriority: required\nMaintainer: t <t@airlock.test>\nArchitecture: all\nVersion: {version}\nDescription: the target's base\n"
+    )
+}
+
+fn closure_spec(dir: &Path, url: &str, keyring: &Path, packages: &str, extra: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let body = format!(
+        "[bundle]\nname = \"closure\"\nversion = \"1.0.0\"\n\n[[deb]]\nrepo = \"{url}\"\nsuite = \"closure\"\ncomponents = [\"closure\"]\narch = \"amd64\"\npackages = [{packages}]\nkeyring = \"{}\"\nresolve = true\n{extra}",
+        keyring.display()
+    );
+    let spec = dir.join("airlock.toml");
+    std::fs::write(&spec, body).unwrap();
+    spec
+}
+
+/// `package -> required_by` of every locked deb.
+fn locked_closure(lock: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    let lock = toml_as_json(&std::fs::read_to_string(lock).unwrap());
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &lock), Vec::<String>::new());
+    lock["deb"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let by = d["required_by"].as_array().map(|a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect());
+            (d["package"].as_str().unwrap().to_owned(), by.unwrap_or_default())
+        })
+        .collect()
+}
+
+#[test]
+fn a_dependency_closure_is_locked_with_reasons_carried_and_apt_installs_it_over_the_base() {
+    let r = signed_repo();
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let cache = t.path().join("cache");
+    let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).env("SOURCE_DATE_EPOCH", EPOCH).args(args));
+    let keyring = r.dir.path().join("keyring.gpg");
+    let (url, app) = (r.server.url.as_str(), "\"rocm-app-airlock\"");
+    let s_ = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();
+    let expected = |base: Option<&str>| {
+        let mut m = std::collections::BTreeMap::from([
+            ("rocm-app-airlock".to_owned(), Vec::new()),
+            // The newest version that satisfies `(>= 6.4)`, not 6.2.
+            ("libhip-airlock=6.4.1".to_owned(), s_(&["rocm-app-airlock"])),
+            // `mta-missing | mail-airlock`: the first alternative with a candidate.
+            ("mail-airlock=1.0".to_owned(), s_(&["rocm-app-airlock"])),
+            // `java-airlock (>= 2)`: only the versioned Provides satisfies it (not oldjre-airlock).
+            ("jre-airlock=9".to_owned(), s_(&["rocm-app-airlock"])),
+            // Pre-Depends `rt-python-airlock:any`, through Multi-Arch: allowed.
+            ("rt-python-airlock=3.11".to_owned(), s_(&["rocm-app-airlock"])),
+        ]);
+        if let Some(v) = base {
+            m.insert(format!("base-airlock={v}"), s_(&["libhip-airlock", "rocm-app-airlock"]));
+        }
+        m
+    };
+
+    // The target's status file as the base: base-airlock is there, so it is not carried.
+    let p = t.path().join("p");
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(p.join("status"), base_status("1.0")).unwrap();
+    let spec = closure_spec(&p, url, &keyring, app, "base_status = \"status\"\n");
+    with(&["lock", s(&spec)]).ok();
+    assert_eq!(locked_closure(&p.join("airlock.lock")), expected(None));
+
+    // No status file: the suite's Priority: required packages are the base.
+    let q = t.path().join("q");
+    with(&["lock", s(&closure_spec(&q, url, &keyring, app, ""))]).ok();
+    assert_eq!(locked_closure(&q.join("airlock.lock")), expected(None));
+
+    // A base too old for `base-airlock (>= 1.0)`: the newer one is carried, and why.
+    let old = t.path().join("old");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("status"), base_status("0.9")).unwrap();
+    with(&["lock", s(&closure_spec(&old, url, &keyring, app, "base_status = \"status\"\n"))]).ok();
+    assert_eq!(locked_closure(&old.join("airlock.lock")), expected(Some("1.0")));
+
+    // An unsatisfiable request names the chain; a conflict within the closure names both.
+    let bad = closure_spec(&t.path().join("bad"), url, &keyring, "\"needs-future-airlock\"", "");
+    let out = with(&["lock", s(&bad)]).code(1);
+    assert!(
+        out.stderr.contains(
+            "needs-future-airlock 1.0 → hip-runtime-airlock (>= 1) → libhip-airlock (>= 9): no candidate (libhip-airlock 6.4.1 is already in the closure; libhip-airlock has 6.4.1, 6.2)"
+        ),
+        "{}",
+        out.stderr
+    );
+    let clash = closure_spec(&t.path().join("clash"), url, &keyring, "\"wants-clash-airlock\"", "");
+    let out = with(&["lock", s(&clash)]).code(1);
+    assert!(
+        out.stderr.contains("clash-airlock 1.0 conflicts with `mail-airlock`, which mail-airlock 1.0 satisfies"),
+        "{}",
+        out.stderr
+    );
+    assert!(!t.path().join("bad/airlock.lock").exists() && !t.path().join("clash/airlock.lock").exists());
+
+    // Built, installed, and apt-get resolves the same closure from the site view alone, over
+    // the target's status.
+    let bundle = t.path().join("closure.airlock");
+    with(&["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let root = t.path().join("site");
+    let site_key = r.dir.path().join("site-secret.asc");
+    let trust = ["--trust", s(&keys.public), "--root", s(&root), "--apt-signing-key", s(&site_key)];
+    airlock_run(&[&["install", s(&bundle)][..], &trust[..]].concat()).ok();
+    let apt = Apt::new(&t.path().join("apt"));
+    apt.status(&base_status("1.0"));
+    let debs = root.join("current/debs");
+    apt.sources(&format!("deb [signed-by={}] file:{} ./", r.dir.path().join("site.asc").display(), debs.display()));
+    apt.get(&["update"]).ok();
+    let out = apt.get(&["-s", "install", "rocm-app-airlock"]).ok();
+    for inst in
+        ["rocm-app-airlock (1.0", "libhip-airlock (6.4.1", "mail-airlock (1.0", "jre-airlock (9", "rt-python-airlock"]
+    {
+        assert!(out.stdout.contains(&format!("Inst {inst}")), "{inst}: {}", out.stdout);
+    }
+    assert!(!out.stdout.contains("Inst base-airlock"), "the base is not reinstalled: {}", out.stdout);
+    drop(r);
+}

@@ -43,7 +43,17 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
             writeln!(out, "  wheel {}  {} bytes  sha256 {}", w.filename, w.size, w.sha256)?;
         }
         for d in &lock.lock.deb {
-            writeln!(out, "  deb {}  {}  {} bytes  sha256 {}", d.package, d.filename, d.size, d.sha256)?;
+            let why =
+                if d.required_by.is_empty() { String::new() } else { format!("  (for {})", d.required_by.join(", ")) };
+            writeln!(
+                out,
+                "  deb {}={}  {}  {} bytes  sha256 {}{why}",
+                d.package.name,
+                d.version(),
+                d.filename,
+                d.size,
+                d.sha256
+            )?;
         }
         for m in &lock.lock.model {
             writeln!(out, "  model {} at {} ({} files)", m.repo, m.commit, m.files.len())?;

@@ -38,7 +38,8 @@ pub struct LockedDeb {
     pub repo: String,
     pub suite: String,
     pub arch: String,
-    /// The package as the spec pins it (`name=version`).
+    /// The package as the spec asks for it (`name=version` or a bare `name`), or for a
+    /// dependency of a closure its exact `name=version`.
     pub package: DebPin,
     /// The package's own `Architecture` (the spec's arch, or `all`).
     pub architecture: String,
@@ -46,8 +47,12 @@ pub struct LockedDeb {
     pub filename: String,
     pub sha256: Sha256,
     pub size: u64,
-    /// The upstream `Packages` stanza, verbatim.
+    /// The upstream `Packages` stanza.
     pub stanza: String,
+    /// For a package of a dependency closure (`resolve = true`): the packages of the closure
+    /// whose dependencies it satisfies. Empty for a package the spec asks for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_by: Vec<String>,
 }
 
 /// A model repository pinned to a commit, with every chosen file's digest.
@@ -272,10 +277,19 @@ impl Lock {
             .map(toml::Spanned::get_ref)
             .flat_map(|d| d.packages.iter().map(move |p| (d.repo.clone(), d.suite.clone(), d.arch.clone(), p.clone())))
             .collect();
-        let locked: std::collections::BTreeSet<(String, String, String, DebPin)> =
-            self.deb.iter().map(|d| (d.repo.clone(), d.suite.clone(), d.arch.clone(), d.package.clone())).collect();
+        // A closure's dependencies follow from the requested packages; they are not compared.
+        let locked: std::collections::BTreeSet<(String, String, String, DebPin)> = self
+            .deb
+            .iter()
+            .filter(|d| d.required_by.is_empty())
+            .map(|d| (d.repo.clone(), d.suite.clone(), d.arch.clone(), d.package.clone()))
+            .collect();
         if let Some((_, _, _, p)) = wanted.difference(&locked).next() {
             return Some(format!("`[[deb]]` package `{p}` is not locked"));
+        }
+        let resolving = spec.deb.iter().any(|d| d.get_ref().resolve);
+        if let Some(d) = self.deb.iter().find(|d| !resolving && !d.required_by.is_empty()) {
+            return Some(format!("dependency `{}` is locked but no `[[deb]]` entry has `resolve = true`", d.package));
         }
         locked.difference(&wanted).next().map(|(_, _, _, p)| format!("locked package `{p}` is no longer in the spec"))
     }

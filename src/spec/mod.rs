@@ -121,6 +121,13 @@ pub struct DebSpec {
     /// Accept a `Release` past its `Valid-Until` (logged): for a frozen snapshot of an archive.
     #[serde(default)]
     pub allow_expired: bool,
+    /// Pin the dependency closure of `packages`, not only the packages themselves.
+    #[serde(default)]
+    pub resolve: bool,
+    /// The target's dpkg status file (relative to the spec): what it has is not carried.
+    /// Without it, a resolving entry takes the suite's `Priority: required` packages as the base.
+    #[serde(default)]
+    pub base_status: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -38,6 +38,11 @@ impl Apt {
         std::fs::write(self.dir.join("etc/sources.list"), format!("{line}\n")).unwrap();
     }
 
+    /// What dpkg says is installed (a status file's text).
+    pub fn status(&self, text: &str) {
+        std::fs::write(self.dir.join("state/status"), text).unwrap();
+    }
+
     pub fn out(&self) -> PathBuf {
         self.dir.join("out")
     }

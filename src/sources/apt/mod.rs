@@ -1,11 +1,20 @@
-//! `[[deb]]` entries: packages from an apt repository. `InRelease` (or `Release` +
-//! `Release.gpg`) is verified against the spec's keyring with `OpenPGP` (the `pgp` crate); the
-//! `Packages` index is verified by the Release's SHA256 and size; each pinned `name=version`
-//! for `arch` (or `all`) is downloaded and verified by its SHA256 and Size. An unsigned
-//! repository is refused unless the spec says `allow_unsigned = true`.
+//! `[[deb]]` entries: packages from apt repositories. `InRelease` (or `Release` +
+//! `Release.gpg`) is verified against the spec's keyring with `OpenPGP` (the `pgp` crate); each
+//! `Packages` index is verified by the Release's SHA256 and size, compressed and decompressed,
+//! and read as a stream (`index`); the requested packages, and with `resolve = true` their
+//! dependency closure (`closure`), are downloaded and verified by their SHA256 and Size. An
+//! unsigned repository is refused unless the spec says `allow_unsigned = true`.
+
+mod closure;
+mod index;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use closure::{Chosen, Request, Universe};
+use deb822_fast::Paragraph;
+use index::{Compression, Index, Pkg, ReadError};
 
 use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
 
@@ -17,8 +26,8 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::fetch::{Http, HttpError, Wanted, blocking};
 use crate::member_path::MemberPath;
-use crate::spec::DebSpec;
 use crate::spec::lock::{LockFile, LockedDeb};
+use crate::spec::{DebPin, DebSpec};
 
 const MAX_INDEX: u64 = 256 << 20;
 
@@ -42,6 +51,10 @@ pub enum DebError {
     Expired { repo: String, suite: String, until: String },
     #[error("{repo} {suite}: `{package}` for {arch} is not in the repository ({available})")]
     NotFound { repo: String, suite: String, package: String, arch: String, available: String },
+    #[error("base status file `{}`: {detail}", path.display())]
+    Base { path: PathBuf, detail: String },
+    #[error("the {arch} dependency closure cannot be made: {detail}")]
+    Unsolvable { arch: String, detail: String },
 }
 
 impl Classify for DebError {
@@ -55,37 +68,23 @@ impl Classify for DebError {
             DebError::NoKeyring { .. }
             | DebError::Keyring { .. }
             | DebError::Index { .. }
-            | DebError::NotFound { .. } => Class::Runtime,
+            | DebError::NotFound { .. }
+            | DebError::Base { .. }
+            | DebError::Unsolvable { .. } => Class::Runtime,
         }
     }
 }
 
-/// Deb822 paragraphs: `Field: value` lines, continuation lines starting with a space.
-/// Hand-written: the format is a few lines of grammar, and the crates for it pull far more.
-pub fn paragraphs(text: &str) -> Vec<(String, BTreeMap<String, String>)> {
-    let mut out = Vec::new();
-    for block in text.split("\n\n").map(|b| b.trim_matches('\n')).filter(|b| !b.trim().is_empty()) {
-        let mut fields: BTreeMap<String, String> = BTreeMap::new();
-        let mut last: Option<String> = None;
-        for line in block.lines() {
-            if line.starts_with([' ', '\t']) {
-                if let Some(key) = &last {
-                    let v = fields.entry(key.clone()).or_default();
-                    v.push('\n');
-                    v.push_str(line.trim());
-                }
-            } else if let Some((k, v)) = line.split_once(':') {
-                last = Some(k.trim().to_owned());
-                fields.insert(k.trim().to_owned(), v.trim().to_owned());
-            }
-        }
-        out.push((block.to_owned(), fields));
-    }
-    out
+/// The first paragraph of a `Release` file.
+fn release_fields(url: &str, text: &str) -> Result<Paragraph, DebError> {
+    let doc: deb822_fast::Deb822 = text
+        .parse()
+        .map_err(|e| DebError::Index { url: url.to_owned(), detail: format!("not a Release file: {e}") })?;
+    doc.into_iter().next().ok_or_else(|| DebError::Index { url: url.to_owned(), detail: "empty Release file".into() })
 }
 
 /// The `SHA256` section of a Release file: path -> (digest, size).
-fn release_sha256(release: &BTreeMap<String, String>) -> BTreeMap<String, (String, u64)> {
+fn release_sha256(release: &Paragraph) -> BTreeMap<String, (String, u64)> {
     release
         .get("SHA256")
         .map(|v| {
@@ -206,16 +205,6 @@ fn dist_url(entry: &DebSpec) -> String {
     }
 }
 
-/// How an index is compressed, by its file name's suffix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Compression {
-    Xz,
-    Gz,
-    Zst,
-    Bz2,
-    Plain,
-}
-
 /// The forms of an index, in the order airlock asks for them (`.xz` and `.gz` are what
 /// Debian and Ubuntu archives serve; `.zst` and `.bz2` are asked for when only they are
 /// listed). Real archives serve only the compressed ones while their `Release` lists the
@@ -237,51 +226,6 @@ struct Release {
     by_hash: bool,
 }
 
-/// Decompress an index, refusing more than `limit` bytes out, on the blocking pool: it is CPU
-/// work.
-async fn decompress(bytes: Vec<u8>, compression: Compression, limit: u64) -> Result<Vec<u8>, String> {
-    blocking(move || {
-        let mut out = Vec::new();
-        let mut limited = LimitedWriter { inner: &mut out, left: limit, limit };
-        let mut input = bytes.as_slice();
-        match compression {
-            Compression::Plain => return Ok(bytes),
-            Compression::Xz => lzma_rs::xz_decompress(&mut input, &mut limited).map_err(|e| e.to_string())?,
-            Compression::Gz => {
-                std::io::copy(&mut flate2::read::GzDecoder::new(input), &mut limited).map_err(|e| e.to_string())?;
-            }
-            Compression::Zst => zstd::stream::copy_decode(input, &mut limited).map_err(|e| e.to_string())?,
-            Compression::Bz2 => {
-                std::io::copy(&mut bzip2::read::BzDecoder::new(input), &mut limited).map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(out)
-    })
-    .await
-}
-
-/// A writer that refuses more than `left` bytes (a small compressed index can expand to anything).
-struct LimitedWriter<'a> {
-    inner: &'a mut Vec<u8>,
-    left: u64,
-    limit: u64,
-}
-
-impl std::io::Write for LimitedWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if buf.len() as u64 > self.left {
-            return Err(std::io::Error::other(format!("decompresses to more than {} bytes", self.limit)));
-        }
-        self.left -= buf.len() as u64;
-        self.inner.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 fn check_sum(url: &str, bytes: &[u8], hash: &str, size: u64) -> Result<(), DebError> {
     let actual = Sha256::of_bytes(bytes).to_string();
     if actual != hash || bytes.len() as u64 != size {
@@ -296,9 +240,9 @@ fn check_sum(url: &str, bytes: &[u8], hash: &str, size: u64) -> Result<(), DebEr
 }
 
 /// The Packages index of one component: the first form `Release` lists that is served,
-/// verified by the `Release` SHA256 and size as fetched and, when `Release` lists the plain
-/// file too, once decompressed.
-async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &str) -> Result<String, SourceError> {
+/// verified by the `Release` SHA256 and size as fetched (and, when `Release` lists the plain
+/// file too, once decompressed while it is read).
+async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &str) -> Result<Index, SourceError> {
     let dist = dist_url(entry);
     let dir = if is_flat(entry) { String::new() } else { format!("{component}/binary-{}/", entry.arch) };
     let base = format!("{dir}Packages");
@@ -321,13 +265,8 @@ async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &s
             Err(e) => return Err(e.into()),
         };
         check_sum(&url, &bytes, hash, *size)?;
-        let text = decompress(bytes, compression, MAX_INDEX)
-            .await
-            .map_err(|detail| DebError::Index { url: url.clone(), detail })?;
-        if let (Some((hash, size)), false) = (plain, compression == Compression::Plain) {
-            check_sum(&format!("{url} (decompressed)"), &text, hash, *size)?;
-        }
-        return String::from_utf8(text).map_err(|e| DebError::Index { url, detail: e.to_string() }.into());
+        let plain = plain.filter(|_| compression != Compression::Plain).cloned();
+        return Ok(Index { url, bytes, compression, plain, limit: MAX_INDEX });
     }
     let detail = if not_served.is_empty() {
         format!("lists no form of `{base}`")
@@ -339,7 +278,7 @@ async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &s
 
 /// Refuse a `Release` past its `Valid-Until` (a replayed, stale archive), unless the entry
 /// says `allow_expired = true` (logged).
-fn check_valid_until(fields: &BTreeMap<String, String>, entry: &DebSpec) -> Result<(), DebError> {
+fn check_valid_until(fields: &Paragraph, entry: &DebSpec) -> Result<(), DebError> {
     let Some(until) = fields.get("Valid-Until") else { return Ok(()) };
     // RFC 2822 as archives write it, with `UTC` for the zone.
     let normalised = until.trim().replace(" UTC", " +0000").replace(" GMT", " +0000");
@@ -353,95 +292,258 @@ fn check_valid_until(fields: &BTreeMap<String, String>, entry: &DebSpec) -> Resu
         tracing::warn!("{} {}: Release expired at {until}; accepted (allow_expired = true)", entry.repo, entry.suite);
         return Ok(());
     }
-    Err(DebError::Expired { repo: entry.repo.clone(), suite: entry.suite.clone(), until: until.clone() })
+    Err(DebError::Expired { repo: entry.repo.clone(), suite: entry.suite.clone(), until: until.to_owned() })
 }
 
-pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedDeb>, SourceError> {
-    let mut out = Vec::new();
-    for entry in &sources.spec.spec.deb {
-        out.extend(resolve_entry(sources, entry.get_ref()).await?);
-    }
-    Ok(out)
-}
-
-async fn resolve_entry(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<LockedDeb>, SourceError> {
-    let (http, fetch) = (sources.fetch.http, &sources.fetch);
-    let repo = entry.repo.trim_end_matches('/');
+/// The verified indexes of one entry: every component's `Packages`.
+async fn load(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<Index>, SourceError> {
+    let http = sources.fetch.http;
     let text = release(http, entry, sources.spec.base_dir()).await?;
-    let fields = paragraphs(&text).into_iter().next().map(|(_, f)| f).unwrap_or_default();
+    let fields = release_fields(&format!("{}/Release", dist_url(entry)), &text)?;
     check_valid_until(&fields, entry)?;
     let release = Release {
         sums: release_sha256(&fields),
         by_hash: fields.get("Acquire-By-Hash").is_some_and(|v| v.trim().eq_ignore_ascii_case("yes")),
     };
-    let mut stanzas = Vec::new();
     // A flat repository has one index for everything: its components are not looked at.
     let components: Vec<&str> =
         if is_flat(entry) { vec![""] } else { entry.components.iter().map(String::as_str).collect() };
-    for component in components {
-        stanzas.extend(paragraphs(&packages(http, entry, &release, component).await?));
-    }
     let mut out = Vec::new();
-    for wanted in &entry.packages {
-        let name = wanted.name.as_str();
-        let arch_ok =
-            |f: &BTreeMap<String, String>| f.get("Architecture").is_some_and(|a| a == &entry.arch || a == "all");
-        // A bare name is not resolved to a candidate yet: it lists what there is to pin.
-        let found = stanzas.iter().find(|(_, f)| {
-            f.get("Package").is_some_and(|p| p == name)
-                && f.get("Version").is_some_and(|v| wanted.version.as_ref() == Some(v))
-                && arch_ok(f)
-        });
-        let Some((stanza, f)) = found else {
-            let versions: BTreeSet<String> = stanzas
-                .iter()
-                .filter(|(_, f)| f.get("Package").is_some_and(|p| p == name) && arch_ok(f))
-                .filter_map(|(_, f)| f.get("Version").cloned())
-                .collect();
-            let available = if versions.is_empty() {
-                "no such package".to_owned()
-            } else {
-                format!("it has {}", versions.into_iter().collect::<Vec<_>>().join(", "))
-            };
-            return Err(DebError::NotFound {
-                repo: repo.to_owned(),
-                suite: entry.suite.clone(),
-                package: wanted.to_string(),
-                arch: entry.arch.clone(),
-                available,
-            }
-            .into());
-        };
-        let field = |k: &str| {
-            f.get(k).cloned().ok_or_else(|| DebError::Index {
-                url: repo.to_owned(),
-                detail: format!("`{wanted}` has no `{k}` field"),
-            })
-        };
-        // Relative to the repository's root; flat repositories often write `./name.deb`.
-        let filename = field("Filename")?.trim_start_matches("./").to_owned();
-        let size: u64 = field("Size")?
-            .parse()
-            .map_err(|_| DebError::Index { url: repo.to_owned(), detail: format!("`{wanted}`: bad Size") })?;
-        let sha256: Sha256 = field("SHA256")?.parse().map_err(|e: crate::digest::DigestParseError| {
-            DebError::Index { url: repo.to_owned(), detail: e.to_string() }
-        })?;
-        deb_member(&filename).map_err(|e| DebError::Index { url: repo.to_owned(), detail: e.to_string() })?;
-        let url = format!("{repo}/{filename}");
-        http.download(&url, sha256, Some(size), None, fetch, &format!("deb {wanted}")).await?;
-        out.push(LockedDeb {
-            repo: entry.repo.clone(),
-            suite: entry.suite.clone(),
-            arch: entry.arch.clone(),
-            package: wanted.clone(),
-            architecture: field("Architecture")?,
-            filename,
-            sha256,
-            size,
-            stanza: format!("{}\n", stanza.trim_end()),
-        });
+    for component in components {
+        out.push(packages(http, entry, &release, component).await?);
     }
     Ok(out)
+}
+
+fn read_error(url: &str, e: ReadError) -> DebError {
+    match e {
+        ReadError::Mismatch { expected, actual } => {
+            DebError::Mismatch { url: format!("{url} (decompressed)"), what: "sha256/size", expected, actual }
+        }
+        ReadError::Unreadable(detail) => DebError::Index { url: url.to_owned(), detail },
+    }
+}
+
+/// Every `[[deb]]` entry pinned. Entries of one architecture are resolved together: a vendor
+/// repository's packages may depend on the distribution archive's, and a package one entry
+/// carries satisfies another's dependency.
+pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedDeb>, SourceError> {
+    let entries: Vec<&DebSpec> = sources.spec.spec.deb.iter().map(toml::Spanned::get_ref).collect();
+    let mut loaded = Vec::new();
+    for entry in &entries {
+        loaded.push(Arc::new(load(sources, entry).await?));
+    }
+    let arches: BTreeSet<&str> = entries.iter().map(|e| e.arch.as_str()).collect();
+    let mut out = Vec::new();
+    for arch in arches {
+        let group: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].arch == arch).collect();
+        out.extend(resolve_arch(sources, &entries, &loaded, &group).await?);
+    }
+    Ok(out)
+}
+
+/// The packages of every index of `group`'s entries for the entries' architecture (and
+/// `all`), read as a stream on the blocking pool.
+async fn universe(entries: &[&DebSpec], loaded: &[Arc<Vec<Index>>], group: &[usize]) -> Result<Universe, DebError> {
+    let arch = entries[group[0]].arch.clone();
+    let work: Vec<(usize, Arc<Vec<Index>>)> = group.iter().map(|&i| (i, loaded[i].clone())).collect();
+    let pkgs = blocking(move || {
+        let mut pkgs = Vec::new();
+        for (source, indexes) in work {
+            for index in indexes.iter() {
+                index
+                    .read(|p| {
+                        if let Some(pkg) = Pkg::from_paragraph(&p, source)?
+                            && (pkg.architecture == arch || pkg.architecture == "all")
+                        {
+                            pkgs.push(pkg);
+                        }
+                        Ok(())
+                    })
+                    .map_err(|e| read_error(&index.url, e))?;
+            }
+        }
+        Ok::<_, DebError>(pkgs)
+    })
+    .await?;
+    Ok(Universe::new(pkgs))
+}
+
+/// The target's base: its dpkg status files, or with none the suites' `Priority: required`.
+async fn base(sources: &Sources<'_>, entries: &[&DebSpec], universe: &Universe) -> Result<Vec<Pkg>, DebError> {
+    let mut base = Vec::new();
+    let paths: BTreeSet<PathBuf> =
+        entries.iter().filter_map(|e| e.base_status.as_ref()).map(|p| sources.spec.base_dir().join(p)).collect();
+    if paths.is_empty() {
+        return Ok(universe.required(&entries[0].arch));
+    }
+    for path in paths {
+        let status = path.clone();
+        let read = blocking(move || {
+            let file = std::fs::File::open(&status).map_err(|e| e.to_string())?;
+            index::read_status(file)
+        })
+        .await;
+        base.extend(read.map_err(|detail| DebError::Base { path, detail })?);
+    }
+    Ok(base)
+}
+
+async fn resolve_arch(
+    sources: &Sources<'_>,
+    entries: &[&DebSpec],
+    loaded: &[Arc<Vec<Index>>],
+    group: &[usize],
+) -> Result<Vec<LockedDeb>, SourceError> {
+    let universe = universe(entries, loaded, group).await?;
+    let arch = entries[group[0]].arch.as_str();
+    // What each entry asks for, from its own repository's indexes.
+    let mut roots = Vec::new();
+    for &i in group {
+        let entry = entries[i];
+        for wanted in &entry.packages {
+            let pick = universe.named(&wanted.name).find(|&p| {
+                universe.pkgs[p].source == i
+                    && wanted.version.as_ref().is_none_or(|v| universe.pkgs[p].version.to_string() == *v)
+            });
+            let Some(pick) = pick else {
+                let versions: BTreeSet<String> = universe
+                    .named(&wanted.name)
+                    .filter(|&p| universe.pkgs[p].source == i)
+                    .map(|p| universe.pkgs[p].version.to_string())
+                    .collect();
+                let available = if versions.is_empty() {
+                    "no such package".to_owned()
+                } else {
+                    format!("it has {}", versions.into_iter().collect::<Vec<_>>().join(", "))
+                };
+                return Err(DebError::NotFound {
+                    repo: entry.repo.trim_end_matches('/').to_owned(),
+                    suite: entry.suite.clone(),
+                    package: wanted.to_string(),
+                    arch: entry.arch.clone(),
+                    available,
+                }
+                .into());
+            };
+            roots.push((pick, entry.resolve, wanted));
+        }
+    }
+    let resolving: Vec<&DebSpec> = group.iter().map(|&i| entries[i]).filter(|e| e.resolve).collect();
+    let base = if resolving.is_empty() { Vec::new() } else { base(sources, &resolving, &universe).await? };
+    let request = Request { roots: roots.iter().map(|&(p, follow, _)| (p, follow)).collect(), base: &base, arch };
+    let chosen = closure::resolve(&universe, &request)
+        .map_err(|e| DebError::Unsolvable { arch: arch.to_owned(), detail: e.to_string() })?;
+    if !resolving.is_empty() {
+        tracing::info!(
+            "{arch}: {} packages requested, {} in the closure, {} in the base",
+            roots.len(),
+            chosen.len(),
+            base.len()
+        );
+    }
+    let stanzas = stanzas(entries, loaded, &universe, &chosen).await?;
+    let mut out = Vec::new();
+    for (c, stanza) in chosen.iter().zip(stanzas) {
+        let pkg = &universe.pkgs[c.pkg];
+        let entry = entries[pkg.source];
+        // The spec's own words for a requested package; the exact pin for a dependency.
+        let package = match roots.iter().find(|(p, _, _)| *p == c.pkg) {
+            Some((_, _, wanted)) => (*wanted).clone(),
+            None => DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) },
+        };
+        out.push(lock_one(sources, entry, package, &stanza, c.required_by.iter().cloned().collect()).await?);
+    }
+    Ok(out)
+}
+
+/// The upstream stanzas of the chosen packages, from a second streaming pass over the
+/// indexes they came from (cheaper than keeping 60 000 stanzas for the few hundred chosen).
+async fn stanzas(
+    entries: &[&DebSpec],
+    loaded: &[Arc<Vec<Index>>],
+    universe: &Universe,
+    chosen: &[Chosen],
+) -> Result<Vec<Paragraph>, DebError> {
+    let keys: Vec<(usize, String, String, String)> = chosen
+        .iter()
+        .map(|c| &universe.pkgs[c.pkg])
+        .map(|p| (p.source, p.name.clone(), p.version.to_string(), p.architecture.clone()))
+        .collect();
+    let wanted: BTreeSet<(usize, String, String, String)> = keys.iter().cloned().collect();
+    let sources: BTreeSet<usize> = keys.iter().map(|k| k.0).collect();
+    let work: Vec<(usize, Arc<Vec<Index>>)> = sources.into_iter().map(|i| (i, loaded[i].clone())).collect();
+    let found = blocking(move || {
+        let mut found: BTreeMap<(usize, String, String, String), Paragraph> = BTreeMap::new();
+        for (source, indexes) in work {
+            for index in indexes.iter() {
+                index
+                    .read(|p| {
+                        let field = |k: &str| p.get(k).unwrap_or_default().trim().to_owned();
+                        let Ok(version) = field("Version").parse::<debversion::Version>() else { return Ok(()) };
+                        let key = (source, field("Package"), version.to_string(), field("Architecture"));
+                        if wanted.contains(&key) {
+                            found.entry(key).or_insert(p);
+                        }
+                        Ok(())
+                    })
+                    .map_err(|e| read_error(&index.url, e))?;
+            }
+        }
+        Ok::<_, DebError>((found, keys))
+    })
+    .await?;
+    let (mut found, keys) = found;
+    keys.into_iter()
+        .map(|k| {
+            found.remove(&k).ok_or_else(|| DebError::Index {
+                url: entries[k.0].repo.clone(),
+                detail: format!("`{} {}` changed between two reads of the same index", k.1, k.2),
+            })
+        })
+        .collect()
+}
+
+/// One chosen package, downloaded into the cache and verified by its stanza's SHA256 and Size.
+async fn lock_one(
+    sources: &Sources<'_>,
+    entry: &DebSpec,
+    package: DebPin,
+    stanza: &Paragraph,
+    required_by: Vec<String>,
+) -> Result<LockedDeb, SourceError> {
+    let (http, fetch) = (sources.fetch.http, &sources.fetch);
+    let repo = entry.repo.trim_end_matches('/');
+    let field = |k: &str| {
+        stanza
+            .get(k)
+            .map(|v| v.trim().to_owned())
+            .ok_or_else(|| DebError::Index { url: repo.to_owned(), detail: format!("`{package}` has no `{k}` field") })
+    };
+    // Relative to the repository's root; flat repositories often write `./name.deb`.
+    let filename = field("Filename")?.trim_start_matches("./").to_owned();
+    let size: u64 = field("Size")?
+        .parse()
+        .map_err(|_| DebError::Index { url: repo.to_owned(), detail: format!("`{package}`: bad Size") })?;
+    let sha256: Sha256 = field("SHA256")?.parse().map_err(|e: crate::digest::DigestParseError| DebError::Index {
+        url: repo.to_owned(),
+        detail: format!("`{package}`: {e}"),
+    })?;
+    deb_member(&filename).map_err(|e| DebError::Index { url: repo.to_owned(), detail: e.to_string() })?;
+    let url = format!("{repo}/{filename}");
+    http.download(&url, sha256, Some(size), None, fetch, &format!("deb {package}")).await?;
+    Ok(LockedDeb {
+        repo: entry.repo.clone(),
+        suite: entry.suite.clone(),
+        arch: entry.arch.clone(),
+        architecture: field("Architecture")?,
+        package,
+        filename,
+        sha256,
+        size,
+        stanza: stanza.to_string(),
+        required_by,
+    })
 }
 
 /// Every locked package (downloaded into the cache if needed) and `debs/Packages` with the
@@ -483,49 +585,4 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     let path = MemberPath::new("debs/Packages").expect("a valid member path");
     plan.members.push(Member { path, size, sha256: digest, origin, what: "debs/Packages".into() });
     Ok(plan)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::io::Write as _;
-
-    use super::{Compression, decompress};
-
-    fn compress(plain: &[u8], compression: Compression) -> Vec<u8> {
-        match compression {
-            Compression::Plain => plain.to_vec(),
-            Compression::Xz => {
-                let mut out = Vec::new();
-                lzma_rs::xz_compress(&mut &plain[..], &mut out).unwrap();
-                out
-            }
-            Compression::Gz => {
-                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-                e.write_all(plain).unwrap();
-                e.finish().unwrap()
-            }
-            Compression::Zst => zstd::encode_all(plain, 3).unwrap(),
-            Compression::Bz2 => {
-                let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
-                e.write_all(plain).unwrap();
-                e.finish().unwrap()
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn every_served_form_decompresses_and_none_past_the_limit() {
-        let plain = b"Package: hello\nVersion: 2.10-3\n\n".repeat(1000);
-        let n = plain.len() as u64;
-        for c in [Compression::Xz, Compression::Gz, Compression::Zst, Compression::Bz2, Compression::Plain] {
-            assert_eq!(decompress(compress(&plain, c), c, n).await.unwrap(), plain, "{c:?}");
-            if c != Compression::Plain {
-                // One byte over is refused, never cut short and used.
-                let err = decompress(compress(&plain, c), c, n - 1).await.unwrap_err();
-                assert!(err.contains(&format!("more than {} bytes", n - 1)), "{c:?}: {err}");
-            }
-        }
-        let err = decompress(b"not xz".to_vec(), Compression::Xz, n).await.unwrap_err();
-        assert!(!err.is_empty());
-    }
 }
