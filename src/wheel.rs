@@ -49,6 +49,31 @@ impl WheelName {
     }
 }
 
+/// A target's Python version as a spec names it: `3.12` (markers see `3.12.0`) or `3.12.4`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonVersion {
+    pub major: u32,
+    pub minor: u32,
+    /// `python_full_version` for markers.
+    pub full: String,
+}
+
+impl PythonVersion {
+    pub fn parse(text: &str) -> Option<Self> {
+        let parts: Vec<u32> = text.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+        match parts.as_slice() {
+            [major, minor] => Some(Self { major: *major, minor: *minor, full: format!("{major}.{minor}.0") }),
+            [major, minor, _] => Some(Self { major: *major, minor: *minor, full: text.to_owned() }),
+            _ => None,
+        }
+    }
+
+    /// `python_version` for markers: `3.12`.
+    pub fn short(&self) -> String {
+        format!("{}.{}", self.major, self.minor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,7 +42,9 @@ pub fn ensure(
     refresh: Refresh,
 ) -> Result<(LockFile, Outcome), BuildError> {
     let existing = LockFile::load(path)?;
-    let stale = existing.as_ref().map_or(Some("no lock file".to_owned()), |l| l.lock.stale_reason(&sources.spec.spec));
+    let stale = existing.as_ref().map_or(Some("no lock file".to_owned()), |l| {
+        l.lock.stale_reason(&sources.spec.spec).or_else(|| l.lock.stale_lockfiles(sources.spec.base_dir()))
+    });
     match (refresh, existing, stale) {
         (Refresh::Never, None, _) => Err(LockError::Missing { path: path.to_owned() }.into()),
         (Refresh::Never, Some(_), Some(reason)) => Err(LockError::Stale { path: path.to_owned(), reason }.into()),

@@ -10,6 +10,7 @@ pub mod apt;
 pub mod file;
 pub mod hf;
 pub mod oci;
+pub mod pylock;
 pub mod pypi;
 
 use std::path::PathBuf;

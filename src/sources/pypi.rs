@@ -1,11 +1,14 @@
-//! `[[wheel]]` entries: exact pins (`name==version`) resolved against a simple index — PEP 691
-//! JSON when the server offers it, else PEP 503 HTML — filtered by the wheel filename's tags,
-//! each file's sha256 taken from the index and verified while downloading.
+//! `[[wheel]]` entries: exact pins (`name==version`), or the packages of a lock file
+//! (`pylock`), resolved against a simple index — PEP 691 JSON when the server offers it, else
+//! PEP 503 HTML — filtered by the wheel filename's tags, each file's sha256 taken from the index
+//! (and, for a lock file, checked against the hash the file lists) and verified while
+//! downloading.
 
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use super::pylock::{self, Listed, Pinned};
 use super::{Plan, SourceError, Sources};
 use crate::bundle::manifest::Artifact;
 use crate::bundle::writer::Member;
@@ -14,7 +17,7 @@ use crate::failure::{Class, Classify};
 use crate::fetch::Wanted;
 use crate::spec::WheelSpec;
 use crate::spec::lock::{LockFile, LockedWheel};
-use crate::wheel::{WheelName, normalize};
+use crate::wheel::{PythonVersion, WheelName, normalize};
 
 const ACCEPT: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1";
 /// Largest project page accepted.
@@ -30,6 +33,12 @@ pub enum WheelError {
     NoMatchingWheel { index: String, name: String, version: String, filter: String, available: String },
     #[error("{url}: {detail}")]
     Index { url: String, detail: String },
+    #[error("lock file `{}`: {detail}", path.display())]
+    Lockfile { path: std::path::PathBuf, detail: String },
+    #[error("`{filename}` ({index}): lock file `{}` lists sha256 {expected}, the index has {actual}", lockfile.display())]
+    HashMismatch { filename: String, index: String, lockfile: std::path::PathBuf, expected: String, actual: String },
+    #[error("`{filename}`, which lock file `{}` lists, is not in the index {index} (it has {available})", lockfile.display())]
+    NotInIndex { filename: String, index: String, lockfile: std::path::PathBuf, available: String },
 }
 
 impl Classify for WheelError {
@@ -38,7 +47,11 @@ impl Classify for WheelError {
             WheelError::Requirement(_)
             | WheelError::NoSuchVersion { .. }
             | WheelError::NoMatchingWheel { .. }
+            | WheelError::NotInIndex { .. }
             | WheelError::Index { .. } => Class::Runtime,
+            WheelError::Lockfile { .. } => Class::Usage,
+            // The lock file and the index disagree about a file's bytes.
+            WheelError::HashMismatch { .. } => Class::Verification,
         }
     }
 }
@@ -62,10 +75,10 @@ fn same_version(a: &str, b: &str) -> bool {
 /// Whether a wheel's python tags run on `CPython` `python` (`3.12`): `py3`, `py312`, `cp312`,
 /// or a stable-ABI (`abi3`) build for `cp3X` with X at most the minor version.
 pub fn python_matches(w: &WheelName, python: &str) -> bool {
-    let Some((major, minor)) = python.split_once('.') else {
+    let Some(PythonVersion { major, minor, .. }) = PythonVersion::parse(python) else {
         return w.python.iter().any(|t| t == &format!("py{python}"));
     };
-    let Ok(minor_n) = minor.parse::<u32>() else { return false };
+    let minor_n = minor;
     w.python.iter().any(|t| {
         t == &format!("py{major}")
             || t == &format!("py{major}{minor}")
@@ -153,25 +166,62 @@ fn attribute(tag: &tl::HTMLTag<'_>, name: &str) -> Option<String> {
         .map(|value| html_escape::decode_html_entities(&value).into_owned())
 }
 
-/// Resolve every `[[wheel]]` requirement to the files it pins.
+/// Resolve every `[[wheel]]` requirement, or every package of its lock file, to the files
+/// it pins.
 pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedWheel>, SourceError> {
     let mut out = Vec::new();
     for entry in &sources.spec.spec.wheel {
         let entry = entry.get_ref();
+        if let Some(lockfile) = &entry.lockfile {
+            out.extend(resolve_lockfile(sources, entry, lockfile).await?);
+            continue;
+        }
         for req in &entry.requirements {
-            out.extend(resolve_requirement(sources, entry, req).await?);
+            let (name, version) = parse_requirement(req)?;
+            let pin = Pin { name, version, requirement: req.clone(), listed: None };
+            out.extend(resolve_pin(sources, entry, &pin).await?);
         }
     }
     Ok(out)
 }
 
-async fn resolve_requirement(
+/// A lock file's packages for the entry's targets, each resolved like a pin, with the file's
+/// digest recorded so that a changed file makes the lock stale.
+async fn resolve_lockfile(
     sources: &Sources<'_>,
     entry: &WheelSpec,
-    req: &str,
+    lockfile: &std::path::Path,
 ) -> Result<Vec<LockedWheel>, SourceError> {
+    let path = sources.spec.base_dir().join(lockfile);
+    let bad = |detail: String| WheelError::Lockfile { path: path.clone(), detail };
+    let text = tokio::fs::read_to_string(&path).await.map_err(|e| bad(e.to_string()))?;
+    let targets = pylock::targets(&entry.python, &entry.platforms).map_err(bad)?;
+    let pinned = pylock::read(&path, &text, &targets).map_err(bad)?;
+    let digest = Sha256::of_bytes(text.as_bytes());
+    let mut out = Vec::new();
+    for Pinned { name, version, listed } in pinned {
+        let requirement = format!("{name}=={version}");
+        let pin = Pin { name, version, requirement, listed: Some((path.clone(), listed)) };
+        for mut locked in resolve_pin(sources, entry, &pin).await? {
+            locked.lockfile = Some(lockfile.display().to_string());
+            locked.lockfile_sha256 = Some(digest);
+            out.push(locked);
+        }
+    }
+    Ok(out)
+}
+
+/// One package to resolve: a spec's pin, or a lock file's package with what the file lists.
+struct Pin {
+    name: String,
+    version: String,
+    requirement: String,
+    listed: Option<(std::path::PathBuf, Listed)>,
+}
+
+async fn resolve_pin(sources: &Sources<'_>, entry: &WheelSpec, pin: &Pin) -> Result<Vec<LockedWheel>, SourceError> {
     let (http, fetch) = (sources.fetch.http, &sources.fetch);
-    let (name, version) = parse_requirement(req)?;
+    let (name, version) = (pin.name.clone(), pin.version.clone());
     let index = entry.index.trim_end_matches('/');
     let page_url = format!("{index}/{name}/");
     let (body, content_type) = http.fetch_small(&page_url, ACCEPT, None, MAX_PAGE).await?;
@@ -192,42 +242,105 @@ async fn resolve_requirement(
         };
         return Err(WheelError::NoSuchVersion { index: index.to_owned(), name, version, available }.into());
     }
-    let chosen: Vec<&&(Offered, WheelName)> = of_version
-        .iter()
-        .filter(|(_, w)| entry.python.as_deref().is_none_or(|p| python_matches(w, p)))
-        .filter(|(_, w)| entry.platforms.is_empty() || w.platforms.iter().any(|p| entry.platforms.contains(p)))
-        .collect();
+    let fits = |w: &WheelName| {
+        (entry.python.is_empty() || entry.python.iter().any(|p| python_matches(w, p)))
+            && (entry.platforms.is_empty() || w.platforms.iter().any(|p| entry.platforms.contains(p)))
+    };
+    let chosen = choose(&of_version, pin.listed.as_ref(), fits, &page_url, index)?;
     if chosen.is_empty() {
-        let filter =
-            format!("python {:?} and platforms {:?}", entry.python.as_deref().unwrap_or("any"), entry.platforms);
+        let filter = format!("python {:?} and platforms {:?}", entry.python, entry.platforms);
         let available = of_version.iter().map(|(o, _)| o.filename.as_str()).collect::<Vec<_>>().join(", ");
         return Err(WheelError::NoMatchingWheel { index: index.to_owned(), name, version, filter, available }.into());
     }
     let mut out = Vec::new();
-    for (offered, _) in chosen {
-        let sha256 = offered.sha256.ok_or_else(|| WheelError::Index {
-            url: page_url.clone(),
-            detail: format!(
-                "`{}` has no sha256 in the index; airlock only carries files with a digest",
-                offered.filename
-            ),
-        })?;
-        // The index's digest is checked now, while downloading once into the cache.
+    for (offered, sha256) in chosen {
+        // The digest is checked now, while downloading once into the cache.
         let what = format!("wheel {}", offered.filename);
         let path = http.download(&offered.url, sha256, offered.size, None, fetch, &what).await?;
         let size = tokio::fs::metadata(&path).await.map_err(|source| SourceError::Read { what, path, source })?.len();
         out.push(LockedWheel {
             index: entry.index.clone(),
-            requirement: req.to_owned(),
+            requirement: pin.requirement.clone(),
             name: name.clone(),
             version: version.clone(),
             filename: offered.filename.clone(),
             url: offered.url.clone(),
             sha256,
             size,
+            lockfile: None,
+            lockfile_sha256: None,
         });
     }
     Ok(out)
+}
+
+/// The wheels of the version that fit the targets, each with the digest it must have: for a
+/// spec pin every fitting wheel by the index's digest; for a requirements file every fitting
+/// wheel, whose index digest the file must list; for a `pylock.toml` the fitting wheels it
+/// lists, found in the index by filename (the index's digest, when it gives one, must be the
+/// file's).
+fn choose<'a>(
+    of_version: &[&'a (Offered, WheelName)],
+    listed: Option<&(std::path::PathBuf, Listed)>,
+    fits: impl Fn(&WheelName) -> bool,
+    page_url: &str,
+    index: &str,
+) -> Result<Vec<(&'a Offered, Sha256)>, WheelError> {
+    // Each chosen file with the digest it must have.
+    let mut chosen: Vec<(&Offered, Sha256)> = Vec::new();
+    let no_digest = |o: &Offered| WheelError::Index {
+        url: page_url.to_owned(),
+        detail: format!("`{}` has no sha256 in the index; airlock only carries files with a digest", o.filename),
+    };
+    match listed {
+        // A spec pin: every fitting wheel of the version, by the index's digest.
+        None => {
+            for (o, _) in of_version.iter().filter(|(_, w)| fits(w)) {
+                chosen.push((o, o.sha256.ok_or_else(|| no_digest(o))?));
+            }
+        }
+        // A requirements file: every fitting wheel, whose index digest the file must list.
+        Some((lockfile, Listed::Hashes(hashes))) => {
+            for (o, _) in of_version.iter().filter(|(_, w)| fits(w)) {
+                let actual = o.sha256.ok_or_else(|| no_digest(o))?;
+                if !hashes.contains(&actual) {
+                    return Err(WheelError::HashMismatch {
+                        filename: o.filename.clone(),
+                        index: index.to_owned(),
+                        lockfile: lockfile.clone(),
+                        expected: hashes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" or "),
+                        actual: actual.to_string(),
+                    });
+                }
+                chosen.push((o, actual));
+            }
+        }
+        // A pylock.toml: the fitting wheels it lists, found in the index by filename; the
+        // index's digest, when it gives one, must be the file's.
+        Some((lockfile, Listed::Wheels(listed))) => {
+            for (filename, expected) in listed.iter().filter(|(f, _)| WheelName::parse(f).is_some_and(|w| fits(&w))) {
+                let Some((o, _)) = of_version.iter().find(|(o, _)| o.filename == *filename) else {
+                    return Err(WheelError::NotInIndex {
+                        filename: filename.clone(),
+                        index: index.to_owned(),
+                        lockfile: lockfile.clone(),
+                        available: of_version.iter().map(|(o, _)| o.filename.as_str()).collect::<Vec<_>>().join(", "),
+                    });
+                };
+                if let Some(actual) = o.sha256.filter(|a| a != expected) {
+                    return Err(WheelError::HashMismatch {
+                        filename: filename.clone(),
+                        index: index.to_owned(),
+                        lockfile: lockfile.clone(),
+                        expected: expected.to_string(),
+                        actual: actual.to_string(),
+                    });
+                }
+                chosen.push((o, *expected));
+            }
+        }
+    }
+    Ok(chosen)
 }
 
 /// Every locked wheel, downloaded into the cache if needed, as content and artifacts.

@@ -92,6 +92,12 @@ pub struct LockedWheel {
     pub url: String,
     pub sha256: Sha256,
     pub size: u64,
+    /// The spec's `lockfile` this wheel's package came from, as the spec writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lockfile: Option<String>,
+    /// The digest of that lock file when this lock was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lockfile_sha256: Option<Sha256>,
 }
 
 /// An image pinned to the digest its source served for the tag.
@@ -259,8 +265,27 @@ impl Lock {
             .iter()
             .flat_map(|w| w.get_ref().requirements.iter().map(move |r| (w.get_ref().index.as_str(), r.as_str())))
             .collect();
-        let locked: std::collections::BTreeSet<(&str, &str)> =
-            self.wheel.iter().map(|w| (w.index.as_str(), w.requirement.as_str())).collect();
+        // A lock file's packages are what the file says; the file itself is compared by
+        // `stale_lockfiles`.
+        let locked: std::collections::BTreeSet<(&str, &str)> = self
+            .wheel
+            .iter()
+            .filter(|w| w.lockfile.is_none())
+            .map(|w| (w.index.as_str(), w.requirement.as_str()))
+            .collect();
+        let files: std::collections::BTreeSet<(&str, String)> = spec
+            .wheel
+            .iter()
+            .filter_map(|w| Some((w.get_ref().index.as_str(), w.get_ref().lockfile.as_ref()?.display().to_string())))
+            .collect();
+        let locked_files: std::collections::BTreeSet<(&str, String)> =
+            self.wheel.iter().filter_map(|w| Some((w.index.as_str(), w.lockfile.clone()?))).collect();
+        if let Some((_, f)) = files.difference(&locked_files).next() {
+            return Some(format!("`[[wheel]]` lock file `{f}` is not locked"));
+        }
+        if let Some((_, f)) = locked_files.difference(&files).next() {
+            return Some(format!("locked wheels of lock file `{f}` are no longer in the spec"));
+        }
         if let Some((_, r)) = wanted.difference(&locked).next() {
             return Some(format!("`[[wheel]]` requirement `{r}` is not locked"));
         }
@@ -268,6 +293,17 @@ impl Lock {
             .difference(&wanted)
             .next()
             .map(|(_, r)| format!("locked wheel requirement `{r}` is no longer in the spec"))
+    }
+
+    /// A `[[wheel]]` lock file whose bytes changed since this lock was made (paths relative
+    /// to `base_dir`, the spec's directory).
+    pub fn stale_lockfiles(&self, base_dir: &Path) -> Option<String> {
+        let recorded: BTreeMap<&str, Sha256> =
+            self.wheel.iter().filter_map(|w| Some((w.lockfile.as_deref()?, w.lockfile_sha256?))).collect();
+        recorded.into_iter().find_map(|(file, digest)| {
+            let now = std::fs::read(base_dir.join(file)).ok().map(|b| Sha256::of_bytes(&b));
+            (now != Some(digest)).then(|| format!("`[[wheel]]` lock file `{file}` changed since it was locked"))
+        })
     }
 
     fn stale_debs(&self, spec: &Spec) -> Option<String> {

@@ -99,11 +99,31 @@ impl ImageSpec {
 #[serde(deny_unknown_fields)]
 pub struct WheelSpec {
     pub index: String,
-    pub requirements: Vec<String>,
+    /// Exact pins (`name==version`); or, instead, `lockfile`.
     #[serde(default)]
-    pub python: Option<String>,
+    pub requirements: Vec<String>,
+    /// A PEP 751 `pylock.toml` or a requirements file with `--hash` lines (relative to the spec).
+    #[serde(default)]
+    pub lockfile: Option<PathBuf>,
+    /// The Python versions of the targets (`"3.12"`, or several): wheel tags and markers.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub python: Vec<String>,
     #[serde(default)]
     pub platforms: Vec<String>,
+}
+
+/// A string or a list of strings.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -335,6 +355,32 @@ impl SpecFile {
         SpecError::Invalid { path: self.path.clone(), line: self.line_of(span), message: message.into() }
     }
 
+    /// `[[wheel]]`: pins or a lock file, and the targets a lock file's markers need.
+    fn check_wheels(&self) -> Result<(), SpecError> {
+        for wheel in &self.spec.wheel {
+            let w = wheel.get_ref();
+            match (w.requirements.is_empty(), &w.lockfile) {
+                (false, Some(_)) => {
+                    return Err(self.invalid(&wheel.span(), "`[[wheel]]` takes `requirements` or `lockfile`, not both"));
+                }
+                (true, None) => {
+                    return Err(self.invalid(&wheel.span(), "`[[wheel]]` needs `requirements` or `lockfile`"));
+                }
+                _ => {}
+            }
+            if w.lockfile.is_some() && w.python.is_empty() {
+                return Err(self.invalid(
+                    &wheel.span(),
+                    "`[[wheel]]` with `lockfile` needs `python` (the targets' versions) to evaluate its markers",
+                ));
+            }
+            if let Some(bad) = w.python.iter().find(|p| crate::wheel::PythonVersion::parse(p).is_none()) {
+                return Err(self.invalid(&wheel.span(), format!("invalid python `{bad}`: expected `3.12` or `3.12.4`")));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that span entries, after each entry parsed on its own.
     fn check(&self) -> Result<(), SpecError> {
         let spec = &self.spec;
@@ -374,6 +420,7 @@ impl SpecFile {
                 }
             }
         }
+        self.check_wheels()?;
         let mut names = BTreeSet::new();
         for file in &spec.file {
             let f = file.get_ref();

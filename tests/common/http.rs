@@ -2,6 +2,7 @@
 //! servers in `tests/helpers`. Each binds port 0 itself and says which port it got (the first
 //! line on its stdout, `… port N …`): picking a free port first and handing it over would race
 //! with the other servers the suite starts in parallel.
+#![allow(dead_code)]
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Write a minimal, valid, deterministic wheel: make_wheel.py OUTDIR NAME VERSION [TAG]"""
+"""Write a minimal, valid, deterministic wheel: make_wheel.py OUTDIR NAME VERSION [TAG [REQUIRES]]
+REQUIRES: comma-separated Requires-Dist entries (`dep==2.0,other`)."""
 import base64, hashlib, sys, zipfile
 
 outdir, name, version = sys.argv[1:4]
 tag = sys.argv[4] if len(sys.argv) > 4 else "py3-none-any"
+requires = "".join(f"Requires-Dist: {r}\n" for r in sys.argv[5].split(",") if r) if len(sys.argv) > 5 else ""
 dist = f"{name}-{version}"
 files = {
     f"{name}/__init__.py": f"VERSION = {version!r}\n".encode(),
-    f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+    f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requires}".encode(),
     f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: airlock-test\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
 }
 record = "".join(
