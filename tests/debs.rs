@@ -253,25 +253,6 @@ fn a_dependency_closure_is_locked_with_reasons_carried_and_apt_installs_it_over_
     with(&["lock", s(&closure_spec(&old, url, &keyring, app, "base_status = \"status\"\n"))]).ok();
     assert_eq!(locked_closure(&old.join("airlock.lock")), expected(Some("1.0")));
 
-    // An unsatisfiable request names the chain; a conflict within the closure names both.
-    let bad = closure_spec(&t.path().join("bad"), url, &keyring, "\"needs-future-airlock\"", "");
-    let out = with(&["lock", s(&bad)]).code(1);
-    assert!(
-        out.stderr.contains(
-            "needs-future-airlock 1.0 → hip-runtime-airlock (>= 1) → libhip-airlock (>= 9): no candidate (libhip-airlock 6.4.1 is already in the closure; libhip-airlock has 6.4.1, 6.2)"
-        ),
-        "{}",
-        out.stderr
-    );
-    let clash = closure_spec(&t.path().join("clash"), url, &keyring, "\"wants-clash-airlock\"", "");
-    let out = with(&["lock", s(&clash)]).code(1);
-    assert!(
-        out.stderr.contains("clash-airlock 1.0 conflicts with `mail-airlock`, which mail-airlock 1.0 satisfies"),
-        "{}",
-        out.stderr
-    );
-    assert!(!t.path().join("bad/airlock.lock").exists() && !t.path().join("clash/airlock.lock").exists());
-
     // Built, installed, and apt-get resolves the same closure from the site view alone, over
     // the target's status.
     let bundle = t.path().join("closure.airlock");
@@ -292,5 +273,53 @@ fn a_dependency_closure_is_locked_with_reasons_carried_and_apt_installs_it_over_
         assert!(out.stdout.contains(&format!("Inst {inst}")), "{inst}: {}", out.stdout);
     }
     assert!(!out.stdout.contains("Inst base-airlock"), "the base is not reinstalled: {}", out.stdout);
+    drop(r);
+}
+
+#[test]
+fn closure_failures_name_the_chain_and_entries_resolve_together() {
+    let r = signed_repo();
+    let t = tempfile::tempdir().unwrap();
+    let cache = t.path().join("cache");
+    let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).args(args));
+    let keyring = r.dir.path().join("keyring.gpg");
+    let url = r.server.url.as_str();
+
+    // An unsatisfiable request names the chain; a conflict within the closure names both.
+    let bad = closure_spec(&t.path().join("bad"), url, &keyring, "\"needs-future-airlock\"", "");
+    let out = with(&["lock", s(&bad)]).code(1);
+    assert!(
+        out.stderr.contains(
+            "needs-future-airlock 1.0 → hip-runtime-airlock (>= 1) → libhip-airlock (>= 9): no candidate (libhip-airlock 6.4.1 is already in the closure; libhip-airlock has 6.4.1, 6.2)"
+        ),
+        "{}",
+        out.stderr
+    );
+    let clash = closure_spec(&t.path().join("clash"), url, &keyring, "\"wants-clash-airlock\"", "");
+    let out = with(&["lock", s(&clash)]).code(1);
+    assert!(
+        out.stderr.contains("clash-airlock 1.0 conflicts with `mail-airlock`, which mail-airlock 1.0 satisfies"),
+        "{}",
+        out.stderr
+    );
+    assert!(!t.path().join("bad/airlock.lock").exists() && !t.path().join("clash/airlock.lock").exists());
+
+    // Two entries, resolved together: a dependency the first entry's suite lacks comes from the
+    // second (a vendor repository beside the distribution archive, which asks for nothing).
+    let two = t.path().join("two");
+    let archive = format!(
+        "\n[[deb]]\nrepo = \"{url}\"\nsuite = \"stable\"\ncomponents = [\"main\"]\narch = \"amd64\"\npackages = []\nkeyring = \"{}\"\n",
+        keyring.display()
+    );
+    with(&["lock", s(&closure_spec(&two, url, &keyring, "\"uses-docs-airlock\"", &archive))]).ok();
+    let lock = toml_as_json(&std::fs::read_to_string(two.join("airlock.lock")).unwrap());
+    let from: Vec<(&str, &str)> = lock["deb"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["package"].as_str().unwrap(), d["suite"].as_str().unwrap()))
+        .collect();
+    assert_eq!(from, [("uses-docs-airlock", "closure"), ("airlock-docs=1.0", "stable")]);
+
     drop(r);
 }

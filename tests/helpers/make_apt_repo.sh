@@ -80,4 +80,5 @@ closure needs-future-airlock 1.0 all $'Depends: rocm-app-airlock, hip-runtime-ai
 closure hip-runtime-airlock 1.0 all $'Depends: libhip-airlock (>= 9)\n'
 closure clash-airlock 1.0 all $'Conflicts: mail-airlock\n'
 closure wants-clash-airlock 1.0 all $'Depends: rocm-app-airlock, clash-airlock\n'
+closure uses-docs-airlock 1.0 all $'Depends: airlock-docs (>= 1.0)\n'   # airlock-docs is in suite stable
 make_suite closure "$(date -u -d '+30 days' '+%a, %d %b %Y %H:%M:%S UTC')" closure
