@@ -611,3 +611,74 @@ fn a_bundle_that_cannot_fit_is_refused_before_anything_is_written() {
     assert!(r.stderr.contains("are available") && r.stderr.contains("not changed"), "{}", r.stderr);
     assert_nothing_installed(&root);
 }
+
+/// `airlock ARGS`, run through `peak_rss.py`: what it did and its peak resident memory (KiB).
+fn with_peak(args: &[&str]) -> (Run, u64) {
+    let bin = airlock().get_program().to_owned();
+    let r = run(std::process::Command::new("python3").arg(helper("peak_rss.py")).arg(bin).args(args));
+    let peak = r.stderr.lines().last().and_then(|l| l.strip_prefix("peak_rss_kib ")).and_then(|n| n.parse().ok());
+    let peak = peak.unwrap_or_else(|| panic!("no peak in: {}", r.stderr));
+    (r, peak)
+}
+
+/// A bundle whose first `after` members (of manifest, signature, SBOM, provenance) are intact,
+/// followed by one extension record of `size` bytes (spliced in, no key needed) and the rest,
+/// streamed into zstd so the test never holds it.
+fn spliced(fx: &Fixture, kind: tar::EntryType, size: u64, after: usize) -> Vec<u8> {
+    use std::io::{Read as _, Write as _};
+    let mut m = manifest_for(&fx.key, &[("files/a", A)]);
+    // A manifest that declares a large member, as a real bundle's does: the reader's byte
+    // budget then allows the record, and only the guard stops it.
+    if let Some(e) = m.entries.iter_mut().find(|e| e.path.as_str() == "files/a") {
+        e.size = 400 << 20;
+    }
+    let members = signed(&fx.key, &m);
+    let head = tar_bytes(&members[..after], &[]);
+    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+    z.write_all(&head[..head.len() - 1024]).unwrap(); // without the end-of-archive blocks
+    let mut h = tar::Header::new_ustar();
+    h.set_entry_type(kind);
+    h.set_path("././@LongLink").unwrap();
+    h.set_size(size);
+    h.set_cksum();
+    z.write_all(h.as_bytes()).unwrap();
+    std::io::copy(&mut std::io::repeat(b'a').take(size), &mut z).unwrap();
+    z.write_all(&vec![0u8; usize::try_from(size.next_multiple_of(512) - size).unwrap()]).unwrap();
+    z.write_all(&tar_bytes(&[&members[after..], &[file("files/a", A)][..]].concat(), &[])).unwrap();
+    z.finish().unwrap()
+}
+
+#[test]
+fn spliced_extension_records_are_refused_before_they_are_read_with_memory_flat() {
+    let fx = fixture();
+    let good_bundle = fx.dir.join("good.airlock");
+    std::fs::write(&good_bundle, zstd(&tar_bytes(&good(&fx), &[]))).unwrap();
+    let trust = ["--trust", s(&fx.trusted.public)];
+    let (r, baseline) = with_peak(&[&["verify", s(&good_bundle)][..], &trust[..]].concat());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Without the guard these took verify to hundreds of MB (the tar crate reads a record whole).
+    for (kind, name, size) in
+        [(tar::EntryType::XHeader, "PAX", 250u64 << 20), (tar::EntryType::GNULongName, "GNU long name", 150 << 20)]
+    {
+        // After the whole signed head, for the readers that read on; after the signature, for
+        // those that stop at the SBOM or the provenance.
+        for (verb, after) in [("verify", 4), ("inspect", 4), ("sbom", 2), ("provenance", 2)] {
+            let bundle = fx.dir.join(format!("spliced-{after}.airlock"));
+            if !bundle.exists() {
+                std::fs::write(&bundle, spliced(&fx, kind, size, after)).unwrap();
+            }
+            let (r, peak) = with_peak(&[&[verb, s(&bundle)][..], &trust[..]].concat());
+            if verb == "verify" {
+                let said = format!("{}{}", r.stdout, r.stderr);
+                assert_eq!(r.code, 3, "{said}");
+                let why = format!("refused before reading it: a {name} extension record of {size} bytes");
+                assert!(said.contains(&why), "{said}");
+            }
+            assert!(peak < baseline + 32 * 1024, "{verb} {name}: peak {peak} KiB, baseline {baseline} KiB");
+            assert_ne!(r.code, 0, "{verb} {name}: {}", r.stdout);
+        }
+        for after in [2, 4] {
+            std::fs::remove_file(fx.dir.join(format!("spliced-{after}.airlock"))).unwrap();
+        }
+    }
+}

@@ -7,6 +7,7 @@ pub mod manifest;
 pub mod pins;
 pub mod provenance;
 pub mod reader;
+pub mod tar_guard;
 pub mod writer;
 
 pub use manifest::Manifest;

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, PROVENANCE, SIGNATURE};
 use super::provenance;
+use super::tar_guard::Tracker;
 use super::writer::ZSTD_WINDOW_LOG;
 use crate::digest::{HashingReader, Sha256};
 use crate::member_path::MemberPath;
@@ -65,6 +66,8 @@ pub enum Rejection {
         actual: Sha256,
     },
     Truncated(String),
+    /// A tar extension record (or sparse member) refused before it was read (`tar_guard`).
+    Extension(String),
     PastDeclaredSize {
         limit: u64,
     },
@@ -140,6 +143,7 @@ impl fmt::Display for Rejection {
                 write!(f, "wrong sha256: expected {expected}, actual {actual}")
             }
             Self::Truncated(d) => write!(f, "truncated or corrupt stream: {d}"),
+            Self::Extension(d) => write!(f, "refused before reading it: {d}"),
             Self::PastDeclaredSize { limit } => {
                 write!(f, "stream continues past the manifest's declared total size ({limit} bytes)")
             }
@@ -287,7 +291,7 @@ impl Reader {
         let mut decoder = zstd::stream::read::Decoder::new(input)
             .map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
         decoder.window_log_max(ZSTD_WINDOW_LOG).map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
-        Ok(tar::Archive::new(Bounded { inner: decoder, budget: budget.clone() }))
+        Ok(tar::Archive::new(Bounded::new(decoder, budget)))
     }
 
     /// Members 1 and 2 (manifest and signature bytes), bounded, before any trust.
@@ -580,11 +584,15 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
 pub fn leading_members(input: impl Read, wanted: &[&str]) -> Result<BTreeMap<String, Vec<u8>>, Problem> {
     let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(e.to_string()) };
     let decoder = zstd::stream::read::Decoder::new(input).map_err(not_bundle)?;
-    let mut archive = tar::Archive::new(decoder);
+    // No byte budget (nothing is trusted or kept past the first members), but the same
+    // guard against extension records.
+    let budget = Budget::new(u64::MAX);
+    let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
     let mut found = BTreeMap::new();
     // Manifest, signature, SBOM and provenance come first; stop at the first content member.
+    let refused = |e: io::Error| Problem { member: None, reason: budget.explain(&e, Rejection::NotABundle) };
     for entry in archive.entries().map_err(not_bundle)?.take(4) {
-        let mut entry = entry.map_err(not_bundle)?;
+        let mut entry = entry.map_err(refused)?;
         let name = crate::escape::bytes(&entry.path_bytes());
         if !name.starts_with("airlock/") {
             break;
@@ -633,11 +641,18 @@ struct BudgetState {
     limit: Cell<u64>,
     used: Cell<u64>,
     tripped: Cell<bool>,
+    /// What `tar_guard` refused, if it did.
+    refused: std::cell::RefCell<Option<String>>,
 }
 
 impl Budget {
     fn new(limit: u64) -> Self {
-        Self(Rc::new(BudgetState { limit: Cell::new(limit), used: Cell::new(0), tripped: Cell::new(false) }))
+        Self(Rc::new(BudgetState {
+            limit: Cell::new(limit),
+            used: Cell::new(0),
+            tripped: Cell::new(false),
+            refused: std::cell::RefCell::new(None),
+        }))
     }
 
     fn allow_more(&self, bytes: u64) {
@@ -651,6 +666,9 @@ impl Budget {
     }
 
     fn tripped(&self) -> Option<Rejection> {
+        if let Some(why) = self.0.refused.borrow().clone() {
+            return Some(Rejection::Extension(why));
+        }
         self.0.tripped.get().then(|| Rejection::PastDeclaredSize { limit: self.0.limit.get() })
     }
 
@@ -660,10 +678,18 @@ impl Budget {
     }
 }
 
-/// The decompressed stream, refusing to yield more than the budget allows.
+/// The decompressed stream, refusing to yield more than the budget allows, and any tar
+/// extension record too large to read (`tar_guard`).
 struct Bounded<R> {
     inner: R,
     budget: Budget,
+    guard: Tracker,
+}
+
+impl<R> Bounded<R> {
+    fn new(inner: R, budget: &Budget) -> Self {
+        Self { inner, budget: budget.clone(), guard: Tracker::default() }
+    }
 }
 
 impl<R: Read> Read for Bounded<R> {
@@ -681,7 +707,12 @@ impl<R: Read> Read for Bounded<R> {
         }
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..want])?;
-        state.used.set(state.used.get() + n as u64);
+        state.used.set(state.used.get().saturating_add(n as u64));
+        if let Err(why) = self.guard.observe(&buf[..n]) {
+            let e = io::Error::other(why.clone());
+            *state.refused.borrow_mut() = Some(why);
+            return Err(e);
+        }
         Ok(n)
     }
 }

@@ -1,0 +1,218 @@
+//! A watch on the tar structure of a decompressed bundle, below the `tar` crate. The crate
+//! reads a PAX record or a GNU long name whole into memory before anyone can look at it, and
+//! after the signature check the reader's byte budget is the whole declared content size: an
+//! attacker who splices a 250 MB record in after an intact signed head (no key needed) would
+//! make every reader allocate it. This tracker follows every header block as it streams past
+//! and refuses an extension record larger than [`MAX_EXTENSION_BYTES`] (Go's `archive/tar`
+//! caps PAX records at 1 MiB the same way), more than [`MAX_EXTENSIONS_IN_A_ROW`] of them
+//! before one member, and GNU sparse members — before the crate reads the record's data.
+//! Hand-written: no tar crate exposes its headers before acting on them.
+
+/// The largest PAX record set or GNU long name accepted (airlock writes a few hundred bytes).
+pub const MAX_EXTENSION_BYTES: u64 = 1 << 20;
+/// Extension records before one member: a PAX header and a GNU long name and link at most.
+pub const MAX_EXTENSIONS_IN_A_ROW: u32 = 3;
+
+const BLOCK: usize = 512;
+
+/// Where the stream is: inside a header block, or passing an entry's data and padding.
+#[derive(Default)]
+pub struct Tracker {
+    header: Vec<u8>,
+    /// Data and padding bytes of the current entry still to pass.
+    skip: u64,
+    /// A PAX record set being captured (bounded by `MAX_EXTENSION_BYTES`) for its `size`.
+    pax: Option<(Vec<u8>, u64)>,
+    /// The size a PAX record gave the next member.
+    next_size: Option<u64>,
+    in_a_row: u32,
+    /// A header block whose checksum does not hold: the `tar` crate refuses it; should it read
+    /// on regardless, nothing more is passed.
+    lost: bool,
+}
+
+impl Tracker {
+    /// Follow `bytes`, the next bytes of the stream. `Err` names what is refused.
+    pub fn observe(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+        while !bytes.is_empty() {
+            if self.lost {
+                return Err("an unreadable tar header".into());
+            }
+            if self.skip > 0 {
+                let n = usize::try_from(self.skip).unwrap_or(usize::MAX).min(bytes.len());
+                if let Some((data, left)) = &mut self.pax {
+                    let take = usize::try_from(*left).unwrap_or(usize::MAX).min(n);
+                    data.extend_from_slice(&bytes[..take]);
+                    *left -= take as u64;
+                }
+                self.skip -= n as u64;
+                bytes = &bytes[n..];
+                if self.skip == 0
+                    && let Some((data, _)) = self.pax.take()
+                {
+                    self.next_size = pax_size(&data)?;
+                }
+                continue;
+            }
+            let n = (BLOCK - self.header.len()).min(bytes.len());
+            self.header.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.header.len() == BLOCK {
+                let header = std::mem::take(&mut self.header);
+                self.header_done(&header)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn header_done(&mut self, header: &[u8]) -> Result<(), String> {
+        if header.iter().all(|&b| b == 0) {
+            return Ok(()); // an end-of-archive block
+        }
+        if !checksum_holds(header) {
+            self.lost = true;
+            return Ok(());
+        }
+        let size = header_size(&header[124..136])?;
+        let kind = match header[156] {
+            b'x' => Some("PAX"),
+            b'g' => Some("PAX global"),
+            b'L' => Some("GNU long name"),
+            b'K' => Some("GNU long link"),
+            b'S' => return Err("a GNU sparse member (bundles hold regular files only)".into()),
+            _ => None,
+        };
+        let size = if let Some(kind) = kind {
+            if size > MAX_EXTENSION_BYTES {
+                return Err(format!(
+                    "a {kind} extension record of {size} bytes (at most {MAX_EXTENSION_BYTES} are read)"
+                ));
+            }
+            self.in_a_row += 1;
+            if self.in_a_row > MAX_EXTENSIONS_IN_A_ROW {
+                return Err(format!("more than {MAX_EXTENSIONS_IN_A_ROW} extension records before one member"));
+            }
+            if header[156] == b'x' {
+                self.pax = Some((Vec::with_capacity(usize::try_from(size).unwrap_or(0)), size));
+            }
+            size
+        } else {
+            self.in_a_row = 0;
+            self.next_size.take().unwrap_or(size)
+        };
+        self.skip =
+            size.checked_next_multiple_of(BLOCK as u64).ok_or_else(|| format!("a member size of {size} bytes"))?;
+        if self.skip == 0
+            && let Some((data, _)) = self.pax.take()
+        {
+            self.next_size = pax_size(&data)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a header's checksum (the unsigned sum of its bytes, the checksum field counted as
+/// spaces) is what it says, as the `tar` crate checks it.
+fn checksum_holds(header: &[u8]) -> bool {
+    let sum: u32 =
+        header.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u32::from(b) }).sum();
+    tar::Header::from_byte_slice(header).cksum().is_ok_and(|c| c == sum)
+}
+
+/// A header's size field: octal, or GNU base-256 when the high bit of the first byte is set.
+fn header_size(field: &[u8]) -> Result<u64, String> {
+    if field[0] & 0x80 != 0 {
+        let mut n: u64 = u64::from(field[0] & 0x7f);
+        for &b in &field[1..] {
+            n = n.checked_mul(256).and_then(|n| n.checked_add(u64::from(b))).ok_or("a base-256 size past 2^64")?;
+        }
+        return Ok(n);
+    }
+    let text: String = field.iter().take_while(|&&b| b != 0).map(|&b| char::from(b)).collect();
+    let text = text.trim_matches(' ');
+    if text.is_empty() {
+        return Ok(0);
+    }
+    u64::from_str_radix(text, 8).map_err(|_| format!("an unreadable size field `{}`", text.escape_default()))
+}
+
+/// The `size` record of a PAX record set, if any.
+fn pax_size(data: &[u8]) -> Result<Option<u64>, String> {
+    for record in tar::PaxExtensions::new(data) {
+        let record = record.map_err(|e| format!("unreadable PAX records: {e}"))?;
+        if record.key_bytes() == b"size" {
+            let value = record.value().map_err(|e| format!("PAX size: {e}"))?;
+            return value.parse().map(Some).map_err(|_| format!("PAX size `{}`", value.escape_default()));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(kind: tar::EntryType, size: u64) -> Vec<u8> {
+        let mut h = tar::Header::new_ustar();
+        h.set_entry_type(kind);
+        h.set_size(size);
+        h.set_path("x").unwrap();
+        h.set_cksum();
+        h.as_bytes().to_vec()
+    }
+
+    /// Feed `bytes` in small, odd-sized pieces, as a decompressor would.
+    fn feed(t: &mut Tracker, bytes: &[u8]) -> Result<(), String> {
+        bytes.chunks(77).try_for_each(|c| t.observe(c))
+    }
+
+    #[test]
+    fn follows_members_and_pax_sizes_and_refuses_large_records() {
+        let mut t = Tracker::default();
+        let mut stream = header(tar::EntryType::Regular, 700);
+        stream.extend(vec![7u8; 1024]);
+        // A PAX size record makes the next member 1000 bytes, whatever its header says.
+        let records = b"13 size=1000\n";
+        stream.extend(header(tar::EntryType::XHeader, records.len() as u64));
+        stream.extend(records);
+        stream.extend(vec![0u8; 512 - records.len()]);
+        stream.extend(header(tar::EntryType::Regular, 0));
+        stream.extend(vec![9u8; 1024]);
+        stream.extend(header(tar::EntryType::Regular, 1));
+        stream.extend(vec![1u8; 512]);
+        stream.extend(vec![0u8; 1024]);
+        feed(&mut t, &stream).unwrap();
+        assert_eq!((t.skip, t.header.len()), (0, 0));
+
+        let mut t = Tracker::default();
+        let err = feed(&mut t, &header(tar::EntryType::XHeader, 250 << 20)).unwrap_err();
+        assert!(err.contains("PAX extension record of 262144000 bytes"), "{err}");
+        let err = feed(&mut Tracker::default(), &header(tar::EntryType::GNULongName, 150 << 20)).unwrap_err();
+        assert!(err.contains("GNU long name"), "{err}");
+        let err = feed(&mut Tracker::default(), &header(tar::EntryType::GNUSparse, 1)).unwrap_err();
+        assert!(err.contains("sparse"), "{err}");
+        let many: Vec<u8> = (0..4).flat_map(|_| [header(tar::EntryType::GNULongName, 0)]).flatten().collect();
+        assert!(feed(&mut Tracker::default(), &many).unwrap_err().contains("more than 3"));
+        // A block that is no header is left to the tar crate, and nothing after it passes.
+        let mut t = Tracker::default();
+        feed(&mut t, &[0x55; 512]).unwrap();
+        assert!(t.observe(b"more").unwrap_err().contains("unreadable tar header"));
+    }
+
+    #[test]
+    fn sizes_near_the_top_of_u64_do_not_overflow() {
+        let mut field = [0u8; 12];
+        field[0] = 0x80;
+        field[4..].copy_from_slice(&u64::MAX.to_be_bytes());
+        assert_eq!(header_size(&field), Ok(u64::MAX));
+        let mut h = tar::Header::new_ustar();
+        h.as_old_mut().size.copy_from_slice(&field);
+        h.set_cksum();
+        let h = h.as_bytes().to_vec();
+        let err = feed(&mut Tracker::default(), &h).unwrap_err();
+        assert!(err.contains("member size"), "{err}");
+        field[3] = 1;
+        assert!(header_size(&field).is_err());
+        assert!(pax_size(b"29 size=99999999999999999999\n").is_err());
+    }
+}
