@@ -417,6 +417,39 @@ fn cases(fx: &Fixture) -> Vec<Case> {
             &["airlock/provenance.dsse.json", "provenance does not verify"],
         ));
     }
+    // Sizes near the top of u64, signed with the trusted key: refused by the manifest check,
+    // never an overflow (a debug build would panic) or an absurd allocation.
+    let five: Vec<(String, &[u8])> = (0..5).map(|i| (format!("files/{i}"), A)).collect();
+    let five: Vec<(&str, &[u8])> = five.iter().map(|(p, d)| (p.as_str(), *d)).collect();
+    for (name, listed, size, expect) in [
+        // 2^53: the largest size canonical JSON (IEEE doubles) carries exactly; past it the
+        // manifest does not even parse as integers.
+        ("an entry of absurd size", both, 1 << 53, "claims 9007199254740992 bytes"),
+        ("entry sizes whose sum is absurd", &five[..], 1 << 50, "add up to more than"),
+    ] {
+        let mut m = manifest_for(&fx.key, listed);
+        for e in m.entries.iter_mut().filter(|e| e.path.area() == "files") {
+            e.size = size;
+        }
+        let mut members = signed(&fx.key, &m);
+        members.extend(listed.iter().map(|(p, d)| file(p, d)));
+        v.push(case(name, zstd(&tar_bytes(&members, &[])), &["invalid manifest", expect]));
+    }
+    // JSON integers as a hand-written manifest can carry them (canonical JSON cannot): u64::MAX
+    // twice, whose padding and sum overflow.
+    let mut m = manifest_for(&fx.key, both);
+    for e in m.entries.iter_mut().filter(|e| e.path.area() == "files") {
+        e.size = u64::MAX;
+    }
+    let bytes = serde_json::to_vec(&m).unwrap();
+    assert!(String::from_utf8_lossy(&bytes).contains("18446744073709551615"));
+    let mut members = head_and_sbom(&fx.key, &bytes);
+    members.extend([file("files/a", A), file("files/b", B)]);
+    v.push(case(
+        "u64::MAX sizes in a hand-written manifest",
+        zstd(&tar_bytes(&members, &[])),
+        &["invalid manifest", "claims 18446744073709551615 bytes"],
+    ));
     v.push(case("the good bundle, for contrast", zstd(&tar_bytes(&good(fx), &[])), &[]));
     v
 }
@@ -595,16 +628,16 @@ fn a_bundle_that_cannot_fit_is_refused_before_anything_is_written() {
     let fx = fixture();
     let root = fx.dir.join("site");
     let mut m = manifest_for(&fx.key, &[("files/a", A)]);
-    // Claims an exabyte of content: no disk holds it, so install stops before staging.
+    // Claims 32 TiB of content: no disk here holds it, so install stops before staging.
     if let Some(e) = m.entries.iter_mut().find(|e| e.path.as_str() == "files/a") {
-        e.size = 1 << 60;
+        e.size = 1 << 45;
     }
     let mut members = signed(&fx.key, &m);
     members.push(file("files/a", A));
     let bundle = fx.dir.join("huge.airlock");
     std::fs::write(&bundle, zstd(&tar_bytes(&members, &[]))).unwrap();
     let r = airlock_run(&["install", s(&bundle), "--trust", s(&fx.trusted.public), "--root", s(&root)]).code(1);
-    let needed = 1u64 << 60;
+    let needed = 1u64 << 45;
     let said =
         r.stderr.split("needs about ").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
     assert!(r.stderr.contains("not enough space") && said.is_some_and(|n| n > needed), "{}", r.stderr);

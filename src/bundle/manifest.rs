@@ -245,14 +245,21 @@ pub fn claimed_builder(bytes: &[u8]) -> Option<KeyId> {
     KeyId::parse(&claim.builder.key_id)
 }
 
+/// The largest entry a manifest may list (1 PiB) and the largest total (4 PiB): far past any
+/// medium, far below where `u64` arithmetic on sizes, padding and budgets could overflow.
+pub const MAX_ENTRY_BYTES: u64 = 1 << 50;
+pub const MAX_TOTAL_BYTES: u64 = 1 << 52;
+
 impl Manifest {
     /// The exact bytes that are signed: RFC 8785 (JCS) canonical JSON.
     pub fn canonical_bytes(&self) -> Vec<u8> {
         serde_json_canonicalizer::to_vec(self).expect("a manifest always serialises: string keys, finite numbers")
     }
 
+    /// The sum of the entries' sizes (saturating: `check` refuses a manifest whose sum does
+    /// not fit, but callers that show an unverified manifest must not panic either).
     pub fn content_bytes(&self) -> u64 {
-        self.entries.iter().map(|e| e.size).sum()
+        self.entries.iter().fold(0u64, |sum, e| sum.saturating_add(e.size))
     }
 
     /// Rules a signed manifest must still satisfy before its entries are trusted as a plan for
@@ -263,8 +270,18 @@ impl Manifest {
             return Err(format!("schema is `{}`, expected `{SCHEMA_V1}`", self.schema));
         }
         let mut paths = BTreeSet::new();
+        let mut total: u64 = 0;
         for e in &self.entries {
             let p = e.path.as_str();
+            // Sizes become tar padding, byte budgets and disk-space checks: an absurd one is
+            // refused here, so that no arithmetic on it can overflow later.
+            if e.size > MAX_ENTRY_BYTES {
+                return Err(format!("entry `{p}` claims {} bytes (at most {MAX_ENTRY_BYTES})", e.size));
+            }
+            total = total
+                .checked_add(e.size)
+                .filter(|t| *t <= MAX_TOTAL_BYTES)
+                .ok_or_else(|| format!("the entries' sizes add up to more than {MAX_TOTAL_BYTES} bytes"))?;
             if !AREAS.contains(&e.path.area()) {
                 return Err(format!("entry `{p}` is outside the areas {AREAS:?}"));
             }

@@ -426,7 +426,7 @@ impl Reader {
             return self.problem(name, Rejection::TooLargeBeforeTrust { limit: provenance::MAX_BYTES });
         }
         // Not listed (it names the manifest as its subject): allow for exactly its bytes.
-        budget.extend(entry.size().div_ceil(512) * 512 + 1024);
+        budget.extend(entry.size().div_ceil(512).saturating_mul(512).saturating_add(1024));
         let mut bytes = Vec::new();
         (&mut entry)
             .take(provenance::MAX_BYTES)
@@ -627,10 +627,14 @@ fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
 /// The most decompressed bytes the content members may take: data rounded to tar blocks, plus
 /// a header, a PAX header and PAX records per entry, plus the end-of-archive blocks.
 fn declared_stream_bytes(entries: &[Entry]) -> u64 {
-    let block = |n: u64| n.div_ceil(512) * 512;
-    let per_entry: u64 =
-        entries.iter().map(|e| block(e.size) + 2 * 512 + block(e.path.as_str().len() as u64 + 64)).sum();
-    per_entry + 1024 + (64 << 10)
+    // Saturating: the manifest check bounds the sizes, but this must not overflow on its own.
+    let block = |n: u64| n.div_ceil(512).saturating_mul(512);
+    let per_entry = entries.iter().fold(0u64, |sum, e| {
+        sum.saturating_add(block(e.size))
+            .saturating_add(2 * 512)
+            .saturating_add(block(e.path.as_str().len() as u64 + 64))
+    });
+    per_entry.saturating_add(1024 + (64 << 10))
 }
 
 /// A shared cap on decompressed bytes, raised once the signed manifest says what to expect.

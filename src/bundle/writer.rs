@@ -205,7 +205,7 @@ fn append_checked<W: Write>(
     let (actual, count) = hashing.finish();
     if short != member.size || extra != 0 {
         // The file's real size: what was read if it ended early, else what the file holds now.
-        let actual = if extra == 0 { count } else { actual_size.max(member.size + 1) };
+        let actual = if extra == 0 { count } else { actual_size.max(member.size.saturating_add(1)) };
         return Err(AppendError::Member(PackError::SizeMismatch {
             what: member.what.clone(),
             origin: member.origin.clone(),

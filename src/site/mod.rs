@@ -345,8 +345,12 @@ fn check_space(bundle: &Path, root: &Path) -> Result<(), SiteError> {
     let file_bytes =
         std::fs::metadata(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?.len();
     let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
-    // The head is read unverified, only to size the check; a lie there fails verification later.
+    // The head is read unverified, only to size the check; a lie there fails verification later
+    // (a manifest the check refuses, absurd sizes included, is left to verification too).
     let Ok(head) = read_head(BufReader::new(input)) else { return Ok(()) };
+    if head.manifest.check().is_err() {
+        return Ok(());
+    }
     let needed = file_bytes.saturating_add(head.manifest.content_bytes());
     let stat = rustix::fs::statvfs(root).map_err(|e| io_err(root)(e.into()))?;
     let available = stat.f_bavail.saturating_mul(stat.f_frsize);
