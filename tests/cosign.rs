@@ -195,3 +195,30 @@ fn sign_refuses_a_bundle_that_does_not_verify() {
     let r = airlock_run(&["sign", s(&x.bundle), "--key", s(&x.security.public)]).code(1);
     assert!(r.stderr.contains("security.pub"), "a public key is not a signing key: {}", r.stderr);
 }
+
+#[test]
+fn a_fifo_named_like_a_cosignature_does_not_hang_verify() {
+    let x = setup();
+    // Named exactly as the security key's co-signature would be; nobody ever writes to it.
+    let fifo = PathBuf::from(format!("{}.{}.sig", x.bundle.display(), key_id(&x.security)));
+    run(Command::new("mkfifo").arg(&fifo)).ok();
+    let mut child = airlock()
+        .args(["verify", s(&x.bundle), "--trust", s(&x.build.public), "--trust", s(&x.security.public)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("verify hung on a FIFO co-signature");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "the build key's signature suffices; the FIFO is skipped");
+    drop(x.t);
+}

@@ -58,11 +58,9 @@ pub fn cosignatures_beside(bundle: &Path) -> io::Result<Vec<CoSignature>> {
         // One unreadable file (a dangling link, no permission) is skipped, not fatal: a
         // co-signature can only help meet a threshold.
         let read = || -> io::Result<Option<Vec<u8>>> {
-            if !std::fs::metadata(&path)?.is_file() {
-                return Ok(None);
-            }
+            let Some(file) = open_regular(&path)? else { return Ok(None) };
             let mut signature = Vec::new();
-            std::fs::File::open(&path)?.take(MAX_SIGNATURE_BYTES).read_to_end(&mut signature)?;
+            file.take(MAX_SIGNATURE_BYTES).read_to_end(&mut signature)?;
             Ok(Some(signature))
         };
         match read() {
@@ -73,6 +71,23 @@ pub fn cosignatures_beside(bundle: &Path) -> io::Result<Vec<CoSignature>> {
     }
     found.sort_by(|a, b| a.key_id.cmp(&b.key_id));
     Ok(found)
+}
+
+/// Open `path` for reading without blocking (a FIFO named like a co-signature would otherwise
+/// hang until someone writes to it) and check what was opened, not what the name pointed at a
+/// moment before: `None` when it is not a regular file.
+pub fn open_regular(path: &Path) -> io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    // Regular files ignore O_NONBLOCK; clear it anyway so reads behave as plain reads.
+    rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())?;
+    Ok(Some(file))
 }
 
 /// The signature policy a bundle is verified under.
@@ -254,6 +269,21 @@ mod tests {
         let twice = vec![TrustedKey::load(&a.public_path).unwrap(), TrustedKey::load(&a.public_path).unwrap()];
         assert!(matches!(Policy::new(twice, 2, vec![]), Err(PolicyError::Unreachable { keys: 1, .. })));
         assert!(matches!(Policy::new(trusted(), 0, vec![]), Err(PolicyError::ZeroThreshold)));
+    }
+
+    #[test]
+    fn a_fifo_named_like_a_cosignature_is_skipped_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("b.airlock.fifo.sig");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o644)).unwrap();
+        // Opening a FIFO for reading blocks until a writer comes, unless it is non-blocking.
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(open_regular(&fifo).map(|f| f.is_none())).unwrap());
+        let opened = wait.recv_timeout(std::time::Duration::from_secs(10)).expect("open_regular did not block");
+        assert!(opened.unwrap(), "a FIFO is not a regular file");
+        let file = dir.path().join("b.airlock.x.sig");
+        std::fs::write(&file, b"sig").unwrap();
+        assert!(open_regular(&file).unwrap().is_some());
     }
 
     #[test]
