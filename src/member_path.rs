@@ -99,6 +99,15 @@ impl MemberPath {
     }
 }
 
+/// Read access as text (a checked path is still a string for messages, purls and URLs).
+impl std::ops::Deref for MemberPath {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for MemberPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -450,6 +450,52 @@ fn cases(fx: &Fixture) -> Vec<Case> {
         zstd(&tar_bytes(&members, &[])),
         &["invalid manifest", "claims 18446744073709551615 bytes"],
     ));
+    // Names that become site paths, in a manifest signed by the trusted key (a compromised
+    // build host): the cache view, pip view and apt view must never write outside the root.
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let model = |repo: &str, revision: &str, path: &str, member: &str| {
+        serde_json::json!({"kind": "model", "hub": "http://hub", "repo": repo, "revision": revision, "commit": commit,
+            "files": [{"path": path, "member": member, "sha256": Sha256::of_bytes(A).to_string(), "size": A.len()}]})
+    };
+    let good_member = format!("models/org/m/{commit}/a");
+    let outside_str = outside.display().to_string();
+    let wheel = serde_json::json!({"kind": "wheel", "name": "x", "version": "1", "filename": "../../x-1-py3-none-any.whl",
+        "url": "http://x", "sha256": Sha256::of_bytes(A).to_string(), "size": A.len(), "path": "files/a"});
+    let deb = serde_json::json!({"kind": "deb", "name": "x", "version": "1", "architecture": "all", "repo": "r",
+        "suite": "s", "sha256": Sha256::of_bytes(A).to_string(), "size": A.len(), "path": "files/a"});
+    for (name, artifact, expect) in [
+        ("model revision absolute", model("org/m", &outside_str, "a", &good_member), "absolute"),
+        ("model file path with `..`", model("org/m", "main", "../../../../outside", &good_member), "`..`"),
+        ("model repository with `..`", model("../..", "main", "a", &good_member), "`..`"),
+        ("model repository not ORG/NAME", model("org/m/x", "main", "a", &good_member), "not `ORG/NAME`"),
+        ("model file path not its member's", model("org/m", "main", "b", &good_member), "is not at"),
+        (
+            "model commit not a sha",
+            {
+                let mut a = model("org/m", "main", "a", "models/org/m/main/a");
+                a["commit"] = "main".into();
+                a
+            },
+            "not a hex commit",
+        ),
+        ("wheel filename not its member's", wheel, "is not at `wheels/"),
+        ("deb outside debs/", deb, "is not under `debs/`"),
+    ] {
+        let listed: &[(&str, &[u8])] = if name.starts_with("model") && !name.contains("commit") {
+            &[(good_member.as_str(), A)]
+        } else if name.contains("commit") {
+            &[("models/org/m/main/a", A)]
+        } else {
+            &[("files/a", A)]
+        };
+        let m = manifest_for(&fx.key, listed);
+        let mut doc = serde_json::to_value(&m).unwrap();
+        doc["artifacts"] = serde_json::json!([artifact]);
+        let bytes = serde_json::to_vec(&doc).unwrap();
+        let mut members = head_and_sbom(&fx.key, &bytes);
+        members.extend(listed.iter().map(|(p, d)| file(p, d)));
+        v.push(case(name, zstd(&tar_bytes(&members, &[])), &["invalid manifest", expect]));
+    }
     v.push(case("the good bundle, for contrast", zstd(&tar_bytes(&good(fx), &[])), &[]));
     v
 }

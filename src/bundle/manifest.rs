@@ -88,17 +88,21 @@ pub struct DebArtifact {
 #[serde(deny_unknown_fields)]
 pub struct ModelArtifact {
     pub hub: String,
-    pub repo: String,
-    pub revision: String,
-    pub commit: String,
+    /// `ORG/NAME`; like every field that becomes a site path, checked when it is read: a
+    /// manifest signed by a trusted key still cannot name a path outside the site root.
+    pub repo: MemberPath,
+    /// A branch, tag or commit: `refs/REVISION` in the cache view.
+    pub revision: MemberPath,
+    /// The commit sha (hex; `Manifest::check`).
+    pub commit: MemberPath,
     pub files: Vec<ModelFile>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelFile {
-    /// The path in the repository.
-    pub path: String,
+    /// The path in the repository (`snapshots/COMMIT/PATH` in the cache view).
+    pub path: MemberPath,
     /// Where it is in the bundle (`models/ORG/NAME/COMMIT/PATH`).
     pub member: MemberPath,
     pub sha256: Sha256,
@@ -262,6 +266,34 @@ impl Manifest {
         self.entries.iter().fold(0u64, |sum, e| sum.saturating_add(e.size))
     }
 
+    /// A model artifact's names, which become cache-view paths, and its files' entries.
+    fn check_model(&self, m: &ModelArtifact) -> Result<(), String> {
+        if m.repo.as_str().split('/').count() != 2 {
+            return Err(format!("model repository `{}` is not `ORG/NAME`", m.repo));
+        }
+        let commit = m.commit.as_str();
+        if !(commit.len() == 40 || commit.len() == 64) || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("model `{}` commit `{commit}` is not a hex commit sha", m.repo));
+        }
+        for f in &m.files {
+            // The member path is the one checked path: the cache view's file path must be
+            // exactly its tail.
+            if f.member.as_str() != format!("models/{}/{commit}/{}", m.repo, f.path) {
+                return Err(format!(
+                    "model `{}` file `{}` is not at `models/{}/{commit}/{}`",
+                    m.repo, f.path, m.repo, f.path
+                ));
+            }
+        }
+        for f in &m.files {
+            let listed = self.entries.iter().find(|e| e.path == f.member);
+            if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
+                return Err(format!("model `{}` file `{}` does not match an entry at `{}`", m.repo, f.path, f.member));
+            }
+        }
+        Ok(())
+    }
+
     /// Rules a signed manifest must still satisfy before its entries are trusted as a plan for
     /// reading: known schema, unique entries in known areas, no reserved names, no entry that
     /// is also another entry's directory, and artifacts that point at entries.
@@ -302,21 +334,23 @@ impl Manifest {
         }
         for a in &self.artifacts {
             if let Artifact::Model(m) = a {
-                for f in &m.files {
-                    let listed = self.entries.iter().find(|e| e.path == f.member);
-                    if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
-                        return Err(format!(
-                            "model `{}` file `{}` does not match an entry at `{}`",
-                            m.repo, f.path, f.member
-                        ));
-                    }
-                }
+                self.check_model(m)?;
                 continue;
             }
             let (name, path, sha256, size) = match a {
                 Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
-                Artifact::Wheel(w) => (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size),
-                Artifact::Deb(d) => (d.name.as_str(), d.path.as_str().to_owned(), d.sha256, d.size),
+                Artifact::Wheel(w) => {
+                    if w.path.as_str() != format!("wheels/{}", w.filename) {
+                        return Err(format!("wheel `{}` is not at `wheels/{}`", w.filename, w.filename));
+                    }
+                    (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size)
+                }
+                Artifact::Deb(d) => {
+                    if d.path.area() != "debs" {
+                        return Err(format!("deb `{}` is not under `debs/`", d.name));
+                    }
+                    (d.name.as_str(), d.path.as_str().to_owned(), d.sha256, d.size)
+                }
                 Artifact::Model(_) => unreachable!("checked above"),
                 Artifact::Image(i) => {
                     (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size)

@@ -64,14 +64,14 @@ impl TryFrom<&LockedModel> for ModelArtifact {
             .iter()
             .map(|f| {
                 let member = model_member(&m.repo, &m.commit, &f.path)?;
-                Ok(ModelFile { path: f.path.clone(), member, sha256: f.sha256, size: f.size })
+                Ok(ModelFile { path: MemberPath::new(f.path.clone())?, member, sha256: f.sha256, size: f.size })
             })
             .collect::<Result<_, MemberPathError>>()?;
         Ok(Self {
             hub: m.hub.clone(),
-            repo: m.repo.clone(),
-            revision: m.revision.clone(),
-            commit: m.commit.clone(),
+            repo: MemberPath::new(m.repo.clone())?,
+            revision: MemberPath::new(m.revision.clone())?,
+            commit: MemberPath::new(m.commit.clone())?,
             files,
         })
     }

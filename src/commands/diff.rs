@@ -74,7 +74,7 @@ fn from_artifacts(artifacts: &[Artifact]) -> Inventory {
             Artifact::Image(i) => push(&mut inv, "image", &i.reference, format!("sha256:{}", i.digest)),
             Artifact::Wheel(w) => push(&mut inv, "wheel", &w.name, w.version.clone()),
             Artifact::Deb(d) => push(&mut inv, "deb", &format!("{}:{}", d.name, d.architecture), d.version.clone()),
-            Artifact::Model(m) => push(&mut inv, "model", &m.repo, m.commit.clone()),
+            Artifact::Model(m) => push(&mut inv, "model", &m.repo, m.commit.to_string()),
             Artifact::File(f) => push(&mut inv, "file", f.name.as_str(), format!("sha256:{}", f.sha256)),
         }
     }

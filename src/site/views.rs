@@ -59,7 +59,9 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
     let mut count = 0;
     for a in &manifest.artifacts {
         let Artifact::Model(m) = a else { continue };
-        let repo_dir = staged.join("models").join(format!("models--{}", m.repo.replace('/', "--")));
+        // Every name below comes from a checked `MemberPath` (`Manifest::check` holds the file
+        // paths to the member paths): nothing here can leave `staged/models`.
+        let repo_dir = staged.join("models").join(format!("models--{}", m.repo.as_str().replace('/', "--")));
         let blobs = repo_dir.join("blobs");
         std::fs::create_dir_all(&blobs)?;
         for f in &m.files {
@@ -67,21 +69,21 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
             if !blob.exists() {
                 std::fs::hard_link(f.member.under(staged), &blob)?;
             }
-            let pointer = repo_dir.join("snapshots").join(&m.commit).join(&f.path);
+            let pointer = f.path.under(&repo_dir.join("snapshots").join(m.commit.as_str()));
             if let Some(parent) = pointer.parent() {
                 std::fs::create_dir_all(parent)?;
             }
             // snapshots/COMMIT/a/b.json -> ../../../blobs/SHA: up one level per path component.
-            let up = "../".repeat(f.path.split('/').count() + 1);
+            let up = "../".repeat(f.path.as_str().split('/').count() + 1);
             std::os::unix::fs::symlink(format!("{up}blobs/{}", f.sha256), &pointer)?;
         }
         // A branch or tag resolves through refs/; a commit revision needs no ref.
         if m.revision != m.commit {
-            let reference = repo_dir.join("refs").join(&m.revision);
+            let reference = m.revision.under(&repo_dir.join("refs"));
             if let Some(parent) = reference.parent() {
                 std::fs::create_dir_all(parent)?;
             }
-            std::fs::write(reference, &m.commit)?;
+            std::fs::write(reference, m.commit.as_str())?;
         }
         count += 1;
     }
