@@ -74,6 +74,35 @@ pub struct CacheArgs {
     /// Downloads in flight at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: u16,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+/// How requests are retried and timed out.
+#[derive(Debug, Args)]
+pub struct NetArgs {
+    /// Tries after the first for every request (registry, index, hub, blob) that fails with a
+    /// 5xx, a 429 or a dropped connection; waits double from 0.25 s (up to 30 s, with jitter),
+    /// or follow `Retry-After` (up to 120 s).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub retries: u32,
+    /// Seconds without data before a response is given up (then tried again).
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+    /// Seconds to wait for a connection.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub connect_timeout: u64,
+}
+
+impl NetArgs {
+    pub fn options(&self) -> crate::fetch::NetOptions {
+        crate::fetch::NetOptions {
+            attempts: self.retries.saturating_add(1),
+            connect_timeout: std::time::Duration::from_secs(self.connect_timeout),
+            read_timeout: std::time::Duration::from_secs(self.timeout),
+            ..crate::fetch::NetOptions::default()
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -19,8 +19,100 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::progress::Reporter;
 
-/// Attempts per blob.
+/// Tries per request by default (`--retries 4`).
 pub const ATTEMPTS: u32 = 5;
+/// The longest `Retry-After` honoured; a server asking for more gets this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+
+/// How requests are timed out and tried again: `--retries`, `--timeout`, `--connect-timeout`.
+/// Every request to every source goes through it — registry manifests, tags and referrers,
+/// index pages, `InRelease`, hub API calls, blobs — on 5xx, 429 and dropped connections.
+#[derive(Debug, Clone, Copy)]
+pub struct NetOptions {
+    /// Tries in all (1 + retries).
+    pub attempts: u32,
+    /// The first wait; each next one doubles (with jitter) up to `max_wait`.
+    pub base_wait: Duration,
+    pub max_wait: Duration,
+    pub connect_timeout: Duration,
+    /// Longest silence while reading a response.
+    pub read_timeout: Duration,
+}
+
+impl Default for NetOptions {
+    fn default() -> Self {
+        Self {
+            attempts: ATTEMPTS,
+            base_wait: Duration::from_millis(250),
+            max_wait: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            read_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl NetOptions {
+    /// How long to wait before try `attempt + 1`: what the server asked (`Retry-After`, at most
+    /// two minutes), else exponential backoff with jitter in its upper half, so that many
+    /// clients failing together do not come back together.
+    pub fn wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(after) = retry_after {
+            return after.min(MAX_RETRY_AFTER);
+        }
+        let exp = self.base_wait.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1))).min(self.max_wait);
+        exp.mul_f64(rand::Rng::gen_range(&mut rand::thread_rng(), 0.5..=1.0))
+    }
+}
+
+/// Whether a failed request is worth another try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Fatal,
+    Retry,
+    /// Retry when the server said (`Retry-After`).
+    RetryAfter(Duration),
+}
+
+/// Run `op` until it succeeds, fails for good, or `options.attempts` are spent.
+pub async fn with_retries<T, E: std::fmt::Display, Fut: Future<Output = Result<T, E>>>(
+    options: &NetOptions,
+    what: &str,
+    mut op: impl FnMut() -> Fut,
+    retryable: impl Fn(&E) -> Verdict,
+) -> Result<T, E> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match op().await {
+            Ok(value) => return Ok(value),
+            Err(e) => match retryable(&e) {
+                verdict @ (Verdict::Retry | Verdict::RetryAfter(_)) if attempt < options.attempts => {
+                    let after = match verdict {
+                        Verdict::RetryAfter(after) => Some(after),
+                        _ => None,
+                    };
+                    let wait = options.wait(attempt, after);
+                    tracing::warn!("{what}: try {attempt} of {} failed ({e}); retrying in {wait:?}", options.attempts);
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Err(e),
+            },
+        }
+    }
+}
+
+/// A `Retry-After` header: delay-seconds or an HTTP-date.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at =
+        time::OffsetDateTime::parse(&value.replace(" GMT", " +0000"), &time::format_description::well_known::Rfc2822)
+            .ok()?;
+    let secs = (at - time::OffsetDateTime::now_utc()).whole_seconds();
+    Some(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+}
 /// Received bytes are handed to the file in pieces of about this size.
 const WRITE_BATCH: usize = 1 << 20;
 
@@ -40,12 +132,12 @@ pub enum NetError {
 }
 
 impl Net {
-    pub fn new() -> Result<Self, NetError> {
+    pub fn new(options: NetOptions) -> Result<Self, NetError> {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(NetError::Runtime)?;
         // reqwest's client must be built inside a runtime context for its connection pool.
         let http = {
             let _entered = runtime.enter();
-            Http::new()?
+            Http::new(options)?
         };
         Ok(Self { runtime, http })
     }
@@ -90,13 +182,15 @@ pub enum Opened<S> {
 /// Why an attempt failed, and whether another is worth it.
 pub enum Failure<E> {
     Transient(String),
+    /// Transient, and the server said when to come back (`Retry-After` on a 429 or 503).
+    RetryAfter(String, Duration),
     Fatal(E),
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum DownloadError<E: std::error::Error + 'static> {
-    #[error("{what}: {detail} (after {ATTEMPTS} attempts)")]
-    GaveUp { what: String, detail: String },
+    #[error("{what}: {detail} (after {attempts} tries)")]
+    GaveUp { what: String, detail: String, attempts: u32 },
     #[error(transparent)]
     Fatal(E),
     #[error(transparent)]
@@ -191,6 +285,7 @@ pub async fn download<E, S, F, Fut>(
     size: Option<u64>,
     what: &str,
     reporter: &dyn Reporter,
+    options: &NetOptions,
     mut open: F,
 ) -> Result<PathBuf, DownloadError<E>>
 where
@@ -227,17 +322,19 @@ where
             Ok(())
         }
         .await;
-        match outcome {
+        let (detail, after) = match outcome {
             Ok(()) => break receiving.commit(size).await.map_err(DownloadError::from),
-            Err(Failure::Transient(detail)) if attempt < ATTEMPTS => {
-                let wait = Duration::from_millis(250 * 2u64.pow(attempt - 1));
-                let offset = receiving.keep_for_resume().await;
-                tracing::warn!("{what}: attempt {attempt} failed ({detail}); retrying in {wait:?} from byte {offset}");
-                tokio::time::sleep(wait).await;
-            }
-            Err(Failure::Transient(detail)) => break Err(DownloadError::GaveUp { what: what.to_owned(), detail }),
             Err(Failure::Fatal(e)) => break Err(DownloadError::Fatal(e)),
+            Err(Failure::Transient(detail)) => (detail, None),
+            Err(Failure::RetryAfter(detail, after)) => (detail, Some(after)),
+        };
+        if attempt >= options.attempts {
+            break Err(DownloadError::GaveUp { what: what.to_owned(), detail, attempts: attempt });
         }
+        let wait = options.wait(attempt, after);
+        let offset = receiving.keep_for_resume().await;
+        tracing::warn!("{what}: try {attempt} failed ({detail}); retrying in {wait:?} from byte {offset}");
+        tokio::time::sleep(wait).await;
     };
     reporter.item_finish(&key);
     result
@@ -264,6 +361,7 @@ pub fn with_causes(e: &dyn std::error::Error) -> String {
 #[derive(Clone)]
 pub struct Http {
     client: reqwest::Client,
+    options: NetOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -271,7 +369,7 @@ pub enum HttpError {
     #[error("GET {url}: {detail}")]
     Request { url: String, detail: String },
     #[error("GET {url}: HTTP {status}")]
-    Status { url: String, status: u16 },
+    Status { url: String, status: u16, retry_after: Option<Duration> },
     #[error("GET {url}: larger than {limit} bytes")]
     TooLarge { url: String, limit: u64 },
     #[error("cannot set up the HTTP client: {0}")]
@@ -299,14 +397,20 @@ impl Classify for NetError {
 }
 
 impl Http {
-    pub fn new() -> Result<Self, HttpError> {
+    pub fn new(options: NetOptions) -> Result<Self, HttpError> {
         let client = reqwest::Client::builder()
             .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(30))
-            .read_timeout(Duration::from_secs(300))
+            .connect_timeout(options.connect_timeout)
+            .read_timeout(options.read_timeout)
             .build()
             .map_err(|e| HttpError::Client(e.to_string()))?;
-        Ok(Self { client })
+        Ok(Self { client, options })
+    }
+
+    /// How requests are retried and timed out, for the transports that do not go through
+    /// this client (registries).
+    pub fn options(&self) -> &NetOptions {
+        &self.options
     }
 
     fn get(&self, url: &str, bearer: Option<&str>) -> reqwest::RequestBuilder {
@@ -317,8 +421,32 @@ impl Http {
         }
     }
 
-    /// A small document (an index page, a listing), at most `limit` bytes, with its content type.
+    /// A small document (an index page, a listing), at most `limit` bytes, with its content
+    /// type; tried again on 5xx, 429 and dropped connections.
     pub async fn fetch_small(
+        &self,
+        url: &str,
+        accept: &str,
+        bearer: Option<&str>,
+        limit: u64,
+    ) -> Result<(Vec<u8>, String), HttpError> {
+        let retryable = |e: &HttpError| match e {
+            HttpError::Status { status, retry_after, .. } if *status >= 500 || *status == 429 => {
+                retry_after.map_or(Verdict::Retry, Verdict::RetryAfter)
+            }
+            HttpError::Request { .. } => Verdict::Retry,
+            _ => Verdict::Fatal,
+        };
+        with_retries(
+            &self.options,
+            &format!("GET {url}"),
+            || self.fetch_small_once(url, accept, bearer, limit),
+            retryable,
+        )
+        .await
+    }
+
+    async fn fetch_small_once(
         &self,
         url: &str,
         accept: &str,
@@ -329,7 +457,8 @@ impl Http {
         let req_err = |e: reqwest::Error| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) };
         let resp = self.get(url, bearer).header(reqwest::header::ACCEPT, accept).send().await.map_err(req_err)?;
         if !resp.status().is_success() {
-            return Err(HttpError::Status { url: url.to_owned(), status: resp.status().as_u16() });
+            let retry_after = retry_after(resp.headers());
+            return Err(HttpError::Status { url: url.to_owned(), status: resp.status().as_u16(), retry_after });
         }
         let content_type = resp
             .headers()
@@ -366,11 +495,16 @@ impl Http {
             }
             let resp = req.send().await.map_err(|e| Failure::Transient(with_causes(&e)))?;
             let status = resp.status();
-            if status.is_server_error() {
-                return Err(Failure::Transient(format!("HTTP {}", status.as_u16())));
+            if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                let detail = format!("HTTP {}", status.as_u16());
+                return Err(match retry_after(resp.headers()) {
+                    Some(after) => Failure::RetryAfter(detail, after),
+                    None => Failure::Transient(detail),
+                });
             }
             if !status.is_success() {
-                return Err(Failure::Fatal(HttpError::Status { url: url.to_owned(), status: status.as_u16() }));
+                let status = status.as_u16();
+                return Err(Failure::Fatal(HttpError::Status { url: url.to_owned(), status, retry_after: None }));
             }
             let stream = resp.bytes_stream().map(|c| c.map_err(|e| with_causes(&e)));
             Ok(if status == reqwest::StatusCode::PARTIAL_CONTENT {
@@ -379,7 +513,7 @@ impl Http {
                 Opened::Full(stream)
             })
         };
-        download(fetch.cache, digest, size, what, fetch.reporter, open).await
+        download(fetch.cache, digest, size, what, fetch.reporter, &self.options, open).await
     }
 }
 

@@ -18,7 +18,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
     let cache = super::open_cache(&args.cache)?;
     let reporter = TerminalReporter::new(args.json);
-    let net = Net::new()?;
+    let net = Net::new(args.cache.net.options())?;
     let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
     let sources = Sources::new(&spec, fetch);
     let (lock, outcome) = ensure(&sources, &net, &path, refresh)?;

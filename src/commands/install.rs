@@ -29,7 +29,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
         wait: std::time::Duration::from_secs(args.site.wait),
     };
-    let net = Net::new()?;
+    let net = Net::new(crate::fetch::NetOptions::default())?;
     let done = install(&args.bundle, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;

@@ -12,7 +12,7 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
     let path = lock_path(&args.spec, args.lock.as_ref());
     let cache = super::open_cache(&args.cache)?;
     let reporter = TerminalReporter::new(args.json);
-    let net = Net::new()?;
+    let net = Net::new(args.cache.net.options())?;
     let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
     let (lock, outcome) = ensure(&Sources::new(&spec, fetch), &net, &path, Refresh::Always)?;
     let written = outcome == Outcome::Written;

@@ -145,14 +145,16 @@ pub struct Endpoint {
 #[derive(Default)]
 pub struct Registries {
     endpoints: BTreeMap<String, Endpoint>,
+    /// Connect and read timeouts.
+    timeouts: (Duration, Duration),
     open: tokio::sync::Mutex<BTreeMap<String, Arc<Connection>>>,
 }
 
 impl Registries {
     /// Connections over `endpoints` (by `host[:port]`); a registry not named there is HTTPS with
     /// the system roots.
-    pub fn new(endpoints: BTreeMap<String, Endpoint>) -> Self {
-        Self { endpoints, open: tokio::sync::Mutex::default() }
+    pub fn new(endpoints: BTreeMap<String, Endpoint>, timeouts: (Duration, Duration)) -> Self {
+        Self { endpoints, timeouts, open: tokio::sync::Mutex::default() }
     }
 
     /// The connection to `registry`, made now if this is its first use.
@@ -162,13 +164,19 @@ impl Registries {
             return Ok(c.clone());
         }
         let endpoint = self.endpoints.get(registry).cloned().unwrap_or_default();
-        let conn = Arc::new(connect(registry, endpoint.transport, endpoint.ca.as_deref()).await?);
+        let conn = Arc::new(connect(registry, endpoint.transport, endpoint.ca.as_deref(), self.timeouts).await?);
         open.insert(registry.to_owned(), conn.clone());
         Ok(conn)
     }
 }
 
-pub async fn connect(registry: &str, transport: Transport, ca: Option<&Path>) -> Result<Connection, ClientError> {
+/// `timeouts`: connect and read.
+pub async fn connect(
+    registry: &str,
+    transport: Transport,
+    ca: Option<&Path>,
+    timeouts: (Duration, Duration),
+) -> Result<Connection, ClientError> {
     let mut extra = Vec::new();
     if let Some(path) = ca {
         let pem = tokio::fs::read(path).await.map_err(|source| ClientError::CaRead {
@@ -193,8 +201,8 @@ pub async fn connect(registry: &str, transport: Transport, ca: Option<&Path>) ->
     let config = ClientConfig {
         protocol,
         extra_root_certificates: extra,
-        connect_timeout: Some(Duration::from_secs(30)),
-        read_timeout: Some(Duration::from_secs(300)),
+        connect_timeout: Some(timeouts.0),
+        read_timeout: Some(timeouts.1),
         ..ClientConfig::default()
     };
     let client = oci_client::Client::try_from(config)

@@ -76,7 +76,8 @@ pub fn publish(staged: &Path, site: &SiteRegistry, net: &Net) -> Result<Vec<Push
 }
 
 async fn publish_all(staged: &Path, site: &SiteRegistry, images: &[Descriptor]) -> Result<Vec<Pushed>, PublishError> {
-    let conn = connect(&site.host, site.transport, None).await?;
+    let defaults = crate::fetch::NetOptions::default();
+    let conn = connect(&site.host, site.transport, None, (defaults.connect_timeout, defaults.read_timeout)).await?;
     let layout = staged.join("images");
     let mut out = Vec::new();
     for entry in images {

@@ -102,7 +102,9 @@ impl<'a> Sources<'a> {
                 (host.clone(), Endpoint { transport, ca })
             })
             .collect();
-        Self { spec, fetch, registries: crate::oci::Registries::new(endpoints) }
+        let options = fetch.http.options();
+        let timeouts = (options.connect_timeout, options.read_timeout);
+        Self { spec, fetch, registries: crate::oci::Registries::new(endpoints, timeouts) }
     }
 
     /// Resolve every entry of the spec: hash what it names and pin it.
@@ -133,7 +135,10 @@ impl<'a> Sources<'a> {
 impl From<DownloadError<HttpError>> for SourceError {
     fn from(e: DownloadError<HttpError>) -> Self {
         match e {
-            DownloadError::GaveUp { what, detail } => SourceError::Http(HttpError::Request { url: what, detail }),
+            DownloadError::GaveUp { what, detail, attempts } => SourceError::Http(HttpError::Request {
+                url: what,
+                detail: format!("{detail} (after {attempts} tries)"),
+            }),
             DownloadError::Fatal(e) => SourceError::Http(e),
             DownloadError::Cache(e) => SourceError::Cache(e),
         }

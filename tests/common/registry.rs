@@ -1,6 +1,7 @@
 //! A real registry (Debian's `docker-registry`, CNCF distribution) on a free loopback port,
 //! plain HTTP, with htpasswd basic auth, or with TLS from a CA made here. Missing tools fail
 //! the test: `scripts/test.sh` installs them.
+#![allow(dead_code)]
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

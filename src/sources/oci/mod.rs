@@ -20,7 +20,7 @@ use super::{Plan, SourceError, Sources};
 use crate::cache::CacheError;
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
-use crate::fetch::blocking;
+use crate::fetch::{NetOptions, blocking};
 use crate::oci::doc::{self, Descriptor, REF_NAME};
 use crate::oci::{ClientError, Connection, ImageRef};
 use crate::spec::ImageSpec;
@@ -63,7 +63,7 @@ impl Sources<'_> {
                 let image =
                     ImageRef::parse(r).map_err(|detail| ImageError::Manifest { reference: r.clone(), detail })?;
                 let conn = self.registries.get(&image.registry).await?;
-                Ok((Origin::Registry { conn, image }, r.clone()))
+                Ok((Origin::Registry { conn, image, options: *self.fetch.http.options() }, r.clone()))
             }
             (None, Some(layout)) => {
                 let tag = entry.tag.clone().unwrap_or_default();
@@ -86,12 +86,9 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedImage>, SourceEr
 async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedImage, ImageError> {
     let (origin, reference) = sources.image_origin(entry).await?;
     let (bytes, digest) = match &origin {
-        Origin::Registry { conn, image } => {
-            let (bytes, _) = conn
-                .client
-                .pull_manifest_raw(&image.to_client(), &conn.auth, &doc::ACCEPTED)
-                .await
-                .map_err(|e| registry_error(image, &e))?;
+        Origin::Registry { conn, image, options } => {
+            let (bytes, _) =
+                origin::pull_manifest(conn, image, options).await.map_err(|e| registry_error(image, &e))?;
             let digest = Sha256::of_bytes(&bytes);
             if let Some(pinned) = image.digest {
                 check_digest(&reference, pinned, &bytes)?;
@@ -121,7 +118,7 @@ async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedI
         Vec::new()
     };
     let attached = match &origin {
-        Origin::Registry { conn, image } => attachments(conn, image, digest).await?,
+        Origin::Registry { conn, image, options } => attachments(conn, image, digest, options).await?,
         Origin::Layout { .. } => Vec::new(),
     };
     let (source, tag) = entry.source_key();
@@ -138,14 +135,19 @@ async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedI
 }
 
 /// Cosign's `sha256-HEX.{sig,att,sbom}` tags and OCI referrers of an image, where present.
-async fn attachments(conn: &Connection, image: &ImageRef, digest: Sha256) -> Result<Vec<LockedAttachment>, ImageError> {
+async fn attachments(
+    conn: &Connection,
+    image: &ImageRef,
+    digest: Sha256,
+    options: &NetOptions,
+) -> Result<Vec<LockedAttachment>, ImageError> {
     let mut out = Vec::new();
     // Cosign's tags, and the OCI referrers tag schema (`sha256-HEX`: an index of referrers,
     // what registries without the referrers API hold).
     for suffix in [".sig", ".att", ".sbom", ""] {
         let tag = format!("sha256-{digest}{suffix}");
         let at = image.with_tag(tag.clone());
-        match conn.client.pull_manifest_raw(&at.to_client(), &conn.auth, &doc::ACCEPTED).await {
+        match origin::pull_manifest(conn, &at, options).await {
             Ok((bytes, _)) => {
                 let media_type = doc::parse(&bytes)
                     .map_err(|detail| ImageError::Manifest { reference: at.to_string(), detail })?
@@ -161,7 +163,7 @@ async fn attachments(conn: &Connection, image: &ImageRef, digest: Sha256) -> Res
             Err(e) => return Err(registry_error(&at, &e)),
         }
     }
-    out.extend(api_referrers(conn, image, digest, &out).await);
+    out.extend(api_referrers(conn, image, digest, &out, options).await);
     Ok(out)
 }
 
@@ -173,18 +175,21 @@ async fn api_referrers(
     image: &ImageRef,
     digest: Sha256,
     tagged: &[LockedAttachment],
+    options: &NetOptions,
 ) -> Vec<LockedAttachment> {
     let mut covered: BTreeSet<Sha256> = tagged.iter().map(|a| a.digest).collect();
     for a in tagged.iter().filter(|a| doc::is_index(&a.media_type)) {
         let at = image.at_digest(a.digest);
-        if let Ok((bytes, _)) = conn.client.pull_manifest_raw(&at.to_client(), &conn.auth, &doc::ACCEPTED).await
+        if let Ok((bytes, _)) = origin::pull_manifest(conn, &at, options).await
             && let Ok(index) = doc::parse(&bytes)
         {
             covered.extend(index.children.iter().map(|c| c.digest));
         }
     }
     let mut out = Vec::new();
-    match conn.client.pull_referrers(&image.at_digest(digest).to_client(), None).await {
+    let at = image.at_digest(digest).to_client();
+    let referrers = || conn.client.pull_referrers(&at, None);
+    match crate::fetch::with_retries(options, &format!("referrers of {image}"), referrers, origin::retryable).await {
         Ok(index) => {
             for m in index.manifests {
                 let Ok(d) = crate::digest::prefixed::parse(&m.digest) else { continue };

@@ -12,15 +12,51 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use super::ImageError;
 use crate::cache::Cache;
 use crate::digest::Sha256;
-use crate::fetch::{self, DownloadError, Failure, Opened, blocking};
+use crate::fetch::{self, DownloadError, Failure, NetOptions, Opened, Verdict, blocking};
 use crate::oci::doc::{ACCEPTED, Descriptor, MAX_MANIFEST_BYTES};
 use crate::oci::{Connection, ImageRef};
 use crate::progress::Reporter;
 
 #[derive(Clone)]
 pub enum Origin {
-    Registry { conn: Arc<Connection>, image: ImageRef },
-    Layout { dir: PathBuf },
+    /// `options`: how requests to it are retried.
+    Registry {
+        conn: Arc<Connection>,
+        image: ImageRef,
+        options: NetOptions,
+    },
+    Layout {
+        dir: PathBuf,
+    },
+}
+
+/// Whether a registry error is worth another try: 5xx and 429 (as a status or as the
+/// `TOOMANYREQUESTS` error code) and dropped connections. oci-client does not hand over the
+/// response headers, so a registry's `Retry-After` cannot be honoured: backoff only.
+pub fn retryable(e: &OciDistributionError) -> Verdict {
+    match e {
+        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Verdict::Retry,
+        OciDistributionError::ServerError { code, .. } if *code >= 500 || *code == 429 => Verdict::Retry,
+        OciDistributionError::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|e| e.code == OciErrorCode::Toomanyrequests) =>
+        {
+            Verdict::Retry
+        }
+        _ => Verdict::Fatal,
+    }
+}
+
+/// A manifest or index by tag or digest, with its digest header, tried again where
+/// registries fail (`retryable`).
+pub async fn pull_manifest(
+    conn: &Connection,
+    at: &ImageRef,
+    options: &NetOptions,
+) -> Result<(bytes::Bytes, String), OciDistributionError> {
+    let reference = at.to_client();
+    let what = format!("manifest {at}");
+    fetch::with_retries(options, &what, || conn.client.pull_manifest_raw(&reference, &conn.auth, &ACCEPTED), retryable)
+        .await
 }
 
 impl Origin {
@@ -34,14 +70,10 @@ impl Origin {
     /// The manifest or index with this digest, checked.
     pub async fn manifest(&self, digest: Sha256) -> Result<Vec<u8>, ImageError> {
         let bytes = match self {
-            Origin::Registry { conn, image } => {
+            Origin::Registry { conn, image, options } => {
                 let at = image.at_digest(digest);
                 tracing::debug!("GET manifest {at}");
-                let (bytes, _) = conn
-                    .client
-                    .pull_manifest_raw(&at.to_client(), &conn.auth, &ACCEPTED)
-                    .await
-                    .map_err(|e| registry_error(image, &e))?;
+                let (bytes, _) = pull_manifest(conn, &at, options).await.map_err(|e| registry_error(image, &e))?;
                 bytes.to_vec()
             }
             Origin::Layout { dir } => {
@@ -75,7 +107,9 @@ impl Origin {
                 reporter.advance(desc.size);
                 Ok(stored)
             }
-            Origin::Registry { conn, image } => fetch_blob(conn, image, desc, cache, &what, reporter).await,
+            Origin::Registry { conn, image, options } => {
+                fetch_blob(conn, image, desc, cache, &what, reporter, options).await
+            }
         }
     }
 }
@@ -87,6 +121,7 @@ async fn fetch_blob(
     cache: &Cache,
     what: &str,
     reporter: &dyn Reporter,
+    options: &NetOptions,
 ) -> Result<PathBuf, ImageError> {
     let reference = image.to_client();
     let digest = format!("sha256:{}", desc.digest);
@@ -105,10 +140,11 @@ async fn fetch_blob(
             BlobResponse::Full(s) => Opened::Full(chunks(s)),
         })
     };
-    fetch::download(cache, desc.digest, Some(desc.size), what, reporter, open).await.map_err(|e| match e {
-        DownloadError::GaveUp { what, detail } => {
-            ImageError::Registry { reference: image.to_string(), detail: format!("{what}: {detail}") }
-        }
+    fetch::download(cache, desc.digest, Some(desc.size), what, reporter, options, open).await.map_err(|e| match e {
+        DownloadError::GaveUp { what, detail, attempts } => ImageError::Registry {
+            reference: image.to_string(),
+            detail: format!("{what}: {detail} (after {attempts} tries)"),
+        },
         DownloadError::Fatal(e) => e,
         DownloadError::Cache(e) => ImageError::Cache(e),
     })
@@ -116,10 +152,9 @@ async fn fetch_blob(
 
 /// Whether a failure is worth another attempt.
 fn classify(image: &ImageRef, e: &OciDistributionError) -> Failure<ImageError> {
-    match e {
-        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Failure::Transient(e.to_string()),
-        OciDistributionError::ServerError { code, .. } if *code >= 500 => Failure::Transient(e.to_string()),
-        _ => Failure::Fatal(registry_error(image, e)),
+    match retryable(e) {
+        Verdict::Retry | Verdict::RetryAfter(_) => Failure::Transient(e.to_string()),
+        Verdict::Fatal => Failure::Fatal(registry_error(image, e)),
     }
 }
 

@@ -1,0 +1,168 @@
+//! The network as it fails: every source behind `tests/helpers/fault_proxy.py`, a reverse
+//! proxy that answers 503 and then 429 (`Retry-After: 1`) to the first requests of every path,
+//! cuts a body short, or corrupts one. A build host on a bad network still produces a correct
+//! bundle, or none.
+
+#[path = "common/apt.rs"]
+mod apt;
+mod common;
+#[path = "common/http.rs"]
+mod http;
+#[path = "common/registry.rs"]
+mod registry;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use http::HttpServer;
+use registry::{Mode, Registry};
+
+/// The proxy in front of `upstream`, with `faults` (see the helper).
+fn proxy(upstream: &str, faults: &[&str]) -> HttpServer {
+    let dir = std::env::temp_dir();
+    let script = helper("fault_proxy.py");
+    let faults: Vec<String> = faults.iter().map(|f| (*f).to_owned()).collect();
+    HttpServer::spawn(&dir, move |port| [vec![script, port.to_string(), upstream.to_owned()], faults].concat())
+}
+
+fn host(url: &str) -> &str {
+    url.trim_start_matches("http://")
+}
+
+fn write_spec(dir: &Path, body: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let spec = dir.join("airlock.toml");
+    std::fs::write(&spec, format!("[bundle]\nname = \"faults\"\nversion = \"1.0.0\"\n\n{body}")).unwrap();
+    spec
+}
+
+fn airlock_in(dir: &Path, args: &[&str]) -> Run {
+    run(airlock()
+        .env("AIRLOCK_CACHE", dir.join("cache"))
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env("HOME", dir)
+        .env("SOURCE_DATE_EPOCH", EPOCH)
+        .args(args))
+}
+
+#[test]
+fn every_source_survives_503_and_429_on_the_first_requests_of_every_path() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    // A registry, a pip index, an apt repository and a plain file server, each behind a
+    // proxy that fails the first two requests of every path.
+    let upstream = Registry::start(Mode::Plain);
+    upstream.push("app/x", "1.0", &[]);
+    let pkgs = t.path().join("pkgs");
+    std::fs::create_dir_all(&pkgs).unwrap();
+    make_wheel(&pkgs, "flaky_pkg", "1.0", "py3-none-any");
+    let index = HttpServer::spawn(&pkgs, |_| {
+        [helper("pypiserver_on.py"), "--hash-algo".into(), "sha256".into(), ".".into()].to_vec()
+    });
+    let repo = apt::signed_repo();
+    let files = t.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let firmware = pattern(300_000, 7);
+    std::fs::write(files.join("fw.bin"), &firmware).unwrap();
+    let file_server = HttpServer::start(&files);
+    let (reg, pip, debs, web) = (
+        proxy(&upstream.url(), &["--flaky"]),
+        proxy(&index.url, &["--flaky"]),
+        proxy(&repo.server.url, &["--flaky"]),
+        proxy(&file_server.url, &["--flaky"]),
+    );
+    let spec = write_spec(
+        &t.path().join("p"),
+        &format!(
+            "[registries.\"{reg}\"]\ninsecure = true\n\n[[image]]\nref = \"{reg}/app/x:1.0\"\n\n\
+             [[wheel]]\nindex = \"{pip}/simple\"\nrequirements = [\"flaky-pkg==1.0\"]\n\n\
+             [[deb]]\nrepo = \"{debs}\"\nsuite = \"stable\"\ncomponents = [\"main\"]\narch = \"amd64\"\npackages = [\"hello-airlock=2.10-3\"]\nkeyring = \"{}\"\n\n\
+             [[file]]\nname = \"fw.bin\"\nsource = \"{web}/fw.bin\"\nsha256 = \"{}\"\n",
+            repo.dir.path().join("keyring.asc").display(),
+            Sha256Hex(&firmware),
+            reg = host(&reg.url),
+            pip = pip.url,
+            debs = debs.url,
+            web = web.url,
+        ),
+    );
+    let bundle = t.path().join("b.airlock");
+    // `--retries 2`: the two failures of each path and no more; they follow Retry-After.
+    let r =
+        airlock_in(t.path(), &["build", s(&spec), "--retries", "2", "--key", s(&keys.private), "--out", s(&bundle)]);
+    let r = r.ok();
+    assert!(r.stderr.contains("503") && r.stderr.contains("429"), "the failures were seen and retried: {}", r.stderr);
+    airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+    let inspect = airlock_run(&["inspect", s(&bundle), "--json"]).ok().json();
+    let kinds: Vec<&str> =
+        inspect["artifacts"].as_array().unwrap().iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["image", "wheel", "deb", "file"]);
+
+    // With fewer tries than failures, the build fails, naming the request, and writes nothing.
+    std::fs::remove_dir_all(t.path().join("cache")).unwrap();
+    let fresh = proxy(&file_server.url, &["--flaky"]);
+    let spec = write_spec(
+        &t.path().join("q"),
+        &format!(
+            "[[file]]\nname = \"fw.bin\"\nsource = \"{}/fw.bin\"\nsha256 = \"{}\"\n",
+            fresh.url,
+            Sha256Hex(&firmware)
+        ),
+    );
+    let out = t.path().join("none.airlock");
+    let r = airlock_in(t.path(), &["build", s(&spec), "--retries", "1", "--key", s(&keys.private), "--out", s(&out)]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("fw.bin") && r.stderr.contains("after 2 tries"), "{}", r.stderr);
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_body_cut_short_is_resumed_and_a_corrupted_one_fails_and_leaves_the_cache_clean() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let files = t.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let firmware = pattern(2_000_000, 9);
+    std::fs::write(files.join("fw.bin"), &firmware).unwrap();
+    let server = HttpServer::start(&files);
+    let spec_for = |dir: &str, url: &str| {
+        write_spec(
+            &t.path().join(dir),
+            &format!("[[file]]\nname = \"fw.bin\"\nsource = \"{url}/fw.bin\"\nsha256 = \"{}\"\n", Sha256Hex(&firmware)),
+        )
+    };
+
+    let cut = proxy(&server.url, &["--truncate", "fw.bin"]);
+    let bundle = t.path().join("b.airlock");
+    let r =
+        airlock_in(t.path(), &["build", s(&spec_for("p", &cut.url)), "--key", s(&keys.private), "--out", s(&bundle)])
+            .ok();
+    assert!(r.stderr.contains("from byte"), "resumed with a Range request: {}", r.stderr);
+    airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+    let staged = t.path().join("x");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&staged)]).ok();
+    assert_eq!(std::fs::read(staged.join("current/files/fw.bin")).unwrap(), firmware);
+
+    std::fs::remove_dir_all(t.path().join("cache")).unwrap();
+    let bad = proxy(&server.url, &["--corrupt", "fw.bin"]);
+    let out = t.path().join("bad.airlock");
+    let r = airlock_in(t.path(), &["build", s(&spec_for("q", &bad.url)), "--key", s(&keys.private), "--out", s(&out)]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let expected = Sha256Hex(&firmware).to_string();
+    assert!(r.stderr.contains(&expected), "names the expected digest: {}", r.stderr);
+    assert!(!out.exists());
+    let cache = t.path().join("cache");
+    let left: Vec<_> =
+        walkdir::WalkDir::new(&cache).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).collect();
+    assert!(left.is_empty(), "nothing unverified stays in the cache: {left:?}");
+}
+
+/// The lower-case hex sha256 of some bytes.
+struct Sha256Hex<'a>(&'a [u8]);
+
+impl std::fmt::Display for Sha256Hex<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&airlock::digest::Sha256::of_bytes(self.0).to_string())
+    }
+}

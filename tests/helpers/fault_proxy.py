@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""A reverse proxy that fails the way real registries and mirrors fail:
+fault_proxy.py PORT UPSTREAM [--flaky] [--truncate SUBSTR] [--corrupt SUBSTR]
+
+--flaky         the first request of every path answers 503, the second 429 with
+                `Retry-After: 1`; the third is forwarded.
+--truncate S    the first full GET of a path containing S sends the headers with the full
+                Content-Length, half the body, and closes the connection.
+--corrupt S     every GET of a path containing S has one byte of its body flipped.
+Everything else (method, path, headers, body) is forwarded to UPSTREAM as is. Counts of what
+was done are printed on stderr."""
+import http.client, sys, threading, urllib.parse
+import quiet_http
+
+port, upstream = sys.argv[1], urllib.parse.urlsplit(sys.argv[2])
+args = sys.argv[3:]
+flaky = "--flaky" in args
+truncate = args[args.index("--truncate") + 1] if "--truncate" in args else None
+corrupt = args[args.index("--corrupt") + 1] if "--corrupt" in args else None
+seen, lock = {}, threading.Lock()
+
+
+class Proxy(quiet_http.Handler):
+    protocol_version = "HTTP/1.1"
+
+    def forward(self):
+        with lock:
+            n = seen.get((self.command, self.path), 0)
+            seen[(self.command, self.path)] = n + 1
+        if flaky and n == 0:
+            return self.fail(503, {})
+        if flaky and n == 1:
+            return self.fail(429, {"Retry-After": "1"})
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        headers["Host"] = upstream.netloc
+        conn.request(self.command, self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        first_full = self.command == "GET" and "Range" not in self.headers and n == (2 if flaky else 0)
+        cut = truncate and truncate in self.path and first_full and len(data) > 1 and resp.status == 200
+        if corrupt and corrupt in self.path and self.command == "GET" and data:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        if cut:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data[: len(data) // 2] if cut else data)
+        if cut:
+            self.wfile.flush()
+            self.close_connection = True
+            print(f"truncated {self.path}", file=sys.stderr, flush=True)
+
+    def fail(self, code, headers):
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
+
+quiet_http.serve(port, Proxy)
