@@ -275,8 +275,20 @@ fn encrypted_keys_work_and_a_wrong_passphrase_is_a_clear_error() {
     let r = build_with(None).code(1);
     assert!(r.stderr.contains("set AIRLOCK_KEY_PASSWORD"), "{}", r.stderr);
     assert!(!out.exists());
-    build_with(Some("s3cret")).ok();
+    let r = build_with(Some("s3cret")).ok();
+    assert!(!r.stderr.contains("readable by others"), "a 0600 key draws no warning: {}", r.stderr);
     airlock_run(&["verify", s(&out), "--trust", s(&dir.join("enc.pub"))]).ok();
+    // The passphrase decrypts in memory only: no key file but the encrypted one, ever.
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(std::fs::read_to_string(dir.join("enc.key")).unwrap(), key, "the key file is unchanged");
+    // A private key others can read still works, with a warning that says what to do.
+    let shared = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    std::fs::set_permissions(dir.join("enc.key"), shared).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let r = build_with(Some("s3cret")).ok();
+    assert!(r.stderr.contains("readable by others (mode 644): `chmod 600"), "{}", r.stderr);
 
     // keygen never overwrites a key.
     let r = airlock_run(&["keygen", "--out-dir", s(&dir), "--name", "enc"]).code(1);

@@ -78,10 +78,27 @@ fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KeyError> {
     f.sync_all().map_err(wrap)
 }
 
+/// A private key file that group or others can read is a key others may have copied: say so
+/// (ssh refuses such keys; a build host migrating keys would rather be told than stopped).
+fn warn_if_shared(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            "private key `{}` is readable by others (mode {:o}): `chmod 600 {}`",
+            path.display(),
+            meta.permissions().mode() & 0o777,
+            path.display()
+        );
+    }
+}
+
 impl SigningKey {
     /// Load a private key file; `password` is needed for (and only for) encrypted keys.
     pub fn load(path: &Path, password: Option<&[u8]>) -> Result<Self, KeyError> {
         let text = std::fs::read(path).map_err(|source| KeyError::Read { path: path.to_owned(), source })?;
+        warn_if_shared(path);
         let format_err =
             |detail: String| KeyError::Format { path: path.to_owned(), expected: "private key PEM", detail };
         let block = pem::parse(&text).map_err(|e| format_err(e.to_string()))?;

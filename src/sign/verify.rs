@@ -33,6 +33,10 @@ impl TrustedKey {
         if block.tag() != "PUBLIC KEY" {
             return Err(format_err(format!("unexpected PEM label `{}`", block.tag())));
         }
+        // The curve and the point are checked before the key is used: a P-384 key, or a point
+        // that is not on P-256 (an invalid-curve attack), is refused here with what it is.
+        <p256::PublicKey as p256::pkcs8::DecodePublicKey>::from_public_key_der(block.contents())
+            .map_err(|e| format_err(format!("not a valid ECDSA P-256 public key ({e})")))?;
         let key = CosignVerificationKey::from_der(block.contents(), &SigningScheme::ECDSA_P256_SHA256_ASN1)
             .map_err(|e| format_err(e.to_string()))?;
         let spki_der = block.contents().to_vec();
@@ -60,6 +64,27 @@ impl TrustedKey {
 mod tests {
     use super::super::{SigningKey, generate};
     use super::*;
+
+    #[test]
+    fn public_keys_of_another_curve_or_off_the_curve_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = generate(dir.path(), "a", None).unwrap();
+        let pem_text = std::fs::read_to_string(&a.public_path).unwrap();
+        let mut der = pem::parse(&pem_text).unwrap().contents().to_vec();
+        // The SPKI ends with the uncompressed point 04 || X || Y: move Y off the curve.
+        let last = der.len() - 1;
+        der[last] ^= 0x01;
+        let off = dir.path().join("off.pub");
+        std::fs::write(&off, pem::encode(&pem::Pem::new("PUBLIC KEY", der))).unwrap();
+        let err = TrustedKey::load(&off).unwrap_err().to_string();
+        assert!(err.contains("not a valid ECDSA P-256 public key"), "{err}");
+        // A P-384 key (secp384r1 SPKI, from openssl).
+        let p384 = "-----BEGIN PUBLIC KEY-----\nMHYwEAYHKoZIzj0CAQYFK4EEACIDYgAE5cIHALYh/JMK/KqdhJHR19Hj3/8rysTH\ntFOcZ3t7Mr/Ps/v1rhRM8a2ADYL8eEenFuWQA/JreK8kCCF16d8BHNp8wOPY5gZt\nK9pjaKeBo+g94ZnkAW41JWbBq0KeMVb8\n-----END PUBLIC KEY-----\n";
+        let p384_path = dir.path().join("p384.pub");
+        std::fs::write(&p384_path, p384).unwrap();
+        let err = TrustedKey::load(&p384_path).unwrap_err().to_string();
+        assert!(err.contains("not a valid ECDSA P-256 public key"), "{err}");
+    }
 
     #[test]
     fn sign_verify_round_trip_is_deterministic_and_key_bound() {
