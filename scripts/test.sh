@@ -8,7 +8,8 @@ cd "$repo"
 # Command -> Debian package. System tests fail (never skip) without these.
 declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [python3]=python3 [jq]=jq
   [docker-registry]=docker-registry [skopeo]=skopeo [htpasswd]=apache2-utils
-  [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt)
+  [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt
+  [unshare]=util-linux [mount]=mount)
 missing=()
 for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")

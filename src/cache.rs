@@ -19,7 +19,7 @@ use crate::failure::{Class, Classify};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    #[error("cache I/O failed at `{}`", path.display())]
+    #[error("cache I/O failed at `{}`: {source}", path.display())]
     Io {
         path: PathBuf,
         #[source]

@@ -304,24 +304,37 @@ where
     let result = loop {
         attempt += 1;
         let mut receiving = Receiving::open(cache, digest, what).await?;
+        // A failure of the network is worth another try; a failure of the cache (a full disk,
+        // no permission) is not: it is fatal now, and its partial file goes.
+        let mut cache_failed = None;
         let outcome = async {
             let offset = receiving.offset();
             let mut stream = match open(offset).await? {
                 Opened::Partial(s) => s,
                 Opened::Full(s) => {
-                    receiving.restart().await.map_err(|e| Failure::Transient(e.to_string()))?;
+                    if let Err(e) = receiving.restart().await {
+                        cache_failed = Some(e);
+                        return Err(Failure::Transient(String::new()));
+                    }
                     s
                 }
             };
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(Failure::Transient)?;
-                receiving.write(&chunk).await.map_err(|e| Failure::Transient(e.to_string()))?;
+                if let Err(e) = receiving.write(&chunk).await {
+                    cache_failed = Some(e);
+                    return Err(Failure::Transient(String::new()));
+                }
                 reporter.advance(chunk.len() as u64);
                 reporter.item_advance(&key, chunk.len() as u64);
             }
             Ok(())
         }
         .await;
+        if let Some(e) = cache_failed {
+            drop(receiving); // removes the partial file
+            break Err(DownloadError::Cache(e));
+        }
         let (detail, after) = match outcome {
             Ok(()) => break receiving.commit(size).await.map_err(DownloadError::from),
             Err(Failure::Fatal(e)) => break Err(DownloadError::Fatal(e)),
