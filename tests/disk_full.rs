@@ -7,6 +7,7 @@ mod common;
 #[path = "common/http.rs"]
 mod http;
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
@@ -66,11 +67,11 @@ fn building_onto_a_full_disk_leaves_nothing() {
 
     // The cache on the small disk: a download that cannot be stored fails, and nothing
     // half-written stays.
-    let served = t.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
+    let www = t.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
     let big = pattern(3 << 20, 6);
-    std::fs::write(served.join("big.bin"), &big).unwrap();
-    let server = http::HttpServer::start(&served);
+    std::fs::write(www.join("big.bin"), &big).unwrap();
+    let server = http::HttpServer::start(&www);
     let q = t.path().join("q");
     std::fs::create_dir_all(&q).unwrap();
     let digest = airlock::digest::Sha256::of_bytes(&big);
@@ -104,7 +105,7 @@ fn installing_onto_a_full_disk_activates_nothing() {
     let mut spec = String::from("[bundle]\nname = \"many\"\nversion = \"1.0.0\"\n");
     for i in 0..300 {
         std::fs::write(p.join(format!("f/{i}.txt")), format!("file {i}\n")).unwrap();
-        spec.push_str(&format!("\n[[file]]\nname = \"f{i}.txt\"\nsource = \"f/{i}.txt\"\n"));
+        let _ = write!(spec, "\n[[file]]\nname = \"f{i}.txt\"\nsource = \"f/{i}.txt\"\n");
     }
     std::fs::write(p.join("airlock.toml"), spec).unwrap();
     let bundle = t.path().join("many.airlock");
