@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Mutation campaigns against the bundle reader, the manifest parser and the spec parser, on
+# stable Rust (tests/fuzz.rs): DURATION seconds per target with fresh random seeds, under a
+# 4 GiB address-space limit, so that unbounded memory fails like a panic does. An input that
+# fails is kept in target/fuzz-crashes/TARGET-SEED.bin (and its seed printed: rerun it with
+# AIRLOCK_FUZZ_SEED) and becomes a regression test.
+#   scripts/fuzz.sh 600        ten minutes per target
+set -euo pipefail
+duration=${1:?usage: scripts/fuzz.sh DURATION_SECONDS}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+cargo test --locked --test fuzz --no-run
+ulimit -v $((4 << 20))
+for target in fuzz_bundle_reader fuzz_manifest_parser fuzz_spec_parser; do
+  echo "==> $target for ${duration} s"
+  AIRLOCK_FUZZ_SECS=$duration cargo test --locked --test fuzz -- --ignored --exact "$target" --nocapture --test-threads=1 \
+    2>&1 | grep -E 'fuzz (reader|manifest|spec):|^test result|seed [0-9]+:|panicked'
+done
