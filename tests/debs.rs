@@ -240,6 +240,12 @@ fn a_dependency_closure_is_locked_with_reasons_carried_and_apt_installs_it_over_
     let spec = closure_spec(&p, url, &keyring, app, "base_status = \"status\"\n");
     with(&["lock", s(&spec)]).ok();
     assert_eq!(locked_closure(&p.join("airlock.lock")), expected(None));
+    // The lock remembers the base by digest: a target that changed makes it stale.
+    std::fs::write(p.join("status"), base_status("0.9")).unwrap();
+    let stale = t.path().join("stale.airlock");
+    let out = with(&["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&stale)]).code(1);
+    assert!(out.stderr.contains("base status `status` changed since it was locked"), "{}", out.stderr);
+    std::fs::write(p.join("status"), base_status("1.0")).unwrap();
 
     // No status file: the suite's Priority: required packages are the base.
     let q = t.path().join("q");

@@ -43,7 +43,7 @@ pub fn ensure(
 ) -> Result<(LockFile, Outcome), BuildError> {
     let existing = LockFile::load(path)?;
     let stale = existing.as_ref().map_or(Some("no lock file".to_owned()), |l| {
-        l.lock.stale_reason(&sources.spec.spec).or_else(|| l.lock.stale_lockfiles(sources.spec.base_dir()))
+        l.lock.stale_reason(&sources.spec.spec).or_else(|| l.lock.stale_inputs(sources.spec.base_dir()))
     });
     match (refresh, existing, stale) {
         (Refresh::Never, None, _) => Err(LockError::Missing { path: path.to_owned() }.into()),

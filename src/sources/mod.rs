@@ -113,7 +113,7 @@ impl<'a> Sources<'a> {
         lock.image = oci::resolve(self).await?;
         lock.wheel = pypi::resolve(self).await?;
         lock.model = hf::resolve(self).await?;
-        lock.deb = apt::resolve(self).await?;
+        (lock.deb, lock.deb_base) = apt::resolve(self).await?;
         lock.file = file::resolve(self).await?;
         Ok(lock)
     }

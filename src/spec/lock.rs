@@ -25,10 +25,22 @@ pub struct Lock {
     pub wheel: Vec<LockedWheel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deb: Vec<LockedDeb>,
+    /// The dpkg status files closures were resolved over (`base_status`), by digest: a
+    /// changed base makes the lock stale.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deb_base: Vec<LockedBase>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model: Vec<LockedModel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file: Vec<LockedFile>,
+}
+
+/// A target's dpkg status file, as the spec names it, and its digest when the lock was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedBase {
+    pub path: String,
+    pub sha256: Sha256,
 }
 
 /// A Debian package pinned to the file its signed repository index names.
@@ -211,6 +223,7 @@ impl Lock {
             image: Vec::new(),
             wheel: Vec::new(),
             deb: Vec::new(),
+            deb_base: Vec::new(),
             model: Vec::new(),
             file: Vec::new(),
         }
@@ -295,15 +308,18 @@ impl Lock {
             .map(|(_, r)| format!("locked wheel requirement `{r}` is no longer in the spec"))
     }
 
-    /// A `[[wheel]]` lock file whose bytes changed since this lock was made (paths relative
-    /// to `base_dir`, the spec's directory).
-    pub fn stale_lockfiles(&self, base_dir: &Path) -> Option<String> {
-        let recorded: BTreeMap<&str, Sha256> =
+    /// An input file read at lock time — a `[[wheel]]` lock file, a `[[deb]]` base status —
+    /// whose bytes changed since (paths relative to `base_dir`, the spec's directory).
+    pub fn stale_inputs(&self, base_dir: &Path) -> Option<String> {
+        let lockfiles: BTreeMap<&str, Sha256> =
             self.wheel.iter().filter_map(|w| Some((w.lockfile.as_deref()?, w.lockfile_sha256?))).collect();
-        recorded.into_iter().find_map(|(file, digest)| {
-            let now = std::fs::read(base_dir.join(file)).ok().map(|b| Sha256::of_bytes(&b));
-            (now != Some(digest)).then(|| format!("`[[wheel]]` lock file `{file}` changed since it was locked"))
-        })
+        let bases = self.deb_base.iter().map(|b| (b.path.as_str(), b.sha256, "`[[deb]]` base status"));
+        lockfiles.into_iter().map(|(p, d)| (p, d, "`[[wheel]]` lock file")).chain(bases).find_map(
+            |(file, digest, what)| {
+                let now = std::fs::read(base_dir.join(file)).ok().map(|b| Sha256::of_bytes(&b));
+                (now != Some(digest)).then(|| format!("{what} `{file}` changed since it was locked"))
+            },
+        )
     }
 
     fn stale_debs(&self, spec: &Spec) -> Option<String> {
@@ -322,6 +338,16 @@ impl Lock {
             .collect();
         if let Some((_, _, _, p)) = wanted.difference(&locked).next() {
             return Some(format!("`[[deb]]` package `{p}` is not locked"));
+        }
+        let bases: std::collections::BTreeSet<String> = spec
+            .deb
+            .iter()
+            .filter(|d| d.get_ref().resolve)
+            .filter_map(|d| Some(d.get_ref().base_status.as_ref()?.display().to_string()))
+            .collect();
+        let locked_bases: std::collections::BTreeSet<String> = self.deb_base.iter().map(|b| b.path.clone()).collect();
+        if bases != locked_bases {
+            return Some("the `[[deb]]` base status files changed".to_owned());
         }
         let resolving = spec.deb.iter().any(|d| d.get_ref().resolve);
         if let Some(d) = self.deb.iter().find(|d| !resolving && !d.required_by.is_empty()) {

@@ -26,7 +26,7 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::fetch::{Http, HttpError, Wanted, blocking};
 use crate::member_path::MemberPath;
-use crate::spec::lock::{LockFile, LockedDeb};
+use crate::spec::lock::{LockFile, LockedBase, LockedDeb};
 use crate::spec::{DebPin, DebSpec};
 
 const MAX_INDEX: u64 = 256 << 20;
@@ -327,19 +327,23 @@ fn read_error(url: &str, e: ReadError) -> DebError {
 /// Every `[[deb]]` entry pinned. Entries of one architecture are resolved together: a vendor
 /// repository's packages may depend on the distribution archive's, and a package one entry
 /// carries satisfies another's dependency.
-pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedDeb>, SourceError> {
+pub async fn resolve(sources: &Sources<'_>) -> Result<(Vec<LockedDeb>, Vec<LockedBase>), SourceError> {
     let entries: Vec<&DebSpec> = sources.spec.spec.deb.iter().map(toml::Spanned::get_ref).collect();
     let mut loaded = Vec::new();
     for entry in &entries {
         loaded.push(Arc::new(load(sources, entry).await?));
     }
     let arches: BTreeSet<&str> = entries.iter().map(|e| e.arch.as_str()).collect();
-    let mut out = Vec::new();
+    let (mut out, mut bases) = (Vec::new(), Vec::new());
     for arch in arches {
         let group: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].arch == arch).collect();
-        out.extend(resolve_arch(sources, &entries, &loaded, &group).await?);
+        let (locked, base) = resolve_arch(sources, &entries, &loaded, &group).await?;
+        out.extend(locked);
+        bases.extend(base);
     }
-    Ok(out)
+    bases.sort_by(|a: &LockedBase, b| a.path.cmp(&b.path));
+    bases.dedup();
+    Ok((out, bases))
 }
 
 /// The packages of every index of `group`'s entries for the entries' architecture (and
@@ -369,24 +373,35 @@ async fn universe(entries: &[&DebSpec], loaded: &[Arc<Vec<Index>>], group: &[usi
     Ok(Universe::new(pkgs))
 }
 
-/// The target's base: its dpkg status files, or with none the suites' `Priority: required`.
-async fn base(sources: &Sources<'_>, entries: &[&DebSpec], universe: &Universe) -> Result<Vec<Pkg>, DebError> {
+/// The target's base: its dpkg status files (with their digests, for the lock), or with
+/// none the suites' `Priority: required`.
+async fn base(
+    sources: &Sources<'_>,
+    entries: &[&DebSpec],
+    universe: &Universe,
+) -> Result<(Vec<Pkg>, Vec<LockedBase>), DebError> {
     let mut base = Vec::new();
-    let paths: BTreeSet<PathBuf> =
-        entries.iter().filter_map(|e| e.base_status.as_ref()).map(|p| sources.spec.base_dir().join(p)).collect();
-    if paths.is_empty() {
-        return Ok(universe.required(&entries[0].arch));
+    let mut files = Vec::new();
+    let named: BTreeSet<&PathBuf> = entries.iter().filter_map(|e| e.base_status.as_ref()).collect();
+    if named.is_empty() {
+        return Ok((universe.required(&entries[0].arch), files));
     }
-    for path in paths {
+    for name in named {
+        let path = sources.spec.base_dir().join(name);
         let status = path.clone();
         let read = blocking(move || {
             let file = std::fs::File::open(&status).map_err(|e| e.to_string())?;
-            index::read_status(file)
+            let mut hashing = crate::digest::HashingReader::new(file);
+            let pkgs = index::read_status(&mut hashing)?;
+            std::io::copy(&mut hashing, &mut std::io::sink()).map_err(|e| e.to_string())?;
+            Ok::<_, String>((pkgs, hashing.finish().0))
         })
         .await;
-        base.extend(read.map_err(|detail| DebError::Base { path, detail })?);
+        let (pkgs, sha256) = read.map_err(|detail| DebError::Base { path, detail })?;
+        base.extend(pkgs);
+        files.push(LockedBase { path: name.display().to_string(), sha256 });
     }
-    Ok(base)
+    Ok((base, files))
 }
 
 async fn resolve_arch(
@@ -394,7 +409,7 @@ async fn resolve_arch(
     entries: &[&DebSpec],
     loaded: &[Arc<Vec<Index>>],
     group: &[usize],
-) -> Result<Vec<LockedDeb>, SourceError> {
+) -> Result<(Vec<LockedDeb>, Vec<LockedBase>), SourceError> {
     let universe = universe(entries, loaded, group).await?;
     let arch = entries[group[0]].arch.as_str();
     // What each entry asks for, from its own repository's indexes.
@@ -430,7 +445,8 @@ async fn resolve_arch(
         }
     }
     let resolving: Vec<&DebSpec> = group.iter().map(|&i| entries[i]).filter(|e| e.resolve).collect();
-    let base = if resolving.is_empty() { Vec::new() } else { base(sources, &resolving, &universe).await? };
+    let (base, base_files) =
+        if resolving.is_empty() { (Vec::new(), Vec::new()) } else { base(sources, &resolving, &universe).await? };
     let request = Request { roots: roots.iter().map(|&(p, follow, _)| (p, follow)).collect(), base: &base, arch };
     let chosen = closure::resolve(&universe, &request)
         .map_err(|e| DebError::Unsolvable { arch: arch.to_owned(), detail: e.to_string() })?;
@@ -454,7 +470,7 @@ async fn resolve_arch(
         };
         out.push(lock_one(sources, entry, package, &stanza, c.required_by.iter().cloned().collect()).await?);
     }
-    Ok(out)
+    Ok((out, base_files))
 }
 
 /// The upstream stanzas of the chosen packages, from a second streaming pass over the
