@@ -496,6 +496,30 @@ fn cases(fx: &Fixture) -> Vec<Case> {
         members.extend(listed.iter().map(|(p, d)| file(p, d)));
         v.push(case(name, zstd(&tar_bytes(&members, &[])), &["invalid manifest", expect]));
     }
+    // Found by scripts/fuzz.sh: DSSE does not sign the envelope's `keyid` or its layout, and a
+    // changed byte there verified, so the site received a provenance member the build never
+    // wrote.
+    for (name, alter) in [
+        (
+            "provenance keyid altered",
+            &(|e: &str, id: &str| e.replacen(&id[..6], "ffffff", 1)) as &dyn Fn(&str, &str) -> String,
+        ),
+        ("provenance envelope re-formatted", &|e: &str, _: &str| e.replacen("\":", "\": ", 1)),
+    ] {
+        let m = manifest_for(&fx.key, &[("files/a", A)]);
+        let bytes = m.canonical_bytes();
+        let statement = airlock::attest::provenance::statement(&m, Sha256::of_bytes(&bytes), "airlock.toml");
+        let envelope = String::from_utf8(airlock::attest::provenance::envelope(&statement, &fx.key)).unwrap();
+        let altered = alter(&envelope, &fx.key.key_id().to_string());
+        assert_ne!(altered, envelope);
+        let mut members = head_and_sbom(&fx.key, &bytes);
+        members.extend([file("airlock/provenance.dsse.json", altered.as_bytes()), file("files/a", A)]);
+        v.push(case(
+            name,
+            zstd(&tar_bytes(&members, &[])),
+            &["airlock/provenance.dsse.json", "provenance does not verify"],
+        ));
+    }
     v.push(case("the good bundle, for contrast", zstd(&tar_bytes(&good(fx), &[])), &[]));
     v
 }

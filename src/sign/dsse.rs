@@ -66,8 +66,21 @@ pub struct Opened {
 }
 
 /// Check that the envelope carries `payload_type` and that at least one trusted key signed it.
+///
+/// DSSE signs the payload and its type, not the envelope around them: its `keyid` and its
+/// JSON layout are not covered. airlock writes envelopes in canonical JSON with each
+/// signature's key id, so it requires exactly that on reading — the canonical form, and a
+/// `keyid` that is the id of the key whose signature verified — and an envelope whose unsigned
+/// bytes were altered is refused, not carried to the site as different bytes. (Found by
+/// `scripts/fuzz.sh`: a changed character in `keyid` verified.)
 pub fn open(bytes: &[u8], payload_type: &str, trusted: &[TrustedKey]) -> Result<Opened, DsseError> {
     let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| DsseError::Format(e.to_string()))?;
+    let canonical = serde_json_canonicalizer::to_vec(&envelope).map_err(|e| DsseError::Format(e.to_string()))?;
+    if canonical != bytes {
+        return Err(DsseError::Format(
+            "not in canonical JSON (RFC 8785) as airlock writes it: the envelope was altered".into(),
+        ));
+    }
     if envelope.payload_type != payload_type {
         return Err(DsseError::PayloadType { expected: payload_type.to_owned(), actual: envelope.payload_type });
     }
@@ -76,7 +89,10 @@ pub fn open(bytes: &[u8], payload_type: &str, trusted: &[TrustedKey]) -> Result<
     let signed = pae(payload_type, &payload);
     let signers: Vec<KeyId> = trusted
         .iter()
-        .filter(|k| envelope.signatures.iter().any(|s| k.verify_blob(&signed, s.sig.as_bytes()).is_ok()))
+        .filter(|k| {
+            let id = k.key_id().to_string();
+            envelope.signatures.iter().any(|s| s.keyid == id && k.verify_blob(&signed, s.sig.as_bytes()).is_ok())
+        })
         .map(|k| k.key_id().clone())
         .collect();
     if signers.is_empty() {
@@ -104,5 +120,11 @@ mod tests {
         assert_eq!(open(&sealed, "application/x-test", &other).unwrap_err(), DsseError::Untrusted);
         assert_eq!(payload_unverified(&sealed).unwrap(), b"{\"x\":1}");
         assert!(matches!(open(b"not json", "application/x-test", &trusted), Err(DsseError::Format(_))));
+        // The unsigned parts of the envelope are held to what airlock writes.
+        let text = String::from_utf8(sealed.clone()).unwrap();
+        let altered_id = text.replacen(&a.key_id.to_string()[..8], "00000000", 1);
+        assert_eq!(open(altered_id.as_bytes(), "application/x-test", &trusted).unwrap_err(), DsseError::Untrusted);
+        let spaced = text.replacen(':', ": ", 1);
+        assert!(matches!(open(spaced.as_bytes(), "application/x-test", &trusted), Err(DsseError::Format(_))));
     }
 }
