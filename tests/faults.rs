@@ -36,16 +36,6 @@ fn write_spec(dir: &Path, body: &str) -> PathBuf {
     spec
 }
 
-fn airlock_in(dir: &Path, args: &[&str]) -> Run {
-    run(airlock()
-        .env("AIRLOCK_CACHE", dir.join("cache"))
-        .env("DOCKER_CONFIG", dir.join("docker"))
-        .env_remove("REGISTRY_AUTH_FILE")
-        .env("HOME", dir)
-        .env("SOURCE_DATE_EPOCH", EPOCH)
-        .args(args))
-}
-
 #[test]
 fn every_source_survives_503_and_429_on_the_first_requests_of_every_path() {
     let t = tempfile::tempdir().unwrap();

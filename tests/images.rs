@@ -25,17 +25,6 @@ fn insecure(reg: &Registry) -> String {
     format!("[registries.\"{}\"]\ninsecure = true\n\n", reg.host)
 }
 
-/// Runs airlock with a cache and docker config inside the test's directory.
-fn airlock_in(dir: &Path, args: &[&str]) -> Run {
-    run(airlock()
-        .env("AIRLOCK_CACHE", dir.join("cache"))
-        .env("DOCKER_CONFIG", dir.join("docker"))
-        .env_remove("REGISTRY_AUTH_FILE")
-        .env("HOME", dir)
-        .env("SOURCE_DATE_EPOCH", EPOCH)
-        .args(args))
-}
-
 /// Write `dir/docker/config.json` (what `airlock_in` points `DOCKER_CONFIG` at) with the test
 /// registries' credentials for each of `hosts`.
 fn docker_config(dir: &Path, hosts: &[&str]) {

@@ -64,6 +64,19 @@ pub fn airlock_run(args: &[&str]) -> Run {
     run(airlock().args(args))
 }
 
+/// Runs airlock with its cache, docker config and home inside the test's directory `dir`,
+/// and a fixed `SOURCE_DATE_EPOCH`.
+#[allow(dead_code)]
+pub fn airlock_in(dir: &Path, args: &[&str]) -> Run {
+    run(airlock()
+        .env("AIRLOCK_CACHE", dir.join("cache"))
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env("HOME", dir)
+        .env("SOURCE_DATE_EPOCH", EPOCH)
+        .args(args))
+}
+
 pub struct Keys {
     pub private: PathBuf,
     pub public: PathBuf,
