@@ -11,8 +11,17 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 cargo test --locked --test fuzz --no-run
 ulimit -v $((4 << 20))
+failed=()
 for target in fuzz_bundle_reader fuzz_manifest_parser fuzz_spec_parser; do
   echo "==> $target for ${duration} s"
-  AIRLOCK_FUZZ_SECS=$duration cargo test --locked --test fuzz -- --ignored --exact "$target" --nocapture --test-threads=1 \
-    2>&1 | grep -E 'fuzz (reader|manifest|spec):|^test result|seed [0-9]+:|panicked'
+  # Every target runs, even after one fails; the script fails at the end.
+  if ! AIRLOCK_FUZZ_SECS=$duration cargo test --locked --test fuzz -- --ignored --exact "$target" --nocapture \
+      --test-threads=1 > "target/$target.log" 2>&1; then
+    failed+=("$target")
+  fi
+  grep -E 'fuzz (reader|manifest|spec):|^test result|seed [0-9]+:|panicked' "target/$target.log" || cat "target/$target.log"
 done
+if ((${#failed[@]})); then
+  echo "failed: ${failed[*]} (inputs in target/fuzz-crashes/)"
+  exit 1
+fi
