@@ -7,6 +7,7 @@ fault_proxy.py PORT UPSTREAM [--flaky] [--truncate SUBSTR] [--corrupt SUBSTR]
 --truncate S    the first full GET of a path containing S sends the headers with the full
                 Content-Length, half the body, and closes the connection.
 --corrupt S     every GET of a path containing S has one byte of its body flipped.
+--log           print `METHOD PATH` of every request on stderr (to count round trips).
 Everything else (method, path, headers, body) is forwarded to UPSTREAM as is. Counts of what
 was done are printed on stderr."""
 import http.client, sys, threading, urllib.parse
@@ -17,6 +18,7 @@ args = sys.argv[3:]
 flaky = "--flaky" in args
 truncate = args[args.index("--truncate") + 1] if "--truncate" in args else None
 corrupt = args[args.index("--corrupt") + 1] if "--corrupt" in args else None
+log = "--log" in args
 seen, lock = {}, threading.Lock()
 
 
@@ -24,6 +26,8 @@ class Proxy(quiet_http.Handler):
     protocol_version = "HTTP/1.1"
 
     def forward(self):
+        if log:
+            print(f"{self.command} {self.path}", file=sys.stderr, flush=True)
         with lock:
             n = seen.get((self.command, self.path), 0)
             seen[(self.command, self.path)] = n + 1
