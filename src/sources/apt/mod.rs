@@ -468,9 +468,23 @@ async fn resolve_arch(
             Some((_, _, wanted)) => (*wanted).clone(),
             None => DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) },
         };
-        out.push(lock_one(sources, entry, package, &stanza, c.required_by.iter().cloned().collect()).await?);
+        out.push(locked(entry, package, &stanza, c.required_by.iter().cloned().collect())?);
     }
+    // Every package of the closure into the cache, verified, `--jobs` at a time with progress.
+    let wanted: Vec<Wanted> = out.iter().map(wanted).collect();
+    sources.fetch.http.download_all(&wanted, &sources.fetch).await?;
     Ok((out, base_files))
+}
+
+/// Where a locked package is downloaded from, and what it must be.
+fn wanted(d: &LockedDeb) -> Wanted {
+    Wanted {
+        url: format!("{}/{}", d.repo.trim_end_matches('/'), d.filename),
+        sha256: d.sha256,
+        size: Some(d.size),
+        bearer: None,
+        what: format!("deb {}", d.package),
+    }
 }
 
 /// The upstream stanzas of the chosen packages, from a second streaming pass over the
@@ -520,15 +534,14 @@ async fn stanzas(
         .collect()
 }
 
-/// One chosen package, downloaded into the cache and verified by its stanza's SHA256 and Size.
-async fn lock_one(
-    sources: &Sources<'_>,
+/// One chosen package pinned by its stanza's Filename, SHA256 and Size (downloaded and
+/// verified by the caller).
+fn locked(
     entry: &DebSpec,
     package: DebPin,
     stanza: &Paragraph,
     required_by: Vec<String>,
-) -> Result<LockedDeb, SourceError> {
-    let (http, fetch) = (sources.fetch.http, &sources.fetch);
+) -> Result<LockedDeb, DebError> {
     let repo = entry.repo.trim_end_matches('/');
     let field = |k: &str| {
         stanza
@@ -546,8 +559,6 @@ async fn lock_one(
         detail: format!("`{package}`: {e}"),
     })?;
     deb_member(&filename).map_err(|e| DebError::Index { url: repo.to_owned(), detail: e.to_string() })?;
-    let url = format!("{repo}/{filename}");
-    http.download(&url, sha256, Some(size), None, fetch, &format!("deb {package}")).await?;
     Ok(LockedDeb {
         repo: entry.repo.clone(),
         suite: entry.suite.clone(),
@@ -570,16 +581,7 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
         return Ok(Plan::default());
     }
     debs.sort_by(|a, b| a.filename.cmp(&b.filename));
-    let wanted: Vec<Wanted> = debs
-        .iter()
-        .map(|d| Wanted {
-            url: format!("{}/{}", d.repo.trim_end_matches('/'), d.filename),
-            sha256: d.sha256,
-            size: Some(d.size),
-            bearer: None,
-            what: format!("deb {}", d.package),
-        })
-        .collect();
+    let wanted: Vec<Wanted> = debs.iter().map(|d| wanted(d)).collect();
     let origins = sources.fetch.http.download_all(&wanted, &sources.fetch).await?;
     let mut plan = Plan::default();
     for ((d, origin), want) in debs.iter().zip(origins).zip(wanted) {
