@@ -169,20 +169,35 @@ fn attribute(tag: &tl::HTMLTag<'_>, name: &str) -> Option<String> {
 /// Resolve every `[[wheel]]` requirement, or every package of its lock file, to the files
 /// it pins.
 pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedWheel>, SourceError> {
-    let mut out = Vec::new();
+    let mut pinned = Vec::new();
     for entry in &sources.spec.spec.wheel {
         let entry = entry.get_ref();
         if let Some(lockfile) = &entry.lockfile {
-            out.extend(resolve_lockfile(sources, entry, lockfile).await?);
+            pinned.extend(resolve_lockfile(sources, entry, lockfile).await?);
             continue;
         }
         for req in &entry.requirements {
             let (name, version) = parse_requirement(req)?;
             let pin = Pin { name, version, requirement: req.clone(), listed: None };
-            out.extend(resolve_pin(sources, entry, &pin).await?);
+            pinned.extend(resolve_pin(sources, entry, &pin).await?);
         }
     }
+    // Every chosen wheel into the cache, verified by the digest it must have, `--jobs` at a
+    // time with progress; the lock records the size of what arrived.
+    let wanted: Vec<Wanted> = pinned.iter().map(|(w, size)| wanted(w, *size)).collect();
+    let paths = sources.fetch.http.download_all(&wanted, &sources.fetch).await?;
+    let mut out = Vec::new();
+    for ((mut locked, _), (path, want)) in pinned.into_iter().zip(paths.into_iter().zip(wanted)) {
+        let read = tokio::fs::metadata(&path).await;
+        locked.size = read.map_err(|source| SourceError::Read { what: want.what, path, source })?.len();
+        out.push(locked);
+    }
     Ok(out)
+}
+
+/// Where a wheel is downloaded from and what it must be (`size` when the index says).
+fn wanted(w: &LockedWheel, size: Option<u64>) -> Wanted {
+    Wanted { url: w.url.clone(), sha256: w.sha256, size, bearer: None, what: format!("wheel {}", w.filename) }
 }
 
 /// A lock file's packages for the entry's targets, each resolved like a pin, with the file's
@@ -191,7 +206,7 @@ async fn resolve_lockfile(
     sources: &Sources<'_>,
     entry: &WheelSpec,
     lockfile: &std::path::Path,
-) -> Result<Vec<LockedWheel>, SourceError> {
+) -> Result<Vec<(LockedWheel, Option<u64>)>, SourceError> {
     let path = sources.spec.base_dir().join(lockfile);
     let bad = |detail: String| WheelError::Lockfile { path: path.clone(), detail };
     let text = tokio::fs::read_to_string(&path).await.map_err(|e| bad(e.to_string()))?;
@@ -202,10 +217,10 @@ async fn resolve_lockfile(
     for Pinned { name, version, listed } in pinned {
         let requirement = format!("{name}=={version}");
         let pin = Pin { name, version, requirement, listed: Some((path.clone(), listed)) };
-        for mut locked in resolve_pin(sources, entry, &pin).await? {
+        for (mut locked, size) in resolve_pin(sources, entry, &pin).await? {
             locked.lockfile = Some(lockfile.display().to_string());
             locked.lockfile_sha256 = Some(digest);
-            out.push(locked);
+            out.push((locked, size));
         }
     }
     Ok(out)
@@ -219,8 +234,14 @@ struct Pin {
     listed: Option<(std::path::PathBuf, Listed)>,
 }
 
-async fn resolve_pin(sources: &Sources<'_>, entry: &WheelSpec, pin: &Pin) -> Result<Vec<LockedWheel>, SourceError> {
-    let (http, fetch) = (sources.fetch.http, &sources.fetch);
+/// The wheels `pin` chooses from the index, each with the size the index gives (if any);
+/// `size` in the lock is set once the file has arrived.
+async fn resolve_pin(
+    sources: &Sources<'_>,
+    entry: &WheelSpec,
+    pin: &Pin,
+) -> Result<Vec<(LockedWheel, Option<u64>)>, SourceError> {
+    let http = sources.fetch.http;
     let (name, version) = (pin.name.clone(), pin.version.clone());
     let index = entry.index.trim_end_matches('/');
     let page_url = format!("{index}/{name}/");
@@ -252,13 +273,8 @@ async fn resolve_pin(sources: &Sources<'_>, entry: &WheelSpec, pin: &Pin) -> Res
         let available = of_version.iter().map(|(o, _)| o.filename.as_str()).collect::<Vec<_>>().join(", ");
         return Err(WheelError::NoMatchingWheel { index: index.to_owned(), name, version, filter, available }.into());
     }
-    let mut out = Vec::new();
-    for (offered, sha256) in chosen {
-        // The digest is checked now, while downloading once into the cache.
-        let what = format!("wheel {}", offered.filename);
-        let path = http.download(&offered.url, sha256, offered.size, None, fetch, &what).await?;
-        let size = tokio::fs::metadata(&path).await.map_err(|source| SourceError::Read { what, path, source })?.len();
-        out.push(LockedWheel {
+    let locked = |(offered, sha256): (&Offered, Sha256)| {
+        let w = LockedWheel {
             index: entry.index.clone(),
             requirement: pin.requirement.clone(),
             name: name.clone(),
@@ -266,12 +282,13 @@ async fn resolve_pin(sources: &Sources<'_>, entry: &WheelSpec, pin: &Pin) -> Res
             filename: offered.filename.clone(),
             url: offered.url.clone(),
             sha256,
-            size,
+            size: 0, // what arrives, set by `resolve`
             lockfile: None,
             lockfile_sha256: None,
-        });
-    }
-    Ok(out)
+        };
+        (w, offered.size)
+    };
+    Ok(chosen.into_iter().map(locked).collect())
 }
 
 /// The wheels of the version that fit the targets, each with the digest it must have: for a
@@ -345,18 +362,7 @@ fn choose<'a>(
 
 /// Every locked wheel, downloaded into the cache if needed, as content and artifacts.
 pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, SourceError> {
-    let wanted: Vec<Wanted> = lock
-        .lock
-        .wheel
-        .iter()
-        .map(|w| Wanted {
-            url: w.url.clone(),
-            sha256: w.sha256,
-            size: Some(w.size),
-            bearer: None,
-            what: format!("wheel {}", w.filename),
-        })
-        .collect();
+    let wanted: Vec<Wanted> = lock.lock.wheel.iter().map(|w| wanted(w, Some(w.size))).collect();
     if wanted.is_empty() {
         return Ok(Plan::default());
     }
