@@ -166,7 +166,8 @@ impl PyLockWheel {
         }
         let from = self.url.as_deref().or(self.path.as_deref())?;
         let last = from.split(['?', '#']).next()?.rsplit('/').next()?;
-        Some(html_escape::decode_html_entities(&last.replace("%2B", "+").replace("%2b", "+")).into_owned())
+        // URLs percent-encode what filenames hold literally (`+` in local versions as `%2B`).
+        Some(percent_encoding::percent_decode_str(last).decode_utf8().ok()?.into_owned())
     }
 }
 
@@ -384,6 +385,13 @@ wheels = [{{ name = "torch-2.9.0+rocm7.0-cp312-cp312-manylinux_2_28_x86_64.whl",
         let sdist_only =
             "lock-version = \"1.0\"\n[[packages]]\nname = \"x\"\nversion = \"1\"\nsdist = { url = \"u\" }\n";
         assert!(pylock(sdist_only, &t(&["3.12"])).unwrap_err().contains("lists no wheels"));
+        let by_url = PyLockWheel {
+            name: None,
+            url: Some("https://x/p/torch-2.9.0%2Brocm7.0-cp312-cp312-manylinux_2_28_x86_64.whl?x=1".into()),
+            path: None,
+            hashes: BTreeMap::new(),
+        };
+        assert_eq!(by_url.filename().as_deref(), Some("torch-2.9.0+rocm7.0-cp312-cp312-manylinux_2_28_x86_64.whl"));
         let v2 = "lock-version = \"2.0\"\n";
         assert!(pylock(v2, &t(&["3.12"])).unwrap_err().contains("version 1"));
     }
