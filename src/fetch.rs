@@ -277,6 +277,13 @@ impl Receiving {
     }
 }
 
+/// How one download attempt failed: on the network side (maybe worth another try), or on
+/// the cache's side (never).
+enum Attempt<E> {
+    Net(Failure<E>),
+    Cache(CacheError),
+}
+
 /// Download one blob into the cache unless it is there already. `open(offset)` starts a
 /// stream of chunks at `offset`; chunk errors count as transient.
 pub async fn download<E, S, F, Fut>(
@@ -306,40 +313,33 @@ where
         let mut receiving = Receiving::open(cache, digest, what).await?;
         // A failure of the network is worth another try; a failure of the cache (a full disk,
         // no permission) is not: it is fatal now, and its partial file goes.
-        let mut cache_failed = None;
         let outcome = async {
             let offset = receiving.offset();
-            let mut stream = match open(offset).await? {
+            let mut stream = match open(offset).await.map_err(Attempt::Net)? {
                 Opened::Partial(s) => s,
                 Opened::Full(s) => {
-                    if let Err(e) = receiving.restart().await {
-                        cache_failed = Some(e);
-                        return Err(Failure::Transient(String::new()));
-                    }
+                    receiving.restart().await.map_err(Attempt::Cache)?;
                     s
                 }
             };
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(Failure::Transient)?;
-                if let Err(e) = receiving.write(&chunk).await {
-                    cache_failed = Some(e);
-                    return Err(Failure::Transient(String::new()));
-                }
+                let chunk = chunk.map_err(|e| Attempt::Net(Failure::Transient(e)))?;
+                receiving.write(&chunk).await.map_err(Attempt::Cache)?;
                 reporter.advance(chunk.len() as u64);
                 reporter.item_advance(&key, chunk.len() as u64);
             }
             Ok(())
         }
         .await;
-        if let Some(e) = cache_failed {
-            drop(receiving); // removes the partial file
-            break Err(DownloadError::Cache(e));
-        }
         let (detail, after) = match outcome {
             Ok(()) => break receiving.commit(size).await.map_err(DownloadError::from),
-            Err(Failure::Fatal(e)) => break Err(DownloadError::Fatal(e)),
-            Err(Failure::Transient(detail)) => (detail, None),
-            Err(Failure::RetryAfter(detail, after)) => (detail, Some(after)),
+            Err(Attempt::Cache(e)) => {
+                drop(receiving); // removes the partial file
+                break Err(DownloadError::Cache(e));
+            }
+            Err(Attempt::Net(Failure::Fatal(e))) => break Err(DownloadError::Fatal(e)),
+            Err(Attempt::Net(Failure::Transient(detail))) => (detail, None),
+            Err(Attempt::Net(Failure::RetryAfter(detail, after))) => (detail, Some(after)),
         };
         if attempt >= options.attempts {
             break Err(DownloadError::GaveUp { what: what.to_owned(), detail, attempts: attempt });
