@@ -191,9 +191,33 @@ pub struct BuildArgs {
     pub lock: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArgs,
+    #[command(flatten)]
+    pub compression: CompressionArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How `build` compresses the bundle (`docs/performance.md` has the measurements).
+#[derive(Debug, Args)]
+pub struct CompressionArgs {
+    /// zstd level, 1 (fastest) to 19 (smallest). Content that does not compress (weights,
+    /// gzipped layers) costs little at any level; text and wheels gain a few percent per step
+    /// above 3 at a large cost in time.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub compression_level: i32,
+    /// Long-distance matching with a window of 2^LOG bytes (20 to 27; 27 if no value): finds
+    /// content repeated far apart, e.g. the same libraries in wheels for several Pythons. Every
+    /// reader of the bundle must then hold the whole window in memory (128 MiB at 27).
+    #[arg(long, value_name = "LOG", num_args = 0..=1, default_missing_value = "27",
+          value_parser = clap::value_parser!(u32).range(20..=27))]
+    pub long: Option<u32>,
+}
+
+impl CompressionArgs {
+    pub fn compression(&self) -> crate::bundle::writer::Compression {
+        crate::bundle::writer::Compression { level: self.compression_level, long_window_log: self.long }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,7 @@
 //! - [`build`], [`site`], [`sources`]: the two sides' phases;
 //! - [`bundle`], [`attest`], [`sign`], [`oci`], [`fetch`], [`cache`]: formats and transports;
 //! - [`spec`], [`digest`], [`clock`], [`member_path`], [`wheel`], [`failure`], [`progress`],
-//!   [`atomic`], [`escape`]: value types and small utilities that everything may use.
+//!   [`atomic`], [`escape`], [`overlap`]: value types and small utilities that everything may use.
 
 pub mod atomic;
 pub mod attest;
@@ -22,6 +22,7 @@ pub mod failure;
 pub mod fetch;
 pub mod member_path;
 pub mod oci;
+pub mod overlap;
 pub mod progress;
 pub mod sign;
 pub mod site;

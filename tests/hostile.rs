@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use airlock::bundle::Manifest;
 use airlock::bundle::manifest::{Builder, Entry, SCHEMA_V1};
+use airlock::bundle::writer::Compression;
 use airlock::clock::Timestamp;
 use airlock::digest::Sha256;
 use airlock::member_path::MemberPath;
@@ -138,7 +139,8 @@ fn head_and_sbom(key: &SigningKey, manifest: &[u8]) -> Vec<Member> {
 /// provenance, all by `key`.
 fn signed(key: &SigningKey, m: &Manifest) -> Vec<Member> {
     let bytes = m.canonical_bytes();
-    let statement = airlock::attest::provenance::statement(m, Sha256::of_bytes(&bytes), "airlock.toml");
+    let statement =
+        airlock::attest::provenance::statement(m, Sha256::of_bytes(&bytes), "airlock.toml", Compression::default());
     let envelope = airlock::attest::provenance::envelope(&statement, key);
     let mut members = head_and_sbom(key, &bytes);
     members.push(file("airlock/provenance.dsse.json", &envelope));
@@ -406,7 +408,7 @@ fn cases(fx: &Fixture) -> Vec<Case> {
         let m = manifest_for(&fx.key, &[("files/a", A)]);
         let bytes = m.canonical_bytes();
         let subject = if other_manifest { Sha256::of_bytes(b"another manifest") } else { Sha256::of_bytes(&bytes) };
-        let statement = airlock::attest::provenance::statement(&m, subject, "airlock.toml");
+        let statement = airlock::attest::provenance::statement(&m, subject, "airlock.toml", Compression::default());
         let signer = if sign_with_other { &fx.other } else { &fx.key };
         let envelope = airlock::attest::provenance::envelope(&statement, signer);
         let mut members = head_and_sbom(&fx.key, &bytes);
@@ -508,7 +510,12 @@ fn cases(fx: &Fixture) -> Vec<Case> {
     ] {
         let m = manifest_for(&fx.key, &[("files/a", A)]);
         let bytes = m.canonical_bytes();
-        let statement = airlock::attest::provenance::statement(&m, Sha256::of_bytes(&bytes), "airlock.toml");
+        let statement = airlock::attest::provenance::statement(
+            &m,
+            Sha256::of_bytes(&bytes),
+            "airlock.toml",
+            Compression::default(),
+        );
         let envelope = String::from_utf8(airlock::attest::provenance::envelope(&statement, &fx.key)).unwrap();
         let altered = alter(&envelope, &fx.key.key_id().to_string());
         assert_ne!(altered, envelope);

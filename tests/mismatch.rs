@@ -86,6 +86,10 @@ fn files_local_or_by_url_that_changed_since_the_lock_exit_3() {
     std::fs::write(p.dir.join("fw.bin"), pattern(5008, 2)).unwrap();
     let (r, out) = p.build("a", &spec);
     p.refused(r, Some(&out), "a", &["fw.bin", "expected 5000 bytes, got 5008"]);
+    // Shorter: what there was.
+    std::fs::write(p.dir.join("fw.bin"), pattern(4000, 1)).unwrap();
+    let (r, out) = p.build("a", &spec);
+    p.refused(r, Some(&out), "a", &["fw.bin", "expected 5000 bytes, got 4000"]);
 
     let docroot = t.path().join("docroot");
     std::fs::create_dir_all(&docroot).unwrap();
@@ -225,4 +229,29 @@ fn images_from_a_layout_whose_manifest_or_layer_was_altered_exit_3() {
     std::fs::write(&manifest_path, bytes).unwrap();
     let (r, out) = p.build("c", &spec);
     p.refused(r, Some(&out), "c", &[&format!("expected digest sha256:{manifest_hex}")]);
+}
+
+/// Members are read a chunk (1 MiB) at a time ahead of the tar stream: a file that grew by a
+/// few bytes past an exact chunk boundary, or changed in its last byte, is still caught.
+#[test]
+fn large_files_that_changed_at_a_chunk_boundary_exit_3() {
+    let t = tempfile::tempdir().unwrap();
+    let p = Project::new(&t.path().join("p"));
+    let two_chunks = pattern(2 << 20, 4);
+    std::fs::write(p.dir.join("w.bin"), &two_chunks).unwrap();
+    let spec = p.spec("big", "[[file]]\nname = \"w.bin\"\nsource = \"w.bin\"\n");
+    p.lock("a", &spec).ok();
+    let mut grown = two_chunks.clone();
+    grown.extend_from_slice(b"appended");
+    std::fs::write(p.dir.join("w.bin"), &grown).unwrap();
+    let (r, out) = p.build("a", &spec);
+    p.refused(r, Some(&out), "a", &["w.bin", "expected 2097152 bytes, got 2097160"]);
+    let mut last = two_chunks.clone();
+    *last.last_mut().unwrap() ^= 1;
+    std::fs::write(p.dir.join("w.bin"), &last).unwrap();
+    let (r, out) = p.build("a", &spec);
+    p.refused(r, Some(&out), "a", &["w.bin", "expected sha256", "changed since `airlock lock`"]);
+    std::fs::write(p.dir.join("w.bin"), &two_chunks).unwrap();
+    let (r, _) = p.build("a", &spec);
+    r.ok();
 }

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::bundle::manifest::{Artifact, MANIFEST, Manifest};
 use crate::bundle::provenance::{PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE};
+use crate::bundle::writer::Compression;
 use crate::digest::Sha256;
 use crate::sign::{SigningKey, dsse};
 
@@ -34,8 +35,14 @@ fn subjects(manifest: &Manifest) -> Vec<(String, Sha256, String)> {
     out
 }
 
-/// The in-toto statement for a manifest whose canonical bytes hash to `manifest_sha256`.
-pub fn statement(manifest: &Manifest, manifest_sha256: Sha256, spec_name: &str) -> serde_json::Value {
+/// The in-toto statement for a manifest whose canonical bytes hash to `manifest_sha256`,
+/// packed with `compression` (a parameter of the build: the bundle's bytes depend on it).
+pub fn statement(
+    manifest: &Manifest,
+    manifest_sha256: Sha256,
+    spec_name: &str,
+    compression: Compression,
+) -> serde_json::Value {
     let artifacts = subjects(manifest);
     let mut subject = vec![json!({"name": MANIFEST, "digest": {"sha256": manifest_sha256.to_string()}})];
     subject.extend(artifacts.iter().map(|(name, d, _)| json!({"name": name, "digest": {"sha256": d.to_string()}})));
@@ -55,6 +62,7 @@ pub fn statement(manifest: &Manifest, manifest_sha256: Sha256, spec_name: &str) 
                     "spec": {"name": spec_name, "sha256": manifest.spec_sha256.to_string()},
                     "lock": {"sha256": manifest.lock_sha256.to_string()},
                     "bundle": {"name": manifest.name, "version": manifest.version.to_string()},
+                    "compression": {"zstd_level": compression.level, "long_window_log": compression.long_window_log},
                 },
                 "internalParameters": {"tool": manifest.builder.tool, "created": created},
                 "resolvedDependencies": resolved,

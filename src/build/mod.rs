@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::attest::sbom::{self, SbomError};
 use crate::bundle::Manifest;
 use crate::bundle::manifest::{Artifact, Builder, Entry, SBOM, SCHEMA_V1};
-use crate::bundle::writer::{Member, PackError, Packed, pack};
+use crate::bundle::writer::{Compression, Member, PackError, Packed, pack};
 use crate::cache::{Cache, CacheError};
 use crate::clock::{ClockError, Timestamp};
 use crate::digest::Sha256;
@@ -71,6 +71,7 @@ pub fn build(
     lock: &LockFile,
     key: &SigningKey,
     out: &Path,
+    compression: Compression,
     reporter: &dyn Reporter,
 ) -> Result<Built, BuildError> {
     tracing::info!("fetch: every pinned input into the cache");
@@ -81,9 +82,9 @@ pub fn build(
     let Plan { artifacts, members } = plan;
     let manifest = assemble(sources.spec, lock, key, created, artifacts, &members)?;
     tracing::info!("sign: manifest and provenance with key {}", key.key_id().short());
-    let envelope = provenance(&manifest, sources.spec, key);
+    let envelope = provenance(&manifest, sources.spec, key, compression);
     tracing::info!("pack: {} entries into `{}`", manifest.entries.len(), out.display());
-    let packed = pack(out, &manifest, key, &members, Some(&envelope), reporter)?;
+    let packed = pack(out, &manifest, key, &members, Some(&envelope), compression, reporter)?;
     Ok(Built { manifest, packed })
 }
 
@@ -126,9 +127,9 @@ fn assemble(
 }
 
 /// The signed provenance envelope naming the manifest.
-fn provenance(manifest: &Manifest, spec: &SpecFile, key: &SigningKey) -> Vec<u8> {
+fn provenance(manifest: &Manifest, spec: &SpecFile, key: &SigningKey, compression: Compression) -> Vec<u8> {
     let manifest_sha256 = Sha256::of_bytes(&manifest.canonical_bytes());
     let spec_name = spec.path.file_name().map_or_else(|| "airlock.toml".into(), |n| n.to_string_lossy().into_owned());
-    let statement = crate::attest::provenance::statement(manifest, manifest_sha256, &spec_name);
+    let statement = crate::attest::provenance::statement(manifest, manifest_sha256, &spec_name, compression);
     crate::attest::provenance::envelope(&statement, key)
 }

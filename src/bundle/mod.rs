@@ -2,6 +2,7 @@
 //! member is a canonical JSON manifest, the second its signature, then the content sorted by
 //! path. The writer is deterministic; the reader verifies while it streams.
 
+mod feed;
 pub mod header;
 pub mod manifest;
 pub mod pins;

@@ -19,9 +19,10 @@ use serde::Serialize;
 use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, PROVENANCE, SIGNATURE};
 use super::provenance;
 use super::tar_guard::Tracker;
-use super::writer::ZSTD_WINDOW_LOG;
+use super::writer::MAX_WINDOW_LOG;
 use crate::digest::{HashingReader, Sha256};
 use crate::member_path::MemberPath;
+use crate::overlap::ReadAhead;
 use crate::progress::{Reporter, Tracked};
 use crate::sign::policy::{Outcome, SignatureCheck, Source};
 use crate::sign::{KeyId, Policy};
@@ -244,14 +245,16 @@ pub struct SinkError {
 
 /// Read and verify a whole bundle, handing accepted members to `sink`.
 pub fn read_bundle(
-    input: impl Read,
+    input: impl Read + Send,
     trust: &Policy,
     sink: &mut dyn MemberSink,
     on_problem: OnProblem,
     reporter: &dyn Reporter,
 ) -> Result<Report, SinkError> {
     let mut reader = Reader { report: Report::default(), on_problem };
-    match reader.run(input, trust, sink, reporter) {
+    // Decompression runs on a thread of its own, overlapping hashing and the sink's writes.
+    let outcome = std::thread::scope(|scope| reader.run(scope, input, trust, sink, reporter));
+    match outcome {
         Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
         Err(Halt::Sink(e)) => Err(e),
     }
@@ -283,15 +286,12 @@ impl Reader {
         Halt::Stopped
     }
 
-    fn open<R: Read>(
-        &mut self,
-        input: R,
-        budget: &Budget,
-    ) -> Result<tar::Archive<Bounded<zstd::stream::read::Decoder<'static, io::BufReader<R>>>>, Halt> {
+    /// The zstd stream over `input`, with the largest window a bundle may ask for.
+    fn decoder<R: Read>(&mut self, input: R) -> Result<zstd::stream::read::Decoder<'static, io::BufReader<R>>, Halt> {
         let mut decoder = zstd::stream::read::Decoder::new(input)
             .map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
-        decoder.window_log_max(ZSTD_WINDOW_LOG).map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
-        Ok(tar::Archive::new(Bounded::new(decoder, budget)))
+        decoder.window_log_max(MAX_WINDOW_LOG).map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        Ok(decoder)
     }
 
     /// Members 1 and 2 (manifest and signature bytes), bounded, before any trust.
@@ -319,15 +319,17 @@ impl Reader {
         Ok((manifest_bytes, signature))
     }
 
-    fn run(
+    fn run<'scope>(
         &mut self,
-        input: impl Read,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        input: impl Read + Send + 'scope,
         trust: &Policy,
         sink: &mut dyn MemberSink,
         reporter: &dyn Reporter,
     ) -> Result<(), Halt> {
         let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
-        let mut archive = self.open(input, &budget)?;
+        let decoder = self.decoder(input)?;
+        let mut archive = tar::Archive::new(Bounded::new(ReadAhead::spawn(scope, decoder), &budget));
         let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
         let (manifest_bytes, signature) = self.head(&mut members, &budget)?;
 
@@ -560,7 +562,8 @@ pub struct Head {
 pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     let mut reader = Reader { report: Report::default(), on_problem: OnProblem::Stop };
     let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
-    let head = reader.open(input, &budget).and_then(|mut archive| {
+    let head = reader.decoder(input).and_then(|decoder| {
+        let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
         let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(e.to_string())))?;
         reader.head(&mut members, &budget)
     });

@@ -5,24 +5,43 @@
 //! passes. The output goes to a temporary file beside the destination and is renamed into
 //! place only when complete; on any failure nothing is left at the destination.
 
-use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
+use super::feed::Feed;
 use super::header;
 use super::manifest::{MANIFEST, Manifest, PROVENANCE, SIGNATURE};
-use crate::digest::{HashingReader, Sha256};
+use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::member_path::MemberPath;
-use crate::progress::{Reporter, Tracked};
+use crate::overlap::WriteBehind;
+use crate::progress::Reporter;
 use crate::sign::SigningKey;
 
-/// zstd level: the large payloads (image layers, wheels, weights) are mostly incompressible,
-/// so zstd's default level with long-distance matching is the right trade: on 2 cores level 3
-/// compresses random data at ~215 MiB/s against ~110 MiB/s for level 6, same memory.
-const ZSTD_LEVEL: i32 = 3;
-/// 128 MiB window: the default most decoders accept without extra flags (`zstd -d` included).
-pub const ZSTD_WINDOW_LOG: u32 = 27;
+/// How the tar stream is compressed. The default was chosen from measurements on image
+/// layers, wheels, model weights and text (`docs/performance.md`): zstd level 3 with its own
+/// small window. Long-distance matching with a large window shrinks multi-target wheel sets
+/// by a fifth, but the decoder must then hold the whole window (128 MiB at `window_log` 27),
+/// so it is an opt-in (`--long`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compression {
+    pub level: i32,
+    /// Long-distance matching with a window of 2^log bytes.
+    pub long_window_log: Option<u32>,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Self { level: 3, long_window_log: None }
+    }
+}
+
+/// The largest window a bundle may ask its reader for: 128 MiB, the default limit of zstd
+/// decoders (`zstd -d` included), so any bundle decompresses without extra flags.
+pub const MAX_WINDOW_LOG: u32 = 27;
+/// The input of one zstd job (see `BundleWriter::new`).
+const ZSTD_JOB_BYTES: u32 = 1 << 20;
+
 /// Multithreaded zstd's output does not depend on the number of workers (checked with libzstd
 /// 1.5: 1, 2, 4 and 8 workers give identical frames), only on multithreading being on, so every
 /// host uses all its cores and still writes the same bytes. Never 0: that is single-thread
@@ -92,12 +111,18 @@ pub struct BundleWriter<W: Write> {
 }
 
 impl<W: Write> BundleWriter<W> {
-    pub fn new(out: W, mtime: u64) -> io::Result<Self> {
-        let mut zstd = zstd::stream::write::Encoder::new(out, ZSTD_LEVEL)?;
+    pub fn new(out: W, mtime: u64, compression: Compression) -> io::Result<Self> {
+        let mut zstd = zstd::stream::write::Encoder::new(out, compression.level)?;
         zstd.include_checksum(true)?;
-        zstd.long_distance_matching(true)?;
-        zstd.window_log(ZSTD_WINDOW_LOG)?;
+        if let Some(log) = compression.long_window_log {
+            zstd.long_distance_matching(true)?;
+            zstd.window_log(log)?;
+        }
         zstd.multithread(zstd_workers())?;
+        // Jobs of 1 MiB instead of zstd's 8 MiB default (for level 3): each job in flight holds
+        // its input and output, so this is what keeps a build within its memory budget
+        // (measured: 40 MiB peak against 58 MiB with 2 MiB jobs, the bundle no larger).
+        zstd.set_parameter(zstd::zstd_safe::CParameter::JobSize(ZSTD_JOB_BYTES))?;
         let mut tar = tar::Builder::new(zstd);
         tar.follow_symlinks(false);
         tar.sparse(false);
@@ -107,12 +132,30 @@ impl<W: Write> BundleWriter<W> {
 
     /// Append `size` bytes from `data` as `path`. The caller guarantees `data` yields exactly
     /// `size` bytes (see `append_checked`); a short reader would corrupt the archive.
-    pub fn append(&mut self, path: &MemberPath, size: u64, data: impl Read) -> io::Result<()> {
+    pub fn append(&mut self, path: &MemberPath, size: u64, mut data: impl BufRead) -> io::Result<()> {
         let h = header::regular_file(path, size, self.mtime);
         if !h.pax.is_empty() {
             self.tar.append_pax_extensions(h.pax.iter().map(|(k, v)| (*k, v.as_slice())))?;
         }
-        self.tar.append(&h.header, data)
+        // What `tar::Builder::append` writes (header, data, zeros to a 512-byte boundary), but
+        // straight from the reader's buffer: tar copies through 8 KiB, one zstd call each.
+        let out = self.tar.get_mut();
+        out.write_all(h.header.as_bytes())?;
+        let mut copied = 0u64;
+        loop {
+            let chunk = match data.fill_buf() {
+                Ok([]) => break,
+                Ok(chunk) => chunk,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            out.write_all(chunk)?;
+            let n = chunk.len();
+            data.consume(n);
+            copied += n as u64;
+        }
+        let padding = (512 - copied % 512) % 512;
+        out.write_all(&[0u8; 512][..usize::try_from(padding).expect("less than 512")])
     }
 
     /// Finish the tar and the zstd frame (without `finish` the frame is truncated).
@@ -128,6 +171,7 @@ pub fn pack(
     key: &SigningKey,
     members: &[Member],
     provenance: Option<&[u8]>,
+    compression: Compression,
     reporter: &dyn Reporter,
 ) -> Result<Packed, PackError> {
     let write_err = |source| PackError::Write { path: out.to_owned(), source };
@@ -136,35 +180,41 @@ pub fn pack(
     // Dropped (and deleted) on every early return: nothing half-written is left behind.
     let tmp = crate::atomic::temp_beside(out).map_err(write_err)?;
 
-    let mut writer = BundleWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file()), manifest.created.unix())
-        .map_err(write_err)?;
-    let fixed = |p: &str| MemberPath::new(p).expect("reserved member names are valid paths");
-    writer.append(&fixed(MANIFEST), manifest_bytes.len() as u64, manifest_bytes.as_slice()).map_err(write_err)?;
-    writer.append(&fixed(SIGNATURE), signature.len() as u64, signature.as_bytes()).map_err(write_err)?;
+    std::thread::scope(|scope| {
+        // Written on a thread of its own: the write calls cost as much as the copy into zstd.
+        let output = WriteBehind::spawn(scope, tmp.as_file());
+        let mut writer = BundleWriter::new(output, manifest.created.unix(), compression).map_err(write_err)?;
+        let fixed = |p: &str| MemberPath::new(p).expect("reserved member names are valid paths");
+        writer.append(&fixed(MANIFEST), manifest_bytes.len() as u64, manifest_bytes.as_slice()).map_err(write_err)?;
+        writer.append(&fixed(SIGNATURE), signature.len() as u64, signature.as_bytes()).map_err(write_err)?;
 
-    reporter.start("packing", manifest.content_bytes());
-    // Order: the listed `airlock/` members (the SBOM), the provenance, then the content.
-    let split = members.iter().position(|m| m.path.area() != "airlock").unwrap_or(members.len());
-    let (head, rest) = members.split_at(split);
-    let append = |writer: &mut BundleWriter<_>, member: &Member| {
-        append_checked(writer, member, reporter).map_err(|e| match e {
-            AppendError::Member(e) => e,
-            AppendError::Write(source) => write_err(source),
-        })
-    };
-    for member in head {
-        append(&mut writer, member)?;
-    }
-    if let Some(bytes) = provenance {
-        writer.append(&fixed(PROVENANCE), bytes.len() as u64, bytes).map_err(write_err)?;
-    }
-    for member in rest {
-        append(&mut writer, member)?;
-    }
-    reporter.finish();
-
-    let buffered = writer.finish().map_err(write_err)?;
-    buffered.into_inner().map_err(|e| write_err(e.into_error()))?.sync_all().map_err(write_err)?;
+        reporter.start("packing", manifest.content_bytes());
+        // Order: the listed `airlock/` members (the SBOM), the provenance, then the content.
+        let split = members.iter().position(|m| m.path.area() != "airlock").unwrap_or(members.len());
+        let mut feed = Feed::spawn(scope, members, reporter);
+        for (i, member) in members.iter().enumerate() {
+            if i == split
+                && let Some(bytes) = provenance
+            {
+                writer.append(&fixed(PROVENANCE), bytes.len() as u64, bytes).map_err(write_err)?;
+            }
+            append_checked(&mut writer, member, &mut feed).map_err(|e| match e {
+                AppendError::Member(e) => e,
+                AppendError::Write(source) => write_err(source),
+            })?;
+        }
+        if split == members.len()
+            && let Some(bytes) = provenance
+        {
+            writer.append(&fixed(PROVENANCE), bytes.len() as u64, bytes).map_err(write_err)?;
+        }
+        reporter.finish();
+        // Not synced to disk: zstd, tar and skopeo do not either, and it would cost a second
+        // pass at disk speed (measured: 0.3 s of 2.4 s for 755 MiB). A bundle cut short by a
+        // power loss fails `verify` and `install` (every member is hashed, the zstd frame
+        // carries a checksum); the site side, whose state must survive, syncs everything.
+        writer.finish().and_then(WriteBehind::finish).map(drop).map_err(write_err)
+    })?;
     let bytes = tmp.as_file().metadata().map_err(write_err)?.len();
     tmp.persist(out).map_err(|e| write_err(e.error))?;
     Ok(Packed {
@@ -181,31 +231,17 @@ enum AppendError {
     Write(io::Error),
 }
 
-/// Stream one content member from its origin, checking size and digest against what the
-/// manifest promises. A mismatch aborts the bundle (the temporary output is discarded).
-fn append_checked<W: Write>(
-    writer: &mut BundleWriter<W>,
-    member: &Member,
-    reporter: &dyn Reporter,
-) -> Result<(), AppendError> {
-    let read_err = |source| {
-        AppendError::Member(PackError::Read { what: member.what.clone(), origin: member.origin.clone(), source })
-    };
-    let file = File::open(&member.origin).map_err(read_err)?;
-    let actual_size = file.metadata().map_err(read_err)?.len();
-    let mut hashing = HashingReader::new(BufReader::with_capacity(1 << 20, file));
-    let mut limited = Tracked::new((&mut hashing).take(member.size), reporter);
-    writer.append(&member.path, member.size, &mut limited).map_err(|e| match limited.take_read_error() {
-        Some(read) => read_err(read),
-        None => AppendError::Write(e),
-    })?;
-    let short = hashing.count();
-    // One byte more than promised means the origin changed since it was locked.
-    let extra = hashing.read(&mut [0u8; 1]).map_err(read_err)?;
-    let (actual, count) = hashing.finish();
-    if short != member.size || extra != 0 {
+/// Append the next member from the feed, checking size and digest against what the manifest
+/// promises. A mismatch aborts the bundle (the temporary output is discarded).
+fn append_checked<W: Write>(writer: &mut BundleWriter<W>, member: &Member, feed: &mut Feed) -> Result<(), AppendError> {
+    if let Err(e) = writer.append(&member.path, member.size, &mut *feed) {
+        return Err(feed.take_failure().map_or(AppendError::Write(e), AppendError::Member));
+    }
+    let streamed = feed.end_member().map_err(AppendError::Member)?;
+    if streamed.within_size != member.size || streamed.more {
         // The file's real size: what was read if it ended early, else what the file holds now.
-        let actual = if extra == 0 { count } else { actual_size.max(member.size.saturating_add(1)) };
+        let actual =
+            if streamed.more { streamed.file_size.max(member.size.saturating_add(1)) } else { streamed.within_size };
         return Err(AppendError::Member(PackError::SizeMismatch {
             what: member.what.clone(),
             origin: member.origin.clone(),
@@ -213,12 +249,12 @@ fn append_checked<W: Write>(
             actual,
         }));
     }
-    if actual != member.sha256 {
+    if streamed.sha256 != member.sha256 {
         return Err(AppendError::Member(PackError::DigestMismatch {
             what: member.what.clone(),
             origin: member.origin.clone(),
             expected: member.sha256,
-            actual,
+            actual: streamed.sha256,
         }));
     }
     Ok(())

@@ -25,7 +25,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     if outcome == Outcome::Written {
         tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
     }
-    let built = crate::build::build(&sources, &net, &lock, &key, &args.out, &reporter)?;
+    let built = crate::build::build(&sources, &net, &lock, &key, &args.out, args.compression.compression(), &reporter)?;
     let (manifest, packed) = (&built.manifest, &built.packed);
     let seconds = started.elapsed().as_secs_f64();
     if args.json {

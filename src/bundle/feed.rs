@@ -1,0 +1,202 @@
+//! The reading side of `writer::pack`: one thread opens, reads and hashes every content
+//! member's origin in bundle order, a few chunks ahead of the tar and zstd streams, and hands
+//! the bytes over member by member ([`Feed`]). Reading, hashing, and the copy into zstd (with
+//! zstd's own workers behind it) overlap; each origin is read once; the chunks are recycled,
+//! so memory is fixed whatever the bundle's size or member count.
+
+use std::fs::File;
+use std::io::{self, BufRead, Read};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::thread::Scope;
+
+use super::writer::{Member, PackError};
+use crate::digest::HashingReader;
+use crate::digest::Sha256;
+use crate::overlap::{CHUNK, fill};
+use crate::progress::Reporter;
+
+/// Chunks read ahead of the consumer, at most.
+const DEPTH: usize = 4;
+
+/// What the reading thread read of one member's origin.
+#[derive(Debug)]
+pub struct Streamed {
+    /// Over every byte read.
+    pub sha256: Sha256,
+    /// Bytes read, at most the promised size: less when the origin ran short.
+    pub within_size: u64,
+    /// The origin has more bytes than promised.
+    pub more: bool,
+    /// The origin's size on disk when it was opened.
+    pub file_size: u64,
+}
+
+/// One hand-over, in order.
+enum Piece {
+    /// Bytes of the current member: the buffer and how many of its bytes are filled.
+    Data(Vec<u8>, usize),
+    /// The current member ended.
+    End(Streamed),
+    /// The current member's origin could not be read; nothing follows.
+    Failed(PackError),
+}
+
+/// The consumer's end: the members' bytes, one member at a time (`BufRead` without a copy).
+pub struct Feed<'r> {
+    pieces: Receiver<Piece>,
+    spent: SyncSender<Vec<u8>>,
+    current: Vec<u8>,
+    pos: usize,
+    len: usize,
+    /// How the current member ended, once it has.
+    ended: Option<Result<Streamed, PackError>>,
+    reporter: &'r dyn Reporter,
+}
+
+impl<'r> Feed<'r> {
+    /// Start reading `members` on a thread of `scope`.
+    pub fn spawn<'scope>(
+        scope: &'scope Scope<'scope, '_>,
+        members: &'scope [Member],
+        reporter: &'r dyn Reporter,
+    ) -> Self {
+        let (pieces_tx, pieces) = sync_channel(DEPTH);
+        let (spent, spent_rx) = sync_channel(DEPTH + 2);
+        scope.spawn(move || produce(members, &pieces_tx, &spent_rx));
+        Self { pieces, spent, current: Vec::new(), pos: 0, len: 0, ended: None, reporter }
+    }
+
+    /// After the current member's bytes have been read to their end: how it ended. The next
+    /// read starts the next member.
+    pub fn end_member(&mut self) -> Result<Streamed, PackError> {
+        loop {
+            if let Some(ended) = self.ended.take() {
+                return ended;
+            }
+            // An error here has set `ended`.
+            let n = self.fill_buf().map_or(0, <[u8]>::len);
+            self.consume(n);
+        }
+    }
+
+    /// The current member's read error, if reading it failed (taken).
+    pub fn take_failure(&mut self) -> Option<PackError> {
+        match self.ended.take() {
+            Some(Err(e)) => Some(e),
+            other => {
+                self.ended = other;
+                None
+            }
+        }
+    }
+}
+
+impl BufRead for Feed<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.pos == self.len {
+            if let Some(ended) = &self.ended {
+                return match ended {
+                    Ok(_) => Ok(&[]),
+                    Err(e) => Err(io::Error::other(e.to_string())),
+                };
+            }
+            let spent = std::mem::take(&mut self.current);
+            if !spent.is_empty() {
+                // Full only when the reading thread has stopped: then nobody needs it.
+                let _ = self.spent.try_send(spent);
+            }
+            match self.pieces.recv() {
+                Ok(Piece::Data(buf, n)) => (self.current, self.pos, self.len) = (buf, 0, n),
+                Ok(Piece::End(streamed)) => self.ended = Some(Ok(streamed)),
+                Ok(Piece::Failed(e)) => self.ended = Some(Err(e)),
+                // Only if it panicked, which the scope raises again when it ends.
+                Err(_) => {
+                    let source = io::Error::other("stopped early");
+                    self.ended =
+                        Some(Err(PackError::Read { what: "members".into(), origin: "reading thread".into(), source }));
+                }
+            }
+        }
+        Ok(&self.current[self.pos..self.len])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.len);
+        self.reporter.advance(n as u64);
+    }
+}
+
+impl Read for Feed<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// The reading thread: every member in order, until done or the consumer is gone.
+fn produce(members: &[Member], pieces: &SyncSender<Piece>, spent: &Receiver<Vec<u8>>) {
+    let mut pool = Pool { spent, allocated: 0 };
+    for member in members {
+        let last = match read_member(member, pieces, &mut pool) {
+            Ok(Some(streamed)) => pieces.send(Piece::End(streamed)).is_err(),
+            Ok(None) => true,
+            Err(e) => {
+                let _ = pieces.send(Piece::Failed(e));
+                true
+            }
+        };
+        if last {
+            return;
+        }
+    }
+}
+
+/// Buffers: recycled from the consumer, allocated only while fewer than `DEPTH + 2` exist.
+struct Pool<'a> {
+    spent: &'a Receiver<Vec<u8>>,
+    allocated: usize,
+}
+
+impl Pool<'_> {
+    /// `None` when the consumer is gone.
+    fn take(&mut self) -> Option<Vec<u8>> {
+        match self.spent.try_recv() {
+            Ok(buf) => Some(buf),
+            Err(TryRecvError::Empty) if self.allocated < DEPTH + 2 => {
+                self.allocated += 1;
+                Some(vec![0u8; CHUNK])
+            }
+            Err(TryRecvError::Empty) => self.spent.recv().ok(),
+            Err(TryRecvError::Disconnected) => None,
+        }
+    }
+}
+
+/// Read and hash one member's origin, handing its bytes over; `Ok(None)` when the consumer is
+/// gone. One byte past the promised size is asked for, to find out whether there is more.
+fn read_member(member: &Member, pieces: &SyncSender<Piece>, pool: &mut Pool) -> Result<Option<Streamed>, PackError> {
+    let read_err = |source| PackError::Read { what: member.what.clone(), origin: member.origin.clone(), source };
+    let file = File::open(&member.origin).map_err(read_err)?;
+    let file_size = file.metadata().map_err(read_err)?.len();
+    let mut hashing = HashingReader::new(file);
+    let mut left = member.size;
+    while left > 0 {
+        let Some(mut buf) = pool.take() else { return Ok(None) };
+        let want = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+        let n = fill(&mut hashing, &mut buf[..want]).map_err(read_err)?;
+        if n == 0 {
+            break;
+        }
+        left -= n as u64;
+        if pieces.send(Piece::Data(buf, n)).is_err() {
+            return Ok(None);
+        }
+    }
+    let within_size = hashing.count();
+    let more = left == 0 && fill(&mut hashing, &mut [0u8; 1]).map_err(read_err)? > 0;
+    let (sha256, _) = hashing.finish();
+    Ok(Some(Streamed { sha256, within_size, more, file_size }))
+}

@@ -1,0 +1,386 @@
+//! Reading and writing on other threads, so that I/O and decompression overlap with the
+//! caller's own work (hashing, tar, zstd):
+//!
+//! - [`ReadAhead`] runs an inner reader's `read` calls (disk, zstd decompression) on a thread
+//!   of its own, a few fixed-size chunks ahead of the consumer;
+//! - [`WriteBehind`] gathers what is written into fixed-size chunks and writes them on a
+//!   thread of its own while the caller goes on.
+//!
+//! Memory is bounded and does not grow with the stream: at most `DEPTH + 2` chunks exist at
+//! once per pipe, and they are recycled. The threads are scoped (`std::thread::scope`), so the
+//! inner reader or writer may borrow. A reading thread stops at the end of the stream, on the
+//! first error, or as soon as the consumer is dropped (its next hand-over fails);
+//! [`ReadAhead::finish`] hands the inner reader back, e.g. a hasher that hashed every byte on
+//! the reading thread. A writing thread stops at its first error, which the next write
+//! returns.
+
+use std::io::{self, Read, Write};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// Bytes per chunk handed over.
+pub const CHUNK: usize = 1 << 20;
+/// Chunks read ahead of the consumer, or waiting to be written, at most.
+const DEPTH: usize = 4;
+/// Bytes per chunk handed to a writing thread: write calls of this size cost little more than
+/// larger ones, and the pipe then holds 1.5 MiB.
+const WRITE_CHUNK: usize = 256 << 10;
+
+/// One hand-over: a buffer and how many of its bytes are filled (0: the end of the stream).
+type Filled = io::Result<(Vec<u8>, usize)>;
+
+/// A reader whose inner reads happen on another thread, ahead of time.
+pub struct ReadAhead<'scope, R> {
+    thread: ScopedJoinHandle<'scope, R>,
+    filled: Receiver<Filled>,
+    spent: SyncSender<Vec<u8>>,
+    current: Vec<u8>,
+    pos: usize,
+    len: usize,
+    state: State,
+}
+
+enum State {
+    Reading,
+    Ended,
+    /// The first error, returned again on every later read, so that an error is never
+    /// mistaken for the end.
+    Failed(io::ErrorKind, String),
+}
+
+impl<'scope, R: Read + Send + 'scope> ReadAhead<'scope, R> {
+    /// Start reading `inner` on a thread of `scope`.
+    pub fn spawn(scope: &'scope Scope<'scope, '_>, inner: R) -> Self {
+        let (filled_tx, filled) = sync_channel(DEPTH);
+        let (spent, spent_rx) = sync_channel(DEPTH + 2);
+        let thread = scope.spawn(move || produce(inner, &filled_tx, &spent_rx));
+        Self { thread, filled, spent, current: Vec::new(), pos: 0, len: 0, state: State::Reading }
+    }
+
+    /// Stop reading and hand back the inner reader. It may have read ahead of what was
+    /// consumed, up to the end of its stream.
+    pub fn finish(self) -> R {
+        let Self { thread, filled, spent, .. } = self;
+        // Dropping both ends first unblocks a thread waiting to hand over or for a buffer.
+        drop((filled, spent));
+        thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+}
+
+fn produce<R: Read>(mut inner: R, filled: &SyncSender<Filled>, spent: &Receiver<Vec<u8>>) -> R {
+    let mut allocated = 0;
+    loop {
+        let mut buf = match spent.try_recv() {
+            Ok(buf) => buf,
+            Err(TryRecvError::Empty) if allocated < DEPTH + 2 => {
+                allocated += 1;
+                vec![0u8; CHUNK]
+            }
+            // Every buffer is in flight: wait for the consumer to hand one back.
+            Err(TryRecvError::Empty) => match spent.recv() {
+                Ok(buf) => buf,
+                Err(_) => return inner,
+            },
+            Err(TryRecvError::Disconnected) => return inner,
+        };
+        let outcome = fill(&mut inner, &mut buf);
+        let last = !matches!(outcome, Ok(n) if n > 0);
+        if filled.send(outcome.map(|n| (buf, n))).is_err() || last {
+            return inner;
+        }
+    }
+}
+
+/// Read until `buf` is full or the stream ends; the count of bytes read. Bytes read before an
+/// error are counted (the error comes again on the next read).
+pub(crate) fn fill(inner: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match inner.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Bytes read before the error are handed over first; the error comes again.
+            Err(e) if n > 0 => {
+                tracing::trace!("read-ahead: {e} after {n} bytes");
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl<R> Read for ReadAhead<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.pos < self.len {
+                let n = out.len().min(self.len - self.pos);
+                out[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
+                self.pos += n;
+                return Ok(n);
+            }
+            match &self.state {
+                State::Ended => return Ok(0),
+                State::Failed(kind, message) => return Err(io::Error::new(*kind, message.clone())),
+                State::Reading => {}
+            }
+            let spent = std::mem::take(&mut self.current);
+            if !spent.is_empty() {
+                // Full only when the producer has stopped: then the buffer is not needed.
+                let _ = self.spent.try_send(spent);
+            }
+            match self.filled.recv() {
+                Ok(Ok((buf, n))) => {
+                    (self.current, self.pos, self.len) = (buf, 0, n);
+                    if n == 0 {
+                        self.state = State::Ended;
+                    }
+                }
+                Ok(Err(e)) => {
+                    self.state = State::Failed(e.kind(), e.to_string());
+                    return Err(e);
+                }
+                Err(_) => {
+                    let e = io::Error::other("the reading thread stopped early");
+                    self.state = State::Failed(e.kind(), e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// A writer whose inner writes happen on another thread, a chunk at a time.
+pub struct WriteBehind<'scope, W> {
+    thread: Option<ScopedJoinHandle<'scope, (W, io::Result<()>)>>,
+    full: Option<SyncSender<Vec<u8>>>,
+    spent: Receiver<Vec<u8>>,
+    current: Vec<u8>,
+    allocated: usize,
+    /// The writing thread's error, once it has been collected.
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+impl<'scope, W: Write + Send + 'scope> WriteBehind<'scope, W> {
+    /// Start a writing thread for `inner` on `scope`.
+    pub fn spawn(scope: &'scope Scope<'scope, '_>, inner: W) -> Self {
+        let (full, full_rx) = sync_channel::<Vec<u8>>(DEPTH);
+        let (spent_tx, spent) = sync_channel(DEPTH + 2);
+        let thread = scope.spawn(move || {
+            let mut inner = inner;
+            for mut buf in full_rx {
+                if let Err(e) = inner.write_all(&buf) {
+                    // Returning drops the receiver: the caller's next hand-over fails.
+                    return (inner, Err(e));
+                }
+                buf.clear();
+                let _ = spent_tx.try_send(buf);
+            }
+            let flushed = inner.flush();
+            (inner, flushed)
+        });
+        Self { thread: Some(thread), full: Some(full), spent, current: Vec::new(), allocated: 0, failed: None }
+    }
+
+    /// Write what is left, wait for the thread, and hand back the inner writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.hand_over()?;
+        drop(self.full.take());
+        let thread = self.thread.take().ok_or_else(|| self.failure())?;
+        let (inner, outcome) = thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        outcome.map(|()| inner)
+    }
+
+    fn hand_over(&mut self) -> io::Result<()> {
+        if self.current.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.current);
+        match self.full.as_ref().map(|full| full.send(buf)) {
+            Some(Ok(())) => Ok(()),
+            _ => Err(self.failure()),
+        }
+    }
+
+    fn buffer(&mut self) -> io::Result<Vec<u8>> {
+        match self.spent.try_recv() {
+            Ok(buf) => return Ok(buf),
+            Err(TryRecvError::Empty) if self.allocated < DEPTH + 2 => {
+                self.allocated += 1;
+                return Ok(Vec::with_capacity(WRITE_CHUNK));
+            }
+            Err(_) => {}
+        }
+        self.spent.recv().map_err(|_| self.failure())
+    }
+
+    /// The writing thread's error (it has stopped): collected once, then repeated.
+    fn failure(&mut self) -> io::Error {
+        if self.failed.is_none() {
+            drop(self.full.take());
+            let outcome =
+                self.thread.take().map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)).1);
+            let e = match outcome {
+                Some(Err(e)) => e,
+                _ => io::Error::other("the writing thread stopped early"),
+            };
+            self.failed = Some((e.kind(), e.to_string()));
+            return e;
+        }
+        let (kind, message) = self.failed.clone().expect("set above");
+        io::Error::new(kind, message)
+    }
+}
+
+impl<'scope, W: Write + Send + 'scope> Write for WriteBehind<'scope, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some((kind, message)) = &self.failed {
+            return Err(io::Error::new(*kind, message.clone()));
+        }
+        if self.current.capacity() == 0 {
+            self.current = self.buffer()?;
+        }
+        let n = (WRITE_CHUNK - self.current.len()).min(buf.len());
+        self.current.extend_from_slice(&buf[..n]);
+        if self.current.len() == WRITE_CHUNK {
+            self.hand_over()?;
+        }
+        Ok(n)
+    }
+
+    /// Hands over what is gathered; `finish` is what waits for it to be written.
+    fn flush(&mut self) -> io::Result<()> {
+        self.hand_over()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(i: usize) -> u8 {
+        u8::try_from(i % 251).expect("below 251")
+    }
+
+    /// A reader of `len` bytes (a pattern) that fails after `fail_at` bytes, in odd-sized reads.
+    struct Source {
+        pos: usize,
+        len: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl Read for Source {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.fail_at.is_some_and(|f| self.pos >= f) {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "bad frame"));
+            }
+            let end = self.len.min(self.fail_at.unwrap_or(usize::MAX));
+            let n = buf.len().min(end - self.pos).min(77_777);
+            for (i, b) in buf[..n].iter_mut().enumerate() {
+                *b = pattern(self.pos + i);
+            }
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn hands_over_every_byte_in_order() {
+        let len = 3 * CHUNK + 12_345;
+        let got = std::thread::scope(|s| {
+            let mut out = Vec::new();
+            ReadAhead::spawn(s, Source { pos: 0, len, fail_at: None }).read_to_end(&mut out).unwrap();
+            out
+        });
+        assert_eq!(got.len(), len);
+        assert!(got.iter().enumerate().all(|(i, b)| *b == pattern(i)));
+    }
+
+    #[test]
+    fn an_error_comes_after_the_bytes_before_it_and_stays() {
+        let fail_at = CHUNK + 100;
+        std::thread::scope(|s| {
+            let mut ahead = ReadAhead::spawn(s, Source { pos: 0, len: 4 * CHUNK, fail_at: Some(fail_at) });
+            let mut out = Vec::new();
+            let e = ahead.read_to_end(&mut out).unwrap_err();
+            assert_eq!((e.kind(), out.len()), (io::ErrorKind::InvalidData, fail_at));
+            let again = ahead.read(&mut [0u8; 8]).unwrap_err();
+            assert_eq!((again.kind(), again.to_string()), (io::ErrorKind::InvalidData, "bad frame".to_owned()));
+        });
+    }
+
+    #[test]
+    fn finish_hands_back_the_reader_after_the_end() {
+        let len = 2 * CHUNK + 5;
+        let hashing = std::thread::scope(|s| {
+            let mut ahead =
+                ReadAhead::spawn(s, crate::digest::HashingReader::new(Source { pos: 0, len, fail_at: None }));
+            let mut first = vec![0u8; 10];
+            ahead.read_exact(&mut first).unwrap();
+            let mut rest = Vec::new();
+            ahead.read_to_end(&mut rest).unwrap();
+            ahead.finish()
+        });
+        assert_eq!(hashing.count(), len as u64);
+    }
+
+    #[test]
+    fn a_consumer_that_stops_early_stops_the_thread() {
+        // An endless source: the scope only ends if the thread notices the consumer is gone.
+        std::thread::scope(|s| {
+            let mut ahead = ReadAhead::spawn(s, io::repeat(7));
+            let mut buf = [0u8; 1000];
+            ahead.read_exact(&mut buf).unwrap();
+            assert!(buf.iter().all(|b| *b == 7));
+        });
+    }
+
+    #[test]
+    fn write_behind_writes_everything_in_order() {
+        let len = 3 * CHUNK + 777;
+        let data: Vec<u8> = (0..len).map(pattern).collect();
+        assert!(len > (DEPTH + 2) * WRITE_CHUNK, "more than the pipe holds");
+        let written = std::thread::scope(|s| {
+            let mut behind = WriteBehind::spawn(s, Vec::new());
+            for piece in data.chunks(100_003) {
+                behind.write_all(piece).unwrap();
+            }
+            behind.finish().unwrap()
+        });
+        assert_eq!(written, data);
+    }
+
+    /// A writer that fails once it has taken `limit` bytes, like a full disk.
+    struct Full {
+        taken: usize,
+        limit: usize,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.taken + buf.len() > self.limit {
+                return Err(io::Error::new(io::ErrorKind::StorageFull, "no space left on device"));
+            }
+            self.taken += buf.len();
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn write_behind_reports_the_writers_error_and_keeps_reporting_it() {
+        std::thread::scope(|s| {
+            let mut behind = WriteBehind::spawn(s, Full { taken: 0, limit: 2 * CHUNK });
+            let chunk = vec![1u8; CHUNK];
+            let e = (0..64).find_map(|_| behind.write_all(&chunk).err()).expect("the disk fills up");
+            assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+            let again = behind.write_all(&chunk).unwrap_err();
+            assert_eq!((again.kind(), again.to_string()), (io::ErrorKind::StorageFull, e.to_string()));
+            assert!(behind.finish().is_err());
+        });
+    }
+}
