@@ -113,8 +113,9 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let secs = (at - time::OffsetDateTime::now_utc()).whole_seconds();
     Some(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
 }
-/// Received bytes are handed to the file in pieces of about this size.
-const WRITE_BATCH: usize = 1 << 20;
+/// Received bytes are handed to the file in pieces of about this size. Each download in flight
+/// holds two (one filling, one being written): with `--jobs 8`, 4 MiB in all.
+const WRITE_BATCH: usize = 256 << 10;
 
 /// What one command shares for the network: one multi-threaded async runtime and one HTTP
 /// client for plain URLs. Registry connections are per registry (`oci::Registries`).
