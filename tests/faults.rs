@@ -156,3 +156,30 @@ impl std::fmt::Display for Sha256Hex<'_> {
         f.write_str(&airlock::digest::Sha256::of_bytes(self.0).to_string())
     }
 }
+
+#[test]
+fn locking_an_image_asks_an_open_registry_for_v2_once() {
+    let t = tempfile::tempdir().unwrap();
+    let upstream = Registry::start(Mode::Plain);
+    upstream.push("app/x", "1.0", &[]);
+    let log = t.path().join("requests.log");
+    let script = helper("fault_proxy.py");
+    let url = upstream.url();
+    let reg = HttpServer::spawn_with_stderr(
+        t.path(),
+        move |port| vec![script, port.to_string(), url, "--log".into()],
+        std::fs::File::create(&log).unwrap().into(),
+    );
+    let reg = host(&reg.url);
+    let spec = write_spec(
+        &t.path().join("p"),
+        &format!("[registries.\"{reg}\"]\ninsecure = true\n\n[[image]]\nref = \"{reg}/app/x:1.0\"\n"),
+    );
+    airlock_run(&["lock", s(&spec)]).ok();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let requests: Vec<&str> = text.lines().filter(|l| l.starts_with("GET ") || l.starts_with("HEAD ")).collect();
+    // The manifest, the four attachment tags, the referrers API and oci-client's own fallback
+    // to the referrers tag; `/v2/` once, not before each of them.
+    assert_eq!(requests.iter().filter(|r| **r == "GET /v2/").count(), 1, "{requests:#?}");
+    assert!(requests.len() <= 8, "{requests:#?}");
+}

@@ -191,11 +191,12 @@ pub async fn connect(
         }
         extra.push(Certificate { encoding: CertificateEncoding::Pem, data: pem });
     }
-    let protocol = match transport {
-        Transport::Https => ClientProtocol::Https,
+    let ca_pem = extra.first().map(|c| c.data.clone());
+    let (protocol, scheme) = match transport {
+        Transport::Https => (ClientProtocol::Https, "https"),
         Transport::InsecureHttp => {
             tracing::warn!("talking plain HTTP to registry `{registry}` (insecure): no transport security");
-            ClientProtocol::Http
+            (ClientProtocol::Http, "http")
         }
     };
     let config = ClientConfig {
@@ -207,11 +208,43 @@ pub async fn connect(
     };
     let client = oci_client::Client::try_from(config)
         .map_err(|e| ClientError::Build { registry: registry.to_owned(), detail: e.to_string() })?;
-    let auth = match credentials_for(registry).await? {
-        Some(c) => RegistryAuth::Basic(c.username, c.password),
-        None => RegistryAuth::Anonymous,
+    let auth = if asks_for_credentials(registry, scheme, ca_pem.as_deref(), timeouts).await {
+        match credentials_for(registry).await? {
+            Some(c) => RegistryAuth::Basic(c.username, c.password),
+            None => RegistryAuth::Anonymous,
+        }
+    } else {
+        // oci-client caches only the tokens it obtains: a registry that never asks for one
+        // gets `GET /v2/` again before every request (7 of the 14 requests that lock one
+        // image). Given a token it sends it without asking, and such a registry ignores it.
+        RegistryAuth::Bearer(String::new())
     };
     Ok(Connection { client, auth })
+}
+
+/// Whether `GET /v2/` asks for credentials (anything but a 2xx without a challenge). Asked
+/// once per registry and command; when it cannot be asked, the answer is yes, and the
+/// requests that follow report the problem.
+async fn asks_for_credentials(
+    registry: &str,
+    scheme: &str,
+    ca_pem: Option<&[u8]>,
+    timeouts: (Duration, Duration),
+) -> bool {
+    let mut builder = reqwest::Client::builder().connect_timeout(timeouts.0).read_timeout(timeouts.1);
+    if let Some(cert) = ca_pem.and_then(|pem| reqwest::Certificate::from_pem(pem).ok()) {
+        builder = builder.add_root_certificate(cert);
+    }
+    let Ok(client) = builder.build() else { return true };
+    match client.get(format!("{scheme}://{registry}/v2/")).send().await {
+        Ok(response) => {
+            !response.status().is_success() || response.headers().contains_key(reqwest::header::WWW_AUTHENTICATE)
+        }
+        Err(e) => {
+            tracing::debug!("{registry}: /v2/ not reachable ({e})");
+            true
+        }
+    }
 }
 
 #[cfg(test)]

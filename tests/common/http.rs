@@ -25,12 +25,17 @@ impl HttpServer {
     /// Any Python server that takes its port from `args(port)` (given 0) and prints the port it
     /// bound, run in `dir`.
     pub fn spawn(dir: &Path, args: impl FnOnce(u16) -> Vec<String>) -> Self {
+        Self::spawn_with_stderr(dir, args, Stdio::null())
+    }
+
+    /// `spawn`, with the server's stderr (its log) going to `stderr`.
+    pub fn spawn_with_stderr(dir: &Path, args: impl FnOnce(u16) -> Vec<String>, stderr: Stdio) -> Self {
         let mut child = Command::new("python3")
             .arg("-u")
             .args(args(0))
             .current_dir(dir)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("python3 is installed by scripts/test.sh");
         let stdout = child.stdout.take().expect("stdout is piped");

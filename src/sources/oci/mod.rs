@@ -13,6 +13,8 @@ mod origin;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use futures_util::{StreamExt as _, TryStreamExt as _};
+
 pub use origin::Origin;
 use origin::{check_digest, is_not_found, read_layout_blob, registry_error};
 
@@ -75,12 +77,14 @@ impl Sources<'_> {
 }
 
 /// Resolve every `[[image]]` of the spec to the digest its source serves now.
+/// `--jobs` images at a time, in spec order.
 pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedImage>, SourceError> {
-    let mut out = Vec::new();
-    for entry in &sources.spec.spec.image {
-        out.push(resolve_one(sources, entry.get_ref()).await?);
-    }
-    Ok(out)
+    let images = futures_util::stream::iter(&sources.spec.spec.image)
+        .map(|entry| resolve_one(sources, entry.get_ref()))
+        .buffered(sources.fetch.jobs.max(1))
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(images)
 }
 
 async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedImage, ImageError> {
@@ -143,11 +147,17 @@ async fn attachments(
 ) -> Result<Vec<LockedAttachment>, ImageError> {
     let mut out = Vec::new();
     // Cosign's tags, and the OCI referrers tag schema (`sha256-HEX`: an index of referrers,
-    // what registries without the referrers API hold).
-    for suffix in [".sig", ".att", ".sbom", ""] {
+    // what registries without the referrers API hold), asked for together.
+    let probes = [".sig", ".att", ".sbom", ""].map(|suffix| {
         let tag = format!("sha256-{digest}{suffix}");
         let at = image.with_tag(tag.clone());
-        match origin::pull_manifest(conn, &at, options).await {
+        async move {
+            let answer = origin::pull_manifest(conn, &at, options).await;
+            (tag, at, answer)
+        }
+    });
+    for (tag, at, answer) in futures_util::future::join_all(probes).await {
+        match answer {
             Ok((bytes, _)) => {
                 let media_type = doc::parse(&bytes)
                     .map_err(|detail| ImageError::Manifest { reference: at.to_string(), detail })?
