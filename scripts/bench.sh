@@ -1,38 +1,125 @@
 #!/usr/bin/env bash
-# Time and peak memory of lock, build, verify and install for a bundle of SIZE_MB of
-# incompressible content, at two sizes by default, to check that memory does not grow with
-# the bundle. Speed and memory targets are checked here, never in timed unit tests.
-#   scripts/bench.sh              256 MiB and 2048 MiB
-#   SIZES="512 4096" scripts/bench.sh
+# airlock against what a user would run without it, side by side on this machine (issue 15).
+# Speed and memory targets are checked here, never in timed unit tests.
+#
+#   build   airlock build            ÷  find … -exec openssl dgst -sha256 + tar -cf - | zstd -3 -T<cores>
+#   verify  airlock verify           ÷  zstd -dc | tar -x + find … -exec openssl dgst -sha256
+#   install airlock install          ÷  the same; no target: install also keeps a copy of the bundle
+#                                       for rollback and makes the site durable (fsync)
+#   mirror  airlock lock + build     ÷  skopeo copy, image by image, into one OCI layout
+#           (cold cache, a local docker-registry, IMAGES images of 4 layers of LAYER_MIB MiB)
+#
+# Each comparison runs RUNS times, alternating with its baseline (page cache warm); the ratio
+# printed is the median of the per-run ratios. Content (scripts/bench-content.py) is ~800 MiB
+# at scale 1: incompressible weights, text, small files; scale 2 doubles it, to show that peak
+# memory does not grow with the bundle.
+#   scripts/bench.sh                        scales 1 and 2, 3 runs, 12 images
+#   SCALES=1 RUNS=1 IMAGES=0 scripts/bench.sh   a quick look (IMAGES=0: no mirror comparison)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-[[ -x /usr/bin/time ]] || { sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo; $sudo apt-get install -y -qq time >/dev/null; }
+RUNS=${RUNS:-3} SCALES=${SCALES:-1 2} IMAGES=${IMAGES:-12} LAYER_MIB=${LAYER_MIB:-8}
+
+missing=()
+for pair in time:/usr/bin/time zstd:zstd openssl:openssl skopeo:skopeo docker-registry:docker-registry; do
+  command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
+done
+if ((${#missing[@]})); then
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo
+  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 airlock=$("$repo/scripts/airlock-bin.sh" --release)
 work=$(mktemp -d "${TMPDIR:-/tmp}/airlock-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+registry_pid=""
+trap '[[ -n $registry_pid ]] && kill "$registry_pid" 2>/dev/null; rm -rf "$work"' EXIT
 "$airlock" keygen --out-dir "$work/keys" --name bench >/dev/null 2>&1
 export SOURCE_DATE_EPOCH=1764432000
+cores=$(nproc)
 
-measure() { # label, command… -> "label  seconds  MiB/s  peak RSS MiB"
-  local label=$1 mb=$2; shift 2
-  /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null
-  read -r secs kib < "$work/time"
-  awk -v l="$label" -v s="$secs" -v k="$kib" -v mb="$mb" 'BEGIN { printf "  %-8s %8.2f s %9.1f MiB/s %8.1f MiB peak RSS\n", l, s, (s > 0 ? mb / s : 0), k / 1024 }'
+# timed FILE CMD…: run CMD (quiet), append "seconds peak-KiB" to FILE; a failure stops the bench.
+timed() {
+  local out=$1; shift
+  if ! /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr"; then
+    echo "failed: $*" >&2; cat "$work/stderr" >&2; exit 1
+  fi
+  tail -n 1 "$work/time" >> "$out"
 }
 
-printf 'airlock bench on %s cores, %s\n' "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-for mb in ${SIZES:-256 2048}; do
-  dir="$work/p$mb"; mkdir -p "$dir/data"
-  # Four files: incompressible content is the worst case for throughput and the usual case
-  # for image layers and wheels.
-  for i in 1 2 3 4; do head -c $((mb * 1024 * 1024 / 4)) /dev/urandom > "$dir/data/blob$i.bin"; done
-  { printf '[bundle]\nname = "bench"\nversion = "1.0.0"\n'
-    for i in 1 2 3 4; do printf '\n[[file]]\nname = "blob%s.bin"\nsource = "data/blob%s.bin"\n' "$i" "$i"; done; } > "$dir/airlock.toml"
-  echo "$mb MiB of content:"
-  measure lock "$mb" "$airlock" lock "$dir/airlock.toml"
-  measure build "$mb" "$airlock" build "$dir/airlock.toml" --locked --key "$work/keys/bench.key" --out "$dir/b.airlock"
-  printf '  %-8s %s bytes\n' size "$(stat -c %s "$dir/b.airlock")"
-  measure verify "$mb" "$airlock" verify "$dir/b.airlock" --trust "$work/keys/bench.pub"
-  measure install "$mb" "$airlock" install "$dir/b.airlock" --trust "$work/keys/bench.pub" --root "$dir/site"
+# compare NAME TARGET PREP BASELINE AIRLOCK: RUNS alternating runs; one result line.
+compare() {
+  local name=$1 target=$2 prep=$3 base=$4 air=$5
+  rm -f "$work/$name.base" "$work/$name.air"
+  for _ in $(seq "$RUNS"); do
+    eval "$prep"; timed "$work/$name.base" bash -c "$base"
+    eval "$prep"; timed "$work/$name.air" bash -c "$air"
+  done
+  python3 - "$name" "$target" "$work/$name.air" "$work/$name.base" <<'EOF'
+import statistics, sys
+name, target, air, base = sys.argv[1], sys.argv[2], *[[tuple(map(float, l.split())) for l in open(p)] for p in sys.argv[3:]]
+ratio = statistics.median(a[0] / b[0] for a, b in zip(air, base))
+peak = max(a[1] for a in air) / 1024
+ok = "-" if target == "-" else "ok" if ratio <= float(target) else "MISSED"
+rss = "ok" if peak <= 64 else "MISSED"
+print(f"  {name:<8} {statistics.median(a[0] for a in air):7.2f} s {statistics.median(b[0] for b in base):7.2f} s"
+      f" {ratio:7.2f}  <= {target:<5} {ok:<7}"
+      f" {peak:7.1f} MiB {max(b[1] for b in base) / 1024:7.1f} MiB  {rss}")
+EOF
+}
+
+header() { printf '  %-8s %9s %9s %7s  %-8s %-7s %11s %11s  %s\n' figure airlock baseline ratio target verdict "airlock RSS" "base RSS" "<= 64 MiB"; }
+
+printf 'airlock bench: %s cores (%s), %s GiB RAM, %s, %s; airlock %s\n' "$cores" \
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(awk '/MemTotal/ {printf "%d", $2 / 1048576}' /proc/meminfo)" \
+  "$(zstd --version | grep -o 'v[0-9.]*')" "$(skopeo --version)" "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?')"
+printf 'median of %s runs each, alternating with the baseline; page cache warm\n' "$RUNS"
+
+for scale in $SCALES; do
+  dir="$work/s$scale"
+  python3 "$repo/scripts/bench-content.py" "$dir" "$scale"
+  mb=$(du -sm --apparent-size "$dir/data" | cut -f1)
+  files=$(find "$dir/data" -type f | wc -l)
+  "$airlock" lock "$dir/airlock.toml" >/dev/null 2>&1
+  echo
+  echo "scale $scale: $mb MiB in $files files"
+  header
+  compare build 0.9 true \
+    "find '$dir/data' -type f -exec openssl dgst -sha256 {} + >/dev/null && tar -cf - -C '$dir' data | zstd -q -f -3 -T$cores -o '$dir/b.tar.zst'" \
+    "'$airlock' build '$dir/airlock.toml' --locked --key '$work/keys/bench.key' --out '$dir/b.airlock'"
+  compare verify 0.6 "rm -rf '$dir/x'; mkdir '$dir/x'" \
+    "zstd -dc '$dir/b.tar.zst' | tar -x -C '$dir/x' && find '$dir/x' -type f -exec openssl dgst -sha256 {} + >/dev/null" \
+    "'$airlock' verify '$dir/b.airlock' --trust '$work/keys/bench.pub'"
+  compare install - "rm -rf '$dir/x' '$dir/site'; mkdir '$dir/x'" \
+    "zstd -dc '$dir/b.tar.zst' | tar -x -C '$dir/x' && find '$dir/x' -type f -exec openssl dgst -sha256 {} + >/dev/null" \
+    "'$airlock' install '$dir/b.airlock' --trust '$work/keys/bench.pub' --root '$dir/site'"
+  python3 -c 'import sys; a, b = map(int, sys.argv[1:]); v = "ok" if a <= b else "MISSED"; print(f"  size     {a:>11} B {b:>11} B {a / b:7.1%}  <= 100%   {v}")' \
+    "$(stat -c %s "$dir/b.airlock")" "$(stat -c %s "$dir/b.tar.zst")"
   rm -rf "$dir"
 done
+
+if ((IMAGES > 0)); then
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  host=127.0.0.1:$port
+  mkdir -p "$work/registry"
+  printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n' \
+    "$work/registry/data" "$host" > "$work/registry/config.yml"
+  docker-registry serve "$work/registry/config.yml" >"$work/registry/log" 2>&1 &
+  registry_pid=$!
+  for _ in $(seq 100); do curl -sf "http://$host/v2/" >/dev/null && break; sleep 0.1; done
+  spec="$work/mirror/airlock.toml"; mkdir -p "$work/mirror"
+  printf '[bundle]\nname = "mirror"\nversion = "1.0.0"\n\n[registries."%s"]\ninsecure = true\n' "$host" > "$spec"
+  copies=""
+  for i in $(seq -w "$IMAGES"); do
+    python3 "$repo/tests/helpers/push_image.py" "http://$host" "bench/img$i" v1 --layers 4 \
+      --layer-size $((LAYER_MIB << 20)) --seed "$i" >/dev/null
+    printf '\n[[image]]\nref = "%s/bench/img%s:v1"\n' "$host" "$i" >> "$spec"
+    copies+="skopeo copy -q --src-tls-verify=false docker://$host/bench/img$i:v1 oci:$work/mirror/layout:img$i && "
+  done
+  echo
+  echo "mirror: $IMAGES images x 4 layers x $LAYER_MIB MiB from a local docker-registry, cold cache"
+  header
+  compare mirror 0.7 "rm -rf '$work/mirror/layout' '$work/mirror/cache' '$work/mirror/b.airlock' '$work/mirror/airlock.lock'" \
+    "${copies}true" \
+    "'$airlock' lock '$spec' --cache '$work/mirror/cache' && '$airlock' build '$spec' --locked --cache '$work/mirror/cache' --key '$work/keys/bench.key' --out '$work/mirror/b.airlock'"
+fi
+
+echo
+printf 'release binary: %s bytes (target <= 25 MB)\n' "$(stat -c %s "$airlock")"
