@@ -17,6 +17,15 @@ pub trait Reporter {
     fn item_finish(&self, _key: &str) {}
 }
 
+/// A reporter that shows nothing.
+pub struct Silent;
+
+impl Reporter for Silent {
+    fn start(&self, _: &str, _: u64) {}
+    fn advance(&self, _: u64) {}
+    fn finish(&self) {}
+}
+
 /// A reader that tells a `Reporter` about every read and remembers a read error, so that the
 /// code copying from it can tell a failing source from a failing destination.
 pub struct Tracked<'r, R> {

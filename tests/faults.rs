@@ -183,3 +183,54 @@ fn locking_an_image_asks_an_open_registry_for_v2_once() {
     assert_eq!(requests.iter().filter(|r| **r == "GET /v2/").count(), 1, "{requests:#?}");
     assert!(requests.len() <= 8, "{requests:#?}");
 }
+
+/// Image blobs download while the bundle is packed: one that arrives corrupted stops the
+/// build with the download's own error (exit 3, the digest named), the packing that had
+/// started leaves nothing behind, and nothing unverified stays in the cache.
+#[test]
+fn a_corrupted_image_layer_stops_the_packing_that_started_beside_it() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let upstream = Registry::start(Mode::Plain);
+    upstream.push("app/x", "1.0", &["--layers", "3", "--layer-size", "300000"]);
+    let bad = proxy(&upstream.url(), &["--corrupt", "/blobs/"]);
+    let reg = host(&bad.url);
+    let dir = t.path().join("p");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A file member sorts before `images/`: packing is under way when the blobs fail.
+    std::fs::write(dir.join("notes.txt"), pattern(3_000_000, 5)).unwrap();
+    let spec = write_spec(
+        &dir,
+        &format!(
+            "[registries.\"{reg}\"]\ninsecure = true\n\n[[image]]\nref = \"{reg}/app/x:1.0\"\n\n\
+             [[file]]\nname = \"notes.txt\"\nsource = \"notes.txt\"\n"
+        ),
+    );
+    let out = t.path().join("b.airlock");
+    let cache = t.path().join("cache");
+    airlock_run(&["lock", s(&spec), "--cache", s(&cache)]).ok();
+    let r = airlock_run(&[
+        "build",
+        s(&spec),
+        "--locked",
+        "--cache",
+        s(&cache),
+        "--key",
+        s(&keys.private),
+        "--out",
+        s(&out),
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("sha256"), "names the digest: {}", r.stderr);
+    assert!(!r.stderr.contains("was not fetched"), "the download's error, not packing's: {}", r.stderr);
+    assert!(!out.exists());
+    let leftovers: Vec<_> =
+        std::fs::read_dir(t.path()).unwrap().filter_map(Result::ok).map(|e| e.file_name()).collect();
+    assert!(!leftovers.iter().any(|n| n.to_string_lossy().contains("partial")), "{leftovers:?}");
+    let partial: Vec<_> = walkdir::WalkDir::new(cache.join("tmp"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .collect();
+    assert!(partial.is_empty(), "nothing unverified stays in the cache: {partial:?}");
+}

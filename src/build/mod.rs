@@ -1,6 +1,8 @@
 //! The build side's phases, called in order by `airlock build`: lock (resolve what the lock
-//! does not cover, `lock::ensure`) → plan (every member's bytes into the cache) → SBOM (a
-//! listed member, so the manifest's signature covers it) → manifest → provenance → pack.
+//! does not cover, `lock::ensure`) → plan (every member's bytes into the cache, but image
+//! blobs, which need only their digests and sizes to be listed) → SBOM (a listed member, so
+//! the manifest's signature covers it) → manifest → provenance → pack, with the image blobs
+//! downloading beside it.
 //! Nothing here parses arguments or prints; `commands::build` is the glue.
 
 pub mod lock;
@@ -10,15 +12,16 @@ use std::path::Path;
 use crate::attest::sbom::{self, SbomError};
 use crate::bundle::Manifest;
 use crate::bundle::manifest::{Artifact, Builder, Entry, SBOM, SCHEMA_V1};
-use crate::bundle::writer::{Compression, Member, PackError, Packed, pack};
+use crate::bundle::writer::{Arrivals, Compression, Member, PackError, Packed, pack};
 use crate::cache::{Cache, CacheError};
 use crate::clock::{ClockError, Timestamp};
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
-use crate::fetch::Net;
+use crate::fetch::{Fetch, Net};
 use crate::member_path::MemberPath;
-use crate::progress::Reporter;
+use crate::progress::{Reporter, Silent};
 use crate::sign::SigningKey;
+use crate::sources::oci::{PendingBlob, fetch_blobs};
 use crate::sources::{Plan, SourceError, Sources};
 use crate::spec::SpecFile;
 use crate::spec::lock::{LockError, LockFile};
@@ -74,17 +77,41 @@ pub fn build(
     compression: Compression,
     reporter: &dyn Reporter,
 ) -> Result<Built, BuildError> {
-    tracing::info!("fetch: every pinned input into the cache");
+    tracing::info!("fetch: every pinned input into the cache (image blobs while packing)");
     let mut plan = net.block_on(sources.plan(lock))?;
+    let blobs = std::mem::take(&mut plan.blobs);
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     tracing::info!("sbom: {} artifacts", plan.artifacts.len());
     add_sbom(&mut plan, sources.spec, created, sources.fetch.cache)?;
-    let Plan { artifacts, members } = plan;
+    let Plan { artifacts, members, .. } = plan;
     let manifest = assemble(sources.spec, lock, key, created, artifacts, &members)?;
     tracing::info!("sign: manifest and provenance with key {}", key.key_id().short());
     let envelope = provenance(&manifest, sources.spec, key, compression);
     tracing::info!("pack: {} entries into `{}`", manifest.entries.len(), out.display());
-    let packed = pack(out, &manifest, key, &members, Some(&envelope), compression, reporter)?;
+    let arrivals = Arrivals::expect(blobs.iter().map(PendingBlob::digest));
+    let cache = sources.fetch.cache;
+    let jobs = sources.fetch.jobs;
+    let packed = std::thread::scope(|scope| {
+        // Image blobs download on a thread of their own while the members before them are
+        // packed: the bundle is done about when the last blob is in, not a packing time later.
+        let fetching = scope.spawn(|| {
+            // Packing reports the progress: it follows the downloads in bundle order.
+            let fetch = Fetch { cache, jobs, http: net.http(), reporter: &Silent };
+            let fetched = net.block_on(fetch_blobs(&blobs, &fetch, &arrivals));
+            if fetched.is_err() {
+                arrivals.abandon();
+            }
+            fetched
+        });
+        let packed = pack(out, &manifest, key, &members, Some(&envelope), compression, &arrivals, reporter);
+        if packed.is_err() {
+            arrivals.abandon();
+        }
+        let fetched = fetching.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        // A failed download is why packing stopped: it is the error to report.
+        fetched.map_err(|e| BuildError::Source(e.into()))?;
+        packed.map_err(BuildError::Pack)
+    })?;
     Ok(Built { manifest, packed })
 }
 

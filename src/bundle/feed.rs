@@ -4,9 +4,11 @@
 //! zstd's own workers behind it) overlap; each origin is read once; the chunks are recycled,
 //! so memory is fixed whatever the bundle's size or member count.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::Scope;
 
 use super::writer::{Member, PackError};
@@ -17,6 +19,57 @@ use crate::progress::Reporter;
 
 /// Chunks read ahead of the consumer, at most.
 const DEPTH: usize = 4;
+
+/// Members whose origins are still on their way: downloads running beside `pack`, in bundle
+/// order, so that packing starts with the first blob instead of after the last. The reading
+/// thread waits for each such member before it opens it.
+#[derive(Default)]
+pub struct Arrivals {
+    state: Mutex<Awaited>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Awaited {
+    digests: BTreeSet<Sha256>,
+    /// Nothing more will arrive: a download failed, or packing stopped.
+    abandoned: bool,
+}
+
+impl Arrivals {
+    /// Members with these digests are not there yet.
+    pub fn expect(digests: impl IntoIterator<Item = Sha256>) -> Self {
+        Self {
+            state: Mutex::new(Awaited { digests: digests.into_iter().collect(), abandoned: false }),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// The blob with this digest is in place.
+    pub fn arrived(&self, digest: Sha256) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).digests.remove(&digest);
+        self.changed.notify_all();
+    }
+
+    /// Nothing more will arrive; whoever waits stops waiting.
+    pub fn abandon(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).abandoned = true;
+        self.changed.notify_all();
+    }
+
+    pub fn abandoned(&self) -> bool {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).abandoned
+    }
+
+    /// Wait until the member with `digest` is in place: `false` if it never will be.
+    fn wait(&self, digest: &Sha256) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while state.digests.contains(digest) && !state.abandoned {
+            state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        !state.digests.contains(digest)
+    }
+}
 
 /// What the reading thread read of one member's origin.
 #[derive(Debug)]
@@ -54,15 +107,16 @@ pub struct Feed<'r> {
 }
 
 impl<'r> Feed<'r> {
-    /// Start reading `members` on a thread of `scope`.
+    /// Start reading `members` on a thread of `scope`, each once it has arrived.
     pub fn spawn<'scope>(
         scope: &'scope Scope<'scope, '_>,
         members: &'scope [Member],
+        arrivals: &'scope Arrivals,
         reporter: &'r dyn Reporter,
     ) -> Self {
         let (pieces_tx, pieces) = sync_channel(DEPTH);
         let (spent, spent_rx) = sync_channel(DEPTH + 2);
-        scope.spawn(move || produce(members, &pieces_tx, &spent_rx));
+        scope.spawn(move || produce(members, arrivals, &pieces_tx, &spent_rx));
         Self { pieces, spent, current: Vec::new(), pos: 0, len: 0, ended: None, reporter }
     }
 
@@ -137,9 +191,13 @@ impl Read for Feed<'_> {
 }
 
 /// The reading thread: every member in order, until done or the consumer is gone.
-fn produce(members: &[Member], pieces: &SyncSender<Piece>, spent: &Receiver<Vec<u8>>) {
+fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, spent: &Receiver<Vec<u8>>) {
     let mut pool = Pool { spent, allocated: 0 };
     for member in members {
+        if !arrivals.wait(&member.sha256) {
+            let _ = pieces.send(Piece::Failed(PackError::NotFetched { what: member.what.clone() }));
+            return;
+        }
         let last = match read_member(member, pieces, &mut pool) {
             Ok(Some(streamed)) => pieces.send(Piece::End(streamed)).is_err(),
             Ok(None) => true,

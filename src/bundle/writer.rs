@@ -8,6 +8,7 @@
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
+pub use super::feed::Arrivals;
 use super::feed::Feed;
 use super::header;
 use super::manifest::{MANIFEST, Manifest, PROVENANCE, SIGNATURE};
@@ -78,6 +79,8 @@ pub enum PackError {
     SizeMismatch { what: String, origin: PathBuf, expected: u64, actual: u64 },
     #[error("`{what}` from `{}`: expected sha256 {expected}, got {actual}{CHANGED}", origin.display())]
     DigestMismatch { what: String, origin: PathBuf, expected: Sha256, actual: Sha256 },
+    #[error("`{what}` was not fetched: its download failed or was stopped")]
+    NotFetched { what: String },
     #[error("cannot write bundle `{}`", path.display())]
     Write {
         path: PathBuf,
@@ -89,7 +92,7 @@ pub enum PackError {
 impl Classify for PackError {
     fn class(&self) -> Class {
         match self {
-            PackError::Read { .. } | PackError::Write { .. } => Class::Runtime,
+            PackError::Read { .. } | PackError::Write { .. } | PackError::NotFetched { .. } => Class::Runtime,
             PackError::SizeMismatch { .. } | PackError::DigestMismatch { .. } => Class::Verification,
         }
     }
@@ -164,7 +167,9 @@ impl<W: Write> BundleWriter<W> {
     }
 }
 
-/// Write a whole bundle: manifest, signature, then every content member in manifest order.
+/// Write a whole bundle: manifest, signature, then every content member in manifest order,
+/// each once it has arrived (`arrivals`: the members still being downloaded).
+#[allow(clippy::too_many_arguments, reason = "one call, from `build::build`, with every part named")]
 pub fn pack(
     out: &Path,
     manifest: &Manifest,
@@ -172,6 +177,7 @@ pub fn pack(
     members: &[Member],
     provenance: Option<&[u8]>,
     compression: Compression,
+    arrivals: &Arrivals,
     reporter: &dyn Reporter,
 ) -> Result<Packed, PackError> {
     let write_err = |source| PackError::Write { path: out.to_owned(), source };
@@ -191,7 +197,7 @@ pub fn pack(
         reporter.start("packing", manifest.content_bytes());
         // Order: the listed `airlock/` members (the SBOM), the provenance, then the content.
         let split = members.iter().position(|m| m.path.area() != "airlock").unwrap_or(members.len());
-        let mut feed = Feed::spawn(scope, members, reporter);
+        let mut feed = Feed::spawn(scope, members, arrivals, reporter);
         for (i, member) in members.iter().enumerate() {
             if i == split
                 && let Some(bytes) = provenance

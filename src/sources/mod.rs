@@ -73,12 +73,15 @@ impl Classify for SourceError {
 pub struct Plan {
     pub artifacts: Vec<Artifact>,
     pub members: Vec<Member>,
+    /// Image blobs the members name that are not fetched yet (`oci::fetch_blobs`).
+    pub blobs: Vec<oci::PendingBlob>,
 }
 
 impl Plan {
     fn extend(&mut self, other: Plan) {
         self.artifacts.extend(other.artifacts);
         self.members.extend(other.members);
+        self.blobs.extend(other.blobs);
     }
 }
 

@@ -8,7 +8,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _};
 
 use super::{ImageError, Origin};
 use crate::bundle::manifest::{Attachment, AttachmentKind, ImageArtifact, ImagePlatform};
-use crate::bundle::writer::Member;
+use crate::bundle::writer::{Arrivals, Member};
 use crate::cache::Cache;
 use crate::digest::{Prefixed, Sha256};
 use crate::fetch::{Fetch, blocking};
@@ -158,20 +158,9 @@ impl<'a> Carrier<'a> {
         Ok(digest)
     }
 
-    /// Every queued blob into the cache, `--jobs` at a time.
-    pub async fn fetch_blobs(&self, fetch: &Fetch<'_>) -> Result<(), ImageError> {
-        fetch.reporter.start("fetching", self.blobs.values().map(|(_, d)| d.size).sum());
-        futures_util::stream::iter(self.blobs.values())
-            .map(|(origin, desc)| origin.blob(desc, fetch.cache, fetch.reporter))
-            .buffer_unordered(fetch.jobs.max(1))
-            .try_collect::<Vec<_>>()
-            .await?;
-        fetch.reporter.finish();
-        Ok(())
-    }
-
-    /// The `images/` members: every blob and manifest once, `index.json` and `oci-layout`.
-    pub async fn into_members(self) -> Result<Vec<Member>, ImageError> {
+    /// The `images/` members: every blob and manifest once, `index.json` and `oci-layout`;
+    /// and the blobs, which are fetched later (`fetch_blobs`).
+    pub async fn into_members(self) -> Result<(Vec<Member>, Vec<PendingBlob>), ImageError> {
         let cache = self.cache;
         let member = |path: &str, sha256: Sha256, size: u64| Member {
             path: MemberPath::new(path).expect("image member paths are valid"),
@@ -194,6 +183,43 @@ impl<'a> Carrier<'a> {
             blocking(move || cache.put(digest, Some(size), path, bytes.as_slice())).await?;
             members.push(member(path, digest, size));
         }
-        Ok(members)
+        Ok((members, self.blobs.into_values().map(|(origin, descriptor)| PendingBlob { origin, descriptor }).collect()))
     }
+}
+
+/// A blob an image names, still to be fetched into the cache.
+pub struct PendingBlob {
+    origin: Origin,
+    descriptor: Descriptor,
+}
+
+impl PendingBlob {
+    pub fn digest(&self) -> Sha256 {
+        self.descriptor.digest
+    }
+}
+
+impl std::fmt::Debug for PendingBlob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} blob sha256:{}", self.origin.describe(), self.descriptor.digest)
+    }
+}
+
+/// Every blob into the cache, `--jobs` at a time, in bundle order (by digest), each announced
+/// to `arrivals` as it lands; stopped early when `arrivals` is abandoned (packing failed).
+pub async fn fetch_blobs(blobs: &[PendingBlob], fetch: &Fetch<'_>, arrivals: &Arrivals) -> Result<(), ImageError> {
+    fetch.reporter.start("fetching", blobs.iter().map(|b| b.descriptor.size).sum());
+    futures_util::stream::iter(blobs)
+        .map(|blob| async move {
+            if !arrivals.abandoned() {
+                blob.origin.blob(&blob.descriptor, fetch.cache, fetch.reporter).await?;
+                arrivals.arrived(blob.descriptor.digest);
+            }
+            Ok::<_, ImageError>(())
+        })
+        .buffer_unordered(fetch.jobs.max(1))
+        .try_collect::<Vec<_>>()
+        .await?;
+    fetch.reporter.finish();
+    Ok(())
 }

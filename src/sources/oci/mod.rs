@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 
+pub use carry::{PendingBlob, fetch_blobs};
 pub use origin::Origin;
 use origin::{check_digest, is_not_found, read_layout_blob, registry_error};
 
@@ -226,8 +227,9 @@ async fn layout_entry(dir: &Path, tag: &str) -> Result<Descriptor, ImageError> {
     })
 }
 
-/// Fetch every locked image by digest into the cache and return the manifest's artifacts and
-/// the `images/` members: `oci-layout`, `index.json`, and every blob once.
+/// Every locked image's manifests by digest into the cache; the manifest's artifacts, the
+/// `images/` members (`oci-layout`, `index.json`, and every blob once), and the blobs to
+/// fetch (`carry::fetch_blobs`, while the bundle is packed).
 pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, SourceError> {
     let mut carrier = carry::Carrier::new(sources.fetch.cache);
     let mut plan = Plan::default();
@@ -245,7 +247,6 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     if plan.artifacts.is_empty() {
         return Ok(plan);
     }
-    carrier.fetch_blobs(&sources.fetch).await?;
-    plan.members = carrier.into_members().await?;
+    (plan.members, plan.blobs) = carrier.into_members().await?;
     Ok(plan)
 }
