@@ -234,3 +234,41 @@ fn a_corrupted_image_layer_stops_the_packing_that_started_beside_it() {
         .collect();
     assert!(partial.is_empty(), "nothing unverified stays in the cache: {partial:?}");
 }
+
+/// A blob already in the cache is hashed again when it is packed (a blob downloaded by the
+/// same build is not: it was hashed as it arrived). One damaged in the cache since an
+/// earlier build, as by a power loss, stops the build with exit 3 naming it.
+#[test]
+fn a_cached_layer_damaged_since_an_earlier_build_is_caught_when_packed() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let upstream = Registry::start(Mode::Plain);
+    upstream.push("app/x", "1.0", &["--layers", "2", "--layer-size", "200000"]);
+    let reg = host(&upstream.url()).to_owned();
+    let spec = write_spec(
+        &t.path().join("p"),
+        &format!("[registries.\"{reg}\"]\ninsecure = true\n\n[[image]]\nref = \"{reg}/app/x:1.0\"\n"),
+    );
+    let cache = t.path().join("cache");
+    let build = |out: &str| {
+        let out = t.path().join(out);
+        airlock_run(&["build", s(&spec), "--cache", s(&cache), "--key", s(&keys.private), "--out", s(&out)])
+    };
+    build("first.airlock").ok();
+    // The largest blob in the cache is a layer; flip one byte, keeping its size.
+    let layer = walkdir::WalkDir::new(cache.join("blobs"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .max_by_key(|e| e.metadata().unwrap().len())
+        .unwrap()
+        .into_path();
+    let mut bytes = std::fs::read(&layer).unwrap();
+    bytes[1000] ^= 0x40;
+    std::fs::write(&layer, &bytes).unwrap();
+    let r = build("second.airlock");
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let name = layer.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(r.stderr.contains(&name), "names the blob: {}", r.stderr);
+    assert!(!t.path().join("second.airlock").exists());
+}

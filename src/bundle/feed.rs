@@ -32,22 +32,40 @@ pub struct Arrivals {
 #[derive(Default)]
 struct Awaited {
     digests: BTreeSet<Sha256>,
+    /// Arrived from a download of this build, which hashed the bytes as they came and
+    /// checked them against the digest.
+    verified: BTreeSet<Sha256>,
     /// Nothing more will arrive: a download failed, or packing stopped.
     abandoned: bool,
+}
+
+/// What waiting for a member ended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// In place before this build (or never awaited): packing hashes it.
+    Present,
+    /// Downloaded and verified by this build moments ago: packing reads it, not hashes it again.
+    Verified,
+    /// It never will be.
+    Abandoned,
 }
 
 impl Arrivals {
     /// Members with these digests are not there yet.
     pub fn expect(digests: impl IntoIterator<Item = Sha256>) -> Self {
-        Self {
-            state: Mutex::new(Awaited { digests: digests.into_iter().collect(), abandoned: false }),
-            changed: Condvar::new(),
-        }
+        let digests = digests.into_iter().collect();
+        Self { state: Mutex::new(Awaited { digests, ..Awaited::default() }), changed: Condvar::new() }
     }
 
-    /// The blob with this digest is in place.
-    pub fn arrived(&self, digest: Sha256) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).digests.remove(&digest);
+    /// The blob with this digest is in place; `verified` when this build downloaded it and
+    /// checked its digest (rather than finding it in the cache).
+    pub fn arrived(&self, digest: Sha256, verified: bool) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.digests.remove(&digest);
+        if verified {
+            state.verified.insert(digest);
+        }
+        drop(state);
         self.changed.notify_all();
     }
 
@@ -61,13 +79,19 @@ impl Arrivals {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).abandoned
     }
 
-    /// Wait until the member with `digest` is in place: `false` if it never will be.
-    fn wait(&self, digest: &Sha256) -> bool {
+    /// Wait until the member with `digest` is in place.
+    fn wait(&self, digest: &Sha256) -> Arrival {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         while state.digests.contains(digest) && !state.abandoned {
             state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
-        !state.digests.contains(digest)
+        if state.digests.contains(digest) {
+            Arrival::Abandoned
+        } else if state.verified.contains(digest) {
+            Arrival::Verified
+        } else {
+            Arrival::Present
+        }
     }
 }
 
@@ -194,11 +218,12 @@ impl Read for Feed<'_> {
 fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, spent: &Receiver<Vec<u8>>) {
     let mut pool = Pool { spent, allocated: 0 };
     for member in members {
-        if !arrivals.wait(&member.sha256) {
+        let arrival = arrivals.wait(&member.sha256);
+        if arrival == Arrival::Abandoned {
             let _ = pieces.send(Piece::Failed(PackError::NotFetched { what: member.what.clone() }));
             return;
         }
-        let last = match read_member(member, pieces, &mut pool) {
+        let last = match read_member(member, arrival == Arrival::Verified, pieces, &mut pool) {
             Ok(Some(streamed)) => pieces.send(Piece::End(streamed)).is_err(),
             Ok(None) => true,
             Err(e) => {
@@ -234,17 +259,45 @@ impl Pool<'_> {
 }
 
 /// Read and hash one member's origin, handing its bytes over; `Ok(None)` when the consumer is
-/// gone. One byte past the promised size is asked for, to find out whether there is more.
-fn read_member(member: &Member, pieces: &SyncSender<Piece>, pool: &mut Pool) -> Result<Option<Streamed>, PackError> {
+/// gone. A blob this build has just downloaded and verified (`verified_now`) is read but not
+/// hashed again: its bytes were hashed as they arrived.
+fn read_member(
+    member: &Member,
+    verified_now: bool,
+    pieces: &SyncSender<Piece>,
+    pool: &mut Pool,
+) -> Result<Option<Streamed>, PackError> {
     let read_err = |source| PackError::Read { what: member.what.clone(), origin: member.origin.clone(), source };
     let file = File::open(&member.origin).map_err(read_err)?;
     let file_size = file.metadata().map_err(read_err)?.len();
+    if verified_now {
+        let Some((within_size, more)) = hand_over(member.size, file, pieces, pool).map_err(read_err)? else {
+            return Ok(None);
+        };
+        return Ok(Some(Streamed { sha256: member.sha256, within_size, more, file_size }));
+    }
     let mut hashing = HashingReader::new(file);
-    let mut left = member.size;
+    let Some((within_size, more)) = hand_over(member.size, &mut hashing, pieces, pool).map_err(read_err)? else {
+        return Ok(None);
+    };
+    let (sha256, _) = hashing.finish();
+    Ok(Some(Streamed { sha256, within_size, more, file_size }))
+}
+
+/// Hand over `size` bytes of `source` (fewer if it ends first), then ask for one more, to
+/// find out whether there is more: the bytes handed over and whether there was more; `None`
+/// when the consumer is gone.
+fn hand_over(
+    size: u64,
+    mut source: impl Read,
+    pieces: &SyncSender<Piece>,
+    pool: &mut Pool,
+) -> io::Result<Option<(u64, bool)>> {
+    let mut left = size;
     while left > 0 {
         let Some(mut buf) = pool.take() else { return Ok(None) };
         let want = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
-        let n = fill(&mut hashing, &mut buf[..want]).map_err(read_err)?;
+        let n = fill(&mut source, &mut buf[..want])?;
         if n == 0 {
             break;
         }
@@ -253,8 +306,6 @@ fn read_member(member: &Member, pieces: &SyncSender<Piece>, pool: &mut Pool) -> 
             return Ok(None);
         }
     }
-    let within_size = hashing.count();
-    let more = left == 0 && fill(&mut hashing, &mut [0u8; 1]).map_err(read_err)? > 0;
-    let (sha256, _) = hashing.finish();
-    Ok(Some(Streamed { sha256, within_size, more, file_size }))
+    let more = left == 0 && fill(&mut source, &mut [0u8; 1])? > 0;
+    Ok(Some((size - left, more)))
 }

@@ -212,8 +212,10 @@ pub async fn fetch_blobs(blobs: &[PendingBlob], fetch: &Fetch<'_>, arrivals: &Ar
     futures_util::stream::iter(blobs)
         .map(|blob| async move {
             if !arrivals.abandoned() {
+                let cached = fetch.cache.contains(&blob.descriptor.digest, Some(blob.descriptor.size));
                 blob.origin.blob(&blob.descriptor, fetch.cache, fetch.reporter).await?;
-                arrivals.arrived(blob.descriptor.digest);
+                // A download is verified against the digest as it lands in the cache.
+                arrivals.arrived(blob.descriptor.digest, !cached);
             }
             Ok::<_, ImageError>(())
         })
