@@ -10,7 +10,8 @@
 #           (cold cache, a local docker-registry, IMAGES images of 4 layers of LAYER_MIB MiB)
 #   +pack   the same                 ÷  skopeo copy as above, then tar | zstd -3 of the layout
 #
-# Each comparison runs RUNS times, alternating with its baseline (page cache warm); the ratio
+# Each comparison runs RUNS times, alternating with its baseline (page cache warm, dirty pages
+# written back before each run); the ratio
 # printed is the median of the per-run ratios. Content (scripts/bench-content.py) is ~800 MiB
 # at scale 1: incompressible weights, text, small files; scale 2 doubles it, to show that peak
 # memory does not grow with the bundle.
@@ -49,9 +50,11 @@ timed() {
 compare() {
   local name=$1 target=$2 prep=$3 base=$4 air=$5
   rm -f "$work/$name.base" "$work/$name.air"
+  # `sync` first: the dirty pages of the content just generated, or of the last run's output,
+  # are written back before the clock starts, not during the next run.
   for _ in $(seq "$RUNS"); do
-    eval "$prep"; timed "$work/$name.base" bash -c "$base"
-    eval "$prep"; timed "$work/$name.air" bash -c "$air"
+    eval "$prep"; sync; timed "$work/$name.base" bash -c "$base"
+    eval "$prep"; sync; timed "$work/$name.air" bash -c "$air"
   done
   python3 - "$name" "$target" "$work/$name.air" "$work/$name.base" <<'EOF'
 import statistics, sys
