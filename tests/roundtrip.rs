@@ -344,3 +344,50 @@ fn diff_lists_added_removed_and_changed_between_bundles_and_between_locks() {
     assert!(back.contains("- file   extra.txt") && back.contains("0 added, 1 removed, 1 changed"), "{back}");
     airlock_run(&["diff", s(&b1), s(&t.path().join("nope"))]).code(1);
 }
+
+#[test]
+fn compression_flags_are_deterministic_recorded_and_read_back() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let p = project(&t.path().join("proj"), "1.0.0");
+    let plain = t.path().join("plain.airlock");
+    build(&p, &keys, &plain).ok();
+    let flagged = |out: &str, flags: &[&str]| {
+        let out = t.path().join(out);
+        let mut cmd = airlock();
+        cmd.env("SOURCE_DATE_EPOCH", EPOCH);
+        cmd.args(["build", s(&p.spec), "--key", s(&keys.private), "--out", s(&out)]).args(flags);
+        (run(&mut cmd), out)
+    };
+    let (r, small) = flagged("small.airlock", &["--compression-level", "19", "--long=24"]);
+    r.ok();
+    let (r, again) = flagged("again.airlock", &["--compression-level", "19", "--long=24"]);
+    r.ok();
+    assert_eq!(sha256_file(&small), sha256_file(&again), "the same flags give the same bytes");
+    assert_ne!(sha256_file(&small), sha256_file(&plain), "other flags, other bytes");
+
+    // The frame asks for the window it was written with; every reader copes.
+    let listed = run(Command::new("zstd").args(["-lv", s(&small)])).ok().stdout;
+    assert!(listed.contains("(16777216 B)"), "{listed}");
+    let listed = run(Command::new("zstd").args(["-lv", s(&plain)])).ok().stdout;
+    assert!(!listed.contains("(16777216 B)") && listed.contains("Window Size:"), "{listed}");
+    let (r, long) = flagged("long.airlock", &["--long"]);
+    r.ok();
+    let listed = run(Command::new("zstd").args(["-lv", s(&long)])).ok().stdout;
+    assert!(listed.contains("(134217728 B)"), "--long alone is 27: {listed}");
+    for bundle in [&small, &long] {
+        airlock_run(&["verify", s(bundle), "--trust", s(&keys.public)]).ok();
+    }
+
+    // The provenance says how the bytes were made.
+    let statement = airlock_run(&["provenance", s(&small), "--trust", s(&keys.public)]).ok().stdout;
+    let statement: serde_json::Value = serde_json::from_str(&statement).unwrap();
+    let compression = &statement["predicate"]["buildDefinition"]["externalParameters"]["compression"];
+    assert_eq!(compression, &serde_json::json!({"zstd_level": 19, "long_window_log": 24}));
+
+    for bad in [&["--long=28"][..], &["--compression-level", "0"], &["--compression-level", "20"]] {
+        let (r, out) = flagged("bad.airlock", bad);
+        assert_eq!(r.code, 2, "{bad:?}: {}", r.stderr);
+        assert!(!out.exists());
+    }
+}
