@@ -98,7 +98,7 @@ impl Arrivals {
 /// What the reading thread read of one member's origin.
 #[derive(Debug)]
 pub struct Streamed {
-    /// Over every byte read.
+    /// Over every byte read; for a blob this build verified as it arrived, that digest.
     pub sha256: Sha256,
     /// Bytes read, at most the promised size: less when the origin ran short.
     pub within_size: u64,
