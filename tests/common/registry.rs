@@ -43,8 +43,6 @@ impl Registry {
     pub fn start(mode: Mode) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_owned();
-        let port = free_port();
-        let host = format!("127.0.0.1:{port}");
         let mut extra = String::new();
         let mut ca = None;
         let mut token_server = None;
@@ -98,8 +96,10 @@ impl Registry {
             }
         }
         let (http_extra, top_extra) = if mode == Mode::Tls { (extra, String::new()) } else { (String::new(), extra) };
+        // Port 0: the registry binds a free port itself and logs which (`listening on …`);
+        // a port picked here and handed over could be taken by a parallel test first.
         let config = format!(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n{http_extra}{top_extra}",
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:0\n{http_extra}{top_extra}",
             dir.join("data").display()
         );
         std::fs::write(dir.join("config.yml"), config).unwrap();
@@ -109,6 +109,7 @@ impl Registry {
             .stderr(std::fs::File::create(dir.join("registry.log")).unwrap())
             .spawn()
             .expect("docker-registry is installed by scripts/test.sh");
+        let host = bound_host(&dir);
         wait_for(&host, &dir);
         Self { child, token_server, host, dir, ca, mode, _tmp: tmp }
     }
@@ -152,6 +153,23 @@ impl Drop for Registry {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// The `127.0.0.1:PORT` the registry logged it listens on.
+fn bound_host(dir: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let log = std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default();
+        let port = log
+            .split("listening on 127.0.0.1:")
+            .nth(1)
+            .map(|rest| rest.chars().take_while(char::is_ascii_digit).collect::<String>());
+        if let Some(port) = port.filter(|p| !p.is_empty()) {
+            return format!("127.0.0.1:{port}");
+        }
+        assert!(Instant::now() < deadline, "docker-registry did not say where it listens: {log}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
