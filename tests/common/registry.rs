@@ -3,7 +3,7 @@
 //! the test: `scripts/test.sh` installs them.
 #![allow(dead_code)]
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,10 +28,6 @@ pub struct Registry {
     pub ca: Option<PathBuf>,
     pub mode: Mode,
     _tmp: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn must(cmd: &mut Command, what: &str) {
@@ -61,24 +57,25 @@ impl Registry {
             }
             Mode::Token => {
                 self_signed(&dir, "token", "/CN=airlock test token issuer", &[]);
-                let token_port = free_port();
                 let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/token_server.py");
                 let user = format!("{USER}:{PASSWORD}");
-                token_server = Some(
-                    Command::new("python3")
-                        .arg(helper)
-                        .args([
-                            &token_port.to_string(),
-                            "token.key",
-                            "token.pem",
-                            "airlock-issuer",
-                            "airlock-registry",
-                            &user,
-                        ])
-                        .current_dir(&dir)
-                        .spawn()
-                        .expect("python3 runs"),
-                );
+                // Port 0: it binds a free port itself and says which on its first line.
+                let mut child = Command::new("python3")
+                    .arg(helper)
+                    .args(["0", "token.key", "token.pem", "airlock-issuer", "airlock-registry", &user])
+                    .current_dir(&dir)
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("python3 runs");
+                let mut first = String::new();
+                let stdout = child.stdout.take().expect("stdout is piped");
+                std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).unwrap();
+                let token_port: u16 = first
+                    .rsplit(" port ")
+                    .next()
+                    .and_then(|p| p.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("the token server did not start: {first:?}"));
+                token_server = Some(child);
                 wait_for(&format!("127.0.0.1:{token_port}"), &dir);
                 extra = format!(
                     "auth:\n  token:\n    realm: http://127.0.0.1:{token_port}/token\n    service: airlock-registry\n    issuer: airlock-issuer\n    rootcertbundle: {}\n",
