@@ -21,7 +21,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 /// Bytes per chunk handed over.
 pub const CHUNK: usize = 1 << 20;
 /// Chunks read ahead of the consumer, or waiting to be written, at most.
-const DEPTH: usize = 4;
+pub(crate) const DEPTH: usize = 4;
 /// Bytes per chunk handed to a writing thread: write calls of this size cost little more than
 /// larger ones, and the pipe then holds 1.5 MiB.
 const WRITE_CHUNK: usize = 256 << 10;
@@ -53,7 +53,7 @@ impl<'scope, R: Read + Send + 'scope> ReadAhead<'scope, R> {
     pub fn spawn(scope: &'scope Scope<'scope, '_>, inner: R) -> Self {
         let (filled_tx, filled) = sync_channel(DEPTH);
         let (spent, spent_rx) = sync_channel(DEPTH + 2);
-        let thread = scope.spawn(move || produce(inner, &filled_tx, &spent_rx));
+        let thread = scope.spawn(move || produce(inner, &filled_tx, spent_rx));
         Self { thread, filled, spent, current: Vec::new(), pos: 0, len: 0, state: State::Reading }
     }
 
@@ -67,26 +67,42 @@ impl<'scope, R: Read + Send + 'scope> ReadAhead<'scope, R> {
     }
 }
 
-fn produce<R: Read>(mut inner: R, filled: &SyncSender<Filled>, spent: &Receiver<Vec<u8>>) -> R {
-    let mut allocated = 0;
+fn produce<R: Read>(mut inner: R, filled: &SyncSender<Filled>, spent: Receiver<Vec<u8>>) -> R {
+    let mut pool = Pool::new(spent, || vec![0u8; CHUNK]);
     loop {
-        let mut buf = match spent.try_recv() {
-            Ok(buf) => buf,
-            Err(TryRecvError::Empty) if allocated < DEPTH + 2 => {
-                allocated += 1;
-                vec![0u8; CHUNK]
-            }
-            // Every buffer is in flight: wait for the consumer to hand one back.
-            Err(TryRecvError::Empty) => match spent.recv() {
-                Ok(buf) => buf,
-                Err(_) => return inner,
-            },
-            Err(TryRecvError::Disconnected) => return inner,
-        };
+        let Some(mut buf) = pool.take() else { return inner };
         let outcome = fill(&mut inner, &mut buf);
         let last = !matches!(outcome, Ok(n) if n > 0);
         if filled.send(outcome.map(|n| (buf, n))).is_err() || last {
             return inner;
+        }
+    }
+}
+
+/// The buffers of one pipe, on the side that fills them: those the other side handed back,
+/// and new ones while fewer than `DEPTH + 2` exist.
+pub(crate) struct Pool {
+    spent: Receiver<Vec<u8>>,
+    fresh: fn() -> Vec<u8>,
+    allocated: usize,
+}
+
+impl Pool {
+    pub(crate) fn new(spent: Receiver<Vec<u8>>, fresh: fn() -> Vec<u8>) -> Self {
+        Self { spent, fresh, allocated: 0 }
+    }
+
+    /// A buffer, waiting for one to come back when all are in flight; `None` when the other
+    /// side is gone.
+    pub(crate) fn take(&mut self) -> Option<Vec<u8>> {
+        match self.spent.try_recv() {
+            Ok(buf) => Some(buf),
+            Err(TryRecvError::Empty) if self.allocated < DEPTH + 2 => {
+                self.allocated += 1;
+                Some((self.fresh)())
+            }
+            Err(TryRecvError::Empty) => self.spent.recv().ok(),
+            Err(TryRecvError::Disconnected) => None,
         }
     }
 }
@@ -155,9 +171,8 @@ impl<R> Read for ReadAhead<'_, R> {
 pub struct WriteBehind<'scope, W> {
     thread: Option<ScopedJoinHandle<'scope, (W, io::Result<()>)>>,
     full: Option<SyncSender<Vec<u8>>>,
-    spent: Receiver<Vec<u8>>,
+    pool: Pool,
     current: Vec<u8>,
-    allocated: usize,
     /// The writing thread's error, once it has been collected.
     failed: Option<(io::ErrorKind, String)>,
 }
@@ -180,7 +195,8 @@ impl<'scope, W: Write + Send + 'scope> WriteBehind<'scope, W> {
             let flushed = inner.flush();
             (inner, flushed)
         });
-        Self { thread: Some(thread), full: Some(full), spent, current: Vec::new(), allocated: 0, failed: None }
+        let pool = Pool::new(spent, || Vec::with_capacity(WRITE_CHUNK));
+        Self { thread: Some(thread), full: Some(full), pool, current: Vec::new(), failed: None }
     }
 
     /// Write what is left, wait for the thread, and hand back the inner writer.
@@ -204,15 +220,10 @@ impl<'scope, W: Write + Send + 'scope> WriteBehind<'scope, W> {
     }
 
     fn buffer(&mut self) -> io::Result<Vec<u8>> {
-        match self.spent.try_recv() {
-            Ok(buf) => return Ok(buf),
-            Err(TryRecvError::Empty) if self.allocated < DEPTH + 2 => {
-                self.allocated += 1;
-                return Ok(Vec::with_capacity(WRITE_CHUNK));
-            }
-            Err(_) => {}
+        match self.pool.take() {
+            Some(buf) => Ok(buf),
+            None => Err(self.failure()),
         }
-        self.spent.recv().map_err(|_| self.failure())
     }
 
     /// The writing thread's error (it has stopped): collected once, then repeated.

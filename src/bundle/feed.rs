@@ -7,18 +7,15 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufRead, Read};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::Scope;
 
 use super::writer::{Member, PackError};
 use crate::digest::HashingReader;
 use crate::digest::Sha256;
-use crate::overlap::{CHUNK, fill};
+use crate::overlap::{CHUNK, DEPTH, Pool, fill};
 use crate::progress::Reporter;
-
-/// Chunks read ahead of the consumer, at most.
-const DEPTH: usize = 4;
 
 /// Members whose origins are still on their way: downloads running beside `pack`, in bundle
 /// order, so that packing starts with the first blob instead of after the last. The reading
@@ -32,9 +29,9 @@ pub struct Arrivals {
 #[derive(Default)]
 struct Awaited {
     digests: BTreeSet<Sha256>,
-    /// Arrived from a download of this build, which hashed the bytes as they came and
-    /// checked them against the digest.
-    verified: BTreeSet<Sha256>,
+    /// Arrived: downloaded by this build, which hashed the bytes as they came and checked
+    /// them against the digest.
+    arrived: BTreeSet<Sha256>,
     /// Nothing more will arrive: a download failed, or packing stopped.
     abandoned: bool,
 }
@@ -42,7 +39,7 @@ struct Awaited {
 /// What waiting for a member ended in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Arrival {
-    /// In place before this build (or never awaited): packing hashes it.
+    /// In place before this build (never awaited): packing hashes it.
     Present,
     /// Downloaded and verified by this build moments ago: packing reads it, not hashes it again.
     Verified,
@@ -57,14 +54,11 @@ impl Arrivals {
         Self { state: Mutex::new(Awaited { digests, ..Awaited::default() }), changed: Condvar::new() }
     }
 
-    /// The blob with this digest is in place; `verified` when this build downloaded it and
-    /// checked its digest (rather than finding it in the cache).
-    pub fn arrived(&self, digest: Sha256, verified: bool) {
+    /// The blob with this digest is in place, downloaded and verified against its digest.
+    pub fn arrived(&self, digest: Sha256) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.digests.remove(&digest);
-        if verified {
-            state.verified.insert(digest);
-        }
+        state.arrived.insert(digest);
         drop(state);
         self.changed.notify_all();
     }
@@ -87,7 +81,7 @@ impl Arrivals {
         }
         if state.digests.contains(digest) {
             Arrival::Abandoned
-        } else if state.verified.contains(digest) {
+        } else if state.arrived.contains(digest) {
             Arrival::Verified
         } else {
             Arrival::Present
@@ -140,7 +134,7 @@ impl<'r> Feed<'r> {
     ) -> Self {
         let (pieces_tx, pieces) = sync_channel(DEPTH);
         let (spent, spent_rx) = sync_channel(DEPTH + 2);
-        scope.spawn(move || produce(members, arrivals, &pieces_tx, &spent_rx));
+        scope.spawn(move || produce(members, arrivals, &pieces_tx, spent_rx));
         Self { pieces, spent, current: Vec::new(), pos: 0, len: 0, ended: None, reporter }
     }
 
@@ -215,8 +209,8 @@ impl Read for Feed<'_> {
 }
 
 /// The reading thread: every member in order, until done or the consumer is gone.
-fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, spent: &Receiver<Vec<u8>>) {
-    let mut pool = Pool { spent, allocated: 0 };
+fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, spent: Receiver<Vec<u8>>) {
+    let mut pool = Pool::new(spent, || vec![0u8; CHUNK]);
     for member in members {
         let arrival = arrivals.wait(&member.sha256);
         if arrival == Arrival::Abandoned {
@@ -233,27 +227,6 @@ fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, 
         };
         if last {
             return;
-        }
-    }
-}
-
-/// Buffers: recycled from the consumer, allocated only while fewer than `DEPTH + 2` exist.
-struct Pool<'a> {
-    spent: &'a Receiver<Vec<u8>>,
-    allocated: usize,
-}
-
-impl Pool<'_> {
-    /// `None` when the consumer is gone.
-    fn take(&mut self) -> Option<Vec<u8>> {
-        match self.spent.try_recv() {
-            Ok(buf) => Some(buf),
-            Err(TryRecvError::Empty) if self.allocated < DEPTH + 2 => {
-                self.allocated += 1;
-                Some(vec![0u8; CHUNK])
-            }
-            Err(TryRecvError::Empty) => self.spent.recv().ok(),
-            Err(TryRecvError::Disconnected) => None,
         }
     }
 }

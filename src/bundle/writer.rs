@@ -197,22 +197,23 @@ pub fn pack(
         reporter.start("packing", manifest.content_bytes());
         // Order: the listed `airlock/` members (the SBOM), the provenance, then the content.
         let split = members.iter().position(|m| m.path.area() != "airlock").unwrap_or(members.len());
+        let (head, rest) = members.split_at(split);
+        // The feed reads every member in this same order, `head` then `rest`.
         let mut feed = Feed::spawn(scope, members, arrivals, reporter);
-        for (i, member) in members.iter().enumerate() {
-            if i == split
-                && let Some(bytes) = provenance
-            {
-                writer.append(&fixed(PROVENANCE), bytes.len() as u64, bytes).map_err(write_err)?;
-            }
-            append_checked(&mut writer, member, &mut feed).map_err(|e| match e {
+        let mut append = |writer: &mut BundleWriter<_>, member: &Member| {
+            append_checked(writer, member, &mut feed).map_err(|e| match e {
                 AppendError::Member(e) => e,
                 AppendError::Write(source) => write_err(source),
-            })?;
+            })
+        };
+        for member in head {
+            append(&mut writer, member)?;
         }
-        if split == members.len()
-            && let Some(bytes) = provenance
-        {
+        if let Some(bytes) = provenance {
             writer.append(&fixed(PROVENANCE), bytes.len() as u64, bytes).map_err(write_err)?;
+        }
+        for member in rest {
+            append(&mut writer, member)?;
         }
         reporter.finish();
         // Not synced to disk: zstd, tar and skopeo do not either, and it would cost a second

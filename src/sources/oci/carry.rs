@@ -159,7 +159,7 @@ impl<'a> Carrier<'a> {
     }
 
     /// The `images/` members: every blob and manifest once, `index.json` and `oci-layout`;
-    /// and the blobs, which are fetched later (`fetch_blobs`).
+    /// and the blobs not in the cache yet, which are fetched later (`fetch_blobs`).
     pub async fn into_members(self) -> Result<(Vec<Member>, Vec<PendingBlob>), ImageError> {
         let cache = self.cache;
         let member = |path: &str, sha256: Sha256, size: u64| Member {
@@ -183,11 +183,17 @@ impl<'a> Carrier<'a> {
             blocking(move || cache.put(digest, Some(size), path, bytes.as_slice())).await?;
             members.push(member(path, digest, size));
         }
-        Ok((members, self.blobs.into_values().map(|(origin, descriptor)| PendingBlob { origin, descriptor }).collect()))
+        let pending = self
+            .blobs
+            .into_values()
+            .filter(|(_, descriptor)| !cache.contains(&descriptor.digest, Some(descriptor.size)))
+            .map(|(origin, descriptor)| PendingBlob { origin, descriptor })
+            .collect();
+        Ok((members, pending))
     }
 }
 
-/// A blob an image names, still to be fetched into the cache.
+/// A blob an image names that is not in the cache yet.
 pub struct PendingBlob {
     origin: Origin,
     descriptor: Descriptor,
@@ -205,17 +211,16 @@ impl std::fmt::Debug for PendingBlob {
     }
 }
 
-/// Every blob into the cache, `--jobs` at a time, in bundle order (by digest), each announced
-/// to `arrivals` as it lands; stopped early when `arrivals` is abandoned (packing failed).
+/// Every blob into the cache, `--jobs` at a time, in bundle order (by digest), each verified
+/// as it lands and then announced to `arrivals`; stopped early when `arrivals` is abandoned
+/// (packing failed).
 pub async fn fetch_blobs(blobs: &[PendingBlob], fetch: &Fetch<'_>, arrivals: &Arrivals) -> Result<(), ImageError> {
     fetch.reporter.start("fetching", blobs.iter().map(|b| b.descriptor.size).sum());
     futures_util::stream::iter(blobs)
         .map(|blob| async move {
             if !arrivals.abandoned() {
-                let cached = fetch.cache.contains(&blob.descriptor.digest, Some(blob.descriptor.size));
                 blob.origin.blob(&blob.descriptor, fetch.cache, fetch.reporter).await?;
-                // A download is verified against the digest as it lands in the cache.
-                arrivals.arrived(blob.descriptor.digest, !cached);
+                arrivals.arrived(blob.descriptor.digest);
             }
             Ok::<_, ImageError>(())
         })
