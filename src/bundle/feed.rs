@@ -69,6 +69,11 @@ impl Arrivals {
         self.changed.notify_all();
     }
 
+    /// Whether anything is still on its way.
+    pub fn awaiting(&self) -> bool {
+        !self.state.lock().unwrap_or_else(PoisonError::into_inner).digests.is_empty()
+    }
+
     pub fn abandoned(&self) -> bool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).abandoned
     }

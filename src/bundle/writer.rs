@@ -194,7 +194,9 @@ pub fn pack(
         writer.append(&fixed(MANIFEST), manifest_bytes.len() as u64, manifest_bytes.as_slice()).map_err(write_err)?;
         writer.append(&fixed(SIGNATURE), signature.len() as u64, signature.as_bytes()).map_err(write_err)?;
 
-        reporter.start("packing", manifest.content_bytes());
+        // Packing waits for each download in turn: its progress is theirs too.
+        let phase = if arrivals.awaiting() { "fetching and packing" } else { "packing" };
+        reporter.start(phase, manifest.content_bytes());
         // Order: the listed `airlock/` members (the SBOM), the provenance, then the content.
         let split = members.iter().position(|m| m.path.area() != "airlock").unwrap_or(members.len());
         let (head, rest) = members.split_at(split);
