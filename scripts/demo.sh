@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A newcomer's first ten minutes: build, verify, inspect and install the demo bundle from
 # testdata/demo with a fresh key, offline, printing each step; then the next release over it,
-# a refused downgrade, a verified rollback and the site's status and records.
+# split into parts for media and as a delta, a refused downgrade, a verified rollback and the
+# site's status and records.
 #   scripts/demo.sh            builds airlock (release) first
 #   AIRLOCK=path scripts/demo.sh   uses that binary instead
 #   KEEP=1 scripts/demo.sh      keeps the temporary directory for a look around
@@ -97,14 +98,21 @@ set -e
 echo "    exit code $code; current -> $(readlink "$work/site/current")"
 [[ $code -eq 3 ]]
 
-step "9. the next release: 2026.11.1 installed over it; the site keeps 2026.11.0 as previous"
+step "9. the next release on media: 2026.11.1 split into 64 KiB parts, and as a delta against 2026.11.0"
 next="$work/next"
-mkdir -p "$next"
+mkdir -p "$next" "$work/media"
 cp -r "$repo/testdata/demo/firmware" "$repo/testdata/demo/docs" "$next/"
 sed 's/^version = "2026.11.0"/version = "2026.11.1"/' "$repo/testdata/demo/airlock.toml" > "$next/airlock.toml"
 echo "2026.11.1: rebuilt with the same firmware" >> "$next/docs/RELEASE-NOTES.md"
-"$AIRLOCK" build "$next/airlock.toml" --key "$work/keys/build.key" --out "$work/next.airlock" >/dev/null 2>&1
-"$AIRLOCK" install "$work/next.airlock" --trust "$work/keys/build.pub" --root "$work/site"
+# Parts for media (FAT32 sticks: --split-size 4095M); `cat` joins them into the ordinary bundle.
+"$AIRLOCK" build "$next/airlock.toml" --key "$work/keys/build.key" --out "$work/media/next.airlock" \
+  --split-size 64K 2>/dev/null | sed -n '1,/parts of/p'
+"$AIRLOCK" verify "$work/media/next.airlock.parts.json" --trust "$work/keys/build.pub" | tail -n 1
+# The delta leaves out what 2026.11.0 holds (the firmware): the site takes it from its retained copy.
+"$AIRLOCK" build "$next/airlock.toml" --key "$work/keys/build.key" --out "$work/next-delta.airlock" \
+  --base "$bundle" 2>/dev/null | grep -E "^built|delta:"
+echo "    full 2026.11.1: $(cat "$work"/media/next.airlock.0* | wc -c) bytes; delta: $(stat -c %s "$work/next-delta.airlock") bytes"
+"$AIRLOCK" install "$work/next-delta.airlock" --trust "$work/keys/build.pub" --root "$work/site"
 
 step "10. an older version is refused (exit 3): rollback is the way back"
 set +e

@@ -193,6 +193,19 @@ pub struct BuildArgs {
     pub cache: CacheArgs,
     #[command(flatten)]
     pub compression: CompressionArgs,
+    /// Write the bundle as parts of SIZE bytes (`4G`, `4095M`, `700M`; K/M/G/T are powers of
+    /// 1024, KB/MB/GB/TB of 1000): `OUT.001`, `OUT.002`, … and the signed `OUT.parts.json`.
+    /// `cat OUT.0*` gives the ordinary bundle. FAT32 holds files up to 4095M and a bit.
+    #[arg(long, value_name = "SIZE", value_parser = crate::bundle::parts::parse_size)]
+    pub split_size: Option<u64>,
+    /// Build a delta against this earlier bundle (file, parts file or first part): content
+    /// it holds is listed as `from_base` and left out. The site must have the base retained.
+    #[arg(long, value_name = "OLD.airlock", conflicts_with = "base_lock")]
+    pub base: Option<PathBuf>,
+    /// Build a delta against whatever bundle was built from this lock (image layers are
+    /// looked up in the cache's image manifests).
+    #[arg(long, value_name = "OLD.lock")]
+    pub base_lock: Option<PathBuf>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

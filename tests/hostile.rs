@@ -117,8 +117,10 @@ fn manifest_for(key: &SigningKey, entries: &[(&str, &[u8])]) -> Manifest {
                 path: MemberPath::new(*p).unwrap(),
                 size: data.len() as u64,
                 sha256: Sha256::of_bytes(data),
+                from_base: false,
             })
             .collect(),
+        base: None,
         validation: serde_json::Value::Null,
     }
 }

@@ -63,6 +63,7 @@ pub fn statement(
                     "lock": {"sha256": manifest.lock_sha256.to_string()},
                     "bundle": {"name": manifest.name, "version": manifest.version.to_string()},
                     "compression": {"zstd_level": compression.level, "long_window_log": compression.long_window_log},
+                    "base": manifest.base,
                 },
                 "internalParameters": {"tool": manifest.builder.tool, "created": created},
                 "resolvedDependencies": resolved,

@@ -5,14 +5,15 @@
 //! downloading beside it.
 //! Nothing here parses arguments or prints; `commands::build` is the glue.
 
+pub mod base;
 pub mod lock;
 
 use std::path::Path;
 
 use crate::attest::sbom::{self, SbomError};
 use crate::bundle::Manifest;
-use crate::bundle::manifest::{Artifact, Builder, Entry, SBOM, SCHEMA_V1};
-use crate::bundle::writer::{Arrivals, Compression, Member, PackError, Packed, pack};
+use crate::bundle::manifest::{Artifact, BaseRef, Builder, Entry, SBOM, SCHEMA_V1};
+use crate::bundle::writer::{Arrivals, Compression, Layout, Member, PackError, Packed, pack};
 use crate::cache::{Cache, CacheError};
 use crate::clock::{ClockError, Timestamp};
 use crate::digest::Sha256;
@@ -67,6 +68,14 @@ pub struct Built {
     pub packed: Packed,
 }
 
+/// How a build lays out its bundle, and what it may leave out.
+#[derive(Debug, Default)]
+pub struct Options {
+    pub layout: Layout,
+    /// Build a delta: leave out the content this base holds.
+    pub base: Option<base::Base>,
+}
+
 /// Build the bundle for the sources' spec, pinned by `lock`, signed by `key`, into `out`.
 pub fn build(
     sources: &Sources<'_>,
@@ -74,17 +83,26 @@ pub fn build(
     lock: &LockFile,
     key: &SigningKey,
     out: &Path,
-    compression: Compression,
+    options: &Options,
     reporter: &dyn Reporter,
 ) -> Result<Built, BuildError> {
     tracing::info!("fetch: every pinned input into the cache (image blobs while packing)");
     let mut plan = net.block_on(sources.plan(lock))?;
-    let blobs = std::mem::take(&mut plan.blobs);
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     tracing::info!("sbom: {} artifacts", plan.artifacts.len());
     add_sbom(&mut plan, sources.spec, created, sources.fetch.cache)?;
+    let (base, omitted) = omit(options.base.as_ref(), &plan.members);
+    // Blobs the base holds are neither packed nor downloaded.
+    let blobs: Vec<PendingBlob> = plan.blobs.drain(..).filter(|b| !omitted.contains(&b.digest())).collect();
     let Plan { artifacts, members, .. } = plan;
-    let manifest = assemble(sources.spec, lock, key, created, artifacts, &members)?;
+    let mut manifest = assemble(sources.spec, lock, key, created, artifacts, &members)?;
+    for entry in &mut manifest.entries {
+        entry.from_base = entry.path.area() != "airlock" && omitted.contains(&entry.sha256);
+    }
+    manifest.base = base;
+    let members: Vec<Member> =
+        members.into_iter().filter(|m| m.path.area() == "airlock" || !omitted.contains(&m.sha256)).collect();
+    let compression = options.layout.compression;
     tracing::info!("sign: manifest and provenance with key {}", key.key_id().short());
     let envelope = provenance(&manifest, sources.spec, key, compression);
     tracing::info!("pack: {} entries into `{}`", manifest.entries.len(), out.display());
@@ -103,7 +121,7 @@ pub fn build(
             }
             fetched
         });
-        let packed = pack(out, &manifest, key, &members, Some(&envelope), compression, &arrivals, reporter);
+        let packed = pack(out, &manifest, key, &members, Some(&envelope), options.layout, &arrivals, reporter);
         if packed.is_err() {
             arrivals.abandon();
         }
@@ -113,6 +131,24 @@ pub fn build(
         packed.map_err(BuildError::Pack)
     })?;
     Ok(Built { manifest, packed })
+}
+
+/// The content digests a delta leaves out (those its base holds; never an `airlock/` member),
+/// and the base to record: none when the base holds nothing this bundle carries.
+fn omit(base: Option<&base::Base>, members: &[Member]) -> (Option<BaseRef>, std::collections::BTreeSet<Sha256>) {
+    let Some(base) = base else { return (None, std::collections::BTreeSet::default()) };
+    let omitted: std::collections::BTreeSet<Sha256> = members
+        .iter()
+        .filter(|m| m.path.area() != "airlock" && base.holds.contains(&m.sha256))
+        .map(|m| m.sha256)
+        .collect();
+    if omitted.is_empty() {
+        tracing::warn!("the base ({}) holds none of this bundle's content: building a full bundle", base.reference);
+        return (None, omitted);
+    }
+    let bytes: u64 = members.iter().filter(|m| omitted.contains(&m.sha256)).map(|m| m.size).sum();
+    tracing::info!("delta: {} members ({bytes} bytes) left to the base {}", omitted.len(), base.reference);
+    (Some(base.reference.clone()), omitted)
 }
 
 /// The SBOM of the plan's artifacts, kept in the cache and added to the plan as a member.
@@ -148,7 +184,11 @@ fn assemble(
         spec_sha256: spec.sha256,
         lock_sha256: lock.sha256,
         artifacts,
-        entries: members.iter().map(|m| Entry { path: m.path.clone(), size: m.size, sha256: m.sha256 }).collect(),
+        entries: members
+            .iter()
+            .map(|m| Entry { path: m.path.clone(), size: m.size, sha256: m.sha256, from_base: false })
+            .collect(),
+        base: None,
         validation: serde_json::to_value(&spec.spec.validation).map_err(|e| BuildError::Validation(e.to_string()))?,
     })
 }

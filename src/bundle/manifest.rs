@@ -39,6 +39,10 @@ pub struct Manifest {
     pub lock_sha256: Sha256,
     pub artifacts: Vec<Artifact>,
     pub entries: Vec<Entry>,
+    /// A delta bundle's base: the entries marked `from_base` are not in this bundle but in
+    /// that one, which the site must have retained (`build --base`, `--base-lock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseRef>,
     /// The spec's `[validation]` section, verbatim.
     #[serde(default)]
     pub validation: serde_json::Value,
@@ -58,6 +62,38 @@ pub struct Entry {
     pub path: MemberPath,
     pub size: u64,
     pub sha256: Sha256,
+    /// Not carried: the base bundle holds these bytes (a delta bundle's entry).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_base: bool,
+}
+
+/// The bundle a delta was built against. `build --base OLD.airlock` records which bundle
+/// (its manifest's sha256, name and version); `build --base-lock OLD.lock` knows only the
+/// lock, and any bundle built from that lock serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_sha256: Option<Sha256>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<BundleName>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<semver::Version>,
+    pub lock_sha256: Sha256,
+}
+
+impl std::fmt::Display for BaseRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.name, &self.version) {
+            (Some(n), Some(v)) => write!(f, "{n} {v}")?,
+            (Some(n), None) => write!(f, "{n}")?,
+            _ => f.write_str("the bundle")?,
+        }
+        match &self.manifest_sha256 {
+            Some(m) => write!(f, " (id {}, manifest sha256 {m})", m.short(16)),
+            None => write!(f, " built from lock sha256 {}", self.lock_sha256),
+        }
+    }
 }
 
 /// What the user asked for, with the digest it resolved to.
@@ -266,6 +302,16 @@ impl Manifest {
         self.entries.iter().fold(0u64, |sum, e| sum.saturating_add(e.size))
     }
 
+    /// The entries this bundle carries (all but a delta's `from_base` ones).
+    pub fn carried(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| !e.from_base)
+    }
+
+    /// The bytes of the entries this bundle carries.
+    pub fn carried_bytes(&self) -> u64 {
+        self.carried().fold(0u64, |sum, e| sum.saturating_add(e.size))
+    }
+
     /// A model artifact's names, which become cache-view paths, and its files' entries.
     fn check_model(&self, m: &ModelArtifact) -> Result<(), String> {
         if m.repo.as_str().split('/').count() != 2 {
@@ -322,6 +368,15 @@ impl Manifest {
             }
             if !paths.insert(p) {
                 return Err(format!("entry `{p}` is listed twice"));
+            }
+            if e.from_base && (self.base.is_none() || e.path.area() == "airlock") {
+                return Err(format!(
+                    "entry `{p}` is marked `from_base`, but {}",
+                    match self.base {
+                        None => "the manifest names no base",
+                        Some(_) => "`airlock/` members are always carried",
+                    }
+                ));
             }
         }
         if !paths.contains(SBOM) {
@@ -395,7 +450,11 @@ mod tests {
             spec_sha256: d,
             lock_sha256: d,
             artifacts: vec![],
-            entries: entries.iter().map(|p| Entry { path: MemberPath::new(*p).unwrap(), size: 0, sha256: d }).collect(),
+            entries: entries
+                .iter()
+                .map(|p| Entry { path: MemberPath::new(*p).unwrap(), size: 0, sha256: d, from_base: false })
+                .collect(),
+            base: None,
             validation: serde_json::Value::Null,
         }
     }
@@ -429,6 +488,13 @@ mod tests {
         assert!(manifest(&[SBOM]).check().is_ok());
         assert!(manifest(&["files/a"]).check().unwrap_err().contains("lists its SBOM"));
         assert!(manifest(&[SBOM, "files/a", "files/a/b"]).check().unwrap_err().contains("also the directory"));
+        let mut m = manifest(&[SBOM, "files/a"]);
+        m.entries[1].from_base = true;
+        assert!(m.check().unwrap_err().contains("names no base"));
+        m.base = Some(BaseRef { manifest_sha256: None, name: None, version: None, lock_sha256: Sha256::of_bytes(b"") });
+        assert!(m.check().is_ok());
+        m.entries[0].from_base = true;
+        assert!(m.check().unwrap_err().contains("always carried"));
         let mut m = manifest(&[]);
         m.schema = "airlock.bundle/v2".into();
         assert!(m.check().unwrap_err().contains("expected `airlock.bundle/v1`"));

@@ -5,6 +5,7 @@
 mod feed;
 pub mod header;
 pub mod manifest;
+pub mod parts;
 pub mod pins;
 pub mod provenance;
 pub mod reader;

@@ -57,6 +57,10 @@ pub enum Rejection {
     EntryType(&'static str),
     Duplicate,
     Unlisted,
+    /// A split bundle's parts are not the ones its parts file lists (`parts`).
+    Parts(String),
+    /// Listed as held by the base bundle, yet carried.
+    FromBase,
     Missing,
     SizeMismatch {
         expected: u64,
@@ -80,6 +84,23 @@ pub enum Rejection {
         build_key: KeyId,
         cosigners: Vec<KeyId>,
     },
+}
+
+impl Rejection {
+    /// Whether this is what damaged bytes look like (as opposed to a policy or trust refusal).
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            Self::NotABundle(_)
+                | Self::Truncated(_)
+                | Self::SizeMismatch { .. }
+                | Self::DigestMismatch { .. }
+                | Self::Missing
+                | Self::PastDeclaredSize { .. }
+                | Self::TrailingData
+                | Self::Extension(_)
+        )
+    }
 }
 
 /// Key ids as human output shows them: short, in backticks.
@@ -136,6 +157,10 @@ impl fmt::Display for Rejection {
             }
             Self::Duplicate => f.write_str("duplicate member"),
             Self::Unlisted => f.write_str("member is not listed in the manifest"),
+            Self::Parts(d) => f.write_str(d),
+            Self::FromBase => {
+                f.write_str("the manifest lists it as `from_base` (held by the base bundle), yet it is carried")
+            }
             Self::Missing => f.write_str("listed in the manifest but missing from the bundle"),
             Self::SizeMismatch { expected, actual } => {
                 write!(f, "wrong size: expected {expected} bytes, found {actual}")
@@ -365,8 +390,10 @@ impl Reader {
             let path = MemberPath::new(name).expect("reserved member names are valid paths");
             sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
         }
-        budget.allow_more(declared_stream_bytes(&manifest.entries));
-        reporter.start("verifying", manifest.content_bytes());
+        // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
+        let carried: Vec<Entry> = manifest.carried().cloned().collect();
+        budget.allow_more(declared_stream_bytes(&carried));
+        reporter.start("verifying", manifest.carried_bytes());
         let listed: BTreeMap<&MemberPath, &Entry> = manifest.entries.iter().map(|e| (&e.path, e)).collect();
         let mut seen = BTreeSet::new();
         let manifest_sha256 = Sha256::of_bytes(&manifest_bytes);
@@ -380,9 +407,9 @@ impl Reader {
             self.content_member(entry, &listed, &mut seen, &budget, sink, reporter)?;
         }
         reporter.finish();
-        tracing::info!("members: {} of {} entries verified", self.report.entries_verified, listed.len());
+        tracing::info!("members: {} of {} entries verified", self.report.entries_verified, carried.len());
 
-        for path in listed.keys().filter(|p| !seen.contains(*p)) {
+        for path in carried.iter().map(|e| &e.path).filter(|p| !seen.contains(*p)) {
             self.problem(Some(path.to_string()), Rejection::Missing)?;
         }
         // Not listed (it signs the manifest, not the other way round), so its absence would go
@@ -489,6 +516,9 @@ impl Reader {
         let Some(expected) = listed.get(&path) else {
             return self.problem(Some(name), Rejection::Unlisted);
         };
+        if expected.from_base {
+            return self.problem(Some(name), Rejection::FromBase);
+        }
         let actual_size = entry.size();
         if actual_size != expected.size {
             return self.problem(Some(name), Rejection::SizeMismatch { expected: expected.size, actual: actual_size });

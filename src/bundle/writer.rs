@@ -12,6 +12,7 @@ pub use super::feed::Arrivals;
 use super::feed::Feed;
 use super::header;
 use super::manifest::{MANIFEST, Manifest, PROVENANCE, SIGNATURE};
+use super::parts::{PartsFile, SplitWriter};
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::member_path::MemberPath;
@@ -101,10 +102,49 @@ impl Classify for PackError {
 /// What was written.
 #[derive(Debug)]
 pub struct Packed {
+    /// The bundle file, or the parts file of a split bundle.
     pub path: PathBuf,
     pub manifest_sha256: Sha256,
     pub bytes: u64,
     pub members: usize,
+    /// The parts of a split bundle (`--split-size`).
+    pub parts: Option<PartsFile>,
+}
+
+/// How the bundle's bytes are laid out on disk.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Layout {
+    pub compression: Compression,
+    /// Write parts of this many bytes (`parts`) instead of one file.
+    pub split_size: Option<u64>,
+}
+
+/// Where the bytes go while packing: a temporary file, or parts being cut.
+enum Target {
+    Whole(tempfile::NamedTempFile),
+    Split(Box<SplitWriter>),
+}
+
+/// The write half of a [`Target`], for the writing thread.
+enum TargetWriter<'a> {
+    Whole(&'a std::fs::File),
+    Split(&'a mut SplitWriter),
+}
+
+impl Write for TargetWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Whole(f) => f.write(buf),
+            Self::Split(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Whole(f) => f.flush(),
+            Self::Split(s) => s.flush(),
+        }
+    }
 }
 
 /// A tar over zstd that only takes deterministic regular-file members.
@@ -176,7 +216,7 @@ pub fn pack(
     key: &SigningKey,
     members: &[Member],
     provenance: Option<&[u8]>,
-    compression: Compression,
+    layout: Layout,
     arrivals: &Arrivals,
     reporter: &dyn Reporter,
 ) -> Result<Packed, PackError> {
@@ -184,12 +224,19 @@ pub fn pack(
     let manifest_bytes = manifest.canonical_bytes();
     let signature = key.sign_blob(&manifest_bytes);
     // Dropped (and deleted) on every early return: nothing half-written is left behind.
-    let tmp = crate::atomic::temp_beside(out).map_err(write_err)?;
+    let mut target = match layout.split_size {
+        None => Target::Whole(crate::atomic::temp_beside(out).map_err(write_err)?),
+        Some(size) => Target::Split(Box::new(SplitWriter::new(out, size))),
+    };
+    let output = match &mut target {
+        Target::Whole(tmp) => TargetWriter::Whole(tmp.as_file()),
+        Target::Split(split) => TargetWriter::Split(split),
+    };
 
     std::thread::scope(|scope| {
         // Written on a thread of its own: the write calls cost as much as the copy into zstd.
-        let output = WriteBehind::spawn(scope, tmp.as_file());
-        let mut writer = BundleWriter::new(output, manifest.created.unix(), compression).map_err(write_err)?;
+        let output = WriteBehind::spawn(scope, output);
+        let mut writer = BundleWriter::new(output, manifest.created.unix(), layout.compression).map_err(write_err)?;
         let fixed = |p: &str| MemberPath::new(p).expect("reserved member names are valid paths");
         writer.append(&fixed(MANIFEST), manifest_bytes.len() as u64, manifest_bytes.as_slice()).map_err(write_err)?;
         writer.append(&fixed(SIGNATURE), signature.len() as u64, signature.as_bytes()).map_err(write_err)?;
@@ -224,14 +271,20 @@ pub fn pack(
         // carries a checksum); the site side, whose state must survive, syncs everything.
         writer.finish().and_then(WriteBehind::finish).map(drop).map_err(write_err)
     })?;
-    let bytes = tmp.as_file().metadata().map_err(write_err)?.len();
-    tmp.persist(out).map_err(|e| write_err(e.error))?;
-    Ok(Packed {
-        path: out.to_owned(),
-        manifest_sha256: Sha256::of_bytes(&manifest_bytes),
-        bytes,
-        members: members.len() + 2 + usize::from(provenance.is_some()),
-    })
+    let manifest_sha256 = Sha256::of_bytes(&manifest_bytes);
+    let members = members.len() + 2 + usize::from(provenance.is_some());
+    match target {
+        Target::Whole(tmp) => {
+            let bytes = tmp.as_file().metadata().map_err(write_err)?.len();
+            tmp.persist(out).map_err(|e| write_err(e.error))?;
+            Ok(Packed { path: out.to_owned(), manifest_sha256, bytes, members, parts: None })
+        }
+        Target::Split(split) => {
+            let (path, parts) =
+                split.commit(&manifest.name, &manifest.version, manifest_sha256, key).map_err(write_err)?;
+            Ok(Packed { path, manifest_sha256, bytes: parts.bytes, members, parts: Some(parts) })
+        }
+    }
 }
 
 enum AppendError {

@@ -3,8 +3,10 @@
 use std::io::Write;
 use std::time::Instant;
 
+use crate::build::base::Base;
 use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
 use crate::bundle::manifest::Artifact;
+use crate::bundle::writer::Layout;
 use crate::cli::{BuildArgs, TerminalReporter};
 use crate::fetch::{Fetch, Net};
 use crate::sign::SigningKey;
@@ -25,7 +27,17 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     if outcome == Outcome::Written {
         tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
     }
-    let built = crate::build::build(&sources, &net, &lock, &key, &args.out, args.compression.compression(), &reporter)?;
+    let base = match (&args.base, &args.base_lock) {
+        (Some(bundle), _) => Some(Base::from_bundle(bundle)?),
+        (None, Some(lock)) => Some(Base::from_lock(lock, &cache)?),
+        (None, None) => None,
+    };
+    if let Some(warning) = args.split_size.and_then(crate::bundle::parts::size_warning) {
+        tracing::warn!("{warning}");
+    }
+    let layout = Layout { compression: args.compression.compression(), split_size: args.split_size };
+    let options = crate::build::Options { layout, base };
+    let built = crate::build::build(&sources, &net, &lock, &key, &args.out, &options, &reporter)?;
     let (manifest, packed) = (&built.manifest, &built.packed);
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
@@ -37,7 +49,11 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             "key_id": key.key_id(),
             "members": packed.members,
             "content_bytes": manifest.content_bytes(),
+            "carried_bytes": manifest.carried_bytes(),
             "bundle_bytes": packed.bytes,
+            "parts": packed.parts.as_ref().map(|p| &p.parts),
+            "base": manifest.base,
+            "from_base": manifest.entries.iter().filter(|e| e.from_base).count(),
             "images": manifest.artifacts.iter().filter_map(|a| match a {
                 Artifact::Image(i) => Some(serde_json::json!({ "reference": i.reference, "digest": format!("sha256:{}", i.digest) })),
                 _ => None,
@@ -61,6 +77,17 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             packed.manifest_sha256.short(16),
             key.key_id().short(),
         )?;
+        if let Some(parts) = &packed.parts {
+            writeln!(out, "  split into {} parts of up to {} bytes:", parts.parts.len(), parts.part_size)?;
+            for p in &parts.parts {
+                writeln!(out, "    {} {:>12} bytes sha256 {}", p.file, p.size, p.sha256)?;
+            }
+        }
+        if let Some(base) = &manifest.base {
+            let left: Vec<_> = manifest.entries.iter().filter(|e| e.from_base).collect();
+            let bytes: u64 = left.iter().map(|e| e.size).sum();
+            writeln!(out, "  delta: {} entries ({bytes} content bytes) left to the base {base}", left.len())?;
+        }
         for a in &manifest.artifacts {
             writeln!(out, "  {}", a.describe())?;
         }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::VerificationFailed;
 use crate::bundle::Manifest;
 use crate::bundle::manifest::Artifact;
+use crate::bundle::parts::Input;
 use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head};
 use crate::cli::{DiffArgs, TerminalReporter, TrustArgs};
 use crate::spec::lock::{Lock, LockFile};
@@ -112,38 +113,40 @@ struct Side {
 
 /// A bundle (by its zstd magic) or else a lock, whose parse error is then the one reported.
 fn side(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Side> {
-    let mut file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+    let input = Input::resolve(path)?;
     let mut magic = [0u8; 4];
-    let is_bundle = std::io::Read::read_exact(&mut file, &mut magic).is_ok() && magic == ZSTD_MAGIC;
+    let is_bundle = input.split().is_some() || {
+        let mut file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+        std::io::Read::read_exact(&mut file, &mut magic).is_ok() && magic == ZSTD_MAGIC
+    };
     if !is_bundle {
         let lock = LockFile::load(path)?.with_context(|| format!("cannot open `{}`", path.display()))?;
         return Ok(Side { inventory: from_lock(&lock.lock), bundle: None });
     }
-    let manifest = if trust.trust.is_empty() { claimed_manifest(path)? } else { verified_manifest(path, trust, json)? };
+    let manifest =
+        if trust.trust.is_empty() { claimed_manifest(&input)? } else { verified_manifest(&input, trust, json)? };
     let bundle = Some((manifest.name.to_string(), manifest.version.to_string()));
     Ok(Side { inventory: from_artifacts(&manifest.artifacts), bundle })
 }
 
 /// What the bundle's manifest says, nothing verified.
-fn claimed_manifest(path: &Path) -> anyhow::Result<Manifest> {
-    let file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
-    let head = read_head(BufReader::new(file))
-        .map_err(|p| VerificationFailed(format!("`{}` is not a readable bundle: {p}", path.display())))?;
+fn claimed_manifest(input: &Input) -> anyhow::Result<Manifest> {
+    let head = read_head(input.open()?)
+        .map_err(|p| VerificationFailed(format!("`{}` is not a readable bundle: {p}", input.display())))?;
     Ok(head.manifest)
 }
 
 /// The bundle's manifest once the whole bundle verified under the `--trust` policy.
-fn verified_manifest(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Manifest> {
-    let policy = super::load_policy(trust, path)?;
-    let file = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+fn verified_manifest(input: &Input, trust: &TrustArgs, json: bool) -> anyhow::Result<Manifest> {
+    let policy = super::load_policy(trust, input.bundle())?;
+    let (stream, _) = input.open_trusted(&policy.keys)?;
     let reporter = TerminalReporter::new(json);
-    let report =
-        read_bundle(BufReader::with_capacity(1 << 20, file), &policy, &mut Discard, OnProblem::Stop, &reporter)?;
+    let report = read_bundle(stream, &policy, &mut Discard, OnProblem::Stop, &reporter)?;
     match report.manifest {
         Some(manifest) if report.problems.is_empty() => Ok(manifest),
         _ => {
             let why = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
-            Err(VerificationFailed(format!("`{}` does not verify: {why}", path.display())).into())
+            Err(VerificationFailed(format!("`{}` does not verify: {why}", input.display())).into())
         }
     }
 }

@@ -1,10 +1,9 @@
 //! `airlock inspect BUNDLE [--json]`: what a bundle claims, read from its first two members.
 
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 
-use anyhow::Context as _;
+use crate::bundle::parts::Input;
 
 use super::VerificationFailed;
 use crate::bundle::manifest::Artifact;
@@ -13,17 +12,18 @@ use crate::cli::InspectArgs;
 use crate::site::bundle_id;
 
 pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
-    let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
-    let bundle_bytes = file.metadata().map_or(0, |m| m.len());
-    let head = read_head(BufReader::new(file))
-        .map_err(|p| VerificationFailed(format!("cannot inspect `{}`: {p}", args.bundle.display())))?;
+    let input = Input::resolve(&args.bundle)?;
+    let bundle_bytes = input.bytes()?;
+    let head = read_head(input.open()?)
+        .map_err(|p| VerificationFailed(format!("cannot inspect `{}`: {p}", input.display())))?;
     let m = &head.manifest;
     // The embedded signature carries no key id of its own; the manifest names the build key.
     let mut signatures = vec![
         serde_json::json!({ "member": crate::bundle::manifest::SIGNATURE, "key_id": m.builder.key_id, "verified": false }),
     ];
     // Co-signatures beside the bundle (`airlock sign`), by the key id their names claim.
-    let cosignatures = super::cosignatures_beside(&args.bundle);
+    let cosignatures = super::cosignatures_beside(input.bundle());
+    let (from_base, from_base_bytes) = from_base(m);
     for co in &cosignatures {
         signatures.push(serde_json::json!({ "file": co.path, "key_id": co.key_id, "verified": false }));
     }
@@ -44,6 +44,9 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
             "entries": m.entries,
             "content_bytes": m.content_bytes(),
             "bundle_bytes": bundle_bytes,
+            "parts": input.split().map(|s| serde_json::json!({ "file": s.parts_file, "parts_file": s.doc })),
+            "base": m.base,
+            "from_base": { "entries": from_base, "bytes": from_base_bytes },
             "verified": false,
         }))?;
         return Ok(super::EXIT_OK);
@@ -51,7 +54,8 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     // Everything below is what the bundle claims, unverified: escaped for the terminal.
     let mut text = String::new();
     let out = &mut text;
-    let _ = writeln!(out, "bundle:      {} (NOT verified; run `airlock verify --trust KEY`)", args.bundle.display());
+    let _ = writeln!(out, "bundle:      {} (NOT verified; run `airlock verify --trust KEY`)", input.display());
+    media(out, &input, m);
     let _ = writeln!(out, "name:        {} {}", m.name, m.version);
     if let Some(d) = &m.description {
         let _ = writeln!(out, "description: {}", crate::escape::value(d));
@@ -87,8 +91,37 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     );
     let _ = writeln!(out, "entries:     {}", m.entries.len());
     for e in &m.entries {
-        let _ = writeln!(out, "  {:>12}  {}  {}", e.size, e.sha256, e.path);
+        let from = if e.from_base { "  (from base)" } else { "" };
+        let _ = writeln!(out, "  {:>12}  {}  {}{from}", e.size, e.sha256, e.path);
     }
     std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
     Ok(super::EXIT_OK)
+}
+
+/// A delta's `from_base` entries: how many, and their bytes.
+fn from_base(m: &crate::bundle::Manifest) -> (usize, u64) {
+    m.entries.iter().filter(|e| e.from_base).fold((0, 0), |(n, bytes), e| (n + 1, bytes + e.size))
+}
+
+/// The parts a split bundle is read from, and a delta's base.
+fn media(out: &mut String, input: &Input, m: &crate::bundle::Manifest) {
+    let (from_base, from_base_bytes) = from_base(m);
+    if let Some(s) = input.split() {
+        let _ = writeln!(
+            out,
+            "parts:       {} of up to {} bytes, {} bytes in all (sha256 {} joined), parts file signed by key {} as it claims",
+            s.doc.parts.len(),
+            s.doc.part_size,
+            s.doc.bytes,
+            s.doc.sha256,
+            s.doc.key_id.short()
+        );
+        for p in &s.doc.parts {
+            let _ = writeln!(out, "  {:>12}  {}  {}", p.size, p.sha256, p.file);
+        }
+    }
+    if let Some(base) = &m.base {
+        let _ =
+            writeln!(out, "delta:       {from_base} entries ({from_base_bytes} content bytes) left to the base {base}");
+    }
 }

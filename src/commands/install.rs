@@ -10,7 +10,8 @@ use crate::site::registry::SiteRegistry;
 use crate::site::{Amber, Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
-    let policy = super::load_policy(&args.trust, &args.bundle)?;
+    let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
+    let policy = super::load_policy(&args.trust, input.bundle())?;
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
         host: host.clone(),
@@ -30,13 +31,16 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         wait: std::time::Duration::from_secs(args.site.wait),
     };
     let net = Net::new(crate::fetch::NetOptions::default())?;
-    let done = install(&args.bundle, &policy, &args.root, &opts, &net, &reporter)?;
+    let done = install(&input, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
     } else {
         let mut out = std::io::stdout().lock();
         let how = if done.already_present { "re-activated" } else { "installed" };
         writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
+        if let Some(base) = &done.base {
+            writeln!(out, "delta: the members it leaves out were taken from bundles/{base}, verified again")?;
+        }
         let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::short).collect();
         writeln!(out, "signed by {} ({} co-signature(s) retained)", signers.join(", "), done.cosignatures.len())?;
         for image in &done.images {

@@ -74,6 +74,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::site::SiteError,
             crate::sources::SourceError,
             crate::bundle::writer::PackError,
+            crate::bundle::parts::PartsError,
+            crate::build::base::BaseError,
             crate::sign::policy::PolicyError,
             crate::sign::KeyError,
             crate::spec::SpecError,

@@ -2,9 +2,6 @@
 //! `airlock/provenance.dsse.json`; with `--trust`, only after its DSSE signature verified with one
 //! of the keys and its subjects named this bundle's manifest.
 
-use std::fs::File;
-use std::io::BufReader;
-
 use anyhow::{Context as _, bail};
 
 use super::VerificationFailed;
@@ -17,8 +14,8 @@ use crate::sign::dsse;
 
 pub fn run(args: &ProvenanceArgs) -> anyhow::Result<u8> {
     let trusted = super::load_trusted(&args.trust)?;
-    let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
-    let mut found = leading_members(BufReader::new(file), &[MANIFEST, PROVENANCE])
+    let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
+    let mut found = leading_members(input.open()?, &[MANIFEST, PROVENANCE])
         .map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
     let (Some(manifest), Some(envelope)) = (found.remove(MANIFEST), found.remove(PROVENANCE)) else {
         bail!("bundle `{}` has no `{PROVENANCE}` member", args.bundle.display());

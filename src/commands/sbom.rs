@@ -1,10 +1,9 @@
 //! `airlock sbom BUNDLE [--out FILE [--json]]`: the `airlock/sbom.cdx.json` member, byte for
 //! byte.
 
-use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 
 use super::VerificationFailed;
 use crate::bundle::manifest::SBOM;
@@ -12,8 +11,8 @@ use crate::bundle::reader::leading_members;
 use crate::cli::SbomArgs;
 
 pub fn run(args: &SbomArgs) -> anyhow::Result<u8> {
-    let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
-    let mut found = leading_members(BufReader::new(file), &[SBOM])
+    let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
+    let mut found = leading_members(input.open()?, &[SBOM])
         .map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
     let Some(bytes) = found.remove(SBOM) else {
         bail!("bundle `{}` has no `{SBOM}` member (built before airlock wrote SBOMs?)", args.bundle.display());

@@ -2,13 +2,12 @@
 //! co-signature `BUNDLE.KEYID.sig` beside the bundle, over the same manifest bytes as the
 //! embedded signature. The bundle itself is not rewritten.
 
-use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use super::VerificationFailed;
+use crate::bundle::parts::Input;
 use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head};
 use crate::cli::{SignArgs, TerminalReporter};
 use crate::sign::policy::cosignature_path;
@@ -24,15 +23,15 @@ struct SignJson<'a> {
 }
 
 pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
-    let open = || File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()));
+    let input = Input::resolve(&args.bundle)?;
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
     let verified_first = !args.trust.trust.is_empty();
     let mut verified_manifest = None;
     if verified_first {
-        let policy = super::load_policy(&args.trust, &args.bundle)?;
+        let policy = super::load_policy(&args.trust, input.bundle())?;
         let reporter = TerminalReporter::new(args.json);
-        let report =
-            read_bundle(BufReader::with_capacity(1 << 20, open()?), &policy, &mut Discard, OnProblem::Stop, &reporter)?;
+        let (stream, _) = input.open_trusted(&policy.keys)?;
+        let report = read_bundle(stream, &policy, &mut Discard, OnProblem::Stop, &reporter)?;
         if !report.verified() {
             let why = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
             return Err(VerificationFailed(format!(
@@ -45,8 +44,7 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
     } else {
         tracing::warn!("no --trust key given: co-signing the manifest WITHOUT verifying the bundle's content first");
     }
-    let head = read_head(BufReader::new(open()?))
-        .map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
+    let head = read_head(input.open()?).map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
     if verified_manifest.is_some_and(|d| d != head.manifest_sha256) {
         return Err(VerificationFailed(format!(
             "refusing to co-sign `{}`: its manifest changed while it was being verified",
@@ -63,7 +61,8 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
             args.key.display()
         );
     }
-    let path = cosignature_path(&args.bundle, key.key_id());
+    // Beside the bundle as one file (a split bundle's too): where readers look for it.
+    let path = cosignature_path(input.bundle(), key.key_id());
     super::write_atomic(&path, key.sign_blob(&head.manifest_bytes).as_bytes())?;
     if args.json {
         super::print_json(&SignJson {

@@ -1,15 +1,15 @@
 //! `airlock verify BUNDLE --trust PUB [--trust PUB…] [--threshold N] [--json]`
 
-use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use super::VerificationFailed;
-use crate::bundle::manifest::{SBOM, SIGNATURE};
-use crate::bundle::reader::{Discard, OnProblem, Problem, Report, read_bundle};
+use crate::bundle::manifest::{BaseRef, SBOM, SIGNATURE};
+use crate::bundle::parts::{Input, PartsError};
+use crate::bundle::reader::{Discard, OnProblem, Problem, Rejection, Report, read_bundle};
 use crate::cli::{TerminalReporter, VerifyArgs};
+use crate::failure::{Class, Classify};
 use crate::sign::KeyId;
 use crate::sign::policy::{Outcome, SignatureCheck, Source};
 
@@ -52,14 +52,41 @@ struct VerifyJson<'a> {
     /// `{verified, signers}` for the DSSE provenance, or null when the bundle has none.
     provenance: Option<serde_json::Value>,
     problems: &'a [Problem],
+    /// `{file, count, bytes, signed_by}` for a split bundle, read from its parts.
+    parts: Option<serde_json::Value>,
+    /// A delta's base (its `from_base` entries are not in this bundle; install takes them from it).
+    base: Option<&'a BaseRef>,
+    from_base: Option<usize>,
 }
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
-    let policy = super::load_policy(&args.trust, &args.bundle)?;
-    let file = File::open(&args.bundle).with_context(|| format!("cannot open bundle `{}`", args.bundle.display()))?;
+    let input = Input::resolve(&args.bundle)?;
+    let policy = super::load_policy(&args.trust, input.bundle())?;
     let reporter = TerminalReporter::new(args.json);
-    let report =
-        read_bundle(BufReader::with_capacity(1 << 20, file), &policy, &mut Discard, OnProblem::Continue, &reporter)?;
+    let refused = |e: PartsError| Problem { member: None, reason: Rejection::Parts(e.to_string()) };
+    let (report, parts_signer) = match input.open_trusted(&policy.keys) {
+        Ok((stream, signer)) => {
+            let mut report = read_bundle(stream, &policy, &mut Discard, OnProblem::Continue, &reporter)?;
+            if let (Some(split), Some(sha256)) = (input.split(), report.manifest_sha256)
+                && let Err(e) = split.check_manifest(&sha256)
+            {
+                report.problems.push(refused(e));
+            }
+            // Damage inside a part shows first as a member or stream problem: name the part.
+            if let Some(split) = input.split().filter(|_| report.problems.iter().any(|p| p.reason.is_damage()))
+                && let Some(damage) = split.find_damage()
+                && !report.problems.iter().any(|p| p.reason == Rejection::Parts(damage.clone()))
+            {
+                report.problems.insert(0, Problem { member: None, reason: Rejection::Parts(damage) });
+            }
+            (report, signer)
+        }
+        // A part missing, damaged or unsigned is the bundle's failure, reported like others.
+        Err(e) if e.class() == Class::Verification => {
+            (Report { problems: vec![refused(e)], ..Report::default() }, None)
+        }
+        Err(e) => return Err(e.into()),
+    };
     let verified = report.verified();
     let manifest = report.manifest.as_ref();
     if args.json {
@@ -79,9 +106,16 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
                 .as_ref()
                 .map(|signers| serde_json::json!({ "verified": !signers.is_empty(), "signers": signers })),
             problems: &report.problems,
+            parts: input.split().map(|s| {
+                serde_json::json!({
+                    "file": s.parts_file, "count": s.doc.parts.len(), "bytes": s.doc.bytes, "signed_by": parts_signer,
+                })
+            }),
+            base: manifest.and_then(|m| m.base.as_ref()),
+            from_base: manifest.map(|m| m.entries.iter().filter(|e| e.from_base).count()),
         })?;
     } else {
-        print_human(args, &report, policy.threshold)?;
+        print_human(args, &input, &report, policy.threshold)?;
     }
     if verified {
         Ok(super::EXIT_OK)
@@ -89,7 +123,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
         let n = report.problems.len();
         Err(VerificationFailed(format!(
             "bundle `{}` failed verification ({n} problem{})",
-            args.bundle.display(),
+            input.display(),
             if n == 1 { "" } else { "s" }
         ))
         .into())
@@ -108,7 +142,7 @@ fn sbom_status(report: &Report) -> Option<serde_json::Value> {
     Some(serde_json::json!({ "sha256": entry.sha256, "verified": !rejected }))
 }
 
-fn print_human(args: &VerifyArgs, report: &Report, threshold: usize) -> anyhow::Result<()> {
+fn print_human(args: &VerifyArgs, input: &Input, report: &Report, threshold: usize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     for p in &report.problems {
         writeln!(out, "REJECTED {}", crate::escape::lines(&p.to_string()))?;
@@ -149,5 +183,23 @@ fn print_human(args: &VerifyArgs, report: &Report, threshold: usize) -> anyhow::
         None => "no provenance in the bundle",
     };
     writeln!(out, "  {provenance}")?;
+    if let Some(split) = input.split() {
+        writeln!(
+            out,
+            "  read from {} parts listed in {} (signed by a trusted key)",
+            split.doc.parts.len(),
+            split.parts_file.display()
+        )?;
+    }
+    if let Some(base) = &m.base {
+        let left: Vec<_> = m.entries.iter().filter(|e| e.from_base).collect();
+        let bytes: u64 = left.iter().map(|e| e.size).sum();
+        writeln!(
+            out,
+            "  delta: {} entries ({bytes} bytes) are not in this bundle but in its base {base}; install takes them from \
+             the base retained on the site, verified again",
+            left.len()
+        )?;
+    }
     Ok(())
 }

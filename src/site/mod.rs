@@ -20,6 +20,7 @@
 //! re-installing and rolling back restage it from the verified bundle file.
 
 mod activate;
+mod base;
 mod lock;
 pub mod records;
 pub mod registry;
@@ -28,11 +29,12 @@ pub mod state;
 pub mod views;
 
 use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bundle::Manifest;
+use crate::bundle::parts::{Input, PartsError};
 use crate::bundle::reader::{OnProblem, Problem, Report, read_bundle, read_head};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
@@ -78,6 +80,20 @@ pub enum SiteError {
         root.display()
     )]
     NoSpace { root: PathBuf, needed: u64, available: u64 },
+    #[error(
+        "this is a delta bundle: it needs its base, {base}, retained on this site (current or previous); \
+         retained here: {retained}; install the base first, or the full bundle; the site was not changed"
+    )]
+    NoBase { base: String, retained: String },
+    #[error(
+        "the delta's base bundles/{id} does not hold `{path}` (sha256 {sha256}) that the delta leaves to it; \
+         the site was not changed"
+    )]
+    NotInBase { id: String, path: String, sha256: Sha256 },
+    #[error("the delta's base bundles/{id} failed verification; the site was not changed: {}", first(problems))]
+    BaseRejected { id: String, problems: Vec<Problem> },
+    #[error(transparent)]
+    Parts(#[from] PartsError),
     #[error("`{}` has no previous bundle to roll back to", root.display())]
     NoPrevious { root: PathBuf },
     #[error("validation is {verdict}: {summary}; `current` was not changed{hint}")]
@@ -105,7 +121,12 @@ pub enum SiteError {
 impl Classify for SiteError {
     fn class(&self) -> Class {
         match self {
-            SiteError::Rejected { .. } | SiteError::Downgrade { .. } => Class::Verification,
+            SiteError::Rejected { .. }
+            | SiteError::Downgrade { .. }
+            | SiteError::NoBase { .. }
+            | SiteError::NotInBase { .. }
+            | SiteError::BaseRejected { .. } => Class::Verification,
+            SiteError::Parts(e) => e.class(),
             SiteError::Validation { .. } => Class::ValidationRed,
             SiteError::Open { .. }
             | SiteError::Busy { .. }
@@ -176,6 +197,8 @@ pub struct Installed {
     /// Co-signatures that counted, retained beside the bundle file.
     pub cosignatures: Vec<PathBuf>,
     pub previous: Option<String>,
+    /// A delta's base, which supplied the members it leaves out.
+    pub base: Option<String>,
     /// The same bundle was already retained; it was restaged from the verified file and activated.
     pub already_present: bool,
     /// Installed below the site's high-water version, with `--allow-downgrade`.
@@ -197,20 +220,25 @@ pub fn bundle_id(manifest_sha256: &Sha256) -> String {
 
 /// Verify `bundle` while staging it under `root`, then make it `current`.
 pub fn install(
-    bundle: &Path,
+    input: &Input,
     trust: &Policy,
     root: &Path,
     opts: &Options,
     net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
-    let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
+    let bundle = input.bundle();
+    let (stream, _) = input.open_trusted(&trust.keys)?;
     let _lock = open_root(root, "install", opts.wait)?;
     let mut state = State::load(root)?;
-    check_space(bundle, root)?;
+    preflight(input, root, &state)?;
     let mut phases = Phases::start();
-    tracing::info!("stage: verifying `{}` into `{}`", bundle.display(), root.join("staging").display());
-    let Staged { dir, verified } = stage(bundle, input, trust, root, reporter)?;
+    tracing::info!("stage: verifying `{}` into `{}`", input.display(), root.join("staging").display());
+    let staged = stage(bundle, stream, trust, root, &state, reporter);
+    let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
+    if let Some(split) = input.split() {
+        split.check_manifest(&verified.manifest_sha256)?;
+    }
     phases.mark("verify");
     let downgrade = check_downgrade(&state, &verified.manifest, opts.downgrade)?;
     let validation = gate(&verified.manifest, &opts.amber)?;
@@ -230,7 +258,7 @@ pub fn install(
     let event = remember_install(&mut state, &verified, &retained.id, trust, opts, &phases);
     state.save(root)?;
     let mut record_bundle = verified.record(&retained.id);
-    record_bundle["file"] = serde_json::json!(bundle);
+    record_bundle["file"] = serde_json::json!(input.display().to_string());
     let verdict = validation.as_ref().map(|e| e.verdict);
     let accepted_amber = match &opts.amber {
         Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason),
@@ -268,6 +296,7 @@ pub fn install(
         path: retained.path,
         cosignatures: retained.cosignatures,
         previous,
+        base: verified.base.clone(),
         already_present: retained.already_present,
         downgrade,
         images,
@@ -297,6 +326,7 @@ fn remember_install(
         signers: verified.signers.clone(),
         trust: trust.key_ids(),
         threshold: trust.threshold,
+        base: verified.base.clone(),
     };
     state.bundles.insert(id.to_owned(), retained);
     let mark = state.high_water.entry(m.name.to_string()).or_insert_with(|| m.version.clone());
@@ -339,17 +369,35 @@ fn open_root(root: &Path, action: &str, wait: Duration) -> Result<RootLock, Site
     Ok(lock)
 }
 
-/// Fail early, before anything is written, when the bundle will not fit: its file is kept and
-/// its content unpacked once.
-fn check_space(bundle: &Path, root: &Path) -> Result<(), SiteError> {
-    let file_bytes =
-        std::fs::metadata(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?.len();
-    let input = File::open(bundle).map_err(|source| SiteError::Open { path: bundle.to_owned(), source })?;
-    // The head is read unverified, only to size the check; a lie there fails verification later
+/// A split bundle that failed verification: if a part is damaged, that is the first problem
+/// (the member or stream problem it caused is only its symptom).
+fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
+    match (e, input.split()) {
+        (SiteError::Rejected { path, mut problems }, Some(split)) => {
+            if problems.iter().any(|p| p.reason.is_damage())
+                && let Some(damage) = split.find_damage()
+            {
+                let reason = crate::bundle::reader::Rejection::Parts(damage);
+                problems.insert(0, Problem { member: None, reason });
+            }
+            SiteError::Rejected { path, problems }
+        }
+        (e, _) => e,
+    }
+}
+
+/// Fail early, before anything is written, when the bundle will not fit (its file is kept and
+/// its content unpacked once) or is a delta whose base this site does not have.
+fn preflight(input: &Input, root: &Path, state: &State) -> Result<(), SiteError> {
+    let file_bytes = input.bytes()?;
+    // The head is read unverified, only to refuse early; a lie there fails verification later
     // (a manifest the check refuses, absurd sizes included, is left to verification too).
-    let Ok(head) = read_head(BufReader::new(input)) else { return Ok(()) };
+    let Ok(head) = read_head(input.open()?) else { return Ok(()) };
     if head.manifest.check().is_err() {
         return Ok(());
+    }
+    if let Some(b) = &head.manifest.base {
+        base::find(root, state, b)?;
     }
     let needed = file_bytes.saturating_add(head.manifest.content_bytes());
     let stat = rustix::fs::statvfs(root).map_err(|e| io_err(root)(e.into()))?;
@@ -373,6 +421,8 @@ struct Verified {
     manifest_sha256: Sha256,
     signers: Vec<KeyId>,
     signatures: Vec<SignatureCheck>,
+    /// A delta's base, which supplied its `from_base` members.
+    base: Option<String>,
 }
 
 impl Verified {
@@ -393,17 +443,18 @@ impl Verified {
     fn record(&self, id: &str) -> serde_json::Value {
         let m = &self.manifest;
         serde_json::json!({ "id": id, "name": m.name, "version": m.version.to_string(),
-                            "manifest_sha256": self.manifest_sha256 })
+                            "manifest_sha256": self.manifest_sha256, "base": self.base })
     }
 }
 
 /// Verify the bundle while extracting it (and a copy of the file) into a new private
-/// directory under `staging/`.
+/// directory under `staging/`; a delta's omitted members come from its base, verified again.
 fn stage(
     bundle: &Path,
-    input: File,
+    input: Box<dyn Read + Send>,
     trust: &Policy,
     root: &Path,
+    state: &State,
     reporter: &dyn Reporter,
 ) -> Result<Staged, SiteError> {
     let staging = root.join("staging");
@@ -411,11 +462,10 @@ fn stage(
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
     let copy_path = dir.path().join(RETAINED_BUNDLE);
     let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
-    let mut tee = Tee::new(BufReader::with_capacity(1 << 20, input), copy);
+    let mut tee = Tee::new(input, copy);
     let mut sink = StageSink::new(dir.path());
     let report = read_bundle(&mut tee, trust, &mut sink, OnProblem::Stop, reporter)
         .map_err(|e| SiteError::Io { path: e.path.under(dir.path()), source: e.source })?;
-    tee.finish().map_err(io_err(&copy_path))?;
     let Report {
         manifest: Some(manifest), manifest_sha256: Some(manifest_sha256), signers, signatures, problems, ..
     } = report
@@ -425,7 +475,21 @@ fn stage(
     if !problems.is_empty() {
         return Err(SiteError::Rejected { path: bundle.to_owned(), problems });
     }
-    Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures } })
+    // The rest of the file (past the zstd frame's end) is kept too; a read failure there is
+    // the bundle's, a write failure the site's.
+    match tee.finish() {
+        Ok(()) => {}
+        Err(stage::TeeError::Read(e)) => {
+            let reason = crate::bundle::reader::Rejection::Truncated(e.to_string());
+            return Err(SiteError::Rejected {
+                path: bundle.to_owned(),
+                problems: vec![Problem { member: None, reason }],
+            });
+        }
+        Err(stage::TeeError::Write(e)) => return Err(io_err(&copy_path)(e)),
+    }
+    let base = base::fill(root, state, &manifest, dir.path(), reporter)?;
+    Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures, base } })
 }
 
 /// `Ok(true)` when a downgrade is allowed and happening, `Ok(false)` when this is none.
@@ -634,8 +698,23 @@ fn prune(root: &Path, state: &mut State, keep: usize) -> Result<Vec<String>, Sit
     others.sort();
     let spare = keep.saturating_sub(linked.len());
     let excess = others.len().saturating_sub(spare);
+    // A kept delta needs its base (and that one its own): those stay too.
+    let mut needed: Vec<String> = linked.iter().chain(others.iter().skip(excess).map(|(_, id)| id)).cloned().collect();
+    let mut i = 0;
+    while let Some(id) = needed.get(i) {
+        if let Some(base) = state.bundles.get(id).and_then(|b| b.base.clone())
+            && !needed.contains(&base)
+        {
+            needed.push(base);
+        }
+        i += 1;
+    }
     let mut pruned = Vec::new();
     for (_, id) in others.into_iter().take(excess) {
+        if needed.contains(&id) {
+            tracing::info!("prune: keeping bundles/{id}, the base of a kept delta bundle");
+            continue;
+        }
         let from = bundles.join(&id);
         let aside = root.join("staging").join(format!("pruned-{id}"));
         std::fs::rename(&from, &aside).map_err(io_err(&from))?;

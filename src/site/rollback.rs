@@ -63,7 +63,8 @@ pub fn rollback(
     let mut phases = Phases::start();
     tracing::info!("verify: the retained bundle `{}`", bundle.display());
     let input = File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source })?;
-    let Staged { dir: staged, verified } = super::stage(&bundle, input, &policy, root, reporter)?;
+    let input = Box::new(std::io::BufReader::with_capacity(1 << 20, input));
+    let Staged { dir: staged, verified } = super::stage(&bundle, input, &policy, root, &state, reporter)?;
     phases.mark("verify");
     write_views(staged.path(), &verified.manifest, apt_key)?;
     let retained = retain(staged, &verified, &policy, root)?;
@@ -108,7 +109,7 @@ pub fn rollback(
 }
 
 /// The policy to verify the retained bundle under, with the co-signatures retained beside it.
-fn policy(dir: &Path, bundle: &Path, trust: Trust, state: &State, id: &str) -> Result<Policy, SiteError> {
+pub(super) fn policy(dir: &Path, bundle: &Path, trust: Trust, state: &State, id: &str) -> Result<Policy, SiteError> {
     let cosignatures = crate::sign::policy::cosignatures_beside(bundle).map_err(io_err(dir))?;
     let (keys, threshold) = match trust {
         Trust::Given { keys, threshold } => (keys, threshold),

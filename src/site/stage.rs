@@ -33,6 +33,13 @@ impl MemberSink for StageSink {
     }
 }
 
+/// Which side of a [`Tee`] failed.
+#[derive(Debug)]
+pub enum TeeError {
+    Read(io::Error),
+    Write(io::Error),
+}
+
 /// Copies every byte read from `inner` into `copy`, remembering a write failure so it is not
 /// mistaken for a damaged bundle.
 pub struct Tee<R> {
@@ -47,12 +54,22 @@ impl<R: Read> Tee<R> {
     }
 
     /// Copy whatever the reader did not consume, then flush and sync the copy.
-    pub fn finish(mut self) -> io::Result<()> {
+    pub fn finish(mut self) -> Result<(), TeeError> {
         if let Some(e) = self.failed.take() {
-            return Err(e);
+            return Err(TeeError::Write(e));
         }
-        io::copy(&mut self.inner, &mut self.copy)?;
-        self.copy.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match self.inner.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(TeeError::Read(e)),
+            };
+            self.copy.write_all(&buf[..n]).map_err(TeeError::Write)?;
+        }
+        let file = self.copy.into_inner().map_err(|e| TeeError::Write(e.into_error()))?;
+        file.sync_all().map_err(TeeError::Write)
     }
 }
 

@@ -43,6 +43,10 @@ pub struct Retained {
     /// The `--trust` keys it was installed with (kept as `bundles/ID/trust/KEYID.pub`).
     pub trust: Vec<KeyId>,
     pub threshold: usize,
+    /// For a delta bundle: the retained bundle its omitted members came from, which is kept
+    /// as long as this one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
