@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A newcomer's first ten minutes: build, verify, inspect and install the demo bundle from
 # testdata/demo with a fresh key, offline, printing each step; then the next release over it,
-# split into parts for media and as a delta, a refused downgrade, a verified rollback and the
-# site's status and records.
+# split into parts for media and as a delta, a refused downgrade, a verified rollback, the
+# site's status and records, and a bundle pushed as an OCI artifact and installed from it.
 #   scripts/demo.sh            builds airlock (release) first
 #   AIRLOCK=path scripts/demo.sh   uses that binary instead
 #   KEEP=1 scripts/demo.sh      keeps the temporary directory for a look around
@@ -126,5 +126,10 @@ step "11. rollback: the retained 2026.11.0 verified again from its file, restage
 timed "$AIRLOCK" rollback --root "$work/site"
 "$AIRLOCK" status --root "$work/site"
 ls "$work/site/records/"
+
+step "12. bundles as OCI artifacts: 2026.11.1 pushed into an OCI image layout (what a registry stores) and installed from it"
+# With a registry: `airlock push … oci://HOST/REPO:TAG`, `airlock copy`, `airlock install oci://…`.
+"$AIRLOCK" push "$work/media/next.airlock.parts.json" "oci-layout:$work/oci-layout:2026.11.1"
+"$AIRLOCK" install "oci-layout:$work/oci-layout:2026.11.1" --trust "$work/keys/build.pub" --root "$work/site"
 
 printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"

@@ -51,6 +51,86 @@ pub enum Command {
     Provenance(ProvenanceArgs),
     /// Write the bundle's SBOM (`CycloneDX` JSON), byte for byte (nothing is verified: use `verify`).
     Sbom(SbomArgs),
+    /// Store a bundle (file or parts) and its co-signatures in a registry as an OCI artifact.
+    Push(PushArgs),
+    /// Fetch a bundle from a registry, verify it, and only then write it (with its co-signatures).
+    Pull(PullArgs),
+    /// Copy a bundle artifact and its co-signatures between registries or through a layout
+    /// directory, digests unchanged.
+    Copy(CopyArgs),
+}
+
+/// How to reach the registries a command names: `[registries."HOST"]` of a spec, for bundles.
+#[derive(Debug, Args)]
+pub struct ReachArgs {
+    /// Talk plain HTTP to the registries named here; `--insecure-registry=HOST[:PORT]` to that
+    /// one only (repeat for several). Never implied, not even for loopback.
+    #[arg(long, value_name = "HOST", num_args = 0..=1, default_missing_value = "*")]
+    pub insecure_registry: Vec<String>,
+    /// An extra CA bundle (PEM) for the TLS registries named here.
+    #[arg(long, value_name = "FILE")]
+    pub registry_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+impl ReachArgs {
+    pub fn reach(&self) -> crate::artifact::Reach {
+        crate::artifact::Reach {
+            insecure: self.insecure_registry.clone(),
+            ca: self.registry_ca.clone(),
+            options: self.net.options(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The bundle: a file, a parts file or a first part.
+    pub bundle: PathBuf,
+    /// Where: `oci://HOST/REPO:TAG` (or `oci-layout:DIR[:TAG]`).
+    #[arg(value_name = "oci://HOST/REPO:TAG")]
+    pub target: String,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(mut_arg("trust", |a| a.required(true)))]
+pub struct PullArgs {
+    /// `oci://HOST/REPO:TAG`, `oci://HOST/REPO@sha256:HEX` or `oci-layout:DIR[:TAG]`.
+    #[arg(value_name = "oci://HOST/REPO:TAG|@DIGEST")]
+    pub source: String,
+    /// The bundle file to write (it appears only once the bundle verified).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+    /// Where layers download to (resumed from there when a pull is run again) [default:
+    /// `$AIRLOCK_CACHE`, else `~/.cache/airlock`].
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// `oci://HOST/REPO:TAG|@DIGEST` or `oci-layout:DIR[:TAG]`.
+    pub from: String,
+    /// `oci://HOST/REPO[:TAG]` or `oci-layout:DIR[:TAG]` (the source's tag when none is given).
+    pub to: String,
+    #[command(flatten)]
+    pub reach: ReachArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Who must have signed a bundle: shared by every verb that verifies one.
@@ -273,7 +353,8 @@ pub struct InspectArgs {
 #[command(mut_arg("trust", |a| a.required(true)))]
 #[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
 pub struct InstallArgs {
-    /// The bundle file (`NAME-VERSION.airlock`).
+    /// The bundle: a file, a parts file or first part, or `oci://HOST/REPO:TAG|@DIGEST`
+    /// (streamed from the registry; its co-signature referrers count).
     pub bundle: PathBuf,
     #[command(flatten)]
     pub trust: TrustArgs,
@@ -283,9 +364,12 @@ pub struct InstallArgs {
     /// Push the bundle's images to this registry (credentials from the docker config).
     #[arg(long, value_name = "HOST[:PORT]")]
     pub registry: Option<String>,
-    /// Talk plain HTTP to `--registry` (never implied).
-    #[arg(long, requires = "registry")]
+    /// Talk plain HTTP to `--registry` and to an `oci://` bundle's registry (never implied).
+    #[arg(long)]
     pub insecure_registry: bool,
+    /// An extra CA bundle (PEM) for an `oci://` bundle's registry.
+    #[arg(long, value_name = "FILE")]
+    pub registry_ca: Option<PathBuf>,
     /// Sign the site's apt view with this armored `OpenPGP` secret key (passphrase, if any,
     /// from `AIRLOCK_APT_KEY_PASSWORD`).
     #[arg(long, value_name = "KEY.asc")]

@@ -108,6 +108,12 @@ pub mod prefixed {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct Prefixed(pub Sha256);
 
+impl fmt::Display for Prefixed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.0)
+    }
+}
+
 impl Serialize for Prefixed {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         prefixed::serialize(&self.0, s)

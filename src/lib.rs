@@ -8,6 +8,7 @@
 //! - [`spec`], [`digest`], [`clock`], [`member_path`], [`wheel`], [`failure`], [`progress`],
 //!   [`atomic`], [`escape`], [`overlap`]: value types and small utilities that everything may use.
 
+pub mod artifact;
 pub mod atomic;
 pub mod attest;
 pub mod build;

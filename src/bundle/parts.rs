@@ -307,10 +307,29 @@ fn file_name(path: &Path) -> String {
 // Reading
 
 /// What a user named as a bundle: one file, or a split bundle (by its parts file or first part).
-#[derive(Debug)]
 pub enum Input {
     Whole(PathBuf),
     Parts(Box<Split>),
+    /// Bytes from elsewhere (a registry: `artifact`), opened afresh for each read.
+    Remote(Box<Remote>),
+}
+
+/// A bundle read from somewhere other than files here.
+pub struct Remote {
+    /// What to call it (`oci://HOST/REPO@sha256:…`).
+    pub name: PathBuf,
+    pub bytes: u64,
+    pub open: Box<dyn Fn() -> io::Result<Box<dyn Read + Send>> + Send + Sync>,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Whole(p) => f.debug_tuple("Whole").field(p).finish(),
+            Self::Parts(s) => f.debug_tuple("Parts").field(s).finish(),
+            Self::Remote(r) => f.debug_tuple("Remote").field(&r.name).finish(),
+        }
+    }
 }
 
 /// A split bundle, its parts file read (not yet trusted).
@@ -357,6 +376,7 @@ impl Input {
         match self {
             Self::Whole(p) => p,
             Self::Parts(s) => &s.bundle,
+            Self::Remote(r) => &r.name,
         }
     }
 
@@ -365,12 +385,13 @@ impl Input {
         match self {
             Self::Whole(p) => p.display(),
             Self::Parts(s) => s.parts_file.display(),
+            Self::Remote(r) => r.name.display(),
         }
     }
 
     pub fn split(&self) -> Option<&Split> {
         match self {
-            Self::Whole(_) => None,
+            Self::Whole(_) | Self::Remote(_) => None,
             Self::Parts(s) => Some(s),
         }
     }
@@ -382,6 +403,7 @@ impl Input {
                 std::fs::metadata(p).map(|m| m.len()).map_err(|source| PartsError::Read { path: p.clone(), source })
             }
             Self::Parts(s) => Ok(s.doc.bytes),
+            Self::Remote(r) => Ok(r.bytes),
         }
     }
 
@@ -397,6 +419,7 @@ impl Input {
                 s.check_parts()?;
                 Ok(Box::new(io::BufReader::with_capacity(1 << 20, PartsReader::new(s))))
             }
+            Self::Remote(r) => (r.open)().map_err(|source| PartsError::Read { path: r.name.clone(), source }),
         }
     }
 
@@ -404,7 +427,7 @@ impl Input {
     /// key is returned; none for one file).
     pub fn open_trusted(&self, keys: &[TrustedKey]) -> Result<(Box<dyn Read + Send>, Option<KeyId>), PartsError> {
         let signer = match self {
-            Self::Whole(_) => None,
+            Self::Whole(_) | Self::Remote(_) => None,
             Self::Parts(s) => Some(s.check_signature(keys)?),
         };
         Ok((self.open()?, signer))

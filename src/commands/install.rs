@@ -3,15 +3,27 @@
 
 use std::io::Write;
 
+use std::sync::Arc;
+
+use crate::artifact::Location;
+use crate::bundle::parts::{Input, Remote};
 use crate::cli::{InstallArgs, TerminalReporter};
 use crate::fetch::Net;
+use crate::fetch::NetOptions;
 use crate::oci::Transport;
+use crate::sign::Policy;
 use crate::site::registry::SiteRegistry;
 use crate::site::{Amber, Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
-    let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
-    let policy = super::load_policy(&args.trust, input.bundle())?;
+    let net = std::sync::Arc::new(Net::new(crate::fetch::NetOptions::default())?);
+    let (input, policy) = if let Some(location) = args.bundle.to_str().filter(|b| Location::looks_like(b)) {
+        from_registry(args, &Location::parse(location)?, &net)?
+    } else {
+        let input = Input::resolve(&args.bundle)?;
+        let policy = super::load_policy(&args.trust, input.bundle())?;
+        (input, policy)
+    };
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
         host: host.clone(),
@@ -30,7 +42,6 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
         wait: std::time::Duration::from_secs(args.site.wait),
     };
-    let net = Net::new(crate::fetch::NetOptions::default())?;
     let done = install(&input, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
@@ -71,6 +82,23 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         )?;
     }
     Ok(super::EXIT_OK)
+}
+
+/// A bundle streamed from a registry (or layout), its tag resolved once; the co-signatures it
+/// holds as referrers count toward the threshold.
+fn from_registry(args: &InstallArgs, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
+    let insecure = if args.insecure_registry { vec!["*".to_owned()] } else { Vec::new() };
+    let reach = crate::artifact::Reach { insecure, ca: args.registry_ca.clone(), options: NetOptions::default() };
+    let found = crate::artifact::resolve(location, &reach, net)?;
+    tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
+    let keys = super::load_trusted(&args.trust.trust)?;
+    let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
+    let policy = Policy::new(keys, threshold, found.cosignatures.clone())?;
+    let name = std::path::PathBuf::from(found.pinned.to_string());
+    let bytes = found.resolved.bytes;
+    let net = net.clone();
+    let open = move || crate::artifact::open_stream(&found, &reach, net.clone()).map_err(std::io::Error::other);
+    Ok((Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) })), policy))
 }
 
 pub(super) fn load_apt_key(path: &std::path::Path) -> anyhow::Result<crate::site::views::AptSigningKey> {

@@ -2,6 +2,7 @@
 //! `anyhow::Error` and are mapped to exit codes here, once.
 
 mod build;
+mod copy;
 mod diff;
 mod inspect;
 mod install;
@@ -9,6 +10,8 @@ mod keygen;
 mod lock;
 mod probe;
 mod provenance;
+mod pull;
+mod push;
 mod rollback;
 mod sbom;
 mod sign;
@@ -54,6 +57,9 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Status(a) => status::run(&a),
         Command::Probe(a) => probe::run(&a),
         Command::Validate(a) => validate::run(&a),
+        Command::Push(a) => push::run(&a),
+        Command::Pull(a) => pull::run(&a),
+        Command::Copy(a) => copy::run(&a),
     }
 }
 
@@ -76,6 +82,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::bundle::writer::PackError,
             crate::bundle::parts::PartsError,
             crate::build::base::BaseError,
+            crate::artifact::ArtifactError,
             crate::sign::policy::PolicyError,
             crate::sign::KeyError,
             crate::spec::SpecError,

@@ -12,7 +12,12 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
+
+use crate::fetch::{self, NetOptions, Verdict};
+use crate::oci::ImageRef;
+use crate::oci::doc::ACCEPTED;
 
 /// How to reach one registry. Plain HTTP is an explicit, loud exception.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -244,6 +249,47 @@ async fn asks_for_credentials(
             tracing::debug!("{registry}: /v2/ not reachable ({e})");
             true
         }
+    }
+}
+
+/// Whether a registry error is worth another try: 5xx and 429 (as a status or as the
+/// `TOOMANYREQUESTS` error code) and dropped connections. oci-client does not hand over the
+/// response headers, so a registry's `Retry-After` cannot be honoured: backoff only.
+pub fn retryable(e: &OciDistributionError) -> Verdict {
+    match e {
+        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Verdict::Retry,
+        OciDistributionError::ServerError { code, .. } if *code >= 500 || *code == 429 => Verdict::Retry,
+        OciDistributionError::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|e| e.code == OciErrorCode::Toomanyrequests) =>
+        {
+            Verdict::Retry
+        }
+        _ => Verdict::Fatal,
+    }
+}
+
+/// A manifest or index by tag or digest, with its digest header, tried again where
+/// registries fail (`retryable`).
+pub async fn pull_manifest(
+    conn: &Connection,
+    at: &ImageRef,
+    options: &NetOptions,
+) -> Result<(bytes::Bytes, String), OciDistributionError> {
+    let reference = at.to_client();
+    let what = format!("manifest {at}");
+    fetch::with_retries(options, &what, || conn.client.pull_manifest_raw(&reference, &conn.auth, &ACCEPTED), retryable)
+        .await
+}
+
+/// A 404-like answer: the tag or manifest does not exist.
+pub fn is_not_found(e: &OciDistributionError) -> bool {
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        OciDistributionError::RegistryError { envelope, .. } => {
+            envelope.errors.iter().any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound))
+        }
+        _ => false,
     }
 }
 

@@ -7,5 +7,8 @@ mod client;
 pub mod doc;
 mod reference;
 
-pub use client::{ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect};
+pub use client::{
+    ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect, is_not_found, pull_manifest,
+    retryable,
+};
 pub use reference::ImageRef;

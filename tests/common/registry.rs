@@ -15,6 +15,18 @@ pub enum Mode {
     Tls,
     /// Bearer tokens from a token server (`WWW-Authenticate: Bearer realm=…`).
     Token,
+    /// TLS and htpasswd basic auth together, as a site's registry is usually run.
+    TlsHtpasswd,
+}
+
+impl Mode {
+    fn tls(self) -> bool {
+        matches!(self, Mode::Tls | Mode::TlsHtpasswd)
+    }
+
+    fn htpasswd(self) -> bool {
+        matches!(self, Mode::Htpasswd | Mode::TlsHtpasswd)
+    }
 }
 
 pub const USER: &str = "airlock";
@@ -42,19 +54,18 @@ impl Registry {
         let mut extra = String::new();
         let mut ca = None;
         let mut token_server = None;
+        let mut top_extra = String::new();
+        if mode.htpasswd() {
+            let out = Command::new("htpasswd")
+                .args(["-Bbn", USER, PASSWORD])
+                .output()
+                .expect("htpasswd (apache2-utils) is installed by scripts/test.sh");
+            std::fs::write(dir.join("htpasswd"), out.stdout).unwrap();
+            top_extra =
+                format!("auth:\n  htpasswd:\n    realm: airlock-test\n    path: {}\n", dir.join("htpasswd").display());
+        }
         match mode {
-            Mode::Plain => {}
-            Mode::Htpasswd => {
-                let out = Command::new("htpasswd")
-                    .args(["-Bbn", USER, PASSWORD])
-                    .output()
-                    .expect("htpasswd (apache2-utils) is installed by scripts/test.sh");
-                std::fs::write(dir.join("htpasswd"), out.stdout).unwrap();
-                extra = format!(
-                    "auth:\n  htpasswd:\n    realm: airlock-test\n    path: {}\n",
-                    dir.join("htpasswd").display()
-                );
-            }
+            Mode::Plain | Mode::Htpasswd => {}
             Mode::Token => {
                 self_signed(&dir, "token", "/CN=airlock test token issuer", &[]);
                 let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/token_server.py");
@@ -82,7 +93,7 @@ impl Registry {
                     dir.join("token.pem").display()
                 );
             }
-            Mode::Tls => {
+            Mode::Tls | Mode::TlsHtpasswd => {
                 make_certs(&dir);
                 ca = Some(dir.join("ca.pem"));
                 extra = format!(
@@ -92,7 +103,7 @@ impl Registry {
                 );
             }
         }
-        let (http_extra, top_extra) = if mode == Mode::Tls { (extra, String::new()) } else { (String::new(), extra) };
+        let (http_extra, top_extra) = if mode.tls() { (extra, top_extra) } else { (String::new(), top_extra + &extra) };
         // Port 0: the registry binds a free port itself and logs which (`listening on …`);
         // a port picked here and handed over could be taken by a parallel test first.
         let config = format!(
@@ -112,7 +123,7 @@ impl Registry {
     }
 
     pub fn url(&self) -> String {
-        let scheme = if self.mode == Mode::Tls { "https" } else { "http" };
+        let scheme = if self.mode.tls() { "https" } else { "http" };
         format!("{scheme}://{}", self.host)
     }
 
@@ -122,7 +133,7 @@ impl Registry {
         let mut cmd = Command::new("python3");
         cmd.arg(helper).args([self.url().as_str(), repo, tag]).args(extra);
         match self.mode {
-            Mode::Htpasswd => {
+            Mode::Htpasswd | Mode::TlsHtpasswd => {
                 cmd.args(["--user", &format!("{USER}:{PASSWORD}")]);
             }
             Mode::Token => {

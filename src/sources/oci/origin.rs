@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use oci_client::client::BlobResponse;
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::errors::OciDistributionError;
 
 use super::ImageError;
 use crate::cache::Cache;
 use crate::digest::Sha256;
 use crate::fetch::{self, DownloadError, Failure, NetOptions, Opened, Verdict, blocking};
-use crate::oci::doc::{ACCEPTED, Descriptor, MAX_MANIFEST_BYTES};
+use crate::oci::doc::{Descriptor, MAX_MANIFEST_BYTES};
 use crate::oci::{Connection, ImageRef};
+pub use crate::oci::{is_not_found, pull_manifest, retryable};
 use crate::progress::Reporter;
 
 #[derive(Clone)]
@@ -28,35 +29,6 @@ pub enum Origin {
     Layout {
         dir: PathBuf,
     },
-}
-
-/// Whether a registry error is worth another try: 5xx and 429 (as a status or as the
-/// `TOOMANYREQUESTS` error code) and dropped connections. oci-client does not hand over the
-/// response headers, so a registry's `Retry-After` cannot be honoured: backoff only.
-pub fn retryable(e: &OciDistributionError) -> Verdict {
-    match e {
-        OciDistributionError::RequestError(_) | OciDistributionError::IoError(_) => Verdict::Retry,
-        OciDistributionError::ServerError { code, .. } if *code >= 500 || *code == 429 => Verdict::Retry,
-        OciDistributionError::RegistryError { envelope, .. }
-            if envelope.errors.iter().any(|e| e.code == OciErrorCode::Toomanyrequests) =>
-        {
-            Verdict::Retry
-        }
-        _ => Verdict::Fatal,
-    }
-}
-
-/// A manifest or index by tag or digest, with its digest header, tried again where
-/// registries fail (`retryable`).
-pub async fn pull_manifest(
-    conn: &Connection,
-    at: &ImageRef,
-    options: &NetOptions,
-) -> Result<(bytes::Bytes, String), OciDistributionError> {
-    let reference = at.to_client();
-    let what = format!("manifest {at}");
-    fetch::with_retries(options, &what, || conn.client.pull_manifest_raw(&reference, &conn.auth, &ACCEPTED), retryable)
-        .await
 }
 
 impl Origin {
@@ -172,18 +144,6 @@ pub fn registry_error(image: &ImageRef, e: &OciDistributionError) -> ImageError 
         other => other.to_string(),
     };
     ImageError::Registry { reference: image.to_string(), detail }
-}
-
-/// A 404-like answer: the tag or manifest does not exist.
-pub fn is_not_found(e: &OciDistributionError) -> bool {
-    match e {
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::RegistryError { envelope, .. } => {
-            envelope.errors.iter().any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound))
-        }
-        _ => false,
-    }
 }
 
 pub fn check_digest(what: &str, expected: Sha256, bytes: &[u8]) -> Result<(), ImageError> {

@@ -1,0 +1,35 @@
+//! `airlock push BUNDLE oci://HOST/REPO:TAG [--insecure-registry] [--registry-ca FILE] [--json]`
+
+use std::io::Write;
+
+use crate::artifact::Location;
+use crate::bundle::parts::Input;
+use crate::cli::PushArgs;
+use crate::fetch::Net;
+
+pub fn run(args: &PushArgs) -> anyhow::Result<u8> {
+    let input = Input::resolve(&args.bundle)?;
+    let target = Location::parse(&args.target)?;
+    let net = Net::new(args.reach.net.options())?;
+    let pushed = crate::artifact::push(&input, &target, &args.reach.reach(), &net)?;
+    if args.json {
+        super::print_json(&pushed)?;
+        return Ok(super::EXIT_OK);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "pushed {} {} (bundle {}) to {} as {}: {} layer(s) uploaded, {} already there",
+        pushed.name,
+        pushed.version,
+        pushed.id,
+        pushed.target,
+        pushed.digest,
+        pushed.layers_pushed,
+        pushed.layers_present
+    )?;
+    for key in &pushed.cosignatures {
+        writeln!(out, "  co-signature by key {} as a referrer", key.short())?;
+    }
+    Ok(super::EXIT_OK)
+}

@@ -1,0 +1,317 @@
+//! Bundles as OCI artifacts through real registries (Debian's docker-registry): push, pull,
+//! copy (registry to registry, and through an `oci-layout:` directory), install straight from
+//! a registry, co-signatures as referrers; cross-checked with skopeo.
+
+mod common;
+#[path = "common/flaky.rs"]
+mod flaky;
+#[path = "common/registry.rs"]
+mod registry;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine as _;
+use common::*;
+use registry::{Mode, Registry};
+
+/// The docker config `airlock_in` points at, with the test credentials for `host`.
+fn docker_config(dir: &Path, host: &str) {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", registry::USER, registry::PASSWORD));
+    std::fs::create_dir_all(dir.join("docker")).unwrap();
+    let config = serde_json::json!({ "auths": { host: { "auth": auth } } });
+    std::fs::write(dir.join("docker/config.json"), config.to_string()).unwrap();
+}
+
+/// skopeo's view of a tag: the manifest's digest and the manifest.
+fn skopeo_raw(reference: &str, ca_dir: Option<&Path>) -> (String, serde_json::Value) {
+    let mut cmd = Command::new("skopeo");
+    cmd.args(["inspect", "--raw"]);
+    match ca_dir {
+        Some(dir) => cmd.arg(format!("--cert-dir={}", dir.display())).arg(format!(
+            "--creds={}:{}",
+            registry::USER,
+            registry::PASSWORD
+        )),
+        None => cmd.arg("--tls-verify=false"),
+    };
+    let out = cmd.arg(format!("docker://{reference}")).output().expect("skopeo is installed by scripts/test.sh");
+    assert!(out.status.success(), "skopeo inspect {reference}: {}", String::from_utf8_lossy(&out.stderr));
+    (
+        format!("sha256:{}", hex(&<sha2::Sha256 as sha2::Digest>::digest(&out.stdout))),
+        serde_json::from_slice(&out.stdout).unwrap(),
+    )
+}
+
+/// A built, co-signed demo bundle and the keys.
+struct Release {
+    t: tempfile::TempDir,
+    keys: Keys,
+    security: Keys,
+    bundle: PathBuf,
+}
+
+fn release() -> Release {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let security = keygen(&t.path().join("keys"), "security");
+    let p = project(&t.path().join("proj"), "1.0.0");
+    let bundle = t.path().join("demo-1.0.0.airlock");
+    build(&p, &keys, &bundle).ok();
+    airlock_run(&["sign", s(&bundle), "--key", s(&security.private), "--trust", s(&keys.public)]).ok();
+    Release { t, keys, security, bundle }
+}
+
+impl Release {
+    fn run(&self, args: &[&str]) -> Run {
+        airlock_in(self.t.path(), args)
+    }
+
+    fn both_keys(&self) -> Vec<&str> {
+        vec!["--trust", s(&self.keys.public), "--trust", s(&self.security.public), "--threshold", "2"]
+    }
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "one journey, build host to two sites, checked step by step")]
+fn a_bundle_goes_from_the_build_host_through_a_hub_to_two_sites_with_its_cosignatures() {
+    let hub = Registry::start(Mode::Plain);
+    let site_a = Registry::start(Mode::TlsHtpasswd);
+    let site_b = Registry::start(Mode::Plain);
+    let r = release();
+    docker_config(r.t.path(), &site_a.host);
+    let ca = site_a.ca.clone().unwrap();
+    let ca_dir = ca.parent().unwrap().join("skopeo-certs");
+    std::fs::create_dir_all(&ca_dir).unwrap();
+    std::fs::copy(&ca, ca_dir.join("ca.crt")).unwrap();
+    let hub_ref = format!("{}/bundles/demo:1.0.0", hub.host);
+    let insecure_hub = format!("--insecure-registry={}", hub.host);
+
+    // Build host → hub.
+    let pushed = r.run(&["push", s(&r.bundle), &format!("oci://{hub_ref}"), &insecure_hub, "--json"]).ok().json();
+    let digest = pushed["digest"].as_str().unwrap().to_owned();
+    let id = pushed["id"].as_str().unwrap().to_owned();
+    assert_eq!(pushed["cosignatures"].as_array().unwrap().len(), 1);
+    assert_eq!(pushed["layers_pushed"], 3, "config, manifest and bundle: {pushed:#}");
+    // What an independent client sees: an artifact whose bundle layer is the bundle file.
+    let (seen, manifest) = skopeo_raw(&hub_ref, None);
+    assert_eq!(seen, digest);
+    assert_eq!(manifest["artifactType"], "application/vnd.airlock.bundle.v1");
+    assert_eq!(manifest["annotations"]["dev.airlock.bundle.id"], id.as_str());
+    assert_eq!(manifest["layers"][0]["mediaType"], "application/vnd.airlock.manifest.v1+json");
+    assert_eq!(manifest["layers"][1]["digest"], format!("sha256:{}", sha256_file(&r.bundle)).as_str());
+    let skopeo_dir = r.t.path().join("skopeo-copy");
+    let out = Command::new("skopeo")
+        .args([
+            "copy",
+            "--src-tls-verify=false",
+            &format!("docker://{hub_ref}"),
+            &format!("dir:{}", skopeo_dir.display()),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        sha256_file(&skopeo_dir.join(sha256_file(&r.bundle))),
+        sha256_file(&r.bundle),
+        "skopeo's copy of the layer"
+    );
+    // Pushing again uploads nothing.
+    let again = r.run(&["push", s(&r.bundle), &format!("oci://{hub_ref}"), &insecure_hub, "--json"]).ok().json();
+    assert_eq!((again["layers_pushed"].clone(), again["digest"].clone()), (0.into(), digest.as_str().into()));
+
+    // Pull: byte-identical, verified with both keys (the co-signature came as a referrer).
+    let pulled_file = r.t.path().join("pulled/demo.airlock");
+    std::fs::create_dir_all(pulled_file.parent().unwrap()).unwrap();
+    let hub_url = format!("oci://{hub_ref}");
+    let pull = [&["pull", &hub_url, "--out", s(&pulled_file), &insecure_hub, "--json"][..], &r.both_keys()].concat();
+    let pulled = r.run(&pull).ok().json();
+    assert_eq!(pulled["digest"], digest.as_str());
+    assert_eq!(pulled["signers"].as_array().unwrap().len(), 2);
+    assert_eq!(sha256_file(&pulled_file), sha256_file(&r.bundle));
+    airlock_run(&[&["verify", s(&pulled_file)][..], &r.both_keys()].concat()).ok();
+
+    // Hub → site A (TLS + htpasswd) → a layout directory (a one-way transfer) → site B.
+    let first_site = format!("oci://{}/airlock/demo", site_a.host);
+    let copy = ["copy", &format!("oci://{hub_ref}"), &first_site, &insecure_hub, "--registry-ca", s(&ca), "--json"];
+    let copied = r.run(&copy).ok().json();
+    assert_eq!((copied["digest"].clone(), copied["referrers"].clone()), (digest.as_str().into(), 1.into()));
+    let layout = r.t.path().join("media/layout");
+    let to_layout =
+        ["copy", &format!("{first_site}:1.0.0"), &format!("oci-layout:{}", layout.display()), "--registry-ca", s(&ca)];
+    r.run(&to_layout).ok();
+    let second_site = format!("oci://{}/airlock/demo", site_b.host);
+    r.run(&["copy", &format!("oci-layout:{}", layout.display()), &second_site, "--insecure-registry"]).ok();
+    assert_eq!(skopeo_raw(&format!("{}/airlock/demo:1.0.0", site_a.host), Some(&ca_dir)).0, digest);
+    assert_eq!(skopeo_raw(&format!("{}/airlock/demo:1.0.0", site_b.host), None).0, digest);
+
+    // Install straight from each site registry, and from the file: one bundle id everywhere,
+    // the co-signature counted, the same tree.
+    let install = |source: &str, root: &Path, extra: &[&str]| {
+        let args = [&["install", source, "--root", s(root), "--json"][..], &r.both_keys(), extra].concat();
+        r.run(&args).ok().json()
+    };
+    let (root_a, root_b, root_file) = (r.t.path().join("root-a"), r.t.path().join("root-b"), r.t.path().join("root-f"));
+    let at_a = install(&format!("{first_site}:1.0.0"), &root_a, &["--registry-ca", s(&ca)]);
+    let at_b = install(&format!("{second_site}@{digest}"), &root_b, &["--insecure-registry"]);
+    let from_file = install(s(&r.bundle), &root_file, &[]);
+    for installed in [&at_a, &at_b, &from_file] {
+        assert_eq!(installed["id"], id.as_str());
+        assert_eq!(installed["signers"].as_array().unwrap().len(), 2, "{installed:#}");
+        assert_eq!(installed["cosignatures"].as_array().unwrap().len(), 1);
+    }
+    let tree = |root: &Path| {
+        let dir = root.join(std::fs::read_link(root.join("current")).unwrap());
+        snapshot(&dir).into_iter().map(|(p, w)| (p.strip_prefix(&dir).unwrap().to_owned(), w)).collect::<Vec<_>>()
+    };
+    assert_eq!(tree(&root_a), tree(&root_file));
+    assert_eq!(tree(&root_b), tree(&root_file));
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(at_a["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(record["bundle"]["file"], format!("oci://{}/airlock/demo@{digest}", site_a.host).as_str());
+}
+
+#[test]
+fn a_cosignature_pushed_later_is_found_on_pull_and_counts() {
+    let hub = Registry::start(Mode::Plain);
+    let r = release();
+    let target = format!("oci://{}/bundles/demo:1.0.0", hub.host);
+    r.run(&["push", s(&r.bundle), &target, "--insecure-registry"]).ok();
+    // An auditor co-signs the bundle file after it was published, and pushes again.
+    let auditor = keygen(&r.t.path().join("keys"), "auditor");
+    airlock_run(&["sign", s(&r.bundle), "--key", s(&auditor.private), "--trust", s(&r.keys.public)]).ok();
+    let again = r.run(&["push", s(&r.bundle), &target, "--insecure-registry", "--json"]).ok().json();
+    assert_eq!(again["cosignatures"].as_array().unwrap().len(), 2);
+    let out = r.t.path().join("three.airlock");
+    let three = [
+        &["pull", &target, "--out", s(&out), "--insecure-registry", "--json"][..],
+        &["--trust", s(&r.keys.public), "--trust", s(&r.security.public), "--trust", s(&auditor.public)],
+        &["--threshold", "3"],
+    ]
+    .concat();
+    let pulled = r.run(&three).ok().json();
+    assert_eq!(pulled["signers"].as_array().unwrap().len(), 3);
+    // Four keys required, three signed: refused, nothing written.
+    let four = r.t.path().join("four.airlock");
+    let extra = keygen(&r.t.path().join("keys"), "extra");
+    let refused = r
+        .run(
+            &[
+                &["pull", &target, "--out", s(&four), "--insecure-registry"][..],
+                &["--trust", s(&r.keys.public), "--trust", s(&r.security.public), "--trust", s(&auditor.public)],
+                &["--trust", s(&extra.public), "--threshold", "4"],
+            ]
+            .concat(),
+        )
+        .code(3);
+    assert!(refused.stderr.contains("threshold not met"), "{}", refused.stderr);
+    assert!(!four.exists());
+}
+
+#[test]
+fn a_tampered_layer_in_the_registry_is_refused_and_nothing_is_written_or_installed() {
+    let hub = Registry::start(Mode::Plain);
+    let r = release();
+    let target = format!("oci://{}/bundles/demo:1.0.0", hub.host);
+    r.run(&["push", s(&r.bundle), &target, "--insecure-registry"]).ok();
+    let data = hub.blob_data(&sha256_file(&r.bundle));
+    let mut bytes = std::fs::read(&data).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(&data, &bytes).unwrap();
+
+    let out = r.t.path().join("pulled.airlock");
+    let pull = [&["pull", &target, "--out", s(&out), "--insecure-registry"][..], &r.both_keys()].concat();
+    let refused = r.run(&pull).code(3);
+    assert!(refused.stderr.contains("sha256"), "{}", refused.stderr);
+    assert!(!out.exists());
+    let root = r.t.path().join("site");
+    let install = [&["install", &target, "--root", s(&root), "--insecure-registry"][..], &r.both_keys()].concat();
+    let refused = r.run(&install).code(3);
+    assert!(refused.stderr.contains("failed verification"), "{}", refused.stderr);
+    assert_nothing_installed(&root);
+}
+
+#[test]
+fn an_interrupted_pull_resumes_where_it_stopped() {
+    let hub = Registry::start(Mode::Plain);
+    let r = release();
+    let bundle_digest = sha256_file(&r.bundle);
+    r.run(&["push", s(&r.bundle), &format!("oci://{}/bundles/demo:1.0.0", hub.host), "--insecure-registry"]).ok();
+    // One 503, then the bundle layer cut halfway, then the rest.
+    let proxy = flaky::start(&hub.host, &bundle_digest, 1, 1);
+    let out = r.t.path().join("pulled.airlock");
+    let source = format!("oci://{}/bundles/demo:1.0.0", proxy.host);
+    let pull = [&["pull", &source, "--out", s(&out), "--insecure-registry"][..], &r.both_keys()].concat();
+    let pulled = r.run(&pull).ok();
+    assert!(pulled.stderr.contains("retrying"), "retries are logged: {}", pulled.stderr);
+    assert_eq!(sha256_file(&out), bundle_digest);
+    let heads: Vec<String> =
+        proxy.requests.lock().unwrap().iter().filter(|h| h.contains(&bundle_digest)).cloned().collect();
+    assert_eq!(heads.len(), 3, "503, cut, resumed: {heads:#?}");
+    let range = heads[2].lines().find(|l| l.to_ascii_lowercase().starts_with("range:")).unwrap_or_default().to_owned();
+    let offset: u64 = range.trim().rsplit('=').next().unwrap().trim_end_matches('-').parse().unwrap_or(0);
+    assert!(offset > 0, "the third request resumes from the bytes already received: {range:?}");
+}
+
+#[test]
+fn an_install_from_a_registry_streams_and_resumes_a_dropped_layer() {
+    let hub = Registry::start(Mode::Plain);
+    let r = release();
+    let bundle_digest = sha256_file(&r.bundle);
+    r.run(&["push", s(&r.bundle), &format!("oci://{}/bundles/demo:1.0.0", hub.host), "--insecure-registry"]).ok();
+    let proxy = flaky::start(&hub.host, &bundle_digest, 1, 1);
+    let root = r.t.path().join("site");
+    let source = format!("oci://{}/bundles/demo:1.0.0", proxy.host);
+    let install = [&["install", &source, "--root", s(&root), "--insecure-registry"][..], &r.both_keys()].concat();
+    let installed = r.run(&install).ok();
+    assert!(installed.stderr.contains("resuming"), "{}", installed.stderr);
+    assert_eq!(sha256_file(&root.join("current/bundle.airlock")), bundle_digest);
+    // Streamed: no copy of the bundle anywhere but the one the site keeps.
+    assert!(
+        !r.t.path().join("cache").exists()
+            || walkdir::WalkDir::new(r.t.path().join("cache"))
+                .into_iter()
+                .all(|e| e.map_or(true, |e| !e.file_type().is_file() || e.metadata().unwrap().len() < 1000))
+    );
+    let heads: Vec<String> =
+        proxy.requests.lock().unwrap().iter().filter(|h| h.contains(&bundle_digest)).cloned().collect();
+    let resumed = heads
+        .iter()
+        .filter_map(|h| h.lines().find(|l| l.to_ascii_lowercase().starts_with("range:")))
+        .any(|l| l.trim().rsplit('=').next().unwrap().trim_end_matches('-').parse::<u64>().unwrap_or(0) > 0);
+    assert!(resumed, "a request resumed from the bytes already received: {heads:#?}");
+}
+
+#[test]
+fn a_split_bundle_is_pushed_as_its_parts_and_pulled_whole() {
+    let hub = Registry::start(Mode::Plain);
+    let r = release();
+    let p = project(&r.t.path().join("proj"), "1.0.0");
+    let split = r.t.path().join("split/demo.airlock");
+    std::fs::create_dir_all(split.parent().unwrap()).unwrap();
+    run(airlock().env("SOURCE_DATE_EPOCH", EPOCH).env("AIRLOCK_CACHE", r.t.path().join("cache")).args([
+        "build",
+        s(&p.spec),
+        "--key",
+        s(&r.keys.private),
+        "--out",
+        s(&split),
+        "--split-size",
+        "16K",
+    ]))
+    .ok();
+    let parts = PathBuf::from(format!("{}.parts.json", split.display()));
+    let target = format!("oci://{}/bundles/split:1.0.0", hub.host);
+    r.run(&["push", s(&parts), &target, "--insecure-registry"]).ok();
+    let (_, manifest) = skopeo_raw(&format!("{}/bundles/split:1.0.0", hub.host), None);
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1 + 5, "the manifest and five 16 KiB parts: {manifest:#}");
+    assert!(layers[1..].iter().all(|l| l["mediaType"] == "application/vnd.airlock.bundle.part.v1"));
+    let out = r.t.path().join("joined.airlock");
+    r.run(&["pull", &target, "--out", s(&out), "--insecure-registry", "--trust", s(&r.keys.public)]).ok();
+    let whole = r.t.path().join("demo-1.0.0.airlock");
+    assert_eq!(sha256_file(&out), sha256_file(&whole), "the parts pulled are the bundle, joined");
+    let bad = r.run(&["pull", "https://example/x", "--out", s(&out), "--trust", s(&r.keys.public)]).code(2);
+    assert!(bad.stderr.contains("is not oci://HOST/REPO:TAG"), "{}", bad.stderr);
+}
