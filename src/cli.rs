@@ -91,6 +91,10 @@ pub struct PushArgs {
     /// Where: `oci://HOST/REPO:TAG` (or `oci-layout:DIR[:TAG]`).
     #[arg(value_name = "oci://HOST/REPO:TAG")]
     pub target: String,
+    /// Upload the bundle's layers in chunks of SIZE (`16M`; smaller behind a proxy that caps
+    /// request bodies). A failed chunk is resumed from what the registry holds.
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = crate::bundle::parts::parse_size)]
+    pub chunk_size: u64,
     #[command(flatten)]
     pub reach: ReachArgs,
     /// Print one JSON document on stdout instead of text.

@@ -5,6 +5,8 @@
 mod common;
 #[path = "common/flaky.rs"]
 mod flaky;
+#[path = "common/http.rs"]
+mod http;
 #[path = "common/registry.rs"]
 mod registry;
 
@@ -136,6 +138,11 @@ fn a_bundle_goes_from_the_build_host_through_a_hub_to_two_sites_with_its_cosigna
     let copy = ["copy", &format!("oci://{hub_ref}"), &first_site, &insecure_hub, "--registry-ca", s(&ca), "--json"];
     let copied = r.run(&copy).ok().json();
     assert_eq!((copied["digest"].clone(), copied["referrers"].clone()), (digest.as_str().into(), 1.into()));
+    // Pushed straight to the TLS + htpasswd registry, in chunks: the same artifact.
+    let direct = format!("oci://{}/airlock/direct:1.0.0", site_a.host);
+    let pushed_a =
+        r.run(&["push", s(&r.bundle), &direct, "--registry-ca", s(&ca), "--chunk-size", "32K", "--json"]).ok().json();
+    assert_eq!((pushed_a["digest"].clone(), pushed_a["layers_pushed"].clone()), (digest.as_str().into(), 3.into()));
     let layout = r.t.path().join("media/layout");
     let to_layout =
         ["copy", &format!("{first_site}:1.0.0"), &format!("oci-layout:{}", layout.display()), "--registry-ca", s(&ca)];
@@ -281,6 +288,53 @@ fn an_install_from_a_registry_streams_and_resumes_a_dropped_layer() {
         .filter_map(|h| h.lines().find(|l| l.to_ascii_lowercase().starts_with("range:")))
         .any(|l| l.trim().rsplit('=').next().unwrap().trim_end_matches('-').parse::<u64>().unwrap_or(0) > 0);
     assert!(resumed, "a request resumed from the bytes already received: {heads:#?}");
+}
+
+#[test]
+fn a_push_uploads_in_chunks_and_resumes_after_a_failed_chunk() {
+    let hub = Registry::start(Mode::Plain);
+    let r = release();
+    let dir = std::env::temp_dir();
+    let upstream = hub.url();
+    let proxy = http::HttpServer::spawn_with_stderr(
+        &dir,
+        move |port| {
+            vec![
+                helper("fault_proxy.py"),
+                port.to_string(),
+                upstream,
+                "--fail-patch".into(),
+                "5".into(),
+                "--log".into(),
+            ]
+        },
+        std::process::Stdio::from(std::fs::File::create(r.t.path().join("proxy.log")).unwrap()),
+    );
+    let via = proxy.url.trim_start_matches("http://").to_owned();
+    let target = format!("oci://{via}/bundles/demo:1.0.0");
+    // 16 KiB chunks: the ~72 kB bundle goes up in five PATCH requests, after one each for the
+    // config and the manifest layer; the bundle's third chunk (the fifth PATCH) fails.
+    let pushed = r.run(&["push", s(&r.bundle), &target, "--insecure-registry", "--chunk-size", "16K", "--json"]).ok();
+    assert!(pushed.stderr.contains("resuming from byte 32768"), "{}", pushed.stderr);
+    let log = std::fs::read_to_string(r.t.path().join("proxy.log")).unwrap();
+    assert!(log.contains("failed PATCH 5"), "{log}");
+    assert!(log.lines().filter(|l| l.starts_with("PATCH ")).count() >= 8, "{log}");
+    assert!(
+        log.lines().any(|l| l.starts_with("GET ") && l.contains("/blobs/uploads/")),
+        "asked for the progress: {log}"
+    );
+    // What the registry holds is the bundle, byte for byte.
+    assert_eq!(sha256_file(&hub.blob_data(&sha256_file(&r.bundle))), sha256_file(&r.bundle));
+    let out = r.t.path().join("pulled.airlock");
+    r.run(
+        &[
+            &["pull", &format!("oci://{}/bundles/demo:1.0.0", hub.host), "--out", s(&out), "--insecure-registry"][..],
+            &r.both_keys(),
+        ]
+        .concat(),
+    )
+    .ok();
+    assert_eq!(sha256_file(&out), sha256_file(&r.bundle));
 }
 
 #[test]

@@ -21,6 +21,7 @@
 
 mod store;
 mod stream;
+mod upload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,7 @@ use crate::oci::{ClientError, Connection, ImageRef, Transport};
 use crate::sign::KeyId;
 pub use store::{Copied, Found, Location, Pulled, Pushed, copy, pull, push, resolve};
 pub use stream::open_stream;
+pub use upload::DEFAULT_CHUNK;
 
 pub const ARTIFACT_TYPE: &str = "application/vnd.airlock.bundle.v1";
 /// Layer 0: the signed `airlock/manifest.json`.

@@ -16,6 +16,7 @@ use oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
 use serde::Serialize;
 use sha2::Digest as _;
 
+use super::upload::Uploader;
 use super::{
     ARTIFACT_TYPE, ArtifactError, ArtifactManifest, BUNDLE_LAYER, COSIGNATURE_TYPE, EMPTY_BYTES, KEY_ID,
     MANIFEST_LAYER, PART_LAYER, Reach, Resolved, bundle_annotations, cached, chained, cosignature_manifest, descriptor,
@@ -358,8 +359,9 @@ pub struct Pushed {
     pub cosignatures: Vec<KeyId>,
 }
 
-/// Push a local bundle (file or parts) and the co-signatures beside it.
-pub fn push(input: &Input, target: &Location, reach: &Reach, net: &Net) -> Result<Pushed, ArtifactError> {
+/// Push a local bundle (file or parts) and the co-signatures beside it; the bundle's layers go
+/// up in chunks of `chunk` bytes, resumed after a failed chunk.
+pub fn push(input: &Input, target: &Location, reach: &Reach, chunk: u64, net: &Net) -> Result<Pushed, ArtifactError> {
     let head = read_head(input.open()?)
         .map_err(|p| ArtifactError::NotABundle { target: input.display().to_string(), detail: p.to_string() })?;
     // The layers: the manifest, then the bundle's bytes (hashed here: the artifact names them).
@@ -398,11 +400,24 @@ pub fn push(input: &Input, target: &Location, reach: &Reach, net: &Net) -> Resul
         let mut count = |written: bool| if written { pushed += 1 } else { present += 1 };
         count(store.put_bytes(&artifact.config, EMPTY_BYTES.to_vec()).await?);
         count(store.put_bytes(&manifest_layer, head.manifest_bytes.clone()).await?);
+        let uploader = match &store {
+            Store::Registry { conn, image, .. } => Some(Uploader::new(conn, image, reach, chunk).await?),
+            Store::Layout { .. } => None,
+        };
         for (d, path) in &files {
-            let file = tokio::fs::File::open(path).await.map_err(io_err(path))?;
-            let stream =
-                tokio_util::io::ReaderStream::with_capacity(file, 1 << 20).map_err(OciDistributionError::IoError);
-            count(store.put_blob(d, Box::pin(stream)).await?);
+            if store.has_blob(d).await? {
+                count(false);
+                continue;
+            }
+            if let Some(uploader) = &uploader {
+                uploader.upload(path, d).await?;
+            } else {
+                let file = tokio::fs::File::open(path).await.map_err(io_err(path))?;
+                let stream =
+                    tokio_util::io::ReaderStream::with_capacity(file, 1 << 20).map_err(OciDistributionError::IoError);
+                store.put_blob(d, Box::pin(stream)).await?;
+            }
+            count(true);
         }
         let bytes = artifact.bytes();
         let tag = store.tag(None).map(str::to_owned);

@@ -132,7 +132,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     };
     let bytes = n.checked_mul(scale).ok_or_else(|| format!("`{text}` is too large"))?;
     if bytes < MIN_PART_BYTES {
-        return Err(format!("`{text}` is {bytes} bytes; a part must be at least {MIN_PART_BYTES} bytes"));
+        return Err(format!("`{text}` is {bytes} bytes; it must be at least {MIN_PART_BYTES} bytes"));
     }
     Ok(bytes)
 }

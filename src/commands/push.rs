@@ -11,7 +11,7 @@ pub fn run(args: &PushArgs) -> anyhow::Result<u8> {
     let input = Input::resolve(&args.bundle)?;
     let target = Location::parse(&args.target)?;
     let net = Net::new(args.reach.net.options())?;
-    let pushed = crate::artifact::push(&input, &target, &args.reach.reach(), &net)?;
+    let pushed = crate::artifact::push(&input, &target, &args.reach.reach(), args.chunk_size, &net)?;
     if args.json {
         super::print_json(&pushed)?;
         return Ok(super::EXIT_OK);

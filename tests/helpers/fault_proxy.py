@@ -7,6 +7,7 @@ fault_proxy.py PORT UPSTREAM [--flaky] [--truncate SUBSTR] [--corrupt SUBSTR]
 --truncate S    the first full GET of a path containing S sends the headers with the full
                 Content-Length, half the body, and closes the connection.
 --corrupt S     every GET of a path containing S has one byte of its body flipped.
+--fail-patch N  the Nth PATCH (an upload chunk) is read and answered 503, not forwarded.
 --log           print `METHOD PATH` of every request on stderr (to count round trips).
 Everything else (method, path, headers, body) is forwarded to UPSTREAM as is. Counts of what
 was done are printed on stderr."""
@@ -19,7 +20,9 @@ flaky = "--flaky" in args
 truncate = args[args.index("--truncate") + 1] if "--truncate" in args else None
 corrupt = args[args.index("--corrupt") + 1] if "--corrupt" in args else None
 log = "--log" in args
+fail_patch = int(args[args.index("--fail-patch") + 1]) if "--fail-patch" in args else None
 seen, lock = {}, threading.Lock()
+patches = [0]
 
 
 class Proxy(quiet_http.Handler):
@@ -37,6 +40,13 @@ class Proxy(quiet_http.Handler):
             return self.fail(429, {"Retry-After": "1"})
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        if self.command == "PATCH" and fail_patch:
+            with lock:
+                patches[0] += 1
+                nth = patches[0]
+            if nth == fail_patch:
+                print(f"failed PATCH {nth}", file=sys.stderr, flush=True)
+                return self.fail(503, {})
         conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
         headers["Host"] = upstream.netloc
@@ -50,6 +60,9 @@ class Proxy(quiet_http.Handler):
         self.send_response(resp.status)
         for k, v in resp.getheaders():
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                if k.lower() == "location":
+                    # Keep the client on the proxy (what nginx's proxy_redirect does).
+                    v = v.replace(f"//{upstream.netloc}/", f"//{self.headers.get('Host', upstream.netloc)}/")
                 self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))
         if cut:

@@ -1,0 +1,205 @@
+//! A blob upload to a registry in chunks that survives a dropped chunk: the distribution
+//! spec's upload session (`POST …/blobs/uploads/`, `PATCH` with `Content-Range`, `PUT
+//! ?digest=`), and after a failed `PATCH`, `GET` on the session to learn how many bytes the
+//! registry holds (its `Range` header) and go on from there. `oci_client` uploads in chunks
+//! too, but a failed chunk fails its whole upload; this is written by hand for the resume.
+//! Chunks are bounded (`--chunk-size`), so a proxy that caps request bodies (nginx in front of
+//! Harbor, say) is no obstacle either.
+
+use std::io::SeekFrom;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use oci_client::RegistryOperation;
+use oci_client::secrets::RegistryAuth;
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, LOCATION, RANGE};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+
+use super::{ArtifactError, Reach};
+use crate::oci::doc::Descriptor;
+use crate::oci::{Connection, ImageRef};
+
+/// Chunk size when none is given.
+pub const DEFAULT_CHUNK: u64 = 16 << 20;
+
+pub(super) struct Uploader {
+    http: reqwest::Client,
+    base: String,
+    repository: String,
+    authorization: Option<String>,
+    chunk: u64,
+    attempts: u32,
+    what: String,
+}
+
+impl Uploader {
+    pub(super) async fn new(
+        conn: &Connection,
+        image: &ImageRef,
+        reach: &Reach,
+        chunk: u64,
+    ) -> Result<Self, ArtifactError> {
+        let what = format!("oci://{image}");
+        let err = |detail: String| ArtifactError::Registry { target: what.clone(), detail };
+        // The token (or basic credentials) oci-client uses for this repository.
+        let reference = super::store::repository(image);
+        let token = conn
+            .client
+            .auth(&reference, &conn.auth, RegistryOperation::Push)
+            .await
+            .map_err(|e| err(format!("authorising the push: {e}")))?;
+        let authorization = match (token, &conn.auth) {
+            (Some(token), _) => Some(format!("Bearer {token}")),
+            (None, RegistryAuth::Basic(user, password)) => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )),
+            (None, _) => None,
+        };
+        let insecure = reach.insecure.iter().any(|h| h == "*" || *h == image.registry);
+        let scheme = if insecure { "http" } else { "https" };
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(reach.options.connect_timeout)
+            .read_timeout(reach.options.read_timeout);
+        if let Some(ca) = &reach.ca {
+            let pem = std::fs::read(ca).map_err(|e| err(format!("`{}`: {e}", ca.display())))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| err(e.to_string()))? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| err(e.to_string()))?;
+        Ok(Self {
+            http,
+            base: format!("{scheme}://{}", image.registry),
+            repository: image.repository.clone(),
+            authorization,
+            chunk: chunk.max(1),
+            attempts: reach.options.attempts.max(1),
+            what,
+        })
+    }
+
+    fn err(&self, detail: impl std::fmt::Display) -> ArtifactError {
+        ArtifactError::Registry { target: self.what.clone(), detail: detail.to_string() }
+    }
+
+    fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
+        let r = self.http.request(method, url);
+        match &self.authorization {
+            Some(a) => r.header(AUTHORIZATION, a),
+            None => r,
+        }
+    }
+
+    /// A `Location` header, made absolute.
+    fn location(&self, response: &reqwest::Response) -> Result<String, ArtifactError> {
+        let value = response
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| self.err("the registry gave no upload location"))?;
+        Ok(if value.starts_with("http://") || value.starts_with("https://") {
+            value.to_owned()
+        } else {
+            format!("{}{value}", self.base)
+        })
+    }
+
+    async fn start(&self) -> Result<String, ArtifactError> {
+        let url = format!("{}/v2/{}/blobs/uploads/", self.base, self.repository);
+        let response = self.request(reqwest::Method::POST, &url).send().await.map_err(|e| self.err(e))?;
+        if response.status() != StatusCode::ACCEPTED {
+            return Err(self.err(format!("starting an upload: {}", response.status())));
+        }
+        self.location(&response)
+    }
+
+    /// How many bytes the session holds, and its location; `None` when the session is gone.
+    async fn status(&self, location: &str) -> Result<Option<(u64, String)>, ArtifactError> {
+        let response = self.request(reqwest::Method::GET, location).send().await.map_err(|e| self.err(e))?;
+        if response.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if response.status() != StatusCode::NO_CONTENT {
+            return Err(self.err(format!("asking for the upload's progress: {}", response.status())));
+        }
+        // `Range: 0-LAST`. distribution says `0-0` for an empty session as well as for one
+        // byte; chunks are never one byte, so it means none.
+        let held = response
+            .headers()
+            .get(RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|r| r.rsplit_once('-'))
+            .and_then(|(_, last)| last.parse::<u64>().ok())
+            .map_or(0, |last| if last == 0 { 0 } else { last + 1 });
+        let location = self.location(&response).unwrap_or_else(|_| location.to_owned());
+        Ok(Some((held, location)))
+    }
+
+    /// Upload the file at `path` as the blob `d`, chunk by chunk, resuming after failures.
+    pub(super) async fn upload(&self, path: &Path, d: &Descriptor) -> Result<(), ArtifactError> {
+        let io = |e: std::io::Error| ArtifactError::Io { path: path.to_owned(), detail: e.to_string() };
+        let mut file = tokio::fs::File::open(path).await.map_err(io)?;
+        let mut location = self.start().await?;
+        let mut offset = 0u64;
+        let mut failures = 0u32;
+        let mut buf = Vec::new();
+        while offset < d.size {
+            let n = self.chunk.min(d.size - offset);
+            buf.resize(usize::try_from(n).unwrap_or(usize::MAX), 0);
+            file.seek(SeekFrom::Start(offset)).await.map_err(io)?;
+            file.read_exact(&mut buf).await.map_err(io)?;
+            let sent = self
+                .request(reqwest::Method::PATCH, &location)
+                .header(CONTENT_TYPE, "application/octet-stream")
+                .header(CONTENT_RANGE, format!("{offset}-{}", offset + n - 1))
+                .header(CONTENT_LENGTH, n)
+                .body(buf.clone())
+                .send()
+                .await;
+            let failure = match sent {
+                Ok(r) if r.status() == StatusCode::ACCEPTED => {
+                    location = self.location(&r)?;
+                    offset += n;
+                    failures = 0;
+                    continue;
+                }
+                Ok(r) if r.status().is_server_error() || r.status() == StatusCode::TOO_MANY_REQUESTS => {
+                    r.status().to_string()
+                }
+                Ok(r) => return Err(self.err(format!("uploading sha256:{}: {}", d.digest, r.status()))),
+                Err(e) => e.to_string(),
+            };
+            failures += 1;
+            if failures >= self.attempts {
+                return Err(self.err(format!("uploading sha256:{}: {failure} (after {failures} tries)", d.digest)));
+            }
+            tokio::time::sleep(Duration::from_millis(250 * u64::from(failures))).await;
+            let Some((held, at)) = self.status(&location).await? else {
+                tracing::warn!(
+                    "{}: the upload of sha256:{} was lost ({failure}); starting it again",
+                    self.what,
+                    d.digest
+                );
+                (offset, location) = (0, self.start().await?);
+                continue;
+            };
+            tracing::warn!(
+                "{}: a chunk of sha256:{} failed ({failure}); the registry holds {held} bytes: resuming from byte {held}",
+                self.what,
+                d.digest
+            );
+            (offset, location) = (held.min(d.size), at);
+        }
+        let separator = if location.contains('?') { '&' } else { '?' };
+        let url = format!("{location}{separator}digest=sha256:{}", d.digest);
+        let response =
+            self.request(reqwest::Method::PUT, &url).header(CONTENT_LENGTH, 0).send().await.map_err(|e| self.err(e))?;
+        if response.status() != StatusCode::CREATED {
+            return Err(self.err(format!("finishing the upload of sha256:{}: {}", d.digest, response.status())));
+        }
+        Ok(())
+    }
+}
