@@ -58,6 +58,30 @@ pub enum Command {
     /// Copy a bundle artifact and its co-signatures between registries or through a layout
     /// directory, digests unchanged.
     Copy(CopyArgs),
+    /// The approval pack: one self-contained HTML page (and `--json`) for a bundle or a site.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A bundle (file, parts file or first part): what it carries, who signed, what changed.
+    #[arg(required_unless_present = "root", conflicts_with = "root")]
+    pub bundle: Option<PathBuf>,
+    /// The release it replaces: the BOM diff is against it.
+    #[arg(long, value_name = "OLD.airlock", requires = "bundle")]
+    pub base: Option<PathBuf>,
+    /// A site root: its active bundle (verified again), validation evidence and records.
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Verify the bundle (and the base) with these keys; without, the page says NOT verified.
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    /// Write the HTML page here (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE.html")]
+    pub out: Option<PathBuf>,
+    /// Print the report's data as one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How to reach the registries a command names: `[registries."HOST"]` of a spec, for bundles.
@@ -290,6 +314,9 @@ pub struct BuildArgs {
     /// looked up in the cache's image manifests).
     #[arg(long, value_name = "OLD.lock")]
     pub base_lock: Option<PathBuf>,
+    /// The `CycloneDX` version of the bundle's SBOM: 1.5, or 1.6.
+    #[arg(long, value_name = "1.5|1.6", default_value = "1.5")]
+    pub sbom_spec: crate::attest::sbom::SbomSpec,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

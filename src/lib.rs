@@ -25,6 +25,7 @@ pub mod member_path;
 pub mod oci;
 pub mod overlap;
 pub mod progress;
+pub mod report;
 pub mod sign;
 pub mod site;
 pub mod sources;

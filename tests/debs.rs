@@ -279,6 +279,8 @@ fn a_dependency_closure_is_locked_with_reasons_carried_and_apt_installs_it_over_
         assert!(out.stdout.contains(&format!("Inst {inst}")), "{inst}: {}", out.stdout);
     }
     assert!(!out.stdout.contains("Inst base-airlock"), "the base is not reinstalled: {}", out.stdout);
+
+    closure_sbom(&bundle, &p.join("airlock.lock"), t.path());
     drop(r);
 }
 
@@ -328,4 +330,57 @@ fn closure_failures_name_the_chain_and_entries_resolve_together() {
     assert_eq!(from, [("uses-docs-airlock", "closure"), ("airlock-docs=1.0", "stable")]);
 
     drop(r);
+}
+
+/// The SBOM a scanner reads: deb purls with the vendor and distro the Release names (Origin
+/// Debian, Codename closure), and the closure as its dependency graph (each package depends on
+/// what it required).
+fn closure_sbom(bundle: &Path, lock: &Path, dir: &Path) {
+    let sbom_path = dir.join("closure.cdx.json");
+    airlock_run(&["sbom", s(bundle), "--out", s(&sbom_path)]).ok();
+    run(std::process::Command::new("python3").args([
+        &helper("check_sbom.py"),
+        s(&repo("schemas/cyclonedx")),
+        s(&sbom_path),
+    ]))
+    .ok();
+    let sbom: serde_json::Value = serde_json::from_slice(&std::fs::read(&sbom_path).unwrap()).unwrap();
+    let purl_of = |name: &str| {
+        sbom["components"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap()["purl"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let app = purl_of("rocm-app-airlock");
+    assert!(app.starts_with("pkg:deb/debian/rocm-app-airlock@1.0?arch=") && app.ends_with("&distro=closure"), "{app}");
+    let depends_on = |name: &str| -> std::collections::BTreeSet<String> {
+        let prefix = format!("deb:{name}=");
+        let entry = sbom["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["ref"].as_str().unwrap().starts_with(&prefix))
+            .unwrap();
+        entry["dependsOn"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r.as_str().unwrap().trim_start_matches("deb:").split('=').next().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (package, required_by) in locked_closure(lock) {
+        let name = package.split('=').next().unwrap().to_owned();
+        for parent in required_by {
+            assert!(depends_on(&parent).contains(&name), "{parent} depends on {name} in the SBOM");
+        }
+    }
+    assert_eq!(
+        depends_on("rocm-app-airlock"),
+        ["jre-airlock", "libhip-airlock", "mail-airlock", "rt-python-airlock"]
+            .iter()
+            .map(|x| (*x).to_owned())
+            .collect()
+    );
 }

@@ -76,14 +76,15 @@ fn requirements_txt(w: &Wheels, dep_hash: &str) -> String {
     )
 }
 
-/// As `uv pip compile --format pylock.toml` writes it (URLs elsewhere; the index serves the files).
+/// As `uv pip compile --format pylock.toml` writes it (URLs elsewhere; the index serves the files),
+/// with the optional `dependencies` PEP 751 allows (pdm writes them; uv does not).
 fn pylock_toml(w: &Wheels, dep: &(String, String)) -> String {
     let entry = |(file, hash): &(String, String)| {
         format!("{{ url = \"https://files.example/packages/{file}\", size = 1, hashes = {{ sha256 = \"{hash}\" }} }}")
     };
     format!(
         "lock-version = \"1.0\"\ncreated-by = \"uv\"\nrequires-python = \">=3.10\"\n\n\
-         [[packages]]\nname = \"core-app\"\nversion = \"1.0\"\nwheels = [{}]\n\n\
+         [[packages]]\nname = \"core-app\"\nversion = \"1.0\"\ndependencies = [{{ name = \"Dep_Lib\" }}]\nwheels = [{}]\n\n\
          [[packages]]\nname = \"dep-lib\"\nversion = \"2.0\"\nsdist = {{ url = \"https://files.example/dep_lib-2.0.tar.gz\", hashes = {{ sha256 = \"{}\" }} }}\nwheels = [{}]\n\n\
          [[packages]]\nname = \"legacy-shim\"\nversion = \"1.0\"\nmarker = \"python_full_version < '3.11'\"\nwheels = [{}]\n\n\
          [[packages]]\nname = \"native-ext\"\nversion = \"1.0\"\nwheels = [\n    {},\n    {},\n    {},\n]\n\n\
@@ -159,6 +160,7 @@ fn requirements_with_hashes_and_pylock_toml_for_several_targets() {
     with(&["lock", s(&spec)]).ok();
     // legacy-shim for 3.10; the cp312 wheel for 3.12 (no cp310 wheel is listed, none is needed).
     assert_eq!(locked_files(&pylock_dir), set(&[&files.core.0, &files.dep.0, &files.legacy.0, &files.n312.0]));
+    pylock_sbom(&spec, &files, t.path(), &keys, &with);
 
     // A changed lock file makes the lock stale for `build --locked`.
     let pylock_path = pylock_dir.join("pylock.toml");
@@ -208,4 +210,28 @@ fn requirements_with_hashes_and_pylock_toml_for_several_targets() {
     ]))
     .ok();
     assert!(target.join("core_app/__init__.py").is_file() && target.join("dep_lib/__init__.py").is_file());
+}
+
+/// The lock file's `dependencies` are the SBOM's graph (here in `CycloneDX` 1.6, checked against
+/// the official 1.6 schema): core-app's wheel depends on dep-lib's.
+fn pylock_sbom(spec: &Path, files: &Wheels, dir: &Path, keys: &Keys, with: &dyn Fn(&[&str]) -> Run) {
+    let py_bundle = dir.join("pylock.airlock");
+    with(&["build", s(spec), "--locked", "--key", s(&keys.private), "--out", s(&py_bundle), "--sbom-spec", "1.6"]).ok();
+    let sbom_path = dir.join("pylock.cdx.json");
+    airlock_run(&["sbom", s(&py_bundle), "--out", s(&sbom_path)]).ok();
+    run(std::process::Command::new("python3").args([
+        &helper("check_sbom.py"),
+        s(&repo("schemas/cyclonedx")),
+        s(&sbom_path),
+    ]))
+    .ok();
+    let sbom: serde_json::Value = serde_json::from_slice(&std::fs::read(&sbom_path).unwrap()).unwrap();
+    assert_eq!(sbom["specVersion"], "1.6");
+    let core = sbom["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["ref"] == format!("wheel:{}", files.core.0))
+        .unwrap();
+    assert_eq!(core["dependsOn"], serde_json::json!([format!("wheel:{}", files.dep.0)]));
 }

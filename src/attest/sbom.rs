@@ -9,6 +9,7 @@
 use cyclonedx_bom::external_models::uri::Uri;
 use cyclonedx_bom::models::bom::{Bom, SpecVersion, UrnUuid};
 use cyclonedx_bom::models::component::{Classification, Component, Components};
+use cyclonedx_bom::models::dependency::{Dependencies, Dependency};
 use cyclonedx_bom::models::external_reference::{ExternalReference, ExternalReferenceType, ExternalReferences};
 use cyclonedx_bom::models::hash::{Hash, HashAlgorithm, HashValue, Hashes};
 use cyclonedx_bom::models::metadata::Metadata;
@@ -36,6 +37,29 @@ pub struct Subject<'a> {
     pub version: &'a semver::Version,
     pub created: Timestamp,
     pub artifacts: &'a [Artifact],
+    pub spec: SbomSpec,
+}
+
+/// The `CycloneDX` version written (`build --sbom-spec`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SbomSpec {
+    #[default]
+    V1_5,
+    /// 1.6. `cyclonedx-bom` 0.8 models and validates 1.5 only; every 1.5 document is a valid
+    /// 1.6 one (1.6 only adds), so it is the 1.5 document declared as 1.6 (the tests check it
+    /// against the official 1.6 schema).
+    V1_6,
+}
+
+impl std::str::FromStr for SbomSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "1.5" => Ok(Self::V1_5),
+            "1.6" => Ok(Self::V1_6),
+            other => Err(format!("`{other}`: CycloneDX 1.5 or 1.6")),
+        }
+    }
 }
 
 fn purl(
@@ -83,7 +107,14 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
             component(Classification::Library, &w.name, &w.version, format!("wheel:{}", w.filename), &w.sha256, p)
         }
         Artifact::Deb(d) => {
-            let p = purl("deb", None, &d.name, &d.version, &[("arch", d.architecture.as_str())])?;
+            // purl's deb type: the vendor as namespace (`Release` `Origin`: debian, ubuntu),
+            // `arch`, and `distro` (its `Codename`), which advisories are matched by.
+            let vendor = d.origin.as_deref().map_or_else(|| "debian".to_owned(), str::to_ascii_lowercase);
+            let mut q = vec![("arch", d.architecture.as_str())];
+            if let Some(codename) = &d.codename {
+                q.push(("distro", codename.as_str()));
+            }
+            let p = purl("deb", Some(&vendor), &d.name, &d.version, &q)?;
             component(
                 Classification::Library,
                 &d.name,
@@ -97,10 +128,20 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
         Artifact::File(f) => {
             let class = if f.file_kind == FileKind::Firmware { Classification::Firmware } else { Classification::File };
             let url = f.source.starts_with("http://") || f.source.starts_with("https://");
-            let q: Vec<(&str, &str)> = if url { vec![("download_url", f.source.as_str())] } else { vec![] };
-            let p = purl("generic", None, f.name.as_str(), &f.sha256.to_string(), &q)?;
-            let mut c =
-                component(class, f.name.as_str(), &f.sha256.to_string(), format!("file:{}", f.name), &f.sha256, p);
+            let checksum = format!("sha256:{}", f.sha256);
+            let mut q: Vec<(&str, &str)> = vec![("checksum", checksum.as_str())];
+            if url {
+                q.push(("download_url", f.source.as_str()));
+            }
+            // A firmware file's version is the one its notes give (`version`, else the
+            // `min_version` it brings the board to); the digest stays in the hashes and purl.
+            let noted = ["version", "min_version"]
+                .iter()
+                .find_map(|k| f.notes.get(*k))
+                .filter(|_| class == Classification::Firmware);
+            let version = noted.cloned().unwrap_or_else(|| f.sha256.to_string());
+            let p = purl("generic", None, f.name.as_str(), &version, &q)?;
+            let mut c = component(class, f.name.as_str(), &version, format!("file:{}", f.name), &f.sha256, p);
             if !f.notes.is_empty() {
                 let props = f
                     .notes
@@ -254,6 +295,7 @@ pub fn build(subject: &Subject<'_>) -> Result<Vec<u8>, SbomError> {
             lifecycles: None,
         }),
         components: Some(Components(components)),
+        dependencies: Some(Dependencies(dependencies(subject))),
         spec_version: SpecVersion::V1_5,
         ..Bom::default()
     };
@@ -263,5 +305,62 @@ pub fn build(subject: &Subject<'_>) -> Result<Vec<u8>, SbomError> {
     }
     let mut out = Vec::new();
     bom.output_as_json_v1_5(&mut out).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    if subject.spec == SbomSpec::V1_6 {
+        let mut doc: serde_json::Value = serde_json::from_slice(&out).map_err(|e| SbomError::Invalid(e.to_string()))?;
+        doc["specVersion"] = "1.6".into();
+        if doc.get("$schema").is_some() {
+            doc["$schema"] = "http://cyclonedx.org/schema/bom-1.6.schema.json".into();
+        }
+        out = serde_json::to_vec_pretty(&doc).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    }
     Ok(out)
+}
+
+/// The bom-ref of an artifact's component (as `artifact_component` names it).
+fn bom_ref(a: &Artifact) -> String {
+    match a {
+        Artifact::Image(i) => format!("image:{}", i.digest),
+        Artifact::Wheel(w) => format!("wheel:{}", w.filename),
+        Artifact::Deb(d) => format!("deb:{}={}:{}", d.name, d.version, d.architecture),
+        Artifact::Model(m) => format!("model:{}@{}", m.repo, m.commit),
+        Artifact::File(f) => format!("file:{}", f.name),
+    }
+}
+
+/// The dependency graph: the bundle depends on every artifact; a deb on the packages of its
+/// closure it requires (from the lock's `required_by`, inverted); a wheel on the wheels of the
+/// projects its Python lock file lists as its dependencies. Every artifact has an entry.
+fn dependencies(subject: &Subject<'_>) -> Vec<Dependency> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut debs: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut wheels: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for a in subject.artifacts {
+        graph.entry(bom_ref(a)).or_default();
+        match a {
+            Artifact::Deb(d) => debs.entry(d.name.as_str()).or_default().push(bom_ref(a)),
+            Artifact::Wheel(w) => wheels.entry(w.name.as_str()).or_default().push(bom_ref(a)),
+            _ => {}
+        }
+    }
+    for a in subject.artifacts {
+        match a {
+            Artifact::Deb(d) => {
+                for parent in d.required_by.iter().filter_map(|p| debs.get(p.as_str())).flatten() {
+                    graph.entry(parent.clone()).or_default().insert(bom_ref(a));
+                }
+            }
+            Artifact::Wheel(w) => {
+                let needed: BTreeSet<String> =
+                    w.dependencies.iter().filter_map(|n| wheels.get(n.as_str())).flatten().cloned().collect();
+                graph.entry(bom_ref(a)).or_default().extend(needed);
+            }
+            _ => {}
+        }
+    }
+    let main = format!("bundle:{}@{}", subject.name, subject.version);
+    let all: Vec<String> = subject.artifacts.iter().map(bom_ref).collect::<BTreeSet<_>>().into_iter().collect();
+    std::iter::once(Dependency { dependency_ref: main, dependencies: all })
+        .chain(graph.into_iter().map(|(r, d)| Dependency { dependency_ref: r, dependencies: d.into_iter().collect() }))
+        .collect()
 }

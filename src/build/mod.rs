@@ -74,6 +74,8 @@ pub struct Options {
     pub layout: Layout,
     /// Build a delta: leave out the content this base holds.
     pub base: Option<base::Base>,
+    /// The `CycloneDX` version of the SBOM member.
+    pub sbom_spec: sbom::SbomSpec,
 }
 
 /// Build the bundle for the sources' spec, pinned by `lock`, signed by `key`, into `out`.
@@ -90,7 +92,7 @@ pub fn build(
     let mut plan = net.block_on(sources.plan(lock))?;
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     tracing::info!("sbom: {} artifacts", plan.artifacts.len());
-    add_sbom(&mut plan, sources.spec, created, sources.fetch.cache)?;
+    add_sbom(&mut plan, sources.spec, created, options.sbom_spec, sources.fetch.cache)?;
     let (base, omitted) = omit(options.base.as_ref(), &plan.members);
     // Blobs the base holds are neither packed nor downloaded.
     let blobs: Vec<PendingBlob> = plan.blobs.drain(..).filter(|b| !omitted.contains(&b.digest())).collect();
@@ -152,9 +154,21 @@ fn omit(base: Option<&base::Base>, members: &[Member]) -> (Option<BaseRef>, std:
 }
 
 /// The SBOM of the plan's artifacts, kept in the cache and added to the plan as a member.
-fn add_sbom(plan: &mut Plan, spec: &SpecFile, created: Timestamp, cache: &Cache) -> Result<(), BuildError> {
+fn add_sbom(
+    plan: &mut Plan,
+    spec: &SpecFile,
+    created: Timestamp,
+    sbom_spec: sbom::SbomSpec,
+    cache: &Cache,
+) -> Result<(), BuildError> {
     let meta = &spec.spec.bundle;
-    let subject = sbom::Subject { name: &meta.name, version: &meta.version, created, artifacts: &plan.artifacts };
+    let subject = sbom::Subject {
+        name: &meta.name,
+        version: &meta.version,
+        created,
+        artifacts: &plan.artifacts,
+        spec: sbom_spec,
+    };
     let bytes = sbom::build(&subject)?;
     let (sha256, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
     let origin = cache.put(sha256, Some(size), SBOM, bytes.as_slice())?;

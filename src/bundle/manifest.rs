@@ -118,6 +118,14 @@ pub struct DebArtifact {
     pub sha256: Sha256,
     pub size: u64,
     pub path: MemberPath,
+    /// The repository's `Release` `Origin` and `Codename`, when it names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codename: Option<String>,
+    /// In a dependency closure: the packages whose dependencies it satisfies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_by: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +164,9 @@ pub struct WheelArtifact {
     pub sha256: Sha256,
     pub size: u64,
     pub path: MemberPath,
+    /// What its Python lock file says it depends on (normalised names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

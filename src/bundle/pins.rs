@@ -34,6 +34,7 @@ impl TryFrom<&LockedWheel> for WheelArtifact {
             sha256: w.sha256,
             size: w.size,
             path: wheel_member(&w.filename)?,
+            dependencies: w.dependencies.clone(),
         })
     }
 }
@@ -51,6 +52,9 @@ impl TryFrom<&LockedDeb> for DebArtifact {
             sha256: d.sha256,
             size: d.size,
             path: deb_member(&d.filename)?,
+            origin: d.origin.clone(),
+            codename: d.codename.clone(),
+            required_by: d.required_by.clone(),
         })
     }
 }

@@ -3,7 +3,6 @@
 //! bundles' manifests claim, unverified, and says so; with it, each bundle is verified whole
 //! first (content included) and a bundle that fails is refused.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
@@ -14,93 +13,11 @@ use serde::Serialize;
 
 use super::VerificationFailed;
 use crate::bundle::Manifest;
-use crate::bundle::manifest::Artifact;
 use crate::bundle::parts::Input;
 use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head};
 use crate::cli::{DiffArgs, TerminalReporter, TrustArgs};
-use crate::spec::lock::{Lock, LockFile};
-
-/// `(kind, name)` → what it resolved to (a version, digest or commit).
-type Inventory = BTreeMap<(String, String), String>;
-
-#[derive(Debug, Serialize, PartialEq, Eq)]
-struct Item {
-    kind: String,
-    name: String,
-    version: String,
-}
-
-#[derive(Debug, Serialize, PartialEq, Eq)]
-struct Change {
-    kind: String,
-    name: String,
-    from: String,
-    to: String,
-}
-
-#[derive(Debug, Serialize, Default)]
-struct Diff {
-    added: Vec<Item>,
-    removed: Vec<Item>,
-    changed: Vec<Change>,
-}
-
-#[derive(Serialize)]
-struct DiffJson<'a> {
-    /// Whether every bundle compared was verified (`--trust`) first.
-    verified: bool,
-    /// `{name, version}` of each side that is a bundle (null for a lock).
-    old: Option<serde_json::Value>,
-    new: Option<serde_json::Value>,
-    #[serde(flatten)]
-    diff: &'a Diff,
-}
-
-fn push(inv: &mut Inventory, kind: &str, name: &str, value: String) {
-    // Several files per name (wheels for several platforms): list every distinct value.
-    inv.entry((kind.to_owned(), name.to_owned()))
-        .and_modify(|v| {
-            if !v.split(", ").any(|x| x == value) {
-                v.push_str(", ");
-                v.push_str(&value);
-            }
-        })
-        .or_insert(value);
-}
-
-fn from_artifacts(artifacts: &[Artifact]) -> Inventory {
-    let mut inv = Inventory::new();
-    for a in artifacts {
-        match a {
-            Artifact::Image(i) => push(&mut inv, "image", &i.reference, format!("sha256:{}", i.digest)),
-            Artifact::Wheel(w) => push(&mut inv, "wheel", &w.name, w.version.clone()),
-            Artifact::Deb(d) => push(&mut inv, "deb", &format!("{}:{}", d.name, d.architecture), d.version.clone()),
-            Artifact::Model(m) => push(&mut inv, "model", &m.repo, m.commit.to_string()),
-            Artifact::File(f) => push(&mut inv, "file", f.name.as_str(), format!("sha256:{}", f.sha256)),
-        }
-    }
-    inv
-}
-
-fn from_lock(lock: &Lock) -> Inventory {
-    let mut inv = Inventory::new();
-    for i in &lock.image {
-        push(&mut inv, "image", &i.reference, format!("sha256:{}", i.digest));
-    }
-    for w in &lock.wheel {
-        push(&mut inv, "wheel", &w.name, w.version.clone());
-    }
-    for d in &lock.deb {
-        push(&mut inv, "deb", &format!("{}:{}", d.package.name, d.architecture), d.version().to_owned());
-    }
-    for m in &lock.model {
-        push(&mut inv, "model", &m.repo, m.commit.clone());
-    }
-    for f in &lock.file {
-        push(&mut inv, "file", f.name.as_str(), format!("sha256:{}", f.sha256));
-    }
-    inv
-}
+use crate::report::bom::{Diff, Inventory, compare, from_artifacts, from_lock};
+use crate::spec::lock::LockFile;
 
 /// The first bytes of every zstd frame (RFC 8878 §3.1.1): a bundle, never a lock.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -151,28 +68,15 @@ fn verified_manifest(input: &Input, trust: &TrustArgs, json: bool) -> anyhow::Re
     }
 }
 
-fn compare(old: &Inventory, new: &Inventory) -> Diff {
-    let mut diff = Diff::default();
-    for ((kind, name), version) in new {
-        match old.get(&(kind.clone(), name.clone())) {
-            None => diff.added.push(Item { kind: kind.clone(), name: name.clone(), version: version.clone() }),
-            Some(from) if from != version => {
-                diff.changed.push(Change {
-                    kind: kind.clone(),
-                    name: name.clone(),
-                    from: from.clone(),
-                    to: version.clone(),
-                });
-            }
-            Some(_) => {}
-        }
-    }
-    for ((kind, name), version) in old {
-        if !new.contains_key(&(kind.clone(), name.clone())) {
-            diff.removed.push(Item { kind: kind.clone(), name: name.clone(), version: version.clone() });
-        }
-    }
-    diff
+#[derive(Serialize)]
+struct DiffJson<'a> {
+    /// Whether every bundle compared was verified (`--trust`) first.
+    verified: bool,
+    /// `{name, version}` of each side that is a bundle (null for a lock).
+    old: Option<serde_json::Value>,
+    new: Option<serde_json::Value>,
+    #[serde(flatten)]
+    diff: &'a Diff,
 }
 
 pub fn run(args: &DiffArgs) -> anyhow::Result<u8> {

@@ -12,6 +12,7 @@ mod probe;
 mod provenance;
 mod pull;
 mod push;
+mod report;
 mod rollback;
 mod sbom;
 mod sign;
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Push(a) => push::run(&a),
         Command::Pull(a) => pull::run(&a),
         Command::Copy(a) => copy::run(&a),
+        Command::Report(a) => report::run(&a),
     }
 }
 
@@ -83,6 +85,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::bundle::parts::PartsError,
             crate::build::base::BaseError,
             crate::artifact::ArtifactError,
+            crate::report::ReportError,
             crate::sign::policy::PolicyError,
             crate::sign::KeyError,
             crate::spec::SpecError,

@@ -213,6 +213,14 @@ pub struct Installed {
     pub seconds: f64,
 }
 
+/// The policy a retained bundle was installed under: its trust keys, threshold, and the
+/// co-signatures kept beside it.
+pub fn retained_policy(root: &Path, id: &str) -> Result<Policy, SiteError> {
+    let state = State::load(root)?;
+    let dir = root.join("bundles").join(id);
+    rollback::policy(&dir, &dir.join(RETAINED_BUNDLE), rollback::Trust::AsInstalled, &state, id)
+}
+
 /// The short id of a bundle at a site: the first 16 hex characters of its manifest's sha256.
 pub fn bundle_id(manifest_sha256: &Sha256) -> String {
     manifest_sha256.short(16)

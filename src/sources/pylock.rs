@@ -107,6 +107,8 @@ pub struct Pinned {
     pub name: String,
     pub version: String,
     pub listed: Listed,
+    /// What the lock file says it depends on (PEP 751 `dependencies`), normalised names.
+    pub dependencies: Vec<String>,
 }
 
 /// Read a lock file: `*.toml` is a PEP 751 lock, anything else a requirements file.
@@ -139,11 +141,19 @@ struct PyLockPackage {
     #[serde(default)]
     wheels: Vec<PyLockWheel>,
     #[serde(default)]
+    dependencies: Vec<PyLockDependency>,
+    #[serde(default)]
     vcs: Option<toml::Value>,
     #[serde(default)]
     directory: Option<toml::Value>,
     #[serde(default)]
     archive: Option<toml::Value>,
+}
+
+/// A PEP 751 `packages.dependencies` entry: enough keys to name one package of the lock.
+#[derive(Deserialize)]
+struct PyLockDependency {
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -213,7 +223,10 @@ fn pylock(text: &str, targets: &[Target]) -> Result<Vec<Pinned>, String> {
             let sha256 = hash.parse().map_err(|e| format!("`{filename}`: {e}"))?;
             wheels.push((filename, sha256));
         }
-        out.push(Pinned { name: normalize(&p.name), version, listed: Listed::Wheels(wheels) });
+        let mut dependencies: Vec<String> = p.dependencies.iter().map(|d| normalize(&d.name)).collect();
+        dependencies.sort();
+        dependencies.dedup();
+        out.push(Pinned { name: normalize(&p.name), version, listed: Listed::Wheels(wheels), dependencies });
     }
     Ok(out)
 }
@@ -292,7 +305,7 @@ fn requirements(text: &str, targets: &[Target]) -> Result<Vec<Pinned>, String> {
                 "`{name}=={version}` has no --hash=sha256:… (write the file with `uv pip compile --generate-hashes`)"
             )));
         }
-        out.push(Pinned { name: normalize(&name), version, listed: Listed::Hashes(hashes) });
+        out.push(Pinned { name: normalize(&name), version, listed: Listed::Hashes(hashes), dependencies: Vec::new() });
     }
     Ok(out)
 }

@@ -214,12 +214,13 @@ async fn resolve_lockfile(
     let pinned = pylock::read(&path, &text, &targets).map_err(bad)?;
     let digest = Sha256::of_bytes(text.as_bytes());
     let mut out = Vec::new();
-    for Pinned { name, version, listed } in pinned {
+    for Pinned { name, version, listed, dependencies } in pinned {
         let requirement = format!("{name}=={version}");
         let pin = Pin { name, version, requirement, listed: Some((path.clone(), listed)) };
         for (mut locked, size) in resolve_pin(sources, entry, &pin).await? {
             locked.lockfile = Some(lockfile.display().to_string());
             locked.lockfile_sha256 = Some(digest);
+            locked.dependencies.clone_from(&dependencies);
             out.push((locked, size));
         }
     }
@@ -285,6 +286,7 @@ async fn resolve_pin(
             size: 0, // what arrives, set by `resolve`
             lockfile: None,
             lockfile_sha256: None,
+            dependencies: Vec::new(),
         };
         (w, offered.size)
     };

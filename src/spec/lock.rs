@@ -65,6 +65,12 @@ pub struct LockedDeb {
     /// whose dependencies it satisfies. Empty for a package the spec asks for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<String>,
+    /// The repository's `Release` `Origin` and `Codename` (`Debian`, `bookworm`): the purl's
+    /// namespace and `distro`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codename: Option<String>,
 }
 
 /// A model repository pinned to a commit, with every chosen file's digest.
@@ -110,6 +116,10 @@ pub struct LockedWheel {
     /// The digest of that lock file when this lock was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lockfile_sha256: Option<Sha256>,
+    /// What that lock file says the package depends on (normalised names), for the SBOM's
+    /// dependency graph.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
 }
 
 /// An image pinned to the digest its source served for the tag.

@@ -44,7 +44,10 @@ make_suite() { # suite valid-until [component]
   apt-ftparchive packages "pool/$c" > "dists/$1/$c/binary-amd64/Packages"
   gzip -9nk "dists/$1/$c/binary-amd64/Packages"
   xz -9k "dists/$1/$c/binary-amd64/Packages"
-  apt-ftparchive -o APT::FTPArchive::Release::Suite="$1" -o APT::FTPArchive::Release::Codename="$1" \
+  # Named like Debian's: Origin Debian, suite `stable` is codename bookworm.
+  local codename=$1; [[ $1 == stable ]] && codename=bookworm
+  apt-ftparchive -o APT::FTPArchive::Release::Origin=Debian -o APT::FTPArchive::Release::Label=Debian \
+    -o APT::FTPArchive::Release::Suite="$1" -o APT::FTPArchive::Release::Codename="$codename" \
     -o APT::FTPArchive::Release::Components="$c" -o APT::FTPArchive::Release::Architectures=amd64 \
     release "dists/$1" > "dists/$1/Release.tmp"
   { sed -n '1,/^Date:/p' "dists/$1/Release.tmp"

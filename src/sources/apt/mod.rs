@@ -295,8 +295,16 @@ fn check_valid_until(fields: &Paragraph, entry: &DebSpec) -> Result<(), DebError
     Err(DebError::Expired { repo: entry.repo.clone(), suite: entry.suite.clone(), until: until.to_owned() })
 }
 
-/// The verified indexes of one entry: every component's `Packages`.
-async fn load(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<Index>, SourceError> {
+/// Who made a suite: its `Release` `Origin` and `Codename` (the purl's namespace and distro).
+#[derive(Debug, Clone, Default)]
+struct Distro {
+    origin: Option<String>,
+    codename: Option<String>,
+}
+
+/// The verified indexes of one entry: every component's `Packages`, and its `Release`'s
+/// origin and codename.
+async fn load(sources: &Sources<'_>, entry: &DebSpec) -> Result<(Vec<Index>, Distro), SourceError> {
     let http = sources.fetch.http;
     let text = release(http, entry, sources.spec.base_dir()).await?;
     let fields = release_fields(&format!("{}/Release", dist_url(entry)), &text)?;
@@ -312,7 +320,8 @@ async fn load(sources: &Sources<'_>, entry: &DebSpec) -> Result<Vec<Index>, Sour
     for component in components {
         out.push(packages(http, entry, &release, component).await?);
     }
-    Ok(out)
+    let field = |k: &str| fields.get(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    Ok((out, Distro { origin: field("Origin"), codename: field("Codename").or_else(|| field("Suite")) }))
 }
 
 fn read_error(url: &str, e: ReadError) -> DebError {
@@ -329,15 +338,17 @@ fn read_error(url: &str, e: ReadError) -> DebError {
 /// carries satisfies another's dependency.
 pub async fn resolve(sources: &Sources<'_>) -> Result<(Vec<LockedDeb>, Vec<LockedBase>), SourceError> {
     let entries: Vec<&DebSpec> = sources.spec.spec.deb.iter().map(toml::Spanned::get_ref).collect();
-    let mut loaded = Vec::new();
+    let (mut loaded, mut distros) = (Vec::new(), Vec::new());
     for entry in &entries {
-        loaded.push(Arc::new(load(sources, entry).await?));
+        let (indexes, distro) = load(sources, entry).await?;
+        loaded.push(Arc::new(indexes));
+        distros.push(distro);
     }
     let arches: BTreeSet<&str> = entries.iter().map(|e| e.arch.as_str()).collect();
     let (mut out, mut bases) = (Vec::new(), Vec::new());
     for arch in arches {
         let group: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].arch == arch).collect();
-        let (locked, base) = resolve_arch(sources, &entries, &loaded, &group).await?;
+        let (locked, base) = resolve_arch(sources, &entries, &loaded, &distros, &group).await?;
         out.extend(locked);
         bases.extend(base);
     }
@@ -408,6 +419,7 @@ async fn resolve_arch(
     sources: &Sources<'_>,
     entries: &[&DebSpec],
     loaded: &[Arc<Vec<Index>>],
+    distros: &[Distro],
     group: &[usize],
 ) -> Result<(Vec<LockedDeb>, Vec<LockedBase>), SourceError> {
     let universe = universe(entries, loaded, group).await?;
@@ -468,7 +480,9 @@ async fn resolve_arch(
             Some((_, _, wanted)) => (*wanted).clone(),
             None => DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) },
         };
-        out.push(locked(entry, package, &stanza, c.required_by.iter().cloned().collect())?);
+        let mut pinned = locked(entry, package, &stanza, c.required_by.iter().cloned().collect())?;
+        (pinned.origin, pinned.codename) = (distros[pkg.source].origin.clone(), distros[pkg.source].codename.clone());
+        out.push(pinned);
     }
     // Every package of the closure into the cache, verified, `--jobs` at a time with progress.
     let wanted: Vec<Wanted> = out.iter().map(wanted).collect();
@@ -570,6 +584,8 @@ fn locked(
         size,
         stanza: stanza.to_string(),
         required_by,
+        origin: None,
+        codename: None,
     })
 }
 

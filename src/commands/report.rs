@@ -1,0 +1,45 @@
+//! `airlock report (BUNDLE [--base OLD] [--trust PUB…] | --root DIR) [--out FILE.html] [--json]`
+
+use std::io::Write;
+
+use crate::bundle::parts::Input;
+use crate::cli::{ReportArgs, TerminalReporter};
+
+pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
+    let reporter = TerminalReporter::new(true);
+    let report = match (&args.bundle, &args.root) {
+        (_, Some(root)) => crate::report::site(root, &reporter)?,
+        (Some(bundle), None) => {
+            let input = Input::resolve(bundle)?;
+            let policy = if args.trust.trust.is_empty() {
+                tracing::warn!("no --trust key given: the report shows what the bundle claims, NOT verified");
+                None
+            } else {
+                Some(super::load_policy(&args.trust, input.bundle())?)
+            };
+            let base = args.base.as_deref().map(Input::resolve).transpose()?;
+            let base_policy = match (&base, args.trust.trust.is_empty()) {
+                (Some(b), false) => Some(super::load_policy(&args.trust, b.bundle())?),
+                _ => None,
+            };
+            let base = base.as_ref().map(|b| (b, base_policy.as_ref()));
+            crate::report::bundle(&input, policy.as_ref(), base, &reporter)?
+        }
+        (None, None) => unreachable!("clap requires BUNDLE or --root"),
+    };
+    let page = crate::report::html::render(&report);
+    match &args.out {
+        Some(path) => {
+            super::write_atomic(path, page.as_bytes())?;
+            if !args.json {
+                writeln!(std::io::stdout().lock(), "wrote {} ({} bytes)", path.display(), page.len())?;
+            }
+        }
+        None if !args.json => std::io::stdout().lock().write_all(page.as_bytes())?,
+        None => {}
+    }
+    if args.json {
+        super::print_json(&report)?;
+    }
+    Ok(super::EXIT_OK)
+}

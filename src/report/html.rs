@@ -1,0 +1,408 @@
+//! The report as one self-contained HTML page: inline CSS, no scripts, no fonts or images from
+//! anywhere, readable offline and printable. Written by hand (a template engine would add a
+//! dependency for a page this size); every value from a bundle or record is escaped.
+
+use std::fmt::Write as _;
+
+use super::{RecordLine, Report};
+
+fn esc(s: &str) -> String {
+    html_escape::encode_text(s).into_owned()
+}
+
+fn attr(s: &str) -> String {
+    html_escape::encode_double_quoted_attribute(s).into_owned()
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:70em;color:#1f2328;padding:0 1em}\
+h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.2em;border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}\
+table{border-collapse:collapse;width:100%;margin:.5em 0}th,td{border:1px solid #d0d7de;padding:.25em .5em;text-align:left;vertical-align:top}\
+th{background:#f6f8fa}code,pre,.mono{word-break:break-all;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.9em}\
+pre{background:#f6f8fa;padding:.5em;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\
+.verdict{display:inline-block;padding:.3em .9em;border-radius:.3em;color:#fff;font-weight:700;letter-spacing:.05em}\
+.green{background:#1a7f37}.amber{background:#9a6700}.red{background:#cf222e}.unknown{background:#6e7781}\
+td.green,td.amber,td.red{color:#fff;font-weight:600}.warn{color:#9a6700;font-weight:600}.bad{color:#cf222e;font-weight:600}\
+.ok{color:#1a7f37;font-weight:600}.muted{color:#656d76}@media print{body{margin:0;max-width:none}h2{break-after:avoid}}";
+
+/// The page.
+pub fn render(r: &Report) -> String {
+    let mut o = String::new();
+    let b = &r.bundle;
+    let title = format!("{} {} — airlock approval pack", b.name, b.version);
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\n",
+        esc(&title)
+    );
+    let _ = writeln!(o, "<h1>{} {}</h1>", esc(&b.name), esc(&b.version));
+    if let Some(d) = &b.description {
+        let _ = writeln!(o, "<p>{}</p>", esc(d));
+    }
+    header(&mut o, r);
+    signatures(&mut o, r);
+    if let Some(site) = &r.site {
+        validation(&mut o, site);
+    }
+    diff(&mut o, r);
+    contents(&mut o, r);
+    firmware(&mut o, r);
+    matrix(&mut o, r);
+    if let Some(site) = &r.site {
+        records(&mut o, site);
+    }
+    sbom(&mut o, r);
+    let _ = writeln!(
+        o,
+        "<p class=\"muted\">Made by airlock {} from {}; every value comes from the bundle verified above \
+         {}or the site's records.</p>\n</body></html>",
+        env!("CARGO_PKG_VERSION"),
+        esc(&b.source),
+        if b.verified { "" } else { "(NOT verified: read as it claims) " }
+    );
+    o
+}
+
+fn verdict_of(r: &Report) -> (&str, String) {
+    match r.site.as_ref().and_then(|s| s.validation.as_ref()) {
+        Some(v) => {
+            let class = match v.verdict.as_str() {
+                "green" | "amber" | "red" => v.verdict.as_str(),
+                _ => "unknown",
+            };
+            (class, v.summary.clone())
+        }
+        None if r.site.is_some() => ("unknown", "no validation evidence on this site".to_owned()),
+        None => ("", String::new()),
+    }
+}
+
+fn header(o: &mut String, r: &Report) {
+    let b = &r.bundle;
+    let (class, summary) = verdict_of(r);
+    if !class.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p><span class=\"verdict {class}\" id=\"verdict\" data-verdict=\"{class}\">{}</span> {}</p>",
+            class.to_uppercase(),
+            esc(&summary)
+        );
+        if let Some(reason) = r.site.as_ref().and_then(|s| s.accepted_amber.as_ref()) {
+            let _ = writeln!(o, "<p class=\"warn\">Amber accepted at install: {}</p>", esc(reason));
+        }
+    }
+    let verified = if b.verified {
+        "<span class=\"ok\" id=\"verified\">verified</span>: signatures, threshold and every member".to_owned()
+    } else {
+        format!("<span class=\"bad\" id=\"verified\">NOT verified</span>: {}", esc(&b.problems.join("; ")))
+    };
+    let _ = writeln!(o, "<table><tbody>");
+    let rows = [
+        ("Bundle id", format!("<code>{}</code> (manifest sha256 <code>{}</code>)", esc(&b.id), b.manifest_sha256)),
+        ("Verification", verified),
+        ("Created", esc(&b.created)),
+        ("Built by", esc(&b.tool)),
+        ("Read from", format!("<code>{}</code>", esc(&b.source))),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(o, "<tr><th>{k}</th><td>{v}</td></tr>");
+    }
+    if let Some(base) = &b.base {
+        let _ = writeln!(o, "<tr><th>Delta against</th><td>{}</td></tr>", esc(base));
+    }
+    if let Some(site) = &r.site {
+        let _ = writeln!(
+            o,
+            "<tr><th>Site</th><td><code>{}</code>: current {}, previous {}</td></tr>",
+            esc(&site.root.display().to_string()),
+            esc(site.current.as_deref().unwrap_or("none")),
+            esc(site.previous.as_deref().unwrap_or("none"))
+        );
+    }
+    let _ = writeln!(o, "</tbody></table>");
+}
+
+fn signatures(o: &mut String, r: &Report) {
+    let s = &r.signatures;
+    let _ = writeln!(o, "<h2>Signatures</h2>");
+    let met = if s.threshold == 0 {
+        "<span class=\"bad\">not checked</span>".to_owned()
+    } else if s.signers.len() >= s.threshold {
+        format!("<span class=\"ok\">{} of {} required</span>", s.signers.len(), s.threshold)
+    } else {
+        format!("<span class=\"bad\">{} of {} required</span>", s.signers.len(), s.threshold)
+    };
+    let _ = writeln!(o, "<p>Distinct trusted signers: {met}.</p>");
+    let _ = writeln!(
+        o,
+        "<table id=\"signatures\"><thead><tr><th>Signature</th><th>Key id</th><th>Status</th></tr></thead><tbody>"
+    );
+    for c in &s.checked {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"mono\">{}</td><td class=\"mono key\">{}</td><td>{}</td></tr>",
+            esc(&c.source),
+            esc(c.key_id.as_deref().unwrap_or("?")),
+            esc(&c.status)
+        );
+    }
+    let _ = writeln!(o, "</tbody></table>");
+    let provenance = if s.provenance.is_empty() {
+        "<span class=\"bad\">not verified</span>".to_owned()
+    } else {
+        format!("signed by <span class=\"mono\">{}</span>", esc(&s.provenance.join(", ")))
+    };
+    let _ = writeln!(o, "<p>SLSA provenance: {provenance}.</p>");
+}
+
+fn validation(o: &mut String, site: &super::SiteFacts) {
+    let _ = writeln!(o, "<h2>Validation on this site</h2>");
+    let Some(v) = &site.validation else {
+        let _ = writeln!(o, "<p class=\"warn\">No install or validate record holds validation evidence.</p>");
+        return;
+    };
+    let _ = writeln!(o, "<p>From record <code>{}</code>.</p>", esc(&v.record));
+    let e = &v.evidence;
+    if let Some(detected) = e["detected"].as_array() {
+        let gpus: Vec<String> = detected.iter().filter_map(|d| d.as_str()).map(esc).collect();
+        let _ = writeln!(o, "<p>Detected: {}</p>", gpus.join("; "));
+    }
+    for row in e["rows"].as_array().into_iter().flatten() {
+        let verdict = row["verdict"].as_str().unwrap_or("unknown");
+        let _ = writeln!(
+            o,
+            "<h3>Matrix row {} ({}) against {}: <span class=\"verdict {verdict}\">{}</span></h3>",
+            row["target"],
+            esc(row["gpu"].as_str().unwrap_or("?")),
+            esc(row["detected"].as_str().unwrap_or("?")),
+            verdict.to_uppercase()
+        );
+        let _ = writeln!(
+            o,
+            "<table class=\"row\"><thead><tr><th>Field</th><th>Expected</th><th>Actual</th><th>Verdict</th><th>Reason</th></tr></thead><tbody>"
+        );
+        for f in row["fields"].as_array().into_iter().flatten() {
+            let fv = f["verdict"].as_str().unwrap_or("unknown");
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"{fv}\">{fv}</td><td class=\"reason\">{}</td></tr>",
+                esc(f["field"].as_str().unwrap_or("?")),
+                esc(f["expected"].as_str().unwrap_or("")),
+                esc(f["actual"].as_str().unwrap_or("")),
+                esc(f["reason"].as_str().unwrap_or(""))
+            );
+        }
+        let _ = writeln!(o, "</tbody></table>");
+    }
+    let checks = e["checks"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if !checks.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h3>Checks</h3><table id=\"checks\"><thead><tr><th>Check</th><th>Verdict</th><th>Exit</th><th>Seconds</th><th>Summary</th></tr></thead><tbody>"
+        );
+        for c in checks {
+            let cv = c["verdict"].as_str().unwrap_or("unknown");
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td class=\"{cv}\">{cv}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
+                esc(c["name"].as_str().unwrap_or("?")),
+                c["exit_code"],
+                c["duration_s"].as_f64().unwrap_or(0.0),
+                esc(c["summary"].as_str().unwrap_or(""))
+            );
+            let output = c["output"].as_str().unwrap_or("");
+            // The end of the output: where a tool says how it finished.
+            let excerpt: String = {
+                let chars: Vec<char> = output.chars().collect();
+                chars[chars.len().saturating_sub(2000)..].iter().collect()
+            };
+            if !excerpt.is_empty() {
+                let _ = writeln!(o, "<tr><td colspan=\"5\"><pre>{}</pre></td></tr>", esc(&excerpt));
+            }
+        }
+        let _ = writeln!(o, "</tbody></table>");
+    }
+    let _ = writeln!(
+        o,
+        "<h3>Current-state record (probe)</h3><details><summary>host, GPUs, firmware, tools</summary><pre id=\"probe\">{}</pre></details>",
+        esc(&serde_json::to_string_pretty(&e["probe"]).unwrap_or_default())
+    );
+}
+
+fn diff(o: &mut String, r: &Report) {
+    let Some(d) = &r.diff else { return };
+    let verified = if d.base_verified { "verified" } else { "NOT verified" };
+    let _ = writeln!(o, "<h2>Changes since {} ({verified})</h2>", esc(&d.base));
+    let _ = writeln!(
+        o,
+        "<p>{} added, {} removed, {} changed.</p>",
+        d.diff.added.len(),
+        d.diff.removed.len(),
+        d.diff.changed.len()
+    );
+    let _ = writeln!(
+        o,
+        "<table id=\"diff\"><thead><tr><th></th><th>Kind</th><th>Name</th><th>From</th><th>To</th></tr></thead><tbody>"
+    );
+    for i in &d.diff.added {
+        let _ = writeln!(
+            o,
+            "<tr class=\"added\"><td>+</td><td>{}</td><td>{}</td><td></td><td class=\"mono\">{}</td></tr>",
+            esc(&i.kind),
+            esc(&i.name),
+            esc(&i.version)
+        );
+    }
+    for i in &d.diff.removed {
+        let _ = writeln!(
+            o,
+            "<tr class=\"removed\"><td>−</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td></td></tr>",
+            esc(&i.kind),
+            esc(&i.name),
+            esc(&i.version)
+        );
+    }
+    for c in &d.diff.changed {
+        let _ = writeln!(
+            o,
+            "<tr class=\"changed\"><td>~</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td></tr>",
+            esc(&c.kind),
+            esc(&c.name),
+            esc(&c.from),
+            esc(&c.to)
+        );
+    }
+    let _ = writeln!(o, "</tbody></table>");
+}
+
+fn contents(o: &mut String, r: &Report) {
+    let _ = writeln!(
+        o,
+        "<h2>What the bundle carries</h2><table><thead><tr><th>Area</th><th>Entries</th><th>Bytes</th></tr></thead><tbody>"
+    );
+    for k in &r.contents {
+        let _ = writeln!(o, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&k.kind), k.entries, k.bytes);
+    }
+    let _ = writeln!(
+        o,
+        "</tbody></table><table id=\"artifacts\"><thead><tr><th>Kind</th><th>Name</th><th>Version or digest</th></tr></thead><tbody>"
+    );
+    for a in &r.artifacts {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
+            esc(&a.kind),
+            esc(&a.name),
+            esc(&a.version)
+        );
+    }
+    let _ = writeln!(o, "</tbody></table>");
+}
+
+fn firmware(o: &mut String, r: &Report) {
+    if r.firmware.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<h2>Firmware</h2><table id=\"firmware\"><thead><tr><th>File</th><th>Floor</th><th>Notes</th><th>sha256</th></tr></thead><tbody>"
+    );
+    for f in &r.firmware {
+        let notes: Vec<String> = f.notes.iter().map(|(k, v)| format!("{}: {}", esc(k), esc(v))).collect();
+        let _ = writeln!(
+            o,
+            "<tr><td>{} ({} bytes)</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
+            esc(&f.name),
+            f.size,
+            esc(f.floor.as_deref().unwrap_or("—")),
+            notes.join("<br>"),
+            f.sha256
+        );
+    }
+    let _ = writeln!(o, "</tbody></table>");
+}
+
+fn matrix(o: &mut String, r: &Report) {
+    let targets = r.matrix["target"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let _ = writeln!(o, "<h2>Support matrix the bundle claims</h2>");
+    if targets.is_empty() {
+        let _ = writeln!(o, "<p class=\"warn\">The bundle names no <code>[[validation.target]]</code>.</p>");
+    }
+    for (i, t) in targets.iter().enumerate() {
+        let _ = writeln!(o, "<table class=\"target\"><thead><tr><th colspan=\"2\">Row {i}</th></tr></thead><tbody>");
+        for (k, v) in t.as_object().into_iter().flatten() {
+            let value = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            let _ = writeln!(o, "<tr><th>{}</th><td class=\"mono\">{}</td></tr>", esc(k), esc(&value));
+        }
+        let _ = writeln!(o, "</tbody></table>");
+    }
+    for c in r.matrix["check"].as_array().into_iter().flatten() {
+        let run: Vec<&str> = c["run"].as_array().into_iter().flatten().filter_map(|x| x.as_str()).collect();
+        let _ = writeln!(
+            o,
+            "<p>Check <b>{}</b>: <code>{}</code></p>",
+            esc(c["name"].as_str().unwrap_or("?")),
+            esc(&run.join(" "))
+        );
+    }
+}
+
+fn record_row(o: &mut String, l: &RecordLine) {
+    let phases = l.phases.as_object().map_or_else(String::new, |m| {
+        m.iter().map(|(k, v)| format!("{k} {:.2} s", v.as_f64().unwrap_or(0.0))).collect::<Vec<_>>().join(", ")
+    });
+    let seconds = l.seconds.map_or_else(String::new, |s| format!("{s:.2}"));
+    let _ = writeln!(
+        o,
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{seconds}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
+        esc(&l.action),
+        esc(&l.at),
+        esc(&l.bundle),
+        esc(&phases),
+        attr(&l.file)
+    );
+}
+
+fn records(o: &mut String, site: &super::SiteFacts) {
+    let _ = writeln!(o, "<h2>Rollback</h2>");
+    match &site.rollback {
+        Some(l) => {
+            let _ = writeln!(
+                o,
+                "<p id=\"rollback\">Rehearsed: the last rollback took <b>{:.2} s</b> ({}, to {}).</p>",
+                l.seconds.unwrap_or(0.0),
+                esc(&l.at),
+                esc(&l.bundle)
+            );
+        }
+        None => {
+            let _ = writeln!(o, "<p id=\"rollback\" class=\"warn\">No rollback has been rehearsed on this site.</p>");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "<h2>Records</h2><table id=\"records\"><thead><tr><th>Action</th><th>At</th><th>Bundle</th><th>Seconds</th><th>Phases</th><th>Record</th></tr></thead><tbody>"
+    );
+    for l in &site.records {
+        record_row(o, l);
+    }
+    let _ = writeln!(o, "</tbody></table>");
+}
+
+fn sbom(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "<h2>SBOM</h2>");
+    let Some(s) = &r.sbom else {
+        let _ = writeln!(o, "<p class=\"warn\">The bundle has no SBOM.</p>");
+        return;
+    };
+    let types: Vec<String> = s.by_type.iter().map(|(k, v)| format!("{v} {}", esc(k))).collect();
+    let _ = writeln!(
+        o,
+        "<p>CycloneDX {}, sha256 <code>{}</code>: {} components ({}), {} with a purl. \
+         <code>airlock sbom BUNDLE</code> writes it for a scanner.</p>",
+        esc(&s.spec_version),
+        s.sha256,
+        s.components,
+        types.join(", "),
+        s.with_purl
+    );
+}

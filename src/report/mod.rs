@@ -1,0 +1,483 @@
+//! `airlock report`: the approval pack. One self-contained HTML page (and the same data as
+//! JSON) that answers what the upgrade guide's change-approval meeting asks: what the bundle
+//! carries, who signed it against which threshold, what changed since the release running
+//! today, the firmware and its floors, the support matrix; and on a site, the current-state
+//! record, each matrix row's verdict with its reasons, every check's result, the install and
+//! rollback records with their phase times (the rehearsed rollback), and the verdict's colour.
+//!
+//! Every value comes from a bundle verified here (or, labelled so, one read unverified) or
+//! from the site's records. Nothing depends on the time it is made: the same inputs give the
+//! same bytes.
+
+pub mod bom;
+pub mod html;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::bundle::Manifest;
+use crate::bundle::manifest::{Artifact, FileArtifact, SBOM};
+use crate::bundle::reader::{Discard, OnProblem, Report as Read_, read_bundle};
+use crate::digest::Sha256;
+use crate::progress::Reporter;
+use crate::sign::Policy;
+use crate::sign::policy::{Outcome, Source};
+
+pub const SCHEMA: &str = "airlock.report/v1";
+
+/// The whole report: what the page shows, as data.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    /// `bundle` (the build host's view) or `site` (a site root's active bundle and records).
+    pub kind: &'static str,
+    pub bundle: BundleFacts,
+    pub signatures: Signatures,
+    pub contents: Vec<KindTotal>,
+    pub artifacts: Vec<Line>,
+    pub firmware: Vec<Firmware>,
+    /// The bundle's `[validation]` section: the matrix it claims and the checks it declares.
+    pub matrix: serde_json::Value,
+    pub sbom: Option<SbomFacts>,
+    pub diff: Option<DiffFacts>,
+    pub site: Option<SiteFacts>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BundleFacts {
+    pub name: String,
+    pub version: String,
+    pub description: Option<String>,
+    pub id: String,
+    pub manifest_sha256: Sha256,
+    pub created: String,
+    pub tool: String,
+    /// Whether the whole bundle verified here (signatures, threshold, every member).
+    pub verified: bool,
+    /// Why not, when it did not.
+    pub problems: Vec<String>,
+    /// A delta's base, as its manifest names it.
+    pub base: Option<String>,
+    pub source: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Signatures {
+    pub threshold: usize,
+    /// Distinct trusted keys whose signature over the manifest verified.
+    pub signers: Vec<String>,
+    pub checked: Vec<SignatureLine>,
+    /// Trusted keys that signed the provenance (empty: not verified).
+    pub provenance: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SignatureLine {
+    pub source: String,
+    pub key_id: Option<String>,
+    pub status: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct KindTotal {
+    pub kind: String,
+    pub entries: usize,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Line {
+    pub kind: String,
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Firmware {
+    pub name: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    /// `min_version` from its notes: the floor the board must reach.
+    pub floor: Option<String>,
+    pub notes: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SbomFacts {
+    pub sha256: Sha256,
+    pub spec_version: String,
+    pub components: usize,
+    pub with_purl: usize,
+    pub by_type: BTreeMap<String, usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DiffFacts {
+    /// The release it is compared with, and whether that one verified.
+    pub base: String,
+    pub base_verified: bool,
+    #[serde(flatten)]
+    pub diff: bom::Diff,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SiteFacts {
+    pub root: PathBuf,
+    pub current: Option<String>,
+    pub previous: Option<String>,
+    /// The latest validation evidence (from an install or validate record), with its record.
+    pub validation: Option<Validation>,
+    /// Every install, rollback and validate record, oldest first.
+    pub records: Vec<RecordLine>,
+    /// How long the last rollback took (the rehearsed rollback time), and when.
+    pub rollback: Option<RecordLine>,
+    /// `--accept-amber` reason of the install that activated the current bundle.
+    pub accepted_amber: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Validation {
+    pub record: String,
+    pub verdict: String,
+    pub summary: String,
+    pub evidence: serde_json::Value,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RecordLine {
+    pub file: String,
+    pub action: String,
+    pub at: String,
+    pub bundle: String,
+    pub seconds: Option<f64>,
+    pub phases: serde_json::Value,
+}
+
+/// A bundle's report: verified under `policy` (a `None` policy reads it unverified and says
+/// so), with the BOM diff against `base` when given.
+pub fn bundle(
+    input: &crate::bundle::parts::Input,
+    policy: Option<&Policy>,
+    base: Option<(&crate::bundle::parts::Input, Option<&Policy>)>,
+    reporter: &dyn Reporter,
+) -> Result<Report, ReportError> {
+    let read = read(input, policy, reporter)?;
+    let diff = match base {
+        None => None,
+        Some((b, p)) => {
+            let old = read_manifest(b, p, reporter)?;
+            Some(DiffFacts {
+                base: format!("{} {}", old.0.name, old.0.version),
+                base_verified: old.1,
+                diff: bom::compare(
+                    &bom::from_artifacts(&old.0.artifacts),
+                    &bom::from_artifacts(&read.manifest.artifacts),
+                ),
+            })
+        }
+    };
+    Ok(assemble("bundle", &read, diff, None))
+}
+
+/// A site's report: its active bundle verified again under the policy it was installed with,
+/// and its records.
+pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError> {
+    let link = |name: &str| {
+        std::fs::read_link(root.join(name)).ok().and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+    let current = link("current").ok_or_else(|| ReportError::NoCurrent(root.to_owned()))?;
+    let policy = crate::site::retained_policy(root, &current).map_err(|e| ReportError::Site(e.to_string()))?;
+    let file = root.join("bundles").join(&current).join(crate::site::RETAINED_BUNDLE);
+    let read = read(&crate::bundle::parts::Input::Whole(file), Some(&policy), reporter)?;
+    let records = records(root)?;
+    let validation = records.iter().rev().find_map(|(line, value)| {
+        let evidence = value.get("validation").filter(|v| v.get("rows").is_some())?;
+        Some(Validation {
+            record: line.file.clone(),
+            verdict: evidence["verdict"].as_str().unwrap_or("unknown").to_owned(),
+            summary: evidence["summary"].as_str().unwrap_or_default().to_owned(),
+            evidence: evidence.clone(),
+        })
+    });
+    let accepted_amber = records
+        .iter()
+        .rev()
+        .find(|(l, _)| l.action == "install" && l.bundle.contains(&current))
+        .and_then(|(_, v)| v["accepted_amber"].as_str().map(str::to_owned));
+    let rollback = records.iter().rev().find(|(l, _)| l.action == "rollback").map(|(l, _)| l.clone_line());
+    let site = SiteFacts {
+        root: root.to_owned(),
+        current: Some(current),
+        previous: link("previous"),
+        validation,
+        records: records.into_iter().map(|(l, _)| l).collect(),
+        rollback,
+        accepted_amber,
+    };
+    Ok(assemble("site", &read, None, Some(site)))
+}
+
+impl RecordLine {
+    fn clone_line(&self) -> Self {
+        Self {
+            file: self.file.clone(),
+            action: self.action.clone(),
+            at: self.at.clone(),
+            bundle: self.bundle.clone(),
+            seconds: self.seconds,
+            phases: self.phases.clone(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Parts(#[from] crate::bundle::parts::PartsError),
+    #[error("`{0}` cannot be read: {1}")]
+    Bundle(String, String),
+    #[error("`{}` has no current bundle: install one first", .0.display())]
+    NoCurrent(PathBuf),
+    #[error("site: {0}")]
+    Site(String),
+    #[error("`{}`: {detail}", path.display())]
+    Records { path: PathBuf, detail: String },
+}
+
+impl crate::failure::Classify for ReportError {
+    fn class(&self) -> crate::failure::Class {
+        match self {
+            ReportError::Parts(e) => e.class(),
+            ReportError::Bundle(..) => crate::failure::Class::Verification,
+            _ => crate::failure::Class::Runtime,
+        }
+    }
+}
+
+/// A bundle read for the report.
+struct ReadBundle {
+    manifest: Manifest,
+    manifest_sha256: Sha256,
+    report: Option<Read_>,
+    threshold: usize,
+    source: String,
+    sbom: Option<Vec<u8>>,
+}
+
+fn read(
+    input: &crate::bundle::parts::Input,
+    policy: Option<&Policy>,
+    reporter: &dyn Reporter,
+) -> Result<ReadBundle, ReportError> {
+    let source = input.display().to_string();
+    let unreadable = |detail: String| ReportError::Bundle(source.clone(), detail);
+    let head = crate::bundle::reader::read_head(input.open()?).map_err(|p| unreadable(p.to_string()))?;
+    let report = match policy {
+        Some(policy) => {
+            let (stream, _) = input.open_trusted(&policy.keys)?;
+            let r = read_bundle(stream, policy, &mut Discard, OnProblem::Continue, reporter)
+                .map_err(|e| unreadable(e.to_string()))?;
+            if r.manifest_sha256.is_some_and(|d| d != head.manifest_sha256) {
+                return Err(unreadable("its manifest changed while it was read".into()));
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    let sbom = crate::bundle::reader::leading_members(input.open()?, &[SBOM]).ok().and_then(|mut m| m.remove(SBOM));
+    let threshold = policy.map_or(0, |p| p.threshold);
+    Ok(ReadBundle { manifest: head.manifest, manifest_sha256: head.manifest_sha256, report, threshold, source, sbom })
+}
+
+/// The manifest of a base release (a bundle or a lock is not needed: a bundle), and whether it
+/// verified.
+fn read_manifest(
+    input: &crate::bundle::parts::Input,
+    policy: Option<&Policy>,
+    reporter: &dyn Reporter,
+) -> Result<(Manifest, bool), ReportError> {
+    let read = read(input, policy, reporter)?;
+    let verified = read.report.as_ref().is_some_and(Read_::verified);
+    Ok((read.manifest, verified))
+}
+
+fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site: Option<SiteFacts>) -> Report {
+    let m = &read.manifest;
+    let verified = read.report.as_ref().is_some_and(Read_::verified);
+    let problems = match &read.report {
+        Some(r) => r.problems.iter().map(ToString::to_string).collect(),
+        None => vec!["not verified: no --trust key was given".to_owned()],
+    };
+    let signatures = signatures(read);
+    let mut contents: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    for e in &m.entries {
+        let total = contents.entry(e.path.area()).or_default();
+        total.0 += 1;
+        total.1 += e.size;
+    }
+    let artifacts = m.artifacts.iter().map(line).collect();
+    let firmware = m
+        .artifacts
+        .iter()
+        .filter_map(|a| match a {
+            Artifact::File(f) if f.file_kind == crate::spec::FileKind::Firmware => Some(firmware(f)),
+            _ => None,
+        })
+        .collect();
+    Report {
+        schema: SCHEMA,
+        kind,
+        bundle: BundleFacts {
+            name: m.name.to_string(),
+            version: m.version.to_string(),
+            description: m.description.clone(),
+            id: read.manifest_sha256.short(16),
+            manifest_sha256: read.manifest_sha256,
+            created: m.created.to_string(),
+            tool: m.builder.tool.clone(),
+            verified,
+            problems,
+            base: m.base.as_ref().map(ToString::to_string),
+            source: read.source.clone(),
+        },
+        signatures,
+        contents: contents
+            .into_iter()
+            .map(|(kind, (entries, bytes))| KindTotal { kind: kind.to_owned(), entries, bytes })
+            .collect(),
+        artifacts,
+        firmware,
+        matrix: m.validation.clone(),
+        sbom: read.sbom.as_deref().and_then(|b| sbom_facts(m, b)),
+        diff,
+        site,
+    }
+}
+
+fn signatures(read: &ReadBundle) -> Signatures {
+    let m = &read.manifest;
+    match &read.report {
+        Some(r) => Signatures {
+            threshold: read.threshold,
+            signers: r.signers.iter().map(ToString::to_string).collect(),
+            checked: r
+                .signatures
+                .iter()
+                .map(|c| SignatureLine {
+                    source: match &c.source {
+                        Source::Embedded => crate::bundle::manifest::SIGNATURE.to_owned(),
+                        Source::CoSignature(p) => {
+                            p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                        }
+                    },
+                    key_id: c.key_id.as_ref().map(ToString::to_string),
+                    status: match &c.outcome {
+                        Outcome::Valid => "valid".to_owned(),
+                        Outcome::Untrusted => "untrusted".to_owned(),
+                        Outcome::Invalid { detail } => format!("invalid: {detail}"),
+                    },
+                })
+                .collect(),
+            provenance: r.provenance.clone().unwrap_or_default().iter().map(ToString::to_string).collect(),
+        },
+        None => Signatures {
+            threshold: 0,
+            signers: Vec::new(),
+            checked: vec![SignatureLine {
+                source: crate::bundle::manifest::SIGNATURE.to_owned(),
+                key_id: Some(m.builder.key_id.to_string()),
+                status: "not checked (claimed by the manifest)".to_owned(),
+            }],
+            provenance: Vec::new(),
+        },
+    }
+}
+
+fn line(a: &Artifact) -> Line {
+    let (kind, name, version) = match a {
+        Artifact::Image(i) => ("image", i.reference.clone(), format!("sha256:{}", i.digest)),
+        Artifact::Wheel(w) => ("wheel", w.filename.clone(), w.version.clone()),
+        Artifact::Deb(d) => ("deb", format!("{}:{}", d.name, d.architecture), d.version.clone()),
+        Artifact::Model(m) => ("model", m.repo.to_string(), m.commit.to_string()),
+        Artifact::File(f) => ("file", f.name.to_string(), format!("{} sha256:{}", f.file_kind, f.sha256.short(16))),
+    };
+    Line { kind: kind.to_owned(), name, version }
+}
+
+fn firmware(f: &FileArtifact) -> Firmware {
+    Firmware {
+        name: f.name.to_string(),
+        sha256: f.sha256,
+        size: f.size,
+        floor: f.notes.get("min_version").cloned(),
+        notes: f.notes.clone(),
+    }
+}
+
+fn sbom_facts(m: &Manifest, bytes: &[u8]) -> Option<SbomFacts> {
+    let entry = m.entries.iter().find(|e| e.path.as_str() == SBOM)?;
+    let doc: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let mut by_type = BTreeMap::new();
+    let (mut components, mut with_purl) = (0, 0);
+    let mut stack: Vec<&serde_json::Value> =
+        doc["components"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
+    while let Some(c) = stack.pop() {
+        components += 1;
+        with_purl += usize::from(c.get("purl").is_some());
+        *by_type.entry(c["type"].as_str().unwrap_or("?").to_owned()).or_insert(0) += 1;
+        stack.extend(c["components"].as_array().into_iter().flatten());
+    }
+    Some(SbomFacts {
+        sha256: entry.sha256,
+        spec_version: doc["specVersion"].as_str().unwrap_or_default().to_owned(),
+        components,
+        with_purl,
+        by_type,
+    })
+}
+
+/// Every record, oldest first (their names sort by time), with its summary line.
+fn records(root: &Path) -> Result<Vec<(RecordLine, serde_json::Value)>, ReportError> {
+    let dir = root.join("records");
+    let bad = |detail: String| ReportError::Records { path: dir.clone(), detail };
+    let mut names: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    names.sort();
+    let mut out = Vec::new();
+    for path in names {
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|f| f.take(64 << 20).read_to_end(&mut bytes))
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            tracing::warn!("skipping unreadable record `{}`", path.display());
+            continue;
+        };
+        let b = &value["bundle"];
+        let line = RecordLine {
+            file: path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            action: value["action"].as_str().unwrap_or("?").to_owned(),
+            at: value["at"].as_str().unwrap_or_default().to_owned(),
+            bundle: format!(
+                "{} {} ({})",
+                b["name"].as_str().unwrap_or("?"),
+                b["version"].as_str().unwrap_or("?"),
+                b["id"].as_str().unwrap_or("?")
+            ),
+            seconds: value["seconds"].as_f64(),
+            phases: value.get("phases").cloned().unwrap_or(serde_json::Value::Null),
+        };
+        out.push((line, value));
+    }
+    Ok(out)
+}
