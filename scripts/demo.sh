@@ -132,4 +132,8 @@ step "12. bundles as OCI artifacts: 2026.11.1 pushed into an OCI image layout (w
 "$AIRLOCK" push "$work/media/next.airlock.parts.json" "oci-layout:$work/oci-layout:2026.11.1"
 "$AIRLOCK" install "oci-layout:$work/oci-layout:2026.11.1" --trust "$work/keys/build.pub" --root "$work/site"
 
+step "13. the approval pack: one self-contained HTML page (verdict, rows and reasons, checks, signers, records)"
+"$AIRLOCK" report --root "$work/site" --out "$work/approval.html"
+"$AIRLOCK" report --root "$work/site" --json | grep -m 2 -E '"(kind|verdict)": "(site|green|amber|red)"'
+
 printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"

@@ -166,33 +166,6 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
         let gpus: Vec<String> = detected.iter().filter_map(|d| d.as_str()).map(esc).collect();
         let _ = writeln!(o, "<p>Detected: {}</p>", gpus.join("; "));
     }
-    for row in e["rows"].as_array().into_iter().flatten() {
-        let verdict = row["verdict"].as_str().unwrap_or("unknown");
-        let _ = writeln!(
-            o,
-            "<h3>Matrix row {} ({}) against {}: <span class=\"verdict {verdict}\">{}</span></h3>",
-            row["target"],
-            esc(row["gpu"].as_str().unwrap_or("?")),
-            esc(row["detected"].as_str().unwrap_or("?")),
-            verdict.to_uppercase()
-        );
-        let _ = writeln!(
-            o,
-            "<table class=\"row\"><thead><tr><th>Field</th><th>Expected</th><th>Actual</th><th>Verdict</th><th>Reason</th></tr></thead><tbody>"
-        );
-        for f in row["fields"].as_array().into_iter().flatten() {
-            let fv = f["verdict"].as_str().unwrap_or("unknown");
-            let _ = writeln!(
-                o,
-                "<tr><td>{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"{fv}\">{fv}</td><td class=\"reason\">{}</td></tr>",
-                esc(f["field"].as_str().unwrap_or("?")),
-                esc(f["expected"].as_str().unwrap_or("")),
-                esc(f["actual"].as_str().unwrap_or("")),
-                esc(f["reason"].as_str().unwrap_or(""))
-            );
-        }
-        let _ = writeln!(o, "</tbody></table>");
-    }
     let checks = e["checks"].as_array().map(Vec::as_slice).unwrap_or_default();
     if !checks.is_empty() {
         let _ = writeln!(
@@ -218,6 +191,43 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
             if !excerpt.is_empty() {
                 let _ = writeln!(o, "<tr><td colspan=\"5\"><pre>{}</pre></td></tr>", esc(&excerpt));
             }
+        }
+        let _ = writeln!(o, "</tbody></table>");
+    }
+    // GPUs that gave one row the same result, field for field, share one table.
+    let mut groups: Vec<(String, Vec<String>, &serde_json::Value)> = Vec::new();
+    for row in e["rows"].as_array().into_iter().flatten() {
+        let key = format!("{}{}{}{}", row["target"], row["gpu"], row["verdict"], row["fields"]);
+        let detected = row["detected"].as_str().unwrap_or("?").to_owned();
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push(detected),
+            None => groups.push((key, vec![detected], row)),
+        }
+    }
+    for (_, detected, row) in &groups {
+        let verdict = row["verdict"].as_str().unwrap_or("unknown");
+        let _ = writeln!(
+            o,
+            "<h3>Matrix row {} ({}) against {}: <span class=\"verdict {verdict}\">{}</span></h3>",
+            row["target"],
+            esc(row["gpu"].as_str().unwrap_or("?")),
+            esc(&detected.join(", ")),
+            verdict.to_uppercase()
+        );
+        let _ = writeln!(
+            o,
+            "<table class=\"row\"><thead><tr><th>Field</th><th>Expected</th><th>Actual</th><th>Verdict</th><th>Reason</th></tr></thead><tbody>"
+        );
+        for f in row["fields"].as_array().into_iter().flatten() {
+            let fv = f["verdict"].as_str().unwrap_or("unknown");
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"{fv}\">{fv}</td><td class=\"reason\">{}</td></tr>",
+                esc(f["field"].as_str().unwrap_or("?")),
+                esc(f["expected"].as_str().unwrap_or("")),
+                esc(f["actual"].as_str().unwrap_or("")),
+                esc(f["reason"].as_str().unwrap_or(""))
+            );
         }
         let _ = writeln!(o, "</tbody></table>");
     }
