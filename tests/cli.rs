@@ -130,3 +130,38 @@ fn sbom_and_provenance_take_json() {
     let doc = airlock_run(&["provenance", s(&bundle), "--json"]).ok().json();
     assert_eq!((doc["verified"].as_bool(), doc["signers"].as_array().map(Vec::len)), (Some(false), Some(0)));
 }
+
+#[test]
+fn output_cut_short_by_a_closed_pipe_is_not_an_error() {
+    use std::fmt::Write as _;
+    // Output larger than a pipe's buffer (64 KiB), so that writing blocks until the reader
+    // goes away: 700 files make inspect and report print far more than that.
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let dir = t.path().join("p");
+    std::fs::create_dir_all(dir.join("f")).unwrap();
+    let mut spec = String::from("[bundle]\nname = \"many\"\nversion = \"1.0.0\"\n");
+    for i in 0..700 {
+        std::fs::write(dir.join(format!("f/file-{i:04}.txt")), format!("{i}\n")).unwrap();
+        let _ = write!(spec, "\n[[file]]\nname = \"file-{i:04}.txt\"\nsource = \"f/file-{i:04}.txt\"\n");
+    }
+    std::fs::write(dir.join("airlock.toml"), spec).unwrap();
+    let bundle = t.path().join("many.airlock");
+    build(&Project { dir: dir.clone(), spec: dir.join("airlock.toml") }, &keys, &bundle).ok();
+    for args in
+        [vec!["inspect", s(&bundle)], vec!["inspect", s(&bundle), "--json"], vec!["report", s(&bundle), "--json"]]
+    {
+        let mut child = airlock()
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 1];
+        std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("Broken pipe"), "{args:?}");
+    }
+}

@@ -102,7 +102,14 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
 
 /// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()).any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    err.chain().any(|c| {
+        let kind = c
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            // `--json` output goes through serde_json, which wraps the write error.
+            .or_else(|| c.downcast_ref::<serde_json::Error>().and_then(serde_json::Error::io_error_kind));
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Print one JSON document on stdout.
