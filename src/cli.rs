@@ -60,6 +60,26 @@ pub enum Command {
     Copy(CopyArgs),
     /// The approval pack: one self-contained HTML page (and `--json`) for a bundle or a site.
     Report(ReportArgs),
+    /// What moved upstream since the lock, by layer (exit 10 when something did).
+    Outdated(OutdatedArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OutdatedArgs {
+    /// The spec whose lock is compared with upstream now.
+    #[arg(default_value = "airlock.toml")]
+    pub spec: PathBuf,
+    /// Lock file [default: the spec's path with `.lock` for `.toml`].
+    #[arg(long)]
+    pub lock: Option<PathBuf>,
+    /// Download files named by URL and hash them (otherwise their size is compared).
+    #[arg(long)]
+    pub deep: bool,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

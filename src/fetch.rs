@@ -410,6 +410,17 @@ impl Classify for NetError {
     }
 }
 
+/// Whether a plain HTTP failure is worth another try: 5xx, 429 and dropped connections.
+fn transient(e: &HttpError) -> Verdict {
+    match e {
+        HttpError::Status { status, retry_after, .. } if *status >= 500 || *status == 429 => {
+            retry_after.map_or(Verdict::Retry, Verdict::RetryAfter)
+        }
+        HttpError::Request { .. } => Verdict::Retry,
+        _ => Verdict::Fatal,
+    }
+}
+
 impl Http {
     pub fn new(options: NetOptions) -> Result<Self, HttpError> {
         let client = reqwest::Client::builder()
@@ -435,6 +446,56 @@ impl Http {
         }
     }
 
+    /// The size a URL says it serves now (`HEAD`, `Content-Length`), tried again like every
+    /// request; `None` when the server does not say.
+    pub async fn length(&self, url: &str) -> Result<Option<u64>, HttpError> {
+        let once = || async {
+            let response = self
+                .client
+                .head(url)
+                .send()
+                .await
+                .map_err(|e| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) })?;
+            let status = response.status().as_u16();
+            if !response.status().is_success() {
+                let retry_after = retry_after(response.headers());
+                return Err(HttpError::Status { url: url.to_owned(), status, retry_after });
+            }
+            Ok(response
+                .headers()
+                .get(reqwest::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok()))
+        };
+        with_retries(&self.options, &format!("HEAD {url}"), once, transient).await
+    }
+
+    /// The sha256 and size of what a URL serves now, streamed (nothing kept).
+    pub async fn hash(&self, url: &str) -> Result<(Sha256, u64), HttpError> {
+        let once = || async {
+            let response = self
+                .get(url, None)
+                .send()
+                .await
+                .map_err(|e| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) })?;
+            let status = response.status().as_u16();
+            if !response.status().is_success() {
+                let retry_after = retry_after(response.headers());
+                return Err(HttpError::Status { url: url.to_owned(), status, retry_after });
+            }
+            let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+            let mut size = 0u64;
+            let mut body = response.bytes_stream();
+            while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
+                let chunk = chunk.map_err(|e| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) })?;
+                sha2::Digest::update(&mut hasher, &chunk);
+                size += chunk.len() as u64;
+            }
+            Ok((Sha256::from_raw(sha2::Digest::finalize(hasher).into()), size))
+        };
+        with_retries(&self.options, &format!("GET {url}"), once, transient).await
+    }
+
     /// A small document (an index page, a listing), at most `limit` bytes, with its content
     /// type; tried again on 5xx, 429 and dropped connections.
     pub async fn fetch_small(
@@ -444,18 +505,11 @@ impl Http {
         bearer: Option<&str>,
         limit: u64,
     ) -> Result<(Vec<u8>, String), HttpError> {
-        let retryable = |e: &HttpError| match e {
-            HttpError::Status { status, retry_after, .. } if *status >= 500 || *status == 429 => {
-                retry_after.map_or(Verdict::Retry, Verdict::RetryAfter)
-            }
-            HttpError::Request { .. } => Verdict::Retry,
-            _ => Verdict::Fatal,
-        };
         with_retries(
             &self.options,
             &format!("GET {url}"),
             || self.fetch_small_once(url, accept, bearer, limit),
-            retryable,
+            transient,
         )
         .await
     }

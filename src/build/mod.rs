@@ -7,6 +7,7 @@
 
 pub mod base;
 pub mod lock;
+pub mod outdated;
 
 use std::path::Path;
 

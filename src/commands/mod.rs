@@ -8,6 +8,7 @@ mod inspect;
 mod install;
 mod keygen;
 mod lock;
+mod outdated;
 mod probe;
 mod provenance;
 mod pull;
@@ -62,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Pull(a) => pull::run(&a),
         Command::Copy(a) => copy::run(&a),
         Command::Report(a) => report::run(&a),
+        Command::Outdated(a) => outdated::run(&a),
     }
 }
 

@@ -97,6 +97,8 @@ struct Offered {
     url: String,
     sha256: Option<Sha256>,
     size: Option<u64>,
+    /// PEP 592 / 691: the file is yanked, with the reason given (possibly empty).
+    yanked: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +114,9 @@ struct JsonFile {
     hashes: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     size: Option<u64>,
+    /// `false`, `true`, or the reason (a string means yanked).
+    #[serde(default)]
+    yanked: serde_json::Value,
 }
 
 /// The files a project page offers, from PEP 691 JSON or PEP 503 HTML.
@@ -128,7 +133,12 @@ fn parse_page(page_url: &str, body: &[u8], content_type: &str) -> Result<Vec<Off
             .map(|f| {
                 let sha256 =
                     f.hashes.get("sha256").map(|h| h.parse::<Sha256>()).transpose().map_err(|e| bad(e.to_string()))?;
-                Ok(Offered { url: resolve(&f.url)?, filename: f.filename, sha256, size: f.size })
+                let yanked = match f.yanked {
+                    serde_json::Value::Bool(true) => Some(String::new()),
+                    serde_json::Value::String(reason) => Some(reason),
+                    _ => None,
+                };
+                Ok(Offered { url: resolve(&f.url)?, filename: f.filename, sha256, size: f.size, yanked })
             })
             .collect();
     }
@@ -151,7 +161,12 @@ fn parse_page(page_url: &str, body: &[u8], content_type: &str) -> Result<Vec<Off
             fragment.strip_prefix("sha256=").map(str::parse::<Sha256>).transpose().map_err(|e| bad(e.to_string()))?;
         let inner = tag.inner_text(dom.parser());
         let filename = html_escape::decode_html_entities(inner.trim()).into_owned();
-        out.push(Offered { url: url.to_string(), filename, sha256, size: None });
+        // PEP 592: `data-yanked` (its value, possibly empty, is the reason).
+        let yanked =
+            tag.attributes().iter().find(|(key, _)| key.eq_ignore_ascii_case("data-yanked")).map(|(_, value)| {
+                value.map(|v| html_escape::decode_html_entities(&v).into_owned()).unwrap_or_default()
+            });
+        out.push(Offered { url: url.to_string(), filename, sha256, size: None, yanked });
     }
     Ok(out)
 }
@@ -164,6 +179,74 @@ fn attribute(tag: &tl::HTMLTag<'_>, name: &str) -> Option<String> {
         .find(|(key, _)| key.eq_ignore_ascii_case(name))
         .and_then(|(_, value)| value)
         .map(|value| html_escape::decode_html_entities(&value).into_owned())
+}
+
+/// What an index offers now beside a locked release (`airlock outdated`).
+#[derive(Debug, Clone)]
+pub struct WheelNews {
+    pub index: String,
+    pub name: String,
+    pub locked: String,
+    /// The newest release with wheels, when newer than the locked one.
+    pub newest: Option<String>,
+    /// The newest release of the locked one's major.minor, when newer.
+    pub newest_same_minor: Option<String>,
+    /// A locked file is yanked now, with the reason given.
+    pub yanked: Option<String>,
+}
+
+/// For every locked project (by index, name and version): newer releases on its index, and
+/// whether a locked file has been yanked.
+pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<WheelNews>, SourceError> {
+    use pep508_rs::pep440_rs::Version;
+    use std::str::FromStr as _;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for w in &lock.lock.wheel {
+        if !seen.insert((w.index.clone(), w.name.clone(), w.version.clone())) {
+            continue;
+        }
+        let index = w.index.trim_end_matches('/');
+        let page_url = format!("{index}/{}/", w.name);
+        let (body, content_type) = sources.fetch.http.fetch_small(&page_url, ACCEPT, None, MAX_PAGE).await?;
+        let offered = parse_page(&page_url, &body, &content_type)?;
+        let locked_files: BTreeSet<&str> = lock
+            .lock
+            .wheel
+            .iter()
+            .filter(|l| l.index == w.index && l.name == w.name && l.version == w.version)
+            .map(|l| l.filename.as_str())
+            .collect();
+        let yanked = offered
+            .iter()
+            .find(|o| locked_files.contains(o.filename.as_str()) && o.yanked.is_some())
+            .and_then(|o| o.yanked.clone());
+        let Ok(locked) = Version::from_str(&w.version) else { continue };
+        let minor = |v: &Version| v.release().iter().take(2).copied().collect::<Vec<u64>>();
+        let mut releases: Vec<Version> = offered
+            .iter()
+            .filter(|o| o.yanked.is_none())
+            .filter_map(|o| WheelName::parse(&o.filename))
+            .filter(|n| n.name == w.name)
+            .filter_map(|n| Version::from_str(&n.version).ok())
+            .filter(|v| !v.any_prerelease())
+            .collect();
+        releases.sort();
+        let newest = releases.last().filter(|v| **v > locked).map(ToString::to_string);
+        let newest_same_minor =
+            releases.iter().rfind(|v| minor(v) == minor(&locked)).filter(|v| **v > locked).map(ToString::to_string);
+        if newest.is_some() || newest_same_minor.is_some() || yanked.is_some() {
+            out.push(WheelNews {
+                index: w.index.clone(),
+                name: w.name.clone(),
+                locked: w.version.clone(),
+                newest,
+                newest_same_minor,
+                yanked,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Resolve every `[[wheel]]` requirement, or every package of its lock file, to the files

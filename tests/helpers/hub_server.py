@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """A Hugging Face hub-compatible test server for one repository directory.
 
-usage: hub_server.py PORT REPO_ID DIR [--token T] [--lie PATH] [--lie-size PATH]
+usage: hub_server.py PORT REPO_ID DIR [--token T] [--lie PATH] [--lie-size PATH] [--moving yes]
 Speaks GET /api/models/{repo}/revision/{rev}, /api/models/{repo}/tree/{commit}?recursive=true
 and /{repo}/resolve/{commit}/{path}. *.safetensors and *.bin are LFS files (lfs.oid = sha256);
 --lie announces a wrong lfs.oid for PATH; --lie-size one byte more in the tree than PATH has;
---token requires `Authorization: Bearer T`.
+--token requires `Authorization: Bearer T`; --moving makes the commit follow the files, so that
+changing a file moves `main` to a new commit (as a push would).
 """
 import hashlib, json, os, sys
 
@@ -14,7 +15,8 @@ import quiet_http
 port, repo, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 opts = dict(zip(sys.argv[4::2], sys.argv[5::2]))
 token, lie, lie_size = opts.get("--token"), opts.get("--lie"), opts.get("--lie-size")
-commit = hashlib.sha1(f"{repo}@airlock-test".encode()).hexdigest()
+moving = opts.get("--moving") == "yes"
+fixed_commit = hashlib.sha1(f"{repo}@airlock-test".encode()).hexdigest()
 
 
 def files():
@@ -26,6 +28,12 @@ def files():
 
 class Handler(quiet_http.Handler):
     def do_GET(self):
+        commit = fixed_commit
+        if moving:
+            h = hashlib.sha1(repo.encode())
+            for rel, data in files():
+                h.update(rel.encode() + b"\0" + hashlib.sha1(data).digest())
+            commit = h.hexdigest()
         if token and self.headers.get("Authorization") != f"Bearer {token}":
             return self.reply(401, b'{"error":"unauthorized"}')
         path = self.path.split("?")[0]

@@ -3,6 +3,7 @@
 
 usage: json_index.py PORT DIR [--lie FILENAME] [--lie-size FILENAME]
 (--lie: announce a wrong sha256 for FILENAME; --lie-size: announce one byte more than it has)
+A file FILENAME.yanked beside a wheel marks it yanked (PEP 592/691), its text the reason.
 Serves /simple/<project>/ as application/vnd.pypi.simple.v1+json and /files/<filename>.
 """
 import hashlib, json, os, re, sys
@@ -24,10 +25,16 @@ class Handler(quiet_http.Handler):
         if len(parts) == 2 and parts[0] == "simple":
             files = []
             for f in sorted(os.listdir(root)):
+                if f.endswith(".yanked"):
+                    continue
                 if normalize(f.split("-")[0]) == parts[1]:
                     data = open(os.path.join(root, f), "rb").read()
                     digest = hashlib.sha256(data).hexdigest() if f != lie else "0" * 64
-                    files.append({"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": digest}, "size": len(data) + (f == lie_size)})
+                    entry = {"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": digest}, "size": len(data) + (f == lie_size)}
+                    yanked = os.path.join(root, f + ".yanked")
+                    if os.path.exists(yanked):
+                        entry["yanked"] = open(yanked).read().strip() or True
+                    files.append(entry)
             if not files:
                 return self.reply(404, b"", "text/plain")
             body = json.dumps({"meta": {"api-version": "1.1"}, "name": parts[1], "files": files}).encode()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build a signed apt repository for tests: make_apt_repo.sh DIR
 # DIR/repo: pool/ with hello-airlock 2.10-3 and 2.11-1 (amd64) and airlock-docs 1.0 (all),
+# suite stable-security (pool/security) with hello-airlock 2.11-1+deb12u1, a security update,
 # dists/{stable,stale}/{Release,InRelease,Release.gpg,main/binary-amd64/{Packages.gz,Packages.xz,by-hash/}}
 # shaped like a real archive (see below); suite `closure` (component `closure`, pool/closure)
 # holds packages with real relations for dependency-closure tests (see the end);
@@ -38,10 +39,10 @@ cd "$dir/repo"
 # repository's keyring does not hold. Suite `stale` is the same with a Valid-Until long past.
 gen "a key the keyring lacks <unknown@airlock.test>"
 gpg --batch --quiet --export repo@airlock.test > "$dir/keyring.gpg"   # binary, as distributions ship
-make_suite() { # suite valid-until [component]
+make_suite() { # suite valid-until [component] [pool directory, default the component's]
   local c=${3:-main}
   mkdir -p "dists/$1/$c/binary-amd64"
-  apt-ftparchive packages "pool/$c" > "dists/$1/$c/binary-amd64/Packages"
+  apt-ftparchive packages "pool/${4:-$c}" > "dists/$1/$c/binary-amd64/Packages"
   gzip -9nk "dists/$1/$c/binary-amd64/Packages"
   xz -9k "dists/$1/$c/binary-amd64/Packages"
   # Named like Debian's: Origin Debian, suite `stable` is codename bookworm.
@@ -66,6 +67,9 @@ make_suite() { # suite valid-until [component]
 }
 make_suite stable "$(date -u -d '+30 days' '+%a, %d %b %Y %H:%M:%S UTC')"
 make_suite stale "$(date -u -d '-30 days' '+%a, %d %b %Y %H:%M:%S UTC')"
+# The security suite beside stable, in the same archive (as Ubuntu's noble-security is).
+mkdeb hello-airlock 2.11-1+deb12u1 amd64 "" security
+make_suite stable-security "$(date -u -d '+30 days' '+%a, %d %b %Y %H:%M:%S UTC')" main security
 
 # The closure suite: versioned dependencies, alternatives, a virtual package provided with and
 # without a version, `:any` through Multi-Arch: allowed, a Priority: required base package,

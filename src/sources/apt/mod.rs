@@ -620,3 +620,100 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     plan.members.push(Member { path, size, sha256: digest, origin, what: "debs/Packages".into() });
     Ok(plan)
 }
+
+/// A newer version of a locked package (`airlock outdated`): in a configured suite, or in the
+/// suite's security twin (`SUITE-security` in the same repository, as Ubuntu and Debian
+/// mirrors lay them out; one not served is skipped).
+#[derive(Debug, Clone)]
+pub struct DebNews {
+    pub name: String,
+    pub architecture: String,
+    pub locked: String,
+    pub newest: String,
+    pub repo: String,
+    pub suite: String,
+    /// Found in a security suite (its name says `security`).
+    pub security: bool,
+}
+
+pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<DebNews>, SourceError> {
+    let mut suites: Vec<(DebSpec, bool)> = Vec::new();
+    for entry in sources.spec.spec.deb.iter().map(toml::Spanned::get_ref) {
+        suites.push((entry.clone(), true));
+        if !is_flat(entry) && !entry.suite.contains("security") {
+            let mut twin = entry.clone();
+            twin.suite = format!("{}-security", entry.suite);
+            suites.push((twin, false));
+        }
+    }
+    let mut done = BTreeSet::new();
+    // (name, architecture) -> the newest version seen, where.
+    let mut best: BTreeMap<(String, String), (debversion::Version, String, String, bool)> = BTreeMap::new();
+    let wanted: BTreeSet<(String, String)> =
+        lock.lock.deb.iter().map(|d| (d.package.name.clone(), d.architecture.clone())).collect();
+    for (entry, configured) in suites {
+        if !done.insert((entry.repo.clone(), entry.suite.clone(), entry.arch.clone())) {
+            continue;
+        }
+        let indexes = match load(sources, &entry).await {
+            Ok((indexes, _)) => indexes,
+            Err(SourceError::Http(HttpError::Status { status: 404, .. })) if !configured => {
+                tracing::debug!("{} {}: no such suite", entry.repo, entry.suite);
+                continue;
+            }
+            Err(e) if !configured => {
+                tracing::warn!(
+                    "{} {}: the security suite beside the configured one cannot be read: {e}",
+                    entry.repo,
+                    entry.suite
+                );
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let wanted = wanted.clone();
+        let found = blocking(move || {
+            let mut found = Vec::new();
+            for index in &indexes {
+                index
+                    .read(|p| {
+                        if let Some(pkg) = Pkg::from_paragraph(&p, 0)?
+                            && wanted.contains(&(pkg.name.clone(), pkg.architecture.clone()))
+                        {
+                            found.push(pkg);
+                        }
+                        Ok(())
+                    })
+                    .map_err(|e| read_error(&index.url, e))?;
+            }
+            Ok::<_, DebError>(found)
+        })
+        .await?;
+        let security = entry.suite.contains("security");
+        for pkg in found {
+            let key = (pkg.name.clone(), pkg.architecture.clone());
+            if best.get(&key).is_none_or(|(v, ..)| pkg.version > *v) {
+                best.insert(key, (pkg.version, entry.repo.clone(), entry.suite.clone(), security));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for d in &lock.lock.deb {
+        let Some((newest, repo, suite, security)) = best.get(&(d.package.name.clone(), d.architecture.clone())) else {
+            continue;
+        };
+        let Ok(locked) = d.version().parse::<debversion::Version>() else { continue };
+        if *newest > locked {
+            out.push(DebNews {
+                name: d.package.name.clone(),
+                architecture: d.architecture.clone(),
+                locked: d.version().to_owned(),
+                newest: newest.to_string(),
+                repo: repo.clone(),
+                suite: suite.clone(),
+                security: *security,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,65 @@
+//! `airlock outdated [SPEC] [--lock FILE] [--deep] [--json]`: what moved upstream since the
+//! lock. Exit 0 when nothing did, 10 when something did, 1 when upstream could not be asked.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use anyhow::Context as _;
+
+use crate::build::lock::lock_path;
+use crate::build::outdated::{Finding, outdated};
+use crate::cli::{OutdatedArgs, TerminalReporter};
+use crate::fetch::{Fetch, Net};
+use crate::sources::Sources;
+use crate::spec::lock::LockFile;
+
+/// Something moved upstream: a requalification is due.
+pub const EXIT_MOVED: u8 = 10;
+
+pub fn run(args: &OutdatedArgs) -> anyhow::Result<u8> {
+    let spec = super::load_spec(&args.spec)?;
+    let path = lock_path(&args.spec, args.lock.as_ref());
+    let lock =
+        LockFile::load(&path)?.with_context(|| format!("no lock at `{}`: run `airlock lock` first", path.display()))?;
+    let cache = super::open_cache(&args.cache)?;
+    let reporter = TerminalReporter::new(true);
+    let net = Net::new(args.cache.net.options())?;
+    let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
+    let sources = Sources::new(&spec, fetch);
+    let checked_at = crate::clock::Timestamp::now();
+    let findings = outdated(&sources, &net, &lock, args.deep)?;
+    if args.json {
+        super::print_json(&serde_json::json!({ "checked_at": checked_at, "lock": path, "findings": findings }))?;
+    } else {
+        print_table(&findings, &path)?;
+    }
+    Ok(if findings.is_empty() { super::EXIT_OK } else { EXIT_MOVED })
+}
+
+fn print_table(findings: &[Finding], lock: &std::path::Path) -> anyhow::Result<()> {
+    let mut text = String::new();
+    if findings.is_empty() {
+        let _ = writeln!(text, "nothing moved upstream since `{}`", lock.display());
+    }
+    let mut layer = None;
+    for f in findings {
+        if layer != Some(f.layer) {
+            layer = Some(f.layer);
+            let _ = writeln!(text, "{}: requalify", f.layer.title());
+        }
+        let flag = if f.security { "!" } else { " " };
+        let _ = writeln!(text, " {flag} {:<16} {:<40} {} -> {}  {}", f.kind, f.name, f.locked, f.upstream, f.detail);
+    }
+    if !findings.is_empty() {
+        let security = findings.iter().filter(|f| f.security).count();
+        let _ = writeln!(
+            text,
+            "{} finding(s), {security} security (!); the lock `{}` was not changed: `airlock lock` takes them",
+            findings.len(),
+            lock.display()
+        );
+    }
+    // Names and details come from upstream: escaped for the terminal.
+    std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
+    Ok(())
+}
