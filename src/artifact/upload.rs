@@ -145,10 +145,10 @@ impl Uploader {
         let mut location = self.start().await?;
         let mut offset = 0u64;
         let mut failures = 0u32;
-        let mut buf = Vec::new();
         while offset < d.size {
             let n = self.chunk.min(d.size - offset);
-            buf.resize(usize::try_from(n).unwrap_or(usize::MAX), 0);
+            // One chunk in memory at a time, handed to the request (read again after a failure).
+            let mut buf = vec![0u8; usize::try_from(n).unwrap_or(usize::MAX)];
             file.seek(SeekFrom::Start(offset)).await.map_err(io)?;
             file.read_exact(&mut buf).await.map_err(io)?;
             let sent = self
@@ -156,7 +156,7 @@ impl Uploader {
                 .header(CONTENT_TYPE, "application/octet-stream")
                 .header(CONTENT_RANGE, format!("{offset}-{}", offset + n - 1))
                 .header(CONTENT_LENGTH, n)
-                .body(buf.clone())
+                .body(buf)
                 .send()
                 .await;
             let failure = match sent {
