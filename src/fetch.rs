@@ -446,21 +446,22 @@ impl Http {
         }
     }
 
+    /// Send `request` for `url`; anything but a 2xx is an error (with `Retry-After` kept).
+    async fn send(url: &str, request: reqwest::RequestBuilder) -> Result<reqwest::Response, HttpError> {
+        let response =
+            request.send().await.map_err(|e| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) })?;
+        if !response.status().is_success() {
+            let retry_after = retry_after(response.headers());
+            return Err(HttpError::Status { url: url.to_owned(), status: response.status().as_u16(), retry_after });
+        }
+        Ok(response)
+    }
+
     /// The size a URL says it serves now (`HEAD`, `Content-Length`), tried again like every
     /// request; `None` when the server does not say.
     pub async fn length(&self, url: &str) -> Result<Option<u64>, HttpError> {
         let once = || async {
-            let response = self
-                .client
-                .head(url)
-                .send()
-                .await
-                .map_err(|e| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) })?;
-            let status = response.status().as_u16();
-            if !response.status().is_success() {
-                let retry_after = retry_after(response.headers());
-                return Err(HttpError::Status { url: url.to_owned(), status, retry_after });
-            }
+            let response = Self::send(url, self.client.head(url)).await?;
             Ok(response
                 .headers()
                 .get(reqwest::header::CONTENT_LENGTH)
@@ -473,20 +474,11 @@ impl Http {
     /// The sha256 and size of what a URL serves now, streamed (nothing kept).
     pub async fn hash(&self, url: &str) -> Result<(Sha256, u64), HttpError> {
         let once = || async {
-            let response = self
-                .get(url, None)
-                .send()
-                .await
-                .map_err(|e| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) })?;
-            let status = response.status().as_u16();
-            if !response.status().is_success() {
-                let retry_after = retry_after(response.headers());
-                return Err(HttpError::Status { url: url.to_owned(), status, retry_after });
-            }
+            let response = Self::send(url, self.get(url, None)).await?;
             let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
             let mut size = 0u64;
             let mut body = response.bytes_stream();
-            while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
+            while let Some(chunk) = body.next().await {
                 let chunk = chunk.map_err(|e| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) })?;
                 sha2::Digest::update(&mut hasher, &chunk);
                 size += chunk.len() as u64;
@@ -523,11 +515,7 @@ impl Http {
     ) -> Result<(Vec<u8>, String), HttpError> {
         tracing::debug!("GET {url}");
         let req_err = |e: reqwest::Error| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) };
-        let resp = self.get(url, bearer).header(reqwest::header::ACCEPT, accept).send().await.map_err(req_err)?;
-        if !resp.status().is_success() {
-            let retry_after = retry_after(resp.headers());
-            return Err(HttpError::Status { url: url.to_owned(), status: resp.status().as_u16(), retry_after });
-        }
+        let resp = Self::send(url, self.get(url, bearer).header(reqwest::header::ACCEPT, accept)).await?;
         let content_type = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
