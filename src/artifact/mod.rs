@@ -34,7 +34,7 @@ use crate::digest::{Prefixed, Sha256};
 use crate::failure::{Class, Classify};
 use crate::fetch::NetOptions;
 use crate::oci::doc::{Descriptor, OCI_MANIFEST};
-use crate::oci::{ClientError, Connection, ImageRef, Transport};
+use crate::oci::{ClientError, Connection, Transport};
 use crate::sign::KeyId;
 pub use store::{Copied, Found, Location, Pulled, Pushed, copy, pull, push, resolve};
 pub use stream::open_stream;
@@ -227,11 +227,6 @@ pub struct Resolved {
     pub bytes: u64,
 }
 
-/// Where a cached layer is, for reading the bundle from the cache.
-fn cached(cache: &crate::cache::Cache, layers: &[Descriptor]) -> Vec<PathBuf> {
-    layers.iter().map(|l| cache.path(&l.digest)).collect()
-}
-
 /// Read files one after another as one stream.
 fn chained(paths: &[PathBuf]) -> Result<Box<dyn std::io::Read + Send>, ArtifactError> {
     let mut reader: Box<dyn std::io::Read + Send> = Box::new(std::io::empty());
@@ -241,11 +236,6 @@ fn chained(paths: &[PathBuf]) -> Result<Box<dyn std::io::Read + Send>, ArtifactE
         reader = Box::new(std::io::Read::chain(reader, file));
     }
     Ok(Box::new(std::io::BufReader::with_capacity(1 << 20, reader)))
-}
-
-/// `Path` for messages about a registry-held bundle.
-pub fn display_path(reference: &ImageRef, digest: Sha256) -> PathBuf {
-    PathBuf::from(format!("oci://{}", reference.at_digest(digest)))
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> ArtifactError + '_ {

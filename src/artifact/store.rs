@@ -19,7 +19,7 @@ use sha2::Digest as _;
 use super::upload::Uploader;
 use super::{
     ARTIFACT_TYPE, ArtifactError, ArtifactManifest, BUNDLE_LAYER, COSIGNATURE_TYPE, EMPTY_BYTES, KEY_ID,
-    MANIFEST_LAYER, PART_LAYER, Reach, Resolved, bundle_annotations, cached, chained, cosignature_manifest, descriptor,
+    MANIFEST_LAYER, PART_LAYER, Reach, Resolved, bundle_annotations, chained, cosignature_manifest, descriptor,
     file_name, io_err,
 };
 use crate::bundle::parts::Input;
@@ -564,7 +564,8 @@ pub fn pull(
             download(&store, layer, cache, reporter).await?;
         }
         reporter.finish();
-        Ok::<_, ArtifactError>((found, cached(cache, &layers)))
+        let files = layers.iter().map(|l| cache.path(&l.digest)).collect::<Vec<_>>();
+        Ok::<_, ArtifactError>((found, files))
     })?;
     let target = found.resolved.reference.clone();
     let policy = Policy::new(keys, threshold, found.cosignatures.clone())

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::bundle::Manifest;
-use crate::bundle::manifest::{Artifact, FileArtifact, SBOM};
-use crate::bundle::reader::{Discard, OnProblem, Report as Read_, read_bundle};
+use crate::bundle::manifest::{Artifact, FileArtifact, MAX_MANIFEST_BYTES, SBOM};
+use crate::bundle::reader::{Discard, MemberSink, OnProblem, Report as Read_, leading_members, read_bundle};
 use crate::digest::Sha256;
+use crate::member_path::MemberPath;
 use crate::progress::Reporter;
 use crate::sign::Policy;
 use crate::sign::policy::{Outcome, Source};
@@ -146,7 +147,7 @@ pub struct Validation {
     pub evidence: serde_json::Value,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RecordLine {
     pub file: String,
     pub action: String,
@@ -207,7 +208,7 @@ pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         .rev()
         .find(|(l, _)| l.action == "install" && l.bundle.contains(&current))
         .and_then(|(_, v)| v["accepted_amber"].as_str().map(str::to_owned));
-    let rollback = records.iter().rev().find(|(l, _)| l.action == "rollback").map(|(l, _)| l.clone_line());
+    let rollback = records.iter().rev().find(|(l, _)| l.action == "rollback").map(|(l, _)| l.clone());
     let site = SiteFacts {
         root: root.to_owned(),
         current: Some(current),
@@ -218,19 +219,6 @@ pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         accepted_amber,
     };
     Ok(assemble("site", &read, None, Some(site)))
-}
-
-impl RecordLine {
-    fn clone_line(&self) -> Self {
-        Self {
-            file: self.file.clone(),
-            action: self.action.clone(),
-            at: self.at.clone(),
-            bundle: self.bundle.clone(),
-            seconds: self.seconds,
-            phases: self.phases.clone(),
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -257,6 +245,22 @@ impl crate::failure::Classify for ReportError {
     }
 }
 
+/// A member sink that keeps the SBOM (bounded like any leading member) and drops the rest.
+struct KeepSbom(Option<Vec<u8>>);
+
+impl MemberSink for KeepSbom {
+    fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> std::io::Result<()> {
+        if path.as_str() != SBOM {
+            return Discard.member(path, data);
+        }
+        let mut bytes = Vec::new();
+        data.take(MAX_MANIFEST_BYTES).read_to_end(&mut bytes)?;
+        std::io::copy(data, &mut std::io::sink())?;
+        self.0 = Some(bytes);
+        Ok(())
+    }
+}
+
 /// A bundle read for the report.
 struct ReadBundle {
     manifest: Manifest,
@@ -275,19 +279,20 @@ fn read(
     let source = input.display().to_string();
     let unreadable = |detail: String| ReportError::Bundle(source.clone(), detail);
     let head = crate::bundle::reader::read_head(input.open()?).map_err(|p| unreadable(p.to_string()))?;
-    let report = match policy {
+    let (report, sbom) = match policy {
         Some(policy) => {
+            // The SBOM is kept from the verifying read: one pass, and the bytes shown are checked.
             let (stream, _) = input.open_trusted(&policy.keys)?;
-            let r = read_bundle(stream, policy, &mut Discard, OnProblem::Continue, reporter)
+            let mut keep = KeepSbom(None);
+            let r = read_bundle(stream, policy, &mut keep, OnProblem::Continue, reporter)
                 .map_err(|e| unreadable(e.to_string()))?;
             if r.manifest_sha256.is_some_and(|d| d != head.manifest_sha256) {
                 return Err(unreadable("its manifest changed while it was read".into()));
             }
-            Some(r)
+            (Some(r), keep.0)
         }
-        None => None,
+        None => (None, leading_members(input.open()?, &[SBOM]).ok().and_then(|mut m| m.remove(SBOM))),
     };
-    let sbom = crate::bundle::reader::leading_members(input.open()?, &[SBOM]).ok().and_then(|mut m| m.remove(SBOM));
     let threshold = policy.map_or(0, |p| p.threshold);
     Ok(ReadBundle { manifest: head.manifest, manifest_sha256: head.manifest_sha256, report, threshold, source, sbom })
 }
