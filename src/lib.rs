@@ -30,5 +30,6 @@ pub mod sign;
 pub mod site;
 pub mod sources;
 pub mod spec;
+pub mod tee;
 pub mod validate;
 pub mod wheel;

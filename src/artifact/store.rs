@@ -32,6 +32,7 @@ use crate::oci::{Connection, ImageRef, is_not_found, pull_manifest, retryable};
 use crate::progress::Reporter;
 use crate::sign::policy::CoSignature;
 use crate::sign::{KeyId, Policy, TrustedKey};
+use crate::tee::{Tee, TeeError};
 
 /// The annotation that names a referrer's subject in a layout's `index.json`.
 const SUBJECT: &str = "dev.airlock.subject";
@@ -570,7 +571,10 @@ pub fn pull(
     let target = found.resolved.reference.clone();
     let policy = Policy::new(keys, threshold, found.cosignatures.clone())
         .map_err(|e| ArtifactError::Rejected { target: target.clone(), detail: e.to_string() })?;
-    let report = read_bundle(chained(&files)?, &policy, &mut Discard, OnProblem::Stop, reporter)
+    // Verified while it is written beside `out`; it appears there only once it verified whole.
+    let tmp = crate::atomic::temp_beside(out).map_err(io_err(out))?;
+    let mut tee = Tee::new(chained(&files)?, tmp.as_file().try_clone().map_err(io_err(out))?);
+    let report = read_bundle(&mut tee, &policy, &mut Discard, OnProblem::Stop, reporter)
         .map_err(|e| ArtifactError::Io { path: e.path.as_str().into(), detail: e.source.to_string() })?;
     if !report.verified() {
         let detail = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
@@ -581,10 +585,9 @@ pub fn pull(
             format!("its annotations name bundle {}, the bundle is {:?}", found.resolved.id, report.manifest_sha256);
         return Err(ArtifactError::Rejected { target, detail });
     }
-    // Verified: now it becomes visible, whole or not at all.
-    let mut tmp = crate::atomic::temp_beside(out).map_err(io_err(out))?;
-    std::io::copy(&mut chained(&files)?, &mut tmp).map_err(io_err(out))?;
-    tmp.as_file_mut().flush().map_err(io_err(out))?;
+    tee.finish().map_err(|e| match e {
+        TeeError::Read(e) | TeeError::Write(e) => io_err(out)(e),
+    })?;
     tmp.persist(out).map_err(|e| io_err(out)(e.error))?;
     let mut written = Vec::new();
     for co in &found.cosignatures {

@@ -43,9 +43,10 @@ use crate::fetch::Net;
 use crate::progress::Reporter;
 use crate::sign::policy::{SignatureCheck, cosignature_path, counted};
 use crate::sign::{KeyId, Policy};
+use crate::tee::{Tee, TeeError};
 pub use lock::RootLock;
 use records::Phases;
-use stage::{StageSink, Tee};
+use stage::StageSink;
 use state::{Event, RegistryMemo, State};
 
 /// The retained copy of the bundle file inside `bundles/ID/`.
@@ -487,14 +488,14 @@ fn stage(
     // the bundle's, a write failure the site's.
     match tee.finish() {
         Ok(()) => {}
-        Err(stage::TeeError::Read(e)) => {
+        Err(TeeError::Read(e)) => {
             let reason = crate::bundle::reader::Rejection::Truncated(e.to_string());
             return Err(SiteError::Rejected {
                 path: bundle.to_owned(),
                 problems: vec![Problem { member: None, reason }],
             });
         }
-        Err(stage::TeeError::Write(e)) => return Err(io_err(&copy_path)(e)),
+        Err(TeeError::Write(e)) => return Err(io_err(&copy_path)(e)),
     }
     let base = base::fill(root, state, &manifest, dir.path(), reporter)?;
     Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures, base } })
