@@ -362,7 +362,14 @@ pub struct Pushed {
 
 /// Push a local bundle (file or parts) and the co-signatures beside it; the bundle's layers go
 /// up in chunks of `chunk` bytes, resumed after a failed chunk.
-pub fn push(input: &Input, target: &Location, reach: &Reach, chunk: u64, net: &Net) -> Result<Pushed, ArtifactError> {
+pub fn push(
+    input: &Input,
+    target: &Location,
+    reach: &Reach,
+    chunk: u64,
+    net: &Net,
+    reporter: &dyn Reporter,
+) -> Result<Pushed, ArtifactError> {
     let head = read_head(input.open()?)
         .map_err(|p| ArtifactError::NotABundle { target: input.display().to_string(), detail: p.to_string() })?;
     // The layers: the manifest, then the bundle's bytes (hashed here: the artifact names them).
@@ -405,21 +412,25 @@ pub fn push(input: &Input, target: &Location, reach: &Reach, chunk: u64, net: &N
             Store::Registry { conn, image, .. } => Some(Uploader::new(conn, image, reach, chunk).await?),
             Store::Layout { .. } => None,
         };
+        reporter.start("pushing", files.iter().map(|(d, _)| d.size).sum());
         for (d, path) in &files {
             if store.has_blob(d).await? {
+                reporter.advance(d.size);
                 count(false);
                 continue;
             }
             if let Some(uploader) = &uploader {
-                uploader.upload(path, d).await?;
+                uploader.upload(path, d, reporter).await?;
             } else {
                 let file = tokio::fs::File::open(path).await.map_err(io_err(path))?;
                 let stream =
                     tokio_util::io::ReaderStream::with_capacity(file, 1 << 20).map_err(OciDistributionError::IoError);
                 store.put_blob(d, Box::pin(stream)).await?;
+                reporter.advance(d.size);
             }
             count(true);
         }
+        reporter.finish();
         let bytes = artifact.bytes();
         let tag = store.tag(None).map(str::to_owned);
         let digest = store.put_manifest(&bytes, OCI_MANIFEST, tag.as_deref()).await?;
@@ -666,7 +677,13 @@ pub struct Copied {
 
 /// Copy a bundle artifact and its co-signature referrers from one store to another, digests
 /// unchanged: registry to registry, or through a layout directory for a one-way transfer.
-pub fn copy(from: &Location, to: &Location, reach: &Reach, net: &Net) -> Result<Copied, ArtifactError> {
+pub fn copy(
+    from: &Location,
+    to: &Location,
+    reach: &Reach,
+    net: &Net,
+    reporter: &dyn Reporter,
+) -> Result<Copied, ArtifactError> {
     net.block_on(async {
         let source = Store::open(from, reach).await?;
         let target = Store::open(to, reach).await?;
@@ -675,14 +692,17 @@ pub fn copy(from: &Location, to: &Location, reach: &Reach, net: &Net) -> Result<
         let digest = found.resolved.digest.0;
         let (bytes, _) = source.manifest(Some(digest)).await?;
         let (mut copied, mut present) = (0, 0);
-        let blobs = std::iter::once(&found.artifact.config).chain(&found.artifact.layers);
+        let blobs: Vec<&Descriptor> = std::iter::once(&found.artifact.config).chain(&found.artifact.layers).collect();
+        reporter.start("copying", blobs.iter().map(|d| d.size).sum());
         for d in blobs {
             if copy_blob(&source, &target, d).await? {
                 copied += 1;
             } else {
                 present += 1;
             }
+            reporter.advance(d.size);
         }
+        reporter.finish();
         let source_tag = match from {
             Location::Registry(image) => image.tag.clone(),
             Location::Layout { tag: Some(tag), .. } => Some(tag.clone()),

@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 use super::{ArtifactError, Reach};
 use crate::oci::doc::Descriptor;
 use crate::oci::{Connection, ImageRef};
+use crate::progress::Reporter;
 
 /// Chunk size when none is given.
 pub const DEFAULT_CHUNK: u64 = 16 << 20;
@@ -139,12 +140,19 @@ impl Uploader {
     }
 
     /// Upload the file at `path` as the blob `d`, chunk by chunk, resuming after failures.
-    pub(super) async fn upload(&self, path: &Path, d: &Descriptor) -> Result<(), ArtifactError> {
+    /// `reporter` advances as chunks are accepted (once per byte, also after a resume).
+    pub(super) async fn upload(
+        &self,
+        path: &Path,
+        d: &Descriptor,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ArtifactError> {
         let io = |e: std::io::Error| ArtifactError::Io { path: path.to_owned(), detail: e.to_string() };
         let mut file = tokio::fs::File::open(path).await.map_err(io)?;
         let mut location = self.start().await?;
         let mut offset = 0u64;
         let mut failures = 0u32;
+        let mut shown = 0u64;
         while offset < d.size {
             let n = self.chunk.min(d.size - offset);
             // One chunk in memory at a time, handed to the request (read again after a failure).
@@ -163,6 +171,8 @@ impl Uploader {
                 Ok(r) if r.status() == StatusCode::ACCEPTED => {
                     location = self.location(&r)?;
                     offset += n;
+                    reporter.advance(offset.saturating_sub(shown));
+                    shown = shown.max(offset);
                     failures = 0;
                     continue;
                 }

@@ -4,13 +4,14 @@
 use std::io::Write;
 
 use crate::artifact::Location;
-use crate::cli::CopyArgs;
+use crate::cli::{CopyArgs, TerminalReporter};
 use crate::fetch::Net;
 
 pub fn run(args: &CopyArgs) -> anyhow::Result<u8> {
     let (from, to) = (Location::parse(&args.from)?, Location::parse(&args.to)?);
     let net = Net::new(args.reach.net.options())?;
-    let copied = crate::artifact::copy(&from, &to, &args.reach.reach(), &net)?;
+    let reporter = TerminalReporter::new(args.json);
+    let copied = crate::artifact::copy(&from, &to, &args.reach.reach(), &net, &reporter)?;
     if args.json {
         super::print_json(&copied)?;
         return Ok(super::EXIT_OK);

@@ -4,14 +4,15 @@ use std::io::Write;
 
 use crate::artifact::Location;
 use crate::bundle::parts::Input;
-use crate::cli::PushArgs;
+use crate::cli::{PushArgs, TerminalReporter};
 use crate::fetch::Net;
 
 pub fn run(args: &PushArgs) -> anyhow::Result<u8> {
     let input = Input::resolve(&args.bundle)?;
     let target = Location::parse(&args.target)?;
     let net = Net::new(args.reach.net.options())?;
-    let pushed = crate::artifact::push(&input, &target, &args.reach.reach(), args.chunk_size, &net)?;
+    let reporter = TerminalReporter::new(args.json);
+    let pushed = crate::artifact::push(&input, &target, &args.reach.reach(), args.chunk_size, &net, &reporter)?;
     if args.json {
         super::print_json(&pushed)?;
         return Ok(super::EXIT_OK);
