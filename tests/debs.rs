@@ -336,15 +336,7 @@ fn closure_failures_name_the_chain_and_entries_resolve_together() {
 /// Debian, Codename closure), and the closure as its dependency graph (each package depends on
 /// what it required).
 fn closure_sbom(bundle: &Path, lock: &Path, dir: &Path) {
-    let sbom_path = dir.join("closure.cdx.json");
-    airlock_run(&["sbom", s(bundle), "--out", s(&sbom_path)]).ok();
-    run(std::process::Command::new("python3").args([
-        &helper("check_sbom.py"),
-        s(&repo("schemas/cyclonedx")),
-        s(&sbom_path),
-    ]))
-    .ok();
-    let sbom: serde_json::Value = serde_json::from_slice(&std::fs::read(&sbom_path).unwrap()).unwrap();
+    let (sbom, _) = checked_sbom(bundle, &dir.join("closure.cdx.json"));
     let purl_of = |name: &str| {
         sbom["components"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap()["purl"]
             .as_str()

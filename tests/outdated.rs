@@ -18,6 +18,15 @@ use common::*;
 use http::HttpServer;
 use registry::{Mode, Registry};
 
+/// `DIR/p/airlock.toml` with `body` after a `[bundle]` section.
+fn write_spec(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    let project = dir.join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    let spec = project.join("airlock.toml");
+    std::fs::write(&spec, format!("[bundle]\nname = \"{name}\"\nversion = \"1.0.0\"\n\n{body}")).unwrap();
+    spec
+}
+
 fn outdated(dir: &Path, spec: &Path, extra: &[&str]) -> Run {
     airlock_in(dir, &[&["outdated", s(spec), "--json"][..], extra].concat())
 }
@@ -61,27 +70,22 @@ fn every_upstream_move_is_found_with_its_layer_and_an_untouched_lock_exits_0() {
     std::fs::write(files.join("fw.bin"), &firmware).unwrap();
     let server = HttpServer::start(&files);
 
-    let dir = t.path().join("p");
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("airlock.toml");
-    std::fs::write(
-        &spec,
-        format!(
-            "[bundle]\nname = \"stack\"\nversion = \"1.0.0\"\n\n[registries.\"{r}\"]\ninsecure = true\n\n\
+    let body = format!(
+        "[registries.\"{r}\"]\ninsecure = true\n\n\
              [[image]]\nref = \"{r}/rocm/vllm:rocm7\"\n\n[[image]]\nref = \"{r}/rocm/base:1\"\n\n\
              [[wheel]]\nindex = \"{i}/simple\"\nrequirements = [\"torch-lite==1.0.0\"]\n\n\
              [[model]]\nhub = \"{h}\"\nrepo = \"org/tiny\"\nrevision = \"main\"\nfiles = [\"*\"]\n\n\
              [[file]]\nname = \"mi300x-fw.bin\"\nsource = \"{f}/fw.bin\"\nsha256 = \"{sha}\"\nkind = \"firmware\"\n",
-            r = reg.host,
-            i = index.url,
-            h = hub.url,
-            f = server.url,
-            sha = hex(&<sha2::Sha256 as sha2::Digest>::digest(&firmware)),
-        ),
-    )
-    .unwrap();
+        r = reg.host,
+        i = index.url,
+        h = hub.url,
+        f = server.url,
+        sha = hex(&<sha2::Sha256 as sha2::Digest>::digest(&firmware)),
+    );
+    let spec = write_spec(t.path(), "stack", &body);
+    let lock = spec.with_extension("lock");
     airlock_in(t.path(), &["lock", s(&spec)]).ok();
-    let lock_before = std::fs::read(dir.join("airlock.lock")).unwrap();
+    let lock_before = std::fs::read(&lock).unwrap();
 
     // Nothing moved yet.
     let quiet = outdated(t.path(), &spec, &[]).code(0);
@@ -132,7 +136,7 @@ fn every_upstream_move_is_found_with_its_layer_and_an_untouched_lock_exits_0() {
     ] {
         assert!(table.contains(heading), "{heading}: {table}");
     }
-    assert_eq!(std::fs::read(dir.join("airlock.lock")).unwrap(), lock_before, "outdated never changes the lock");
+    assert_eq!(std::fs::read(&lock).unwrap(), lock_before, "outdated never changes the lock");
 
     // The same bytes count, different content: only --deep can tell.
     std::fs::write(files.join("fw.bin"), pattern(50_000, 7)).unwrap();
@@ -150,19 +154,13 @@ fn every_upstream_move_is_found_with_its_layer_and_an_untouched_lock_exits_0() {
 fn a_security_update_in_the_suite_beside_the_configured_one_is_flagged() {
     let r = apt::signed_repo();
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("p");
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("airlock.toml");
-    std::fs::write(
-        &spec,
-        format!(
-            "[bundle]\nname = \"debs\"\nversion = \"1.0.0\"\n\n[[deb]]\nrepo = \"{}\"\nsuite = \"stable\"\n\
-             components = [\"main\"]\narch = \"amd64\"\npackages = [\"hello-airlock=2.11-1\", \"airlock-docs\"]\nkeyring = \"{}\"\n",
-            r.server.url,
-            r.dir.path().join("keyring.asc").display()
-        ),
-    )
-    .unwrap();
+    let body = format!(
+        "[[deb]]\nrepo = \"{}\"\nsuite = \"stable\"\ncomponents = [\"main\"]\narch = \"amd64\"\n\
+         packages = [\"hello-airlock=2.11-1\", \"airlock-docs\"]\nkeyring = \"{}\"\n",
+        r.server.url,
+        r.dir.path().join("keyring.asc").display()
+    );
+    let spec = write_spec(t.path(), "debs", &body);
     airlock_in(t.path(), &["lock", s(&spec)]).ok();
     let all = findings(&outdated(t.path(), &spec, &[]).code(10));
     assert_eq!(all.len(), 1, "only hello-airlock moved: {all:#?}");

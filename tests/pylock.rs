@@ -217,15 +217,7 @@ fn requirements_with_hashes_and_pylock_toml_for_several_targets() {
 fn pylock_sbom(spec: &Path, files: &Wheels, dir: &Path, keys: &Keys, with: &dyn Fn(&[&str]) -> Run) {
     let py_bundle = dir.join("pylock.airlock");
     with(&["build", s(spec), "--locked", "--key", s(&keys.private), "--out", s(&py_bundle), "--sbom-spec", "1.6"]).ok();
-    let sbom_path = dir.join("pylock.cdx.json");
-    airlock_run(&["sbom", s(&py_bundle), "--out", s(&sbom_path)]).ok();
-    run(std::process::Command::new("python3").args([
-        &helper("check_sbom.py"),
-        s(&repo("schemas/cyclonedx")),
-        s(&sbom_path),
-    ]))
-    .ok();
-    let sbom: serde_json::Value = serde_json::from_slice(&std::fs::read(&sbom_path).unwrap()).unwrap();
+    let (sbom, _) = checked_sbom(&py_bundle, &dir.join("pylock.cdx.json"));
     assert_eq!(sbom["specVersion"], "1.6");
     let core = sbom["dependencies"]
         .as_array()

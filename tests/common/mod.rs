@@ -237,19 +237,27 @@ pub fn make_wheel(dir: &std::path::Path, name: &str, version: &str, tag: &str) -
     std::path::PathBuf::from(out.stdout.trim())
 }
 
+/// `airlock sbom BUNDLE --out OUT`, checked by `tests/helpers/check_sbom.py` (the official
+/// `CycloneDX` schema its `specVersion` names, and the purl rules): the document, and what the
+/// checker printed (`TYPE SHA256 CLASS` per hashed component).
+#[allow(dead_code)]
+pub fn checked_sbom(bundle: &Path, out: &Path) -> (serde_json::Value, String) {
+    airlock_run(&["sbom", s(bundle), "--out", s(out)]).ok();
+    let checked =
+        run(Command::new("python3").args([&helper("check_sbom.py"), s(&repo("schemas/cyclonedx")), s(out)])).ok();
+    (serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap(), checked.stdout)
+}
+
 /// Extract the bundle's SBOM with `airlock sbom` into `dir/sbom.cdx.json`, validate it against
 /// the official `CycloneDX` schema (`tests/helpers/check_sbom.py`), check that every component
 /// hash is the digest of a member the manifest lists, and return the `purltype:class` pairs.
 pub fn sbom_components(bundle: &Path, dir: &Path) -> std::collections::BTreeSet<String> {
-    let sbom = dir.join("sbom.cdx.json");
-    airlock_run(&["sbom", s(bundle), "--out", s(&sbom)]).ok();
-    let out =
-        run(Command::new("python3").args([&helper("check_sbom.py"), s(&repo("schemas/cyclonedx")), s(&sbom)])).ok();
+    let (_, checked) = checked_sbom(bundle, &dir.join("sbom.cdx.json"));
     let manifest = manifest_member(bundle);
     let digests: Vec<&str> =
         manifest["entries"].as_array().unwrap().iter().map(|e| e["sha256"].as_str().unwrap()).collect();
     let mut types = std::collections::BTreeSet::new();
-    for line in out.stdout.lines() {
+    for line in checked.lines() {
         let mut it = line.split_whitespace();
         let (purl_type, sha, class) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
         types.insert(format!("{purl_type}:{class}"));
