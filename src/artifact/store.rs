@@ -480,6 +480,8 @@ async fn push_cosignature(
 pub struct Found {
     pub resolved: Resolved,
     pub artifact: ArtifactManifest,
+    /// The artifact manifest's exact bytes (what `copy` stores again).
+    pub bytes: Vec<u8>,
     pub cosignatures: Vec<CoSignature>,
     /// Where it is, pinned to its digest.
     pub pinned: Location,
@@ -520,7 +522,7 @@ async fn find(store: &Store, location: &Location) -> Result<Found, ArtifactError
         Location::Registry(image) => Location::Registry(image.at_digest(digest)),
         Location::Layout { .. } => location.clone(),
     };
-    Ok(Found { resolved, artifact, cosignatures, pinned })
+    Ok(Found { resolved, artifact, bytes, cosignatures, pinned })
 }
 
 async fn cosignature(store: &Store, r: &Descriptor) -> Result<CoSignature, ArtifactError> {
@@ -690,7 +692,6 @@ pub fn copy(
         target.authorize_push().await?;
         let found = find(&source, from).await?;
         let digest = found.resolved.digest.0;
-        let (bytes, _) = source.manifest(Some(digest)).await?;
         let (mut copied, mut present) = (0, 0);
         let blobs: Vec<&Descriptor> = std::iter::once(&found.artifact.config).chain(&found.artifact.layers).collect();
         reporter.start("copying", blobs.iter().map(|d| d.size).sum());
@@ -714,7 +715,7 @@ pub fn copy(
                 .and_then(|e| e.annotations.get(REF_NAME).cloned()),
         };
         let tag = target.tag(source_tag.as_deref()).map(str::to_owned);
-        target.put_manifest(&bytes, OCI_MANIFEST, tag.as_deref()).await?;
+        target.put_manifest(&found.bytes, OCI_MANIFEST, tag.as_deref()).await?;
         let mut referrers = 0;
         for r in source.referrers(digest).await? {
             let (bytes, _) = source.manifest(Some(r.digest)).await?;

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
+use super::reader::{Problem, Rejection};
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::sign::{KeyId, SigningKey, TrustedKey};
@@ -499,20 +500,27 @@ impl Split {
         self.parts_file.with_file_name(&self.doc.parts[index].file)
     }
 
-    /// The first part whose bytes differ from its listed sha256, read whole: after a read of
-    /// the parts failed, which part was damaged (the bundle's own checks may fail first).
-    pub fn find_damage(&self) -> Option<String> {
+    /// After a read of the parts failed: when the problems look like damaged bytes (the
+    /// bundle's own checks may fail before a part's sha256 is), find the first part whose bytes
+    /// differ from its listed sha256, reading each whole, and put it first.
+    pub fn name_damage(&self, problems: &mut Vec<Problem>) {
+        if !problems.iter().any(|p| p.reason.is_damage()) {
+            return;
+        }
         let count = self.doc.parts.len();
         for (i, part) in self.doc.parts.iter().enumerate() {
             let path = self.part_file(i);
-            let hashed = File::open(&path).and_then(crate::digest::hash_reader);
-            match hashed {
-                Ok((actual, size)) if actual == part.sha256 && size == part.size => {}
-                Ok((actual, _)) => return Some(damaged(i + 1, count, &path, part, actual)),
-                Err(e) => return Some(format!("part {} of {count} `{}`: {e}", i + 1, path.display())),
+            let damage = match File::open(&path).and_then(crate::digest::hash_reader) {
+                Ok((actual, size)) if actual == part.sha256 && size == part.size => continue,
+                Ok((actual, _)) => damaged(i + 1, count, &path, part, actual),
+                Err(e) => format!("part {} of {count} `{}`: {e}", i + 1, path.display()),
+            };
+            let reason = Rejection::Parts(damage);
+            if !problems.iter().any(|p| p.reason == reason) {
+                problems.insert(0, Problem { member: None, reason });
             }
+            return;
         }
-        None
     }
 
     /// Every part present, of its listed size, and with its listed first bytes.

@@ -72,12 +72,8 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             {
                 report.problems.push(refused(e));
             }
-            // Damage inside a part shows first as a member or stream problem: name the part.
-            if let Some(split) = input.split().filter(|_| report.problems.iter().any(|p| p.reason.is_damage()))
-                && let Some(damage) = split.find_damage()
-                && !report.problems.iter().any(|p| p.reason == Rejection::Parts(damage.clone()))
-            {
-                report.problems.insert(0, Problem { member: None, reason: Rejection::Parts(damage) });
+            if let Some(split) = input.split() {
+                split.name_damage(&mut report.problems);
             }
             (report, signer)
         }

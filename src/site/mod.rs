@@ -383,12 +383,7 @@ fn open_root(root: &Path, action: &str, wait: Duration) -> Result<RootLock, Site
 fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
     match (e, input.split()) {
         (SiteError::Rejected { path, mut problems }, Some(split)) => {
-            if problems.iter().any(|p| p.reason.is_damage())
-                && let Some(damage) = split.find_damage()
-            {
-                let reason = crate::bundle::reader::Rejection::Parts(damage);
-                problems.insert(0, Problem { member: None, reason });
-            }
+            split.name_damage(&mut problems);
             SiteError::Rejected { path, problems }
         }
         (e, _) => e,
