@@ -136,4 +136,18 @@ step "13. the approval pack: one self-contained HTML page (verdict, rows and rea
 "$AIRLOCK" report --root "$work/site" --out "$work/approval.html"
 "$AIRLOCK" report --root "$work/site" --json | grep -m 2 -E '"(kind|verdict)": "(site|green|amber|red)"'
 
+step "14. check: every retained bundle verified again and every staged file compared (a tampered file is named, exit 3)"
+"$AIRLOCK" check --root "$work/site" | tail -n 1
+victim=$(find "$work/site/current/files" -type f | sort | head -n 1)
+echo "tampered" >"$victim"
+set +e
+"$AIRLOCK" check --root "$work/site" | grep -E "DAMAGED|files/"
+code=${PIPESTATUS[0]}
+set -e
+echo "    exit code $code"
+[[ $code -eq 3 ]]
+# Re-installing the current bundle restages it from its verified file.
+"$AIRLOCK" install "oci-layout:$work/oci-layout:2026.11.1" --trust "$work/keys/build.pub" --root "$work/site" >/dev/null
+"$AIRLOCK" check --root "$work/site" | tail -n 1
+
 printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"

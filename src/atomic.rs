@@ -30,6 +30,18 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Make the renames and creations inside `dir` durable: until its directory entry is synced,
+/// a renamed file can vanish or come back under its old name after a power loss.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// `write`, then the directory synced: the new file survives a power loss once this returns.
+pub fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write(path, bytes)?;
+    sync_dir(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;

@@ -29,13 +29,17 @@ pub enum CacheError {
     DigestMismatch { what: String, expected: Sha256, actual: Sha256 },
     #[error("{what}: expected {expected} bytes, got {actual}")]
     SizeMismatch { what: String, expected: u64, actual: u64 },
+    #[error("{what}: the source sent more than the declared {expected} bytes; stopped there")]
+    TooLong { what: String, expected: u64 },
 }
 
 impl Classify for CacheError {
     fn class(&self) -> Class {
         match self {
             CacheError::Io { .. } => Class::Runtime,
-            CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. } => Class::Verification,
+            CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. } | CacheError::TooLong { .. } => {
+                Class::Verification
+            }
         }
     }
 }
@@ -66,6 +70,10 @@ impl Cache {
             .map_or_else(|| PathBuf::from(".airlock-cache"), |h| Path::new(&h).join(".cache/airlock"))
     }
 
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn path(&self, digest: &Sha256) -> PathBuf {
         self.root.join("blobs/sha256").join(digest.to_string())
     }
@@ -76,23 +84,29 @@ impl Cache {
     }
 
     /// Start (or resume) receiving a blob. Bytes already in its partial file are re-hashed,
-    /// so a resumed download is verified as a whole.
-    pub fn incoming(&self, digest: Sha256, what: &str) -> Result<Incoming, CacheError> {
+    /// so a resumed download is verified as a whole. With a declared `size`, the first byte
+    /// past it is refused: a source that never stops sending fills nothing.
+    pub fn incoming(&self, digest: Sha256, size: Option<u64>, what: &str) -> Result<Incoming, CacheError> {
         let partial = self.root.join("tmp").join(format!("{digest}.partial"));
         let io_err = |source| CacheError::Io { path: partial.clone(), source };
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(&partial).map_err(io_err)?;
         let mut hasher = sha2::Sha256::new();
         let written = io::copy(&mut BufReader::new(&mut file), &mut hasher).map_err(io_err)?;
-        Ok(Incoming {
+        let incoming = Incoming {
             file,
             hasher,
             written,
+            limit: size,
             expected: digest,
             partial,
             dest: self.path(&digest),
             what: what.to_owned(),
             keep: false,
-        })
+        };
+        if size.is_some_and(|s| written > s) {
+            return Err(CacheError::TooLong { what: what.to_owned(), expected: size.unwrap_or_default() });
+        }
+        Ok(incoming)
     }
 
     /// Copy a whole reader into the cache, verified.
@@ -106,7 +120,7 @@ impl Cache {
         if self.contains(&digest, size) {
             return Ok(self.path(&digest));
         }
-        let mut incoming = self.incoming(digest, what)?;
+        let mut incoming = self.incoming(digest, size, what)?;
         incoming.restart()?;
         let mut buf = vec![0u8; 1 << 20];
         loop {
@@ -127,6 +141,8 @@ pub struct Incoming {
     file: File,
     hasher: sha2::Sha256,
     written: u64,
+    /// The declared size, if any: nothing past it is written.
+    limit: Option<u64>,
     expected: Sha256,
     partial: PathBuf,
     dest: PathBuf,
@@ -149,6 +165,11 @@ impl Incoming {
     }
 
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), CacheError> {
+        if let Some(limit) = self.limit
+            && self.written + bytes.len() as u64 > limit
+        {
+            return Err(CacheError::TooLong { what: self.what.clone(), expected: limit });
+        }
         self.file.write_all(bytes).map_err(|source| CacheError::Io { path: self.partial.clone(), source })?;
         self.hasher.update(bytes);
         self.written += bytes.len() as u64;
@@ -218,12 +239,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
         let digest = Sha256::of_bytes(b"0123456789");
-        let mut first = cache.incoming(digest, "blob").unwrap();
+        let mut first = cache.incoming(digest, Some(10), "blob").unwrap();
         first.write(b"01234").unwrap();
         first.keep_for_resume(); // connection dropped
-        let mut resumed = cache.incoming(digest, "blob").unwrap();
+        let mut resumed = cache.incoming(digest, Some(10), "blob").unwrap();
         assert_eq!(resumed.offset(), 5);
         resumed.write(b"56789").unwrap();
         assert_eq!(std::fs::read(resumed.commit(Some(10)).unwrap()).unwrap(), b"0123456789");
+    }
+
+    #[test]
+    fn a_source_that_sends_past_its_declared_size_is_stopped_at_the_first_byte_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let digest = Sha256::of_bytes(b"0123456789");
+        let endless = std::io::repeat(0);
+        let err = cache.put(digest, Some(10), "blob z", endless).unwrap_err();
+        assert!(matches!(err, CacheError::TooLong { expected: 10, .. }), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0, "nothing is kept");
     }
 }

@@ -42,6 +42,9 @@ pub enum Command {
     Rollback(RollbackArgs),
     /// What a site root has: current, previous, retained bundles, history, the last rollback.
     Status(StatusArgs),
+    /// Verify every retained bundle again and compare each staged tree with it, file by file
+    /// (exit 3 on any damage).
+    Check(CheckArgs),
     /// The current-state record of this host's GPU stack (tools on PATH, files under
     /// `AIRLOCK_HOST_ROOT`).
     Probe(ProbeArgs),
@@ -446,7 +449,7 @@ pub struct InstallArgs {
     pub json: bool,
 }
 
-/// How a writer shares the site root: shared by `install` and `rollback`.
+/// How a command shares the site root: `install`, `rollback`, `validate` and `check` take its lock.
 #[derive(Debug, Args)]
 pub struct SiteArgs {
     /// Wait up to SECONDS for another airlock writing this root, instead of failing at once.
@@ -487,6 +490,20 @@ pub struct ValidateArgs {
     /// Site state root.
     #[arg(long, default_value = "/var/lib/airlock")]
     pub root: PathBuf,
+    #[command(flatten)]
+    pub site: SiteArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Site state root.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    #[command(flatten)]
+    pub site: SiteArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

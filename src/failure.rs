@@ -30,6 +30,22 @@ impl Class {
     }
 }
 
+/// An error with its causes, `outer: cause: …` (a cause its outer message already ends with
+/// is not repeated): for records and messages that keep the whole chain in one line.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 /// An error that knows its [`Class`].
 pub trait Classify {
     fn class(&self) -> Class;

@@ -216,10 +216,10 @@ struct Receiving {
 }
 
 impl Receiving {
-    async fn open(cache: &Cache, digest: Sha256, what: &str) -> Result<Self, CacheError> {
+    async fn open(cache: &Cache, digest: Sha256, size: Option<u64>, what: &str) -> Result<Self, CacheError> {
         let (cache, what) = (cache.clone(), what.to_owned());
         // Opening re-hashes what an earlier attempt left: file work.
-        let incoming = blocking(move || cache.incoming(digest, &what)).await?;
+        let incoming = blocking(move || cache.incoming(digest, size, &what)).await?;
         Ok(Self { incoming: Some(incoming), pending: Vec::with_capacity(WRITE_BATCH) })
     }
 
@@ -311,7 +311,7 @@ where
     let mut attempt = 0;
     let result = loop {
         attempt += 1;
-        let mut receiving = Receiving::open(cache, digest, what).await?;
+        let mut receiving = Receiving::open(cache, digest, size, what).await?;
         // A failure of the network is worth another try; a failure of the cache (a full disk,
         // no permission) is not: it is fatal now, and its partial file goes.
         let outcome = async {
@@ -357,17 +357,7 @@ where
 /// An error with its causes (`error sending request: connection refused`): reqwest's own
 /// message leaves out why.
 pub fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
+    crate::failure::chain(e)
 }
 
 /// Plain URLs (wheel indexes, apt repositories, model hubs, files): one `reqwest` client with

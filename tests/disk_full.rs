@@ -123,6 +123,13 @@ fn installing_onto_a_full_disk_activates_nothing() {
         on_small_disk(&root, "400k", &[], &["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains(s(&root)) && r.stderr.contains("No space left on device"), "{}", r.stderr);
-    // Only the site's skeleton: its lock file and an empty staging directory; no `current`.
-    assert!(left.iter().all(|l| [".lock", "staging"].contains(&l.trim_start_matches("./"))), "{left:?}");
+    // Only the site's skeleton: its lock file and an empty staging directory, and the record of
+    // the failure (written once the staged tree was removed); no `current`.
+    let is_record = |l: &str| l.starts_with("records/") && l.ends_with("-install.json");
+    assert!(
+        left.iter()
+            .map(|l| l.trim_start_matches("./"))
+            .all(|l| [".lock", "staging", "records"].contains(&l) || is_record(l)),
+        "{left:?}"
+    );
 }

@@ -3,67 +3,14 @@
 //! No interruption may leave the site without a verified current bundle.
 
 mod common;
+#[path = "common/site.rs"]
+mod site;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use common::*;
-
-/// Bundles of one name at several versions, signed by one key.
-struct Releases {
-    t: tempfile::TempDir,
-    keys: Keys,
-    root: PathBuf,
-}
-
-impl Releases {
-    fn new() -> Self {
-        let t = tempfile::tempdir().unwrap();
-        let keys = keygen(&t.path().join("k"), "build");
-        let root = t.path().join("site");
-        Self { t, keys, root }
-    }
-
-    fn bundle(&self, version: &str) -> PathBuf {
-        let out = self.t.path().join(format!("demo-{version}.airlock"));
-        if !out.exists() {
-            build(&project(&self.t.path().join(version), version), &self.keys, &out).ok();
-        }
-        out
-    }
-
-    fn install(&self, version: &str, extra: &[&str]) -> Run {
-        let bundle = self.bundle(version);
-        let args = [&["install", s(&bundle), "--trust", s(&self.keys.public), "--root", s(&self.root)][..], extra];
-        airlock_run(&args.concat())
-    }
-
-    fn rollback(&self, extra: &[&str]) -> Run {
-        airlock_run(&[&["rollback", "--root", s(&self.root)][..], extra].concat())
-    }
-
-    fn status(&self) -> serde_json::Value {
-        airlock_run(&["status", "--root", s(&self.root), "--json"]).ok().json()
-    }
-
-    /// `current`'s version, and that its tree is the verified bundle it claims.
-    fn current(&self) -> String {
-        assert_current_verifies(&self.root, &self.keys);
-        self.status()["current"]["version"].as_str().unwrap().to_owned()
-    }
-}
-
-/// `current` names a complete bundle that verifies, and its files are the bundle's.
-fn assert_current_verifies(root: &Path, keys: &Keys) {
-    let current = root.join("current");
-    airlock_run(&["verify", s(&current.join("bundle.airlock")), "--trust", s(&keys.public)]).ok();
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(current.join("airlock/manifest.json")).unwrap()).unwrap();
-    for e in manifest["entries"].as_array().unwrap() {
-        let path = current.join(e["path"].as_str().unwrap());
-        assert_eq!(sha256_file(&path), e["sha256"].as_str().unwrap(), "{}", path.display());
-    }
-}
+use site::{Releases, assert_current_verifies};
 
 #[test]
 fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() {
@@ -110,17 +57,34 @@ fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() 
     assert_eq!(allowed["downgrade"], true);
     assert_eq!(r.current(), "1.0.0");
 
-    // Every action left a record with its phases timed.
-    let records: Vec<PathBuf> = std::fs::read_dir(r.root.join("records")).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(records.len(), 6, "3 installs, 2 rollbacks, 1 downgrade: {records:?}");
+    // Every action left a record with its phases timed, the refused one too; every record is
+    // what the published schema says.
+    let schema = validator("record.v1.json");
+    let mut records: Vec<PathBuf> =
+        std::fs::read_dir(r.root.join("records")).unwrap().map(|e| e.unwrap().path()).collect();
+    records.sort();
+    assert_eq!(records.len(), 7, "3 installs, 1 refused, 2 rollbacks, 1 downgrade: {records:?}");
+    let mut refused = 0;
     for path in &records {
         let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        assert_eq!(schema_errors(&schema, &rec), Vec::<String>::new(), "{}", path.display());
+        if rec["outcome"] == "refused" {
+            refused += 1;
+            assert!(rec["reason"].as_str().unwrap().contains("already activated demo 1.2.0"), "{rec:#}");
+            assert_eq!(
+                (rec["failed_in"].as_str(), rec["bundle"]["version"].as_str()),
+                (Some("validate"), Some("1.1.0"))
+            );
+            continue;
+        }
+        assert_eq!(rec["outcome"], "activated");
         for phase in ["verify", "stage", "publish", "switch"] {
             assert!(rec["phases"][phase].as_f64().is_some(), "{phase} in {}", path.display());
         }
         assert!(rec["bundle"]["id"].is_string() && rec["signers"].as_array().is_some_and(|s| !s.is_empty()));
         assert_eq!(rec["trust"]["threshold"], 1);
     }
+    assert_eq!(refused, 1);
 }
 
 #[test]

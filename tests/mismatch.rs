@@ -159,8 +159,9 @@ fn debs_whose_index_or_package_does_not_match_the_signed_release_exit_3() {
     let mut bytes = std::fs::read(&deb).unwrap();
     bytes.extend_from_slice(b"trailing");
     std::fs::write(&deb, &bytes).unwrap();
+    // A download is stopped at the first byte past the locked size.
     let (r, out) = p.build("b", &spec);
-    p.refused(r, Some(&out), "b", &["hello-airlock=2.10-3", "bytes, got"]);
+    p.refused(r, Some(&out), "b", &["hello-airlock=2.10-3", "more than the declared"]);
 
     // The Packages index served no longer matches what the signed Release says of it (the
     // repository serves indexes by hash, as real archives do: that is what is fetched).

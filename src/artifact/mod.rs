@@ -78,6 +78,14 @@ pub enum ArtifactError {
     Cache(#[from] crate::cache::CacheError),
     #[error("`{}`: {detail}", path.display())]
     Io { path: PathBuf, detail: String },
+    #[error(
+        "{target} declares a bundle of {declared} bytes; `{}` has {available} bytes free for the {needed} bytes \
+         a pull writes (cache and output); nothing was downloaded",
+        path.display()
+    )]
+    NoSpace { target: String, declared: u64, needed: u64, path: PathBuf, available: u64 },
+    #[error(transparent)]
+    Site(#[from] crate::site::SiteError),
 }
 
 impl Classify for ArtifactError {
@@ -89,7 +97,11 @@ impl Classify for ArtifactError {
             }
             ArtifactError::Parts(e) => e.class(),
             ArtifactError::Cache(e) => e.class(),
-            ArtifactError::Client(_) | ArtifactError::Registry { .. } | ArtifactError::Io { .. } => Class::Runtime,
+            ArtifactError::Client(_)
+            | ArtifactError::Registry { .. }
+            | ArtifactError::Io { .. }
+            | ArtifactError::NoSpace { .. } => Class::Runtime,
+            ArtifactError::Site(e) => e.class(),
         }
     }
 }

@@ -45,6 +45,13 @@ pub enum Location {
 }
 
 impl Location {
+    /// The tag it names (`oci://…:TAG`, `oci-layout:DIR:TAG`), if any.
+    pub fn tag(&self) -> Option<&str> {
+        match self {
+            Location::Registry(image) => image.tag.as_deref(),
+            Location::Layout { tag, .. } => tag.as_deref(),
+        }
+    }
     pub fn parse(text: &str) -> Result<Self, ArtifactError> {
         let bad = || ArtifactError::Location(text.to_owned());
         if let Some(rest) = text.strip_prefix("oci://") {
@@ -94,6 +101,27 @@ pub(super) fn repository(image: &ImageRef) -> oci_client::Reference {
 }
 
 type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, OciDistributionError>> + Send>>;
+
+/// `stream`, ended with an error at the first byte past `limit`.
+fn bounded(stream: ByteStream, limit: u64, what: String) -> ByteStream {
+    // (bytes seen, ended): after the error, the stream ends.
+    Box::pin(stream.scan((0u64, false), move |(seen, ended), chunk| {
+        if *ended {
+            return std::future::ready(None);
+        }
+        let item = chunk.and_then(|c| {
+            *seen = seen.saturating_add(c.len() as u64);
+            if *seen > limit {
+                *ended = true;
+                return Err(OciDistributionError::GenericError(Some(format!(
+                    "{what}: the source sent more than the declared {limit} bytes; stopped there"
+                ))));
+            }
+            Ok(c)
+        });
+        std::future::ready(Some(item))
+    }))
+}
 
 /// An opened [`Location`].
 pub(super) enum Store {
@@ -196,7 +224,17 @@ impl Store {
     }
 
     /// The blob's bytes as a stream (a registry's checked against the digest by `oci_client`).
+    /// A blob's bytes, never more than its descriptor declares: the first chunk past the
+    /// declared size ends the stream with an error (the digest is the reader's to check).
     async fn blob_stream(&self, d: &Descriptor) -> Result<ByteStream, ArtifactError> {
+        Ok(bounded(
+            self.unbounded_blob_stream(d).await?,
+            d.size,
+            format!("{} blob sha256:{}", self.describe(), d.digest),
+        ))
+    }
+
+    async fn unbounded_blob_stream(&self, d: &Descriptor) -> Result<ByteStream, ArtifactError> {
         match self {
             Self::Registry { conn, image, .. } => {
                 let digest = format!("sha256:{}", d.digest);
@@ -572,6 +610,7 @@ pub fn pull(
     let (found, files) = net.block_on(async {
         let store = Store::open(location, reach).await?;
         let found = find(&store, location).await?;
+        check_space(&found.resolved, cache.root(), out)?;
         let layers = found.artifact.data_layers();
         reporter.start("pulling", found.resolved.bytes);
         for layer in &layers {
@@ -593,6 +632,9 @@ pub fn pull(
         let detail = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
         return Err(ArtifactError::Rejected { target, detail });
     }
+    if let (Some(tag), Some(m)) = (location.tag(), &report.manifest) {
+        crate::site::check_tag(tag, m)?;
+    }
     if report.manifest_sha256.map(|d| d.short(16)) != Some(found.resolved.id.clone()) {
         let detail =
             format!("its annotations name bundle {}, the bundle is {:?}", found.resolved.id, report.manifest_sha256);
@@ -609,6 +651,43 @@ pub fn pull(
         written.push(path);
     }
     Ok(Pulled { resolved: found.resolved, out: out.to_owned(), signers: report.signers, cosignatures: written })
+}
+
+/// Refuse, before a byte is downloaded, a bundle whose declared size does not fit where a
+/// pull writes it: the cache, then the output file (twice over when both are on one file
+/// system). A registry that declares a terabyte gets an answer, not a full disk.
+fn check_space(resolved: &Resolved, cache: &Path, out: &Path) -> Result<(), ArtifactError> {
+    let out_dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let declared = resolved.bytes;
+    let stat = |p: &Path| {
+        let dev = std::fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).map_err(io_err(p))?;
+        Ok::<_, ArtifactError>((dev, free_bytes(p)?))
+    };
+    let (cache_dev, cache_free) = stat(cache)?;
+    let (out_dev, out_free) = stat(out_dir)?;
+    let places = if cache_dev == out_dev {
+        vec![(cache, declared.saturating_mul(2), cache_free)]
+    } else {
+        vec![(cache, declared, cache_free), (out_dir, declared, out_free)]
+    };
+    for (path, needed, available) in places {
+        if needed > available {
+            return Err(ArtifactError::NoSpace {
+                target: resolved.reference.clone(),
+                declared,
+                needed,
+                path: path.to_owned(),
+                available,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Bytes free for an unprivileged writer on the file system of `path`.
+fn free_bytes(path: &Path) -> Result<u64, ArtifactError> {
+    let fs = rustix::fs::statvfs(path).map_err(|e| io_err(path)(e.into()))?;
+    Ok(fs.f_bavail.saturating_mul(fs.f_frsize))
 }
 
 /// One layer into the cache: a registry's with `Range` resume and retries, checked whole.
@@ -691,6 +770,16 @@ pub fn copy(
         let target = Store::open(to, reach).await?;
         target.authorize_push().await?;
         let found = find(&source, from).await?;
+        if let Location::Layout { dir, .. } = to {
+            // Blobs are written to the layout's file system: the declared sizes must fit.
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+            let declared = found.resolved.bytes;
+            let available = free_bytes(dir)?;
+            if declared > available {
+                let (target, path) = (found.resolved.reference.clone(), dir.clone());
+                return Err(ArtifactError::NoSpace { target, declared, needed: declared, path, available });
+            }
+        }
         let digest = found.resolved.digest.0;
         let (mut copied, mut present) = (0, 0);
         let blobs: Vec<&Descriptor> = std::iter::once(&found.artifact.config).chain(&found.artifact.layers).collect();
@@ -756,12 +845,20 @@ fn layout_blob(dir: &Path, digest: Sha256) -> PathBuf {
     dir.join("blobs/sha256").join(digest.to_string())
 }
 
+/// A layout's small document (index, manifest), refused when larger than a manifest can be:
+/// a truncated read would only fail later, and less clearly.
 fn read_small(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_MANIFEST_BYTES).read_to_end(&mut bytes))
+        .and_then(|f| f.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| format!("`{}`: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "`{}` is larger than {MAX_MANIFEST_BYTES} bytes, more than a manifest can be",
+            path.display()
+        ));
+    }
     Ok(bytes)
 }
 

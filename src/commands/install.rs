@@ -17,12 +17,15 @@ use crate::site::{Amber, Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     let net = std::sync::Arc::new(Net::new(crate::fetch::NetOptions::default())?);
-    let (input, policy) = if let Some(location) = args.bundle.to_str().filter(|b| Location::looks_like(b)) {
-        from_registry(args, &Location::parse(location)?, &net)?
+    let (input, policy, tag_version) = if let Some(location) = args.bundle.to_str().filter(|b| Location::looks_like(b))
+    {
+        let location = Location::parse(location)?;
+        let (input, policy) = from_registry(args, &location, &net)?;
+        (input, policy, location.tag().map(str::to_owned))
     } else {
         let input = Input::resolve(&args.bundle)?;
         let policy = super::load_policy(&args.trust, input.bundle())?;
-        (input, policy)
+        (input, policy, None)
     };
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
@@ -41,6 +44,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         keep: usize::from(args.keep),
         downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
         wait: std::time::Duration::from_secs(args.site.wait),
+        tag_version,
     };
     let done = install(&input, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {

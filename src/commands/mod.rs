@@ -2,6 +2,7 @@
 //! `anyhow::Error` and are mapped to exit codes here, once.
 
 mod build;
+mod check;
 mod copy;
 mod diff;
 mod inspect;
@@ -57,6 +58,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Sign(a) => sign::run(&a),
         Command::Rollback(a) => rollback::run(&a),
         Command::Status(a) => status::run(&a),
+        Command::Check(a) => check::run(&a),
         Command::Probe(a) => probe::run(&a),
         Command::Validate(a) => validate::run(&a),
         Command::Push(a) => push::run(&a),

@@ -47,5 +47,17 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
     if args.json {
         super::print_json(&report)?;
     }
+    // A site whose active bundle no longer verifies, or whose tree is not what verified, gets
+    // its page (the evidence) and exit 3.
+    if let Some(site) = &report.site
+        && (!report.bundle.verified || !site.check.ok)
+    {
+        tracing::error!(
+            "the active bundle of `{}` is not as it was verified: run `airlock check --root {}`",
+            site.root.display(),
+            site.root.display()
+        );
+        return Ok(crate::failure::Class::Verification.exit_code());
+    }
     Ok(super::EXIT_OK)
 }

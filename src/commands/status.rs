@@ -17,7 +17,16 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
             || "none".to_owned(),
             |e| {
                 let at = e.installed_at.map(|t| format!(", installed {t}")).unwrap_or_default();
-                format!("{} {} (bundles/{}{at})", e.name, e.version, e.id)
+                match &e.damaged {
+                    Some(_) => format!(
+                        "damaged — run `airlock check --root {}` (bundles/{}, recorded as {} {})",
+                        args.root.display(),
+                        e.id,
+                        e.name,
+                        e.version
+                    ),
+                    None => format!("{} {} (bundles/{}{at})", e.name, e.version, e.id),
+                }
             },
         )
     };

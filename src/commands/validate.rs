@@ -6,19 +6,23 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 
-use crate::bundle::Manifest;
+use std::time::Duration;
+
 use crate::cli::ValidateArgs;
 use crate::failure::Class;
+use crate::site::records::{Action, Outcome, Record, RecordBundle, Validation as RecordedValidation};
 use crate::validate::matrix::Verdict;
 use crate::validate::probe::HostRoot;
 use crate::validate::{not_green, validate, word};
 
 pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
-    let path = args.root.join("current/airlock/manifest.json");
-    let bytes = std::fs::read(&path).with_context(|| format!("no active bundle at `{}`", args.root.display()))?;
-    let manifest: Manifest = serde_json::from_slice(&bytes).with_context(|| format!("`{}`", path.display()))?;
-    let evidence =
-        validate(&manifest.validation, &HostRoot::from_env()).with_context(|| format!("`{}`", path.display()))?;
+    // Nothing from the active bundle runs before it verified again under the policy it was
+    // installed with and its tree matched it; no writer moves it meanwhile.
+    let _lock = crate::site::check::lock_site(&args.root, "validate", Duration::from_secs(args.site.wait))?;
+    let reporter = crate::cli::TerminalReporter::new(args.json);
+    let (bundle_id, manifest, _) = crate::site::check::active(&args.root, &reporter)?;
+    let evidence = validate(&manifest.validation, &HostRoot::from_env())
+        .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
     let Some(evidence) = evidence else {
         if args.json {
             super::print_json(&serde_json::json!({ "verdict": "skipped", "reason": "the bundle names no targets" }))?;
@@ -34,19 +38,18 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     };
     // As-built evidence: a record of its own beside the installs and rollbacks (written whole,
     // under a name no other writer uses, so no lock is needed).
-    let bundle_id = std::fs::read_link(args.root.join("current"))
-        .ok()
-        .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()));
-    let record = crate::site::records::write(
-        &args.root,
-        "validate",
-        &serde_json::json!({
-            "action": "validate",
-            "at": crate::clock::Timestamp::now(),
-            "bundle": { "id": bundle_id, "name": manifest.name, "version": manifest.version.to_string() },
-            "validation": evidence,
+    let mut record = Record::new(
+        Action::Validate,
+        Outcome::Validated,
+        Some(RecordBundle {
+            id: Some(bundle_id.clone()),
+            name: Some(manifest.name.to_string()),
+            version: Some(manifest.version.to_string()),
+            ..RecordBundle::default()
         }),
-    )?;
+    );
+    record.validation = Some(RecordedValidation::Evidence(Box::new(evidence.clone())));
+    let record = crate::site::records::write(&args.root, &record)?;
     if args.json {
         super::print_json(&serde_json::json!({
             "verdict": evidence.verdict, "summary": evidence.summary, "detected": evidence.detected,

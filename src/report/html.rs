@@ -117,6 +117,14 @@ fn header(o: &mut String, r: &Report) {
             esc(site.current.as_deref().unwrap_or("none")),
             esc(site.previous.as_deref().unwrap_or("none"))
         );
+        let c = &site.check;
+        let found = if c.ok {
+            format!("as verified ({} files compared)", c.files_checked)
+        } else {
+            let first = c.damage.first().map(|d| format!(": <code>{}</code> {}", esc(&d.path), esc(&d.problem)));
+            format!("<strong>DAMAGED</strong>, {} finding(s){}", c.damage.len(), first.unwrap_or_default())
+        };
+        let _ = writeln!(o, "<tr><th>On disk</th><td id=\"check\">{found}. {}</td></tr>", esc(&c.how));
     }
     let _ = writeln!(o, "</tbody></table>");
 }
@@ -361,10 +369,13 @@ fn record_row(o: &mut String, l: &RecordLine) {
         m.iter().map(|(k, v)| format!("{k} {:.2} s", v.as_f64().unwrap_or(0.0))).collect::<Vec<_>>().join(", ")
     });
     let seconds = l.seconds.map_or_else(String::new, |s| format!("{s:.2}"));
+    let action = match &l.reason {
+        Some(reason) => format!("{} <span class=\"bad\">{}</span>: {}", esc(&l.action), esc(&l.outcome), esc(reason)),
+        None => esc(&l.action),
+    };
     let _ = writeln!(
         o,
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{seconds}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
-        esc(&l.action),
+        "<tr><td>{action}</td><td>{}</td><td>{}</td><td>{seconds}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
         esc(&l.at),
         esc(&l.bundle),
         esc(&phases),

@@ -27,6 +27,8 @@ use crate::progress::Reporter;
 use crate::sign::Policy;
 use crate::sign::policy::{Outcome, Source};
 
+use crate::site::records::{Action, Outcome as RecordOutcome, Record};
+
 pub const SCHEMA: &str = "airlock.report/v1";
 
 /// The whole report: what the page shows, as data.
@@ -137,6 +139,18 @@ pub struct SiteFacts {
     pub rollback: Option<RecordLine>,
     /// `--accept-amber` reason of the install that activated the current bundle.
     pub accepted_amber: Option<String>,
+    /// What was checked of the active bundle on disk, how, and what was found.
+    pub check: SiteCheck,
+}
+
+/// The active bundle checked as `airlock check` does.
+#[derive(Debug, Serialize)]
+pub struct SiteCheck {
+    /// How, in words.
+    pub how: String,
+    pub ok: bool,
+    pub files_checked: usize,
+    pub damage: Vec<crate::site::check::Damage>,
 }
 
 #[derive(Debug, Serialize)]
@@ -151,10 +165,14 @@ pub struct Validation {
 pub struct RecordLine {
     pub file: String,
     pub action: String,
+    /// `activated`, `refused`, `failed` or `validated`.
+    pub outcome: String,
     pub at: String,
     pub bundle: String,
     pub seconds: Option<f64>,
     pub phases: serde_json::Value,
+    /// Why it was refused or failed.
+    pub reason: Option<String>,
 }
 
 /// A bundle's report: verified under `policy` (a `None` policy reads it unverified and says
@@ -190,25 +208,43 @@ pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         std::fs::read_link(root.join(name)).ok().and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
     };
     let current = link("current").ok_or_else(|| ReportError::NoCurrent(root.to_owned()))?;
-    let policy = crate::site::retained_policy(root, &current).map_err(|e| ReportError::Site(e.to_string()))?;
+    let (checked, _) = crate::site::check::current(root, reporter)?;
+    let check = SiteCheck {
+        how: format!(
+            "`airlock check`: bundles/{current}/bundle.airlock verified again from its first byte under the keys and \
+             threshold state.json recorded at install, its manifest digest matched the id bundles/{current}, and its \
+             staged tree was compared file by file (sha256 of every member, views made again from the verified \
+             manifest)"
+        ),
+        ok: checked.ok(),
+        files_checked: checked.files_checked,
+        damage: checked.damage,
+    };
+    let policy = crate::site::retained_policy(root, &current)?;
     let file = root.join("bundles").join(&current).join(crate::site::RETAINED_BUNDLE);
     let read = read(&crate::bundle::parts::Input::Whole(file), Some(&policy), reporter)?;
     let records = records(root)?;
-    let validation = records.iter().rev().find_map(|(line, value)| {
-        let evidence = value.get("validation").filter(|v| v.get("rows").is_some())?;
+    let validation = records.iter().rev().find_map(|(line, record)| {
+        let evidence = record.validation.as_ref()?.evidence()?;
         Some(Validation {
             record: line.file.clone(),
-            verdict: evidence["verdict"].as_str().unwrap_or("unknown").to_owned(),
-            summary: evidence["summary"].as_str().unwrap_or_default().to_owned(),
-            evidence: evidence.clone(),
+            verdict: crate::validate::word(evidence.verdict).to_owned(),
+            summary: evidence.summary.clone(),
+            evidence: serde_json::to_value(evidence).unwrap_or_default(),
         })
     });
-    let accepted_amber = records
+    let activated_current = |r: &Record| {
+        r.action == Action::Install
+            && r.outcome() == RecordOutcome::Activated
+            && r.bundle.as_ref().and_then(|b| b.id.as_deref()) == Some(current.as_str())
+    };
+    let accepted_amber =
+        records.iter().rev().find(|(_, r)| activated_current(r)).and_then(|(_, r)| r.accepted_amber.clone());
+    let rollback = records
         .iter()
         .rev()
-        .find(|(l, _)| l.action == "install" && l.bundle.contains(&current))
-        .and_then(|(_, v)| v["accepted_amber"].as_str().map(str::to_owned));
-    let rollback = records.iter().rev().find(|(l, _)| l.action == "rollback").map(|(l, _)| l.clone());
+        .find(|(_, r)| r.action == Action::Rollback && r.outcome() == RecordOutcome::Activated)
+        .map(|(l, _)| l.clone());
     let site = SiteFacts {
         root: root.to_owned(),
         current: Some(current),
@@ -217,6 +253,7 @@ pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         records: records.into_iter().map(|(l, _)| l).collect(),
         rollback,
         accepted_amber,
+        check,
     };
     Ok(assemble("site", &read, None, Some(site)))
 }
@@ -229,8 +266,8 @@ pub enum ReportError {
     Bundle(String, String),
     #[error("`{}` has no current bundle: install one first", .0.display())]
     NoCurrent(PathBuf),
-    #[error("site: {0}")]
-    Site(String),
+    #[error(transparent)]
+    Site(#[from] crate::site::SiteError),
     #[error("`{}`: {detail}", path.display())]
     Records { path: PathBuf, detail: String },
 }
@@ -240,7 +277,8 @@ impl crate::failure::Classify for ReportError {
         match self {
             ReportError::Parts(e) => e.class(),
             ReportError::Bundle(..) => crate::failure::Class::Verification,
-            _ => crate::failure::Class::Runtime,
+            ReportError::Site(e) => e.class(),
+            ReportError::NoCurrent(_) | ReportError::Records { .. } => crate::failure::Class::Runtime,
         }
     }
 }
@@ -445,44 +483,35 @@ fn sbom_facts(m: &Manifest, bytes: &[u8]) -> Option<SbomFacts> {
 }
 
 /// Every record, oldest first (their names sort by time), with its summary line.
-fn records(root: &Path) -> Result<Vec<(RecordLine, serde_json::Value)>, ReportError> {
-    let dir = root.join("records");
-    let bad = |detail: String| ReportError::Records { path: dir.clone(), detail };
-    let mut names: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(bad(e.to_string())),
-    };
-    names.sort();
+fn records(root: &Path) -> Result<Vec<(RecordLine, Record)>, ReportError> {
     let mut out = Vec::new();
-    for path in names {
-        let mut bytes = Vec::new();
-        std::fs::File::open(&path)
-            .and_then(|f| f.take(64 << 20).read_to_end(&mut bytes))
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-            tracing::warn!("skipping unreadable record `{}`", path.display());
-            continue;
-        };
-        let b = &value["bundle"];
+    for (path, record) in crate::site::records::read_all(root)? {
+        let b = record.bundle.clone().unwrap_or_default();
         let line = RecordLine {
             file: path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-            action: value["action"].as_str().unwrap_or("?").to_owned(),
-            at: value["at"].as_str().unwrap_or_default().to_owned(),
+            action: record.action.as_str().to_owned(),
+            outcome: outcome_word(record.outcome()).to_owned(),
+            at: record.at.to_string(),
             bundle: format!(
                 "{} {} ({})",
-                b["name"].as_str().unwrap_or("?"),
-                b["version"].as_str().unwrap_or("?"),
-                b["id"].as_str().unwrap_or("?")
+                b.name.as_deref().unwrap_or("?"),
+                b.version.as_deref().unwrap_or("?"),
+                b.id.as_deref().or(b.file.as_deref()).unwrap_or("?")
             ),
-            seconds: value["seconds"].as_f64(),
-            phases: value.get("phases").cloned().unwrap_or(serde_json::Value::Null),
+            seconds: record.seconds,
+            phases: serde_json::to_value(&record.phases).unwrap_or_default(),
+            reason: record.reason.clone(),
         };
-        out.push((line, value));
+        out.push((line, record));
     }
     Ok(out)
+}
+
+fn outcome_word(o: RecordOutcome) -> &'static str {
+    match o {
+        RecordOutcome::Activated => "activated",
+        RecordOutcome::Refused => "refused",
+        RecordOutcome::Failed => "failed",
+        RecordOutcome::Validated => "validated",
+    }
 }

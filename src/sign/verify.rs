@@ -35,11 +35,17 @@ impl TrustedKey {
         }
         // The curve and the point are checked before the key is used: a P-384 key, or a point
         // that is not on P-256 (an invalid-curve attack), is refused here with what it is.
-        <p256::PublicKey as p256::pkcs8::DecodePublicKey>::from_public_key_der(block.contents())
+        let point = <p256::PublicKey as p256::pkcs8::DecodePublicKey>::from_public_key_der(block.contents())
             .map_err(|e| format_err(format!("not a valid ECDSA P-256 public key ({e})")))?;
-        let key = CosignVerificationKey::from_der(block.contents(), &SigningScheme::ECDSA_P256_SHA256_ASN1)
+        // A key's identity is the key, not its encoding: the same point given compressed
+        // (`openssl ec -conv_form compressed`) must not count as a second signer toward a
+        // threshold. Every key is re-encoded as SPKI DER around the uncompressed SEC1 point
+        // (what keygen and cosign write) before its id is taken.
+        let spki_der = p256::pkcs8::EncodePublicKey::to_public_key_der(&point)
+            .map_err(|e| format_err(format!("cannot re-encode the key ({e})")))?
+            .into_vec();
+        let key = CosignVerificationKey::from_der(&spki_der, &SigningScheme::ECDSA_P256_SHA256_ASN1)
             .map_err(|e| format_err(e.to_string()))?;
-        let spki_der = block.contents().to_vec();
         Ok(Self { key, key_id: KeyId::of_spki_der(&spki_der), spki_der, path: path.to_owned() })
     }
 

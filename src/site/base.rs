@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
-use super::rollback::{Trust, policy};
+use super::retained::{self, Trust};
 use super::stage::StageSink;
 use super::state::State;
 use super::{RETAINED_BUNDLE, SiteError, io_err};
@@ -112,7 +112,7 @@ fn take_from(
 ) -> Result<Manifest, SiteError> {
     let base_dir = root.join("bundles").join(id);
     let bundle = base_dir.join(RETAINED_BUNDLE);
-    let trust = policy(&base_dir, &bundle, Trust::AsInstalled, state, id)?;
+    let trust = retained::policy(root, state, id, Trust::AsInstalled)?;
     tracing::info!("base: verifying bundles/{id} again and taking {} members from it", wanted.len());
     let open = || File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source });
     // Which member goes where, from the manifest as read now; verification below reads the
@@ -135,6 +135,7 @@ fn take_from(
     let (Some(verified), true) = (report.manifest, report.problems.is_empty()) else {
         return Err(SiteError::BaseRejected { id: id.to_owned(), problems: report.problems });
     };
+    retained::check_id(id, &head.manifest_sha256, || format!("{} {}", verified.name, verified.version))?;
     if report.manifest_sha256 != Some(head.manifest_sha256) {
         let problem = crate::bundle::reader::Problem {
             member: Some(MANIFEST.into()),

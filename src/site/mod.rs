@@ -21,9 +21,11 @@
 
 mod activate;
 mod base;
+pub mod check;
 mod lock;
 pub mod records;
 pub mod registry;
+pub mod retained;
 mod stage;
 pub mod state;
 pub mod views;
@@ -95,12 +97,53 @@ pub enum SiteError {
     BaseRejected { id: String, problems: Vec<Problem> },
     #[error(transparent)]
     Parts(#[from] PartsError),
+    #[error(
+        "`state.json` records no policy for bundles/{id}: the keys that may verify it are unknown here; \
+         pass --trust KEY (and --threshold N) to name them; the site was not changed"
+    )]
+    NotRecorded { id: String },
+    #[error(
+        "bundles/{id} was installed under a threshold of {threshold} recorded keys, and only {keys} of them are \
+         intact in bundles/{id}/trust/; pass --trust KEY (and --threshold N) to name them; the site was not changed"
+    )]
+    RecordedKeysMissing { id: String, threshold: usize, keys: usize },
+    #[error(
+        "bundles/{id}/bundle.airlock is not the bundle this site retained as {id}: it is {actual}; \
+         run `airlock check`; the site was not changed"
+    )]
+    NotRetained { id: String, actual: String },
+    #[error(
+        "the tag `{tag}` names version {tag_version} but the bundle it points at is {name} {version}; \
+         the tag was moved or mislabelled; nothing was written or changed",
+        tag_version = tag.strip_prefix('v').unwrap_or(tag)
+    )]
+    TagMismatch { tag: String, name: String, version: semver::Version },
+    #[error("`{}` is not a site root (no `.lock`): nothing was installed there", root.display())]
+    NotASite { root: PathBuf },
+    #[error("`{}` has no current bundle: install one first", root.display())]
+    NoCurrent { root: PathBuf },
+    #[error(
+        "the active bundle bundles/{id} is not as it was verified ({}); run `airlock check --root {}`; nothing was run",
+        damage_summary(damage),
+        root.display()
+    )]
+    Damaged { root: PathBuf, id: String, damage: Vec<check::Damage> },
     #[error("`{}` has no previous bundle to roll back to", root.display())]
     NoPrevious { root: PathBuf },
     #[error("validation is {verdict}: {summary}; `current` was not changed{hint}")]
     Validation { verdict: &'static str, summary: String, hint: &'static str },
     #[error("`{}` is a symbolic link; the site root's own directories must be real directories", path.display())]
     Symlink { path: PathBuf },
+    #[error(
+        "`{}` is missing, but `records/` shows {records} earlier activation(s): this site's anti-downgrade mark \
+         and the policies of its retained bundles are gone; restore `state.json` from a backup of the root \
+         (then run `airlock check`), or, to start the site's history anew on purpose, move `records/` aside; \
+         the site was not changed",
+        root.join("state.json").display()
+    )]
+    StateMissing { root: PathBuf, records: usize },
+    #[error("`{}` is larger than {limit} bytes: it is not a file airlock wrote", path.display())]
+    TooLarge { path: PathBuf, limit: u64 },
     #[error("site state `{}`: {detail}", path.display())]
     State { path: PathBuf, detail: String },
     #[error(transparent)]
@@ -126,20 +169,35 @@ impl Classify for SiteError {
             | SiteError::Downgrade { .. }
             | SiteError::NoBase { .. }
             | SiteError::NotInBase { .. }
-            | SiteError::BaseRejected { .. } => Class::Verification,
+            | SiteError::BaseRejected { .. }
+            | SiteError::NotRecorded { .. }
+            | SiteError::RecordedKeysMissing { .. }
+            | SiteError::NotRetained { .. }
+            | SiteError::StateMissing { .. }
+            | SiteError::Damaged { .. }
+            | SiteError::TagMismatch { .. } => Class::Verification,
             SiteError::Parts(e) => e.class(),
             SiteError::Validation { .. } => Class::ValidationRed,
             SiteError::Open { .. }
             | SiteError::Busy { .. }
             | SiteError::NoSpace { .. }
             | SiteError::NoPrevious { .. }
+            | SiteError::NotASite { .. }
+            | SiteError::NoCurrent { .. }
             | SiteError::Symlink { .. }
             | SiteError::State { .. }
+            | SiteError::TooLarge { .. }
             | SiteError::Publish { .. }
             | SiteError::Io { .. } => Class::Runtime,
             SiteError::Policy(e) => e.class(),
         }
     }
+}
+
+fn damage_summary(damage: &[check::Damage]) -> String {
+    let more = damage.len().saturating_sub(1);
+    let head = damage.first().map_or_else(|| "no detail".to_owned(), |d| format!("`{}` {}", d.path, d.problem));
+    if more > 0 { format!("{head}, and {more} more") } else { head }
 }
 
 fn first(problems: &[Problem]) -> String {
@@ -184,6 +242,9 @@ pub struct Options {
     pub downgrade: Downgrade,
     /// How long to wait for another writer's `.lock`.
     pub wait: Duration,
+    /// The tag an `oci://…:TAG` source was named by: when it is a version, the bundle must be
+    /// that version.
+    pub tag_version: Option<String>,
 }
 
 /// What an install did.
@@ -212,14 +273,16 @@ pub struct Installed {
     pub pruned: Vec<String>,
     pub record: PathBuf,
     pub seconds: f64,
+    /// The validation evidence, when the bundle names targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<crate::validate::Evidence>,
 }
 
-/// The policy a retained bundle was installed under: its trust keys, threshold, and the
-/// co-signatures kept beside it.
+/// The policy a retained bundle was installed under: the keys and threshold `state.json`
+/// records for it, and the co-signatures kept beside it.
 pub fn retained_policy(root: &Path, id: &str) -> Result<Policy, SiteError> {
     let state = State::load(root)?;
-    let dir = root.join("bundles").join(id);
-    rollback::policy(&dir, &dir.join(RETAINED_BUNDLE), rollback::Trust::AsInstalled, &state, id)
+    retained::policy(root, &state, id, retained::Trust::AsInstalled)
 }
 
 /// The short id of a bundle at a site: the first 16 hex characters of its manifest's sha256.
@@ -236,66 +299,137 @@ pub fn install(
     net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
-    let bundle = input.bundle();
     let (stream, _) = input.open_trusted(&trust.keys)?;
     let _lock = open_root(root, "install", opts.wait)?;
-    let mut state = State::load(root)?;
+    let mut attempt = Attempt::new(records::Action::Install, "verify", input.display().to_string(), Some(trust));
+    let installed = install_locked(input, stream, trust, root, opts, net, reporter, &mut attempt);
+    // Once the lock is held, every outcome is on record: a refused or failed install too.
+    installed.inspect_err(|e| attempt.record_failure(root, e))
+}
+
+/// What an install or rollback has established so far, for the record of its failure.
+pub(crate) struct Attempt {
+    record: records::Record,
+    phases: Phases,
+}
+
+impl Attempt {
+    fn new(action: records::Action, first: &'static str, file: String, trust: Option<&Policy>) -> Self {
+        let bundle = records::RecordBundle { file: Some(file), ..records::RecordBundle::default() };
+        let record = records::Record::new(action, records::Outcome::Failed, Some(bundle));
+        let mut attempt = Self { record, phases: Phases::start(first) };
+        if let Some(trust) = trust {
+            attempt.trusted(trust);
+        }
+        attempt
+    }
+
+    /// The policy the bundle is verified under.
+    fn trusted(&mut self, trust: &Policy) {
+        self.record.trust = Some(records::TrustUsed { keys: trust.key_ids(), threshold: trust.threshold });
+    }
+
+    /// The bundle verified: what the record says it is.
+    fn verified(&mut self, verified: &Verified) {
+        let file = self.record.bundle.take().and_then(|b| b.file);
+        self.record.bundle =
+            Some(records::RecordBundle { file, ..verified.record(&bundle_id(&verified.manifest_sha256)) });
+        self.record.signers.clone_from(&verified.signers);
+        self.record.verdict = Some(records::Verdicts { verified: true, downgrade: None, validation: None });
+    }
+
+    /// Write the record of a refusal (the bundle's fault, or the host's verdict) or a failure
+    /// (the site's). A record that cannot be written is warned about: the error that stopped
+    /// the action is the one reported.
+    fn record_failure(&mut self, root: &Path, e: &SiteError) {
+        let r = &mut self.record;
+        r.outcome = Some(match e.class() {
+            Class::Runtime => records::Outcome::Failed,
+            Class::Usage | Class::Verification | Class::ValidationRed => records::Outcome::Refused,
+        });
+        r.reason = Some(crate::failure::chain(e));
+        r.failed_in = Some(self.phases.running.to_owned());
+        r.phases = self.phases.times();
+        r.seconds = Some(self.phases.total());
+        r.at = Timestamp::now();
+        if let Err(w) = records::write(root, r) {
+            tracing::warn!("the record of this failure could not be written: {w}");
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments, reason = "install's phases, with the attempt they report to")]
+fn install_locked(
+    input: &Input,
+    stream: Box<dyn Read + Send>,
+    trust: &Policy,
+    root: &Path,
+    opts: &Options,
+    net: &Net,
+    reporter: &dyn Reporter,
+    attempt: &mut Attempt,
+) -> Result<Installed, SiteError> {
+    let mut state = State::load_for_writer(root)?;
     preflight(input, root, &state)?;
-    let mut phases = Phases::start();
     tracing::info!("stage: verifying `{}` into `{}`", input.display(), root.join("staging").display());
-    let staged = stage(bundle, stream, trust, root, &state, reporter);
+    let staged = stage(input.bundle(), stream, trust, root, &state, reporter);
     let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
     if let Some(split) = input.split() {
         split.check_manifest(&verified.manifest_sha256)?;
     }
-    phases.mark("verify");
-    let downgrade = check_downgrade(&state, &verified.manifest, opts.downgrade)?;
-    let validation = gate(&verified.manifest, &opts.amber)?;
-    phases.mark("validate");
-    tracing::info!("views: pip index, apt repository, Hugging Face cache");
+    if let Some(tag) = &opts.tag_version {
+        check_tag(tag, &verified.manifest)?;
+    }
+    attempt.verified(&verified);
+    attempt.phases.mark("verify", "validate");
+    crash_point("verified");
+    let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
+    let validation = gate(&verified.manifest, &opts.amber, &mut attempt.record)?;
+    attempt.phases.mark("validate", "stage");
+    tracing::info!("views: {}", views::describe(&verified.manifest));
     write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
+    // What rollback and anti-downgrade rely on is durable before the tree is named under
+    // `bundles/` (and so long before `current` moves): a retained bundle always has its policy.
+    remember_retained(&mut state, &verified, &bundle_id(&verified.manifest_sha256), trust, opts);
+    state.save(root)?;
+    crash_point("remembered");
     let retained = retain(dir, &verified, trust, root)?;
     tracing::info!("retain: bundles/{}", retained.id);
-    phases.mark("stage");
+    attempt.phases.mark("stage", "publish");
+    crash_point("retained");
     let (images, images_not_published) = publish_images(&retained, opts.registry.as_ref(), net)?;
-    phases.mark("publish");
+    attempt.phases.mark("publish", "switch");
+    crash_point("published");
     let previous = activate(root, &retained.id)?;
+    crash_point("activated");
     let pruned = prune(root, &mut state, opts.keep.max(2))?;
-    phases.mark("switch");
+    attempt.phases.mark("switch", "record");
 
     let m = &verified.manifest;
-    let event = remember_install(&mut state, &verified, &retained.id, trust, opts, &phases);
+    let event = verified.event("install", &retained.id, attempt.phases.total());
+    state.history.push(event.clone());
     state.save(root)?;
-    let mut record_bundle = verified.record(&retained.id);
-    record_bundle["file"] = serde_json::json!(input.display().to_string());
+    crash_point("saved");
     let verdict = validation.as_ref().map(|e| e.verdict);
-    let accepted_amber = match &opts.amber {
-        Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason),
+    let r = &mut attempt.record;
+    r.outcome = Some(records::Outcome::Activated);
+    r.at = event.at;
+    r.verdict = Some(records::Verdicts {
+        verified: true,
+        downgrade: Some(downgrade),
+        validation: Some(verdict.map_or("skipped", crate::validate::word).to_owned()),
+    });
+    r.accepted_amber = match &opts.amber {
+        Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason.clone()),
         _ => None,
     };
-    let record = records::write(
-        root,
-        "install",
-        &serde_json::json!({
-            "action": "install",
-            "at": event.at,
-            "bundle": record_bundle,
-            "signers": verified.signers,
-            "trust": { "keys": trust.key_ids(), "threshold": trust.threshold },
-            "verdict": { "verified": true, "downgrade": downgrade, "validation": verdict.map_or("skipped", crate::validate::word) },
-            "validation": validation.as_ref().map_or_else(
-                || serde_json::json!({ "verdict": "skipped", "reason": "the bundle names no [[validation.target]]" }),
-                |e| serde_json::json!(e),
-            ),
-            "accepted_amber": accepted_amber,
-            "previous": previous,
-            "published": images,
-            "images_not_published": images_not_published,
-            "pruned": pruned,
-            "phases": phases.to_json(),
-            "seconds": event.seconds,
-        }),
-    )?;
+    r.previous.clone_from(&previous);
+    r.published.clone_from(&images);
+    r.images_not_published = Some(images_not_published);
+    r.pruned.clone_from(&pruned);
+    r.phases = attempt.phases.times();
+    r.seconds = Some(event.seconds);
+    let record = records::write(root, r)?;
     Ok(Installed {
         id: retained.id,
         name: m.name.to_string(),
@@ -313,25 +447,46 @@ pub fn install(
         pruned,
         record,
         seconds: event.seconds,
+        validation,
     })
 }
 
-/// The state after an install: the bundle retained with its policy, the high-water mark, the
-/// registry to publish to, and the history. Returns the history event.
-fn remember_install(
-    state: &mut State,
-    verified: &Verified,
-    id: &str,
-    trust: &Policy,
-    opts: &Options,
-    phases: &Phases,
-) -> Event {
+/// A test build stops dead at the named point when `AIRLOCK_TEST_CRASH_AT` names it, as a
+/// power loss would (no destructors, no cleanup): the crash-consistency test stops installs
+/// and rollbacks at every point and checks the root. Release builds have no such points.
+#[cfg(debug_assertions)]
+pub(crate) fn crash_point(point: &str) {
+    if std::env::var_os("AIRLOCK_TEST_CRASH_AT").is_some_and(|p| p == point) {
+        std::process::abort();
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline]
+pub(crate) fn crash_point(_: &str) {}
+
+/// A version tag (`oci://…:2.0.0`, `v2.0.0`) must name the version the bundle is: a tag moved
+/// to another release is refused, like any bundle that is not what it claims.
+pub fn check_tag(tag: &str, manifest: &Manifest) -> Result<(), SiteError> {
+    let Ok(tagged) = semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)) else { return Ok(()) };
+    if tagged == manifest.version {
+        return Ok(());
+    }
+    Err(SiteError::TagMismatch {
+        tag: tag.to_owned(),
+        name: manifest.name.to_string(),
+        version: manifest.version.clone(),
+    })
+}
+
+/// The state before activation: the bundle retained with its policy, the high-water mark, and
+/// the registry to publish to.
+fn remember_retained(state: &mut State, verified: &Verified, id: &str, trust: &Policy, opts: &Options) {
     let m = &verified.manifest;
-    let event = verified.event("install", id, phases.total());
     let retained = state::Retained {
         name: m.name.to_string(),
         version: m.version.clone(),
-        installed_at: event.at,
+        installed_at: Timestamp::now(),
         signers: verified.signers.clone(),
         trust: trust.key_ids(),
         threshold: trust.threshold,
@@ -345,8 +500,6 @@ fn remember_install(
     if let Some(site) = &opts.registry {
         state.registry = Some(RegistryMemo { host: site.host.clone(), insecure: site.is_insecure() });
     }
-    state.history.push(event.clone());
-    event
 }
 
 /// The root made ready for a writer: its directories real (never symbolic links planted to
@@ -369,6 +522,7 @@ fn open_root(root: &Path, action: &str, wait: Duration) -> Result<RootLock, Site
     }
     std::fs::set_permissions(&staging, std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .map_err(io_err(&staging))?;
+    recover_aside(root).map_err(io_err(&staging))?;
     for leftover in std::fs::read_dir(&staging).map_err(io_err(&staging))? {
         let path = leftover.map_err(io_err(&staging))?.path();
         tracing::info!("cleaning `{}`, left by an interrupted writer", path.display());
@@ -376,6 +530,25 @@ fn open_root(root: &Path, action: &str, wait: Duration) -> Result<RootLock, Site
         removed.map_err(io_err(&path))?;
     }
     Ok(lock)
+}
+
+/// A tree moved aside by `exchange`'s fallback (`staging/aside-ID`) whose replacement never
+/// arrived (a crash between the two renames) is moved back to `bundles/ID`, so `current` and
+/// `previous` never stay dangling; one whose replacement did arrive is left for the cleanup.
+fn recover_aside(root: &Path) -> io::Result<()> {
+    let staging = root.join("staging");
+    for entry in std::fs::read_dir(&staging)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_prefix(ASIDE_PREFIX) else { continue };
+        let target = root.join("bundles").join(id);
+        if std::fs::symlink_metadata(&target).is_err() {
+            tracing::warn!("restoring bundles/{id}, moved aside by an interrupted writer");
+            std::fs::rename(staging.join(&name), &target)?;
+            crate::atomic::sync_dir(&root.join("bundles"))?;
+            crate::atomic::sync_dir(&staging)?;
+        }
+    }
+    Ok(())
 }
 
 /// A split bundle that failed verification: if a part is damaged, that is the first problem
@@ -444,10 +617,16 @@ impl Verified {
     }
 
     /// The `bundle` object of a record.
-    fn record(&self, id: &str) -> serde_json::Value {
+    fn record(&self, id: &str) -> records::RecordBundle {
         let m = &self.manifest;
-        serde_json::json!({ "id": id, "name": m.name, "version": m.version.to_string(),
-                            "manifest_sha256": self.manifest_sha256, "base": self.base })
+        records::RecordBundle {
+            id: Some(id.to_owned()),
+            name: Some(m.name.to_string()),
+            version: Some(m.version.to_string()),
+            manifest_sha256: Some(self.manifest_sha256),
+            base: self.base.clone(),
+            file: None,
+        }
     }
 }
 
@@ -497,14 +676,14 @@ fn stage(
 }
 
 /// `Ok(true)` when a downgrade is allowed and happening, `Ok(false)` when this is none.
-fn check_downgrade(state: &State, manifest: &Manifest, policy: Downgrade) -> Result<bool, SiteError> {
-    let Some(high_water) = state.high_water.get(manifest.name.as_str()) else { return Ok(false) };
-    if manifest.version >= *high_water {
+fn check_downgrade(root: &Path, state: &State, manifest: &Manifest, policy: Downgrade) -> Result<bool, SiteError> {
+    let Some(high_water) = state.high_water(root, manifest.name.as_str())? else { return Ok(false) };
+    if manifest.version >= high_water {
         return Ok(false);
     }
     let (name, version) = (manifest.name.to_string(), manifest.version.clone());
     match policy {
-        Downgrade::Refuse => Err(SiteError::Downgrade { name, version, high_water: high_water.clone() }),
+        Downgrade::Refuse => Err(SiteError::Downgrade { name, version, high_water }),
         Downgrade::Allow => {
             tracing::warn!("--allow-downgrade: installing {name} {version} below the {high_water} this site has run");
             Ok(true)
@@ -515,7 +694,11 @@ fn check_downgrade(state: &State, manifest: &Manifest, policy: Downgrade) -> Res
 /// Validate this host against the verified manifest's support matrix before anything becomes
 /// visible: green goes on, amber only when accepted, red never (exit 4; the staged bundle is
 /// discarded). A bundle with no targets is not validated.
-fn gate(manifest: &Manifest, amber: &Amber) -> Result<Option<crate::validate::Evidence>, SiteError> {
+fn gate(
+    manifest: &Manifest,
+    amber: &Amber,
+    record: &mut records::Record,
+) -> Result<Option<crate::validate::Evidence>, SiteError> {
     use crate::validate::matrix::Verdict;
     tracing::info!("validate: probing this host against the bundle's support matrix");
     let host = crate::validate::probe::HostRoot::from_env();
@@ -526,8 +709,11 @@ fn gate(manifest: &Manifest, amber: &Amber) -> Result<Option<crate::validate::Ev
     })?;
     let Some(evidence) = evidence else {
         tracing::info!("validate: skipped, the bundle names no [[validation.target]]");
+        record.validation = Some(records::Validation::skipped());
         return Ok(None);
     };
+    // Evidence first: a verdict that stops the install is on record with what it saw.
+    record.validation = Some(records::Validation::Evidence(Box::new(evidence.clone())));
     let summary = crate::escape::value(&evidence.summary).into_owned();
     match (evidence.verdict, amber) {
         (Verdict::Green, _) => Ok(Some(evidence)),
@@ -578,8 +764,11 @@ fn retain(staged: tempfile::TempDir, verified: &Verified, trust: &Policy, root: 
     let already_present = std::fs::symlink_metadata(&path).is_ok();
     if already_present {
         cosignatures.extend(carry_cosignatures(&path, dir).map_err(io_err(dir))?);
+        carry_trust(&path, dir).map_err(io_err(dir))?;
     }
     publish_mode(dir).map_err(io_err(dir))?;
+    // The whole tree on disk before it is named under `bundles/`.
+    sync_tree(dir).map_err(io_err(dir))?;
     // No longer a temporary directory: moved into place below, or removed if that fails.
     let kept = staged.keep();
     let moved = if already_present { exchange(&kept, &path, root) } else { std::fs::rename(&kept, &path) };
@@ -587,6 +776,8 @@ fn retain(staged: tempfile::TempDir, verified: &Verified, trust: &Policy, root: 
         let _ = std::fs::remove_dir_all(&kept);
         return Err(io_err(&path)(e));
     }
+    crate::atomic::sync_dir(&bundles).map_err(io_err(&bundles))?;
+    crate::atomic::sync_dir(&root.join("staging")).map_err(io_err(&root.join("staging")))?;
     // After an exchange `kept` holds the old tree.
     if already_present {
         std::fs::remove_dir_all(&kept).map_err(io_err(&kept))?;
@@ -595,22 +786,40 @@ fn retain(staged: tempfile::TempDir, verified: &Verified, trust: &Policy, root: 
     Ok(Retained { id, path, already_present, cosignatures })
 }
 
+/// Where `exchange`'s fallback keeps the old tree of `bundles/ID` for a moment.
+const ASIDE_PREFIX: &str = "aside-";
+
 /// Swap two directories in one step where the file system can (`renameat2` with
 /// `RENAME_EXCHANGE`), so `bundles/ID` never goes missing while `current` may point at it.
+/// Where it cannot, the old tree goes to `staging/aside-ID` first: a crash before the new
+/// one is in place leaves it there, and the next writer's `recover_aside` moves it back.
 fn exchange(new: &Path, target: &Path, root: &Path) -> io::Result<()> {
     use rustix::fs::{CWD, RenameFlags, renameat_with};
     match renameat_with(CWD, new, CWD, target, RenameFlags::EXCHANGE) {
         Ok(()) => Ok(()),
         Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
-            // No exchange here: move the old tree aside first (a moment without it).
-            let aside = tempfile::Builder::new().prefix("old-").tempdir_in(root.join("staging"))?.keep();
-            std::fs::remove_dir(&aside)?;
+            let id = target.file_name().unwrap_or_default().to_string_lossy();
+            let aside = root.join("staging").join(format!("{ASIDE_PREFIX}{id}"));
             std::fs::rename(target, &aside)?;
+            crate::atomic::sync_dir(&root.join("staging"))?;
             std::fs::rename(new, target)?;
+            crate::atomic::sync_dir(&root.join("bundles"))?;
             std::fs::rename(&aside, new)
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Every file and directory of a staged tree synced (members already are, as they are
+/// written; views and the directories that name them are not).
+fn sync_tree(dir: &Path) -> io::Result<()> {
+    for entry in walkdir::WalkDir::new(dir).follow_links(false).contents_first(true) {
+        let entry = entry?;
+        if entry.file_type().is_file() || entry.file_type().is_dir() {
+            File::open(entry.path())?.sync_all()?;
+        }
+    }
+    Ok(())
 }
 
 /// The staged tree's top directory gets the usual mode (that of the directories the sink made
@@ -645,6 +854,25 @@ fn carry_cosignatures(old: &Path, new: &Path) -> io::Result<Vec<PathBuf>> {
         }
     }
     Ok(carried)
+}
+
+/// Public keys of an earlier install of the same bundle that the new tree lacks: the policy
+/// `state.json` records may still name them (they are used only if it does).
+fn carry_trust(old: &Path, new: &Path) -> io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(old.join(TRUST_DIR)) else { return Ok(()) };
+    for entry in entries {
+        let entry = entry?;
+        let to = new.join(TRUST_DIR).join(entry.file_name());
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_key_file = name.strip_suffix(".pub").and_then(KeyId::parse).is_some();
+        if is_key_file && !to.exists() && entry.file_type()?.is_file() {
+            let bytes = crate::site::state::read_bounded(&entry.path(), 64 << 10)
+                .map_err(|e| io::Error::other(e.to_string()))?
+                .unwrap_or_default();
+            crate::atomic::write(&to, &bytes)?;
+        }
+    }
+    Ok(())
 }
 
 /// Keep the trust keys the bundle was installed with, so `rollback` can use the same policy.
@@ -722,6 +950,7 @@ fn prune(root: &Path, state: &mut State, keep: usize) -> Result<Vec<String>, Sit
         let from = bundles.join(&id);
         let aside = root.join("staging").join(format!("pruned-{id}"));
         std::fs::rename(&from, &aside).map_err(io_err(&from))?;
+        crate::atomic::sync_dir(&bundles).map_err(io_err(&bundles))?;
         std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
         state.bundles.remove(&id);
         tracing::info!("prune: bundles/{id} (--keep {keep})");

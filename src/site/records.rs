@@ -1,13 +1,232 @@
-//! As-built evidence: every install and rollback that changed the site writes
-//! `ROOT/records/TIME-ACTION.json` (never rewritten), with what was activated, who signed it,
-//! which keys were trusted, what was published, and how long each phase took.
+//! As-built evidence: every install, rollback and validate writes `ROOT/records/TIME-ACTION.json`
+//! (never rewritten), whatever its outcome: what was activated or refused and why, who signed
+//! it, which keys were trusted, what validation found, what was published, how long each
+//! phase took. One typed `Record` is written by the site and `validate` and read back by
+//! `report` and the anti-downgrade guard; its schema is `schemas/record.v1.json`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::SiteError;
+use crate::clock::Timestamp;
+use crate::digest::Sha256;
+use crate::sign::KeyId;
+
+pub const SCHEMA: &str = "airlock.record/v1";
+/// The largest record read back: a record with long check outputs is a few megabytes at most.
+pub const MAX_RECORD_BYTES: u64 = 16 << 20;
+
+/// One record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    /// Absent in records written before the schema was named.
+    #[serde(default = "schema")]
+    pub schema: String,
+    pub action: Action,
+    /// Absent in records written before refusals were recorded: those were all activations
+    /// (install, rollback) or validations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    pub at: Timestamp,
+    /// What the action was about; for a refusal before verification, only the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<RecordBundle>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signers: Vec<KeyId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustUsed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdicts>,
+    /// The validation evidence (probe, matrix rows, checks), or why there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_amber: Option<String>,
+    /// The bundle that was current before (install: now previous; rollback: the one left).
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "from")]
+    pub previous: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<super::registry::Pushed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_not_published: Option<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pruned: Vec<String>,
+    /// Why it was refused or failed: the whole error, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// For a refusal or failure: the phase it was in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_in: Option<String>,
+    /// Seconds per phase that ended, in order.
+    #[serde(default, skip_serializing_if = "PhaseTimes::is_empty")]
+    pub phases: PhaseTimes,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+fn schema() -> String {
+    SCHEMA.to_owned()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Install,
+    Rollback,
+    Validate,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Install => "install",
+            Action::Rollback => "rollback",
+            Action::Validate => "validate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The bundle became current.
+    Activated,
+    /// Refused: verification, policy, downgrade, or a validation verdict that does not activate.
+    Refused,
+    /// Failed on the site's side (I/O, space, publishing); nothing was activated.
+    Failed,
+    /// `validate` ran and recorded its verdict.
+    Validated,
+}
+
+impl Record {
+    /// What the record says happened, for records written before outcomes were.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome.unwrap_or(match self.action {
+            Action::Install | Action::Rollback => Outcome::Activated,
+            Action::Validate => Outcome::Validated,
+        })
+    }
+
+    /// A record of `action` started now, about `bundle`.
+    pub fn new(action: Action, outcome: Outcome, bundle: Option<RecordBundle>) -> Self {
+        Self {
+            schema: SCHEMA.to_owned(),
+            action,
+            outcome: Some(outcome),
+            at: Timestamp::now(),
+            bundle,
+            signers: Vec::new(),
+            trust: None,
+            verdict: None,
+            validation: None,
+            accepted_amber: None,
+            previous: None,
+            published: Vec::new(),
+            images_not_published: None,
+            pruned: Vec::new(),
+            reason: None,
+            failed_in: None,
+            phases: PhaseTimes::default(),
+            seconds: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecordBundle {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_sha256: Option<Sha256>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// Where it came from: a file, parts, or `oci://…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrustUsed {
+    pub keys: Vec<KeyId>,
+    pub threshold: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdicts {
+    pub verified: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downgrade: Option<bool>,
+    /// `green`, `amber`, `red` or `skipped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<String>,
+}
+
+/// Validation evidence, or a word on why there is none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Validation {
+    Evidence(Box<crate::validate::Evidence>),
+    Skipped { verdict: String, reason: String },
+}
+
+impl Validation {
+    pub fn skipped() -> Self {
+        Validation::Skipped { verdict: "skipped".into(), reason: "the bundle names no [[validation.target]]".into() }
+    }
+
+    pub fn evidence(&self) -> Option<&crate::validate::Evidence> {
+        match self {
+            Validation::Evidence(e) => Some(e),
+            Validation::Skipped { .. } => None,
+        }
+    }
+}
+
+/// Seconds per phase, in the order they ran (a JSON object whose keys keep that order).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhaseTimes(pub Vec<(String, f64)>);
+
+impl PhaseTimes {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, phase: &str) -> Option<f64> {
+        self.0.iter().find(|(p, _)| p == phase).map(|(_, s)| *s)
+    }
+}
+
+impl Serialize for PhaseTimes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (phase, seconds) in &self.0 {
+            map.serialize_entry(phase, seconds)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PhaseTimes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // serde_json keeps the order of an object's keys (`preserve_order`).
+        let map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut out = Vec::with_capacity(map.len());
+        for (phase, seconds) in map {
+            let seconds =
+                seconds.as_f64().ok_or_else(|| serde::de::Error::custom(format!("phase `{phase}`: not seconds")))?;
+            out.push((phase, seconds));
+        }
+        Ok(Self(out))
+    }
+}
 
 /// The durations of an action's phases, in the order they ran.
 #[derive(Debug)]
@@ -15,34 +234,38 @@ pub struct Phases {
     started: Instant,
     last: Instant,
     done: Vec<(&'static str, f64)>,
+    /// The phase running now (the one a failure happened in).
+    pub running: &'static str,
 }
 
 impl Phases {
-    pub fn start() -> Self {
+    pub fn start(first: &'static str) -> Self {
         let now = Instant::now();
-        Self { started: now, last: now, done: Vec::new() }
+        Self { started: now, last: now, done: Vec::new(), running: first }
     }
 
-    /// The phase `name` ended now.
-    pub fn mark(&mut self, name: &'static str) {
+    /// The phase `name` ended now; `next` runs from here.
+    pub fn mark(&mut self, name: &'static str, next: &'static str) {
         let now = Instant::now();
         self.done.push((name, (now - self.last).as_secs_f64()));
         self.last = now;
+        self.running = next;
     }
 
     pub fn total(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }
 
-    /// `{phase: seconds}`, in order.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::Object(self.done.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect())
+    pub fn times(&self) -> PhaseTimes {
+        PhaseTimes(self.done.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
     }
 }
 
-/// Write one record; its name sorts by time (`20261130T064012.345Z-install.json`).
-pub fn write(root: &Path, action: &str, record: &impl Serialize) -> Result<PathBuf, SiteError> {
+/// Write one record, durably (the file and its directory synced); its name sorts by time
+/// (`20261130T064012.345Z-install.json`).
+pub fn write(root: &Path, record: &Record) -> Result<PathBuf, SiteError> {
     let dir = root.join("records");
+    let action = record.action.as_str();
     std::fs::create_dir_all(&dir).map_err(|source| SiteError::Io { path: dir.clone(), source })?;
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = i64::try_from(since.as_secs()).unwrap_or(0);
@@ -60,7 +283,60 @@ pub fn write(root: &Path, action: &str, record: &impl Serialize) -> Result<PathB
             continue;
         }
         crate::atomic::write(&path, &bytes).map_err(|source| SiteError::Io { path: path.clone(), source })?;
+        crate::atomic::sync_dir(&dir).map_err(|source| SiteError::Io { path: dir.clone(), source })?;
         return Ok(path);
     }
     Err(SiteError::Io { path: dir, source: std::io::Error::other("too many records in one millisecond") })
+}
+
+/// Every record under `root/records`, oldest first (names sort by time), with its path.
+/// Records that are too large or do not parse are skipped with a warning: evidence is read,
+/// never trusted to be well-formed.
+pub fn read_all(root: &Path) -> Result<Vec<(PathBuf, Record)>, SiteError> {
+    let dir = root.join("records");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(SiteError::Io { path: dir, source }),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|source| SiteError::Io { path: dir.clone(), source })?.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths {
+        let parsed = super::state::read_bounded(&path, MAX_RECORD_BYTES).and_then(|bytes| {
+            serde_json::from_slice::<Record>(&bytes.unwrap_or_default())
+                .map_err(|e| SiteError::State { path: path.clone(), detail: e.to_string() })
+        });
+        match parsed {
+            Ok(record) => out.push((path, record)),
+            Err(e) => tracing::warn!("skipping record: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+/// A bundle some record says was made current.
+#[derive(Debug, Clone)]
+pub struct Activation {
+    pub name: String,
+    pub version: semver::Version,
+}
+
+/// Every activation `records/` shows: installs and rollbacks that made a bundle current (a
+/// record of a refused or failed action activated nothing).
+pub fn activations(root: &Path) -> Result<Vec<Activation>, SiteError> {
+    Ok(read_all(root)?
+        .into_iter()
+        .filter(|(_, r)| r.outcome() == Outcome::Activated)
+        .filter_map(|(_, r)| {
+            let b = r.bundle?;
+            Some(Activation { name: b.name?, version: b.version?.parse().ok()? })
+        })
+        .collect())
 }

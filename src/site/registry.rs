@@ -46,7 +46,7 @@ pub enum PublishError {
 }
 
 /// One image as published.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Pushed {
     pub reference: String,
     pub target: String,

@@ -12,15 +12,16 @@ use std::fs::File;
 use std::path::Path;
 use std::time::Duration;
 
-use super::records::{self, Phases};
+use super::records::{self, Action, Outcome};
+pub use super::retained::Trust;
 use super::state::State;
 use super::{
-    RETAINED_BUNDLE, SiteError, Staged, TRUST_DIR, activate, io_err, open_root, publish_images, registry, retain,
-    views, write_views,
+    Attempt, RETAINED_BUNDLE, SiteError, Staged, activate, crash_point, open_root, publish_images, registry, retain,
+    retained, views, write_views,
 };
 use crate::fetch::Net;
 use crate::progress::Reporter;
-use crate::sign::{KeyId, Policy, TrustedKey};
+use crate::sign::KeyId;
 
 /// What a rollback did.
 #[derive(Debug, serde::Serialize)]
@@ -37,13 +38,6 @@ pub struct RolledBack {
     pub seconds: f64,
 }
 
-/// Who must have signed the retained bundle: the given keys and threshold, else those it was
-/// installed with.
-pub enum Trust {
-    Given { keys: Vec<TrustedKey>, threshold: usize },
-    AsInstalled,
-}
-
 pub fn rollback(
     root: &Path,
     trust: Trust,
@@ -53,49 +47,71 @@ pub fn rollback(
     reporter: &dyn Reporter,
 ) -> Result<RolledBack, SiteError> {
     let _lock = open_root(root, "rollback", wait)?;
-    let mut state = State::load(root)?;
+    let mut attempt = Attempt::new(Action::Rollback, "verify", root.join("previous").display().to_string(), None);
+    let rolled = rollback_locked(root, trust, apt_key, net, reporter, &mut attempt);
+    // A refused or failed rollback is on record too.
+    rolled.inspect_err(|e| attempt.record_failure(root, e))
+}
+
+fn rollback_locked(
+    root: &Path,
+    trust: Trust,
+    apt_key: Option<&views::AptSigningKey>,
+    net: &Net,
+    reporter: &dyn Reporter,
+    attempt: &mut Attempt,
+) -> Result<RolledBack, SiteError> {
+    let mut state = State::load_for_writer(root)?;
     let target =
         std::fs::read_link(root.join("previous")).map_err(|_| SiteError::NoPrevious { root: root.to_owned() })?;
     let id = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let dir = root.join("bundles").join(&id);
-    let bundle = dir.join(RETAINED_BUNDLE);
-    let policy = policy(&dir, &bundle, trust, &state, &id)?;
-    let mut phases = Phases::start();
+    let bundle = root.join("bundles").join(&id).join(RETAINED_BUNDLE);
+    let policy = retained::policy(root, &state, &id, trust)?;
+    attempt.trusted(&policy);
     tracing::info!("verify: the retained bundle `{}`", bundle.display());
     let input = File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source })?;
     let input = Box::new(std::io::BufReader::with_capacity(1 << 20, input));
     let Staged { dir: staged, verified } = super::stage(&bundle, input, &policy, root, &state, reporter)?;
-    phases.mark("verify");
+    retained::check_id(&id, &verified.manifest_sha256, || {
+        format!("{} {}", verified.manifest.name, verified.manifest.version)
+    })?;
+    attempt.verified(&verified);
+    attempt.phases.mark("verify", "stage");
+    crash_point("verified");
     write_views(staged.path(), &verified.manifest, apt_key)?;
     let retained = retain(staged, &verified, &policy, root)?;
-    phases.mark("stage");
+    attempt.phases.mark("stage", "publish");
+    crash_point("retained");
     let site = state.registry.as_ref().map(registry::SiteRegistry::from);
     let (images, _) = publish_images(&retained, site.as_ref(), net)?;
-    phases.mark("publish");
+    attempt.phases.mark("publish", "switch");
+    crash_point("published");
+    // The policy it verified under now is the one its `trust/` holds (`retain` wrote it):
+    // recorded before `current` moves, so that the next rollback uses the same.
+    if let Some(entry) = state.bundles.get_mut(&id) {
+        entry.trust = policy.key_ids();
+        entry.threshold = policy.threshold;
+    }
+    state.save(root)?;
+    crash_point("remembered");
     let from = activate(root, &retained.id)?;
-    phases.mark("switch");
+    crash_point("activated");
+    attempt.phases.mark("switch", "record");
 
     let m = &verified.manifest;
-    let event = verified.event("rollback", &retained.id, phases.total());
+    let event = verified.event("rollback", &retained.id, attempt.phases.total());
     state.history.push(event.clone());
     state.last_rollback = Some(event.clone());
     state.save(root)?;
-    let record = records::write(
-        root,
-        "rollback",
-        &serde_json::json!({
-            "action": "rollback",
-            "at": event.at,
-            "bundle": verified.record(&retained.id),
-            "from": from,
-            "signers": verified.signers,
-            "trust": { "keys": policy.key_ids(), "threshold": policy.threshold },
-            "verdict": { "verified": true },
-            "published": images,
-            "phases": phases.to_json(),
-            "seconds": event.seconds,
-        }),
-    )?;
+    crash_point("saved");
+    let r = &mut attempt.record;
+    r.outcome = Some(Outcome::Activated);
+    r.at = event.at;
+    r.previous.clone_from(&from);
+    r.published.clone_from(&images);
+    r.phases = attempt.phases.times();
+    r.seconds = Some(event.seconds);
+    let record = records::write(root, r)?;
     Ok(RolledBack {
         id: retained.id,
         name: m.name.to_string(),
@@ -106,23 +122,4 @@ pub fn rollback(
         record,
         seconds: event.seconds,
     })
-}
-
-/// The policy to verify the retained bundle under, with the co-signatures retained beside it.
-pub(super) fn policy(dir: &Path, bundle: &Path, trust: Trust, state: &State, id: &str) -> Result<Policy, SiteError> {
-    let cosignatures = crate::sign::policy::cosignatures_beside(bundle).map_err(io_err(dir))?;
-    let (keys, threshold) = match trust {
-        Trust::Given { keys, threshold } => (keys, threshold),
-        Trust::AsInstalled => {
-            let trust_dir = dir.join(TRUST_DIR);
-            let mut keys = Vec::new();
-            for entry in std::fs::read_dir(&trust_dir).map_err(io_err(&trust_dir))? {
-                let path = entry.map_err(io_err(&trust_dir))?.path();
-                keys.push(TrustedKey::load(&path).map_err(|e| SiteError::State { path, detail: e.to_string() })?);
-            }
-            let threshold = state.bundles.get(id).map_or(1, |b| b.threshold);
-            (keys, threshold)
-        }
-    };
-    Policy::new(keys, threshold, cosignatures).map_err(SiteError::Policy)
 }

@@ -8,11 +8,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::SiteError;
+use super::{SiteError, records};
 use crate::clock::Timestamp;
 use crate::sign::KeyId;
 
 pub const SCHEMA: &str = "airlock.site/v1";
+/// The largest `state.json` read: years of history are a few hundred kilobytes, so a larger
+/// file is not one airlock wrote, and is refused before it is read into memory.
+pub const MAX_STATE_BYTES: u64 = 16 << 20;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct State {
@@ -87,11 +90,7 @@ impl State {
     /// The state of `root`; a site that has installed nothing has the empty state.
     pub fn load(root: &Path) -> Result<Self, SiteError> {
         let path = path(root);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => return Err(SiteError::Io { path, source }),
-        };
+        let Some(bytes) = read_bounded(&path, MAX_STATE_BYTES)? else { return Ok(Self::default()) };
         let state: Self = serde_json::from_slice(&bytes)
             .map_err(|e| SiteError::State { path: path.clone(), detail: e.to_string() })?;
         if state.schema != SCHEMA {
@@ -99,6 +98,45 @@ impl State {
             return Err(SiteError::State { path, detail });
         }
         Ok(state)
+    }
+
+    /// The state a writer (install, rollback) starts from. A missing `state.json` in a root
+    /// whose `records/` shows earlier activations is not a new site: its anti-downgrade mark
+    /// and the policies of its retained bundles are gone, and a writer stops there.
+    pub fn load_for_writer(root: &Path) -> Result<Self, SiteError> {
+        let state = Self::load(root)?;
+        if path(root).exists() {
+            return Ok(state);
+        }
+        let activations = records::activations(root)?;
+        if !activations.is_empty() {
+            return Err(SiteError::StateMissing { root: root.to_owned(), records: activations.len() });
+        }
+        Ok(state)
+    }
+
+    /// The highest version of `name` this site has activated: the mark `state.json` keeps,
+    /// raised by every activation the records show and every bundle retained under
+    /// `bundles/`, so that editing or deleting the state does not lower it. (What is read
+    /// here unverified can only raise the mark: refuse more, never allow more.)
+    pub fn high_water(&self, root: &Path, name: &str) -> Result<Option<semver::Version>, SiteError> {
+        let mut mark = self.high_water.get(name).cloned();
+        let mut raise = |v: semver::Version| {
+            if mark.as_ref().is_none_or(|m| v > *m) {
+                mark = Some(v);
+            }
+        };
+        for a in records::activations(root)? {
+            if a.name == name {
+                raise(a.version);
+            }
+        }
+        for (n, v) in retained_versions(root) {
+            if n == name {
+                raise(v);
+            }
+        }
+        Ok(mark)
     }
 
     pub fn save(&self, root: &Path) -> Result<(), SiteError> {
@@ -111,4 +149,45 @@ impl State {
             .and_then(|d| d.sync_all())
             .map_err(|source| SiteError::Io { path: root.to_owned(), source })
     }
+}
+
+/// A file's bytes, refused when larger than `limit` (checked on what was opened, and read no
+/// further than the limit); `None` when it does not exist.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, SiteError> {
+    use std::io::Read as _;
+    let io = |source| SiteError::Io { path: path.to_owned(), source };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let too_large = || SiteError::TooLarge { path: path.to_owned(), limit };
+    if file.metadata().map_err(io)?.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(Some(bytes))
+}
+
+/// The name and version each retained tree's manifest claims (unverified; unreadable ones
+/// are skipped).
+fn retained_versions(root: &Path) -> Vec<(String, semver::Version)> {
+    #[derive(Deserialize)]
+    struct Head {
+        name: String,
+        version: semver::Version,
+    }
+    let Ok(dir) = std::fs::read_dir(root.join("bundles")) else { return Vec::new() };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| {
+            let path = e.path().join(crate::bundle::manifest::MANIFEST);
+            let bytes = read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES).ok().flatten()?;
+            let head: Head = serde_json::from_slice(&bytes).ok()?;
+            Some((head.name, head.version))
+        })
+        .collect()
 }

@@ -90,6 +90,24 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
     Ok(count)
 }
 
+/// The views a bundle gets, in words (`pip index, apt repository`), or `none`.
+pub fn describe(manifest: &Manifest) -> String {
+    let has = |f: fn(&Artifact) -> bool| manifest.artifacts.iter().any(f);
+    let views: Vec<&str> = [
+        (has(|a| matches!(a, Artifact::Wheel(_))), "pip index"),
+        (has(|a| matches!(a, Artifact::Deb(_))), "apt repository"),
+        (has(|a| matches!(a, Artifact::Model(_))), "Hugging Face cache"),
+    ]
+    .into_iter()
+    .filter_map(|(yes, name)| yes.then_some(name))
+    .collect();
+    if views.is_empty() { "none".to_owned() } else { views.join(", ") }
+}
+
+/// The apt view's clearsigned `Release`, when the site signs it: made at install with the
+/// site's key, so it is the one view file a check cannot make again (apt checks it).
+pub const IN_RELEASE: &str = "debs/InRelease";
+
 /// A site's `OpenPGP` signing key for its apt view (`install --apt-signing-key`).
 pub struct AptSigningKey {
     pub key: pgp::composed::SignedSecretKey,
@@ -131,7 +149,7 @@ pub fn write_apt_repo(staged: &Path, manifest: &Manifest, signing: Option<&AptSi
             pgp::composed::CleartextSignedMessage::sign(rand::thread_rng(), &release, &k.key.primary_key, &k.password)
                 .and_then(|m| m.to_armored_string(pgp::composed::ArmorOptions::default()))
                 .map_err(|e| io::Error::other(format!("signing Release with the site key: {e}")))?;
-        std::fs::write(debs.join("InRelease"), signed)?;
+        std::fs::write(staged.join(IN_RELEASE), signed)?;
     }
     std::fs::write(debs.join("Release"), release)?;
     Ok(true)

@@ -7,7 +7,8 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How a bounded run ended.
@@ -38,20 +39,59 @@ pub fn run(
     let stdout = keep(child.stdout.take(), max_output);
     let stderr = keep(child.stderr.take(), max_output);
     let status = wait_until(&mut child, deadline);
-    let joined = |h: JoinHandle<Vec<u8>>| h.join().unwrap_or_default();
+    // What it started in the background (a daemon, `sleep 300 &`) would keep the pipes open
+    // and the readers waiting: the check is over, so its whole group goes with it.
+    kill_group(&child);
+    // A grandchild that left the group (setsid) can still hold a pipe: what was read by then
+    // is what the check said.
+    let joined = |k: Kept| k.take(AFTER_EXIT);
     Ok(Finished { status, stdout: joined(stdout), stderr: joined(stderr) })
 }
 
+/// How long the output of a finished check may still take to arrive.
+const AFTER_EXIT: Duration = Duration::from_secs(2);
+
+/// The first bytes of a stream, read on a thread that drains the rest.
+struct Kept {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    done: Receiver<()>,
+}
+
+impl Kept {
+    /// What was read, once the stream closed or `grace` passed.
+    fn take(self, grace: Duration) -> Vec<u8> {
+        let _ = self.done.recv_timeout(grace);
+        std::mem::take(&mut *self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
 /// The first `max` bytes of a stream, read on a thread; the rest is drained.
-fn keep(stream: Option<impl Read + Send + 'static>, max: u64) -> JoinHandle<Vec<u8>> {
+fn keep(stream: Option<impl Read + Send + 'static>, max: u64) -> Kept {
+    let bytes = Arc::new(Mutex::new(Vec::new()));
+    let (send, done) = std::sync::mpsc::channel();
+    let shared = Arc::clone(&bytes);
     std::thread::spawn(move || {
-        let mut kept = Vec::new();
         if let Some(mut s) = stream {
-            let _ = s.by_ref().take(max).read_to_end(&mut kept);
-            let _ = std::io::copy(&mut s, &mut std::io::sink());
+            let mut buf = [0u8; 8192];
+            let mut left = usize::try_from(max).unwrap_or(usize::MAX);
+            while let Ok(n @ 1..) = s.read(&mut buf) {
+                let n_kept = n.min(left);
+                if n_kept > 0 {
+                    shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(&buf[..n_kept]);
+                    left -= n_kept;
+                }
+            }
         }
-        kept
-    })
+        let _ = send.send(());
+    });
+    Kept { bytes, done }
+}
+
+/// Kill every process left in the child's process group (it leads its own group).
+fn kill_group(child: &Child) {
+    if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0)) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
 }
 
 /// Its exit status, or `None` after killing its whole group at `deadline`.
@@ -61,9 +101,7 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
             Ok(Some(s)) => return Some(s),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             _ => {
-                if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0)) {
-                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-                }
+                kill_group(child);
                 let _ = child.wait();
                 return None;
             }

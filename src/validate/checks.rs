@@ -14,7 +14,7 @@ use super::matrix::Verdict;
 /// A check as the manifest carries it: the spec's `[[validation.check]]`, verbatim.
 pub use crate::spec::Check;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CheckResult {
     pub name: String,
     pub verdict: Verdict,

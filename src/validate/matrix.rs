@@ -12,7 +12,7 @@ use super::probe::{Gpu, Probe, UNKNOWN};
 use super::version::{Radix, Requirement, Version};
 use crate::spec::Target;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Green,
@@ -20,7 +20,7 @@ pub enum Verdict {
     Red,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FieldResult {
     pub field: String,
     pub expected: String,
@@ -29,7 +29,7 @@ pub struct FieldResult {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RowResult {
     /// The row's index among the bundle's targets, and its `gpu`.
     pub target: usize,

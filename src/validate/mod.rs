@@ -15,7 +15,7 @@ use serde::Serialize;
 use matrix::{FieldResult, RowResult, Verdict};
 
 /// What validation found, kept as evidence in the site's records.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Evidence {
     pub verdict: Verdict,
     pub summary: String,

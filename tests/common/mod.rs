@@ -173,8 +173,20 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// A site's record of a refused or failed action (`records/*.json` with such an `outcome`):
+/// evidence that an action was refused, which is all a refused action may leave.
+pub fn is_refusal_record(path: &Path) -> bool {
+    let in_records = path.parent().and_then(Path::file_name) == Some("records".as_ref());
+    in_records
+        && std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|r| matches!(r["outcome"].as_str(), Some("refused" | "failed")))
+}
+
 /// Every path below `root` with its type and content digest or link target: equal snapshots
-/// mean nothing was added, removed or changed.
+/// mean nothing was added, removed or changed (a record of a refusal aside: every refused
+/// action leaves one).
 pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     if !root.exists() {
@@ -183,6 +195,9 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     for entry in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
         let entry = entry.unwrap();
         let path = entry.path().to_owned();
+        if is_refusal_record(&path) || (entry.file_type().is_dir() && path.file_name() == Some("records".as_ref())) {
+            continue;
+        }
         let ft = entry.file_type();
         let what = if ft.is_symlink() {
             format!("link {}", std::fs::read_link(&path).unwrap().display())
@@ -331,7 +346,8 @@ pub fn built_project() -> Built {
 }
 
 /// A site root after installs that all failed: nothing but its skeleton (an empty `.lock`,
-/// which is never unlinked, and an empty `staging/`), or no root at all.
+/// which is never unlinked, an empty `staging/`, and the records of the refusals), or no root
+/// at all.
 pub fn assert_nothing_installed(root: &Path) {
     if !root.exists() {
         return;
@@ -339,6 +355,14 @@ pub fn assert_nothing_installed(root: &Path) {
     let mut names: Vec<String> =
         std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
+    // A refusal leaves its record, and nothing else.
+    if names.iter().any(|n| n == "records") {
+        for r in std::fs::read_dir(root.join("records")).unwrap() {
+            let path = r.unwrap().path();
+            assert!(is_refusal_record(&path), "{} records a refusal", path.display());
+        }
+        names.retain(|n| n != "records");
+    }
     assert_eq!(names, [".lock", "staging"], "only the skeleton is left in {}", root.display());
     assert_eq!(std::fs::read(root.join(".lock")).unwrap(), b"", "the lock's note is cleared");
     assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "nothing is left in staging/");

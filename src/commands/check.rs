@@ -1,0 +1,47 @@
+//! `airlock check --root DIR [--wait SECONDS] [--json]`: every retained bundle verified again
+//! and every staged tree compared with it. Exit 0 when all is as verified, 3 on any damage.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::Duration;
+
+use crate::cli::{CheckArgs, TerminalReporter};
+use crate::failure::Class;
+
+pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
+    let reporter = TerminalReporter::new(args.json);
+    let checked = crate::site::check::check(&args.root, Duration::from_secs(args.site.wait), &reporter)?;
+    if args.json {
+        super::print_json(&checked)?;
+    } else {
+        let mut text = String::new();
+        for b in &checked.bundles {
+            let links = if b.links.is_empty() { String::new() } else { format!(" ({})", b.links.join(", ")) };
+            let what = match (&b.name, &b.version) {
+                (Some(n), Some(v)) => format!("{n} {v}"),
+                _ => "unverified".to_owned(),
+            };
+            let verdict = if b.ok() { "ok" } else { "DAMAGED" };
+            let _ = writeln!(
+                text,
+                "bundles/{}{links}: {what}: {verdict}: file {}, {} tree files compared",
+                b.id,
+                if b.verified { "verified" } else { "NOT verified" },
+                b.files_checked
+            );
+            for d in &b.damage {
+                let _ = writeln!(text, "  {}: {}", if d.path.is_empty() { "." } else { &d.path }, d.problem);
+            }
+        }
+        let _ = writeln!(
+            text,
+            "{}: {} retained bundle(s) checked under {}",
+            if checked.ok { "ok" } else { "DAMAGED" },
+            checked.bundles.len(),
+            args.root.display()
+        );
+        // Paths and problems can hold what an attacker named: escaped for the terminal.
+        std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
+    }
+    Ok(if checked.ok { super::EXIT_OK } else { Class::Verification.exit_code() })
+}

@@ -1,0 +1,381 @@
+//! `airlock check`: a site root checked against what was verified, like fsck. Every retained
+//! bundle file is verified again from its first byte under the policy `state.json` recorded for
+//! it, and must be the bundle its directory is named for; then its staged tree is compared file
+//! by file with what that verified manifest says it holds: each member by its sha256, each
+//! view (pip index, apt repository, Hugging Face cache) by what the manifest makes of it.
+//! Whatever is missing, altered, or not the bundle's is named. Nothing is changed.
+//!
+//! `validate` and `report --root` run the same check on the active bundle before they use it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::retained::{self, Trust};
+use super::state::State;
+use super::{RETAINED_BUNDLE, RootLock, SiteError, TRUST_DIR, views};
+use crate::bundle::Manifest;
+use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
+use crate::digest::{Sha256, hash_reader};
+use crate::member_path::MemberPath;
+use crate::progress::Reporter;
+
+/// What `check` found.
+#[derive(Debug, Serialize)]
+pub struct Checked {
+    pub root: PathBuf,
+    /// Nothing damaged anywhere.
+    pub ok: bool,
+    pub bundles: Vec<BundleCheck>,
+}
+
+/// One retained bundle, checked.
+#[derive(Debug, Serialize)]
+pub struct BundleCheck {
+    pub id: String,
+    /// `current`, `previous`, or neither.
+    pub links: Vec<&'static str>,
+    /// From the verified manifest (absent when the file did not verify).
+    pub name: Option<String>,
+    pub version: Option<String>,
+    /// The retained file verified under the recorded policy and is the bundle of this id.
+    pub verified: bool,
+    pub signers: Vec<crate::sign::KeyId>,
+    /// Files of the staged tree compared with the verified manifest.
+    pub files_checked: usize,
+    pub damage: Vec<Damage>,
+}
+
+/// One thing that is not as verified.
+#[derive(Debug, Clone, Serialize)]
+pub struct Damage {
+    /// Relative to `bundles/ID/`.
+    pub path: String,
+    pub problem: String,
+}
+
+impl BundleCheck {
+    pub fn ok(&self) -> bool {
+        self.verified && self.damage.is_empty()
+    }
+}
+
+/// Check every retained bundle of `root`, holding the root's lock (waiting up to `wait`), so
+/// that no writer moves a tree while it is compared.
+pub fn check(root: &Path, wait: std::time::Duration, reporter: &dyn Reporter) -> Result<Checked, SiteError> {
+    let _lock = lock_site(root, "check", wait)?;
+    let state = State::load(root)?;
+    let links = [("current", link(root, "current")), ("previous", link(root, "previous"))];
+    let mut ids: Vec<String> = match std::fs::read_dir(root.join("bundles")) {
+        Ok(d) => d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+        Err(_) => Vec::new(),
+    };
+    ids.sort();
+    let mut bundles = Vec::new();
+    for id in ids {
+        let (mut checked, _) = bundle(root, &state, &id, reporter)?;
+        checked.links = links.iter().filter(|(_, l)| l.as_deref() == Some(id.as_str())).map(|(n, _)| *n).collect();
+        bundles.push(checked);
+    }
+    // A link that names no retained bundle is damage too.
+    for (name, target) in &links {
+        if let Some(id) = target
+            && !bundles.iter().any(|b| &b.id == id)
+        {
+            bundles.push(BundleCheck {
+                id: id.clone(),
+                links: vec![name],
+                name: None,
+                version: None,
+                verified: false,
+                signers: Vec::new(),
+                files_checked: 0,
+                damage: vec![Damage {
+                    path: String::new(),
+                    problem: format!("`{name}` names bundles/{id}, which is gone"),
+                }],
+            });
+        }
+    }
+    let ok = bundles.iter().all(BundleCheck::ok);
+    Ok(Checked { root: root.to_owned(), ok, bundles })
+}
+
+/// The active bundle's verified manifest, once its file verified under the recorded policy
+/// and its tree matched it; otherwise the damage, as an error that names `airlock check`.
+/// The caller holds the root's lock.
+pub fn active(root: &Path, reporter: &dyn Reporter) -> Result<(String, Manifest, BundleCheck), SiteError> {
+    let id = link(root, "current").ok_or_else(|| SiteError::NoCurrent { root: root.to_owned() })?;
+    let state = State::load(root)?;
+    let (checked, manifest) = bundle(root, &state, &id, reporter)?;
+    match manifest {
+        Some(m) if checked.ok() => Ok((id, m, checked)),
+        _ => Err(SiteError::Damaged { root: root.to_owned(), id, damage: checked.damage }),
+    }
+}
+
+/// The active bundle checked (without the lock: a report reads while writers may wait).
+pub fn current(root: &Path, reporter: &dyn Reporter) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
+    let id = link(root, "current").ok_or_else(|| SiteError::NoCurrent { root: root.to_owned() })?;
+    let state = State::load(root)?;
+    let (mut checked, manifest) = bundle(root, &state, &id, reporter)?;
+    checked.links = vec!["current"];
+    Ok((checked, manifest))
+}
+
+/// Take the root's lock for a reader that must see no writer at work (check, validate).
+pub fn lock_site(root: &Path, action: &str, wait: std::time::Duration) -> Result<RootLock, SiteError> {
+    if !root.join(".lock").is_file() {
+        return Err(SiteError::NotASite { root: root.to_owned() });
+    }
+    RootLock::acquire(root, action, wait)
+}
+
+fn link(root: &Path, name: &str) -> Option<String> {
+    let target = std::fs::read_link(root.join(name)).ok()?;
+    Some(target.file_name()?.to_string_lossy().into_owned())
+}
+
+/// Check one retained bundle; its verified manifest when the file verified.
+fn bundle(
+    root: &Path,
+    state: &State,
+    id: &str,
+    reporter: &dyn Reporter,
+) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
+    let dir = root.join("bundles").join(id);
+    let mut out = BundleCheck {
+        id: id.to_owned(),
+        links: Vec::new(),
+        name: None,
+        version: None,
+        verified: false,
+        signers: Vec::new(),
+        files_checked: 0,
+        damage: Vec::new(),
+    };
+    let policy = match retained::policy(root, state, id, Trust::AsInstalled) {
+        Ok(p) => p,
+        Err(e) => {
+            out.damage.push(out_damage(RETAINED_BUNDLE, e.to_string()));
+            return Ok((out, None));
+        }
+    };
+    let file = dir.join(RETAINED_BUNDLE);
+    let input = match crate::sign::policy::open_regular(&file) {
+        Ok(Some(f)) => f,
+        Ok(None) => {
+            out.damage.push(out_damage(RETAINED_BUNDLE, "not a regular file".into()));
+            return Ok((out, None));
+        }
+        Err(e) => {
+            out.damage.push(out_damage(RETAINED_BUNDLE, format!("cannot be read: {e}")));
+            return Ok((out, None));
+        }
+    };
+    let mut sink = Hashes::default();
+    let report =
+        read_bundle(BufReader::with_capacity(1 << 20, input), &policy, &mut sink, OnProblem::Continue, reporter)
+            .map_err(|e| SiteError::Io { path: file.clone(), source: e.source })?;
+    let (Some(manifest), Some(sha256)) = (report.manifest, report.manifest_sha256) else {
+        for p in &report.problems {
+            out.damage.push(out_damage(RETAINED_BUNDLE, format!("failed verification: {p}")));
+        }
+        return Ok((out, None));
+    };
+    for p in &report.problems {
+        out.damage.push(out_damage(RETAINED_BUNDLE, format!("failed verification: {p}")));
+    }
+    if let Err(e) = retained::check_id(id, &sha256, || format!("{} {}", manifest.name, manifest.version)) {
+        out.damage.push(out_damage(RETAINED_BUNDLE, e.to_string()));
+        return Ok((out, None));
+    }
+    out.verified = out.damage.is_empty();
+    out.signers = report.signers;
+    out.name = Some(manifest.name.to_string());
+    out.version = Some(manifest.version.to_string());
+    if !out.verified {
+        return Ok((out, None));
+    }
+    let expected = expected_tree(&dir, &manifest, sink.0)?;
+    let (files, damage) = compare(&dir, &expected);
+    out.files_checked = files;
+    out.damage.extend(damage);
+    Ok((out, Some(manifest)))
+}
+
+fn out_damage(path: &str, problem: String) -> Damage {
+    Damage { path: path.to_owned(), problem }
+}
+
+/// What one path of a staged tree must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expect {
+    File(Sha256),
+    Link(PathBuf),
+}
+
+/// Records each member's digest as it streams past (verified by the reader against the
+/// manifest before the report is clean).
+#[derive(Default)]
+struct Hashes(BTreeMap<MemberPath, Sha256>);
+
+impl MemberSink for Hashes {
+    fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> io::Result<()> {
+        let (sha256, _) = hash_reader(data)?;
+        self.0.insert(path.clone(), sha256);
+        Ok(())
+    }
+}
+
+/// Every file and link the tree of `manifest` holds: its members (those the stream carried
+/// and, for a delta, those its base supplied) and the views install derives from them, made
+/// again here in a scratch directory from the verified manifest.
+fn expected_tree(
+    dir: &Path,
+    manifest: &Manifest,
+    members: BTreeMap<MemberPath, Sha256>,
+) -> Result<BTreeMap<PathBuf, Expect>, SiteError> {
+    let mut expected: BTreeMap<PathBuf, Expect> = BTreeMap::new();
+    for (path, sha256) in members {
+        expected.insert(PathBuf::from(path.as_str()), Expect::File(sha256));
+    }
+    for e in &manifest.entries {
+        expected.insert(PathBuf::from(e.path.as_str()), Expect::File(e.sha256));
+    }
+    // The views, written as install writes them over placeholders of the members; the apt
+    // view needs the real `Packages` (its digest is checked as a member's).
+    let scratch = tempfile::tempdir().map_err(|source| SiteError::Io { path: std::env::temp_dir(), source })?;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| SiteError::Io { path, source }
+    };
+    for path in expected.keys() {
+        let at = scratch.path().join(path);
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        File::create(&at).map_err(io(&at))?;
+    }
+    let packages = Path::new("debs/Packages");
+    if let Some(Expect::File(want)) = expected.get(packages)
+        && hash_file(&dir.join(packages)).is_ok_and(|got| got == *want)
+    {
+        std::fs::copy(dir.join(packages), scratch.path().join(packages)).map_err(io(&dir.join(packages)))?;
+    }
+    super::write_views(scratch.path(), manifest, None)?;
+    for entry in walkdir::WalkDir::new(scratch.path()).min_depth(1) {
+        let entry = entry.map_err(|e| SiteError::Io { path: scratch.path().to_owned(), source: e.into() })?;
+        let rel = entry.path().strip_prefix(scratch.path()).unwrap_or(entry.path()).to_owned();
+        if expected.contains_key(&rel) {
+            continue;
+        }
+        let want = if entry.path_is_symlink() {
+            Expect::Link(std::fs::read_link(entry.path()).map_err(io(entry.path()))?)
+        } else if entry.file_type().is_file() {
+            // A Hugging Face blob is named by its digest; other views are what was written.
+            match hf_blob_digest(&rel) {
+                Some(d) => Expect::File(d),
+                None => Expect::File(hash_file(entry.path()).map_err(io(entry.path()))?),
+            }
+        } else {
+            continue;
+        };
+        expected.insert(rel, want);
+    }
+    Ok(expected)
+}
+
+/// `models/models--ORG--NAME/blobs/SHA256`: the digest its name gives.
+fn hf_blob_digest(rel: &Path) -> Option<Sha256> {
+    let parts: Vec<_> = rel.iter().filter_map(|p| p.to_str()).collect();
+    match parts.as_slice() {
+        ["models", _, "blobs", hex] => hex.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Paths in a retained directory that are not the bundle's tree: the file itself, its
+/// co-signatures, the trust keys kept beside it, and the apt view's `InRelease` (signed
+/// with the site key at install; apt checks it).
+fn beside_the_tree(rel: &Path) -> bool {
+    let name = rel.to_string_lossy();
+    rel.starts_with(TRUST_DIR)
+        || name == RETAINED_BUNDLE
+        || (name.starts_with(&format!("{RETAINED_BUNDLE}.")) && name.ends_with(".sig") && !name.contains('/'))
+        || rel == Path::new(views::IN_RELEASE)
+}
+
+/// Compare the tree under `dir` with `expected`: the number of files compared, and the damage.
+fn compare(dir: &Path, expected: &BTreeMap<PathBuf, Expect>) -> (usize, Vec<Damage>) {
+    let mut damage = Vec::new();
+    let mut seen = 0;
+    // Hard links (a Hugging Face blob and its member) are hashed once.
+    let mut by_inode: BTreeMap<(u64, u64), Sha256> = BTreeMap::new();
+    let mut found: BTreeSet<PathBuf> = BTreeSet::new();
+    for entry in walkdir::WalkDir::new(dir).min_depth(1).follow_links(false).sort_by_file_name() {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                damage.push(out_damage(&e.path().map(|p| p.display().to_string()).unwrap_or_default(), e.to_string()));
+                continue;
+            }
+        };
+        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path()).to_owned();
+        if beside_the_tree(&rel) || entry.file_type().is_dir() {
+            continue;
+        }
+        let shown = rel.display().to_string();
+        found.insert(rel.clone());
+        let Some(want) = expected.get(&rel) else {
+            damage.push(out_damage(&shown, "is not part of the bundle".into()));
+            continue;
+        };
+        seen += 1;
+        match want {
+            Expect::Link(target) => match std::fs::read_link(entry.path()) {
+                Ok(t) if t == *target => {}
+                Ok(t) => damage
+                    .push(out_damage(&shown, format!("links to `{}`, expected `{}`", t.display(), target.display()))),
+                Err(_) => damage.push(out_damage(&shown, format!("is not a link to `{}`", target.display()))),
+            },
+            Expect::File(sha256) => {
+                if !entry.file_type().is_file() {
+                    damage.push(out_damage(&shown, "is not a regular file".into()));
+                    continue;
+                }
+                let inode = entry.metadata().ok().map(|m| {
+                    use std::os::unix::fs::MetadataExt as _;
+                    (m.dev(), m.ino())
+                });
+                let got = match inode.and_then(|i| by_inode.get(&i).copied()) {
+                    Some(d) => Ok(d),
+                    None => hash_file(entry.path()),
+                };
+                match got {
+                    Ok(got) => {
+                        if let Some(i) = inode {
+                            by_inode.insert(i, got);
+                        }
+                        if got != *sha256 {
+                            damage.push(out_damage(&shown, format!("expected sha256 {sha256}, found {got}")));
+                        }
+                    }
+                    Err(e) => damage.push(out_damage(&shown, format!("cannot be read: {e}"))),
+                }
+            }
+        }
+    }
+    for path in expected.keys().filter(|p| !found.contains(*p)) {
+        damage.push(out_damage(&path.display().to_string(), "is missing".into()));
+    }
+    (seen, damage)
+}
+
+fn hash_file(path: &Path) -> io::Result<Sha256> {
+    let file = crate::sign::policy::open_regular(path)?.ok_or_else(|| io::Error::other("not a regular file"))?;
+    Ok(hash_reader(BufReader::with_capacity(1 << 20, file))?.0)
+}
