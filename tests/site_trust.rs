@@ -114,17 +114,22 @@ fn deleting_or_editing_the_state_does_not_lift_the_downgrade_guard() {
     assert!(refused.stderr.contains("state.json"), "not even an upgrade proceeds: {}", refused.stderr);
 }
 
+/// The demo project with one `[[validation.check]]` (its TOML body) built in `t`, and a site
+/// root path: (keys, bundle, root).
+fn with_check(t: &tempfile::TempDir, check: &str) -> (Keys, std::path::PathBuf, std::path::PathBuf) {
+    let keys = keygen(&t.path().join("k"), "build");
+    let p = project(&t.path().join("p"), "1.0.0");
+    let spec = std::fs::read_to_string(&p.spec).unwrap();
+    std::fs::write(&p.spec, format!("{spec}\n[[validation.check]]\n{check}\n")).unwrap();
+    let bundle = t.path().join("b.airlock");
+    build(&p, &keys, &bundle).ok();
+    (keys, bundle, t.path().join("site"))
+}
+
 #[test]
 fn validate_runs_nothing_from_a_tampered_active_manifest() {
     let t = tempfile::tempdir().unwrap();
-    let keys = keygen(&t.path().join("k"), "build");
-    let p = project(&t.path().join("p"), "1.0.0");
-    let mut spec = std::fs::read_to_string(&p.spec).unwrap();
-    spec.push_str("\n[[validation.check]]\nname = \"smoke\"\nrun = [\"true\"]\nexpect = \"exit0\"\n");
-    std::fs::write(&p.spec, spec).unwrap();
-    let bundle = t.path().join("b.airlock");
-    build(&p, &keys, &bundle).ok();
-    let root = t.path().join("site");
+    let (keys, bundle, root) = with_check(&t, "name = \"smoke\"\nrun = [\"true\"]\nexpect = \"exit0\"");
     airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
     airlock_run(&["validate", "--root", s(&root)]).ok();
 
@@ -210,14 +215,9 @@ fn a_red_install_leaves_a_record() {
 #[test]
 fn a_check_whose_background_grandchild_keeps_stdout_open_does_not_hang_validate() {
     let t = tempfile::tempdir().unwrap();
-    let keys = keygen(&t.path().join("k"), "build");
-    let p = project(&t.path().join("p"), "1.0.0");
-    let mut spec = std::fs::read_to_string(&p.spec).unwrap();
-    spec.push_str("\n[[validation.check]]\nname = \"daemon\"\nrun = [\"sh\", \"-c\", \"sleep 120 & echo started\"]\nexpect = \"exit0\"\ntimeout_s = 60\n");
-    std::fs::write(&p.spec, spec).unwrap();
-    let bundle = t.path().join("b.airlock");
-    build(&p, &keys, &bundle).ok();
-    let root = t.path().join("site");
+    let check =
+        "name = \"daemon\"\nrun = [\"sh\", \"-c\", \"sleep 120 & echo started\"]\nexpect = \"exit0\"\ntimeout_s = 60";
+    let (keys, bundle, root) = with_check(&t, check);
     let started = std::time::Instant::now();
     airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
     airlock_run(&["validate", "--root", s(&root)]).ok();

@@ -33,6 +33,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
                 let _ = writeln!(text, "  {}: {}", if d.path.is_empty() { "." } else { &d.path }, d.problem);
             }
         }
+        for name in &checked.strays {
+            let _ = writeln!(text, "bundles/{name}: not a bundle id: nothing airlock installed");
+        }
         let _ = writeln!(
             text,
             "{}: {} retained bundle(s) checked under {}",

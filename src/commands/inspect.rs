@@ -9,7 +9,7 @@ use super::VerificationFailed;
 use crate::bundle::manifest::Artifact;
 use crate::bundle::reader::read_head;
 use crate::cli::InspectArgs;
-use crate::site::bundle_id;
+use crate::site::BundleId;
 
 pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     let input = Input::resolve(&args.bundle)?;
@@ -37,7 +37,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
             "created": m.created,
             "builder": m.builder,
             "manifest_sha256": head.manifest_sha256,
-            "id": bundle_id(&head.manifest_sha256),
+            "id": BundleId::of(&head.manifest_sha256),
             "signatures": signatures,
             "artifacts": m.artifacts,
             "members": members,
@@ -62,8 +62,8 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     }
     let _ = writeln!(out, "created:     {}", m.created);
     let _ = writeln!(out, "builder:     {}", crate::escape::value(&m.builder.tool));
-    let _ =
-        writeln!(out, "manifest:    {} (site id; sha256 {})", bundle_id(&head.manifest_sha256), head.manifest_sha256);
+    let id = BundleId::of(&head.manifest_sha256);
+    let _ = writeln!(out, "manifest:    {id} (site id; sha256 {})", head.manifest_sha256);
     let _ = writeln!(
         out,
         "signatures:  embedded (key {} as claimed by the manifest), {} co-signature(s) beside the bundle",

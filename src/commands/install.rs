@@ -80,7 +80,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
             out,
             "current -> bundles/{}{} in {:.2} s; record {}",
             done.id,
-            done.previous.map(|p| format!(" (was {p})")).unwrap_or_default(),
+            done.previous.map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
             done.seconds,
             done.record.display()
         )?;

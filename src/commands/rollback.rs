@@ -40,7 +40,7 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
         out,
         "current -> bundles/{}{} in {:.2} s; record {}",
         done.id,
-        done.from.as_ref().map(|p| format!(" (was {p})")).unwrap_or_default(),
+        done.from.as_ref().map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
         done.seconds,
         done.record.display()
     )?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::cli::ValidateArgs;
 use crate::failure::Class;
+use crate::site::SiteRoot;
 use crate::site::records::{Action, Outcome, Record, RecordBundle, Validation as RecordedValidation};
 use crate::validate::matrix::Verdict;
 use crate::validate::probe::HostRoot;
@@ -18,9 +19,10 @@ use crate::validate::{not_green, validate, word};
 pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     // Nothing from the active bundle runs before it verified again under the policy it was
     // installed with and its tree matched it; no writer moves it meanwhile.
-    let _lock = crate::site::check::lock_site(&args.root, "validate", Duration::from_secs(args.site.wait))?;
+    let root = SiteRoot::new(&args.root);
+    let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
     let reporter = crate::cli::TerminalReporter::new(args.json);
-    let (bundle_id, manifest, _) = crate::site::check::active(&args.root, &reporter)?;
+    let (bundle_id, manifest, _) = crate::site::check::active(&root, &reporter)?;
     let evidence = validate(&manifest.validation, &HostRoot::from_env())
         .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
     let Some(evidence) = evidence else {
@@ -49,7 +51,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         }),
     );
     record.validation = Some(RecordedValidation::Evidence(Box::new(evidence.clone())));
-    let record = crate::site::records::write(&args.root, &record)?;
+    let record = crate::site::records::write(&root, &record)?;
     if args.json {
         super::print_json(&serde_json::json!({
             "verdict": evidence.verdict, "summary": evidence.summary, "detected": evidence.detected,

@@ -114,8 +114,8 @@ fn header(o: &mut String, r: &Report) {
             o,
             "<tr><th>Site</th><td><code>{}</code>: current {}, previous {}</td></tr>",
             esc(&site.root.display().to_string()),
-            esc(site.current.as_deref().unwrap_or("none")),
-            esc(site.previous.as_deref().unwrap_or("none"))
+            esc(site.current.as_ref().map_or("none", crate::site::BundleId::as_str)),
+            esc(site.previous.as_ref().map_or("none", crate::site::BundleId::as_str))
         );
         let c = &site.check;
         let found = if c.ok {

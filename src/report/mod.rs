@@ -28,6 +28,8 @@ use crate::sign::Policy;
 use crate::sign::policy::{Outcome, Source};
 
 use crate::site::records::{Action, Outcome as RecordOutcome, Record};
+use crate::site::root::Link;
+use crate::site::{BundleId, SiteRoot};
 
 pub const SCHEMA: &str = "airlock.report/v1";
 
@@ -129,8 +131,8 @@ pub struct DiffFacts {
 #[derive(Debug, Serialize)]
 pub struct SiteFacts {
     pub root: PathBuf,
-    pub current: Option<String>,
-    pub previous: Option<String>,
+    pub current: Option<BundleId>,
+    pub previous: Option<BundleId>,
     /// The latest validation evidence (from an install or validate record), with its record.
     pub validation: Option<Validation>,
     /// Every install, rollback and validate record, oldest first.
@@ -203,12 +205,12 @@ pub fn bundle(
 
 /// A site's report: its active bundle verified again under the policy it was installed with,
 /// and its records.
-pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError> {
-    let link = |name: &str| {
-        std::fs::read_link(root.join(name)).ok().and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
-    };
-    let current = link("current").ok_or_else(|| ReportError::NoCurrent(root.to_owned()))?;
-    let (checked, _) = crate::site::check::current(root, reporter)?;
+pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError> {
+    let root = &SiteRoot::new(path);
+    if root.link(Link::Current).is_none() {
+        return Err(ReportError::NoCurrent(path.to_owned()));
+    }
+    let (current, checked) = crate::site::check::current(root, reporter)?;
     let check = SiteCheck {
         how: format!(
             "`airlock check`: bundles/{current}/bundle.airlock verified again from its first byte under the keys and \
@@ -221,7 +223,7 @@ pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         damage: checked.damage,
     };
     let policy = crate::site::retained_policy(root, &current)?;
-    let file = root.join("bundles").join(&current).join(crate::site::RETAINED_BUNDLE);
+    let file = root.retained_file(&current);
     let read = read(&crate::bundle::parts::Input::Whole(file), Some(&policy), reporter)?;
     let records = records(root)?;
     let validation = records.iter().rev().find_map(|(line, record)| {
@@ -236,7 +238,7 @@ pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
     let activated_current = |r: &Record| {
         r.action == Action::Install
             && r.outcome() == RecordOutcome::Activated
-            && r.bundle.as_ref().and_then(|b| b.id.as_deref()) == Some(current.as_str())
+            && r.bundle.as_ref().and_then(|b| b.id.as_ref()) == Some(&current)
     };
     let accepted_amber =
         records.iter().rev().find(|(_, r)| activated_current(r)).and_then(|(_, r)| r.accepted_amber.clone());
@@ -246,9 +248,9 @@ pub fn site(root: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         .find(|(_, r)| r.action == Action::Rollback && r.outcome() == RecordOutcome::Activated)
         .map(|(l, _)| l.clone());
     let site = SiteFacts {
-        root: root.to_owned(),
+        root: path.to_owned(),
         current: Some(current),
-        previous: link("previous"),
+        previous: root.link(Link::Previous),
         validation,
         records: records.into_iter().map(|(l, _)| l).collect(),
         rollback,
@@ -483,7 +485,7 @@ fn sbom_facts(m: &Manifest, bytes: &[u8]) -> Option<SbomFacts> {
 }
 
 /// Every record, oldest first (their names sort by time), with its summary line.
-fn records(root: &Path) -> Result<Vec<(RecordLine, Record)>, ReportError> {
+fn records(root: &SiteRoot) -> Result<Vec<(RecordLine, Record)>, ReportError> {
     let mut out = Vec::new();
     for (path, record) in crate::site::records::read_all(root)? {
         let b = record.bundle.clone().unwrap_or_default();
@@ -496,7 +498,7 @@ fn records(root: &Path) -> Result<Vec<(RecordLine, Record)>, ReportError> {
                 "{} {} ({})",
                 b.name.as_deref().unwrap_or("?"),
                 b.version.as_deref().unwrap_or("?"),
-                b.id.as_deref().or(b.file.as_deref()).unwrap_or("?")
+                b.id.as_ref().map(BundleId::as_str).or(b.file.as_deref()).unwrap_or("?")
             ),
             seconds: record.seconds,
             phases: serde_json::to_value(&record.phases).unwrap_or_default(),

@@ -11,9 +11,10 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use super::retained::{self, Trust};
+use super::root::{BundleId, Link, RETAINED_BUNDLE, SiteRoot};
 use super::stage::StageSink;
 use super::state::State;
-use super::{RETAINED_BUNDLE, SiteError, io_err};
+use super::{SiteError, io_err};
 use crate::bundle::Manifest;
 use crate::bundle::manifest::{BaseRef, MANIFEST, MAX_MANIFEST_BYTES};
 use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
@@ -26,12 +27,10 @@ const MAX_CHAIN: usize = 16;
 
 /// The retained bundle `base` names: by manifest digest when the delta records it, else the
 /// newest retained bundle built from the same lock. Current and previous are looked at first.
-pub(super) fn find(root: &Path, state: &State, base: &BaseRef) -> Result<String, SiteError> {
-    let link = |name: &str| {
-        std::fs::read_link(root.join(name)).ok().and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
-    };
-    let mut candidates: Vec<String> = [link("current"), link("previous")].into_iter().flatten().collect();
-    let mut others: Vec<(&String, _)> = state.bundles.iter().map(|(id, b)| (id, b.installed_at)).collect();
+pub(super) fn find(root: &SiteRoot, state: &State, base: &BaseRef) -> Result<BundleId, SiteError> {
+    let mut candidates: Vec<BundleId> =
+        [Link::Current, Link::Previous].into_iter().filter_map(|l| root.link(l)).collect();
+    let mut others: Vec<(&BundleId, _)> = state.bundles.iter().map(|(id, b)| (id, b.installed_at)).collect();
     others.sort_by_key(|b| std::cmp::Reverse(b.1));
     for (id, _) in others {
         if !candidates.contains(id) {
@@ -39,7 +38,7 @@ pub(super) fn find(root: &Path, state: &State, base: &BaseRef) -> Result<String,
         }
     }
     for id in &candidates {
-        let dir = root.join("bundles").join(id);
+        let dir = root.bundle_dir(id);
         if !dir.join(RETAINED_BUNDLE).is_file() {
             continue;
         }
@@ -71,12 +70,12 @@ fn retained_manifest(dir: &Path) -> Option<(Sha256, Manifest)> {
 /// Fill the `from_base` entries of the verified delta `manifest` staged in `dir` from its base
 /// (and its base's base). Returns the id of the base, or `None` for a full bundle.
 pub(super) fn fill(
-    root: &Path,
+    root: &SiteRoot,
     state: &State,
     manifest: &Manifest,
     dir: &Path,
     reporter: &dyn Reporter,
-) -> Result<Option<String>, SiteError> {
+) -> Result<Option<BundleId>, SiteError> {
     let Some(first) = &manifest.base else { return Ok(None) };
     let mut wanted: BTreeMap<Sha256, Vec<MemberPath>> = BTreeMap::new();
     for e in manifest.entries.iter().filter(|e| e.from_base) {
@@ -103,22 +102,21 @@ pub(super) fn fill(
 /// Verify retained bundle `id` and copy the members `wanted` names into `dir`; returns its
 /// verified manifest. Every digest it supplied leaves `wanted`.
 fn take_from(
-    root: &Path,
+    root: &SiteRoot,
     state: &State,
-    id: &str,
+    id: &BundleId,
     wanted: &mut BTreeMap<Sha256, Vec<MemberPath>>,
     dir: &Path,
     reporter: &dyn Reporter,
 ) -> Result<Manifest, SiteError> {
-    let base_dir = root.join("bundles").join(id);
-    let bundle = base_dir.join(RETAINED_BUNDLE);
+    let bundle = root.retained_file(id);
     let trust = retained::policy(root, state, id, Trust::AsInstalled)?;
     tracing::info!("base: verifying bundles/{id} again and taking {} members from it", wanted.len());
     let open = || File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source });
     // Which member goes where, from the manifest as read now; verification below reads the
     // same manifest again and must find the same bytes.
     let head = crate::bundle::reader::read_head(BufReader::new(open()?))
-        .map_err(|p| SiteError::BaseRejected { id: id.to_owned(), problems: vec![p] })?;
+        .map_err(|p| SiteError::BaseRejected { id: id.clone(), problems: vec![p] })?;
     let mut routes = BTreeMap::new();
     let mut chosen = BTreeSet::new();
     for e in head.manifest.carried() {
@@ -133,7 +131,7 @@ fn take_from(
     let report = read_bundle(input, &trust, &mut sink, OnProblem::Stop, reporter)
         .map_err(|e| SiteError::Io { path: e.path.under(dir), source: e.source })?;
     let (Some(verified), true) = (report.manifest, report.problems.is_empty()) else {
-        return Err(SiteError::BaseRejected { id: id.to_owned(), problems: report.problems });
+        return Err(SiteError::BaseRejected { id: id.clone(), problems: report.problems });
     };
     retained::check_id(id, &head.manifest_sha256, || format!("{} {}", verified.name, verified.version))?;
     if report.manifest_sha256 != Some(head.manifest_sha256) {
@@ -141,7 +139,7 @@ fn take_from(
             member: Some(MANIFEST.into()),
             reason: crate::bundle::reader::Rejection::ManifestInvalid("it changed while it was read".into()),
         };
-        return Err(SiteError::BaseRejected { id: id.to_owned(), problems: vec![problem] });
+        return Err(SiteError::BaseRejected { id: id.clone(), problems: vec![problem] });
     }
     // Verified: each digest is in place at its first path; copy it to any others.
     for (sha256, first) in sink.written {

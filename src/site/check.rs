@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::retained::{self, Trust};
+use super::root::{BundleId, Link, RETAINED_BUNDLE, SiteRoot, TRUST_DIR};
+use super::stage::write_views;
 use super::state::State;
-use super::{RETAINED_BUNDLE, RootLock, SiteError, TRUST_DIR, views};
+use super::{SiteError, views};
 use crate::bundle::Manifest;
 use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
 use crate::digest::{Sha256, hash_reader};
@@ -30,12 +32,14 @@ pub struct Checked {
     /// Nothing damaged anywhere.
     pub ok: bool,
     pub bundles: Vec<BundleCheck>,
+    /// Names under `bundles/` that are not bundle ids: nothing airlock made.
+    pub strays: Vec<String>,
 }
 
 /// One retained bundle, checked.
 #[derive(Debug, Serialize)]
 pub struct BundleCheck {
-    pub id: String,
+    pub id: BundleId,
     /// `current`, `previous`, or neither.
     pub links: Vec<&'static str>,
     /// From the verified manifest (absent when the file did not verify).
@@ -66,89 +70,91 @@ impl BundleCheck {
 /// Check every retained bundle of `root`, holding the root's lock (waiting up to `wait`), so
 /// that no writer moves a tree while it is compared.
 pub fn check(root: &Path, wait: std::time::Duration, reporter: &dyn Reporter) -> Result<Checked, SiteError> {
-    let _lock = lock_site(root, "check", wait)?;
+    let root = &SiteRoot::new(root);
+    let _lock = root.lock_for_reading("check", wait)?;
     let state = State::load(root)?;
-    let links = [("current", link(root, "current")), ("previous", link(root, "previous"))];
-    let mut ids: Vec<String> = match std::fs::read_dir(root.join("bundles")) {
-        Ok(d) => d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
-        Err(_) => Vec::new(),
-    };
-    ids.sort();
+    let links = [(Link::Current, root.link(Link::Current)), (Link::Previous, root.link(Link::Previous))];
     let mut bundles = Vec::new();
-    for id in ids {
+    for id in root.retained() {
         let (mut checked, _) = bundle(root, &state, &id, reporter)?;
-        checked.links = links.iter().filter(|(_, l)| l.as_deref() == Some(id.as_str())).map(|(n, _)| *n).collect();
+        checked.links = links.iter().filter(|(_, l)| l.as_ref() == Some(&id)).map(|(n, _)| n.name()).collect();
         bundles.push(checked);
     }
     // A link that names no retained bundle is damage too.
-    for (name, target) in &links {
-        if let Some(id) = target
-            && !bundles.iter().any(|b| &b.id == id)
-        {
-            bundles.push(BundleCheck {
-                id: id.clone(),
-                links: vec![name],
-                name: None,
-                version: None,
-                verified: false,
-                signers: Vec::new(),
-                files_checked: 0,
-                damage: vec![Damage {
-                    path: String::new(),
-                    problem: format!("`{name}` names bundles/{id}, which is gone"),
-                }],
-            });
+    for (link, target) in &links {
+        let dangling = match target {
+            Some(id) => !bundles.iter().any(|b| &b.id == id),
+            None => std::fs::symlink_metadata(root.link_path(*link)).is_ok(),
+        };
+        if dangling {
+            let what =
+                target.as_ref().map_or_else(|| "no bundle".to_owned(), |id| format!("bundles/{id}, which is gone"));
+            stray(&mut bundles, target.clone(), *link, format!("`{}` names {what}", link.name()));
         }
     }
-    let ok = bundles.iter().all(BundleCheck::ok);
-    Ok(Checked { root: root.to_owned(), ok, bundles })
+    let strays = strays(root);
+    let ok = bundles.iter().all(BundleCheck::ok) && strays.is_empty();
+    Ok(Checked { root: root.path().to_owned(), ok, bundles, strays })
+}
+
+fn stray(bundles: &mut Vec<BundleCheck>, id: Option<BundleId>, link: Link, problem: String) {
+    bundles.push(BundleCheck {
+        id: id.unwrap_or_else(|| BundleId::parse("0000000000000000").expect("a valid id")),
+        links: vec![link.name()],
+        name: None,
+        version: None,
+        verified: false,
+        signers: Vec::new(),
+        files_checked: 0,
+        damage: vec![Damage { path: String::new(), problem }],
+    });
+}
+
+/// Entries under `bundles/` that are not named like a bundle id: no install made them.
+fn strays(root: &SiteRoot) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(root.bundles()) else { return Vec::new() };
+    let mut names: Vec<String> = dir
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| BundleId::parse(n).is_none())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The active bundle's verified manifest, once its file verified under the recorded policy
 /// and its tree matched it; otherwise the damage, as an error that names `airlock check`.
 /// The caller holds the root's lock.
-pub fn active(root: &Path, reporter: &dyn Reporter) -> Result<(String, Manifest, BundleCheck), SiteError> {
-    let id = link(root, "current").ok_or_else(|| SiteError::NoCurrent { root: root.to_owned() })?;
+pub fn active(root: &SiteRoot, reporter: &dyn Reporter) -> Result<(BundleId, Manifest, BundleCheck), SiteError> {
+    let id = root.link(Link::Current).ok_or_else(|| SiteError::NoCurrent { root: root.path().to_owned() })?;
     let state = State::load(root)?;
     let (checked, manifest) = bundle(root, &state, &id, reporter)?;
     match manifest {
         Some(m) if checked.ok() => Ok((id, m, checked)),
-        _ => Err(SiteError::Damaged { root: root.to_owned(), id, damage: checked.damage }),
+        _ => Err(SiteError::Damaged { root: root.path().to_owned(), id, damage: checked.damage }),
     }
 }
 
-/// The active bundle checked (without the lock: a report reads while writers may wait).
-pub fn current(root: &Path, reporter: &dyn Reporter) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
-    let id = link(root, "current").ok_or_else(|| SiteError::NoCurrent { root: root.to_owned() })?;
+/// The active bundle checked (without the lock: a report reads while writers may wait), and
+/// its id.
+pub fn current(root: &SiteRoot, reporter: &dyn Reporter) -> Result<(BundleId, BundleCheck), SiteError> {
+    let id = root.link(Link::Current).ok_or_else(|| SiteError::NoCurrent { root: root.path().to_owned() })?;
     let state = State::load(root)?;
-    let (mut checked, manifest) = bundle(root, &state, &id, reporter)?;
-    checked.links = vec!["current"];
-    Ok((checked, manifest))
-}
-
-/// Take the root's lock for a reader that must see no writer at work (check, validate).
-pub fn lock_site(root: &Path, action: &str, wait: std::time::Duration) -> Result<RootLock, SiteError> {
-    if !root.join(".lock").is_file() {
-        return Err(SiteError::NotASite { root: root.to_owned() });
-    }
-    RootLock::acquire(root, action, wait)
-}
-
-fn link(root: &Path, name: &str) -> Option<String> {
-    let target = std::fs::read_link(root.join(name)).ok()?;
-    Some(target.file_name()?.to_string_lossy().into_owned())
+    let (mut checked, _) = bundle(root, &state, &id, reporter)?;
+    checked.links = vec![Link::Current.name()];
+    Ok((id, checked))
 }
 
 /// Check one retained bundle; its verified manifest when the file verified.
 fn bundle(
-    root: &Path,
+    root: &SiteRoot,
     state: &State,
-    id: &str,
+    id: &BundleId,
     reporter: &dyn Reporter,
 ) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
-    let dir = root.join("bundles").join(id);
+    let dir = root.bundle_dir(id);
     let mut out = BundleCheck {
-        id: id.to_owned(),
+        id: id.clone(),
         links: Vec::new(),
         name: None,
         version: None,
@@ -266,7 +272,7 @@ fn expected_tree(
     {
         std::fs::copy(dir.join(packages), scratch.path().join(packages)).map_err(io(&dir.join(packages)))?;
     }
-    super::write_views(scratch.path(), manifest, None)?;
+    write_views(scratch.path(), manifest, None)?;
     for entry in walkdir::WalkDir::new(scratch.path()).min_depth(1) {
         let entry = entry.map_err(|e| SiteError::Io { path: scratch.path().to_owned(), source: e.into() })?;
         let rel = entry.path().strip_prefix(scratch.path()).unwrap_or(entry.path()).to_owned();

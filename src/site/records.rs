@@ -4,12 +4,13 @@
 //! phase took. One typed `Record` is written by the site and `validate` and read back by
 //! `report` and the anti-downgrade guard; its schema is `schemas/record.v1.json`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use super::SiteError;
+use super::root::{BundleId, SiteRoot};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 use crate::sign::KeyId;
@@ -45,14 +46,14 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_amber: Option<String>,
     /// The bundle that was current before (install: now previous; rollback: the one left).
-    #[serde(default, skip_serializing_if = "Option::is_none", alias = "from")]
-    pub previous: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "from", with = "super::root::as_link")]
+    pub previous: Option<BundleId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<super::registry::Pushed>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images_not_published: Option<usize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pruned: Vec<String>,
+    pub pruned: Vec<BundleId>,
     /// Why it was refused or failed: the whole error, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -138,7 +139,7 @@ impl Record {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RecordBundle {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub id: Option<BundleId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,7 +147,7 @@ pub struct RecordBundle {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_sha256: Option<Sha256>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base: Option<String>,
+    pub base: Option<BundleId>,
     /// Where it came from: a file, parts, or `oci://…`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
@@ -263,8 +264,8 @@ impl Phases {
 
 /// Write one record, durably (the file and its directory synced); its name sorts by time
 /// (`20261130T064012.345Z-install.json`).
-pub fn write(root: &Path, record: &Record) -> Result<PathBuf, SiteError> {
-    let dir = root.join("records");
+pub fn write(root: &SiteRoot, record: &Record) -> Result<PathBuf, SiteError> {
+    let dir = root.records();
     let action = record.action.as_str();
     std::fs::create_dir_all(&dir).map_err(|source| SiteError::Io { path: dir.clone(), source })?;
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -283,7 +284,7 @@ pub fn write(root: &Path, record: &Record) -> Result<PathBuf, SiteError> {
             continue;
         }
         crate::atomic::write(&path, &bytes).map_err(|source| SiteError::Io { path: path.clone(), source })?;
-        crate::atomic::sync_dir(&dir).map_err(|source| SiteError::Io { path: dir.clone(), source })?;
+        root.commit_dir(&dir)?;
         return Ok(path);
     }
     Err(SiteError::Io { path: dir, source: std::io::Error::other("too many records in one millisecond") })
@@ -292,8 +293,8 @@ pub fn write(root: &Path, record: &Record) -> Result<PathBuf, SiteError> {
 /// Every record under `root/records`, oldest first (names sort by time), with its path.
 /// Records that are too large or do not parse are skipped with a warning: evidence is read,
 /// never trusted to be well-formed.
-pub fn read_all(root: &Path) -> Result<Vec<(PathBuf, Record)>, SiteError> {
-    let dir = root.join("records");
+pub fn read_all(root: &SiteRoot) -> Result<Vec<(PathBuf, Record)>, SiteError> {
+    let dir = root.records();
     let entries = match std::fs::read_dir(&dir) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -330,7 +331,7 @@ pub struct Activation {
 
 /// Every activation `records/` shows: installs and rollbacks that made a bundle current (a
 /// record of a refused or failed action activated nothing).
-pub fn activations(root: &Path) -> Result<Vec<Activation>, SiteError> {
+pub fn activations(root: &SiteRoot) -> Result<Vec<Activation>, SiteError> {
     Ok(read_all(root)?
         .into_iter()
         .filter(|(_, r)| r.outcome() == Outcome::Activated)

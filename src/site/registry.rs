@@ -55,6 +55,23 @@ pub struct Pushed {
     pub blobs_present: usize,
 }
 
+/// Push the retained bundle's images to the site registry, or say how many were not published.
+pub(super) fn publish_images(
+    retained: &super::retain::Retained,
+    site: Option<&SiteRegistry>,
+    net: &Net,
+) -> Result<(Vec<Pushed>, usize), super::SiteError> {
+    let publish_err = |source| super::SiteError::Publish { id: retained.id.clone(), source };
+    if let Some(site) = site {
+        return Ok((publish(&retained.path, site, net).map_err(publish_err)?, 0));
+    }
+    let carried = staged_images(&retained.path).map_err(publish_err)?.len();
+    if carried > 0 {
+        tracing::warn!("the bundle carries {carried} image manifest(s); pass --registry HOST[:PORT] to publish them");
+    }
+    Ok((Vec::new(), carried))
+}
+
 /// The images a staged tree carries: its layout's index entries, or none.
 pub fn staged_images(staged: &Path) -> Result<Vec<Descriptor>, PublishError> {
     let path = staged.join("images/index.json");

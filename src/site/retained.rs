@@ -10,8 +10,9 @@
 
 use std::path::Path;
 
+use super::root::{BundleId, SiteRoot, TRUST_DIR};
 use super::state::State;
-use super::{RETAINED_BUNDLE, SiteError, TRUST_DIR, bundle_id, io_err};
+use super::{SiteError, io_err};
 use crate::digest::Sha256;
 use crate::sign::{KeyId, Policy, TrustedKey};
 
@@ -24,23 +25,22 @@ pub enum Trust {
 
 /// The policy to verify retained bundle `id` under, with the co-signatures retained beside it
 /// (each still has to verify with a key of the policy to count).
-pub fn policy(root: &Path, state: &State, id: &str, trust: Trust) -> Result<Policy, SiteError> {
-    let dir = root.join("bundles").join(id);
-    let cosignatures = crate::sign::policy::cosignatures_beside(&dir.join(RETAINED_BUNDLE)).map_err(io_err(&dir))?;
-    let (keys, threshold) = match trust {
-        Trust::Given { keys, threshold } => (keys, threshold),
+pub fn policy(root: &SiteRoot, state: &State, id: &BundleId, trust: Trust) -> Result<Policy, SiteError> {
+    let dir = root.bundle_dir(id);
+    let cosignatures = crate::sign::policy::cosignatures_beside(&root.retained_file(id)).map_err(io_err(&dir))?;
+    match trust {
+        Trust::Given { keys, threshold } => Ok(Policy::new(keys, threshold, cosignatures)?),
         Trust::AsInstalled => {
-            let recorded = state.bundles.get(id).ok_or_else(|| SiteError::NotRecorded { id: id.to_owned() })?;
-            (recorded_keys(&dir, &recorded.trust), recorded.threshold)
+            let recorded = state.bundles.get(id).ok_or_else(|| SiteError::NotRecorded { id: id.clone() })?;
+            Policy::new(recorded_keys(&dir, &recorded.trust), recorded.threshold, cosignatures).map_err(|e| match e {
+                // Recorded keys gone or altered: the recorded threshold cannot be met.
+                crate::sign::policy::PolicyError::Unreachable { threshold, keys } => {
+                    SiteError::RecordedKeysMissing { id: id.clone(), threshold, keys }
+                }
+                e @ crate::sign::policy::PolicyError::ZeroThreshold => SiteError::Policy(e),
+            })
         }
-    };
-    Policy::new(keys, threshold, cosignatures).map_err(|e| match e {
-        // Recorded keys gone or altered: the recorded threshold cannot be met.
-        crate::sign::policy::PolicyError::Unreachable { threshold, keys } => {
-            SiteError::RecordedKeysMissing { id: id.to_owned(), threshold, keys }
-        }
-        e @ crate::sign::policy::PolicyError::ZeroThreshold => SiteError::Policy(e),
-    })
+    }
 }
 
 /// The keys the state lists for a bundle, each from `trust/KEYID.pub` and only if the file
@@ -64,10 +64,10 @@ fn recorded_keys(dir: &Path, ids: &[KeyId]) -> Vec<TrustedKey> {
 
 /// A bundle that verified under a retained directory's policy is the one the site retained
 /// there only if its manifest digest gives that directory's id.
-pub fn check_id(id: &str, manifest_sha256: &Sha256, what: impl FnOnce() -> String) -> Result<(), SiteError> {
-    let actual = bundle_id(manifest_sha256);
-    if actual == id {
+pub fn check_id(id: &BundleId, manifest_sha256: &Sha256, what: impl FnOnce() -> String) -> Result<(), SiteError> {
+    let actual = BundleId::of(manifest_sha256);
+    if actual == *id {
         return Ok(());
     }
-    Err(SiteError::NotRetained { id: id.to_owned(), actual: format!("{} (id {actual})", what()) })
+    Err(SiteError::NotRetained { id: id.clone(), actual: format!("{} (id {actual})", what()) })
 }

@@ -12,13 +12,16 @@ use std::fs::File;
 use std::path::Path;
 use std::time::Duration;
 
+use super::activate::activate;
+use super::install::Attempt;
 use super::records::{self, Action, Outcome};
+use super::registry::{self, publish_images};
+use super::retain::retain;
 pub use super::retained::Trust;
+use super::root::{BundleId, Link, SiteRoot};
+use super::stage::{Staged, stage, write_views};
 use super::state::State;
-use super::{
-    Attempt, RETAINED_BUNDLE, SiteError, Staged, activate, crash_point, open_root, publish_images, registry, retain,
-    retained, views, write_views,
-};
+use super::{SiteError, crash_point, retained, views};
 use crate::fetch::Net;
 use crate::progress::Reporter;
 use crate::sign::KeyId;
@@ -27,12 +30,13 @@ use crate::sign::KeyId;
 #[derive(Debug, serde::Serialize)]
 pub struct RolledBack {
     /// The bundle that is current now (the old previous).
-    pub id: String,
+    pub id: BundleId,
     pub name: String,
     pub version: String,
     pub signers: Vec<KeyId>,
     /// The bundle that was current (now previous).
-    pub from: Option<String>,
+    #[serde(with = "super::root::as_link")]
+    pub from: Option<BundleId>,
     pub images: Vec<registry::Pushed>,
     pub record: std::path::PathBuf,
     pub seconds: f64,
@@ -46,15 +50,17 @@ pub fn rollback(
     net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<RolledBack, SiteError> {
-    let _lock = open_root(root, "rollback", wait)?;
-    let mut attempt = Attempt::new(Action::Rollback, "verify", root.join("previous").display().to_string(), None);
+    let root = &SiteRoot::new(root);
+    let _lock = root.open_for_writing("rollback", wait)?;
+    let mut attempt =
+        Attempt::new(Action::Rollback, "verify", root.link_path(Link::Previous).display().to_string(), None);
     let rolled = rollback_locked(root, trust, apt_key, net, reporter, &mut attempt);
     // A refused or failed rollback is on record too.
     rolled.inspect_err(|e| attempt.record_failure(root, e))
 }
 
 fn rollback_locked(
-    root: &Path,
+    root: &SiteRoot,
     trust: Trust,
     apt_key: Option<&views::AptSigningKey>,
     net: &Net,
@@ -62,16 +68,14 @@ fn rollback_locked(
     attempt: &mut Attempt,
 ) -> Result<RolledBack, SiteError> {
     let mut state = State::load_for_writer(root)?;
-    let target =
-        std::fs::read_link(root.join("previous")).map_err(|_| SiteError::NoPrevious { root: root.to_owned() })?;
-    let id = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let bundle = root.join("bundles").join(&id).join(RETAINED_BUNDLE);
+    let id = root.link(Link::Previous).ok_or_else(|| SiteError::NoPrevious { root: root.path().to_owned() })?;
+    let bundle = root.retained_file(&id);
     let policy = retained::policy(root, &state, &id, trust)?;
     attempt.trusted(&policy);
     tracing::info!("verify: the retained bundle `{}`", bundle.display());
     let input = File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source })?;
     let input = Box::new(std::io::BufReader::with_capacity(1 << 20, input));
-    let Staged { dir: staged, verified } = super::stage(&bundle, input, &policy, root, &state, reporter)?;
+    let Staged { dir: staged, verified } = stage(&bundle, input, &policy, root, &state, reporter)?;
     retained::check_id(&id, &verified.manifest_sha256, || {
         format!("{} {}", verified.manifest.name, verified.manifest.version)
     })?;

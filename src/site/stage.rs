@@ -1,11 +1,24 @@
-//! The member sink that writes into the staging directory.
+//! Staging: a bundle verified while it is extracted (with a copy of its file) into a new
+//! private directory under `staging/`, its views written beside its content, the whole tree
+//! synced; nothing there is visible until `retain` names it under `bundles/`.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read};
 use std::path::{Path, PathBuf};
 
-use crate::bundle::reader::MemberSink;
+use super::records;
+use super::root::{BundleId, RETAINED_BUNDLE, SiteRoot};
+use super::state::{Event, State};
+use super::{SiteError, base, io_err, views};
+use crate::bundle::Manifest;
+use crate::bundle::reader::{MemberSink, OnProblem, Problem, Report, read_bundle};
+use crate::clock::Timestamp;
+use crate::digest::Sha256;
 use crate::member_path::MemberPath;
+use crate::progress::Reporter;
+use crate::sign::policy::SignatureCheck;
+use crate::sign::{KeyId, Policy};
+use crate::tee::{Tee, TeeError};
 
 /// Writes members below a staging directory that this process created and nobody else
 /// writes to. Member paths are plain relative names (see `MemberPath`) and only regular
@@ -30,4 +43,126 @@ impl MemberSink for StageSink {
         io::copy(data, &mut out)?;
         out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_data()
     }
+}
+
+/// A bundle verified into a directory under `staging/`: invisible until it is retained.
+pub(super) struct Staged {
+    /// Removed with everything in it when dropped, unless `retain` moved it.
+    pub dir: tempfile::TempDir,
+    pub verified: Verified,
+}
+
+/// What verification established about a staged bundle.
+pub(super) struct Verified {
+    pub manifest: Manifest,
+    pub manifest_sha256: Sha256,
+    pub signers: Vec<KeyId>,
+    pub signatures: Vec<SignatureCheck>,
+    /// A delta's base, which supplied its `from_base` members.
+    pub base: Option<BundleId>,
+}
+
+impl Verified {
+    /// The history event for `action` that made this bundle, retained as `id`, current now.
+    pub fn event(&self, action: &str, id: &BundleId, seconds: f64) -> Event {
+        let m = &self.manifest;
+        Event {
+            action: action.to_owned(),
+            id: id.clone(),
+            name: m.name.to_string(),
+            version: m.version.clone(),
+            at: Timestamp::now(),
+            seconds,
+        }
+    }
+
+    /// The `bundle` object of a record.
+    pub fn record(&self, id: &BundleId) -> records::RecordBundle {
+        let m = &self.manifest;
+        records::RecordBundle {
+            id: Some(id.clone()),
+            name: Some(m.name.to_string()),
+            version: Some(m.version.to_string()),
+            manifest_sha256: Some(self.manifest_sha256),
+            base: self.base.clone(),
+            file: None,
+        }
+    }
+}
+
+/// Verify the bundle while extracting it (and a copy of the file) into a new private
+/// directory under `staging/`; a delta's omitted members come from its base, verified again.
+pub(super) fn stage(
+    bundle: &Path,
+    input: Box<dyn Read + Send>,
+    trust: &Policy,
+    root: &SiteRoot,
+    state: &State,
+    reporter: &dyn Reporter,
+) -> Result<Staged, SiteError> {
+    let staging = root.staging();
+    // Private (0700) until the tree is complete; `retain` gives it the usual mode.
+    let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
+    let copy_path = dir.path().join(RETAINED_BUNDLE);
+    let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
+    let mut tee = Tee::new(input, copy);
+    let mut sink = StageSink::new(dir.path());
+    let report = read_bundle(&mut tee, trust, &mut sink, OnProblem::Stop, reporter)
+        .map_err(|e| SiteError::Io { path: e.path.under(dir.path()), source: e.source })?;
+    let Report {
+        manifest: Some(manifest), manifest_sha256: Some(manifest_sha256), signers, signatures, problems, ..
+    } = report
+    else {
+        return Err(SiteError::Rejected { path: bundle.to_owned(), problems: report.problems });
+    };
+    if !problems.is_empty() {
+        return Err(SiteError::Rejected { path: bundle.to_owned(), problems });
+    }
+    // The rest of the file (past the zstd frame's end) is kept too; a read failure there is
+    // the bundle's, a write failure the site's.
+    match tee.finish() {
+        Ok(()) => {}
+        Err(TeeError::Read(e)) => {
+            let reason = crate::bundle::reader::Rejection::Truncated(e.to_string());
+            return Err(SiteError::Rejected {
+                path: bundle.to_owned(),
+                problems: vec![Problem { member: None, reason }],
+            });
+        }
+        Err(TeeError::Write(e)) => return Err(io_err(&copy_path)(e)),
+    }
+    let base = base::fill(root, state, &manifest, dir.path(), reporter)?;
+    Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures, base } })
+}
+
+/// Views derived from verified content are part of the staged tree, so they appear with it.
+pub(super) fn write_views(
+    dir: &Path,
+    manifest: &Manifest,
+    apt_key: Option<&views::AptSigningKey>,
+) -> Result<(), SiteError> {
+    views::write_wheel_index(dir, manifest).map_err(io_err(&dir.join("wheels/simple")))?;
+    views::write_hf_cache(dir, manifest).map_err(io_err(&dir.join("models")))?;
+    views::write_apt_repo(dir, manifest, apt_key).map_err(io_err(&dir.join("debs")))?;
+    Ok(())
+}
+
+/// Every file and directory of a staged tree synced (members already are, as they are
+/// written; views and the directories that name them are not).
+pub(super) fn sync_tree(dir: &Path) -> io::Result<()> {
+    for entry in walkdir::WalkDir::new(dir).follow_links(false).contents_first(true) {
+        let entry = entry?;
+        if entry.file_type().is_file() || entry.file_type().is_dir() {
+            File::open(entry.path())?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
+/// The staged tree's top directory gets the usual mode (that of the directories the sink made
+/// inside it, `mkdir`'s 0777 less the umask) now that it is complete: views are served to
+/// other users (web server, pip).
+pub(super) fn publish_mode(dir: &Path) -> io::Result<()> {
+    let inner = std::fs::metadata(dir.join("airlock"))?.permissions();
+    std::fs::set_permissions(dir, inner)
 }

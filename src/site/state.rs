@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::root::{BundleId, SiteRoot};
 use super::{SiteError, records};
 use crate::clock::Timestamp;
 use crate::sign::KeyId;
@@ -25,7 +26,7 @@ pub struct State {
     pub high_water: BTreeMap<String, semver::Version>,
     /// Bundles retained under `bundles/ID`, by id.
     #[serde(default)]
-    pub bundles: BTreeMap<String, Retained>,
+    pub bundles: BTreeMap<BundleId, Retained>,
     /// Every install and rollback that changed `current`, oldest first.
     #[serde(default)]
     pub history: Vec<Event>,
@@ -49,13 +50,13 @@ pub struct Retained {
     /// For a delta bundle: the retained bundle its omitted members came from, which is kept
     /// as long as this one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base: Option<String>,
+    pub base: Option<BundleId>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
     pub action: String,
-    pub id: String,
+    pub id: BundleId,
     pub name: String,
     pub version: semver::Version,
     pub at: Timestamp,
@@ -82,13 +83,13 @@ impl Default for State {
     }
 }
 
-fn path(root: &Path) -> PathBuf {
-    root.join("state.json")
+fn path(root: &SiteRoot) -> PathBuf {
+    root.path().join("state.json")
 }
 
 impl State {
     /// The state of `root`; a site that has installed nothing has the empty state.
-    pub fn load(root: &Path) -> Result<Self, SiteError> {
+    pub fn load(root: &SiteRoot) -> Result<Self, SiteError> {
         let path = path(root);
         let Some(bytes) = read_bounded(&path, MAX_STATE_BYTES)? else { return Ok(Self::default()) };
         let state: Self = serde_json::from_slice(&bytes)
@@ -103,14 +104,14 @@ impl State {
     /// The state a writer (install, rollback) starts from. A missing `state.json` in a root
     /// whose `records/` shows earlier activations is not a new site: its anti-downgrade mark
     /// and the policies of its retained bundles are gone, and a writer stops there.
-    pub fn load_for_writer(root: &Path) -> Result<Self, SiteError> {
+    pub fn load_for_writer(root: &SiteRoot) -> Result<Self, SiteError> {
         let state = Self::load(root)?;
         if path(root).exists() {
             return Ok(state);
         }
         let activations = records::activations(root)?;
         if !activations.is_empty() {
-            return Err(SiteError::StateMissing { root: root.to_owned(), records: activations.len() });
+            return Err(SiteError::StateMissing { root: root.path().to_owned(), records: activations.len() });
         }
         Ok(state)
     }
@@ -119,7 +120,7 @@ impl State {
     /// raised by every activation the records show and every bundle retained under
     /// `bundles/`, so that editing or deleting the state does not lower it. (What is read
     /// here unverified can only raise the mark: refuse more, never allow more.)
-    pub fn high_water(&self, root: &Path, name: &str) -> Result<Option<semver::Version>, SiteError> {
+    pub fn high_water(&self, root: &SiteRoot, name: &str) -> Result<Option<semver::Version>, SiteError> {
         let mut mark = self.high_water.get(name).cloned();
         let mut raise = |v: semver::Version| {
             if mark.as_ref().is_none_or(|m| v > *m) {
@@ -139,15 +140,13 @@ impl State {
         Ok(mark)
     }
 
-    pub fn save(&self, root: &Path) -> Result<(), SiteError> {
+    pub fn save(&self, root: &SiteRoot) -> Result<(), SiteError> {
         let path = path(root);
         let mut bytes = serde_json::to_vec_pretty(self).expect("a state serialises");
         bytes.push(b'\n');
         crate::atomic::write(&path, &bytes).map_err(|source| SiteError::Io { path, source })?;
         // The rename is durable once the directory is.
-        std::fs::File::open(root)
-            .and_then(|d| d.sync_all())
-            .map_err(|source| SiteError::Io { path: root.to_owned(), source })
+        root.commit_dir(root.path())
     }
 }
 
@@ -175,16 +174,16 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, SiteErro
 
 /// The name and version each retained tree's manifest claims (unverified; unreadable ones
 /// are skipped).
-fn retained_versions(root: &Path) -> Vec<(String, semver::Version)> {
+fn retained_versions(root: &SiteRoot) -> Vec<(String, semver::Version)> {
     #[derive(Deserialize)]
     struct Head {
         name: String,
         version: semver::Version,
     }
-    let Ok(dir) = std::fs::read_dir(root.join("bundles")) else { return Vec::new() };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| {
-            let path = e.path().join(crate::bundle::manifest::MANIFEST);
+    root.retained()
+        .into_iter()
+        .filter_map(|id| {
+            let path = root.bundle_dir(&id).join(crate::bundle::manifest::MANIFEST);
             let bytes = read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES).ok().flatten()?;
             let head: Head = serde_json::from_slice(&bytes).ok()?;
             Some((head.name, head.version))

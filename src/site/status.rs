@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::SiteError;
+use super::root::{BundleId, Link, SiteRoot};
 use super::state::read_bounded;
 use super::state::{Event, State};
 use crate::bundle::Manifest;
@@ -30,7 +31,7 @@ pub struct Status {
 #[derive(Debug, Serialize)]
 pub struct HistoryEntry {
     pub action: String,
-    pub id: String,
+    pub id: BundleId,
     pub name: String,
     pub version: String,
     /// When it became current.
@@ -53,7 +54,7 @@ impl From<Event> for HistoryEntry {
 
 #[derive(Debug, Serialize)]
 pub struct Entry {
-    pub id: String,
+    pub id: BundleId,
     pub name: String,
     pub version: String,
     pub installed_at: Option<Timestamp>,
@@ -64,11 +65,12 @@ pub struct Entry {
 }
 
 pub fn status(root: &Path) -> Result<Status, SiteError> {
+    let root = &SiteRoot::new(root);
     let state = State::load(root)?;
     // One damaged bundle must not hide the others: each entry says what it can.
-    let entry = |id: &str| -> Entry {
+    let entry = |id: &BundleId| -> Entry {
         let recorded = state.bundles.get(id);
-        let path = root.join("bundles").join(id).join(MANIFEST);
+        let path = root.bundle_dir(id).join(MANIFEST);
         let described = read_bounded(&path, MAX_MANIFEST_BYTES).and_then(|bytes| {
             let bytes = bytes.ok_or_else(|| SiteError::State { path: path.clone(), detail: "missing".into() })?;
             serde_json::from_slice::<Manifest>(&bytes)
@@ -77,14 +79,14 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
         let installed_at = recorded.map(|b| b.installed_at);
         match described {
             Ok(m) => Entry {
-                id: id.to_owned(),
+                id: id.clone(),
                 name: m.name.to_string(),
                 version: m.version.to_string(),
                 installed_at,
                 damaged: None,
             },
             Err(e) => Entry {
-                id: id.to_owned(),
+                id: id.clone(),
                 name: recorded.map(|b| b.name.clone()).unwrap_or_default(),
                 version: recorded.map(|b| b.version.to_string()).unwrap_or_default(),
                 installed_at,
@@ -92,23 +94,11 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
             },
         }
     };
-    let linked = |name: &str| -> Option<Entry> {
-        let target = std::fs::read_link(root.join(name)).ok()?;
-        Some(entry(&target.file_name().unwrap_or_default().to_string_lossy()))
-    };
-    let mut retained = Vec::new();
-    if let Ok(dir) = std::fs::read_dir(root.join("bundles")) {
-        let mut ids: Vec<String> =
-            dir.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-        ids.sort();
-        for id in ids {
-            retained.push(entry(&id));
-        }
-    }
+    let retained = root.retained().iter().map(entry).collect();
     Ok(Status {
-        root: root.to_owned(),
-        current: linked("current"),
-        previous: linked("previous"),
+        root: root.path().to_owned(),
+        current: root.link(Link::Current).as_ref().map(entry),
+        previous: root.link(Link::Previous).as_ref().map(entry),
         retained,
         history: state.history.into_iter().map(HistoryEntry::from).collect(),
         last_rollback: state.last_rollback.map(HistoryEntry::from),

@@ -1,0 +1,347 @@
+//! `airlock install`: verify a bundle while staging it under the site root, refuse what the
+//! site must not run (a downgrade, a tag naming another version, a red or unaccepted amber
+//! stack), record the policy it verified under, retain it, publish its images, make it
+//! current, prune. Every outcome once the root's lock is held is on record (`Attempt`).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::activate::{activate, prune};
+use super::records::{self, Phases};
+use super::registry::{self, publish_images};
+use super::retain::retain;
+use super::root::{BundleId, SiteRoot};
+use super::stage::{Staged, Verified, stage, write_views};
+use super::state::{self, RegistryMemo, State};
+use super::{Amber, Downgrade, Options, SiteError, base, crash_point, io_err, views};
+use crate::bundle::Manifest;
+use crate::bundle::parts::Input;
+use crate::bundle::reader::read_head;
+use crate::clock::Timestamp;
+use crate::digest::Sha256;
+use crate::failure::{Class, Classify};
+use crate::fetch::Net;
+use crate::progress::Reporter;
+use crate::sign::{KeyId, Policy};
+
+/// What an install did.
+#[derive(Debug, serde::Serialize)]
+pub struct Installed {
+    pub id: BundleId,
+    pub name: String,
+    pub version: String,
+    pub manifest_sha256: Sha256,
+    pub signers: Vec<KeyId>,
+    pub path: PathBuf,
+    /// Co-signatures that counted, retained beside the bundle file.
+    pub cosignatures: Vec<PathBuf>,
+    #[serde(with = "super::root::as_link")]
+    pub previous: Option<BundleId>,
+    /// A delta's base, which supplied the members it leaves out.
+    pub base: Option<BundleId>,
+    /// The same bundle was already retained; it was restaged from the verified file and activated.
+    pub already_present: bool,
+    /// Installed below the site's high-water version, with `--allow-downgrade`.
+    pub downgrade: bool,
+    /// Images pushed to the site registry.
+    pub images: Vec<registry::Pushed>,
+    /// Images the bundle carries that were not published (no `--registry`).
+    pub images_not_published: usize,
+    /// Older bundles removed under `--keep`.
+    pub pruned: Vec<BundleId>,
+    pub record: PathBuf,
+    pub seconds: f64,
+    /// The validation evidence, when the bundle names targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<crate::validate::Evidence>,
+}
+
+/// Verify `bundle` while staging it under `root`, then make it `current`.
+pub fn install(
+    input: &Input,
+    trust: &Policy,
+    root: &Path,
+    opts: &Options,
+    net: &Net,
+    reporter: &dyn Reporter,
+) -> Result<Installed, SiteError> {
+    let (stream, _) = input.open_trusted(&trust.keys)?;
+    let root = &SiteRoot::new(root);
+    let _lock = root.open_for_writing("install", opts.wait)?;
+    let mut attempt = Attempt::new(records::Action::Install, "verify", input.display().to_string(), Some(trust));
+    let installed = install_locked(input, stream, trust, root, opts, net, reporter, &mut attempt);
+    // Once the lock is held, every outcome is on record: a refused or failed install too.
+    installed.inspect_err(|e| attempt.record_failure(root, e))
+}
+
+/// What an install or rollback has established so far, for the record of its failure.
+pub(super) struct Attempt {
+    pub record: records::Record,
+    pub phases: Phases,
+}
+
+impl Attempt {
+    pub(super) fn new(action: records::Action, first: &'static str, file: String, trust: Option<&Policy>) -> Self {
+        let bundle = records::RecordBundle { file: Some(file), ..records::RecordBundle::default() };
+        let record = records::Record::new(action, records::Outcome::Failed, Some(bundle));
+        let mut attempt = Self { record, phases: Phases::start(first) };
+        if let Some(trust) = trust {
+            attempt.trusted(trust);
+        }
+        attempt
+    }
+
+    /// The policy the bundle is verified under.
+    pub(super) fn trusted(&mut self, trust: &Policy) {
+        self.record.trust = Some(records::TrustUsed { keys: trust.key_ids(), threshold: trust.threshold });
+    }
+
+    /// The bundle verified: what the record says it is.
+    pub(super) fn verified(&mut self, verified: &Verified) {
+        let file = self.record.bundle.take().and_then(|b| b.file);
+        self.record.bundle =
+            Some(records::RecordBundle { file, ..verified.record(&BundleId::of(&verified.manifest_sha256)) });
+        self.record.signers.clone_from(&verified.signers);
+        self.record.verdict = Some(records::Verdicts { verified: true, downgrade: None, validation: None });
+    }
+
+    /// Write the record of a refusal (the bundle's fault, or the host's verdict) or a failure
+    /// (the site's). A record that cannot be written is warned about: the error that stopped
+    /// the action is the one reported.
+    pub(super) fn record_failure(&mut self, root: &SiteRoot, e: &SiteError) {
+        let r = &mut self.record;
+        r.outcome = Some(match e.class() {
+            Class::Runtime => records::Outcome::Failed,
+            Class::Usage | Class::Verification | Class::ValidationRed => records::Outcome::Refused,
+        });
+        r.reason = Some(crate::failure::chain(e));
+        r.failed_in = Some(self.phases.running.to_owned());
+        r.phases = self.phases.times();
+        r.seconds = Some(self.phases.total());
+        r.at = Timestamp::now();
+        if let Err(w) = records::write(root, r) {
+            tracing::warn!("the record of this failure could not be written: {w}");
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments, reason = "install's phases, with the attempt they report to")]
+fn install_locked(
+    input: &Input,
+    stream: Box<dyn Read + Send>,
+    trust: &Policy,
+    root: &SiteRoot,
+    opts: &Options,
+    net: &Net,
+    reporter: &dyn Reporter,
+    attempt: &mut Attempt,
+) -> Result<Installed, SiteError> {
+    let mut state = State::load_for_writer(root)?;
+    preflight(input, root, &state)?;
+    tracing::info!("stage: verifying `{}` into `{}`", input.display(), root.staging().display());
+    let staged = stage(input.bundle(), stream, trust, root, &state, reporter);
+    let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
+    if let Some(split) = input.split() {
+        split.check_manifest(&verified.manifest_sha256)?;
+    }
+    if let Some(tag) = &opts.tag_version {
+        check_tag(tag, &verified.manifest)?;
+    }
+    attempt.verified(&verified);
+    attempt.phases.mark("verify", "validate");
+    crash_point("verified");
+    let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
+    let validation = gate(&verified.manifest, &opts.amber, &mut attempt.record)?;
+    attempt.phases.mark("validate", "stage");
+    tracing::info!("views: {}", views::describe(&verified.manifest));
+    write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
+    // What rollback and anti-downgrade rely on is durable before the tree is named under
+    // `bundles/` (and so long before `current` moves): a retained bundle always has its policy.
+    remember_retained(&mut state, &verified, &BundleId::of(&verified.manifest_sha256), trust, opts);
+    state.save(root)?;
+    crash_point("remembered");
+    let retained = retain(dir, &verified, trust, root)?;
+    tracing::info!("retain: bundles/{}", retained.id);
+    attempt.phases.mark("stage", "publish");
+    crash_point("retained");
+    let (images, images_not_published) = publish_images(&retained, opts.registry.as_ref(), net)?;
+    attempt.phases.mark("publish", "switch");
+    crash_point("published");
+    let previous = activate(root, &retained.id)?;
+    crash_point("activated");
+    let pruned = prune(root, &mut state, opts.keep.max(2))?;
+    attempt.phases.mark("switch", "record");
+
+    let m = &verified.manifest;
+    let event = verified.event("install", &retained.id, attempt.phases.total());
+    state.history.push(event.clone());
+    state.save(root)?;
+    crash_point("saved");
+    let verdict = validation.as_ref().map(|e| e.verdict);
+    let r = &mut attempt.record;
+    r.outcome = Some(records::Outcome::Activated);
+    r.at = event.at;
+    r.verdict = Some(records::Verdicts {
+        verified: true,
+        downgrade: Some(downgrade),
+        validation: Some(verdict.map_or("skipped", crate::validate::word).to_owned()),
+    });
+    r.accepted_amber = match &opts.amber {
+        Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason.clone()),
+        _ => None,
+    };
+    r.previous.clone_from(&previous);
+    r.published.clone_from(&images);
+    r.images_not_published = Some(images_not_published);
+    r.pruned.clone_from(&pruned);
+    r.phases = attempt.phases.times();
+    r.seconds = Some(event.seconds);
+    let record = records::write(root, r)?;
+    Ok(Installed {
+        id: retained.id,
+        name: m.name.to_string(),
+        version: m.version.to_string(),
+        manifest_sha256: verified.manifest_sha256,
+        signers: verified.signers,
+        path: retained.path,
+        cosignatures: retained.cosignatures,
+        previous,
+        base: verified.base.clone(),
+        already_present: retained.already_present,
+        downgrade,
+        images,
+        images_not_published,
+        pruned,
+        record,
+        seconds: event.seconds,
+        validation,
+    })
+}
+
+/// A version tag (`oci://…:2.0.0`, `v2.0.0`) must name the version the bundle is: a tag moved
+/// to another release is refused, like any bundle that is not what it claims.
+pub fn check_tag(tag: &str, manifest: &Manifest) -> Result<(), SiteError> {
+    let Ok(tagged) = semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)) else { return Ok(()) };
+    if tagged == manifest.version {
+        return Ok(());
+    }
+    Err(SiteError::TagMismatch {
+        tag: tag.to_owned(),
+        name: manifest.name.to_string(),
+        version: manifest.version.clone(),
+    })
+}
+
+/// The state before activation: the bundle retained with its policy, the high-water mark, and
+/// the registry to publish to.
+fn remember_retained(state: &mut State, verified: &Verified, id: &BundleId, trust: &Policy, opts: &Options) {
+    let m = &verified.manifest;
+    let retained = state::Retained {
+        name: m.name.to_string(),
+        version: m.version.clone(),
+        installed_at: Timestamp::now(),
+        signers: verified.signers.clone(),
+        trust: trust.key_ids(),
+        threshold: trust.threshold,
+        base: verified.base.clone(),
+    };
+    state.bundles.insert(id.clone(), retained);
+    let mark = state.high_water.entry(m.name.to_string()).or_insert_with(|| m.version.clone());
+    if m.version > *mark {
+        *mark = m.version.clone();
+    }
+    if let Some(site) = &opts.registry {
+        state.registry = Some(RegistryMemo { host: site.host.clone(), insecure: site.is_insecure() });
+    }
+}
+
+/// A split bundle that failed verification: if a part is damaged, that is the first problem
+/// (the member or stream problem it caused is only its symptom).
+fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
+    match (e, input.split()) {
+        (SiteError::Rejected { path, mut problems }, Some(split)) => {
+            split.name_damage(&mut problems);
+            SiteError::Rejected { path, problems }
+        }
+        (e, _) => e,
+    }
+}
+
+/// Fail early, before anything is written, when the bundle will not fit (its file is kept and
+/// its content unpacked once) or is a delta whose base this site does not have.
+fn preflight(input: &Input, root: &SiteRoot, state: &State) -> Result<(), SiteError> {
+    let file_bytes = input.bytes()?;
+    // The head is read unverified, only to refuse early; a lie there fails verification later
+    // (a manifest the check refuses, absurd sizes included, is left to verification too).
+    let Ok(head) = read_head(input.open()?) else { return Ok(()) };
+    if head.manifest.check().is_err() {
+        return Ok(());
+    }
+    if let Some(b) = &head.manifest.base {
+        base::find(root, state, b)?;
+    }
+    let needed = file_bytes.saturating_add(head.manifest.content_bytes());
+    let stat = rustix::fs::statvfs(root.path()).map_err(|e| io_err(root.path())(e.into()))?;
+    let available = stat.f_bavail.saturating_mul(stat.f_frsize);
+    if needed > available {
+        return Err(SiteError::NoSpace { root: root.path().to_owned(), needed, available });
+    }
+    Ok(())
+}
+
+/// `Ok(true)` when a downgrade is allowed and happening, `Ok(false)` when this is none.
+fn check_downgrade(root: &SiteRoot, state: &State, manifest: &Manifest, policy: Downgrade) -> Result<bool, SiteError> {
+    let Some(high_water) = state.high_water(root, manifest.name.as_str())? else { return Ok(false) };
+    if manifest.version >= high_water {
+        return Ok(false);
+    }
+    let (name, version) = (manifest.name.to_string(), manifest.version.clone());
+    match policy {
+        Downgrade::Refuse => Err(SiteError::Downgrade { name, version, high_water }),
+        Downgrade::Allow => {
+            tracing::warn!("--allow-downgrade: installing {name} {version} below the {high_water} this site has run");
+            Ok(true)
+        }
+    }
+}
+
+/// Validate this host against the verified manifest's support matrix before anything becomes
+/// visible: green goes on, amber only when accepted, red never (exit 4; the staged bundle is
+/// discarded). A bundle with no targets is not validated.
+fn gate(
+    manifest: &Manifest,
+    amber: &Amber,
+    record: &mut records::Record,
+) -> Result<Option<crate::validate::Evidence>, SiteError> {
+    use crate::validate::matrix::Verdict;
+    tracing::info!("validate: probing this host against the bundle's support matrix");
+    let host = crate::validate::probe::HostRoot::from_env();
+    let evidence = crate::validate::validate(&manifest.validation, &host).map_err(|e| SiteError::Validation {
+        verdict: Verdict::Red,
+        summary: e.0,
+        hint: "; an airlock as new as the one that built the bundle can read it",
+    })?;
+    let Some(evidence) = evidence else {
+        tracing::info!("validate: skipped, the bundle names no [[validation.target]]");
+        record.validation = Some(records::Validation::skipped());
+        return Ok(None);
+    };
+    // Evidence first: a verdict that stops the install is on record with what it saw.
+    record.validation = Some(records::Validation::Evidence(Box::new(evidence.clone())));
+    let summary = crate::escape::value(&evidence.summary).into_owned();
+    match (evidence.verdict, amber) {
+        (Verdict::Green, _) => Ok(Some(evidence)),
+        (Verdict::Amber, Amber::Accept { reason }) => {
+            tracing::warn!("amber accepted ({reason}): {summary}");
+            Ok(Some(evidence))
+        }
+        (Verdict::Amber, Amber::Refuse) => Err(SiteError::Validation {
+            verdict: Verdict::Amber,
+            summary,
+            hint: "; review `airlock validate`, then pass --accept-amber --reason TEXT to activate it",
+        }),
+        (Verdict::Red, _) => {
+            Err(SiteError::Validation { verdict: Verdict::Red, summary, hint: "; a red stack never activates" })
+        }
+    }
+}
