@@ -1,5 +1,6 @@
 //! A registry or an `oci-layout:` directory that lies (issue 25): a layer declared 1 TiB long,
-//! a body that never ends, a blob that is a link to `/dev/zero`,
+//! a body that never ends, a manifest or referrers list that never ends, a blob that is a
+//! link to `/dev/zero`,
 //! and a tag that names another version than the bundle it points at. `pull`, `copy` and
 //! `install oci://` write at most what was declared, stop at the first byte past it, and
 //! activate only the version a version tag names.
@@ -33,7 +34,13 @@ fn pushed_layout(b: &Built, tag: &str) -> std::path::PathBuf {
 fn a_hostile_registry_never_fills_the_disk() {
     let b = built_project();
     let layout = pushed_layout(&b, "1.0.0");
-    for (mode, code, says) in [("huge", 1, "declares"), ("endless", 3, "more than the declared")] {
+    let cases = [
+        ("huge", 1, "declares"),
+        ("endless", 3, "more than the declared"),
+        ("bigdoc", 1, "more than a manifest can be"),
+        ("bigrefs", 1, "more than a manifest can be"),
+    ];
+    for (mode, code, says) in cases {
         let server = http::HttpServer::spawn(b.t.path(), |port| {
             vec![helper("hostile_registry.py"), port.to_string(), s(&layout).to_owned(), mode.to_owned()]
         });

@@ -313,7 +313,7 @@ impl Store {
         match self {
             Self::Registry { conn, image, options } => {
                 let at = image.at_digest(subject).to_client();
-                let list = || conn.client.pull_referrers(&at, None);
+                let list = || conn.referrers(&at);
                 let index = fetch::with_retries(options, &format!("referrers of {image}"), list, retryable)
                     .await
                     .map_err(|e| self.registry_err(&e))?;

@@ -17,7 +17,7 @@ use oci_client::secrets::RegistryAuth;
 
 use crate::fetch::{self, NetOptions, Verdict};
 use crate::oci::ImageRef;
-use crate::oci::doc::ACCEPTED;
+use crate::oci::doc::{ACCEPTED, MAX_MANIFEST_BYTES};
 
 /// How to reach one registry. Plain HTTP is an explicit, loud exception.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -136,6 +136,144 @@ fn parse_docker_config(text: &str, registry: &str) -> Result<Option<Credentials>
 pub struct Connection {
     pub client: oci_client::Client,
     pub auth: RegistryAuth,
+    /// Small documents (manifests, indexes, referrers) are read with this client, to a limit:
+    /// oci-client reads a whole body into memory whatever its size.
+    http: reqwest::Client,
+    scheme: &'static str,
+    /// `Authorization` values by repository, as obtained for pulls.
+    authorizations: tokio::sync::Mutex<BTreeMap<String, Option<String>>>,
+}
+
+impl Connection {
+    /// A manifest or index by tag or digest, read to `MAX_MANIFEST_BYTES` at the most, its
+    /// digest checked against the one asked for and the one the registry names.
+    pub async fn manifest(
+        &self,
+        reference: &oci_client::Reference,
+    ) -> Result<(bytes::Bytes, String), OciDistributionError> {
+        let at = reference.digest().or(reference.tag()).unwrap_or("latest");
+        let (body, headers) = self.get_small(reference, &format!("manifests/{at}"), &ACCEPTED.join(", ")).await?;
+        let actual = format!("sha256:{}", crate::digest::Sha256::of_bytes(&body));
+        let named = headers.get("docker-content-digest").and_then(|v| v.to_str().ok());
+        for (who, expected) in [("asked for", reference.digest()), ("named by the registry", named)] {
+            if let Some(expected) = expected.filter(|e| e.starts_with("sha256:"))
+                && expected != actual
+            {
+                return Err(OciDistributionError::GenericError(Some(format!(
+                    "manifest {at}: the digest {who} is {expected}, its bytes hash to {actual}"
+                ))));
+            }
+        }
+        Ok((body, actual))
+    }
+
+    /// The referrers of the manifest `reference` names by digest: the referrers API, else the
+    /// referrers tag schema (`sha256-HEX`); each read to a limit.
+    pub async fn referrers(
+        &self,
+        reference: &oci_client::Reference,
+    ) -> Result<oci_client::manifest::OciImageIndex, OciDistributionError> {
+        let digest = reference.digest().unwrap_or_default();
+        let accept = oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
+        let body = match self.get_small(reference, &format!("referrers/{digest}"), accept).await {
+            Ok((body, _)) => body,
+            Err(e) if is_not_found(&e) => {
+                let tag = digest.replace(':', "-");
+                let tagged = oci_client::Reference::with_tag(
+                    reference.registry().to_owned(),
+                    reference.repository().to_owned(),
+                    tag,
+                );
+                match self.manifest(&tagged).await {
+                    Ok((body, _)) => body,
+                    // Neither the API nor the tag: no referrers.
+                    Err(e) if is_not_found(&e) => bytes::Bytes::from_static(br#"{"schemaVersion":2,"manifests":[]}"#),
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        serde_json::from_slice(&body).map_err(|e| OciDistributionError::ManifestParsingError(e.to_string()))
+    }
+
+    /// `GET /v2/REPO/PATH`, with the pull authorization, its body read to `MAX_MANIFEST_BYTES`
+    /// and refused past it. An expired token is fetched again once.
+    async fn get_small(
+        &self,
+        reference: &oci_client::Reference,
+        path: &str,
+        accept: &str,
+    ) -> Result<(bytes::Bytes, reqwest::header::HeaderMap), OciDistributionError> {
+        use futures_util::StreamExt as _;
+        let url = format!("{}://{}/v2/{}/{path}", self.scheme, reference.resolve_registry(), reference.repository());
+        let mut fresh = false;
+        let response = loop {
+            let mut request = self.http.get(&url).header(reqwest::header::ACCEPT, accept);
+            if let Some(value) = self.authorization(reference, fresh).await? {
+                request = request.header(reqwest::header::AUTHORIZATION, value);
+            }
+            let response = request.send().await?;
+            if response.status() == reqwest::StatusCode::UNAUTHORIZED && !fresh {
+                fresh = true;
+                continue;
+            }
+            break response;
+        };
+        let (status, headers) = (response.status(), response.headers().clone());
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            body.extend_from_slice(&chunk?);
+            if body.len() as u64 > MAX_MANIFEST_BYTES {
+                return Err(OciDistributionError::GenericError(Some(format!(
+                    "{url}: the registry sent more than {MAX_MANIFEST_BYTES} bytes, more than a manifest can be"
+                ))));
+            }
+        }
+        // The errors oci-client gives for the same answers (`retryable`, `is_not_found` and
+        // the messages read them).
+        let message = || String::from_utf8_lossy(&body[..body.len().min(4096)]).into_owned();
+        match status {
+            s if s.is_success() => {}
+            reqwest::StatusCode::UNAUTHORIZED => return Err(OciDistributionError::UnauthorizedError { url }),
+            s if s.is_client_error() => {
+                return Err(match serde_json::from_slice::<oci_client::errors::OciEnvelope>(&body) {
+                    Ok(envelope) => OciDistributionError::RegistryError { envelope, url },
+                    Err(_) => OciDistributionError::ServerError { code: s.as_u16(), url, message: message() },
+                });
+            }
+            s => return Err(OciDistributionError::ServerError { code: s.as_u16(), url, message: message() }),
+        }
+        Ok((bytes::Bytes::from(body), headers))
+    }
+
+    /// The `Authorization` value for pulls from `reference`'s repository: none where the
+    /// registry asks for nothing, a token obtained through oci-client's challenge handling
+    /// (kept for the command), or the docker config's basic credentials.
+    async fn authorization(
+        &self,
+        reference: &oci_client::Reference,
+        fresh: bool,
+    ) -> Result<Option<String>, OciDistributionError> {
+        if let RegistryAuth::Bearer(token) = &self.auth {
+            return Ok((!token.is_empty()).then(|| format!("Bearer {token}")));
+        }
+        let mut known = self.authorizations.lock().await;
+        let key = reference.repository().to_owned();
+        if !fresh && let Some(value) = known.get(&key) {
+            return Ok(value.clone());
+        }
+        let token = self.client.auth(reference, &self.auth, oci_client::RegistryOperation::Pull).await?;
+        let value = match (token, &self.auth) {
+            (Some(token), _) => Some(format!("Bearer {token}")),
+            (None, RegistryAuth::Basic(user, password)) => {
+                Some(format!("Basic {}", STANDARD.encode(format!("{user}:{password}"))))
+            }
+            (None, _) => None,
+        };
+        known.insert(key, value.clone());
+        Ok(value)
+    }
 }
 
 /// How to reach one registry: transport and an extra CA bundle.
@@ -197,6 +335,14 @@ pub async fn connect(
         extra.push(Certificate { encoding: CertificateEncoding::Pem, data: pem });
     }
     let ca_pem = extra.first().map(|c| c.data.clone());
+    let mut http = reqwest::Client::builder().connect_timeout(timeouts.0).read_timeout(timeouts.1);
+    if let Some(pem) = &ca_pem {
+        // Every certificate of the bundle, as oci-client is given them.
+        for cert in reqwest::Certificate::from_pem_bundle(pem).unwrap_or_default() {
+            http = http.add_root_certificate(cert);
+        }
+    }
+    let http = http.build().map_err(|e| ClientError::Build { registry: registry.to_owned(), detail: e.to_string() })?;
     let (protocol, scheme) = match transport {
         Transport::Https => (ClientProtocol::Https, "https"),
         Transport::InsecureHttp => {
@@ -224,7 +370,7 @@ pub async fn connect(
         // image). Given a token it sends it without asking, and such a registry ignores it.
         RegistryAuth::Bearer(String::new())
     };
-    Ok(Connection { client, auth })
+    Ok(Connection { client, auth, http, scheme, authorizations: tokio::sync::Mutex::default() })
 }
 
 /// Whether `GET /v2/` asks for credentials (anything but a 2xx without a challenge). Asked
@@ -277,8 +423,7 @@ pub async fn pull_manifest(
 ) -> Result<(bytes::Bytes, String), OciDistributionError> {
     let reference = at.to_client();
     let what = format!("manifest {at}");
-    fetch::with_retries(options, &what, || conn.client.pull_manifest_raw(&reference, &conn.auth, &ACCEPTED), retryable)
-        .await
+    fetch::with_retries(options, &what, || conn.manifest(&reference), retryable).await
 }
 
 /// A 404-like answer: the tag or manifest does not exist.

@@ -7,6 +7,8 @@ MODE huge:    the artifact manifest declares the bundle layer 1 TiB long, and th
               endless stream of zeros sent with that Content-Length.
 MODE endless: the manifest is true, but the bundle layer's body never ends (zeros, no
               Content-Length, the connection held open).
+MODE bigdoc:  every manifest request gets an endless body.
+MODE bigrefs: the manifest is true, the referrers API answers with an endless body.
 Every stream stops by itself after 60 s or 8 GiB, so a test that fails does not fill the disk.
 """
 import hashlib, json, os, sys, time
@@ -61,6 +63,8 @@ class Handler(quiet_http.Handler):
             ref = path.rsplit("/", 1)[1]
             if ref.startswith("sha256-"):
                 return self.reply(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}')
+            if mode == "bigdoc":
+                return self.zeros(None)
             self.send_response(200)
             self.send_header("Content-Type", artifact["mediaType"])
             self.send_header("Docker-Content-Digest", served_digest)
@@ -70,6 +74,8 @@ class Handler(quiet_http.Handler):
                 self.wfile.write(served)
             return
         if "/referrers/" in path:
+            if mode == "bigrefs":
+                return self.zeros(None)
             return self.reply(404, b'{"errors":[{"code":"NOT_FOUND"}]}')
         if "/blobs/" in path:
             digest = path.rsplit("/", 1)[1]

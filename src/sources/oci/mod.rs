@@ -199,7 +199,7 @@ async fn api_referrers(
     }
     let mut out = Vec::new();
     let at = image.at_digest(digest).to_client();
-    let referrers = || conn.client.pull_referrers(&at, None);
+    let referrers = || conn.referrers(&at);
     match crate::fetch::with_retries(options, &format!("referrers of {image}"), referrers, origin::retryable).await {
         Ok(index) => {
             for m in index.manifests {
