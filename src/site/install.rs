@@ -181,11 +181,8 @@ fn install_locked(
     let r = &mut attempt.record;
     r.outcome = Some(records::Outcome::Activated);
     r.at = event.at;
-    r.verdict = Some(records::Verdicts {
-        verified: true,
-        downgrade: Some(downgrade),
-        validation: Some(verdict.map_or("skipped", crate::validate::word).to_owned()),
-    });
+    r.verdict =
+        Some(records::Verdicts { verified: true, downgrade: Some(downgrade), validation: Some(verdict.into()) });
     r.accepted_amber = match &opts.amber {
         Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason.clone()),
         _ => None,

@@ -164,9 +164,31 @@ pub struct Verdicts {
     pub verified: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub downgrade: Option<bool>,
-    /// `green`, `amber`, `red` or `skipped`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validation: Option<String>,
+    pub validation: Option<ValidationVerdict>,
+}
+
+/// The validation verdict an install recorded: the matrix's, or none asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValidationVerdict {
+    Green,
+    Amber,
+    Red,
+    /// The bundle names no `[[validation.target]]`.
+    Skipped,
+}
+
+impl From<Option<crate::validate::matrix::Verdict>> for ValidationVerdict {
+    fn from(v: Option<crate::validate::matrix::Verdict>) -> Self {
+        use crate::validate::matrix::Verdict;
+        match v {
+            Some(Verdict::Green) => Self::Green,
+            Some(Verdict::Amber) => Self::Amber,
+            Some(Verdict::Red) => Self::Red,
+            None => Self::Skipped,
+        }
+    }
 }
 
 /// Validation evidence, or a word on why there is none.
@@ -174,12 +196,13 @@ pub struct Verdicts {
 #[serde(untagged)]
 pub enum Validation {
     Evidence(Box<crate::validate::Evidence>),
-    Skipped { verdict: String, reason: String },
+    Skipped { verdict: ValidationVerdict, reason: String },
 }
 
 impl Validation {
     pub fn skipped() -> Self {
-        Validation::Skipped { verdict: "skipped".into(), reason: "the bundle names no [[validation.target]]".into() }
+        let reason = "the bundle names no [[validation.target]]".into();
+        Validation::Skipped { verdict: ValidationVerdict::Skipped, reason }
     }
 
     pub fn evidence(&self) -> Option<&crate::validate::Evidence> {
