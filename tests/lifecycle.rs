@@ -301,8 +301,17 @@ fn wait_for_staging(
 #[test]
 fn the_lock_file_is_never_removed_and_status_of_an_empty_root_is_empty() {
     let r = Releases::new();
-    let st = airlock_run(&["status", "--root", s(&r.t.path().join("none")), "--json"]).ok().json();
+    // A directory that is no site root says so (exit 1), instead of looking like an empty site.
+    let none = airlock_run(&["status", "--root", s(&r.t.path().join("none")), "--json"]).code(1);
+    assert!(none.stderr.contains("is not a site root"), "{}", none.stderr);
+    // A root whose only install was refused is a site with nothing current; a rollback
+    // is not suggested where there is nothing to roll back to.
+    let other = keygen(&r.t.path().join("other"), "other");
+    airlock_run(&["install", s(&r.bundle("1.0.0")), "--trust", s(&other.public), "--root", s(&r.root)]).code(3);
+    let st = r.status();
     assert!(st["current"].is_null() && st["history"].as_array().is_some_and(Vec::is_empty));
+    let human = airlock_run(&["status", "--root", s(&r.root)]).ok().stdout;
+    assert!(human.contains("a rollback needs a previous bundle") && !human.contains("rehearse"), "{human}");
     r.install("1.0.0", &[]).ok();
     let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(r.root.join(".lock")).unwrap());
     r.install("1.1.0", &[]).ok();

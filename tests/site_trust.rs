@@ -186,11 +186,15 @@ fn a_damaged_previous_bundle_leaves_status_showing_current() {
     let human = airlock_run(&["status", "--root", s(&r.root)]).ok().stdout;
     assert!(human.contains("previous: damaged") && human.contains("airlock check"), "{human}");
 
-    // A huge state file is refused by its size, not read into memory.
+    // A huge state file is refused by its size, not read into memory; what else can be read
+    // is still shown, and the exit code says something is wrong.
     let state = std::fs::OpenOptions::new().write(true).open(r.root.join("state.json")).unwrap();
     state.set_len(1 << 30).unwrap();
-    let refused = airlock_run(&["status", "--root", s(&r.root)]).code(1);
+    let refused = airlock_run(&["status", "--root", s(&r.root), "--json"]).code(1);
     assert!(refused.stderr.contains("state.json") && refused.stderr.contains("larger than"), "{}", refused.stderr);
+    let shown: serde_json::Value = serde_json::from_str(&refused.stdout).unwrap();
+    assert_eq!(shown["current"]["version"], "1.1.0");
+    assert!(shown["state_damaged"].as_str().is_some_and(|d| d.contains("larger than")), "{shown:#}");
 }
 
 #[test]

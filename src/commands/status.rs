@@ -9,7 +9,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     let s = status(&args.root)?;
     if args.json {
         super::print_json(&s)?;
-        return Ok(super::EXIT_OK);
+        return damaged_state(&s);
     }
     let mut out = std::io::stdout().lock();
     let show = |e: &Option<Entry>| {
@@ -34,10 +34,11 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     writeln!(out, "current:  {}", show(&s.current))?;
     writeln!(out, "previous: {}", show(&s.previous))?;
     writeln!(out, "retained: {}", s.retained.len())?;
-    let rollback = s.last_rollback.as_ref().map_or_else(
-        || format!("none yet (rehearse one: `airlock rollback --root {}`)", args.root.display()),
-        |r| format!("to {} {} at {} in {:.2} s", r.name, r.version, r.installed_at, r.seconds),
-    );
+    let rollback = match (&s.last_rollback, &s.previous) {
+        (Some(r), _) => format!("to {} {} at {} in {:.2} s", r.name, r.version, r.installed_at, r.seconds),
+        (None, Some(_)) => format!("none yet (rehearse one: `airlock rollback --root {}`)", args.root.display()),
+        (None, None) => "none yet (a rollback needs a previous bundle: install the next release first)".to_owned(),
+    };
     writeln!(out, "last rollback: {rollback}")?;
     writeln!(out, "history:")?;
     for e in &s.history {
@@ -47,5 +48,13 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
             e.installed_at, e.action, e.name, e.version, e.id, e.seconds
         )?;
     }
-    Ok(super::EXIT_OK)
+    damaged_state(&s)
+}
+
+/// After printing what could be read: a damaged `state.json` is an error (exit 1).
+fn damaged_state(s: &crate::site::Status) -> anyhow::Result<u8> {
+    match &s.state_damaged {
+        Some(why) => anyhow::bail!("{why}; the rest is shown as read from the links and trees"),
+        None => Ok(super::EXIT_OK),
+    }
 }

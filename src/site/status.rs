@@ -1,7 +1,8 @@
 //! `airlock status`: what is current and previous, the history, and the last rollback's
 //! measured duration. Read without the lock: `state.json` is replaced whole and the links are
-//! swapped atomically, and a bundle's name and version come from its own verified tree, so
-//! what `current` names is always described by what `current` points at.
+//! swapped atomically. A bundle's name and version come from its own tree, read unverified
+//! (`check` verifies); a tree or state that cannot be read is shown as damaged beside the
+//! rest, never in place of it.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,10 @@ pub struct Status {
     /// Every install and rollback that changed `current`, oldest first.
     pub history: Vec<HistoryEntry>,
     pub last_rollback: Option<HistoryEntry>,
+    /// Why `state.json` could not be read (then history and install times are missing, and the
+    /// rest is shown from the links and trees).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_damaged: Option<String>,
 }
 
 /// One activation: what became current, when, by which action, and how long it took.
@@ -64,9 +69,17 @@ pub struct Entry {
     pub damaged: Option<String>,
 }
 
+/// What `root` holds. A directory that is no site root is an error; a damaged `state.json`
+/// is reported beside everything else that can still be read.
 pub fn status(root: &Path) -> Result<Status, SiteError> {
     let root = &SiteRoot::new(root);
-    let state = State::load(root)?;
+    if !root.is_site() {
+        return Err(SiteError::NotASite { root: root.path().to_owned() });
+    }
+    let (state, state_damaged) = match State::load(root) {
+        Ok(state) => (state, None),
+        Err(e) => (State::default(), Some(crate::failure::chain(&e))),
+    };
     // One damaged bundle must not hide the others: each entry says what it can.
     let entry = |id: &BundleId| -> Entry {
         let recorded = state.bundles.get(id);
@@ -102,5 +115,6 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
         retained,
         history: state.history.into_iter().map(HistoryEntry::from).collect(),
         last_rollback: state.last_rollback.map(HistoryEntry::from),
+        state_damaged,
     })
 }
