@@ -77,6 +77,23 @@ fn a_hostile_registry_never_fills_the_disk() {
 }
 
 #[test]
+fn a_manifest_that_is_not_the_digest_asked_for_is_a_verification_failure() {
+    let b = built_project();
+    let layout = pushed_layout(&b, "1.0.0");
+    // The hostile registry answers every manifest request with the same bytes.
+    let server = http::HttpServer::spawn(b.t.path(), |port| {
+        vec![helper("hostile_registry.py"), port.to_string(), s(&layout).to_owned(), "endless".to_owned()]
+    });
+    let host = server.url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let asked = format!("oci://{host}/demo@sha256:{}", "0".repeat(64));
+    let out = b.t.path().join("pulled.airlock");
+    let pull = airlock_run(&["pull", &asked, "--out", s(&out), "--trust", s(&b.keys.public), "--insecure-registry"]);
+    assert_eq!(pull.code, 3, "{}", pull.stderr);
+    assert!(pull.stderr.contains(&format!("expected sha256 {}", "0".repeat(64))), "{}", pull.stderr);
+    assert!(!out.exists());
+}
+
+#[test]
 fn a_layout_blob_linked_to_dev_zero_is_read_only_to_its_declared_size() {
     let b = built_project();
     let layout = pushed_layout(&b, "1.0.0");

@@ -162,3 +162,16 @@ fn help_describes_every_flag_and_argument_and_version_names_the_commit() {
     let commit = rest.split_once(" (").and_then(|(_, c)| c.split_whitespace().next()).unwrap_or_default();
     assert!(commit.len() == 9 && commit.bytes().all(|b| b.is_ascii_hexdigit()), "the commit: {version}");
 }
+
+#[test]
+fn a_random_file_is_named_not_a_bundle_in_our_words_without_echoing_its_bytes() {
+    let Built { t, keys, .. } = built_project();
+    // A zstd frame around a "tar header" of text: the tar crate's own message would quote it.
+    let garbage = t.path().join("garbage.airlock");
+    let header = "MARKER-".repeat(100);
+    std::fs::write(&garbage, zstd::encode_all(header.as_bytes(), 3).unwrap()).unwrap();
+    let r = airlock_run(&["verify", s(&garbage), "--trust", s(&keys.public)]).code(3);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(all.contains("not an airlock bundle") && all.contains("the tar header is invalid"), "{all}");
+    assert!(!all.contains("MARKER"), "no byte of the header is shown: {all}");
+}

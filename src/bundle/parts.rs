@@ -103,7 +103,12 @@ impl Classify for PartsError {
     fn class(&self) -> Class {
         match self {
             PartsError::Read { .. } | PartsError::NotFirst { .. } => Class::Runtime,
-            _ => Class::Verification,
+            PartsError::Invalid { .. }
+            | PartsError::Untrusted { .. }
+            | PartsError::Missing { .. }
+            | PartsError::Size { .. }
+            | PartsError::Foreign { .. }
+            | PartsError::Manifest { .. } => Class::Verification,
         }
     }
 }

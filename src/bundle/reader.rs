@@ -314,8 +314,10 @@ impl Reader {
     /// The zstd stream over `input`, with the largest window a bundle may ask for.
     fn decoder<R: Read>(&mut self, input: R) -> Result<zstd::stream::read::Decoder<'static, io::BufReader<R>>, Halt> {
         let mut decoder = zstd::stream::read::Decoder::new(input)
-            .map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
-        decoder.window_log_max(MAX_WINDOW_LOG).map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+            .map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
+        decoder
+            .window_log_max(MAX_WINDOW_LOG)
+            .map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
         Ok(decoder)
     }
 
@@ -355,7 +357,7 @@ impl Reader {
         let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
         let decoder = self.decoder(input)?;
         let mut archive = tar::Archive::new(Bounded::new(ReadAhead::spawn(scope, decoder), &budget));
-        let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
         let (manifest_bytes, signature) = self.head(&mut members, &budget)?;
 
         let checked = trust.check(&manifest_bytes, &signature);
@@ -594,7 +596,7 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
     let head = reader.decoder(input).and_then(|decoder| {
         let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
-        let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(e.to_string())))?;
+        let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
         reader.head(&mut members, &budget)
     });
     let failed = |reader: &mut Reader| {
@@ -615,7 +617,7 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
 /// The leading members of a bundle (manifest, signature, SBOM, provenance) whose names are in
 /// `wanted`, each read whole but bounded; nothing is verified. Content members are not read.
 pub fn leading_members(input: impl Read, wanted: &[&str]) -> Result<BTreeMap<String, Vec<u8>>, Problem> {
-    let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(e.to_string()) };
+    let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(stream_words(&e)) };
     let decoder = zstd::stream::read::Decoder::new(input).map_err(not_bundle)?;
     // No byte budget (nothing is trusted or kept past the first members), but the same
     // guard against extension records.
@@ -711,7 +713,7 @@ impl Budget {
 
     /// The rejection for a read error: the cap if it tripped, else `otherwise` with the error.
     fn explain(&self, e: &io::Error, otherwise: fn(String) -> Rejection) -> Rejection {
-        self.tripped().unwrap_or_else(|| otherwise(e.to_string()))
+        self.tripped().unwrap_or_else(|| otherwise(stream_words(e)))
     }
 }
 
@@ -752,4 +754,28 @@ impl<R: Read> Read for Bounded<R> {
         }
         Ok(n)
     }
+}
+
+/// What went wrong reading the compressed tar stream, in our words. The `tar` crate's messages
+/// quote the header bytes they could not parse (`numeric field was not a number: <100 bytes of
+/// the file>`): hostile bytes, never shown. Other messages (zstd's) are escaped and cut short.
+fn stream_words(e: &io::Error) -> String {
+    let text = e.to_string();
+    let known = [
+        ("cksum", "the tar header is invalid (bad checksum field)"),
+        ("checksum", "the tar header is invalid (bad checksum field)"),
+        ("numeric field", "the tar header is invalid (a numeric field is not a number)"),
+        ("utf-8", "the tar header is invalid (a field is not text)"),
+        ("entire block", "the stream ends in the middle of a tar header"),
+        ("pax", "a tar extension record is invalid"),
+        ("long name", "a tar long-name record is invalid"),
+    ];
+    if let Some((_, words)) = known.iter().find(|(needle, _)| text.contains(needle)) {
+        return (*words).to_owned();
+    }
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return "the stream ends early".to_owned();
+    }
+    let shown: String = text.chars().take(120).collect();
+    crate::escape::value(&shown).into_owned()
 }
