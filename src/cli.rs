@@ -270,8 +270,9 @@ pub struct SbomArgs {
     /// Write here instead of stdout (atomically).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// With `--out`: print `{sbom, sha256, bytes}` for what was written.
-    #[arg(long)]
+    /// With `--out`: print `{sbom, sha256, bytes}` for what was written (without `--out`, the
+    /// SBOM itself is the JSON on stdout).
+    #[arg(long, requires = "out")]
     pub json: bool,
 }
 

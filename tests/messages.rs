@@ -175,3 +175,39 @@ fn a_random_file_is_named_not_a_bundle_in_our_words_without_echoing_its_bytes() 
     assert!(all.contains("not an airlock bundle") && all.contains("the tar header is invalid"), "{all}");
     assert!(!all.contains("MARKER"), "no byte of the header is shown: {all}");
 }
+
+#[test]
+fn build_makes_the_output_directory_and_sbom_json_needs_out() {
+    let Built { t, keys, project, bundle, .. } = built_project();
+    let deep = t.path().join("new/dir/x.airlock");
+    build(&project, &keys, &deep).ok();
+    assert!(deep.is_file());
+    let r = airlock_run(&["sbom", s(&bundle), "--json"]).code(2);
+    assert!(r.stderr.contains("--out"), "{}", r.stderr);
+}
+
+#[test]
+fn install_says_its_verdict_once_each_finding_once() {
+    let Built { t, keys, bundle, .. } = built_project();
+    let green =
+        airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&t.path().join("g"))]).ok();
+    assert!(green.stdout.contains("validation green: "), "{}", green.stdout);
+    // The inbox-driver host: the same amber finding on each of its 8 GPUs is one line.
+    let root = t.path().join("a");
+    let args = ["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)];
+    let amber = run(on_host("mi300x-inbox").args(args).args(["--accept-amber", "--reason", "CAB-7"])).ok();
+    let lines: Vec<&str> = amber.stdout.lines().filter(|l| l.contains("(expected `>=6.12`")).collect();
+    assert_eq!(lines.len(), 1, "{}", amber.stdout);
+    assert!(lines[0].ends_with("on 8 GPUs"), "{}", lines[0]);
+    // Red says "red" once.
+    let red = run(on_host("nogpu").args([
+        "install",
+        s(&bundle),
+        "--trust",
+        s(&keys.public),
+        "--root",
+        s(&t.path().join("r")),
+    ]))
+    .code(4);
+    assert_eq!(red.stderr.matches("red").count(), 2, "`is red` and `a red stack`: {}", red.stderr);
+}

@@ -3,6 +3,8 @@
 use std::io::Write;
 use std::time::Instant;
 
+use anyhow::Context as _;
+
 use crate::build::base::Base;
 use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
 use crate::bundle::manifest::Artifact;
@@ -18,6 +20,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     let path = lock_path(&args.spec, args.lock.as_ref());
     let refresh = if args.locked { Refresh::Never } else { Refresh::IfStale };
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
+    make_out_dir(&args.out)?;
     let cache = super::open_cache(&args.cache)?;
     let reporter = TerminalReporter::new(args.json);
     let net = Net::new(args.cache.net.options())?;
@@ -27,11 +30,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     if outcome == Outcome::Written {
         tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());
     }
-    let base = match (&args.base, &args.base_lock) {
-        (Some(bundle), _) => Some(Base::from_bundle(bundle)?),
-        (None, Some(lock)) => Some(Base::from_lock(lock, &cache)?),
-        (None, None) => None,
-    };
+    let base = base_of(args, &cache)?;
     if let Some(warning) = args.split_size.and_then(crate::bundle::parts::size_warning) {
         tracing::warn!("{warning}");
     }
@@ -93,4 +92,21 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(super::EXIT_OK)
+}
+
+/// The output's directory is made, as `keygen --out-dir` makes its own.
+fn make_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}` for --out", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// The release a delta is built against: `--base OLD.airlock` or `--base-lock OLD.lock`.
+fn base_of(args: &BuildArgs, cache: &crate::cache::Cache) -> anyhow::Result<Option<Base>> {
+    Ok(match (&args.base, &args.base_lock) {
+        (Some(bundle), _) => Some(Base::from_bundle(bundle)?),
+        (None, Some(lock)) => Some(Base::from_lock(lock, cache)?),
+        (None, None) => None,
+    })
 }

@@ -56,6 +56,12 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         if let Some(base) = &done.base {
             writeln!(out, "delta: the members it leaves out were taken from bundles/{base}, verified again")?;
         }
+        if let Some(v) = &done.validation {
+            // Tools' words are untrusted text: escaped for the terminal.
+            let lines = crate::validate::not_green(&v.rows);
+            let text = std::iter::once(format!("validation {}", v.summary)).chain(lines).collect::<Vec<_>>().join("\n");
+            out.write_all(crate::escape::lines(&format!("{text}\n")).as_bytes())?;
+        }
         let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::short).collect();
         writeln!(out, "signed by {} ({} co-signature(s) retained)", signers.join(", "), done.cosignatures.len())?;
         for image in &done.images {

@@ -60,16 +60,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     } else {
         // Tools' and checks' words are untrusted text: escaped for the terminal.
         let mut text = format!("{}\n", evidence.summary);
-        for f in not_green(&evidence.rows) {
-            let _ = writeln!(
-                text,
-                "  {:<22} {}: {} (expected `{}`, found `{}`)",
-                f.field,
-                word(f.verdict),
-                f.reason,
-                f.expected,
-                f.actual
-            );
+        for line in not_green(&evidence.rows) {
+            let _ = writeln!(text, "{line}");
         }
         for c in &evidence.checks {
             let _ = writeln!(text, "  check {:<16} {}: {} ({:.2} s)", c.name, word(c.verdict), c.summary, c.duration_s);

@@ -325,7 +325,9 @@ fn gate(
     };
     // Evidence first: a verdict that stops the install is on record with what it saw.
     record.validation = Some(records::Validation::Evidence(Box::new(evidence.clone())));
-    let summary = crate::escape::value(&evidence.summary).into_owned();
+    // The summary starts with its verdict, which the error says already.
+    let word = format!("{}: ", crate::validate::word(evidence.verdict));
+    let summary = crate::escape::value(evidence.summary.strip_prefix(&word).unwrap_or(&evidence.summary)).into_owned();
     match (evidence.verdict, amber) {
         (Verdict::Green, _) => Ok(Some(evidence)),
         (Verdict::Amber, Amber::Accept { reason }) => {

@@ -12,7 +12,7 @@ pub mod version;
 
 use serde::Serialize;
 
-use matrix::{FieldResult, RowResult, Verdict};
+use matrix::{RowResult, Verdict};
 
 /// What validation found, kept as evidence in the site's records.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -72,9 +72,25 @@ pub fn word(v: Verdict) -> &'static str {
     }
 }
 
-/// The fields of an outcome that are not green, as lines for a person.
-pub fn not_green(rows: &[RowResult]) -> Vec<&FieldResult> {
-    rows.iter().flat_map(|r| r.fields.iter()).filter(|f| f.verdict != Verdict::Green).collect()
+/// The fields of an outcome that are not green, as lines for a person: the same finding on
+/// several GPUs (8× MI300X) is one line with their count. Untrusted text: escape it to show it.
+pub fn not_green(rows: &[RowResult]) -> Vec<String> {
+    let mut lines: Vec<(String, usize)> = Vec::new();
+    for f in rows.iter().flat_map(|r| r.fields.iter()).filter(|f| f.verdict != Verdict::Green) {
+        let line = format!(
+            "  {:<22} {}: {} (expected `{}`, found `{}`)",
+            f.field,
+            word(f.verdict),
+            f.reason,
+            f.expected,
+            f.actual
+        );
+        match lines.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, n)) => *n += 1,
+            None => lines.push((line, 1)),
+        }
+    }
+    lines.into_iter().map(|(l, n)| if n > 1 { format!("{l} on {n} GPUs") } else { l }).collect()
 }
 
 #[cfg(test)]
