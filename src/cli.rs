@@ -20,6 +20,34 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Whether the command was asked for `--json`: its failure is then one JSON document too.
+    pub fn wants_json(&self) -> bool {
+        match &self.command {
+            Command::Keygen(a) => a.json,
+            Command::Lock(a) => a.json,
+            Command::Build(a) => a.json,
+            Command::Verify(a) => a.json,
+            Command::Sign(a) => a.json,
+            Command::Inspect(a) => a.json,
+            Command::Install(a) => a.json,
+            Command::Diff(a) => a.json,
+            Command::Rollback(a) => a.json,
+            Command::Status(a) => a.json,
+            Command::Check(a) => a.json,
+            Command::Probe(a) => a.json,
+            Command::Validate(a) => a.json,
+            Command::Provenance(a) => a.json,
+            Command::Sbom(a) => a.json,
+            Command::Push(a) => a.json,
+            Command::Pull(a) => a.json,
+            Command::Copy(a) => a.json,
+            Command::Report(a) => a.json,
+            Command::Outdated(a) => a.json,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Generate an ECDSA P-256 signing key pair (cosign-compatible).

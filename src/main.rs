@@ -14,12 +14,17 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    let json = cli.wants_json();
     match airlock::commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) if airlock::commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            // The chain can hold what a hostile file or server said: escaped for the terminal.
+            // The chain can hold what a hostile file or server said: escaped for the terminal
+            // (a JSON document escapes it its own way).
             eprintln!("error: {}", airlock::escape::lines(&format!("{err:#}")));
+            if json {
+                println!("{:#}", airlock::commands::error_document(&err));
+            }
             ExitCode::from(airlock::commands::exit_code(&err))
         }
     }

@@ -211,3 +211,29 @@ fn install_says_its_verdict_once_each_finding_once() {
     .code(4);
     assert_eq!(red.stderr.matches("red").count(), 2, "`is red` and `a red stack`: {}", red.stderr);
 }
+
+#[test]
+fn every_json_command_prints_one_document_when_it_fails() {
+    let Built { t, keys, bundle, .. } = built_project();
+    let root = t.path().join("site");
+    let root_args = ["--root", s(&root), "--json"];
+    let red = run(on_host("nogpu").args(["install", s(&bundle), "--trust", s(&keys.public)]).args(root_args)).code(4);
+    let doc: serde_json::Value = serde_json::from_str(&red.stdout).expect("one JSON document");
+    assert_eq!((doc["error"]["class"].as_str(), doc["error"]["exit_code"].as_u64()), (Some("validation"), Some(4)));
+    assert!(doc["error"]["message"].as_str().unwrap().contains("red"), "{doc:#}");
+    // Nothing to roll back to: not a site yet (runtime, exit 1).
+    let none = airlock_run(&["rollback", "--root", s(&t.path().join("none")), "--json"]).code(1);
+    let doc: serde_json::Value = serde_json::from_str(&none.stdout).expect("one JSON document");
+    assert_eq!(doc["error"]["exit_code"], 1, "{doc:#}");
+    assert!(doc["error"]["message"].as_str().unwrap().contains("is not a site root"), "{doc:#}");
+    assert!(!t.path().join("none").exists(), "no root is made for a rollback");
+    // A command whose own document says what failed prints no second one.
+    let other = keygen(&t.path().join("k"), "other");
+    let v = airlock_run(&["verify", s(&bundle), "--trust", s(&other.public), "--json"]).code(3);
+    let doc: serde_json::Value = serde_json::from_str(&v.stdout).expect("exactly one JSON document");
+    assert_eq!(doc["verified"], false);
+    // A usage error before anything ran is one document too.
+    let bad = airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public), "--threshold", "2", "--json"]).code(2);
+    let doc: serde_json::Value = serde_json::from_str(&bad.stdout).expect("one JSON document");
+    assert_eq!(doc["error"]["class"], "usage", "{doc:#}");
+}

@@ -69,6 +69,31 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
+/// A failure found after the command printed its `--json` document (which says what failed):
+/// the error goes to stderr and the exit code is its class's, without a second document.
+/// Without `--json` it is returned as any error is.
+pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<u8> {
+    if !json {
+        return Err(err);
+    }
+    eprintln!("error: {}", crate::escape::lines(&format!("{err:#}")));
+    Ok(exit_code(&err))
+}
+
+/// The `--json` document of a command that failed before it could print its own: one JSON
+/// document with `error: {class, exit_code, message}`.
+pub fn error_document(err: &anyhow::Error) -> serde_json::Value {
+    let code = exit_code(err);
+    let class = match code {
+        1 => "runtime",
+        2 => "usage",
+        3 => "verification",
+        4 => "validation",
+        _ => "other",
+    };
+    serde_json::json!({ "error": { "class": class, "exit_code": code, "message": format!("{err:#}") } })
+}
+
 /// The exit code for an error (`docs/architecture.md`: 1 runtime, 2 usage or invalid spec,
 /// 3 verification failed): the class of the outermost error in its chain that knows it. Each error
 /// type says its own class (`failure::Classify`); this list only names the types the library

@@ -9,7 +9,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     let s = status(&args.root)?;
     if args.json {
         super::print_json(&s)?;
-        return damaged_state(&s);
+        return damaged_state(&s, true);
     }
     let mut out = std::io::stdout().lock();
     let show = |e: &Option<Entry>| {
@@ -48,13 +48,15 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
             e.installed_at, e.action, e.name, e.version, e.id, e.seconds
         )?;
     }
-    damaged_state(&s)
+    damaged_state(&s, false)
 }
 
 /// After printing what could be read: a damaged `state.json` is an error (exit 1).
-fn damaged_state(s: &crate::site::Status) -> anyhow::Result<u8> {
+fn damaged_state(s: &crate::site::Status, json: bool) -> anyhow::Result<u8> {
     match &s.state_damaged {
-        Some(why) => anyhow::bail!("{why}; the rest is shown as read from the links and trees"),
+        Some(why) => {
+            super::after_document(json, anyhow::anyhow!("{why}; the rest is shown as read from the links and trees"))
+        }
         None => Ok(super::EXIT_OK),
     }
 }

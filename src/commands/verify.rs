@@ -114,16 +114,15 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
         print_human(args, &input, &report, policy.threshold)?;
     }
     if verified {
-        Ok(super::EXIT_OK)
-    } else {
-        let n = report.problems.len();
-        Err(VerificationFailed(format!(
-            "bundle `{}` failed verification ({n} problem{})",
-            input.display(),
-            if n == 1 { "" } else { "s" }
-        ))
-        .into())
+        return Ok(super::EXIT_OK);
     }
+    let n = report.problems.len();
+    let failed = VerificationFailed(format!(
+        "bundle `{}` failed verification ({n} problem{})",
+        input.display(),
+        if n == 1 { "" } else { "s" }
+    ));
+    super::after_document(args.json, failed.into())
 }
 
 /// Members read and verified: the entries, the manifest and its signature, the provenance.

@@ -51,6 +51,10 @@ pub fn rollback(
     reporter: &dyn Reporter,
 ) -> Result<RolledBack, SiteError> {
     let root = &SiteRoot::new(root);
+    // Nothing to roll back where nothing was installed: no root is made for it.
+    if !root.is_site() {
+        return Err(SiteError::NotASite { root: root.path().to_owned() });
+    }
     let _lock = root.open_for_writing("rollback", wait)?;
     let mut attempt =
         Attempt::new(Action::Rollback, "verify", root.link_path(Link::Previous).display().to_string(), None);
