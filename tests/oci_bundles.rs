@@ -369,3 +369,32 @@ fn a_split_bundle_is_pushed_as_its_parts_and_pulled_whole() {
     let bad = r.run(&["pull", "https://example/x", "--out", s(&out), "--trust", s(&r.keys.public)]).code(2);
     assert!(bad.stderr.contains("is not oci://HOST/REPO:TAG"), "{}", bad.stderr);
 }
+
+#[test]
+fn a_ca_bundle_is_read_whole_and_a_file_that_is_no_bundle_of_certificates_is_refused() {
+    let site = Registry::start(Mode::TlsHtpasswd);
+    let r = release();
+    docker_config(r.t.path(), &site.host);
+    let ca = site.ca.clone().unwrap();
+    // Another CA first, the registry's second: every certificate of the bundle counts.
+    let other = r.t.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let key = other.join("k.pem");
+    let cert = other.join("c.pem");
+    let args = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1"];
+    run(Command::new("openssl").args(args).args(["-subj", "/CN=other", "-keyout", s(&key), "-out", s(&cert)])).ok();
+    let bundle_ca = r.t.path().join("bundle.pem");
+    std::fs::write(&bundle_ca, [std::fs::read(&cert).unwrap(), std::fs::read(&ca).unwrap()].concat()).unwrap();
+    let target = format!("oci://{}/bundles/demo:1.0.0", site.host);
+    r.run(&["push", s(&r.bundle), &target, "--registry-ca", s(&bundle_ca), "--chunk-size", "32K"]).ok();
+    let out = r.t.path().join("pulled.airlock");
+    let pull = [&["pull", &target, "--out", s(&out), "--registry-ca", s(&bundle_ca)][..], &r.both_keys()].concat();
+    r.run(&pull).ok();
+    assert_eq!(sha256_file(&out), sha256_file(&r.bundle));
+    // A file with a block that is no certificate is refused, naming it.
+    let bad = r.t.path().join("bad.pem");
+    std::fs::write(&bad, [std::fs::read(&ca).unwrap(), std::fs::read(&key).unwrap()].concat()).unwrap();
+    let refused = r.run(&["pull", &target, "--out", s(&out), "--registry-ca", s(&bad), "--trust", s(&r.keys.public)]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("bad.pem") && refused.stderr.contains("not a PEM bundle"), "{}", refused.stderr);
+}

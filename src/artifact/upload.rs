@@ -61,16 +61,9 @@ impl Uploader {
         };
         let insecure = reach.insecure.iter().any(|h| h == "*" || *h == image.registry);
         let scheme = if insecure { "http" } else { "https" };
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(reach.options.connect_timeout)
-            .read_timeout(reach.options.read_timeout);
-        if let Some(ca) = &reach.ca {
-            let pem = std::fs::read(ca).map_err(|e| err(format!("`{}`: {e}", ca.display())))?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| err(e.to_string()))? {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let http = builder.build().map_err(|e| err(e.to_string()))?;
+        let ca = reach.ca.as_deref().map(|ca| crate::oci::load_ca(&image.registry, ca)).transpose()?;
+        let timeouts = (reach.options.connect_timeout, reach.options.read_timeout);
+        let http = crate::oci::http_client(timeouts, ca.as_deref()).map_err(|e| err(e.to_string()))?;
         Ok(Self {
             http,
             base: format!("{scheme}://{}", image.registry),

@@ -37,7 +37,10 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
-    #[error("CA file `{}` for registry `{registry}` holds no PEM certificate", path.display())]
+    #[error(
+        "CA file `{}` for registry `{registry}` is not a PEM bundle of certificates (none found, or a block that is no certificate)",
+        path.display()
+    )]
     CaEmpty { registry: String, path: PathBuf },
     #[error("cannot read docker config `{}`", path.display())]
     ConfigRead {
@@ -305,6 +308,37 @@ impl Registries {
     }
 }
 
+/// A CA bundle file (`--registry-ca`), checked when it is read: it must hold at least one
+/// certificate and every certificate in it must parse. The one loader of CA files: every
+/// client airlock makes for a registry is given every certificate of the bundle (`http_client`
+/// and oci-client alike).
+pub fn load_ca(registry: &str, path: &Path) -> Result<Vec<u8>, ClientError> {
+    let pem = std::fs::read(path).map_err(|source| ClientError::CaRead {
+        registry: registry.to_owned(),
+        path: path.to_owned(),
+        source,
+    })?;
+    // oci-client accepts garbage here without a word: check every block ourselves.
+    let blocks = pem::parse_many(&pem).unwrap_or_default();
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).unwrap_or_default();
+    if certs.is_empty() || !blocks.iter().all(|b| b.tag() == "CERTIFICATE") {
+        return Err(ClientError::CaEmpty { registry: registry.to_owned(), path: path.to_owned() });
+    }
+    Ok(pem)
+}
+
+/// An HTTP client for a registry: timeouts (connect, read), and every certificate of a CA
+/// bundle `load_ca` read, trusted beside the system roots.
+pub fn http_client(timeouts: (Duration, Duration), ca_pem: Option<&[u8]>) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().connect_timeout(timeouts.0).read_timeout(timeouts.1);
+    if let Some(pem) = ca_pem {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder.build()
+}
+
 /// `timeouts`: connect and read.
 pub async fn connect(
     registry: &str,
@@ -312,29 +346,18 @@ pub async fn connect(
     ca: Option<&Path>,
     timeouts: (Duration, Duration),
 ) -> Result<Connection, ClientError> {
-    let mut extra = Vec::new();
-    if let Some(path) = ca {
-        let pem = tokio::fs::read(path).await.map_err(|source| ClientError::CaRead {
-            registry: registry.to_owned(),
-            path: path.to_owned(),
-            source,
-        })?;
-        // oci-client accepts garbage here without a word: check for a certificate ourselves.
-        let certs = pem::parse_many(&pem).unwrap_or_default();
-        if !certs.iter().any(|c| c.tag() == "CERTIFICATE") {
-            return Err(ClientError::CaEmpty { registry: registry.to_owned(), path: path.to_owned() });
+    let ca_pem = match ca {
+        Some(path) => {
+            let path = path.to_owned();
+            let registry = registry.to_owned();
+            Some(fetch::blocking(move || load_ca(&registry, &path)).await?)
         }
-        extra.push(Certificate { encoding: CertificateEncoding::Pem, data: pem });
-    }
-    let ca_pem = extra.first().map(|c| c.data.clone());
-    let mut http = reqwest::Client::builder().connect_timeout(timeouts.0).read_timeout(timeouts.1);
-    if let Some(pem) = &ca_pem {
-        // Every certificate of the bundle, as oci-client is given them.
-        for cert in reqwest::Certificate::from_pem_bundle(pem).unwrap_or_default() {
-            http = http.add_root_certificate(cert);
-        }
-    }
-    let http = http.build().map_err(|e| ClientError::Build { registry: registry.to_owned(), detail: e.to_string() })?;
+        None => None,
+    };
+    let extra: Vec<Certificate> =
+        ca_pem.iter().map(|pem| Certificate { encoding: CertificateEncoding::Pem, data: pem.clone() }).collect();
+    let http = http_client(timeouts, ca_pem.as_deref())
+        .map_err(|e| ClientError::Build { registry: registry.to_owned(), detail: e.to_string() })?;
     let (protocol, scheme) = match transport {
         Transport::Https => (ClientProtocol::Https, "https"),
         Transport::InsecureHttp => {
@@ -351,7 +374,7 @@ pub async fn connect(
     };
     let client = oci_client::Client::try_from(config)
         .map_err(|e| ClientError::Build { registry: registry.to_owned(), detail: e.to_string() })?;
-    let auth = if asks_for_credentials(registry, scheme, ca_pem.as_deref(), timeouts).await {
+    let auth = if asks_for_credentials(&http, registry, scheme).await {
         match credentials_for(registry).await? {
             Some(c) => RegistryAuth::Basic(c.username, c.password),
             None => RegistryAuth::Anonymous,
@@ -368,17 +391,7 @@ pub async fn connect(
 /// Whether `GET /v2/` asks for credentials (anything but a 2xx without a challenge). Asked
 /// once per registry and command; when it cannot be asked, the answer is yes, and the
 /// requests that follow report the problem.
-async fn asks_for_credentials(
-    registry: &str,
-    scheme: &str,
-    ca_pem: Option<&[u8]>,
-    timeouts: (Duration, Duration),
-) -> bool {
-    let mut builder = reqwest::Client::builder().connect_timeout(timeouts.0).read_timeout(timeouts.1);
-    if let Some(cert) = ca_pem.and_then(|pem| reqwest::Certificate::from_pem(pem).ok()) {
-        builder = builder.add_root_certificate(cert);
-    }
-    let Ok(client) = builder.build() else { return true };
+async fn asks_for_credentials(client: &reqwest::Client, registry: &str, scheme: &str) -> bool {
     match client.get(format!("{scheme}://{registry}/v2/")).send().await {
         Ok(response) => {
             !response.status().is_success() || response.headers().contains_key(reqwest::header::WWW_AUTHENTICATE)

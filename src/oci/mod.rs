@@ -8,7 +8,7 @@ pub mod doc;
 mod reference;
 
 pub use client::{
-    ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect, is_not_found, pull_manifest,
-    retryable,
+    ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect, http_client, is_not_found, load_ca,
+    pull_manifest, retryable,
 };
 pub use reference::ImageRef;
