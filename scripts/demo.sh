@@ -43,24 +43,25 @@ timed "$AIRLOCK" verify "$bundle" --trust "$work/keys/build.pub"
 step "5. inspect: what the bundle claims, without extracting it"
 "$AIRLOCK" inspect "$bundle"
 
-step "5b. approval: the security team verifies, co-signs (BUNDLE.KEYID.sig beside it), and the site requires both keys"
+step "6. approval: the security team verifies, co-signs (BUNDLE.KEYID.sig beside it), and the site requires both keys"
 "$AIRLOCK" keygen --out-dir "$work/keys" --name security
 "$AIRLOCK" sign "$bundle" --key "$work/keys/security.key" --trust "$work/keys/build.pub"
 "$AIRLOCK" verify "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --threshold 2
 
-step "6a. probe: this site's GPU stack; the demo replays a recorded 8x MI300X host (testdata/probes/mi300x)"
+step "7. probe: this site's GPU stack; the demo replays a recorded 8x MI300X host (testdata/probes/mi300x)"
 # Install validates the host against the bundle's support matrix before activating it. This
 # machine may have no GPU, so the demo replays a recorded one: tool stand-ins on PATH print
 # the recorded amd-smi, rocminfo and RVS output, and host files are read under it.
 export PATH="$repo/testdata/probes/mi300x/bin:$PATH" AIRLOCK_HOST_ROOT="$repo/testdata/probes/mi300x/root"
-"$AIRLOCK" probe | head -n 8
+# The host and its first GPU (the other seven are alike).
+"$AIRLOCK" probe | awk '/^  amd 1:/ { exit } { print }'
 
-step "6. install into a site root (two-key policy): verified while staged, validated green, then activated atomically"
+step "8. install into a site root (two-key policy): verified while staged, validated green, then activated atomically"
 timed "$AIRLOCK" install "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --threshold 2 \
   --root "$work/site"
 ls -l "$work/site" "$work/site/current/" "$work/site/current/files/"
 
-step "6b. validate: the active bundle's matrix row and RVS check against this host"
+step "9. validate: the active bundle's matrix row and RVS check against this host"
 "$AIRLOCK" validate --root "$work/site"
 echo "    the same RVS failing (it still exits 0) is red: install refuses it with exit 4"
 set +e
@@ -70,7 +71,7 @@ set -e
 echo "    exit code $code"
 [[ $code -eq 4 ]]
 
-step "7. an auditor's own check, no airlock involved: zstd + tar + openssl"
+step "10. an auditor's own check, no airlock involved: zstd + tar + openssl"
 if command -v zstd >/dev/null && command -v openssl >/dev/null; then
   mkdir "$work/audit"
   zstd -dc "$bundle" | tar -x -C "$work/audit" airlock/manifest.json airlock/manifest.json.sig
@@ -80,7 +81,7 @@ else
   echo "    (skipped: needs zstd and openssl; scripts/test.sh installs them)"
 fi
 
-step "8. a tampered bundle is refused (exit 3) and the site is left as it was"
+step "11. a tampered bundle is refused (exit 3) and the site is left as it was"
 # Flip every bit of the middle byte, with coreutils only (od, printf, dd).
 cp "$bundle" "$work/tampered.airlock"
 middle=$(( $(stat -c %s "$bundle") / 2 ))
@@ -98,7 +99,7 @@ set -e
 echo "    exit code $code; current -> $(readlink "$work/site/current")"
 [[ $code -eq 3 ]]
 
-step "9. the next release on media: 2026.11.1 split into 64 KiB parts, and as a delta against 2026.11.0"
+step "12. the next release on media: 2026.11.1 split into 64 KiB parts, and as a delta against 2026.11.0"
 next="$work/next"
 mkdir -p "$next" "$work/media"
 cp -r "$repo/testdata/demo/firmware" "$repo/testdata/demo/docs" "$next/"
@@ -106,15 +107,16 @@ sed 's/^version = "2026.11.0"/version = "2026.11.1"/' "$repo/testdata/demo/airlo
 echo "2026.11.1: rebuilt with the same firmware" >> "$next/docs/RELEASE-NOTES.md"
 # Parts for media (FAT32 sticks: --split-size 4095M); `cat` joins them into the ordinary bundle.
 "$AIRLOCK" build "$next/airlock.toml" --key "$work/keys/build.key" --out "$work/media/next.airlock" \
-  --split-size 64K 2>/dev/null | sed -n '1,/parts of/p'
-"$AIRLOCK" verify "$work/media/next.airlock.parts.json" --trust "$work/keys/build.pub" | tail -n 1
+  --split-size 64K 2>/dev/null | grep -E '^built|split into|next\.airlock\.[0-9]{3} '
+"$AIRLOCK" verify "$work/media/next.airlock.parts.json" --trust "$work/keys/build.pub" | grep -E '^verified|read from'
+
 # The delta leaves out what 2026.11.0 holds (the firmware): the site takes it from its retained copy.
 "$AIRLOCK" build "$next/airlock.toml" --key "$work/keys/build.key" --out "$work/next-delta.airlock" \
   --base "$bundle" 2>/dev/null | grep -E "^built|delta:"
 echo "    full 2026.11.1: $(cat "$work"/media/next.airlock.0* | wc -c) bytes; delta: $(stat -c %s "$work/next-delta.airlock") bytes"
 "$AIRLOCK" install "$work/next-delta.airlock" --trust "$work/keys/build.pub" --root "$work/site"
 
-step "10. an older version is refused (exit 3): rollback is the way back"
+step "13. an older version is refused (exit 3): rollback is the way back"
 set +e
 "$AIRLOCK" install "$bundle" --trust "$work/keys/build.pub" --trust "$work/keys/security.pub" --root "$work/site"
 code=$?
@@ -122,21 +124,21 @@ set -e
 echo "    exit code $code"
 [[ $code -eq 3 ]]
 
-step "11. rollback: the retained 2026.11.0 verified again from its file, restaged and made current"
+step "14. rollback: the retained 2026.11.0 verified again from its file, restaged and made current"
 timed "$AIRLOCK" rollback --root "$work/site"
 "$AIRLOCK" status --root "$work/site"
 ls "$work/site/records/"
 
-step "12. bundles as OCI artifacts: 2026.11.1 pushed into an OCI image layout (what a registry stores) and installed from it"
+step "15. bundles as OCI artifacts: 2026.11.1 pushed into an OCI image layout (what a registry stores) and installed from it"
 # With a registry: `airlock push … oci://HOST/REPO:TAG`, `airlock copy`, `airlock install oci://…`.
 "$AIRLOCK" push "$work/media/next.airlock.parts.json" "oci-layout:$work/oci-layout:2026.11.1"
 "$AIRLOCK" install "oci-layout:$work/oci-layout:2026.11.1" --trust "$work/keys/build.pub" --root "$work/site"
 
-step "13. the approval pack: one self-contained HTML page (verdict, rows and reasons, checks, signers, records)"
+step "16. the approval pack: one self-contained HTML page (verdict, rows and reasons, checks, signers, records)"
 "$AIRLOCK" report --root "$work/site" --out "$work/approval.html"
 "$AIRLOCK" report --root "$work/site" --json | grep -m 2 -E '"(kind|verdict)": "(site|green|amber|red)"'
 
-step "14. check: every retained bundle verified again and every staged file compared (a tampered file is named, exit 3)"
+step "17. check: every retained bundle verified again and every staged file compared (a tampered file is named, exit 3)"
 "$AIRLOCK" check --root "$work/site" | tail -n 1
 victim=$(find "$work/site/current/files" -type f | sort | head -n 1)
 echo "tampered" >"$victim"

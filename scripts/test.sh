@@ -17,8 +17,14 @@ done
 if ((${#missing[@]})); then
   echo "==> installing ${missing[*]}"
   sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # dpkg's progress ("(Reading database ... 5%") is kept out of the log unless it fails.
+  aptlog=$(mktemp "${TMPDIR:-/tmp}/airlock-apt-log.XXXXXX")
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+      --no-install-recommends "${missing[@]}"; } >"$aptlog" 2>&1; then
+    cat "$aptlog"
+    exit 1
+  fi
+  rm -f "$aptlog"
 fi
 # Python packages the tests run as real servers and clients.
 for module in pypiserver:pypiserver huggingface_hub:huggingface-hub cyclonedx:cyclonedx-python-lib[json-validation]; do
@@ -36,8 +42,13 @@ echo "==> cargo clippy"
 cargo clippy --locked --all-targets -- -D warnings
 echo "==> cargo test"
 cargo test --locked 2>&1
-echo "==> scripts/demo.sh (debug build)"
-airlock=$(scripts/airlock-bin.sh)
+echo "==> scripts/demo.sh (the binary the tests ran)"
+# The binary cargo test built (with the tests' features): `cargo build` would build another
+# one in the same profile with other features, recompiling a good part of the tree.
+airlock=$(cargo test --locked --no-run --message-format=json 2>/dev/null \
+  | grep '"reason":"compiler-artifact"' | grep '"kind":\["bin"\]' \
+  | grep -o '"executable":"[^"]*"' | tail -n 1 | cut -d'"' -f4)
+[[ -x "$airlock" ]] || airlock=$(scripts/airlock-bin.sh)
 log=$(mktemp "${TMPDIR:-/tmp}/airlock-demo-log.XXXXXX")
 trap 'rm -f "$log"' EXIT
 AIRLOCK="$airlock" scripts/demo.sh >"$log" 2>&1 || { cat "$log"; exit 1; }

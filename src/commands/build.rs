@@ -85,7 +85,8 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
         if let Some(base) = &manifest.base {
             let left: Vec<_> = manifest.entries.iter().filter(|e| e.from_base).collect();
             let bytes: u64 = left.iter().map(|e| e.size).sum();
-            writeln!(out, "  delta: {} entries ({bytes} content bytes) left to the base {base}", left.len())?;
+            let entries = if left.len() == 1 { "entry" } else { "entries" };
+            writeln!(out, "  delta: {} {entries} ({bytes} content bytes) left to the base {base}", left.len())?;
         }
         for a in &manifest.artifacts {
             writeln!(out, "  {}", a.describe())?;
