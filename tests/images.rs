@@ -345,7 +345,7 @@ fn tls_registries_verify_against_the_spec_ca() {
     let spec =
         write_spec(&t.path().join("bad"), &format!("[registries.\"{}\"]\nca = \"ca.pem\"\n\n{image}", upstream.host));
     let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
-    assert!(r.stderr.contains("holds no PEM certificate") && r.stderr.contains("ca.pem"), "{}", r.stderr);
+    assert!(r.stderr.contains("is not a PEM bundle of certificates") && r.stderr.contains("ca.pem"), "{}", r.stderr);
 
     let spec = write_spec(
         &t.path().join("ok"),

@@ -44,13 +44,18 @@ fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() 
     assert_eq!((back["version"].as_str(), back["from"].is_string()), (Some("1.1.0"), true));
     assert_eq!(r.current(), "1.1.0");
     assert_eq!(r.status()["previous"]["version"], "1.2.0");
-    r.rollback(&[]).ok();
-    assert_eq!(r.current(), "1.2.0");
+    // A second rollback would move forward, to the release rolled back from: that is install's.
+    let before = snapshot(&r.root);
+    let forward = r.rollback(&[]).code(1);
+    assert!(forward.stderr.contains("nothing older to roll back to") && forward.stderr.contains("airlock install"));
+    assert_eq!(snapshot(&r.root), before, "a refused rollback changes nothing");
     let st = r.status();
-    assert_eq!(st["last_rollback"]["version"], "1.2.0");
+    assert_eq!(st["last_rollback"]["version"], "1.1.0");
     assert!(st["last_rollback"]["seconds"].as_f64().unwrap() > 0.0, "the rollback's measured time: {st}");
     let human = airlock_run(&["status", "--root", s(&r.root)]).ok().stdout;
-    assert!(human.contains("last rollback: to demo 1.2.0") && human.contains(" s\n"), "{human}");
+    assert!(human.contains("last rollback: to demo 1.1.0") && human.contains(" s\n"), "{human}");
+    r.install("1.2.0", &[]).ok();
+    assert_eq!(r.current(), "1.2.0");
 
     // A downgrade on purpose is installed and recorded as one.
     let allowed = r.install("1.0.0", &["--allow-downgrade", "--json"]).ok().json();
@@ -63,7 +68,7 @@ fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() 
     let mut records: Vec<PathBuf> =
         std::fs::read_dir(r.root.join("records")).unwrap().map(|e| e.unwrap().path()).collect();
     records.sort();
-    assert_eq!(records.len(), 7, "3 installs, 1 refused, 2 rollbacks, 1 downgrade: {records:?}");
+    assert_eq!(records.len(), 8, "4 installs, 1 refused, 1 rollback, 1 refused, 1 downgrade: {records:?}");
     let mut refused = 0;
     for path in &records {
         let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
@@ -77,6 +82,12 @@ fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() 
             );
             continue;
         }
+        if rec["outcome"] == "failed" {
+            refused += 1;
+            assert_eq!(rec["action"], "rollback");
+            assert!(rec["reason"].as_str().unwrap().contains("nothing older to roll back to"), "{rec:#}");
+            continue;
+        }
         assert_eq!(rec["outcome"], "activated");
         for phase in ["verify", "stage", "publish", "switch"] {
             assert!(rec["phases"][phase].as_f64().is_some(), "{phase} in {}", path.display());
@@ -84,7 +95,7 @@ fn installs_and_rollbacks_keep_versions_retention_records_and_status_straight() 
         assert!(rec["bundle"]["id"].is_string() && rec["signers"].as_array().is_some_and(|s| !s.is_empty()));
         assert_eq!(rec["trust"]["threshold"], 1);
     }
-    assert_eq!(refused, 1);
+    assert_eq!(refused, 2, "the downgrade and the rollback forward");
 }
 
 #[test]
@@ -102,7 +113,9 @@ fn a_tampered_retained_bundle_is_never_rolled_back_to_and_a_tampered_tree_is_res
     assert_eq!(std::fs::read(r.root.join("current/files/notes.txt")).unwrap(), b"release notes for 1.0.0\n");
     assert!(!r.root.join("current/files/planted.sh").exists(), "the tree came from the bundle alone");
 
-    // The retained bundle file of (the new) previous, altered: refused, nothing changes.
+    // Forward to 1.1.0 again (install); then the retained bundle file of previous (1.0.0),
+    // altered: refused, nothing changes.
+    r.install("1.1.0", &[]).ok();
     let previous = r.root.join(std::fs::read_link(r.root.join("previous")).unwrap());
     let file = previous.join("bundle.airlock");
     let mut bytes = std::fs::read(&file).unwrap();
@@ -117,7 +130,7 @@ fn a_tampered_retained_bundle_is_never_rolled_back_to_and_a_tampered_tree_is_res
         refused.stderr
     );
     assert_eq!(snapshot(&r.root), before, "a refused rollback changes nothing");
-    assert_eq!(r.current(), "1.0.0");
+    assert_eq!(r.current(), "1.1.0");
 }
 
 #[test]
@@ -252,8 +265,18 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
     assert_current_verifies(&root, &keys);
     assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "leftovers were cleaned");
 
-    // The same for rollbacks that restage the large bundle: back to the small one first.
-    airlock_run(&["rollback", "--root", s(&root)]).ok();
+    // The same for rollbacks that restage a large bundle: a rollback goes back, so the large
+    // bundle retained as previous is an older release (0.5.0) under the current 2.0.0.
+    let old_big = project(&t.path().join("old-big"), "0.5.0");
+    std::fs::write(old_big.dir.join("fw/board.bin"), pattern(48 << 20, 8)).unwrap();
+    let old_big_bundle = t.path().join("old-big.airlock");
+    build(&old_big, &keys, &old_big_bundle).ok();
+    let reinstall = |bundle: &Path| {
+        let args = [&install(bundle)[..], &["--allow-downgrade".to_owned()]].concat();
+        airlock_run(&args.iter().map(String::as_str).collect::<Vec<_>>()).ok();
+    };
+    reinstall(&old_big_bundle);
+    reinstall(&big_bundle);
     for fraction in [0.1, 0.3, 0.5] {
         let mut child = airlock()
             .args(["rollback", "--root", s(&root)])
@@ -266,8 +289,8 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
         let _ = child.wait();
         assert_current_verifies(&root, &keys);
         let st = airlock_run(&["status", "--root", s(&root), "--json"]).ok().json();
-        if st["current"]["version"] == "2.0.0" {
-            airlock_run(&["rollback", "--root", s(&root)]).ok(); // previous is the large one again
+        if st["current"]["version"] == "0.5.0" {
+            reinstall(&big_bundle); // forward is install; previous is the large one again
         }
     }
     airlock_run(&["rollback", "--root", s(&root)]).ok();

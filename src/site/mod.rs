@@ -112,6 +112,12 @@ pub enum SiteError {
         root.display()
     )]
     Damaged { root: PathBuf, id: BundleId, damage: Vec<check::Damage> },
+    #[error(
+        "nothing older to roll back to: `previous` is {name} {previous}, newer than the current {current} (the \
+         release rolled back from); moving forward is `airlock install {}`",
+        file.display()
+    )]
+    NoOlder { name: String, previous: semver::Version, current: semver::Version, file: PathBuf },
     #[error("`{}` has no previous bundle to roll back to", root.display())]
     NoPrevious { root: PathBuf },
     #[error("validation is {}: {summary}; `current` was not changed{hint}", crate::validate::word(*verdict))]
@@ -166,6 +172,7 @@ impl Classify for SiteError {
             | SiteError::Busy { .. }
             | SiteError::NoSpace { .. }
             | SiteError::NoPrevious { .. }
+            | SiteError::NoOlder { .. }
             | SiteError::NotASite { .. }
             | SiteError::NoCurrent { .. }
             | SiteError::Symlink { .. }

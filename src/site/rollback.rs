@@ -73,6 +73,7 @@ fn rollback_locked(
 ) -> Result<RolledBack, SiteError> {
     let mut state = State::load_for_writer(root)?;
     let id = root.link(Link::Previous).ok_or_else(|| SiteError::NoPrevious { root: root.path().to_owned() })?;
+    refuse_forward(root, &state, &id)?;
     let bundle = root.retained_file(&id);
     let policy = retained::policy(root, &state, &id, trust)?;
     attempt.trusted(&policy);
@@ -130,4 +131,21 @@ fn rollback_locked(
         record,
         seconds: event.seconds,
     })
+}
+
+/// A rollback goes back: to an older release of the same bundle (or another bundle). A newer
+/// `previous` (after a rollback, `previous` is the release rolled back from) is moving forward,
+/// which is `install`'s, with its validation gate.
+fn refuse_forward(root: &SiteRoot, state: &State, previous: &BundleId) -> Result<(), SiteError> {
+    let Some(current) = root.link(Link::Current) else { return Ok(()) };
+    let (Some(p), Some(c)) = (state.bundles.get(previous), state.bundles.get(&current)) else { return Ok(()) };
+    if p.name == c.name && p.version > c.version {
+        return Err(SiteError::NoOlder {
+            name: p.name.clone(),
+            previous: p.version.clone(),
+            current: c.version.clone(),
+            file: root.retained_file(previous),
+        });
+    }
+    Ok(())
 }
