@@ -85,7 +85,7 @@ pub enum ArtifactError {
     )]
     NoSpace { target: String, declared: u64, needed: u64, path: PathBuf, available: u64 },
     #[error(transparent)]
-    Site(#[from] crate::site::SiteError),
+    TagMismatch(#[from] crate::bundle::manifest::TagMismatch),
 }
 
 impl Classify for ArtifactError {
@@ -101,7 +101,7 @@ impl Classify for ArtifactError {
             | ArtifactError::Registry { .. }
             | ArtifactError::Io { .. }
             | ArtifactError::NoSpace { .. } => Class::Runtime,
-            ArtifactError::Site(e) => e.class(),
+            ArtifactError::TagMismatch(e) => e.class(),
         }
     }
 }

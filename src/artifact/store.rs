@@ -633,7 +633,7 @@ pub fn pull(
         return Err(ArtifactError::Rejected { target, detail });
     }
     if let (Some(tag), Some(m)) = (location.tag(), &report.manifest) {
-        crate::site::check_tag(tag, m)?;
+        m.check_tag(tag)?;
     }
     if report.manifest_sha256.map(|d| d.short(16)) != Some(found.resolved.id.clone()) {
         let detail =

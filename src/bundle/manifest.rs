@@ -301,7 +301,37 @@ pub fn claimed_builder(bytes: &[u8]) -> Option<KeyId> {
 pub const MAX_ENTRY_BYTES: u64 = 1 << 50;
 pub const MAX_TOTAL_BYTES: u64 = 1 << 52;
 
+/// A version tag (`oci://…:2.0.0`, `v2.0.0`) that names another version than the bundle it
+/// points at.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the tag `{tag}` names version {tag_version} but the bundle it points at is {name} {version}; \
+     the tag was moved or mislabelled; nothing was written or changed",
+    tag_version = tag.strip_prefix('v').unwrap_or(tag)
+)]
+pub struct TagMismatch {
+    pub tag: String,
+    pub name: String,
+    pub version: semver::Version,
+}
+
+impl crate::failure::Classify for TagMismatch {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}
+
 impl Manifest {
+    /// A tag that is a version (`2.0.0`, `v2.0.0`) must name this manifest's version; a tag
+    /// that is not one (`latest`, `canary`) names none.
+    pub fn check_tag(&self, tag: &str) -> Result<(), TagMismatch> {
+        let Ok(tagged) = semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)) else { return Ok(()) };
+        if tagged == self.version {
+            return Ok(());
+        }
+        Err(TagMismatch { tag: tag.to_owned(), name: self.name.to_string(), version: self.version.clone() })
+    }
+
     /// The exact bytes that are signed: RFC 8785 (JCS) canonical JSON.
     pub fn canonical_bytes(&self) -> Vec<u8> {
         serde_json_canonicalizer::to_vec(self).expect("a manifest always serialises: string keys, finite numbers")

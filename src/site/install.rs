@@ -145,7 +145,7 @@ fn install_locked(
         split.check_manifest(&verified.manifest_sha256)?;
     }
     if let Some(tag) = &opts.tag_version {
-        check_tag(tag, &verified.manifest)?;
+        verified.manifest.check_tag(tag)?;
     }
     attempt.verified(&verified);
     attempt.phases.mark("verify", "validate");
@@ -212,20 +212,6 @@ fn install_locked(
         record,
         seconds: event.seconds,
         validation,
-    })
-}
-
-/// A version tag (`oci://…:2.0.0`, `v2.0.0`) must name the version the bundle is: a tag moved
-/// to another release is refused, like any bundle that is not what it claims.
-pub fn check_tag(tag: &str, manifest: &Manifest) -> Result<(), SiteError> {
-    let Ok(tagged) = semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)) else { return Ok(()) };
-    if tagged == manifest.version {
-        return Ok(());
-    }
-    Err(SiteError::TagMismatch {
-        tag: tag.to_owned(),
-        name: manifest.name.to_string(),
-        version: manifest.version.clone(),
     })
 }
 

@@ -35,7 +35,7 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::sign::Policy;
 use crate::validate::matrix::Verdict;
-pub use install::{Installed, check_tag, install};
+pub use install::{Installed, install};
 pub use lock::RootLock;
 pub use root::{BundleId, RETAINED_BUNDLE, SiteRoot, TRUST_DIR};
 use state::State;
@@ -96,12 +96,8 @@ pub enum SiteError {
          run `airlock check`; the site was not changed"
     )]
     NotRetained { id: BundleId, actual: String },
-    #[error(
-        "the tag `{tag}` names version {tag_version} but the bundle it points at is {name} {version}; \
-         the tag was moved or mislabelled; nothing was written or changed",
-        tag_version = tag.strip_prefix('v').unwrap_or(tag)
-    )]
-    TagMismatch { tag: String, name: String, version: semver::Version },
+    #[error(transparent)]
+    TagMismatch(#[from] crate::bundle::manifest::TagMismatch),
     #[error("`{}` is not a site root (no `.lock`): nothing was installed there", root.display())]
     NotASite { root: PathBuf },
     #[error("`{}` has no current bundle: install one first", root.display())]
@@ -165,7 +161,7 @@ impl Classify for SiteError {
             | SiteError::NotRetained { .. }
             | SiteError::StateMissing { .. }
             | SiteError::Damaged { .. }
-            | SiteError::TagMismatch { .. } => Class::Verification,
+            | SiteError::TagMismatch(_) => Class::Verification,
             SiteError::Parts(e) => e.class(),
             SiteError::Validation { .. } => Class::ValidationRed,
             SiteError::Open { .. }
