@@ -109,6 +109,10 @@ fn a_bundle_report_shows_signers_against_the_threshold_the_diff_and_the_firmware
     airlock_run(&["report", s(&new), "--out", s(&unverified)]).ok();
     let html = std::fs::read_to_string(&unverified).unwrap();
     assert!(html.contains("NOT verified") && html.contains("not checked"), "{html}");
+    assert!(!html.to_lowercase().contains("not verified</span>: not verified"), "said once: {html}");
+    // The matrix the bundle claims reads as the site's rows do: no JSON.
+    assert!(html.contains("firmware.PLDM_BUNDLE") && html.contains("ubuntu 24.04"), "{html}");
+    assert!(!html.contains("{&quot;") && !html.contains("[&quot;"), "no JSON in the matrix: {html}");
 }
 
 /// The demo bundle (a matrix row and an RVS check) built once, and a site that installed it on

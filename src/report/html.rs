@@ -339,6 +339,21 @@ fn firmware(o: &mut String, r: &Report) {
     let _ = writeln!(o, "</tbody></table>");
 }
 
+/// A matrix field as the site's validation rows name and write it: lists as `a | b`, tables
+/// as one row per key (`firmware.PLDM_BUNDLE`, `partition.compute`), so the bundle's claim and
+/// the site's evidence read alike.
+fn claim_rows(key: &str, value: &serde_json::Value) -> Vec<(String, String)> {
+    match value {
+        serde_json::Value::String(s) => vec![(key.to_owned(), s.clone())],
+        serde_json::Value::Array(items) => {
+            let words: Vec<String> = items.iter().flat_map(|i| claim_rows(key, i)).map(|(_, v)| v).collect();
+            vec![(key.to_owned(), words.join(" | "))]
+        }
+        serde_json::Value::Object(map) => map.iter().flat_map(|(k, v)| claim_rows(&format!("{key}.{k}"), v)).collect(),
+        other => vec![(key.to_owned(), other.to_string())],
+    }
+}
+
 fn matrix(o: &mut String, r: &Report) {
     let targets = r.matrix["target"].as_array().map(Vec::as_slice).unwrap_or_default();
     let _ = writeln!(o, "<h2>Support matrix the bundle claims</h2>");
@@ -348,8 +363,9 @@ fn matrix(o: &mut String, r: &Report) {
     for (i, t) in targets.iter().enumerate() {
         let _ = writeln!(o, "<table class=\"target\"><thead><tr><th colspan=\"2\">Row {i}</th></tr></thead><tbody>");
         for (k, v) in t.as_object().into_iter().flatten() {
-            let value = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-            let _ = writeln!(o, "<tr><th>{}</th><td class=\"mono\">{}</td></tr>", esc(k), esc(&value));
+            for (field, value) in claim_rows(k, v) {
+                let _ = writeln!(o, "<tr><th>{}</th><td class=\"mono\">{}</td></tr>", esc(&field), esc(&value));
+            }
         }
         let _ = writeln!(o, "</tbody></table>");
     }

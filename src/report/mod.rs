@@ -354,7 +354,7 @@ fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site
     let verified = read.report.as_ref().is_some_and(Read_::verified);
     let problems = match &read.report {
         Some(r) => r.problems.iter().map(ToString::to_string).collect(),
-        None => vec!["not verified: no --trust key was given".to_owned()],
+        None => vec!["no --trust key was given, so this is what the bundle claims".to_owned()],
     };
     let signatures = signatures(read);
     let mut contents: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
