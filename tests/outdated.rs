@@ -174,5 +174,16 @@ fn a_security_update_in_the_suite_beside_the_configured_one_is_flagged() {
     );
     let table = airlock_in(t.path(), &["outdated", s(&spec)]).code(10).stdout;
     assert!(table.contains(" ! deb") && table.contains("1 security (!)"), "{table}");
+    let doc = outdated(t.path(), &spec, &[]).code(10).json();
+    assert_eq!(doc["security"]["checked"], true, "{doc:#}");
+
+    // Without a security suite beside it, "no security update" is "not checked", and says so.
+    std::fs::remove_dir_all(r.dir.path().join("repo/dists/stable-security")).unwrap();
+    let doc = outdated(t.path(), &spec, &[]).code(0).json();
+    assert_eq!(doc["security"]["checked"], false, "{doc:#}");
+    let unchecked = doc["security"]["not_checked"][0].as_str().unwrap();
+    assert!(unchecked.ends_with(" stable"), "{doc:#}");
+    let table = airlock_in(t.path(), &["outdated", s(&spec)]).code(0).stdout;
+    assert!(table.contains("security: not checked for") && !table.contains("0 security"), "{table}");
     drop(r);
 }

@@ -81,15 +81,25 @@ impl Layer {
 
 /// Compare the lock with upstream now. `deep`: download URL files and hash them (otherwise
 /// their size is compared).
-pub fn outdated(sources: &Sources<'_>, net: &Net, lock: &LockFile, deep: bool) -> Result<Vec<Finding>, SourceError> {
+/// What moved, and where security updates could not be looked for.
+#[derive(Debug, Default)]
+pub struct Outdated {
+    pub findings: Vec<Finding>,
+    /// Deb sources (`REPO SUITE`) with no security suite read: "no security update" there
+    /// means "not checked".
+    pub security_unchecked: Vec<String>,
+}
+
+pub fn outdated(sources: &Sources<'_>, net: &Net, lock: &LockFile, deep: bool) -> Result<Outdated, SourceError> {
     net.block_on(async {
         let mut out = images(sources, lock).await?;
         out.extend(wheels(sources, lock).await?);
-        out.extend(debs(sources, lock).await?);
+        let (debs, security_unchecked) = debs(sources, lock).await?;
+        out.extend(debs);
         out.extend(models(sources, lock).await?);
         out.extend(files(sources, lock, deep).await?);
         out.sort_by(|a, b| (a.layer, a.kind, &a.name).cmp(&(b.layer, b.kind, &b.name)));
-        Ok(out)
+        Ok(Outdated { findings: out, security_unchecked })
     })
 }
 
@@ -196,12 +206,13 @@ async fn wheels(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<Finding>, 
     Ok(out)
 }
 
-async fn debs(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<Finding>, SourceError> {
+async fn debs(sources: &Sources<'_>, lock: &LockFile) -> Result<(Vec<Finding>, Vec<String>), SourceError> {
     if sources.spec.spec.deb.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
-    Ok(crate::sources::apt::newer(sources, lock)
-        .await?
+    let scan = crate::sources::apt::newer(sources, lock).await?;
+    let findings = scan
+        .news
         .into_iter()
         .map(|n| Finding {
             kind: "deb",
@@ -217,7 +228,8 @@ async fn debs(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<Finding>, So
                 n.suite
             ),
         })
-        .collect())
+        .collect();
+    Ok((findings, scan.security_unchecked))
 }
 
 async fn models(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<Finding>, SourceError> {

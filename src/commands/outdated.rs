@@ -7,7 +7,7 @@ use std::io::Write;
 use anyhow::Context as _;
 
 use crate::build::lock::lock_path;
-use crate::build::outdated::{Finding, outdated};
+use crate::build::outdated::{Finding, Outdated, outdated};
 use crate::cli::{OutdatedArgs, TerminalReporter};
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
@@ -27,16 +27,20 @@ pub fn run(args: &OutdatedArgs) -> anyhow::Result<u8> {
     let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
     let sources = Sources::new(&spec, fetch);
     let checked_at = crate::clock::Timestamp::now();
-    let findings = outdated(&sources, &net, &lock, args.deep)?;
+    let Outdated { findings, security_unchecked } = outdated(&sources, &net, &lock, args.deep)?;
     if args.json {
-        super::print_json(&serde_json::json!({ "checked_at": checked_at, "lock": path, "findings": findings }))?;
+        let security =
+            serde_json::json!({ "checked": security_unchecked.is_empty(), "not_checked": security_unchecked });
+        super::print_json(
+            &serde_json::json!({ "checked_at": checked_at, "lock": path, "findings": findings, "security": security }),
+        )?;
     } else {
-        print_table(&findings, &path)?;
+        print_table(&findings, &security_unchecked, &path)?;
     }
     Ok(if findings.is_empty() { super::EXIT_OK } else { EXIT_MOVED })
 }
 
-fn print_table(findings: &[Finding], lock: &std::path::Path) -> anyhow::Result<()> {
+fn print_table(findings: &[Finding], unchecked: &[String], lock: &std::path::Path) -> anyhow::Result<()> {
     let mut text = String::new();
     if findings.is_empty() {
         let _ = writeln!(text, "nothing moved upstream since `{}`", lock.display());
@@ -51,12 +55,21 @@ fn print_table(findings: &[Finding], lock: &std::path::Path) -> anyhow::Result<(
         let _ = writeln!(text, " {flag} {:<16} {:<40} {} -> {}  {}", f.kind, f.name, f.locked, f.upstream, f.detail);
     }
     if !findings.is_empty() {
-        let security = findings.iter().filter(|f| f.security).count();
+        let count = findings.iter().filter(|f| f.security).count();
+        let security =
+            if unchecked.is_empty() { format!("{count} security (!)") } else { "security: not checked".into() };
         let _ = writeln!(
             text,
-            "{} finding(s), {security} security (!); the lock `{}` was not changed: `airlock lock` takes them",
+            "{} finding(s), {security}; the lock `{}` was not changed: `airlock lock` takes them",
             findings.len(),
             lock.display()
+        );
+    }
+    for source in unchecked {
+        let _ = writeln!(
+            text,
+            "security: not checked for {source}: no security suite is configured or served beside it \
+             (add its security archive as another [[deb]]; docs/build-host.md)"
         );
     }
     // Names and details come from upstream: escaped for the terminal.

@@ -636,7 +636,15 @@ pub struct DebNews {
     pub security: bool,
 }
 
-pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<DebNews>, SourceError> {
+/// What `newer` found, and the configured suites for which no security suite could be read
+/// (`REPO SUITE`): for those, "no security update" means "not checked".
+#[derive(Debug, Default)]
+pub struct DebScan {
+    pub news: Vec<DebNews>,
+    pub security_unchecked: Vec<String>,
+}
+
+pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<DebScan, SourceError> {
     let mut suites: Vec<(DebSpec, bool)> = Vec::new();
     for entry in sources.spec.spec.deb.iter().map(toml::Spanned::get_ref) {
         suites.push((entry.clone(), true));
@@ -647,6 +655,8 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<DebNews
         }
     }
     let mut done = BTreeSet::new();
+    // Security suites read: (repository, suite).
+    let mut security_read: BTreeSet<String> = BTreeSet::new();
     // (name, architecture) -> the newest version seen, where.
     let mut best: BTreeMap<(String, String), (debversion::Version, String, String, bool)> = BTreeMap::new();
     let wanted: BTreeSet<(String, String)> =
@@ -690,6 +700,9 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<DebNews
         })
         .await?;
         let security = entry.suite.contains("security");
+        if security {
+            security_read.insert(entry.suite.clone());
+        }
         for pkg in found {
             let key = (pkg.name.clone(), pkg.architecture.clone());
             if best.get(&key).is_none_or(|(v, ..)| pkg.version > *v) {
@@ -715,5 +728,17 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<DebNews
             });
         }
     }
-    Ok(out)
+    // A configured suite is checked for security updates when it is a security suite itself, or
+    // a security suite of its name (its twin, or another archive's `SUITE-security`) was read.
+    let security_unchecked = sources
+        .spec
+        .spec
+        .deb
+        .iter()
+        .map(toml::Spanned::get_ref)
+        .filter(|e| !is_flat(e) && !e.suite.contains("security"))
+        .filter(|e| !security_read.contains(&format!("{}-security", e.suite)))
+        .map(|e| format!("{} {}", e.repo.trim_end_matches('/'), e.suite))
+        .collect();
+    Ok(DebScan { news: out, security_unchecked })
 }
