@@ -636,6 +636,37 @@ pub struct DebNews {
     pub security: bool,
 }
 
+/// The configured suites (`true`), each followed by its security twin (`SUITE-security` in
+/// the same repository; `false`: read if served).
+fn with_security_twins(sources: &Sources<'_>) -> Vec<(DebSpec, bool)> {
+    let mut suites = Vec::new();
+    for entry in sources.spec.spec.deb.iter().map(toml::Spanned::get_ref) {
+        suites.push((entry.clone(), true));
+        if !is_flat(entry) && !entry.suite.contains("security") {
+            let mut twin = entry.clone();
+            twin.suite = format!("{}-security", entry.suite);
+            suites.push((twin, false));
+        }
+    }
+    suites
+}
+
+/// The configured suites (`REPO SUITE`) not checked for security updates: a suite is checked
+/// when it is a security suite itself, or a security suite of its name (its twin, or another
+/// archive's `SUITE-security`) was read.
+fn security_unchecked(sources: &Sources<'_>, security_read: &BTreeSet<String>) -> Vec<String> {
+    sources
+        .spec
+        .spec
+        .deb
+        .iter()
+        .map(toml::Spanned::get_ref)
+        .filter(|e| !is_flat(e) && !e.suite.contains("security"))
+        .filter(|e| !security_read.contains(&format!("{}-security", e.suite)))
+        .map(|e| format!("{} {}", e.repo.trim_end_matches('/'), e.suite))
+        .collect()
+}
+
 /// What `newer` found, and the configured suites for which no security suite could be read
 /// (`REPO SUITE`): for those, "no security update" means "not checked".
 #[derive(Debug, Default)]
@@ -645,15 +676,7 @@ pub struct DebScan {
 }
 
 pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<DebScan, SourceError> {
-    let mut suites: Vec<(DebSpec, bool)> = Vec::new();
-    for entry in sources.spec.spec.deb.iter().map(toml::Spanned::get_ref) {
-        suites.push((entry.clone(), true));
-        if !is_flat(entry) && !entry.suite.contains("security") {
-            let mut twin = entry.clone();
-            twin.suite = format!("{}-security", entry.suite);
-            suites.push((twin, false));
-        }
-    }
+    let suites = with_security_twins(sources);
     let mut done = BTreeSet::new();
     // Security suites read: (repository, suite).
     let mut security_read: BTreeSet<String> = BTreeSet::new();
@@ -728,17 +751,5 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<DebScan, So
             });
         }
     }
-    // A configured suite is checked for security updates when it is a security suite itself, or
-    // a security suite of its name (its twin, or another archive's `SUITE-security`) was read.
-    let security_unchecked = sources
-        .spec
-        .spec
-        .deb
-        .iter()
-        .map(toml::Spanned::get_ref)
-        .filter(|e| !is_flat(e) && !e.suite.contains("security"))
-        .filter(|e| !security_read.contains(&format!("{}-security", e.suite)))
-        .map(|e| format!("{} {}", e.repo.trim_end_matches('/'), e.suite))
-        .collect();
-    Ok(DebScan { news: out, security_unchecked })
+    Ok(DebScan { news: out, security_unchecked: security_unchecked(sources, &security_read) })
 }
