@@ -9,7 +9,7 @@ cd "$repo"
 declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [python3]=python3 [jq]=jq
   [docker-registry]=docker-registry [skopeo]=skopeo [htpasswd]=apache2-utils
   [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt
-  [unshare]=util-linux [mount]=mount [chromium]=chromium)
+  [unshare]=util-linux [mount]=mount [chromium]=chromium [script]=bsdutils)
 missing=()
 for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")

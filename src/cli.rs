@@ -621,3 +621,61 @@ impl Reporter for TerminalReporter {
         }
     }
 }
+
+/// What a word is, for its colour: cargo's colours (`error:` and failures red, success green,
+/// warnings yellow), for a person at a terminal only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paint {
+    Bad,
+    Good,
+    Warn,
+}
+
+/// Which stream a word is written to: colour depends on that stream being a terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Whether `stream` gets colour: a terminal, and no `NO_COLOR` (no-color.org).
+pub fn colour_on(stream: Stream) -> bool {
+    use std::io::IsTerminal as _;
+    let terminal = match stream {
+        Stream::Stdout => std::io::stdout().is_terminal(),
+        Stream::Stderr => std::io::stderr().is_terminal(),
+    };
+    terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `word` in its colour when `stream` gets colour, else as it is.
+pub fn paint(word: &str, paint: Paint, stream: Stream) -> String {
+    if !colour_on(stream) {
+        return word.to_owned();
+    }
+    let code = match paint {
+        Paint::Bad => "1;31",
+        Paint::Good => "1;32",
+        Paint::Warn => "1;33",
+    };
+    format!("\x1b[{code}m{word}\x1b[0m")
+}
+
+/// A validation verdict's word in its colour.
+pub fn paint_verdict(verdict: crate::validate::matrix::Verdict, stream: Stream) -> String {
+    use crate::validate::matrix::Verdict;
+    let how = match verdict {
+        Verdict::Green => Paint::Good,
+        Verdict::Amber => Paint::Warn,
+        Verdict::Red => Paint::Bad,
+    };
+    paint(crate::validate::word(verdict), how, stream)
+}
+
+/// A validation summary (`green: amd 0 … matches row …`) for a terminal: its verdict word in
+/// colour, the rest (tools' words: untrusted) escaped.
+pub fn painted_summary(evidence: &crate::validate::Evidence, stream: Stream) -> String {
+    let word = crate::validate::word(evidence.verdict);
+    let rest = evidence.summary.strip_prefix(word).unwrap_or(&evidence.summary);
+    format!("{}{}", paint_verdict(evidence.verdict, stream), crate::escape::value(rest))
+}

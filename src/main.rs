@@ -1,6 +1,5 @@
 //! The `airlock` binary: parse arguments, set up logging, dispatch, map errors to exit codes.
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -21,7 +20,8 @@ fn main() -> ExitCode {
         Err(err) => {
             // The chain can hold what a hostile file or server said: escaped for the terminal
             // (a JSON document escapes it its own way).
-            eprintln!("error: {}", airlock::escape::lines(&format!("{err:#}")));
+            let error = airlock::cli::paint("error:", airlock::cli::Paint::Bad, airlock::cli::Stream::Stderr);
+            eprintln!("{error} {}", airlock::escape::lines(&format!("{err:#}")));
             if json {
                 println!("{:#}", airlock::commands::error_document(&err));
             }
@@ -39,7 +39,7 @@ fn init_logging(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour only for a person at a terminal, and never when NO_COLOR is set (no-color.org).
-    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let colour = airlock::cli::colour_on(airlock::cli::Stream::Stderr);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)

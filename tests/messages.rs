@@ -237,3 +237,34 @@ fn every_json_command_prints_one_document_when_it_fails() {
     let doc: serde_json::Value = serde_json::from_str(&bad.stdout).expect("one JSON document");
     assert_eq!(doc["error"]["class"], "usage", "{doc:#}");
 }
+
+/// `CMD` run on a terminal (`script` gives it a pty), with `NO_COLOR` set or not: what the
+/// terminal showed.
+fn on_a_terminal(cmd: &str, no_color: bool) -> String {
+    let probes = repo("testdata/probes/mi300x");
+    let path = format!("{}:{}", probes.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let mut script = Command::new("script");
+    script.args(["-qec", cmd, "/dev/null"]).env("PATH", path).env("AIRLOCK_HOST_ROOT", probes.join("root"));
+    script.env_remove("RUST_LOG").env_remove("NO_COLOR");
+    if no_color {
+        script.env("NO_COLOR", "1");
+    }
+    run(&mut script).stdout
+}
+
+#[test]
+fn verdicts_and_errors_are_coloured_on_a_terminal_only() {
+    let Built { t, keys, bundle, .. } = built_project();
+    let other = keygen(&t.path().join("k"), "other");
+    let bin = env!("CARGO_BIN_EXE_airlock");
+    let verify = format!("{bin} verify {} --trust {}", s(&bundle), s(&other.public));
+    let shown = on_a_terminal(&verify, false);
+    assert!(shown.contains("\x1b[1;31mREJECTED\x1b[0m") && shown.contains("\x1b[1;31merror:\x1b[0m"), "{shown:?}");
+    let install = format!("{bin} install {} --trust {} --root {}", s(&bundle), s(&keys.public), s(&t.path().join("r")));
+    let shown = on_a_terminal(&install, false);
+    assert!(shown.contains("validation \x1b[1;32mgreen\x1b[0m: "), "{shown:?}");
+    // NO_COLOR, or not a terminal: no colour at all.
+    assert!(!on_a_terminal(&verify, true).contains('\x1b'));
+    let off = airlock_run(&["verify", s(&bundle), "--trust", s(&other.public)]).code(3);
+    assert!(!off.stdout.contains('\x1b') && !off.stderr.contains('\x1b'));
+}

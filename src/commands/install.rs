@@ -59,8 +59,11 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         if let Some(v) = &done.validation {
             // Tools' words are untrusted text: escaped for the terminal.
             let lines = crate::validate::not_green(&v.rows);
-            let text = std::iter::once(format!("validation {}", v.summary)).chain(lines).collect::<Vec<_>>().join("\n");
-            out.write_all(crate::escape::lines(&format!("{text}\n")).as_bytes())?;
+            let summary = crate::cli::painted_summary(v, crate::cli::Stream::Stdout);
+            writeln!(out, "validation {summary}")?;
+            for line in lines {
+                writeln!(out, "{}", crate::escape::value(&line))?;
+            }
         }
         let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::short).collect();
         writeln!(out, "signed by {} ({} co-signature(s) retained)", signers.join(", "), done.cosignatures.len())?;

@@ -76,7 +76,8 @@ pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<u8> {
     if !json {
         return Err(err);
     }
-    eprintln!("error: {}", crate::escape::lines(&format!("{err:#}")));
+    let error = crate::cli::paint("error:", crate::cli::Paint::Bad, crate::cli::Stream::Stderr);
+    eprintln!("{error} {}", crate::escape::lines(&format!("{err:#}")));
     Ok(exit_code(&err))
 }
 

@@ -59,7 +59,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         }))?;
     } else {
         // Tools' and checks' words are untrusted text: escaped for the terminal.
-        let mut text = format!("{}\n", evidence.summary);
+        let mut text = String::new();
         for line in not_green(&evidence.rows) {
             let _ = writeln!(text, "{line}");
         }
@@ -67,7 +67,9 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
             let _ = writeln!(text, "  check {:<16} {}: {} ({:.2} s)", c.name, word(c.verdict), c.summary, c.duration_s);
         }
         let _ = writeln!(text, "record {}", record.display());
-        std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", crate::cli::painted_summary(&evidence, crate::cli::Stream::Stdout))?;
+        out.write_all(crate::escape::lines(&text).as_bytes())?;
     }
     match evidence.verdict {
         Verdict::Green => Ok(super::EXIT_OK),

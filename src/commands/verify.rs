@@ -140,7 +140,8 @@ fn sbom_status(report: &Report) -> Option<serde_json::Value> {
 fn print_human(args: &VerifyArgs, input: &Input, report: &Report, threshold: usize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     for p in &report.problems {
-        writeln!(out, "REJECTED {}", crate::escape::lines(&p.to_string()))?;
+        let rejected = crate::cli::paint("REJECTED", crate::cli::Paint::Bad, crate::cli::Stream::Stdout);
+        writeln!(out, "{rejected} {}", crate::escape::lines(&p.to_string()))?;
     }
     for s in &report.signatures {
         let Source::CoSignature(path) = &s.source else { continue };
