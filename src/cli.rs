@@ -573,9 +573,22 @@ impl TerminalReporter {
     }
 }
 
+/// A phase that ended in an error never said `finish`: its bar is cleared, not left behind.
+impl Drop for TerminalReporter {
+    fn drop(&mut self) {
+        if let Some(bar) = self.bar.get_mut().take() {
+            bar.finish_and_clear();
+        }
+        for (_, bar) in self.items.get_mut().drain() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 impl Reporter for TerminalReporter {
     fn start(&self, phase: &str, total_bytes: u64) {
-        if !self.enabled {
+        // Nothing to show for nothing to move (a files-only lock fetches 0 bytes).
+        if !self.enabled || total_bytes == 0 {
             return;
         }
         let bar = ProgressBar::new(total_bytes);
@@ -595,12 +608,14 @@ impl Reporter for TerminalReporter {
 
     fn finish(&self) {
         if let Some(bar) = self.bar.borrow_mut().take() {
+            // A phase that finished is whole, whatever its estimate counted.
+            bar.set_position(bar.length().unwrap_or(0));
             bar.finish_and_clear();
         }
     }
 
     fn item_start(&self, key: &str, total_bytes: u64) {
-        if !self.enabled {
+        if !self.enabled || total_bytes == 0 {
             return;
         }
         let bar = self.multi.add(ProgressBar::new(total_bytes));
