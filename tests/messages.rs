@@ -268,3 +268,17 @@ fn verdicts_and_errors_are_coloured_on_a_terminal_only() {
     let off = airlock_run(&["verify", s(&bundle), "--trust", s(&other.public)]).code(3);
     assert!(!off.stdout.contains('\x1b') && !off.stderr.contains('\x1b'));
 }
+
+#[test]
+fn an_unreachable_threshold_is_a_usage_error_before_any_registry_is_asked() {
+    let Built { t, keys, .. } = built_project();
+    // Nothing listens on port 1: asking it would be a runtime error (exit 1).
+    let nowhere = "oci://127.0.0.1:1/bundles/demo:1.0.0";
+    let two = ["--trust", s(&keys.public), "--threshold", "2", "--insecure-registry"];
+    let out = t.path().join("x.airlock");
+    let pull = airlock_run(&[&["pull", nowhere, "--out", s(&out)][..], &two].concat()).code(2);
+    assert!(pull.stderr.contains("can never be met"), "{}", pull.stderr);
+    let root = t.path().join("site");
+    let install = airlock_run(&[&["install", nowhere, "--root", s(&root)][..], &two].concat()).code(2);
+    assert!(install.stderr.contains("can never be met"), "{}", install.stderr);
+}

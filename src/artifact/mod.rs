@@ -86,6 +86,8 @@ pub enum ArtifactError {
     NoSpace { target: String, declared: u64, needed: u64, path: PathBuf, available: u64 },
     #[error(transparent)]
     TagMismatch(#[from] crate::bundle::manifest::TagMismatch),
+    #[error(transparent)]
+    Policy(#[from] crate::sign::policy::PolicyError),
 }
 
 impl Classify for ArtifactError {
@@ -102,6 +104,7 @@ impl Classify for ArtifactError {
             | ArtifactError::Io { .. }
             | ArtifactError::NoSpace { .. } => Class::Runtime,
             ArtifactError::TagMismatch(e) => e.class(),
+            ArtifactError::Policy(e) => e.class(),
         }
     }
 }

@@ -607,6 +607,8 @@ pub fn pull(
     cache: &Cache,
     reporter: &dyn Reporter,
 ) -> Result<Pulled, ArtifactError> {
+    // An impossible policy is a usage error before anything is asked of the registry.
+    Policy::reachable(&keys, threshold)?;
     let (found, files) = net.block_on(async {
         let store = Store::open(location, reach).await?;
         let found = find(&store, location).await?;

@@ -102,10 +102,12 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
 fn from_registry(args: &InstallArgs, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
     let insecure = if args.insecure_registry { vec!["*".to_owned()] } else { Vec::new() };
     let reach = crate::artifact::Reach { insecure, ca: args.registry_ca.clone(), options: NetOptions::default() };
-    let found = crate::artifact::resolve(location, &reach, net)?;
-    tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
     let keys = super::load_trusted(&args.trust.trust)?;
     let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
+    // An impossible policy is a usage error before the registry is asked anything.
+    Policy::reachable(&keys, threshold)?;
+    let found = crate::artifact::resolve(location, &reach, net)?;
+    tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
     let policy = Policy::new(keys, threshold, found.cosignatures.clone())?;
     let name = std::path::PathBuf::from(found.pinned.to_string());
     let bytes = found.resolved.bytes;

@@ -171,15 +171,23 @@ pub fn counted<'p>(policy: &'p Policy, checks: &[SignatureCheck]) -> Vec<&'p CoS
 impl Policy {
     /// A policy over `keys` (duplicates by key id dropped) requiring `threshold` of them.
     pub fn new(keys: Vec<TrustedKey>, threshold: usize, cosignatures: Vec<CoSignature>) -> Result<Self, PolicyError> {
+        Self::reachable(&keys, threshold)?;
         let mut seen = BTreeSet::new();
         let keys: Vec<_> = keys.into_iter().filter(|k| seen.insert(k.key_id().clone())).collect();
+        Ok(Self { keys, threshold, cosignatures })
+    }
+
+    /// Whether `threshold` distinct keys can ever sign among `keys`: asked before anything is
+    /// downloaded or read, so an impossible policy is a usage error at once.
+    pub fn reachable(keys: &[TrustedKey], threshold: usize) -> Result<(), PolicyError> {
+        let distinct = keys.iter().map(TrustedKey::key_id).collect::<BTreeSet<_>>().len();
         if threshold == 0 {
             return Err(PolicyError::ZeroThreshold);
         }
-        if threshold > keys.len() {
-            return Err(PolicyError::Unreachable { threshold, keys: keys.len() });
+        if threshold > distinct {
+            return Err(PolicyError::Unreachable { threshold, keys: distinct });
         }
-        Ok(Self { keys, threshold, cosignatures })
+        Ok(())
     }
 
     pub fn key_ids(&self) -> Vec<KeyId> {
