@@ -46,8 +46,8 @@ echo "==> scripts/demo.sh (the binary the tests ran)"
 # The binary cargo test built (with the tests' features): `cargo build` would build another
 # one in the same profile with other features, recompiling a good part of the tree.
 airlock=$(cargo test --locked --no-run --message-format=json 2>/dev/null \
-  | grep '"reason":"compiler-artifact"' | grep '"kind":\["bin"\]' \
-  | grep -o '"executable":"[^"]*"' | tail -n 1 | cut -d'"' -f4)
+  | jq -r 'select(.reason == "compiler-artifact" and .target.name == "airlock"
+                  and (.target.kind | index("bin")) and .executable != null) | .executable' | tail -n 1)
 [[ -x "$airlock" ]] || airlock=$(scripts/airlock-bin.sh)
 log=$(mktemp "${TMPDIR:-/tmp}/airlock-demo-log.XXXXXX")
 trap 'rm -f "$log"' EXIT
