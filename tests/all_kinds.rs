@@ -93,6 +93,22 @@ fn one_spec_with_every_kind_is_consumed_offline_by_pip_apt_and_huggingface_hub()
     assert_eq!(std::fs::read(current.join("files/mi300x-pldm.bin")).unwrap(), firmware);
 
     consume_offline(t.path(), &current, &site_public, &wheel, &weights);
+
+    // Every view of every kind is what check makes again from the verified manifest: nothing
+    // damaged on a site that was only installed and used (pip, apt and the hub client read).
+    let checked = airlock_run(&["check", "--root", s(&root), "--json"]);
+    assert_eq!(checked.code, 0, "{}", checked.stdout);
+    let doc = checked.json();
+    assert!(doc["bundles"][0]["files_checked"].as_u64().unwrap() > 10, "{doc:#}");
+    // And a model blob changed behind the hub cache's back is found.
+    let blob = walkdir::WalkDir::new(current.join("models"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_type().is_file() && e.path().parent().is_some_and(|p| p.ends_with("blobs")))
+        .expect("the Hugging Face cache holds blobs");
+    std::fs::write(blob.path(), b"other weights").unwrap();
+    let damaged = airlock_run(&["check", "--root", s(&root), "--json"]).code(3).json();
+    assert!(damaged.to_string().contains("models/"), "{damaged:#}");
 }
 
 /// pip, apt (verifying the site key) and `huggingface_hub` each take what they need from the

@@ -359,6 +359,9 @@ fn a_delta_installs_over_its_base_to_the_state_the_full_bundle_gives() {
     assert!(!a.join("current/files/changelog.txt").exists());
     install(&delta, &keys, &a, &[]).ok();
     assert_eq!(current_tree(&a), current_tree(&b));
+    // A delta's tree, the members its base supplied included, is what check expects.
+    let checked = airlock_run(&["check", "--root", s(&a), "--json"]);
+    assert_eq!(checked.code, 0, "{}", checked.stdout);
 
     // A damaged base bundle file fails the delta's install, naming the base; nothing changes.
     let retained = a.join("bundles").join(id).join("bundle.airlock");
