@@ -492,4 +492,7 @@ fn rollback_republishes_the_previous_bundles_images_to_the_remembered_registry()
     assert_eq!(back["version"], "1.0.0");
     assert_eq!(skopeo_digest(&tag), bundles[0].1, "the tag is back at the previous bundle's digest");
     assert_eq!(back["images"][0]["digest"], bundles[0].1.as_str());
+    // The image layout in each retained tree is what check expects.
+    let checked = airlock_in(t.path(), &["check", "--root", s(&root), "--json"]);
+    assert_eq!(checked.code, 0, "{}", checked.stdout);
 }
