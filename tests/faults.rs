@@ -12,6 +12,7 @@ mod http;
 mod registry;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::*;
 use http::HttpServer;
@@ -271,4 +272,50 @@ fn a_cached_layer_damaged_since_an_earlier_build_is_caught_when_packed() {
     let name = layer.file_name().unwrap().to_string_lossy().into_owned();
     assert!(r.stderr.contains(&name), "names the blob: {}", r.stderr);
     assert!(!t.path().join("second.airlock").exists());
+}
+
+#[test]
+fn install_and_rollback_publish_through_a_site_registry_that_answers_503_then_429() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let upstream = Registry::start(Mode::Plain);
+    let digest = upstream.push("app/x", "1.0", &[]);
+    let mut bundles = Vec::new();
+    for version in ["1.0.0", "1.1.0"] {
+        let spec = write_spec(
+            &t.path().join(version),
+            &format!(
+                "[registries.\"{u}\"]\ninsecure = true\n\n[[image]]\nref = \"{u}/app/x:1.0\"\n",
+                u = upstream.host
+            ),
+        );
+        let text = std::fs::read_to_string(&spec).unwrap().replace("1.0.0", version);
+        std::fs::write(&spec, text).unwrap();
+        let out = t.path().join(format!("x-{version}.airlock"));
+        airlock_in(t.path(), &["build", s(&spec), "--key", s(&keys.private), "--out", s(&out)]).ok();
+        bundles.push(out);
+    }
+    // The site registry behind a proxy that fails the first two requests of every path (an
+    // upload session's every step is a new path).
+    let site = Registry::start(Mode::Plain);
+    let front = proxy(&site.url(), &["--flaky"]);
+    let root = t.path().join("site");
+    for (i, bundle) in bundles.iter().enumerate() {
+        let args = ["install", s(bundle), "--trust", s(&keys.public), "--root", s(&root)];
+        let r = airlock_in(t.path(), &[&args[..], &["--registry", host(&front.url), "--insecure-registry"]].concat());
+        let r = r.ok();
+        if i == 0 {
+            // Every request of the first publish met both failures and was tried again.
+            for step in ["starting an upload", "manifest", "503", "429"] {
+                assert!(r.stderr.contains(step), "`{step}` retried: {}", r.stderr);
+            }
+        }
+    }
+    let back = airlock_in(t.path(), &["rollback", "--root", s(&root), "--json"]).ok().json();
+    assert_eq!(back["version"], "1.0.0");
+    assert_eq!(back["images"][0]["digest"], digest.as_str(), "{back:#}");
+    // The site registry itself holds the image by its digest.
+    let tag = format!("docker://{}/app/x:1.0", site.host);
+    let inspect = run(Command::new("skopeo").args(["inspect", "--tls-verify=false", "--raw", &tag])).ok();
+    assert_eq!(format!("sha256:{}", hex(&<sha2::Sha256 as sha2::Digest>::digest(inspect.stdout.as_bytes()))), digest);
 }

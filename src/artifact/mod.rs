@@ -21,7 +21,7 @@
 
 mod store;
 mod stream;
-mod upload;
+pub mod upload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

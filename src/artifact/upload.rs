@@ -25,30 +25,41 @@ use crate::progress::Reporter;
 /// Chunk size when none is given.
 pub const DEFAULT_CHUNK: u64 = 16 << 20;
 
-pub(super) struct Uploader {
+pub struct Uploader {
     http: reqwest::Client,
     base: String,
     repository: String,
     authorization: Option<String>,
     chunk: u64,
-    attempts: u32,
+    options: crate::fetch::NetOptions,
     what: String,
 }
 
+/// A request that failed in a way worth another try: a 5xx or 429 (with its `Retry-After`),
+/// or no answer at all.
+#[derive(Debug)]
+enum Transient {
+    Status(StatusCode, Option<Duration>),
+    Net(String),
+}
+
+impl std::fmt::Display for Transient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transient::Status(s, _) => write!(f, "{s}"),
+            Transient::Net(e) => f.write_str(e),
+        }
+    }
+}
+
 impl Uploader {
-    pub(super) async fn new(
-        conn: &Connection,
-        image: &ImageRef,
-        reach: &Reach,
-        chunk: u64,
-    ) -> Result<Self, ArtifactError> {
+    pub async fn new(conn: &Connection, image: &ImageRef, reach: &Reach, chunk: u64) -> Result<Self, ArtifactError> {
         let what = format!("oci://{image}");
         let err = |detail: String| ArtifactError::Registry { target: what.clone(), detail };
         // The token (or basic credentials) oci-client uses for this repository.
         let reference = super::store::repository(image);
-        let token = conn
-            .client
-            .auth(&reference, &conn.auth, RegistryOperation::Push)
+        let authorise = || conn.client.auth(&reference, &conn.auth, RegistryOperation::Push);
+        let token = crate::fetch::with_retries(&reach.options, &what, authorise, crate::oci::retryable)
             .await
             .map_err(|e| err(format!("authorising the push: {e}")))?;
         let authorization = match (token, &conn.auth) {
@@ -70,7 +81,7 @@ impl Uploader {
             repository: image.repository.clone(),
             authorization,
             chunk: chunk.max(1),
-            attempts: reach.options.attempts.max(1),
+            options: reach.options,
             what,
         })
     }
@@ -101,9 +112,34 @@ impl Uploader {
         })
     }
 
+    /// Send a request made by `make` until it is answered with something other than a 5xx or
+    /// a 429, following `Retry-After`, as every request airlock makes is (`fetch::with_retries`).
+    async fn send(
+        &self,
+        what: &str,
+        make: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ArtifactError> {
+        let attempt = || async {
+            let response = make().send().await.map_err(|e| Transient::Net(crate::fetch::with_causes(&e)))?;
+            let status = response.status();
+            if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+                return Err(Transient::Status(status, crate::fetch::retry_after(response.headers())));
+            }
+            Ok(response)
+        };
+        let verdict = |t: &Transient| match t {
+            Transient::Status(_, Some(after)) => crate::fetch::Verdict::RetryAfter(*after),
+            Transient::Status(_, None) | Transient::Net(_) => crate::fetch::Verdict::Retry,
+        };
+        let what = format!("{}: {what}", self.what);
+        crate::fetch::with_retries(&self.options, &what, attempt, verdict)
+            .await
+            .map_err(|e| self.err(format!("{what}: {e} (after {} tries)", self.options.attempts)))
+    }
+
     async fn start(&self) -> Result<String, ArtifactError> {
         let url = format!("{}/v2/{}/blobs/uploads/", self.base, self.repository);
-        let response = self.request(reqwest::Method::POST, &url).send().await.map_err(|e| self.err(e))?;
+        let response = self.send("starting an upload", || self.request(reqwest::Method::POST, &url)).await?;
         if response.status() != StatusCode::ACCEPTED {
             return Err(self.err(format!("starting an upload: {}", response.status())));
         }
@@ -112,7 +148,8 @@ impl Uploader {
 
     /// How many bytes the session holds, and its location; `None` when the session is gone.
     async fn status(&self, location: &str) -> Result<Option<(u64, String)>, ArtifactError> {
-        let response = self.request(reqwest::Method::GET, location).send().await.map_err(|e| self.err(e))?;
+        let response =
+            self.send("asking for the upload's progress", || self.request(reqwest::Method::GET, location)).await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Ok(None);
         }
@@ -134,12 +171,7 @@ impl Uploader {
 
     /// Upload the file at `path` as the blob `d`, chunk by chunk, resuming after failures.
     /// `reporter` advances as chunks are accepted (once per byte, also after a resume).
-    pub(super) async fn upload(
-        &self,
-        path: &Path,
-        d: &Descriptor,
-        reporter: &dyn Reporter,
-    ) -> Result<(), ArtifactError> {
+    pub async fn upload(&self, path: &Path, d: &Descriptor, reporter: &dyn Reporter) -> Result<(), ArtifactError> {
         let io = |e: std::io::Error| ArtifactError::Io { path: path.to_owned(), detail: e.to_string() };
         let mut file = tokio::fs::File::open(path).await.map_err(io)?;
         let mut location = self.start().await?;
@@ -160,6 +192,7 @@ impl Uploader {
                 .body(buf)
                 .send()
                 .await;
+            let mut retry_after = None;
             let failure = match sent {
                 Ok(r) if r.status() == StatusCode::ACCEPTED => {
                     location = self.location(&r)?;
@@ -170,16 +203,17 @@ impl Uploader {
                     continue;
                 }
                 Ok(r) if r.status().is_server_error() || r.status() == StatusCode::TOO_MANY_REQUESTS => {
+                    retry_after = crate::fetch::retry_after(r.headers());
                     r.status().to_string()
                 }
                 Ok(r) => return Err(self.err(format!("uploading sha256:{}: {}", d.digest, r.status()))),
                 Err(e) => e.to_string(),
             };
             failures += 1;
-            if failures >= self.attempts {
+            if failures >= self.options.attempts {
                 return Err(self.err(format!("uploading sha256:{}: {failure} (after {failures} tries)", d.digest)));
             }
-            tokio::time::sleep(Duration::from_millis(250 * u64::from(failures))).await;
+            tokio::time::sleep(self.options.wait(failures, retry_after)).await;
             let Some((held, at)) = self.status(&location).await? else {
                 tracing::warn!(
                     "{}: the upload of sha256:{} was lost ({failure}); starting it again",
@@ -198,8 +232,9 @@ impl Uploader {
         }
         let separator = if location.contains('?') { '&' } else { '?' };
         let url = format!("{location}{separator}digest=sha256:{}", d.digest);
-        let response =
-            self.request(reqwest::Method::PUT, &url).header(CONTENT_LENGTH, 0).send().await.map_err(|e| self.err(e))?;
+        let response = self
+            .send("finishing the upload", || self.request(reqwest::Method::PUT, &url).header(CONTENT_LENGTH, 0))
+            .await?;
         if response.status() != StatusCode::CREATED {
             return Err(self.err(format!("finishing the upload of sha256:{}: {}", d.digest, response.status())));
         }

@@ -5,15 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-use futures_util::TryStreamExt as _;
-use oci_client::RegistryOperation;
-use oci_client::errors::OciDistributionError;
 use serde::Serialize;
 
 use crate::digest::{Prefixed, Sha256};
 use crate::fetch::Net;
+use crate::fetch::with_retries;
 use crate::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
-use crate::oci::{ClientError, Connection, ImageRef, Transport, connect};
+use crate::oci::{ClientError, Connection, ImageRef, Transport, connect, retryable};
 
 /// Where to publish images: `--registry HOST[:PORT]` and `--insecure-registry`.
 #[derive(Debug, Clone)]
@@ -93,8 +91,10 @@ pub fn publish(staged: &Path, site: &SiteRegistry, net: &Net) -> Result<Vec<Push
 }
 
 async fn publish_all(staged: &Path, site: &SiteRegistry, images: &[Descriptor]) -> Result<Vec<Pushed>, PublishError> {
-    let defaults = crate::fetch::NetOptions::default();
-    let conn = connect(&site.host, site.transport, None, (defaults.connect_timeout, defaults.read_timeout)).await?;
+    let options = crate::fetch::NetOptions::default();
+    let conn = connect(&site.host, site.transport, None, (options.connect_timeout, options.read_timeout)).await?;
+    let insecure = if site.is_insecure() { vec![site.host.clone()] } else { Vec::new() };
+    let reach = crate::artifact::Reach { insecure, ca: None, options };
     let layout = staged.join("images");
     let mut out = Vec::new();
     for entry in images {
@@ -108,13 +108,16 @@ async fn publish_all(staged: &Path, site: &SiteRegistry, images: &[Descriptor]) 
             }
             (None, None) => return Err(bad(format!("entry sha256:{} has no name", entry.digest))),
         };
-        out.push(push_image(&conn, &layout, entry, &name, &target).await?);
+        out.push(push_image(&conn, &reach, &layout, entry, &name, &target).await?);
     }
     Ok(out)
 }
 
+/// Push one image: blobs through the chunked upload that retries and resumes, manifests
+/// with retries; every request follows the command's retry policy (`fetch::with_retries`).
 async fn push_image(
     conn: &Connection,
+    reach: &crate::artifact::Reach,
     layout: &Path,
     entry: &Descriptor,
     name: &str,
@@ -122,7 +125,10 @@ async fn push_image(
 ) -> Result<Pushed, PublishError> {
     let push_err = |e: &dyn std::fmt::Display| PublishError::Push { target: target.to_string(), detail: e.to_string() };
     let reference = target.to_client();
-    conn.client.auth(&reference, &conn.auth, RegistryOperation::Push).await.map_err(|e| push_err(&e))?;
+    let options = &reach.options;
+    let uploader = crate::artifact::upload::Uploader::new(conn, target, reach, crate::artifact::upload::DEFAULT_CHUNK)
+        .await
+        .map_err(|e| push_err(&e))?;
     let top = read(layout, entry.digest).await?;
     let document = doc::parse(&top).map_err(|e| push_err(&e))?;
     // (digest, media type, bytes) of manifests to push before the top one.
@@ -136,23 +142,23 @@ async fn push_image(
     let (mut pushed, mut present) = (0, 0);
     for blob in &blobs {
         let digest = format!("sha256:{}", blob.digest);
-        if conn.client.blob_exists(&reference, &digest).await.map_err(|e| push_err(&e))? {
+        let exists = || conn.client.blob_exists(&reference, &digest);
+        if with_retries(options, &format!("blob {digest} on {target}"), exists, retryable)
+            .await
+            .map_err(|e| push_err(&e))?
+        {
             present += 1;
             continue;
         }
-        tracing::debug!("PUT blob {digest} to {target}");
+        tracing::debug!("uploading blob {digest} to {target}");
         let path = layout.join("blobs/sha256").join(blob.digest.to_string());
-        let file = tokio::fs::File::open(&path)
-            .await
-            .map_err(|e| PublishError::Layout { path: path.clone(), detail: e.to_string() })?;
-        let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20).map_err(OciDistributionError::IoError);
-        conn.client.push_blob_stream(&reference, stream, &digest, Some(blob.size)).await.map_err(|e| push_err(&e))?;
+        uploader.upload(&path, blob, &crate::progress::Silent).await.map_err(|e| push_err(&e))?;
         pushed += 1;
     }
     for (digest, media_type, bytes) in children {
-        push_manifest(conn, &target.at_digest(digest), &media_type, bytes, digest).await?;
+        push_manifest(conn, options, &target.at_digest(digest), &media_type, bytes, digest).await?;
     }
-    push_manifest(conn, target, &document.media_type, top, entry.digest).await?;
+    push_manifest(conn, options, target, &document.media_type, top, entry.digest).await?;
     Ok(Pushed {
         reference: name.to_owned(),
         target: target.to_string(),
@@ -165,17 +171,21 @@ async fn push_image(
 /// Push manifest bytes as they are (never re-serialised) and read the digest back.
 async fn push_manifest(
     conn: &Connection,
+    options: &crate::fetch::NetOptions,
     target: &ImageRef,
     media_type: &str,
     bytes: Vec<u8>,
     digest: Sha256,
 ) -> Result<(), PublishError> {
     let push_err = |detail: String| PublishError::Push { target: target.to_string(), detail };
-    let content_type = media_type.parse().map_err(|_| push_err(format!("invalid media type `{media_type}`")))?;
+    let content_type: reqwest::header::HeaderValue =
+        media_type.parse().map_err(|_| push_err(format!("invalid media type `{media_type}`")))?;
     let reference = target.to_client();
-    conn.client.push_manifest_raw(&reference, bytes, content_type).await.map_err(|e| push_err(e.to_string()))?;
-    let served =
-        conn.client.fetch_manifest_digest(&reference, &conn.auth).await.map_err(|e| push_err(e.to_string()))?;
+    let what = format!("manifest {target}");
+    let put = || conn.client.push_manifest_raw(&reference, bytes.clone(), content_type.clone());
+    with_retries(options, &what, put, retryable).await.map_err(|e| push_err(e.to_string()))?;
+    let head = || conn.client.fetch_manifest_digest(&reference, &conn.auth);
+    let served = with_retries(options, &what, head, retryable).await.map_err(|e| push_err(e.to_string()))?;
     if served != format!("sha256:{digest}") {
         return Err(push_err(format!("the registry serves {served}, expected sha256:{digest}")));
     }

@@ -34,12 +34,14 @@ class Proxy(quiet_http.Handler):
         with lock:
             n = seen.get((self.command, self.path), 0)
             seen[(self.command, self.path)] = n + 1
+        # The request's body is read whatever the answer: left unread on a kept-alive
+        # connection, it would be taken for the next request.
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
         if flaky and n == 0:
             return self.fail(503, {})
         if flaky and n == 1:
             return self.fail(429, {"Retry-After": "1"})
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
         if self.command == "PATCH" and fail_patch:
             with lock:
                 patches[0] += 1
