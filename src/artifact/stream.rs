@@ -33,14 +33,20 @@ pub fn open_stream(found: &Found, reach: &Reach, net: Arc<Net>) -> Result<Box<dy
             // Blob requests carry no credentials of their own: authorise once, as a manifest
             // request would have.
             let reference = super::store::repository(image);
-            net.block_on(conn.client.auth(&reference, &conn.auth, oci_client::RegistryOperation::Pull))
-                .map_err(|e| ArtifactError::Registry { target: format!("oci://{image}"), detail: e.to_string() })?;
+            let authorise = || conn.client.auth(&reference, &conn.auth, oci_client::RegistryOperation::Pull);
+            net.block_on(crate::fetch::with_retries(
+                &reach.options,
+                "authorising the pull",
+                authorise,
+                crate::oci::retryable,
+            ))
+            .map_err(|e| ArtifactError::Registry { target: format!("oci://{image}"), detail: e.to_string() })?;
             let reader = LayerReader {
                 net,
                 conn,
                 reference: super::store::repository(image),
                 what: format!("oci://{image}"),
-                attempts: reach.options.attempts.max(1),
+                options: reach.options,
                 layers,
                 next: 0,
                 open: None,
@@ -62,7 +68,8 @@ struct LayerReader {
     conn: Arc<Connection>,
     reference: oci_client::Reference,
     what: String,
-    attempts: u32,
+    /// The command's retry policy: the same waits as every other request.
+    options: crate::fetch::NetOptions,
     layers: Vec<Descriptor>,
     next: usize,
     open: Option<Reading>,
@@ -74,7 +81,7 @@ impl LayerReader {
     fn request(&self, layer: &Descriptor, offset: u64) -> io::Result<Chunks> {
         let digest = format!("sha256:{}", layer.digest);
         let what = format!("{} layer {digest}", self.what);
-        let options = crate::fetch::NetOptions { attempts: self.attempts, ..crate::fetch::NetOptions::default() };
+        let options = self.options;
         let get = || self.conn.client.pull_blob_stream_partial(&self.reference, &*digest, offset, None);
         let response = self
             .net
@@ -111,7 +118,7 @@ impl LayerReader {
                 Some(Ok(bytes)) => return Ok(Some(bytes)),
                 Some(Err(e)) => {
                     failures += 1;
-                    if failures >= self.attempts {
+                    if failures >= self.options.attempts.max(1) {
                         return Err(io::Error::other(format!(
                             "{}: layer sha256:{}: {e} (after {failures} tries)",
                             self.what, layer.digest
@@ -123,7 +130,8 @@ impl LayerReader {
                         self.what,
                         layer.digest
                     );
-                    std::thread::sleep(std::time::Duration::from_millis(200 * u64::from(failures)));
+                    // A blocking reader (zstd reads it): the policy's wait, on this thread.
+                    std::thread::sleep(self.options.wait(failures, None));
                     let chunks = self.request(&layer, offset)?;
                     self.open.as_mut().expect("a layer is open").chunks = chunks;
                 }
