@@ -472,6 +472,8 @@ pub struct InstallArgs {
     #[arg(long, value_name = "TEXT", requires = "accept_amber")]
     pub reason: Option<String>,
     #[command(flatten)]
+    pub net: NetArgs,
+    #[command(flatten)]
     pub site: SiteArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
@@ -497,6 +499,8 @@ pub struct RollbackArgs {
     /// Sign the restaged apt view with this armored `OpenPGP` secret key, as at install.
     #[arg(long, value_name = "KEY.asc")]
     pub apt_signing_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub net: NetArgs,
     #[command(flatten)]
     pub site: SiteArgs,
     /// Print one JSON document on stdout instead of text.

@@ -311,9 +311,20 @@ fn install_and_rollback_publish_through_a_site_registry_that_answers_503_then_42
             }
         }
     }
-    let back = airlock_in(t.path(), &["rollback", "--root", s(&root), "--json"]).ok().json();
+    let back = airlock_in(t.path(), &["rollback", "--root", s(&root), "--json", "--retries", "3"]).ok().json();
     assert_eq!(back["version"], "1.0.0");
     assert_eq!(back["images"][0]["digest"], digest.as_str(), "{back:#}");
+    // The same flags as every command that talks to a network: no retries, no publish.
+    let fresh = Registry::start(Mode::Plain);
+    let strict = proxy(&fresh.url(), &["--flaky"]);
+    let strict_root = t.path().join("strict");
+    let args = ["install", s(&bundles[0]), "--trust", s(&keys.public), "--root", s(&strict_root)];
+    let refused = airlock_in(
+        t.path(),
+        &[&args[..], &["--registry", host(&strict.url), "--insecure-registry", "--retries", "0"]].concat(),
+    );
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("publishing the images"), "{}", refused.stderr);
     // The site registry itself holds the image by its digest.
     let tag = format!("docker://{}/app/x:1.0", site.host);
     let inspect = run(Command::new("skopeo").args(["inspect", "--tls-verify=false", "--raw", &tag])).ok();

@@ -9,14 +9,13 @@ use crate::artifact::Location;
 use crate::bundle::parts::{Input, Remote};
 use crate::cli::{InstallArgs, TerminalReporter};
 use crate::fetch::Net;
-use crate::fetch::NetOptions;
 use crate::oci::Transport;
 use crate::sign::Policy;
 use crate::site::registry::SiteRegistry;
 use crate::site::{Amber, Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
-    let net = std::sync::Arc::new(Net::new(crate::fetch::NetOptions::default())?);
+    let net = std::sync::Arc::new(Net::new(args.net.options())?);
     let (input, policy, tag_version) = if let Some(location) = args.bundle.to_str().filter(|b| Location::looks_like(b))
     {
         let location = Location::parse(location)?;
@@ -101,7 +100,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
 /// holds as referrers count toward the threshold.
 fn from_registry(args: &InstallArgs, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
     let insecure = if args.insecure_registry { vec!["*".to_owned()] } else { Vec::new() };
-    let reach = crate::artifact::Reach { insecure, ca: args.registry_ca.clone(), options: NetOptions::default() };
+    let reach = crate::artifact::Reach { insecure, ca: args.registry_ca.clone(), options: args.net.options() };
     let keys = super::load_trusted(&args.trust.trust)?;
     let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
     // An impossible policy is a usage error before the registry is asked anything.

@@ -16,7 +16,7 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
     };
     let apt_key = args.apt_signing_key.as_deref().map(super::install::load_apt_key).transpose()?;
     let reporter = TerminalReporter::new(args.json);
-    let net = Net::new(crate::fetch::NetOptions::default())?;
+    let net = Net::new(args.net.options())?;
     let wait = std::time::Duration::from_secs(args.site.wait);
     let done = rollback(&args.root, trust, apt_key.as_ref(), wait, &net, &reporter)?;
     if args.json {

@@ -87,11 +87,15 @@ pub fn publish(staged: &Path, site: &SiteRegistry, net: &Net) -> Result<Vec<Push
     if images.is_empty() {
         return Ok(Vec::new());
     }
-    net.block_on(publish_all(staged, site, &images))
+    net.block_on(publish_all(staged, site, &images, *net.http().options()))
 }
 
-async fn publish_all(staged: &Path, site: &SiteRegistry, images: &[Descriptor]) -> Result<Vec<Pushed>, PublishError> {
-    let options = crate::fetch::NetOptions::default();
+async fn publish_all(
+    staged: &Path,
+    site: &SiteRegistry,
+    images: &[Descriptor],
+    options: crate::fetch::NetOptions,
+) -> Result<Vec<Pushed>, PublishError> {
     let conn = connect(&site.host, site.transport, None, (options.connect_timeout, options.read_timeout)).await?;
     let insecure = if site.is_insecure() { vec![site.host.clone()] } else { Vec::new() };
     let reach = crate::artifact::Reach { insecure, ca: None, options };
