@@ -10,7 +10,7 @@ use std::process::Command;
 
 use common::*;
 
-/// The ```sh blocks of README's section `title`, in order.
+/// The `sh` code blocks of the README section `title`, in order.
 fn shell_blocks(readme: &str, title: &str) -> Vec<String> {
     let start = readme.find(&format!("## {title}")).expect("the section exists");
     let rest = &readme[start + 3..];
