@@ -187,11 +187,17 @@ impl Store {
                 bytes.to_vec()
             }
             Self::Layout { dir, tag } => {
-                let digest = match digest {
-                    Some(d) => d,
-                    None => layout_tagged(dir, tag.as_deref()).map_err(|e| self.err(e))?,
-                };
-                read_small(&layout_blob(dir, digest)).map_err(|e| self.err(e))?
+                let (dir, tag) = (dir.clone(), tag.clone());
+                // File work on the blocking pool, as every read of a layout is.
+                fetch::blocking(move || {
+                    let digest = match digest {
+                        Some(d) => d,
+                        None => layout_tagged(&dir, tag.as_deref())?,
+                    };
+                    read_small(&layout_blob(&dir, digest))
+                })
+                .await
+                .map_err(|e| self.err(e))?
             }
         };
         let actual = Sha256::of_bytes(&bytes);
@@ -706,9 +712,14 @@ async fn download(
     let what = format!("{} layer sha256:{}", store.describe(), layer.digest);
     match store {
         Store::Layout { dir, .. } => {
-            let path = layout_blob(dir, layer.digest);
-            let file = std::fs::File::open(&path).map_err(io_err(&path))?;
-            cache.put(layer.digest, Some(layer.size), &what, std::io::BufReader::new(file))?;
+            // A layer can be gigabytes: copied on the blocking pool, never on the executor.
+            let (path, cache, digest, size) = (layout_blob(dir, layer.digest), cache.clone(), layer.digest, layer.size);
+            fetch::blocking(move || {
+                let file = std::fs::File::open(&path).map_err(io_err(&path))?;
+                cache.put(digest, Some(size), &what, std::io::BufReader::new(file))?;
+                Ok::<_, ArtifactError>(())
+            })
+            .await?;
             reporter.advance(layer.size);
         }
         Store::Registry { conn, image, options } => {
