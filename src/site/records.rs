@@ -67,6 +67,25 @@ pub struct Record {
     pub seconds: Option<f64>,
 }
 
+/// A record's outcome; records written before outcomes were are activations or validations.
+fn outcome_of(action: Action, outcome: Option<Outcome>) -> Outcome {
+    outcome.unwrap_or(match action {
+        Action::Install | Action::Rollback => Outcome::Activated,
+        Action::Validate => Outcome::Validated,
+    })
+}
+
+/// The fields of a `Record` the anti-downgrade guard reads (the rest, validation evidence
+/// with check output included, is skipped over, not kept): every install reads every record.
+#[derive(Debug, Deserialize)]
+struct RecordHead {
+    action: Action,
+    #[serde(default)]
+    outcome: Option<Outcome>,
+    #[serde(default)]
+    bundle: Option<RecordBundle>,
+}
+
 fn schema() -> String {
     SCHEMA.to_owned()
 }
@@ -105,10 +124,7 @@ pub enum Outcome {
 impl Record {
     /// What the record says happened, for records written before outcomes were.
     pub fn outcome(&self) -> Outcome {
-        self.outcome.unwrap_or(match self.action {
-            Action::Install | Action::Rollback => Outcome::Activated,
-            Action::Validate => Outcome::Validated,
-        })
+        outcome_of(self.action, self.outcome)
     }
 
     /// A record of `action` started now, about `bundle`.
@@ -317,6 +333,11 @@ pub fn write(root: &SiteRoot, record: &Record) -> Result<PathBuf, SiteError> {
 /// Records that are too large or do not parse are skipped with a warning: evidence is read,
 /// never trusted to be well-formed.
 pub fn read_all(root: &SiteRoot) -> Result<Vec<(PathBuf, Record)>, SiteError> {
+    read_as(root)
+}
+
+/// Every record read as `T` (a `Record`, or a view of some of its fields).
+fn read_as<T: serde::de::DeserializeOwned>(root: &SiteRoot) -> Result<Vec<(PathBuf, T)>, SiteError> {
     let dir = root.records();
     let entries = match std::fs::read_dir(&dir) {
         Ok(d) => d,
@@ -334,7 +355,7 @@ pub fn read_all(root: &SiteRoot) -> Result<Vec<(PathBuf, Record)>, SiteError> {
     let mut out = Vec::new();
     for path in paths {
         let parsed = super::state::read_bounded(&path, MAX_RECORD_BYTES).and_then(|bytes| {
-            serde_json::from_slice::<Record>(&bytes.unwrap_or_default())
+            serde_json::from_slice::<T>(&bytes.unwrap_or_default())
                 .map_err(|e| SiteError::State { path: path.clone(), detail: e.to_string() })
         });
         match parsed {
@@ -355,9 +376,9 @@ pub struct Activation {
 /// Every activation `records/` shows: installs and rollbacks that made a bundle current (a
 /// record of a refused or failed action activated nothing).
 pub fn activations(root: &SiteRoot) -> Result<Vec<Activation>, SiteError> {
-    Ok(read_all(root)?
+    Ok(read_as::<RecordHead>(root)?
         .into_iter()
-        .filter(|(_, r)| r.outcome() == Outcome::Activated)
+        .filter(|(_, r)| outcome_of(r.action, r.outcome) == Outcome::Activated)
         .filter_map(|(_, r)| {
             let b = r.bundle?;
             Some(Activation { name: b.name?, version: b.version?.parse().ok()? })
