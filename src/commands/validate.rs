@@ -27,7 +27,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
     let Some(evidence) = evidence else {
         if args.json {
-            super::print_json(&serde_json::json!({ "verdict": "skipped", "reason": "the bundle names no targets" }))?;
+            super::print_json(&RecordedValidation::skipped())?;
         } else {
             writeln!(
                 std::io::stdout().lock(),
@@ -53,10 +53,14 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     record.validation = Some(RecordedValidation::Evidence(Box::new(evidence.clone())));
     let record = crate::site::records::write(&root, &record)?;
     if args.json {
-        super::print_json(&serde_json::json!({
-            "verdict": evidence.verdict, "summary": evidence.summary, "detected": evidence.detected,
-            "rows": evidence.rows, "checks": evidence.checks, "probe": evidence.probe, "record": record,
-        }))?;
+        // The evidence as the record holds it, and where the record is.
+        #[derive(serde::Serialize)]
+        struct Validated<'a> {
+            #[serde(flatten)]
+            evidence: &'a crate::validate::Evidence,
+            record: &'a std::path::Path,
+        }
+        super::print_json(&Validated { evidence: &evidence, record: &record })?;
     } else {
         // Tools' and checks' words are untrusted text: escaped for the terminal.
         let mut text = String::new();

@@ -64,13 +64,7 @@ pub fn render(r: &Report) -> String {
 
 fn verdict_of(r: &Report) -> (&str, String) {
     match r.site.as_ref().and_then(|s| s.validation.as_ref()) {
-        Some(v) => {
-            let class = match v.verdict.as_str() {
-                "green" | "amber" | "red" => v.verdict.as_str(),
-                _ => "unknown",
-            };
-            (class, v.summary.clone())
-        }
+        Some(v) => (crate::validate::word(v.evidence.verdict), v.evidence.summary.clone()),
         None if r.site.is_some() => ("unknown", "no validation evidence on this site".to_owned()),
         None => ("", String::new()),
     }
@@ -170,30 +164,26 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
     };
     let _ = writeln!(o, "<p>From record <code>{}</code>.</p>", esc(&v.record));
     let e = &v.evidence;
-    if let Some(detected) = e["detected"].as_array() {
-        let gpus: Vec<String> = detected.iter().filter_map(|d| d.as_str()).map(esc).collect();
-        let _ = writeln!(o, "<p>Detected: {}</p>", gpus.join("; "));
-    }
-    let checks = e["checks"].as_array().map(Vec::as_slice).unwrap_or_default();
-    if !checks.is_empty() {
+    let gpus: Vec<String> = e.detected.iter().map(|d| esc(d)).collect();
+    let _ = writeln!(o, "<p>Detected: {}</p>", gpus.join("; "));
+    if !e.checks.is_empty() {
         let _ = writeln!(
             o,
             "<h3>Checks</h3><table id=\"checks\"><thead><tr><th>Check</th><th>Verdict</th><th>Exit</th><th>Seconds</th><th>Summary</th></tr></thead><tbody>"
         );
-        for c in checks {
-            let cv = c["verdict"].as_str().unwrap_or("unknown");
+        for c in &e.checks {
+            let cv = crate::validate::word(c.verdict);
+            let exit = c.exit_code.map_or_else(|| "none".to_owned(), |x| x.to_string());
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td class=\"{cv}\">{cv}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
-                esc(c["name"].as_str().unwrap_or("?")),
-                c["exit_code"],
-                c["duration_s"].as_f64().unwrap_or(0.0),
-                esc(c["summary"].as_str().unwrap_or(""))
+                "<tr><td>{}</td><td class=\"{cv}\">{cv}</td><td>{exit}</td><td>{:.1}</td><td>{}</td></tr>",
+                esc(&c.name),
+                c.duration_s,
+                esc(&c.summary)
             );
-            let output = c["output"].as_str().unwrap_or("");
             // The end of the output: where a tool says how it finished.
             let excerpt: String = {
-                let chars: Vec<char> = output.chars().collect();
+                let chars: Vec<char> = c.output.chars().collect();
                 chars[chars.len().saturating_sub(2000)..].iter().collect()
             };
             if !excerpt.is_empty() {
@@ -203,22 +193,20 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
         let _ = writeln!(o, "</tbody></table>");
     }
     // GPUs that gave one row the same result, field for field, share one table.
-    let mut groups: Vec<(String, Vec<String>, &serde_json::Value)> = Vec::new();
-    for row in e["rows"].as_array().into_iter().flatten() {
-        let key = format!("{}{}{}{}", row["target"], row["gpu"], row["verdict"], row["fields"]);
-        let detected = row["detected"].as_str().unwrap_or("?").to_owned();
-        match groups.iter_mut().find(|g| g.0 == key) {
-            Some(g) => g.1.push(detected),
-            None => groups.push((key, vec![detected], row)),
+    let mut groups: Vec<(Vec<&str>, &crate::validate::matrix::RowResult)> = Vec::new();
+    for row in &e.rows {
+        match groups.iter_mut().find(|(_, g)| same_result(g, row)) {
+            Some((detected, _)) => detected.push(&row.detected),
+            None => groups.push((vec![&row.detected], row)),
         }
     }
-    for (_, detected, row) in &groups {
-        let verdict = row["verdict"].as_str().unwrap_or("unknown");
+    for (detected, row) in &groups {
+        let verdict = crate::validate::word(row.verdict);
         let _ = writeln!(
             o,
             "<h3>Matrix row {} ({}) against {}: <span class=\"verdict {verdict}\">{}</span></h3>",
-            row["target"],
-            esc(row["gpu"].as_str().unwrap_or("?")),
+            row.target,
+            esc(&row.gpu),
             esc(&detected.join(", ")),
             verdict.to_uppercase()
         );
@@ -226,15 +214,15 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
             o,
             "<table class=\"row\"><thead><tr><th>Field</th><th>Expected</th><th>Actual</th><th>Verdict</th><th>Reason</th></tr></thead><tbody>"
         );
-        for f in row["fields"].as_array().into_iter().flatten() {
-            let fv = f["verdict"].as_str().unwrap_or("unknown");
+        for f in &row.fields {
+            let fv = crate::validate::word(f.verdict);
             let _ = writeln!(
                 o,
                 "<tr><td>{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"{fv}\">{fv}</td><td class=\"reason\">{}</td></tr>",
-                esc(f["field"].as_str().unwrap_or("?")),
-                esc(f["expected"].as_str().unwrap_or("")),
-                esc(f["actual"].as_str().unwrap_or("")),
-                esc(f["reason"].as_str().unwrap_or(""))
+                esc(&f.field),
+                esc(&f.expected),
+                esc(&f.actual),
+                esc(&f.reason)
             );
         }
         let _ = writeln!(o, "</tbody></table>");
@@ -242,8 +230,14 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
     let _ = writeln!(
         o,
         "<h3>Current-state record (probe)</h3><details><summary>host, GPUs, firmware, tools</summary><pre id=\"probe\">{}</pre></details>",
-        esc(&serde_json::to_string_pretty(&e["probe"]).unwrap_or_default())
+        esc(&serde_json::to_string_pretty(&e.probe).unwrap_or_default())
     );
+}
+
+/// Two rows that gave the same result, field for field (the same row of the matrix, against
+/// two GPUs alike).
+fn same_result(a: &crate::validate::matrix::RowResult, b: &crate::validate::matrix::RowResult) -> bool {
+    a.target == b.target && a.gpu == b.gpu && a.verdict == b.verdict && a.fields == b.fields
 }
 
 fn diff(o: &mut String, r: &Report) {

@@ -157,10 +157,11 @@ pub struct SiteCheck {
 
 #[derive(Debug, Serialize)]
 pub struct Validation {
+    /// The record it was read from.
     pub record: String,
-    pub verdict: String,
-    pub summary: String,
-    pub evidence: serde_json::Value,
+    /// Verdict, summary, detected GPUs, rows, checks and probe, as the record has them.
+    #[serde(flatten)]
+    pub evidence: crate::validate::Evidence,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -228,12 +229,7 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
     let records = records(root)?;
     let validation = records.iter().rev().find_map(|(line, record)| {
         let evidence = record.validation.as_ref()?.evidence()?;
-        Some(Validation {
-            record: line.file.clone(),
-            verdict: crate::validate::word(evidence.verdict).to_owned(),
-            summary: evidence.summary.clone(),
-            evidence: serde_json::to_value(evidence).unwrap_or_default(),
-        })
+        Some(Validation { record: line.file.clone(), evidence: evidence.clone() })
     });
     let activated_current = |r: &Record| {
         r.action == Action::Install

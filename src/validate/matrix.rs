@@ -20,7 +20,7 @@ pub enum Verdict {
     Red,
 }
 
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FieldResult {
     pub field: String,
     pub expected: String,
