@@ -105,6 +105,24 @@ impl Attempt {
         self.record.verdict = Some(records::Verdicts { verified: true, downgrade: None, validation: None });
     }
 
+    /// The record of an action that made a bundle current (`event`): the bundle it replaced,
+    /// what was published, the phases. The caller adds what only its action has.
+    pub(super) fn activated(
+        &mut self,
+        event: &super::state::Event,
+        previous: Option<&BundleId>,
+        published: &[registry::Pushed],
+    ) -> &mut records::Record {
+        let r = &mut self.record;
+        r.outcome = Some(records::Outcome::Activated);
+        r.at = event.at;
+        r.previous = previous.cloned();
+        r.published = published.to_vec();
+        r.phases = self.phases.times();
+        r.seconds = Some(event.seconds);
+        r
+    }
+
     /// Write the record of a refusal (the bundle's fault, or the host's verdict) or a failure
     /// (the site's). A record that cannot be written is warned about: the error that stopped
     /// the action is the one reported.
@@ -178,21 +196,15 @@ fn install_locked(
     state.save(root)?;
     crash_point("saved");
     let verdict = validation.as_ref().map(|e| e.verdict);
-    let r = &mut attempt.record;
-    r.outcome = Some(records::Outcome::Activated);
-    r.at = event.at;
+    let r = attempt.activated(&event, previous.as_ref(), &images);
     r.verdict =
         Some(records::Verdicts { verified: true, downgrade: Some(downgrade), validation: Some(verdict.into()) });
     r.accepted_amber = match &opts.amber {
         Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason.clone()),
         _ => None,
     };
-    r.previous.clone_from(&previous);
-    r.published.clone_from(&images);
     r.images_not_published = Some(images_not_published);
     r.pruned.clone_from(&pruned);
-    r.phases = attempt.phases.times();
-    r.seconds = Some(event.seconds);
     let record = records::write(root, r)?;
     Ok(Installed {
         id: retained.id,

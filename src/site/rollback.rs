@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::activate::activate;
 use super::install::Attempt;
-use super::records::{self, Action, Outcome};
+use super::records::{self, Action};
 use super::registry::{self, publish_images};
 use super::retain::retain;
 pub use super::retained::Trust;
@@ -113,14 +113,7 @@ fn rollback_locked(
     state.last_rollback = Some(event.clone());
     state.save(root)?;
     crash_point("saved");
-    let r = &mut attempt.record;
-    r.outcome = Some(Outcome::Activated);
-    r.at = event.at;
-    r.previous.clone_from(&from);
-    r.published.clone_from(&images);
-    r.phases = attempt.phases.times();
-    r.seconds = Some(event.seconds);
-    let record = records::write(root, r)?;
+    let record = records::write(root, attempt.activated(&event, from.as_ref(), &images))?;
     Ok(RolledBack {
         id: retained.id,
         name: m.name.to_string(),
