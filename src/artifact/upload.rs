@@ -10,9 +10,7 @@ use std::io::SeekFrom;
 use std::path::Path;
 use std::time::Duration;
 
-use base64::Engine as _;
 use oci_client::RegistryOperation;
-use oci_client::secrets::RegistryAuth;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, LOCATION, RANGE};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
@@ -62,14 +60,7 @@ impl Uploader {
         let token = crate::fetch::with_retries(&reach.options, &what, authorise, crate::oci::retryable)
             .await
             .map_err(|e| err(format!("authorising the push: {e}")))?;
-        let authorization = match (token, &conn.auth) {
-            (Some(token), _) => Some(format!("Bearer {token}")),
-            (None, RegistryAuth::Basic(user, password)) => Some(format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-            )),
-            (None, _) => None,
-        };
+        let authorization = conn.authorization_header(token);
         let insecure = reach.insecure.iter().any(|h| h == "*" || *h == image.registry);
         let scheme = if insecure { "http" } else { "https" };
         let ca = reach.ca.as_deref().map(|ca| crate::oci::load_ca(&image.registry, ca)).transpose()?;

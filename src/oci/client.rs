@@ -242,6 +242,19 @@ impl Connection {
         Ok(bytes::Bytes::from(body))
     }
 
+    /// The `Authorization` header for a request made outside oci-client: the token its
+    /// challenge handling obtained (`Client::auth`), else the docker config's basic
+    /// credentials, else none.
+    pub fn authorization_header(&self, token: Option<String>) -> Option<String> {
+        match (token, &self.auth) {
+            (Some(token), _) => Some(format!("Bearer {token}")),
+            (None, RegistryAuth::Basic(user, password)) => {
+                Some(format!("Basic {}", STANDARD.encode(format!("{user}:{password}"))))
+            }
+            (None, _) => None,
+        }
+    }
+
     /// The `Authorization` value for pulls from `reference`'s repository: none where the
     /// registry asks for nothing, a token obtained through oci-client's challenge handling
     /// (kept for the command), or the docker config's basic credentials.
@@ -259,13 +272,7 @@ impl Connection {
             return Ok(value.clone());
         }
         let token = self.client.auth(reference, &self.auth, oci_client::RegistryOperation::Pull).await?;
-        let value = match (token, &self.auth) {
-            (Some(token), _) => Some(format!("Bearer {token}")),
-            (None, RegistryAuth::Basic(user, password)) => {
-                Some(format!("Basic {}", STANDARD.encode(format!("{user}:{password}"))))
-            }
-            (None, _) => None,
-        };
+        let value = self.authorization_header(token);
         known.insert(key, value.clone());
         Ok(value)
     }

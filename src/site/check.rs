@@ -18,7 +18,7 @@ use super::retained::{self, Trust};
 use super::root::{BundleId, Link, RETAINED_BUNDLE, SiteRoot, TRUST_DIR};
 use super::stage::write_views;
 use super::state::State;
-use super::{SiteError, views};
+use super::{SiteError, io_err, views};
 use crate::bundle::Manifest;
 use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
 use crate::digest::{Sha256, hash_reader};
@@ -255,22 +255,18 @@ fn expected_tree(
     // The views, written as install writes them over placeholders of the members; the apt
     // view needs the real `Packages` (its digest is checked as a member's).
     let scratch = tempfile::tempdir().map_err(|source| SiteError::Io { path: std::env::temp_dir(), source })?;
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| SiteError::Io { path, source }
-    };
     for path in expected.keys() {
         let at = scratch.path().join(path);
         if let Some(parent) = at.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
+            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
         }
-        File::create(&at).map_err(io(&at))?;
+        File::create(&at).map_err(io_err(&at))?;
     }
     let packages = Path::new("debs/Packages");
     if let Some(Expect::File(want)) = expected.get(packages)
         && hash_file(&dir.join(packages)).is_ok_and(|got| got == *want)
     {
-        std::fs::copy(dir.join(packages), scratch.path().join(packages)).map_err(io(&dir.join(packages)))?;
+        std::fs::copy(dir.join(packages), scratch.path().join(packages)).map_err(io_err(&dir.join(packages)))?;
     }
     write_views(scratch.path(), manifest, None)?;
     for entry in walkdir::WalkDir::new(scratch.path()).min_depth(1) {
@@ -280,12 +276,12 @@ fn expected_tree(
             continue;
         }
         let want = if entry.path_is_symlink() {
-            Expect::Link(std::fs::read_link(entry.path()).map_err(io(entry.path()))?)
+            Expect::Link(std::fs::read_link(entry.path()).map_err(io_err(entry.path()))?)
         } else if entry.file_type().is_file() {
             // A Hugging Face blob is named by its digest; other views are what was written.
             match hf_blob_digest(&rel) {
                 Some(d) => Expect::File(d),
-                None => Expect::File(hash_file(entry.path()).map_err(io(entry.path()))?),
+                None => Expect::File(hash_file(entry.path()).map_err(io_err(entry.path()))?),
             }
         } else {
             continue;
