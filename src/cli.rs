@@ -150,8 +150,8 @@ pub struct ReachArgs {
 }
 
 impl ReachArgs {
-    pub fn reach(&self) -> crate::artifact::Reach {
-        crate::artifact::Reach {
+    pub fn reach(&self) -> crate::oci::Reach {
+        crate::oci::Reach {
             insecure: self.insecure_registry.clone(),
             ca: self.registry_ca.clone(),
             options: self.net.options(),

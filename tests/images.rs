@@ -422,7 +422,7 @@ fn a_local_oci_layout_is_a_source_too() {
         write_spec(&t.path().join("p"), "[[image]]\noci_layout = \"vendor/images\"\ntag = \"vendor/base:2.0\"\n");
     let r = airlock_in(t.path(), &["lock", s(&spec)]).code(1);
     assert!(
-        r.stderr.contains("no image named `vendor/base:2.0`") && r.stderr.contains("vendor/base:1.0"),
+        r.stderr.contains("no manifest tagged `vendor/base:2.0`") && r.stderr.contains("vendor/base:1.0"),
         "{}",
         r.stderr
     );

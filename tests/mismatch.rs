@@ -229,7 +229,7 @@ fn images_from_a_layout_whose_manifest_or_layer_was_altered_exit_3() {
     bytes.push(b'\n');
     std::fs::write(&manifest_path, bytes).unwrap();
     let (r, out) = p.build("c", &spec);
-    p.refused(r, Some(&out), "c", &[&format!("expected digest sha256:{manifest_hex}")]);
+    p.refused(r, Some(&out), "c", &[&format!("expected sha256 {manifest_hex}")]);
 }
 
 /// Members are read a chunk (1 MiB) at a time ahead of the tar stream: a file that grew by a

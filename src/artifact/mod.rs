@@ -19,26 +19,24 @@
 //! the referrers tag schema (`sha256-HEX`, an index) always, since registries without the API
 //! (distribution 2.x) need it and those with it ignore it.
 
-mod store;
 mod stream;
-pub mod upload;
+mod verbs;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::Manifest;
 use crate::digest::{Prefixed, Sha256};
 use crate::failure::{Class, Classify};
-use crate::fetch::NetOptions;
+use crate::oci::StoreError;
 use crate::oci::doc::{Descriptor, OCI_MANIFEST};
-use crate::oci::{ClientError, Connection, Transport};
+pub use crate::oci::upload::DEFAULT_CHUNK;
+pub use crate::oci::{Location, Reach};
 use crate::sign::KeyId;
-pub use store::{Copied, Found, Location, Pulled, Pushed, copy, pull, push, resolve};
 pub use stream::open_stream;
-pub use upload::DEFAULT_CHUNK;
+pub use verbs::{Copied, Found, Pulled, Pushed, copy, pull, push, resolve};
 
 pub const ARTIFACT_TYPE: &str = "application/vnd.airlock.bundle.v1";
 /// Layer 0: the signed `airlock/manifest.json`.
@@ -60,16 +58,12 @@ pub const BUNDLE_MANIFEST: &str = "dev.airlock.bundle.manifest_sha256";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
-    #[error("`{0}` is not oci://HOST/REPO:TAG, oci://HOST/REPO@sha256:HEX or oci-layout:DIR[:TAG]")]
-    Location(String),
     #[error(transparent)]
-    Client(#[from] ClientError),
+    Store(#[from] StoreError),
     #[error("{target}: {detail}")]
     Registry { target: String, detail: String },
     #[error("{target} is not an airlock bundle: {detail}")]
     NotABundle { target: String, detail: String },
-    #[error("{what}: expected sha256 {expected}, got {actual}")]
-    Digest { what: String, expected: Sha256, actual: Sha256 },
     #[error("bundle pulled from {target} failed verification; nothing was written: {detail}")]
     Rejected { target: String, detail: String },
     #[error(transparent)]
@@ -93,38 +87,14 @@ pub enum ArtifactError {
 impl Classify for ArtifactError {
     fn class(&self) -> Class {
         match self {
-            ArtifactError::Location(_) => Class::Usage,
-            ArtifactError::NotABundle { .. } | ArtifactError::Digest { .. } | ArtifactError::Rejected { .. } => {
-                Class::Verification
-            }
+            ArtifactError::Store(e) => e.class(),
+            ArtifactError::NotABundle { .. } | ArtifactError::Rejected { .. } => Class::Verification,
             ArtifactError::Parts(e) => e.class(),
             ArtifactError::Cache(e) => e.class(),
-            ArtifactError::Client(_)
-            | ArtifactError::Registry { .. }
-            | ArtifactError::Io { .. }
-            | ArtifactError::NoSpace { .. } => Class::Runtime,
+            ArtifactError::Registry { .. } | ArtifactError::Io { .. } | ArtifactError::NoSpace { .. } => Class::Runtime,
             ArtifactError::TagMismatch(e) => e.class(),
             ArtifactError::Policy(e) => e.class(),
         }
-    }
-}
-
-/// How to reach the registries a command names: `--insecure-registry`, `--registry-ca`, the
-/// command's retries and timeouts. Credentials come from the docker config, as for images.
-#[derive(Debug, Clone)]
-pub struct Reach {
-    /// Registries talked to over plain HTTP (`*`: every one).
-    pub insecure: Vec<String>,
-    pub ca: Option<PathBuf>,
-    pub options: NetOptions,
-}
-
-impl Reach {
-    pub(crate) async fn connect(&self, registry: &str) -> Result<Arc<Connection>, ArtifactError> {
-        let timeouts = (self.options.connect_timeout, self.options.read_timeout);
-        let insecure = self.insecure.iter().any(|h| h == "*" || h == registry);
-        let transport = if insecure { Transport::InsecureHttp } else { Transport::Https };
-        Ok(Arc::new(crate::oci::connect(registry, transport, self.ca.as_deref(), timeouts).await?))
     }
 }
 

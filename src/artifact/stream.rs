@@ -11,12 +11,12 @@ use futures_util::StreamExt as _;
 use oci_client::client::BlobResponse;
 use sha2::Digest as _;
 
-use super::store::{Found, Location};
-use super::{ArtifactError, Reach};
+use super::{ArtifactError, Found};
 use crate::digest::Sha256;
 use crate::fetch::Net;
-use crate::oci::Connection;
 use crate::oci::doc::Descriptor;
+use crate::oci::store::repository;
+use crate::oci::{Connection, Location, Reach};
 
 type Chunks = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, String>> + Send>>;
 
@@ -32,7 +32,7 @@ pub fn open_stream(found: &Found, reach: &Reach, net: Arc<Net>) -> Result<Box<dy
             let conn = net.block_on(reach.connect(&image.registry))?;
             // Blob requests carry no credentials of their own: authorise once, as a manifest
             // request would have.
-            let reference = super::store::repository(image);
+            let reference = repository(image);
             let authorise = || conn.client.auth(&reference, &conn.auth, oci_client::RegistryOperation::Pull);
             net.block_on(crate::fetch::with_retries(
                 &reach.options,
@@ -44,7 +44,7 @@ pub fn open_stream(found: &Found, reach: &Reach, net: Arc<Net>) -> Result<Box<dy
             let reader = LayerReader {
                 net,
                 conn,
-                reference: super::store::repository(image),
+                reference: repository(image),
                 what: format!("oci://{image}"),
                 options: reach.options,
                 layers,

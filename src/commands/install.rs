@@ -100,7 +100,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
 /// holds as referrers count toward the threshold.
 fn from_registry(args: &InstallArgs, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
     let insecure = if args.insecure_registry { vec!["*".to_owned()] } else { Vec::new() };
-    let reach = crate::artifact::Reach { insecure, ca: args.registry_ca.clone(), options: args.net.options() };
+    let reach = crate::oci::Reach { insecure, ca: args.registry_ca.clone(), options: args.net.options() };
     let keys = super::load_trusted(&args.trust.trust)?;
     let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
     // An impossible policy is a usage error before the registry is asked anything.

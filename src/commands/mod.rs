@@ -115,6 +115,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::bundle::parts::PartsError,
             crate::build::base::BaseError,
             crate::artifact::ArtifactError,
+            crate::oci::StoreError,
             crate::report::ReportError,
             crate::sign::policy::PolicyError,
             crate::sign::KeyError,

@@ -1,14 +1,19 @@
 //! OCI distribution as both sides use it: image references ([`ImageRef`], a value type that
 //! depends on nothing but digests), registry connections ([`Registries`], one client per
-//! registry for a whole command) and manifest / index documents ([`doc`]). The image source
-//! pulls through it on the build host; the site's registry publisher pushes through it.
+//! registry for a whole command), manifest / index documents ([`doc`]), the one reader and
+//! writer of "a registry or an `oci-layout:` directory" ([`store`]) and the chunked upload
+//! that resumes ([`upload`]). The image source pulls through it on the build host; `push`,
+//! `pull`, `copy`, `install oci://…` and the site's registry publisher go through it too.
 
 mod client;
 pub mod doc;
 mod reference;
+pub mod store;
+pub mod upload;
 
 pub use client::{
     ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect, http_client, is_not_found, load_ca,
     pull_manifest, retryable,
 };
 pub use reference::ImageRef;
+pub use store::{Location, Reach, Store, StoreError};

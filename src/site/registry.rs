@@ -98,7 +98,7 @@ async fn publish_all(
 ) -> Result<Vec<Pushed>, PublishError> {
     let conn = connect(&site.host, site.transport, None, (options.connect_timeout, options.read_timeout)).await?;
     let insecure = if site.is_insecure() { vec![site.host.clone()] } else { Vec::new() };
-    let reach = crate::artifact::Reach { insecure, ca: None, options };
+    let reach = crate::oci::Reach { insecure, ca: None, options };
     let layout = staged.join("images");
     let mut out = Vec::new();
     for entry in images {
@@ -121,7 +121,7 @@ async fn publish_all(
 /// with retries; every request follows the command's retry policy (`fetch::with_retries`).
 async fn push_image(
     conn: &Connection,
-    reach: &crate::artifact::Reach,
+    reach: &crate::oci::Reach,
     layout: &Path,
     entry: &Descriptor,
     name: &str,
@@ -130,7 +130,7 @@ async fn push_image(
     let push_err = |e: &dyn std::fmt::Display| PublishError::Push { target: target.to_string(), detail: e.to_string() };
     let reference = target.to_client();
     let options = &reach.options;
-    let uploader = crate::artifact::upload::Uploader::new(conn, target, reach, crate::artifact::upload::DEFAULT_CHUNK)
+    let uploader = crate::oci::upload::Uploader::new(conn, target, reach, crate::oci::upload::DEFAULT_CHUNK)
         .await
         .map_err(|e| push_err(&e))?;
     let top = read(layout, entry.digest).await?;

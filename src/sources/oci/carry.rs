@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 
-use super::{ImageError, Origin};
+use super::ImageError;
 use crate::bundle::manifest::{Attachment, AttachmentKind, ImageArtifact, ImagePlatform};
 use crate::bundle::writer::{Arrivals, Member};
 use crate::cache::Cache;
 use crate::digest::{Prefixed, Sha256};
 use crate::fetch::{Fetch, blocking};
 use crate::member_path::MemberPath;
+use crate::oci::Store;
 use crate::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
 use crate::spec::lock::{LockedAttachment, LockedImage};
 
@@ -20,7 +21,7 @@ use crate::spec::lock::{LockedAttachment, LockedImage};
 pub struct Carrier<'a> {
     cache: &'a Cache,
     /// digest -> (origin, descriptor): every blob once, from the first image that names it.
-    blobs: BTreeMap<Sha256, (Origin, Descriptor)>,
+    blobs: BTreeMap<Sha256, (Store, Descriptor)>,
     /// Every manifest stored, by digest and size.
     manifests: BTreeSet<(Sha256, u64)>,
     layout_entries: Vec<Descriptor>,
@@ -32,9 +33,9 @@ impl<'a> Carrier<'a> {
     }
 
     /// Carry one image's manifests (its blobs are queued, fetched later by `fetch_blobs`).
-    pub async fn carry_image(&mut self, origin: &Origin, locked: &LockedImage) -> Result<ImageArtifact, ImageError> {
+    pub async fn carry_image(&mut self, origin: &Store, locked: &LockedImage) -> Result<ImageArtifact, ImageError> {
         let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
-        let top = origin.manifest(locked.digest).await?;
+        let top = origin.manifest(Some(locked.digest)).await?.0;
         let document = doc::parse(&top).map_err(manifest_err)?;
         let (carried_bytes, platforms) = if document.is_index() {
             self.carry_platforms(origin, locked, &top, document.children.len()).await?
@@ -72,7 +73,7 @@ impl<'a> Carrier<'a> {
     /// every platform is, else filtered to the locked ones.
     async fn carry_platforms(
         &mut self,
-        origin: &Origin,
+        origin: &Store,
         locked: &LockedImage,
         top: &[u8],
         upstream_platforms: usize,
@@ -80,7 +81,7 @@ impl<'a> Carrier<'a> {
         let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
         let mut platforms = Vec::new();
         for p in &locked.platforms {
-            let child = origin.manifest(p.digest).await?;
+            let child = origin.manifest(Some(p.digest)).await?.0;
             self.queue(origin, &doc::parse(&child).map_err(manifest_err)?.blobs);
             self.store(&locked.reference, child).await?;
             platforms.push(ImagePlatform { platform: p.platform.clone(), digest: p.digest });
@@ -98,12 +99,12 @@ impl<'a> Carrier<'a> {
     /// along, each listed on its own), its blobs queued, and its entry in the layout's index.
     async fn carry_attachment(
         &mut self,
-        origin: &Origin,
+        origin: &Store,
         locked: &LockedImage,
         a: &LockedAttachment,
     ) -> Result<Vec<Attachment>, ImageError> {
         let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
-        let bytes = origin.manifest(a.digest).await?;
+        let bytes = origin.manifest(Some(a.digest)).await?.0;
         let document = doc::parse(&bytes).map_err(manifest_err)?;
         self.queue(origin, &document.blobs);
         self.store(&locked.reference, bytes).await?;
@@ -118,7 +119,7 @@ impl<'a> Carrier<'a> {
             out.push(attachment(a.digest, document.artifact_type.clone()));
         }
         for child in &document.children {
-            let child_bytes = origin.manifest(child.digest).await?;
+            let child_bytes = origin.manifest(Some(child.digest)).await?.0;
             let referrer = doc::parse(&child_bytes).map_err(manifest_err)?;
             self.queue(origin, &referrer.blobs);
             self.store(&locked.reference, child_bytes).await?;
@@ -126,10 +127,10 @@ impl<'a> Carrier<'a> {
         }
         // Tagged attachments keep their tag; a referrer has none and is named by its subject.
         let annotation = match (&a.tag, origin) {
-            (Some(tag), Origin::Registry { image, .. }) => {
+            (Some(tag), Store::Registry { image, .. }) => {
                 (REF_NAME.to_owned(), image.with_tag(tag.clone()).to_string())
             }
-            (Some(tag), Origin::Layout { .. }) => (REF_NAME.to_owned(), tag.clone()),
+            (Some(tag), Store::Layout { .. }) => (REF_NAME.to_owned(), tag.clone()),
             (None, _) => (REFERRER_OF.to_owned(), locked.reference.clone()),
         };
         self.layout_entries.push(Descriptor {
@@ -143,7 +144,7 @@ impl<'a> Carrier<'a> {
         Ok(out)
     }
 
-    fn queue(&mut self, origin: &Origin, blobs: &[Descriptor]) {
+    fn queue(&mut self, origin: &Store, blobs: &[Descriptor]) {
         for b in blobs {
             self.blobs.entry(b.digest).or_insert_with(|| (origin.clone(), b.clone()));
         }
@@ -195,7 +196,7 @@ impl<'a> Carrier<'a> {
 
 /// A blob an image names that is not in the cache yet.
 pub struct PendingBlob {
-    origin: Origin,
+    origin: Store,
     descriptor: Descriptor,
 }
 
@@ -219,7 +220,7 @@ pub async fn fetch_blobs(blobs: &[PendingBlob], fetch: &Fetch<'_>, arrivals: &Ar
     futures_util::stream::iter(blobs)
         .map(|blob| async move {
             if !arrivals.abandoned() {
-                blob.origin.blob(&blob.descriptor, fetch.cache, fetch.reporter).await?;
+                blob.origin.blob_into_cache(&blob.descriptor, fetch.cache, fetch.reporter).await?;
                 arrivals.arrived(blob.descriptor.digest);
             }
             Ok::<_, ImageError>(())

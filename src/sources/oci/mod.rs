@@ -8,37 +8,29 @@
 //! `.sbom` tags) and OCI referrers travel with their image.
 
 mod carry;
-mod origin;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 
 pub use carry::{PendingBlob, fetch_blobs};
-pub use origin::Origin;
-use origin::{check_digest, is_not_found, read_layout_blob, registry_error};
 
 use super::{Plan, SourceError, Sources};
 use crate::cache::CacheError;
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
-use crate::fetch::{NetOptions, blocking};
-use crate::oci::doc::{self, Descriptor, REF_NAME};
-use crate::oci::{ClientError, Connection, ImageRef};
+use crate::fetch::NetOptions;
+use crate::oci::doc;
+use crate::oci::{ClientError, Connection, ImageRef, Store, StoreError, is_not_found, pull_manifest};
 use crate::spec::ImageSpec;
 use crate::spec::lock::{LockError, LockFile, LockedAttachment, LockedImage, LockedPlatform};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error("`{reference}`: {detail}")]
-    Registry { reference: String, detail: String },
-    #[error("`{reference}`: expected digest sha256:{expected}, got sha256:{actual}")]
-    DigestMismatch { reference: String, expected: Sha256, actual: Sha256 },
-    #[error("`{reference}`: {detail}")]
     Manifest { reference: String, detail: String },
-    #[error("oci layout `{}`: {detail}", path.display())]
-    Layout { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error(transparent)]
     Client(#[from] ClientError),
     #[error(transparent)]
@@ -48,29 +40,26 @@ pub enum ImageError {
 impl Classify for ImageError {
     fn class(&self) -> Class {
         match self {
-            ImageError::DigestMismatch { .. } => Class::Verification,
+            ImageError::Store(e) => e.class(),
             ImageError::Cache(e) => e.class(),
-            ImageError::Registry { .. }
-            | ImageError::Manifest { .. }
-            | ImageError::Layout { .. }
-            | ImageError::Client(_) => Class::Runtime,
+            ImageError::Manifest { .. } | ImageError::Client(_) => Class::Runtime,
         }
     }
 }
 
 impl Sources<'_> {
-    /// The origin of an entry and the reference it carries in the bundle.
-    async fn image_origin(&self, entry: &ImageSpec) -> Result<(Origin, String), ImageError> {
+    /// Where an entry's image is read from, and the reference it carries in the bundle.
+    async fn image_origin(&self, entry: &ImageSpec) -> Result<(Store, String), ImageError> {
         match (&entry.reference, &entry.oci_layout) {
             (Some(r), _) => {
                 let image =
                     ImageRef::parse(r).map_err(|detail| ImageError::Manifest { reference: r.clone(), detail })?;
                 let conn = self.registries.get(&image.registry).await?;
-                Ok((Origin::Registry { conn, image, options: *self.fetch.http.options() }, r.clone()))
+                Ok((Store::Registry { conn, image, options: *self.fetch.http.options() }, r.clone()))
             }
             (None, Some(layout)) => {
                 let tag = entry.tag.clone().unwrap_or_default();
-                Ok((Origin::Layout { dir: self.spec.base_dir().join(layout) }, tag))
+                Ok((Store::Layout { dir: self.spec.base_dir().join(layout), tag: Some(tag.clone()) }, tag))
             }
             (None, None) => unreachable!("the spec check requires `ref` or `oci_layout`"),
         }
@@ -90,22 +79,7 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedImage>, SourceEr
 
 async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedImage, ImageError> {
     let (origin, reference) = sources.image_origin(entry).await?;
-    let (bytes, digest) = match &origin {
-        Origin::Registry { conn, image, options } => {
-            let (bytes, _) =
-                origin::pull_manifest(conn, image, options).await.map_err(|e| registry_error(image, &e))?;
-            let digest = Sha256::of_bytes(&bytes);
-            if let Some(pinned) = image.digest {
-                check_digest(&reference, pinned, &bytes)?;
-            }
-            (bytes.to_vec(), digest)
-        }
-        Origin::Layout { dir } => {
-            let desc = layout_entry(dir, &reference).await?;
-            let dir = dir.clone();
-            (blocking(move || read_layout_blob(&dir, desc.digest)).await?, desc.digest)
-        }
-    };
+    let (bytes, digest) = origin.manifest(None).await?;
     let manifest_err = |detail| ImageError::Manifest { reference: reference.clone(), detail };
     let document = doc::parse(&bytes).map_err(manifest_err)?;
     let platforms = if document.is_index() {
@@ -123,8 +97,8 @@ async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedI
         Vec::new()
     };
     let attached = match &origin {
-        Origin::Registry { conn, image, options } => attachments(conn, image, digest, options).await?,
-        Origin::Layout { .. } => Vec::new(),
+        Store::Registry { conn, image, options } => attachments(conn, image, digest, options).await?,
+        Store::Layout { .. } => Vec::new(),
     };
     let (source, tag) = entry.source_key();
     Ok(LockedImage {
@@ -153,7 +127,7 @@ async fn attachments(
         let tag = format!("sha256-{digest}{suffix}");
         let at = image.with_tag(tag.clone());
         async move {
-            let answer = origin::pull_manifest(conn, &at, options).await;
+            let answer = pull_manifest(conn, &at, options).await;
             (tag, at, answer)
         }
     });
@@ -171,7 +145,7 @@ async fn attachments(
                 });
             }
             Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(registry_error(&at, &e)),
+            Err(e) => return Err(StoreError::Registry { target: format!("oci://{at}"), detail: e.to_string() }.into()),
         }
     }
     out.extend(api_referrers(conn, image, digest, &out, options).await);
@@ -191,7 +165,7 @@ async fn api_referrers(
     let mut covered: BTreeSet<Sha256> = tagged.iter().map(|a| a.digest).collect();
     for a in tagged.iter().filter(|a| doc::is_index(&a.media_type)) {
         let at = image.at_digest(a.digest);
-        if let Ok((bytes, _)) = origin::pull_manifest(conn, &at, options).await
+        if let Ok((bytes, _)) = pull_manifest(conn, &at, options).await
             && let Ok(index) = doc::parse(&bytes)
         {
             covered.extend(index.children.iter().map(|c| c.digest));
@@ -200,7 +174,8 @@ async fn api_referrers(
     let mut out = Vec::new();
     let at = image.at_digest(digest).to_client();
     let referrers = || conn.referrers(&at);
-    match crate::fetch::with_retries(options, &format!("referrers of {image}"), referrers, origin::retryable).await {
+    match crate::fetch::with_retries(options, &format!("referrers of {image}"), referrers, crate::oci::retryable).await
+    {
         Ok(index) => {
             for m in index.manifests {
                 let Ok(d) = crate::digest::prefixed::parse(&m.digest) else { continue };
@@ -213,18 +188,6 @@ async fn api_referrers(
         Err(e) => tracing::debug!("{image}: no referrers ({e})"),
     }
     out
-}
-
-/// The descriptor a layout's `index.json` names `tag`.
-async fn layout_entry(dir: &Path, tag: &str) -> Result<Descriptor, ImageError> {
-    let path = dir.join("index.json");
-    let text =
-        tokio::fs::read(&path).await.map_err(|e| ImageError::Layout { path: path.clone(), detail: e.to_string() })?;
-    let entries = doc::parse_layout_index(&text).map_err(|detail| ImageError::Layout { path: path.clone(), detail })?;
-    let names: Vec<&str> = entries.iter().filter_map(|d| d.annotations.get(REF_NAME).map(String::as_str)).collect();
-    entries.iter().find(|d| d.annotations.get(REF_NAME).is_some_and(|n| n == tag)).cloned().ok_or_else(|| {
-        ImageError::Layout { path, detail: format!("no image named `{tag}` (it has {})", names.join(", ")) }
-    })
 }
 
 /// Every locked image's manifests by digest into the cache; the manifest's artifacts, the

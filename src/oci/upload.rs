@@ -15,9 +15,9 @@ use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, LOCATION, RANGE};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 
-use super::{ArtifactError, Reach};
-use crate::oci::doc::Descriptor;
-use crate::oci::{Connection, ImageRef};
+use super::doc::Descriptor;
+use super::store::{Reach, StoreError, repository};
+use super::{Connection, ImageRef};
 use crate::progress::Reporter;
 
 /// Chunk size when none is given.
@@ -51,21 +51,21 @@ impl std::fmt::Display for Transient {
 }
 
 impl Uploader {
-    pub async fn new(conn: &Connection, image: &ImageRef, reach: &Reach, chunk: u64) -> Result<Self, ArtifactError> {
+    pub async fn new(conn: &Connection, image: &ImageRef, reach: &Reach, chunk: u64) -> Result<Self, StoreError> {
         let what = format!("oci://{image}");
-        let err = |detail: String| ArtifactError::Registry { target: what.clone(), detail };
+        let err = |detail: String| StoreError::Registry { target: what.clone(), detail };
         // The token (or basic credentials) oci-client uses for this repository.
-        let reference = super::store::repository(image);
+        let reference = repository(image);
         let authorise = || conn.client.auth(&reference, &conn.auth, RegistryOperation::Push);
-        let token = crate::fetch::with_retries(&reach.options, &what, authorise, crate::oci::retryable)
+        let token = crate::fetch::with_retries(&reach.options, &what, authorise, super::retryable)
             .await
             .map_err(|e| err(format!("authorising the push: {e}")))?;
         let authorization = conn.authorization_header(token);
-        let insecure = reach.insecure.iter().any(|h| h == "*" || *h == image.registry);
+        let insecure = reach.is_insecure(&image.registry);
         let scheme = if insecure { "http" } else { "https" };
-        let ca = reach.ca.as_deref().map(|ca| crate::oci::load_ca(&image.registry, ca)).transpose()?;
+        let ca = reach.ca.as_deref().map(|ca| super::load_ca(&image.registry, ca)).transpose()?;
         let timeouts = (reach.options.connect_timeout, reach.options.read_timeout);
-        let http = crate::oci::http_client(timeouts, ca.as_deref()).map_err(|e| err(e.to_string()))?;
+        let http = super::http_client(timeouts, ca.as_deref()).map_err(|e| err(e.to_string()))?;
         Ok(Self {
             http,
             base: format!("{scheme}://{}", image.registry),
@@ -77,8 +77,8 @@ impl Uploader {
         })
     }
 
-    fn err(&self, detail: impl std::fmt::Display) -> ArtifactError {
-        ArtifactError::Registry { target: self.what.clone(), detail: detail.to_string() }
+    fn err(&self, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::Registry { target: self.what.clone(), detail: detail.to_string() }
     }
 
     fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
@@ -90,7 +90,7 @@ impl Uploader {
     }
 
     /// A `Location` header, made absolute.
-    fn location(&self, response: &reqwest::Response) -> Result<String, ArtifactError> {
+    fn location(&self, response: &reqwest::Response) -> Result<String, StoreError> {
         let value = response
             .headers()
             .get(LOCATION)
@@ -109,7 +109,7 @@ impl Uploader {
         &self,
         what: &str,
         make: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, ArtifactError> {
+    ) -> Result<reqwest::Response, StoreError> {
         let attempt = || async {
             let response = make().send().await.map_err(|e| Transient::Net(crate::fetch::with_causes(&e)))?;
             let status = response.status();
@@ -128,7 +128,7 @@ impl Uploader {
             .map_err(|e| self.err(format!("{what}: {e} (after {} tries)", self.options.attempts)))
     }
 
-    async fn start(&self) -> Result<String, ArtifactError> {
+    async fn start(&self) -> Result<String, StoreError> {
         let url = format!("{}/v2/{}/blobs/uploads/", self.base, self.repository);
         let response = self.send("starting an upload", || self.request(reqwest::Method::POST, &url)).await?;
         if response.status() != StatusCode::ACCEPTED {
@@ -138,7 +138,7 @@ impl Uploader {
     }
 
     /// How many bytes the session holds, and its location; `None` when the session is gone.
-    async fn status(&self, location: &str) -> Result<Option<(u64, String)>, ArtifactError> {
+    async fn status(&self, location: &str) -> Result<Option<(u64, String)>, StoreError> {
         let response =
             self.send("asking for the upload's progress", || self.request(reqwest::Method::GET, location)).await?;
         if response.status() == StatusCode::NOT_FOUND {
@@ -162,8 +162,8 @@ impl Uploader {
 
     /// Upload the file at `path` as the blob `d`, chunk by chunk, resuming after failures.
     /// `reporter` advances as chunks are accepted (once per byte, also after a resume).
-    pub async fn upload(&self, path: &Path, d: &Descriptor, reporter: &dyn Reporter) -> Result<(), ArtifactError> {
-        let io = |e: std::io::Error| ArtifactError::Io { path: path.to_owned(), detail: e.to_string() };
+    pub async fn upload(&self, path: &Path, d: &Descriptor, reporter: &dyn Reporter) -> Result<(), StoreError> {
+        let io = |e: std::io::Error| StoreError::Io { path: path.to_owned(), detail: e.to_string() };
         let mut file = tokio::fs::File::open(path).await.map_err(io)?;
         let mut location = self.start().await?;
         let mut offset = 0u64;
