@@ -31,6 +31,7 @@ impl Cli {
             Command::Sign(a) => a.json,
             Command::Inspect(a) => a.json,
             Command::Install(a) => a.json,
+            Command::Apply(a) => a.json,
             Command::Diff(a) => a.json,
             Command::Rollback(a) => a.json,
             Command::Status(a) => a.json,
@@ -64,6 +65,9 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Verify a bundle while staging it under a site root, then activate it.
     Install(InstallArgs),
+    /// On a GPU node: verify a bundle, install its packages with the host's package manager,
+    /// validate the new stack, and commit it or put the host back (exit 4; 5: reboot pending).
+    Apply(ApplyArgs),
     /// What changed between two bundles or two locks: added, removed, changed.
     Diff(DiffArgs),
     /// Make the retained previous bundle current again, verified and republished.
@@ -471,6 +475,65 @@ pub struct InstallArgs {
     /// Why amber is acceptable here (a documented exception, a ticket).
     #[arg(long, value_name = "TEXT", requires = "accept_amber")]
     pub reason: Option<String>,
+    /// `host`: this host is judged as it is against the bundle's matrix. `mirror`: a host
+    /// without GPUs that serves the views to nodes (no validation; nodes run `airlock apply`).
+    #[arg(long, value_enum, default_value = "host")]
+    pub role: RoleArg,
+    #[command(flatten)]
+    pub net: NetArgs,
+    #[command(flatten)]
+    pub site: SiteArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RoleArg {
+    Host,
+    Mirror,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("acceptance").multiple(true)))]
+#[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
+pub struct ApplyArgs {
+    /// What to apply: a bundle file (or its parts file or first part), or
+    /// `oci://HOST/REPO:TAG|@DIGEST` (streamed; its co-signature referrers count).
+    pub source: PathBuf,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    /// This node's state root (its retained bundles are the views it can restore from).
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    /// Talk plain HTTP to an `oci://` source's registry (never implied).
+    #[arg(long)]
+    pub insecure_registry: bool,
+    /// An extra CA bundle (PEM) for an `oci://` source's registry.
+    #[arg(long, value_name = "FILE")]
+    pub registry_ca: Option<PathBuf>,
+    /// Bundles kept under the root: the newest N, and never fewer than current and previous.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub keep: u16,
+    /// Apply a lower version than this node has already activated (logged and recorded).
+    #[arg(long)]
+    pub allow_downgrade: bool,
+    /// Commit even when the new stack validates amber; needs `--reason`.
+    #[arg(long, requires = "reason", group = "acceptance")]
+    pub accept_amber: bool,
+    /// Change packages even when some could not be put back (their before-version is in no
+    /// view this root retains); needs `--reason`.
+    #[arg(long, requires = "reason", group = "acceptance")]
+    pub accept_unrestorable: bool,
+    /// Why the acceptance holds here (a documented exception, a ticket); the record keeps it.
+    #[arg(long, value_name = "TEXT", requires = "acceptance")]
+    pub reason: Option<String>,
+    /// Verify and say what would change (with apt's own simulation); change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds to wait for the dpkg lock held by another package manager.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub lock_timeout: u64,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]

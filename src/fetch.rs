@@ -135,12 +135,7 @@ pub enum NetError {
 impl Net {
     pub fn new(options: NetOptions) -> Result<Self, NetError> {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(NetError::Runtime)?;
-        // reqwest's client must be built inside a runtime context for its connection pool.
-        let http = {
-            let _entered = runtime.enter();
-            Http::new(options)?
-        };
-        Ok(Self { runtime, http })
+        Ok(Self { runtime, http: Http::new(options) })
     }
 
     pub fn http(&self) -> &Http {
@@ -364,7 +359,10 @@ pub fn with_causes(e: &dyn std::error::Error) -> String {
 /// the system roots, an optional bearer token per request, and bounded reads for metadata.
 #[derive(Clone)]
 pub struct Http {
-    client: reqwest::Client,
+    /// Built at the first request: building loads the system's CA certificates, and a node
+    /// that installs from files or plain-HTTP mirrors may have none (a minbase system has no
+    /// `/etc/ssl/certs`).
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
     options: NetOptions,
 }
 
@@ -412,14 +410,20 @@ fn transient(e: &HttpError) -> Verdict {
 }
 
 impl Http {
-    pub fn new(options: NetOptions) -> Result<Self, HttpError> {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(options.connect_timeout)
-            .read_timeout(options.read_timeout)
-            .build()
-            .map_err(|e| HttpError::Client(e.to_string()))?;
-        Ok(Self { client, options })
+    pub fn new(options: NetOptions) -> Self {
+        Self { client: std::sync::OnceLock::new(), options }
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, HttpError> {
+        let built = self.client.get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(self.options.connect_timeout)
+                .read_timeout(self.options.read_timeout)
+                .build()
+                .map_err(|e| with_causes(&e))
+        });
+        built.as_ref().map_err(|e| HttpError::Client(e.clone()))
     }
 
     /// How requests are retried and timed out, for the transports that do not go through
@@ -428,12 +432,12 @@ impl Http {
         &self.options
     }
 
-    fn get(&self, url: &str, bearer: Option<&str>) -> reqwest::RequestBuilder {
-        let req = self.client.get(url);
-        match bearer {
+    fn get(&self, url: &str, bearer: Option<&str>) -> Result<reqwest::RequestBuilder, HttpError> {
+        let req = self.client()?.get(url);
+        Ok(match bearer {
             Some(token) => req.bearer_auth(token),
             None => req,
-        }
+        })
     }
 
     /// Send `request` for `url`; anything but a 2xx is an error (with `Retry-After` kept).
@@ -451,7 +455,7 @@ impl Http {
     /// request; `None` when the server does not say.
     pub async fn length(&self, url: &str) -> Result<Option<u64>, HttpError> {
         let once = || async {
-            let response = Self::send(url, self.client.head(url)).await?;
+            let response = Self::send(url, self.client()?.head(url)).await?;
             Ok(response
                 .headers()
                 .get(reqwest::header::CONTENT_LENGTH)
@@ -464,7 +468,7 @@ impl Http {
     /// The sha256 and size of what a URL serves now, streamed (nothing kept).
     pub async fn hash(&self, url: &str) -> Result<(Sha256, u64), HttpError> {
         let once = || async {
-            let response = Self::send(url, self.get(url, None)).await?;
+            let response = Self::send(url, self.get(url, None)?).await?;
             let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
             let mut size = 0u64;
             let mut body = response.bytes_stream();
@@ -505,7 +509,7 @@ impl Http {
     ) -> Result<(Vec<u8>, String), HttpError> {
         tracing::debug!("GET {url}");
         let req_err = |e: reqwest::Error| HttpError::Request { url: url.to_owned(), detail: with_causes(&e) };
-        let resp = Self::send(url, self.get(url, bearer).header(reqwest::header::ACCEPT, accept)).await?;
+        let resp = Self::send(url, self.get(url, bearer)?.header(reqwest::header::ACCEPT, accept)).await?;
         let content_type = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
@@ -535,7 +539,7 @@ impl Http {
     ) -> Result<PathBuf, DownloadError<HttpError>> {
         let open = |offset: u64| async move {
             tracing::debug!("GET {url} (from byte {offset})");
-            let mut req = self.get(url, bearer);
+            let mut req = self.get(url, bearer).map_err(Failure::Fatal)?;
             if offset > 0 {
                 req = req.header(reqwest::header::RANGE, format!("bytes={offset}-"));
             }

@@ -252,6 +252,19 @@ fn a_dependency_closure_is_locked_with_reasons_carried_and_apt_installs_it_over_
     with(&["lock", s(&closure_spec(&q, url, &keyring, app, ""))]).ok();
     assert_eq!(locked_closure(&q.join("airlock.lock")), expected(None));
 
+    // A requested package that another requested package depends on (any natural ROCm
+    // list: the runtime and the library it needs): locked once, with what requires it, and
+    // `build --locked` right after `lock` takes that lock as it is.
+    let both = t.path().join("both");
+    let both_spec = closure_spec(&both, url, &keyring, "\"rocm-app-airlock\", \"libhip-airlock\"", "");
+    with(&["lock", s(&both_spec)]).ok();
+    let mut wanted = expected(None);
+    wanted.remove("libhip-airlock=6.4.1");
+    wanted.insert("libhip-airlock".to_owned(), s_(&["rocm-app-airlock"]));
+    assert_eq!(locked_closure(&both.join("airlock.lock")), wanted);
+    let both_bundle = t.path().join("both.airlock");
+    with(&["build", s(&both_spec), "--locked", "--key", s(&keys.private), "--out", s(&both_bundle)]).ok();
+
     // A base too old for `base-airlock (>= 1.0)`: the newer one is carried, and why.
     let old = t.path().join("old");
     std::fs::create_dir_all(&old).unwrap();

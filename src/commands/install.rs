@@ -16,16 +16,14 @@ use crate::site::{Amber, Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
-    let (input, policy, tag_version) = if let Some(location) = args.bundle.to_str().filter(|b| Location::looks_like(b))
-    {
-        let location = Location::parse(location)?;
-        let (input, policy) = from_registry(args, &location, &net)?;
-        (input, policy, location.tag().map(str::to_owned))
-    } else {
-        let input = Input::resolve(&args.bundle)?;
-        let policy = super::load_policy(&args.trust, input.bundle())?;
-        (input, policy, None)
+    let from = Source {
+        bundle: &args.bundle,
+        trust: &args.trust,
+        insecure: args.insecure_registry,
+        ca: args.registry_ca.as_ref(),
+        net: &args.net,
     };
+    let (input, policy, tag_version) = from.open(&net)?;
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
         host: host.clone(),
@@ -37,6 +35,10 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         _ => Amber::Refuse,
     };
     let opts = Options {
+        role: match args.role {
+            crate::cli::RoleArg::Host => crate::site::Role::Host,
+            crate::cli::RoleArg::Mirror => crate::site::Role::Mirror,
+        },
         amber,
         registry,
         apt_key,
@@ -96,23 +98,46 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     Ok(super::EXIT_OK)
 }
 
-/// A bundle streamed from a registry (or layout), its tag resolved once; the co-signatures it
-/// holds as referrers count toward the threshold.
-fn from_registry(args: &InstallArgs, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
-    let insecure = if args.insecure_registry { vec!["*".to_owned()] } else { Vec::new() };
-    let reach = crate::oci::Reach { insecure, ca: args.registry_ca.clone(), options: args.net.options() };
-    let keys = super::load_trusted(&args.trust.trust)?;
-    let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
-    // An impossible policy is a usage error before the registry is asked anything.
-    Policy::reachable(&keys, threshold)?;
-    let found = crate::artifact::resolve(location, &reach, net)?;
-    tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
-    let policy = Policy::new(keys, threshold, found.cosignatures.clone())?;
-    let name = std::path::PathBuf::from(found.pinned.to_string());
-    let bytes = found.resolved.bytes;
-    let net = net.clone();
-    let open = move || crate::artifact::open_stream(&found, &reach, net.clone()).map_err(std::io::Error::other);
-    Ok((Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) })), policy))
+/// Where `install` and `apply` read a bundle: a file (or parts), or `oci://…` / `oci-layout:…`.
+pub(super) struct Source<'a> {
+    pub bundle: &'a std::path::Path,
+    pub trust: &'a crate::cli::TrustArgs,
+    pub insecure: bool,
+    pub ca: Option<&'a std::path::PathBuf>,
+    pub net: &'a crate::cli::NetArgs,
+}
+
+impl Source<'_> {
+    /// The input, the policy it is verified under, and the tag it was named by.
+    pub(super) fn open(&self, net: &Arc<Net>) -> anyhow::Result<(Input, Policy, Option<String>)> {
+        if let Some(location) = self.bundle.to_str().filter(|b| Location::looks_like(b)) {
+            let location = Location::parse(location)?;
+            let (input, policy) = self.streamed(&location, net)?;
+            return Ok((input, policy, location.tag().map(str::to_owned)));
+        }
+        let input = Input::resolve(self.bundle)?;
+        let policy = super::load_policy(self.trust, input.bundle())?;
+        Ok((input, policy, None))
+    }
+
+    /// A bundle streamed from a registry (or layout), its tag resolved once; the
+    /// co-signatures it holds as referrers count toward the threshold.
+    fn streamed(&self, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
+        let insecure = if self.insecure { vec!["*".to_owned()] } else { Vec::new() };
+        let reach = crate::oci::Reach { insecure, ca: self.ca.cloned(), options: self.net.options() };
+        let keys = super::load_trusted(&self.trust.trust)?;
+        let threshold = usize::try_from(self.trust.threshold).unwrap_or(usize::MAX);
+        // An impossible policy is a usage error before the registry is asked anything.
+        Policy::reachable(&keys, threshold)?;
+        let found = crate::artifact::resolve(location, &reach, net)?;
+        tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
+        let policy = Policy::new(keys, threshold, found.cosignatures.clone())?;
+        let name = std::path::PathBuf::from(found.pinned.to_string());
+        let bytes = found.resolved.bytes;
+        let net = net.clone();
+        let open = move || crate::artifact::open_stream(&found, &reach, net.clone()).map_err(std::io::Error::other);
+        Ok((Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) })), policy))
+    }
 }
 
 pub(super) fn load_apt_key(path: &std::path::Path) -> anyhow::Result<crate::site::views::AptSigningKey> {

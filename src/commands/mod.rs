@@ -1,6 +1,7 @@
 //! One module per verb: glue between parsed arguments and the library. Errors leave as
 //! `anyhow::Error` and are mapped to exit codes here, once.
 
+mod apply;
 mod build;
 mod check;
 mod copy;
@@ -52,6 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Verify(a) => verify::run(&a),
         Command::Inspect(a) => inspect::run(&a),
         Command::Install(a) => install::run(&a),
+        Command::Apply(a) => apply::run(&a),
         Command::Sbom(a) => sbom::run(&a),
         Command::Provenance(a) => provenance::run(&a),
         Command::Diff(a) => diff::run(&a),

@@ -511,5 +511,7 @@ fn outcome_word(o: RecordOutcome) -> &'static str {
         RecordOutcome::Refused => "refused",
         RecordOutcome::Failed => "failed",
         RecordOutcome::Validated => "validated",
+        RecordOutcome::PendingReboot => "pending reboot",
+        RecordOutcome::Restored => "restored",
     }
 }

@@ -13,7 +13,7 @@ use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
 use super::stage::{Staged, Verified, stage, write_views};
 use super::state::{self, RegistryMemo, State};
-use super::{Amber, Downgrade, Options, SiteError, base, crash_point, io_err, views};
+use super::{Amber, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
 use crate::bundle::Manifest;
 use crate::bundle::parts::Input;
 use crate::bundle::reader::read_head;
@@ -129,6 +129,8 @@ impl Attempt {
     pub(super) fn record_failure(&mut self, root: &SiteRoot, e: &SiteError) {
         let r = &mut self.record;
         r.outcome = Some(match e.class() {
+            // A node that put its packages back after a red verdict or a failed change.
+            _ if r.restored.is_some() => records::Outcome::Restored,
             Class::Runtime => records::Outcome::Failed,
             Class::Usage | Class::Verification | Class::ValidationRed => records::Outcome::Refused,
         });
@@ -169,13 +171,26 @@ fn install_locked(
     attempt.phases.mark("verify", "validate");
     crash_point("verified");
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
-    let validation = gate(&verified.manifest, &opts.amber, &mut attempt.record)?;
+    let validation = match opts.role {
+        Role::Host => gate(&verified.manifest, &opts.amber, &mut attempt.record)?,
+        Role::Mirror => {
+            // A mirror serves the views; its nodes judge their own stacks (`apply`).
+            tracing::info!("validate: not on a mirror; the matrix is kept for the nodes");
+            attempt.record.role = Some("mirror".to_owned());
+            attempt.record.validation = Some(records::Validation::Skipped {
+                verdict: records::ValidationVerdict::Skipped,
+                reason: "installed with --role mirror: the nodes validate their own stacks".to_owned(),
+            });
+            None
+        }
+    };
     attempt.phases.mark("validate", "stage");
     tracing::info!("views: {}", views::describe(&verified.manifest));
     write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
     // What rollback and anti-downgrade rely on is durable before the tree is named under
     // `bundles/` (and so long before `current` moves): a retained bundle always has its policy.
     remember_retained(&mut state, &verified, &BundleId::of(&verified.manifest_sha256), trust, opts);
+    raise_mark(&mut state, &verified.manifest);
     state.save(root)?;
     crash_point("remembered");
     let retained = retain(dir, &verified, trust, root)?;
@@ -227,9 +242,9 @@ fn install_locked(
     })
 }
 
-/// The state before activation: the bundle retained with its policy, the high-water mark, and
-/// the registry to publish to.
-fn remember_retained(state: &mut State, verified: &Verified, id: &BundleId, trust: &Policy, opts: &Options) {
+/// The state before the bundle is retained: its policy (what verifies it later), and the
+/// registry to publish to.
+pub(super) fn remember_retained(state: &mut State, verified: &Verified, id: &BundleId, trust: &Policy, opts: &Options) {
     let m = &verified.manifest;
     let retained = state::Retained {
         name: m.name.to_string(),
@@ -239,20 +254,25 @@ fn remember_retained(state: &mut State, verified: &Verified, id: &BundleId, trus
         trust: trust.key_ids(),
         threshold: trust.threshold,
         base: verified.base.clone(),
+        applied: Vec::new(),
     };
     state.bundles.insert(id.clone(), retained);
-    let mark = state.high_water.entry(m.name.to_string()).or_insert_with(|| m.version.clone());
-    if m.version > *mark {
-        *mark = m.version.clone();
-    }
     if let Some(site) = &opts.registry {
         state.registry = Some(RegistryMemo { host: site.host.clone(), insecure: site.is_insecure() });
     }
 }
 
+/// The high-water mark raised to the bundle's version (by a bundle that will activate).
+pub(super) fn raise_mark(state: &mut State, m: &Manifest) {
+    let mark = state.high_water.entry(m.name.to_string()).or_insert_with(|| m.version.clone());
+    if m.version > *mark {
+        *mark = m.version.clone();
+    }
+}
+
 /// A split bundle that failed verification: if a part is damaged, that is the first problem
 /// (the member or stream problem it caused is only its symptom).
-fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
+pub(super) fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
     match (e, input.split()) {
         (SiteError::Rejected { path, mut problems }, Some(split)) => {
             split.name_damage(&mut problems);
@@ -264,7 +284,7 @@ fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
 
 /// Fail early, before anything is written, when the bundle will not fit (its file is kept and
 /// its content unpacked once) or is a delta whose base this site does not have.
-fn preflight(input: &Input, root: &SiteRoot, state: &State) -> Result<(), SiteError> {
+pub(super) fn preflight(input: &Input, root: &SiteRoot, state: &State) -> Result<(), SiteError> {
     let file_bytes = input.bytes()?;
     // The head is read unverified, only to refuse early; a lie there fails verification later
     // (a manifest the check refuses, absurd sizes included, is left to verification too).
@@ -285,7 +305,12 @@ fn preflight(input: &Input, root: &SiteRoot, state: &State) -> Result<(), SiteEr
 }
 
 /// `Ok(true)` when a downgrade is allowed and happening, `Ok(false)` when this is none.
-fn check_downgrade(root: &SiteRoot, state: &State, manifest: &Manifest, policy: Downgrade) -> Result<bool, SiteError> {
+pub(super) fn check_downgrade(
+    root: &SiteRoot,
+    state: &State,
+    manifest: &Manifest,
+    policy: Downgrade,
+) -> Result<bool, SiteError> {
     let Some(high_water) = state.high_water(root, manifest.name.as_str())? else { return Ok(false) };
     if manifest.version >= high_water {
         return Ok(false);
@@ -303,7 +328,7 @@ fn check_downgrade(root: &SiteRoot, state: &State, manifest: &Manifest, policy: 
 /// Validate this host against the verified manifest's support matrix before anything becomes
 /// visible: green goes on, amber only when accepted, red never (exit 4; the staged bundle is
 /// discarded). A bundle with no targets is not validated.
-fn gate(
+pub(super) fn gate(
     manifest: &Manifest,
     amber: &Amber,
     record: &mut records::Record,

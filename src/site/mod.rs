@@ -12,10 +12,12 @@
 //! tree with what verified.
 
 mod activate;
+pub mod apply;
 mod base;
 pub mod check;
 mod install;
 mod lock;
+pub mod packages;
 pub mod records;
 pub mod registry;
 mod retain;
@@ -35,6 +37,7 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::sign::Policy;
 use crate::validate::matrix::Verdict;
+pub use apply::{Applied, NodeOptions, apply};
 pub use install::{Installed, install};
 pub use lock::RootLock;
 pub use root::{BundleId, RETAINED_BUNDLE, SiteRoot, TRUST_DIR};
@@ -140,6 +143,31 @@ pub enum SiteError {
         #[source]
         source: registry::PublishError,
     },
+    #[error(
+        "{name} {version} (bundles/{id}) was applied and waits for a reboot: reboot, then run \
+         `airlock validate --commit` to judge its stack and commit it or restore the host"
+    )]
+    PendingReboot { id: BundleId, name: String, version: semver::Version },
+    #[error(
+        "refusing to change packages that could not be put back (their version now is in no view this root \
+         retains): {}; pass --accept-unrestorable --reason TEXT to change them anyway; nothing was changed",
+        changes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    Unrestorable { changes: Vec<packages::Change> },
+    #[error(
+        "applying the packages failed; {}",
+        match restore {
+            None => "the host's packages were put back as they were".to_owned(),
+            Some(e) => format!("putting them back failed too: {e}"),
+        }
+    )]
+    Packages {
+        #[source]
+        source: packages::PackageError,
+        restore: Option<Box<packages::PackageError>>,
+    },
+    #[error("the host's package manager could not say what would change; nothing was changed")]
+    Plan(#[from] packages::PackageError),
     #[error("site I/O failed at `{}`", path.display())]
     Io {
         path: PathBuf,
@@ -175,6 +203,10 @@ impl Classify for SiteError {
             | SiteError::State { .. }
             | SiteError::TooLarge { .. }
             | SiteError::Publish { .. }
+            | SiteError::PendingReboot { .. }
+            | SiteError::Unrestorable { .. }
+            | SiteError::Packages { .. }
+            | SiteError::Plan(_)
             | SiteError::Io { .. } => Class::Runtime,
             SiteError::Policy(e) => e.class(),
         }
@@ -216,9 +248,22 @@ pub enum Amber {
     Accept { reason: String },
 }
 
+/// What a host is to the site (`install --role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// The host is judged as it is, against the bundle's matrix (one host that is mirror and
+    /// node, its packages installed by other means).
+    #[default]
+    Host,
+    /// Receives bundles and serves their views (registry, apt, pip, models) to nodes: no GPU
+    /// validation; the matrix is kept for the nodes, which `apply`.
+    Mirror,
+}
+
 /// How install publishes what the bundle carries, and how it keeps the site.
 #[derive(Default)]
 pub struct Options {
+    pub role: Role,
     /// Whether an amber verdict activates.
     pub amber: Amber,
     pub registry: Option<registry::SiteRegistry>,

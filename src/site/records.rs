@@ -54,6 +54,19 @@ pub struct Record {
     pub images_not_published: Option<usize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pruned: Vec<BundleId>,
+    /// The host role it acted as: `mirror` (no validation), `node` (`apply`: packages
+    /// applied, the new stack validated). Absent: `install` on a host judged as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The host packages an apply changed (or, for a rollback on a node, put back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages: Option<super::packages::Changes>,
+    /// After a red verdict or a failed change: what was done to put the host back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<super::packages::Changes>,
+    /// The validation of the host once restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_validation: Option<Validation>,
     /// Why it was refused or failed: the whole error, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -70,7 +83,7 @@ pub struct Record {
 /// A record's outcome; records written before outcomes were are activations or validations.
 fn outcome_of(action: Action, outcome: Option<Outcome>) -> Outcome {
     outcome.unwrap_or(match action {
-        Action::Install | Action::Rollback => Outcome::Activated,
+        Action::Install | Action::Apply | Action::Rollback => Outcome::Activated,
         Action::Validate => Outcome::Validated,
     })
 }
@@ -94,6 +107,8 @@ fn schema() -> String {
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     Install,
+    /// A node: the bundle's packages applied and the new stack validated.
+    Apply,
     Rollback,
     Validate,
 }
@@ -102,6 +117,7 @@ impl Action {
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Install => "install",
+            Action::Apply => "apply",
             Action::Rollback => "rollback",
             Action::Validate => "validate",
         }
@@ -119,6 +135,11 @@ pub enum Outcome {
     Failed,
     /// `validate` ran and recorded its verdict.
     Validated,
+    /// Applied; the change needs a reboot before the stack can be judged
+    /// (`validate --commit` after it).
+    PendingReboot,
+    /// The new stack was red, or the change failed: the host's packages were put back.
+    Restored,
 }
 
 impl Record {
@@ -144,6 +165,10 @@ impl Record {
             published: Vec::new(),
             images_not_published: None,
             pruned: Vec::new(),
+            role: None,
+            packages: None,
+            restored: None,
+            restored_validation: None,
             reason: None,
             failed_in: None,
             phases: PhaseTimes::default(),

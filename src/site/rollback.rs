@@ -13,7 +13,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::activate::activate;
+use super::apply::{failed_change, judge, retained_views};
 use super::install::Attempt;
+use super::packages::{self, Change, Changes, Node, Wanted};
 use super::records::{self, Action};
 use super::registry::{self, publish_images};
 use super::retain::retain;
@@ -21,7 +23,7 @@ pub use super::retained::Trust;
 use super::root::{BundleId, Link, SiteRoot};
 use super::stage::{Staged, stage, write_views};
 use super::state::State;
-use super::{SiteError, crash_point, retained, views};
+use super::{Amber, SiteError, crash_point, retained, views};
 use crate::fetch::Net;
 use crate::progress::Reporter;
 use crate::sign::KeyId;
@@ -38,9 +40,17 @@ pub struct RolledBack {
     #[serde(with = "super::root::as_link")]
     pub from: Option<BundleId>,
     pub images: Vec<registry::Pushed>,
+    /// On a node: the packages put back to the bundle's set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packages: Option<Changes>,
+    /// Seconds per phase (verify, packages, validate, switch, …): the rehearsal's figures.
+    pub phases: records::PhaseTimes,
     pub record: std::path::PathBuf,
     pub seconds: f64,
 }
+
+/// Seconds a rollback waits for the dpkg lock.
+const LOCK_TIMEOUT: u64 = 300;
 
 pub fn rollback(
     root: &Path,
@@ -89,8 +99,9 @@ fn rollback_locked(
     crash_point("verified");
     write_views(staged.path(), &verified.manifest, apt_key)?;
     let retained = retain(staged, &verified, &policy, root)?;
-    attempt.phases.mark("stage", "publish");
     crash_point("retained");
+    let packages = node_packages(root, &state, &retained.path, &verified.manifest, attempt)?;
+    attempt.phases.mark(if packages.is_some() { "validate" } else { "stage" }, "publish");
     let site = state.registry.as_ref().map(registry::SiteRegistry::from);
     let (images, _) = publish_images(&retained, site.as_ref(), net)?;
     attempt.phases.mark("publish", "switch");
@@ -113,7 +124,11 @@ fn rollback_locked(
     state.last_rollback = Some(event.clone());
     state.save(root)?;
     crash_point("saved");
-    let record = records::write(root, attempt.activated(&event, from.as_ref(), &images))?;
+    let r = attempt.activated(&event, from.as_ref(), &images);
+    if let Some(changes) = &packages {
+        r.packages = Some(Changes::of(changes));
+    }
+    let record = records::write(root, r)?;
     Ok(RolledBack {
         id: retained.id,
         name: m.name.to_string(),
@@ -121,9 +136,49 @@ fn rollback_locked(
         signers: verified.signers,
         from,
         images,
+        packages: packages.as_deref().map(Changes::of),
+        phases: attempt.phases.times(),
         record,
         seconds: event.seconds,
     })
+}
+
+/// On a node (the current bundle was applied, its packages changed): the retained bundle's
+/// package set put back (downgrades, removals of what only the current one brought) and the
+/// stack then installed validated; red puts the current set back and refuses (exit 4).
+/// `None` where the current bundle changed no packages (a mirror, or a host judged as it is).
+fn node_packages(
+    root: &SiteRoot,
+    state: &State,
+    tree: &Path,
+    manifest: &crate::bundle::Manifest,
+    attempt: &mut Attempt,
+) -> Result<Option<Vec<Change>>, SiteError> {
+    let current = root.link(Link::Current);
+    let Some(applied) =
+        current.as_ref().and_then(|c| state.bundles.get(c)).map(|b| &b.applied).filter(|a| !a.is_empty())
+    else {
+        return Ok(None);
+    };
+    attempt.phases.mark("stage", "packages");
+    attempt.record.role = Some("node".to_owned());
+    let node = Node::new(root.path(), LOCK_TIMEOUT)?;
+    let mut wanted = packages::carried(manifest, &node.arch);
+    for c in applied {
+        if !wanted.iter().any(|w| w.name == c.name) {
+            wanted.push(Wanted { name: c.name.clone(), version: c.before.clone() });
+        }
+    }
+    let views = retained_views(root, state, None);
+    let mut sources = vec![tree.join("debs")];
+    sources.extend(views.iter().cloned());
+    let changes = node.apply(&sources, &wanted, &views).map_err(|failed| failed_change(failed, attempt))?;
+    attempt.record.packages = Some(Changes::of(&changes));
+    attempt.phases.mark("packages", "validate");
+    // The bundle ran here before: amber does not stop the way back; red does.
+    let amber = Amber::Accept { reason: "rolling back to a bundle this node ran before".to_owned() };
+    judge(&node, &changes, &views, manifest, &amber, attempt)?;
+    Ok(Some(changes))
 }
 
 /// A rollback goes back: to an older release of the same bundle (or another bundle). A newer

@@ -35,6 +35,9 @@ pub struct State {
     pub registry: Option<RegistryMemo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_rollback: Option<Event>,
+    /// A node's apply waiting for a reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
 }
 
 /// A retained bundle and the policy it was installed under.
@@ -51,6 +54,27 @@ pub struct Retained {
     /// as long as this one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<BundleId>,
+    /// On a node: the host packages applying it changed (what a restore or a rollback puts
+    /// back). Empty for a bundle only installed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<super::packages::Change>,
+}
+
+/// An apply whose change needs a reboot before its stack can be judged: `validate --commit`
+/// after the reboot commits it or restores the host; another apply is refused until then.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pending {
+    pub id: BundleId,
+    pub name: String,
+    pub version: semver::Version,
+    pub since: Timestamp,
+    /// Why a reboot is needed.
+    pub reason: String,
+    /// The packages the apply changed.
+    pub changes: Vec<super::packages::Change>,
+    /// `--accept-amber --reason`, given to the apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_amber: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -79,6 +103,7 @@ impl Default for State {
             history: Vec::new(),
             registry: None,
             last_rollback: None,
+            pending: None,
         }
     }
 }

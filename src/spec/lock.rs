@@ -62,7 +62,7 @@ pub struct LockedDeb {
     /// The upstream `Packages` stanza.
     pub stanza: String,
     /// For a package of a dependency closure (`resolve = true`): the packages of the closure
-    /// whose dependencies it satisfies. Empty for a package the spec asks for.
+    /// whose dependencies it satisfies. Empty for a package only the spec asks for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<String>,
     /// The repository's `Release` `Origin` and `Codename` (`Debian`, `bookworm`): the purl's
@@ -340,11 +340,14 @@ impl Lock {
             .flat_map(|d| d.packages.iter().map(move |p| (d.repo.clone(), d.suite.clone(), d.arch.clone(), p.clone())))
             .collect();
         // A closure's dependencies follow from the requested packages; they are not compared.
+        // A requested package that another requested package also depends on is both: it
+        // keeps the spec's words and lists what requires it (the SBOM's dependency graph).
         let locked: std::collections::BTreeSet<(String, String, String, DebPin)> = self
             .deb
             .iter()
-            .filter(|d| d.required_by.is_empty())
-            .map(|d| (d.repo.clone(), d.suite.clone(), d.arch.clone(), d.package.clone()))
+            .map(|d| ((d.repo.clone(), d.suite.clone(), d.arch.clone(), d.package.clone()), d.required_by.is_empty()))
+            .filter(|(key, requested_only)| *requested_only || wanted.contains(key))
+            .map(|(key, _)| key)
             .collect();
         if let Some((_, _, _, p)) = wanted.difference(&locked).next() {
             return Some(format!("`[[deb]]` package `{p}` is not locked"));

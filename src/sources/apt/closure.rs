@@ -52,10 +52,13 @@ impl Universe {
         self.by_name.get(name).into_iter().flatten().copied()
     }
 
-    /// The base when the target's status file is not given: what a minimal installation
-    /// (`debootstrap --variant=minbase`) has — the newest `Priority: required` (or
-    /// `Essential: yes`) package of each name and their own dependency closure (in Debian
-    /// 12, `libc6` is `optional` and there only because required packages depend on it).
+    /// The base when the target's status file is not given: only what every minimal
+    /// installation of the suite (`debootstrap --variant=minbase`) has — the newest
+    /// `Priority: required` (or `Essential: yes`) package of each name and the dependencies
+    /// they pull in whichever way an installer resolves them (in Debian 12, `libc6` is
+    /// `optional` and there only because required packages depend on it). A dependency with
+    /// alternatives (`usrmerge | usr-is-merged`) or naming a virtual package is not assumed:
+    /// debootstrap took `usr-is-merged`, so `usrmerge`'s `perl` is not on a minbase system.
     pub fn required(&self, arch: &str) -> Vec<Pkg> {
         let mut names: Vec<&String> = self.by_name.keys().collect();
         names.sort();
@@ -66,7 +69,7 @@ impl Universe {
             .map(|i| (i, true))
             .collect();
         let direct = || roots.iter().map(|&(i, _)| self.pkgs[i].clone()).collect();
-        match resolve(self, &Request { roots: roots.clone(), base: &[], arch }) {
+        match resolve(self, &Request { roots: roots.clone(), base: &[], arch, certain_only: true }) {
             Ok(chosen) => chosen.into_iter().map(|c| self.pkgs[c.pkg].clone()).collect(),
             Err(e) => {
                 tracing::warn!("the required packages' own closure cannot be made ({e}); the base is them alone");
@@ -126,6 +129,16 @@ pub struct Request<'a> {
     pub roots: Vec<(usize, bool)>,
     pub base: &'a [Pkg],
     pub arch: &'a str,
+    /// Follow only the dependencies every installer resolves the same way: a group of one
+    /// relation that names a real package. Groups with alternatives, or naming a virtual
+    /// package, are left out (what the default base may assume).
+    pub certain_only: bool,
+}
+
+/// Whether every installer satisfies `group` with the same package: one relation, naming a
+/// package that exists under that name.
+fn is_certain(universe: &Universe, group: &[Relation]) -> bool {
+    matches!(group, [only] if universe.named(&only.name).next().is_some())
 }
 
 /// Whether `p` satisfies `r`: by name (with `r`'s architecture qualifier) or through a
@@ -184,6 +197,9 @@ pub fn resolve(universe: &Universe, request: &Request<'_>) -> Result<Vec<Chosen>
         let mut groups = relations(&parent.pre_depends).map_err(|e| bad(parent, format!("bad Pre-Depends: {e}")))?.0;
         groups.extend(relations(&parent.depends).map_err(|e| bad(parent, format!("bad Depends: {e}")))?.0);
         for group in groups {
+            if request.certain_only && !is_certain(universe, &group) {
+                continue;
+            }
             let in_closure =
                 chosen.iter().position(|c| group.iter().any(|r| satisfies(&universe.pkgs[c.pkg], r, arch)));
             if let Some(c) = in_closure {
@@ -309,7 +325,7 @@ mod tests {
 
     fn solve(u: &Universe, names: &[&str], base: &[Pkg]) -> Result<Vec<String>, Unsolvable> {
         let roots = names.iter().map(|n| (u.named(n).next().unwrap(), true)).collect();
-        let chosen = resolve(u, &Request { roots, base, arch: "amd64" })?;
+        let chosen = resolve(u, &Request { roots, base, arch: "amd64", certain_only: false })?;
         Ok(chosen
             .iter()
             .map(|c| {
@@ -340,6 +356,32 @@ mod tests {
         // A base too old for the relation does not count: the newer one is carried.
         let old = [pkg("Package: base\nVersion: 0.9\nArchitecture: all")];
         assert!(solve(&u, &["app"], &old).unwrap().contains(&"base 1.5 <- app".to_owned()));
+    }
+
+    #[test]
+    fn the_default_base_assumes_only_what_every_minimal_system_has() {
+        // Debian 12's shape: a required package's dependency with alternatives, the first of
+        // which pulls in perl; debootstrap --variant=minbase takes usr-is-merged instead.
+        let u = Universe::new(
+            [
+                "Package: init-system-helpers\nVersion: 1.65\nArchitecture: all\nPriority: required\nDepends: usrmerge | usr-is-merged, perl-base",
+                "Package: usrmerge\nVersion: 35\nArchitecture: all\nDepends: perl",
+                "Package: usr-is-merged\nVersion: 35\nArchitecture: all",
+                "Package: perl\nVersion: 5.36\nArchitecture: amd64",
+                "Package: perl-base\nVersion: 5.36\nArchitecture: amd64\nPriority: required",
+                "Package: dpkg\nVersion: 1.21\nArchitecture: amd64\nPriority: required\nDepends: tar, awk",
+                "Package: tar\nVersion: 1.34\nArchitecture: amd64\nDepends: libacl1",
+                "Package: libacl1\nVersion: 2.3\nArchitecture: amd64",
+                "Package: mawk\nVersion: 1.3\nArchitecture: amd64\nProvides: awk",
+            ]
+            .into_iter()
+            .map(pkg)
+            .collect(),
+        );
+        let mut base: Vec<String> = u.required("amd64").iter().map(|p| p.name.clone()).collect();
+        base.sort();
+        // Certain: tar and what it needs. Not assumed: either alternative, perl, a provider of awk.
+        assert_eq!(base, ["dpkg", "init-system-helpers", "libacl1", "perl-base", "tar"]);
     }
 
     #[test]

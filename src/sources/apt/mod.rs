@@ -459,7 +459,12 @@ async fn resolve_arch(
     let resolving: Vec<&DebSpec> = group.iter().map(|&i| entries[i]).filter(|e| e.resolve).collect();
     let (base, base_files) =
         if resolving.is_empty() { (Vec::new(), Vec::new()) } else { base(sources, &resolving, &universe).await? };
-    let request = Request { roots: roots.iter().map(|&(p, follow, _)| (p, follow)).collect(), base: &base, arch };
+    let request = Request {
+        roots: roots.iter().map(|&(p, follow, _)| (p, follow)).collect(),
+        base: &base,
+        arch,
+        certain_only: false,
+    };
     let chosen = closure::resolve(&universe, &request)
         .map_err(|e| DebError::Unsolvable { arch: arch.to_owned(), detail: e.to_string() })?;
     if !resolving.is_empty() {

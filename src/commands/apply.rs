@@ -1,0 +1,95 @@
+//! `airlock apply SOURCE --root DIR [--trust PUB … --threshold N] [--accept-amber --reason TEXT]
+//! [--accept-unrestorable --reason TEXT] [--dry-run] [--json]`: a node installs a bundle's
+//! packages, validates the new stack, and commits or restores (exit 4), or waits for a
+//! reboot (exit 5).
+
+use std::io::Write;
+
+use super::install::Source;
+use crate::cli::{ApplyArgs, TerminalReporter};
+use crate::fetch::Net;
+use crate::site::{Amber, Downgrade, NodeOptions, Options, apply};
+
+/// Exit code of an apply that waits for a reboot (`validate --commit` after it).
+pub const EXIT_PENDING_REBOOT: u8 = 5;
+
+pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
+    let net = std::sync::Arc::new(Net::new(args.net.options())?);
+    let from = Source {
+        bundle: &args.source,
+        trust: &args.trust,
+        insecure: args.insecure_registry,
+        ca: args.registry_ca.as_ref(),
+        net: &args.net,
+    };
+    let (input, policy, tag_version) = from.open(&net)?;
+    let reason = args.reason.clone().unwrap_or_default();
+    let opts = Options {
+        amber: if args.accept_amber { Amber::Accept { reason: reason.clone() } } else { Amber::Refuse },
+        keep: usize::from(args.keep),
+        downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
+        wait: std::time::Duration::from_secs(args.site.wait),
+        tag_version,
+        ..Options::default()
+    };
+    let node = NodeOptions {
+        accept_unrestorable: args.accept_unrestorable.then_some(reason),
+        dry_run: args.dry_run,
+        lock_timeout: args.lock_timeout,
+    };
+    let reporter = TerminalReporter::new(args.json);
+    let done = apply(&input, &policy, &args.root, &opts, &node, &reporter)?;
+    let code = if done.pending_reboot.is_some() { EXIT_PENDING_REBOOT } else { super::EXIT_OK };
+    if args.json {
+        super::print_json(&done)?;
+        return Ok(code);
+    }
+    let mut out = std::io::stdout().lock();
+    let what = format!("{} {} ({})", done.name, done.version, done.id);
+    if done.dry_run {
+        writeln!(out, "dry run: applying {what} would change: {}", done.packages.summary())?;
+    } else {
+        writeln!(out, "applied {what}: {}", done.packages.summary())?;
+    }
+    for c in done.packages.all() {
+        writeln!(out, "  {}", crate::escape::value(&c.to_string()))?;
+    }
+    for c in &done.unrestorable {
+        writeln!(
+            out,
+            "cannot be put back (its version now is in no retained view): {}",
+            crate::escape::value(&c.to_string())
+        )?;
+    }
+    if let Some(simulation) = &done.simulation {
+        writeln!(out, "apt's simulation:")?;
+        for line in simulation.lines().filter(|l| !l.trim().is_empty()) {
+            writeln!(out, "  {}", crate::escape::value(line))?;
+        }
+        return Ok(code);
+    }
+    if let Some(reason) = &done.pending_reboot {
+        writeln!(out, "pending reboot: {}", crate::escape::value(reason))?;
+        writeln!(out, "reboot, then run `airlock validate --root {} --commit`", args.root.display())?;
+        return Ok(code);
+    }
+    if let Some(v) = &done.validation {
+        let summary = crate::cli::painted_summary(v, crate::cli::Stream::Stdout);
+        writeln!(out, "validation of the new stack {summary}")?;
+        for line in crate::validate::not_green(&v.rows) {
+            writeln!(out, "{}", crate::escape::value(&line))?;
+        }
+    }
+    for id in &done.pruned {
+        writeln!(out, "pruned bundles/{id} (--keep {})", args.keep)?;
+    }
+    writeln!(
+        out,
+        "current -> bundles/{}{} in {:.2} s; record {}",
+        done.id,
+        done.previous.as_ref().map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
+        done.seconds,
+        done.record.as_ref().map(|r| r.display().to_string()).unwrap_or_default()
+    )?;
+    Ok(code)
+}

@@ -1,0 +1,370 @@
+//! `airlock apply` on a node: the bundle verified and staged as `install` does, then its
+//! packages applied with the host's package manager, and the stack that is then installed
+//! judged against the bundle's matrix. Green commits (current, previous, record); amber only
+//! when accepted; red puts the host's packages back as they were, validates again, and records
+//! both. A change that needs a reboot leaves the node pending until `validate --commit`.
+//!
+//! Phases: verify → plan (apt's simulation; every change must be undoable) → stage (retained
+//! under `bundles/ID`, whose `debs/` is the view apt installs from) → packages → validate →
+//! switch → record.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::activate::{activate, prune};
+use super::install::{Attempt, check_downgrade, gate, name_damaged_part, preflight, raise_mark, remember_retained};
+use super::packages::{self, Change, Changes, Node, Plan};
+use super::records;
+use super::retain::retain;
+use super::root::{BundleId, SiteRoot};
+use super::stage::{Staged, stage, write_views};
+use super::state::{Pending, State};
+use super::{Amber, Options, SiteError, crash_point};
+use crate::bundle::Manifest;
+use crate::bundle::parts::Input;
+use crate::clock::Timestamp;
+use crate::progress::Reporter;
+use crate::sign::{KeyId, Policy};
+
+/// What only a node's apply is told.
+#[derive(Debug, Clone, Default)]
+pub struct NodeOptions {
+    /// `--accept-unrestorable --reason TEXT`.
+    pub accept_unrestorable: Option<String>,
+    pub dry_run: bool,
+    /// Seconds to wait for the dpkg lock.
+    pub lock_timeout: u64,
+}
+
+/// What an apply did (or, with `--dry-run`, would do).
+#[derive(Debug, serde::Serialize)]
+pub struct Applied {
+    pub id: BundleId,
+    pub name: String,
+    pub version: String,
+    pub signers: Vec<KeyId>,
+    pub dry_run: bool,
+    /// What changed (or would change).
+    pub packages: Changes,
+    /// Changes whose before-version no retained view holds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unrestorable: Vec<Change>,
+    /// apt's own simulation, for `--dry-run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulation: Option<String>,
+    /// Why the change waits for a reboot (`validate --commit` after it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_reboot: Option<String>,
+    #[serde(with = "super::root::as_link")]
+    pub previous: Option<BundleId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<crate::validate::Evidence>,
+    pub pruned: Vec<BundleId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<PathBuf>,
+    pub seconds: f64,
+}
+
+/// Apply `input` on this node.
+pub fn apply(
+    input: &Input,
+    trust: &Policy,
+    root: &Path,
+    opts: &Options,
+    node: &NodeOptions,
+    reporter: &dyn Reporter,
+) -> Result<Applied, SiteError> {
+    let (stream, _) = input.open_trusted(&trust.keys)?;
+    let root = &SiteRoot::new(root);
+    let _lock = root.open_for_writing("apply", opts.wait)?;
+    let mut attempt = Attempt::new(records::Action::Apply, "verify", input.display().to_string(), Some(trust));
+    attempt.record.role = Some("node".to_owned());
+    let applied = apply_locked(input, stream, trust, root, opts, node, reporter, &mut attempt);
+    // A dry run changes nothing, not even the records.
+    if !node.dry_run {
+        return applied.inspect_err(|e| attempt.record_failure(root, e));
+    }
+    applied
+}
+
+#[allow(clippy::too_many_arguments, reason = "apply's phases, with the attempt they report to")]
+fn apply_locked(
+    input: &Input,
+    stream: Box<dyn Read + Send>,
+    trust: &Policy,
+    root: &SiteRoot,
+    opts: &Options,
+    node_opts: &NodeOptions,
+    reporter: &dyn Reporter,
+    attempt: &mut Attempt,
+) -> Result<Applied, SiteError> {
+    let mut state = State::load_for_writer(root)?;
+    if let Some(p) = &state.pending {
+        return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
+    }
+    preflight(input, root, &state)?;
+    let staged = stage(input.bundle(), stream, trust, root, &state, reporter);
+    let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
+    if let Some(split) = input.split() {
+        split.check_manifest(&verified.manifest_sha256)?;
+    }
+    if let Some(tag) = &opts.tag_version {
+        verified.manifest.check_tag(tag)?;
+    }
+    attempt.verified(&verified);
+    attempt.phases.mark("verify", "plan");
+    let id = BundleId::of(&verified.manifest_sha256);
+    let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
+    write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
+    let node = Node::new(root.path(), node_opts.lock_timeout)?;
+    let wanted = packages::carried(&verified.manifest, &node.arch);
+    let views = retained_views(root, &state, None);
+    let plan = node.plan(&dir.path().join("debs"), &wanted, &views)?;
+    tracing::info!("plan: {}", plan.changes.summary());
+    if node_opts.dry_run {
+        return Ok(dry_run(&verified.manifest, id, verified.signers, plan, attempt.phases.total()));
+    }
+    if !plan.unrestorable.is_empty() {
+        match &node_opts.accept_unrestorable {
+            None => return Err(SiteError::Unrestorable { changes: plan.unrestorable }),
+            Some(reason) => tracing::warn!("--accept-unrestorable ({reason}): {}", list(&plan.unrestorable)),
+        }
+    }
+    attempt.phases.mark("plan", "stage");
+    remember_retained(&mut state, &verified, &id, trust, opts);
+    state.save(root)?;
+    let retained = retain(dir, &verified, trust, root)?;
+    attempt.phases.mark("stage", "packages");
+    crash_point("retained");
+
+    let reboot_before = reboot_needed();
+    let views = retained_views(root, &state, Some(&retained.id));
+    let changes = match node.apply(&[retained.path.join("debs")], &wanted, &views) {
+        Ok(changes) => changes,
+        Err(failed) => return Err(failed_change(failed, attempt)),
+    };
+    attempt.record.packages = Some(Changes::of(&changes));
+    if let Some(entry) = state.bundles.get_mut(&retained.id) {
+        entry.applied.clone_from(&changes);
+    }
+    attempt.phases.mark("packages", "validate");
+    let m = &verified.manifest;
+    if let Some(reason) = reboot_needed().filter(|_| reboot_before.is_none()) {
+        let pending = Pending {
+            id: retained.id.clone(),
+            name: m.name.to_string(),
+            version: m.version.clone(),
+            since: Timestamp::now(),
+            reason: reason.clone(),
+            changes: changes.clone(),
+            accept_amber: match &opts.amber {
+                Amber::Accept { reason } => Some(reason.clone()),
+                Amber::Refuse => None,
+            },
+        };
+        let record = wait_for_reboot(root, &mut state, pending, attempt)?;
+        return Ok(Applied {
+            pending_reboot: Some(reason),
+            record: Some(record),
+            ..outcome(m, retained.id, verified.signers, Changes::of(&changes), attempt.phases.total())
+        });
+    }
+    let validation = judge(&node, &changes, &views, m, &opts.amber, attempt)?;
+    let commit = Commit { id: &retained.id, manifest: m, changes: &changes, downgrade, keep: opts.keep };
+    let (previous, pruned, record) = commit.run(root, &mut state, validation.as_ref(), &opts.amber, attempt)?;
+    Ok(Applied {
+        previous,
+        validation,
+        pruned,
+        record: Some(record),
+        ..outcome(m, retained.id, verified.signers, Changes::of(&changes), attempt.phases.total())
+    })
+}
+
+/// The node waits for a reboot: the pending apply saved (nothing is committed; another apply
+/// is refused until `validate --commit`), and on record.
+fn wait_for_reboot(
+    root: &SiteRoot,
+    state: &mut State,
+    pending: Pending,
+    attempt: &mut Attempt,
+) -> Result<PathBuf, SiteError> {
+    let reason = pending.reason.clone();
+    state.pending = Some(pending);
+    state.save(root)?;
+    let r = &mut attempt.record;
+    r.outcome = Some(records::Outcome::PendingReboot);
+    r.reason = Some(reason);
+    r.phases = attempt.phases.times();
+    r.seconds = Some(attempt.phases.total());
+    records::write(root, r)
+}
+
+/// The gate on the stack now installed. Anything but green (or accepted amber) puts the
+/// packages back, validates the restored host, and puts both on the record before the
+/// verdict's error is returned.
+pub(super) fn judge(
+    node: &Node,
+    changes: &[Change],
+    views: &[PathBuf],
+    manifest: &Manifest,
+    amber: &Amber,
+    attempt: &mut Attempt,
+) -> Result<Option<crate::validate::Evidence>, SiteError> {
+    match gate(manifest, amber, &mut attempt.record) {
+        Ok(v) => Ok(v),
+        Err(verdict @ SiteError::Validation { .. }) => {
+            attempt.phases.mark("validate", "restore");
+            tracing::warn!("{verdict}; putting the host's packages back");
+            let restored =
+                node.restore(changes, views).map_err(|source| SiteError::Packages { source, restore: None })?;
+            attempt.record.restored = Some(Changes::of(&restored));
+            let host = crate::validate::probe::HostRoot::from_env();
+            attempt.record.restored_validation = match crate::validate::validate(&manifest.validation, &host) {
+                Ok(Some(e)) => Some(records::Validation::Evidence(Box::new(e))),
+                Ok(None) => Some(records::Validation::skipped()),
+                Err(e) => {
+                    tracing::warn!("the restored host could not be validated: {}", e.0);
+                    None
+                }
+            };
+            Err(verdict)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A green (or accepted) apply made final: the mark raised, `current` switched, older bundles
+/// pruned, history and the record written.
+pub(super) struct Commit<'a> {
+    pub id: &'a BundleId,
+    pub manifest: &'a Manifest,
+    pub changes: &'a [Change],
+    pub downgrade: bool,
+    pub keep: usize,
+}
+
+impl Commit<'_> {
+    pub(super) fn run(
+        &self,
+        root: &SiteRoot,
+        state: &mut State,
+        validation: Option<&crate::validate::Evidence>,
+        amber: &Amber,
+        attempt: &mut Attempt,
+    ) -> Result<(Option<BundleId>, Vec<BundleId>, PathBuf), SiteError> {
+        attempt.phases.mark("validate", "switch");
+        raise_mark(state, self.manifest);
+        if let Some(entry) = state.bundles.get_mut(self.id) {
+            entry.applied = self.changes.to_vec();
+        }
+        state.pending = None;
+        state.save(root)?;
+        let previous = activate(root, self.id)?;
+        crash_point("activated");
+        let pruned = prune(root, state, self.keep.max(2))?;
+        attempt.phases.mark("switch", "record");
+        let event = super::state::Event {
+            action: "apply".to_owned(),
+            id: self.id.clone(),
+            name: self.manifest.name.to_string(),
+            version: self.manifest.version.clone(),
+            at: Timestamp::now(),
+            seconds: attempt.phases.total(),
+        };
+        state.history.push(event.clone());
+        state.save(root)?;
+        let verdict = validation.map(|e| e.verdict);
+        let r = attempt.activated(&event, previous.as_ref(), &[]);
+        r.verdict = Some(records::Verdicts {
+            verified: true,
+            downgrade: Some(self.downgrade),
+            validation: Some(verdict.into()),
+        });
+        r.accepted_amber = match amber {
+            Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => {
+                Some(reason.clone())
+            }
+            _ => None,
+        };
+        r.packages = Some(Changes::of(self.changes));
+        r.pruned.clone_from(&pruned);
+        let record = records::write(root, r)?;
+        Ok((previous, pruned, record))
+    }
+}
+
+/// The views a restore can install from: `debs/` of every bundle this root retains (and of
+/// `also`, just retained), the ones `state.json` has a policy for.
+pub(super) fn retained_views(root: &SiteRoot, state: &State, also: Option<&BundleId>) -> Vec<PathBuf> {
+    root.retained()
+        .into_iter()
+        .filter(|id| state.bundles.contains_key(id) || Some(id) == also)
+        .map(|id| root.bundle_dir(&id).join("debs"))
+        .filter(|d| d.join("Packages").is_file())
+        .collect()
+}
+
+/// Why the change just made needs a reboot, if it does: `/var/run/reboot-required` (what
+/// Debian's and Ubuntu's packages write), or an amdgpu module installed for the running kernel
+/// that is not the one loaded.
+pub(super) fn reboot_needed() -> Option<String> {
+    if Path::new("/var/run/reboot-required").exists() {
+        let pkgs = std::fs::read_to_string("/var/run/reboot-required.pkgs").unwrap_or_default();
+        let pkgs: Vec<&str> = pkgs.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let by = if pkgs.is_empty() { String::new() } else { format!(" (by {})", pkgs.join(", ")) };
+        return Some(format!("/var/run/reboot-required is present{by}"));
+    }
+    let loaded = std::fs::read_to_string("/sys/module/amdgpu/version").ok()?;
+    let loaded = loaded.trim();
+    let modinfo = std::process::Command::new("modinfo").args(["-F", "version", "amdgpu"]).output().ok()?;
+    let installed = String::from_utf8_lossy(&modinfo.stdout).trim().to_owned();
+    if installed.is_empty() || installed == loaded {
+        return None;
+    }
+    Some(format!("the amdgpu module installed is {installed}, the loaded one is {loaded}"))
+}
+
+/// A change that failed, on the record with what putting the host back did.
+pub(super) fn failed_change(failed: packages::Failed, attempt: &mut Attempt) -> SiteError {
+    let restore = match failed.restored {
+        Ok(restored) => {
+            attempt.record.restored = Some(Changes::of(&restored));
+            None
+        }
+        Err(e) => Some(Box::new(e)),
+    };
+    SiteError::Packages { source: failed.error, restore }
+}
+
+fn list(changes: &[Change]) -> String {
+    changes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+fn outcome(m: &Manifest, id: BundleId, signers: Vec<KeyId>, packages: Changes, seconds: f64) -> Applied {
+    Applied {
+        id,
+        name: m.name.to_string(),
+        version: m.version.to_string(),
+        signers,
+        dry_run: false,
+        packages,
+        unrestorable: Vec::new(),
+        simulation: None,
+        pending_reboot: None,
+        previous: None,
+        validation: None,
+        pruned: Vec::new(),
+        record: None,
+        seconds,
+    }
+}
+
+fn dry_run(m: &Manifest, id: BundleId, signers: Vec<KeyId>, plan: Plan, seconds: f64) -> Applied {
+    Applied {
+        dry_run: true,
+        unrestorable: plan.unrestorable,
+        simulation: Some(plan.simulation),
+        ..outcome(m, id, signers, plan.changes, seconds)
+    }
+}

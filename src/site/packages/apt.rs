@@ -1,0 +1,208 @@
+//! apt and dpkg as a node applies packages with them: `dpkg-query` for the installed set,
+//! `apt-get` under a private configuration whose only sources are the verified views of
+//! bundles this root retains (sources list, lists and caches under `ROOT/apt/`; `/etc/apt` is
+//! never read for sources nor written), noninteractive, keeping the admin's changed config
+//! files (`--force-confold`), waiting for the dpkg lock (`DPkg::Lock::Timeout`).
+//!
+//! A view is `[trusted=yes]`: every `.deb` in it was checked against the sha256 in a manifest
+//! whose signatures verified before it was written, so trust comes from the bundle's
+//! signatures and no extra apt key needs distributing.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{Change, PackageError, PackageSet, Wanted};
+
+/// `apt-get` under the node root's private configuration.
+pub struct Apt {
+    /// `ROOT/apt`: sources list, lists, caches.
+    dir: PathBuf,
+    /// Seconds to wait for another holder of the dpkg lock.
+    lock_timeout: u64,
+}
+
+impl Apt {
+    pub fn new(root: &Path, lock_timeout: u64) -> Self {
+        Self { dir: root.join("apt"), lock_timeout }
+    }
+
+    /// The host's architecture as dpkg names it (`amd64`).
+    pub fn architecture() -> Result<String, PackageError> {
+        let out = output("dpkg", Command::new("dpkg").arg("--print-architecture"))?;
+        Ok(out.trim().to_owned())
+    }
+
+    /// Every installed package of `arch` or `all`, by name, with its version.
+    pub fn installed(arch: &str) -> Result<PackageSet, PackageError> {
+        let format = "${Package}\\t${Architecture}\\t${Version}\\t${db:Status-Abbrev}\\n";
+        let text = output("dpkg-query", Command::new("dpkg-query").args(["-W", "-f", format]))?;
+        let mut set = PackageSet::new();
+        for line in text.lines() {
+            let mut fields = line.split('\t');
+            let (Some(name), Some(a), Some(version), Some(status)) =
+                (fields.next(), fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            // `ii `, `hi `, half-installed states: the package is there. `rc`: only its
+            // config files remain; `un`: not installed.
+            let present = !matches!(status.as_bytes().get(1), Some(b'n' | b'c') | None);
+            if present && (a == arch || a == "all") {
+                set.insert(name.to_owned(), version.to_owned());
+            }
+        }
+        Ok(set)
+    }
+
+    /// Point the private sources at `views` (each a flat repository, `debs/` of a retained
+    /// bundle) and read their indexes.
+    fn prepare(&self, views: &[PathBuf]) -> Result<(), PackageError> {
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| PackageError::Io { path, source }
+        };
+        for d in ["lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d"] {
+            std::fs::create_dir_all(self.dir.join(d)).map_err(io(&self.dir.join(d)))?;
+        }
+        let mut list = String::from("# written by airlock for each apply: the verified views only\n");
+        for view in views {
+            let _ = writeln!(list, "deb [trusted=yes] file:{} ./", view.display());
+        }
+        let path = self.dir.join("sources.list");
+        crate::atomic::write(&path, list.as_bytes()).map_err(io(&path))?;
+        crate::atomic::write(&self.dir.join("preferences"), b"").map_err(io(&self.dir.join("preferences")))?;
+        self.run("apt-get update", &["update"]).map(drop)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let d = |rel: &str| self.dir.join(rel).display().to_string();
+        let mut c = Command::new("apt-get");
+        c.env("DEBIAN_FRONTEND", "noninteractive").env("LC_ALL", "C").env("APT_LISTCHANGES_FRONTEND", "none");
+        for (key, value) in [
+            ("Dir::Etc::SourceList", d("sources.list")),
+            ("Dir::Etc::SourceParts", d("sources.list.d")),
+            ("Dir::Etc::Preferences", d("preferences")),
+            ("Dir::Etc::PreferencesParts", d("preferences.d")),
+            ("Dir::State::Lists", d("lists")),
+            ("Dir::Cache", d("cache")),
+            ("Dir::Cache::archives", d("cache/archives")),
+            ("DPkg::Lock::Timeout", self.lock_timeout.to_string()),
+            ("APT::Install-Recommends", "false".to_owned()),
+            ("APT::Install-Suggests", "false".to_owned()),
+            ("APT::Get::List-Cleanup", "false".to_owned()),
+            ("Dpkg::Options::", "--force-confdef".to_owned()),
+            ("Dpkg::Options::", "--force-confold".to_owned()),
+            ("Dpkg::Use-Pty", "false".to_owned()),
+        ] {
+            c.arg("-o").arg(format!("{key}={value}"));
+        }
+        c.args(args);
+        c
+    }
+
+    fn run(&self, what: &str, args: &[&str]) -> Result<String, PackageError> {
+        tracing::debug!("apt-get {}", args.join(" "));
+        let out = self
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| PackageError::Spawn { tool: "apt-get".to_owned(), source })?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(PackageError::Apt { what: what.to_owned(), status: out.status.code(), output: tail(&text) })
+        }
+    }
+
+    /// What apt would do to reach `wanted` from the views (`apt-get -s`): its own simulation
+    /// text and the changes it lists.
+    pub fn simulate(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<(String, Vec<Change>), PackageError> {
+        self.prepare(views)?;
+        let args = install_args(wanted, true);
+        let text = self.run("apt-get -s install", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
+        Ok((text.clone(), parse_simulation(&text)))
+    }
+
+    /// Install, upgrade, downgrade or remove to reach `wanted`. apt's own message on failure.
+    pub fn apply(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<String, PackageError> {
+        self.prepare(views)?;
+        let args = install_args(wanted, false);
+        self.run("apt-get install", &args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+}
+
+/// `apt-get install` arguments: `name=version` to install at exactly that version,
+/// `name-` to remove (purged: what it brought, config files included, goes with it).
+fn install_args(wanted: &[Wanted], simulate: bool) -> Vec<String> {
+    let mut args: Vec<String> = ["install", "-y", "-q", "--allow-downgrades", "--no-install-recommends", "--purge"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    if simulate {
+        args.push("-s".to_owned());
+    }
+    for w in wanted {
+        args.push(match &w.version {
+            Some(v) => format!("{}={v}", w.name),
+            None => format!("{}-", w.name),
+        });
+    }
+    args
+}
+
+/// The changes in `apt-get -s` output: `Inst NAME [OLD] (NEW …)`, `Remv NAME [OLD]`.
+fn parse_simulation(text: &str) -> Vec<Change> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((verb @ ("Inst" | "Remv" | "Purg"), rest)) = line.split_once(' ') else { continue };
+        let mut words = rest.split_whitespace();
+        let Some(name) = words.next() else { continue };
+        let rest: String = words.collect::<Vec<_>>().join(" ");
+        let old = rest.strip_prefix('[').and_then(|r| r.split_once(']')).map(|(v, _)| v.to_owned());
+        let new = rest.split_once('(').and_then(|(_, r)| r.split_whitespace().next()).map(str::to_owned);
+        let name = name.split(':').next().unwrap_or(name).to_owned();
+        out.push(match verb {
+            "Inst" => Change { name, before: old, after: new },
+            _ => Change { name, before: old, after: None },
+        });
+    }
+    out
+}
+
+fn output(tool: &str, command: &mut Command) -> Result<String, PackageError> {
+    let out = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| PackageError::Spawn { tool: tool.to_owned(), source })?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        return Err(PackageError::Apt { what: tool.to_owned(), status: out.status.code(), output: tail(&text) });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The last lines of a tool's output: where apt and dpkg say what went wrong.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(12)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apt_simulation_lines_become_changes() {
+        let text = "NOTE: This is only a simulation!\n\
+            Inst libfoo [1.0-1] (2.0-1 localhost [amd64]) []\n\
+            Inst newpkg (3.1 localhost [all])\n\
+            Inst older [5.0] (4.0 localhost [amd64])\n\
+            Remv gone [0.9]\n\
+            Conf libfoo (2.0-1 localhost [amd64])\n";
+        let got = parse_simulation(text);
+        let show: Vec<String> = got.iter().map(ToString::to_string).collect();
+        assert_eq!(show, ["libfoo 1.0-1 → 2.0-1", "newpkg (new) → 3.1", "older 5.0 → 4.0", "gone 0.9 → (removed)"]);
+    }
+}

@@ -1,0 +1,324 @@
+//! A node's packages: the bundle's packages applied with the host's package manager, the
+//! installed set before and after, and the way back.
+//!
+//! The bundle's set for this host is every package it carries for the host's architecture (or
+//! `all`), each at exactly its locked version: what the build resolved and tested is what is
+//! installed, dependencies included. Before anything changes the installed set is snapshotted
+//! and every package the change would upgrade, downgrade or remove must have its
+//! before-version in a view this root retains (else the change could not be undone; refused
+//! unless accepted). After the change the installed versions must equal the lock. A restore
+//! puts every changed package back at its before-version and removes what was new, from the
+//! retained views, and checks the result against the snapshot.
+//!
+//! apt (Debian, Ubuntu) is the one package manager so far (`apt`); dnf and zypper come with
+//! rpm sites.
+
+mod apt;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::Manifest;
+use crate::bundle::manifest::Artifact;
+use crate::failure::{Class, Classify};
+pub use apt::Apt;
+
+/// Installed packages by name, with their versions.
+pub type PackageSet = BTreeMap<String, String>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error("cannot run `{tool}` (is it installed?)")]
+    Spawn {
+        tool: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} failed ({}):\n{output}", status.map_or_else(|| "killed".to_owned(), |c| format!("exit {c}")))]
+    Apt { what: String, status: Option<i32>, output: String },
+    #[error("`{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "after the change, installed versions differ from the lock: {}",
+        mismatches.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    NotExact { mismatches: Vec<Change> },
+    #[error(
+        "these packages could not be put back as they were: {}",
+        mismatches.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    NotRestored { mismatches: Vec<Change> },
+}
+
+impl Classify for PackageError {
+    fn class(&self) -> Class {
+        match self {
+            PackageError::Spawn { .. }
+            | PackageError::Apt { .. }
+            | PackageError::Io { .. }
+            | PackageError::NotExact { .. }
+            | PackageError::NotRestored { .. } => Class::Runtime,
+        }
+    }
+}
+
+/// One package to reach: at `version`, or removed (`None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    pub name: String,
+    pub version: Option<String>,
+}
+
+/// A package's version before and after (`None`: not installed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let before = self.before.as_deref().unwrap_or("(new)");
+        let after = self.after.as_deref().unwrap_or("(removed)");
+        write!(f, "{} {before} → {after}", self.name)
+    }
+}
+
+/// Changes as a record lists them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installed: Vec<Change>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upgraded: Vec<Change>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub downgraded: Vec<Change>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<Change>,
+}
+
+impl Changes {
+    pub fn of(list: &[Change]) -> Self {
+        let mut out = Self::default();
+        for c in list {
+            let bucket = match (&c.before, &c.after) {
+                (None, Some(_)) => &mut out.installed,
+                (Some(_), None) => &mut out.removed,
+                (Some(b), Some(a)) if newer(a, b) => &mut out.upgraded,
+                (Some(_), Some(_)) => &mut out.downgraded,
+                (None, None) => continue,
+            };
+            bucket.push(c.clone());
+        }
+        out
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Change> {
+        self.installed.iter().chain(&self.upgraded).chain(&self.downgraded).chain(&self.removed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all().next().is_none()
+    }
+
+    /// `3 installed, 1 upgraded, …`: the counts that are not zero.
+    pub fn summary(&self) -> String {
+        let parts: Vec<String> = [
+            (self.installed.len(), "installed"),
+            (self.upgraded.len(), "upgraded"),
+            (self.downgraded.len(), "downgraded"),
+            (self.removed.len(), "removed"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, w)| format!("{n} {w}"))
+        .collect();
+        if parts.is_empty() { "no package changed".to_owned() } else { parts.join(", ") }
+    }
+}
+
+/// Whether Debian version `a` sorts after `b` (unparsable versions compare as text).
+fn newer(a: &str, b: &str) -> bool {
+    match (a.parse::<debversion::Version>(), b.parse::<debversion::Version>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => a > b,
+    }
+}
+
+/// The changes from `before` to `after`.
+pub fn diff(before: &PackageSet, after: &PackageSet) -> Vec<Change> {
+    let names: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    names
+        .into_iter()
+        .filter(|n| before.get(*n) != after.get(*n))
+        .map(|n| Change { name: n.clone(), before: before.get(n).cloned(), after: after.get(n).cloned() })
+        .collect()
+}
+
+/// The packages a bundle carries for `arch`, each at its locked version.
+pub fn carried(manifest: &Manifest, arch: &str) -> Vec<Wanted> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for a in &manifest.artifacts {
+        if let Artifact::Deb(d) = a
+            && (d.architecture == arch || d.architecture == "all")
+        {
+            out.insert(d.name.clone(), d.version.clone());
+        }
+    }
+    out.into_iter().map(|(name, version)| Wanted { name, version: Some(version) }).collect()
+}
+
+/// A change that failed: why, and what putting the host back did (or why it failed too).
+pub struct Failed {
+    pub error: PackageError,
+    pub restored: Result<Vec<Change>, PackageError>,
+}
+
+/// What applying would do, and whether it can be undone.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub changes: Changes,
+    /// Changed packages whose before-version is in no view this root retains.
+    pub unrestorable: Vec<Change>,
+    /// apt's own simulation (`apt-get -s`).
+    #[serde(skip)]
+    pub simulation: String,
+}
+
+/// A node's package manager, its private state under the site root.
+pub struct Node {
+    apt: Apt,
+    pub arch: String,
+}
+
+impl Node {
+    pub fn new(root: &Path, lock_timeout: u64) -> Result<Self, PackageError> {
+        Ok(Self { apt: Apt::new(root, lock_timeout), arch: Apt::architecture()? })
+    }
+
+    pub fn installed(&self) -> Result<PackageSet, PackageError> {
+        Apt::installed(&self.arch)
+    }
+
+    /// What reaching `wanted` from `view` would change, and what of that no retained view
+    /// (`restore_views`) could put back.
+    pub fn plan(&self, view: &Path, wanted: &[Wanted], restore_views: &[PathBuf]) -> Result<Plan, PackageError> {
+        let (simulation, changes) = self.apt.simulate(&[view.to_owned()], wanted)?;
+        let available = available(restore_views)?;
+        let unrestorable = changes
+            .iter()
+            .filter(|c| c.before.as_ref().is_some_and(|b| !available.contains(&(c.name.clone(), b.clone()))))
+            .cloned()
+            .collect();
+        Ok(Plan { changes: Changes::of(&changes), unrestorable, simulation })
+    }
+
+    /// Reach `wanted` from `views`: the changes made. When apt fails, or the versions then
+    /// installed are not the ones wanted, the before set is put back from `restore_views`
+    /// and the error says what went wrong (and, if the restore failed too, that).
+    pub fn apply(
+        &self,
+        views: &[PathBuf],
+        wanted: &[Wanted],
+        restore_views: &[PathBuf],
+    ) -> Result<Vec<Change>, Failed> {
+        let unchanged = |error| Failed { error, restored: Ok(Vec::new()) };
+        let before = self.installed().map_err(unchanged)?;
+        let applied = self.apt.apply(views, wanted);
+        let after = self.installed().map_err(unchanged)?;
+        let changes = diff(&before, &after);
+        let failure = if let Err(e) = applied {
+            Some(e)
+        } else {
+            let mismatches: Vec<Change> = wanted
+                .iter()
+                .filter(|w| after.get(&w.name) != w.version.as_ref())
+                .map(|w| Change { name: w.name.clone(), before: w.version.clone(), after: after.get(&w.name).cloned() })
+                .collect();
+            (!mismatches.is_empty()).then_some(PackageError::NotExact { mismatches })
+        };
+        match failure {
+            None => Ok(changes),
+            Some(e) => {
+                tracing::warn!("{e}; restoring the packages as they were");
+                Err(Failed { error: e, restored: self.restore(&changes, restore_views) })
+            }
+        }
+    }
+
+    /// Put every package `changes` touched back at its before-version (removing what was
+    /// new), from `views`; then check the installed set says so.
+    pub fn restore(&self, changes: &[Change], views: &[PathBuf]) -> Result<Vec<Change>, PackageError> {
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let before = self.installed()?;
+        let wanted: Vec<Wanted> =
+            changes.iter().map(|c| Wanted { name: c.name.clone(), version: c.before.clone() }).collect();
+        self.apt.apply(views, &wanted)?;
+        let after = self.installed()?;
+        let mismatches: Vec<Change> = changes
+            .iter()
+            .filter(|c| after.get(&c.name) != c.before.as_ref())
+            .map(|c| Change { name: c.name.clone(), before: c.before.clone(), after: after.get(&c.name).cloned() })
+            .collect();
+        if !mismatches.is_empty() {
+            return Err(PackageError::NotRestored { mismatches });
+        }
+        Ok(diff(&before, &after))
+    }
+}
+
+/// `(name, version)` of every package in the flat repositories `views` (their `Packages`).
+fn available(views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageError> {
+    let mut out = BTreeSet::new();
+    for view in views {
+        let path = view.join("Packages");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(PackageError::Io { path, source }),
+        };
+        for stanza in text.split("\n\n") {
+            let field = |name: &str| {
+                stanza.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(':'))).map(str::trim)
+            };
+            if let (Some(p), Some(v)) = (field("Package"), field("Version")) {
+                out.insert((p.to_owned(), v.to_owned()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(pairs: &[(&str, &str)]) -> PackageSet {
+        pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn changes_are_sorted_by_what_they_do_in_debian_version_order() {
+        let before = set(&[("a", "1.0"), ("b", "2.0~rc1"), ("c", "1:0.9"), ("gone", "1")]);
+        let after = set(&[("a", "1.0"), ("b", "2.0"), ("c", "5.0"), ("new", "3")]);
+        let changes = Changes::of(&diff(&before, &after));
+        let names = |v: &[Change]| v.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&changes.installed), ["new"]);
+        // `~` sorts before the release; an epoch outranks any upstream version.
+        assert_eq!(names(&changes.upgraded), ["b"]);
+        assert_eq!(names(&changes.downgraded), ["c"]);
+        assert_eq!(names(&changes.removed), ["gone"]);
+        assert_eq!(changes.summary(), "1 installed, 1 upgraded, 1 downgraded, 1 removed");
+    }
+}

@@ -1,0 +1,279 @@
+//! A GPU node on a real Debian system: `airlock apply` inside a `debootstrap --variant=minbase`
+//! system of the suite this machine's apt uses (`scripts/node-fixture.sh`, cached under
+//! `target/`), entered offline (`unshare -n chroot`). The bundles carry a real closure from
+//! that suite's archive (served from its partial mirror on 127.0.0.1, locked with the
+//! archive's own keyring) and a fixture package shaped like `ROCm` whose version file and RVS the
+//! probe and the checks read, so the gate judges the stack that is actually installed.
+//!
+//! Needs root (chroot, unshare). Fails, never skips, when the fixture is missing.
+
+mod common;
+#[path = "common/http.rs"]
+mod http;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use http::HttpServer;
+
+/// The cached minbase system and partial mirror.
+fn fixture() -> PathBuf {
+    let dir = std::env::var_os("AIRLOCK_NODE_FIXTURE")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/node-fixture"), PathBuf::from);
+    assert!(
+        dir.join("ready").is_file(),
+        "the node fixture `{}` is missing: run `sudo scripts/node-fixture.sh` (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
+/// A copy of the minbase system with this airlock in it, recorded GPU tools on its PATH and
+/// the recorded host's kernel and sysfs files under `/host` (its `/etc` and `/opt` are the
+/// system's own, so the probe reads the `ROCm` version the packages installed).
+struct Node {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Node {
+    fn new(fixture: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        run(Command::new("cp").args(["-a", s(&fixture.join("minbase")), s(&root)])).ok();
+        std::fs::copy(env!("CARGO_BIN_EXE_airlock"), root.join("usr/local/bin/airlock")).unwrap();
+        let probes = repo("testdata/probes/mi300x");
+        std::fs::create_dir_all(root.join("opt/recorded/bin")).unwrap();
+        for tool in ["amd-smi", "rocminfo"] {
+            std::fs::copy(probes.join("bin").join(tool), root.join("opt/recorded/bin").join(tool)).unwrap();
+        }
+        run(Command::new("cp").args(["-a", s(&probes.join("out")), s(&root.join("opt/recorded/out"))])).ok();
+        std::fs::create_dir_all(root.join("host")).unwrap();
+        for d in ["proc", "sys"] {
+            run(Command::new("cp").args(["-a", s(&probes.join("root").join(d)), s(&root.join("host"))])).ok();
+        }
+        std::os::unix::fs::symlink("/etc", root.join("host/etc")).unwrap();
+        std::os::unix::fs::symlink("/opt", root.join("host/opt")).unwrap();
+        std::fs::create_dir_all(root.join("work")).unwrap();
+        Self { _dir: dir, root }
+    }
+
+    /// `airlock ARGS` inside the system, without a network.
+    fn airlock(&self, args: &[&str]) -> Run {
+        let mut c = Command::new("unshare");
+        c.args(["-n", "chroot", s(&self.root), "/usr/bin/env", "-i"]).args([
+            "PATH=/opt/recorded/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "AIRLOCK_HOST_ROOT=/host",
+            "RUST_LOG=warn",
+            "/usr/local/bin/airlock",
+        ]);
+        run(c.args(args))
+    }
+
+    /// A file copied into the system's `/work`, and its path there.
+    fn put(&self, file: &Path) -> String {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        std::fs::copy(file, self.root.join("work").join(name)).unwrap();
+        format!("/work/{name}")
+    }
+
+    /// What dpkg says is installed.
+    fn packages(&self) -> BTreeMap<String, String> {
+        let out =
+            run(Command::new("chroot").args([s(&self.root), "dpkg-query", "-W", "-f", "${Package}\t${Version}\n"]))
+                .ok();
+        out.stdout.lines().filter_map(|l| l.split_once('\t')).map(|(p, v)| (p.to_owned(), v.to_owned())).collect()
+    }
+
+    fn records(&self) -> Vec<serde_json::Value> {
+        let dir = self.root.join("var/lib/airlock/records");
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        paths.sort();
+        paths.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect()
+    }
+}
+
+/// Builds bundles of one stack at several versions from the served archive and stack repo.
+struct Stack {
+    dir: tempfile::TempDir,
+    keys: Keys,
+    _archive: HttpServer,
+    _repo: HttpServer,
+    archive_url: String,
+    repo_url: String,
+}
+
+impl Stack {
+    fn new(fixture: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo_dir = dir.path().join("stack");
+        std::fs::create_dir_all(&repo_dir).unwrap();
+        run(Command::new("bash").args([&helper("make_node_repo.sh"), s(&repo_dir), s(&repo("testdata/probes"))])).ok();
+        let archive = HttpServer::start(&fixture.join("archive"));
+        let stack = HttpServer::start(&repo_dir.join("repo"));
+        let keys = keygen(&dir.path().join("keys"), "build");
+        let (archive_url, repo_url) = (archive.url.clone(), stack.url.clone());
+        Self { dir, keys, _archive: archive, _repo: stack, archive_url, repo_url }
+    }
+
+    /// Bundle `version` carrying the archive's `jq` and `libfile-which-perl` closure and
+    /// `stack` (`name=version` pins from the stack repository).
+    fn bundle(&self, version: &str, stack: &[&str]) -> PathBuf {
+        let p = self.dir.path().join(format!("p-{version}"));
+        std::fs::create_dir_all(&p).unwrap();
+        let suite = std::fs::read_to_string(fixture().join("ready")).unwrap();
+        let suite = suite.split_whitespace().next().unwrap().to_owned();
+        let stack_list = stack.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", ");
+        let spec = format!(
+            r#"[bundle]
+name = "gpu-stack"
+version = "{version}"
+
+[[deb]]
+repo = "{archive}"
+suite = "{suite}"
+components = ["main"]
+arch = "amd64"
+packages = ["jq", "libfile-which-perl"]
+keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+resolve = true
+
+[[deb]]
+repo = "{stack_repo}"
+suite = "node"
+components = ["main"]
+arch = "amd64"
+packages = [{stack_list}]
+keyring = "{keyring}"
+
+[[validation.target]]
+gpu = "MI300X"
+gfx = "gfx942"
+os = ["debian 12"]
+kernel = ["6.8.*"]
+amdgpu = ">=6.12"
+rocm = "10.0.*"
+partition = {{ compute = ["SPX"], memory = ["NPS1"] }}
+virtualization = ["baremetal"]
+
+[[validation.check]]
+name = "rvs-gst"
+run = ["/opt/rocm/bin/rvs", "-c", "gst_single.conf"]
+timeout_s = 60
+"#,
+            archive = self.archive_url,
+            stack_repo = self.repo_url,
+            keyring = self.dir.path().join("stack/keyring.gpg").display(),
+        );
+        std::fs::write(p.join("airlock.toml"), spec).unwrap();
+        let out = self.dir.path().join(format!("gpu-stack-{version}.airlock"));
+        let cache = self.dir.path().join("cache");
+        let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).current_dir(&p).args(args));
+        with(&["lock", "airlock.toml"]).ok();
+        with(&["build", "airlock.toml", "--locked", "--key", s(&self.keys.private), "--out", s(&out)]).ok();
+        out
+    }
+}
+
+fn version_of<'a>(packages: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+    packages.get(name).map(String::as_str)
+}
+
+#[test]
+fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let b1 = stack.bundle("1.0.0", &["airlock-rocm-core=10.0.0-1"]);
+    let b2 = stack.bundle("2.0.0", &["airlock-rocm-core=10.0.1-1"]);
+    let b3 = stack.bundle("3.0.0", &["airlock-rocm-core=10.0.2-1"]);
+    let node = Node::new(&fixture);
+    let pristine = node.packages();
+    let key = node.put(&stack.keys.public);
+    let apply = |bundle: &Path, extra: &[&str]| {
+        let file = node.put(bundle);
+        node.airlock(&[&["apply", &file, "--trust", &key, "--root", "/var/lib/airlock"][..], extra].concat())
+    };
+
+    // Bundle 1 on a fresh minbase system: the closure (perl included: a minimal system does
+    // not have it, whatever `usrmerge | usr-is-merged` suggests) and the stack, at exactly
+    // the locked versions; the gate judged ROCm 10.0.0-1 as installed.
+    let r = apply(&b1, &["--json"]).ok();
+    let done = r.json();
+    assert_eq!(done["validation"]["verdict"], "green", "{}", r.stdout);
+    let after1 = node.packages();
+    assert_eq!(version_of(&after1, "airlock-rocm-core"), Some("10.0.0-1"));
+    for p in ["jq", "libjq1", "libonig5", "libfile-which-perl", "perl"] {
+        assert!(after1.contains_key(p) && !pristine.contains_key(p), "{p} was installed by the apply");
+    }
+    let installed: Vec<&str> =
+        done["packages"]["installed"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert!(installed.contains(&"jq") && installed.contains(&"airlock-rocm-core"), "{installed:?}");
+
+    // A dry run of bundle 2 says what would change, with apt's simulation, and changes nothing.
+    let records_before = node.records().len();
+    let r = apply(&b2, &["--dry-run"]).ok();
+    assert!(
+        r.stdout.contains("airlock-rocm-core 10.0.0-1 → 10.0.1-1") && r.stdout.contains("Inst airlock-rocm-core"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(node.packages(), after1);
+    assert_eq!(node.records().len(), records_before, "a dry run writes no record");
+
+    // Bundle 2: upgraded.
+    let r = apply(&b2, &["--json"]).ok();
+    assert_eq!(r.json()["packages"]["upgraded"][0]["name"], "airlock-rocm-core", "{}", r.stdout);
+    let after2 = node.packages();
+    assert_eq!(version_of(&after2, "airlock-rocm-core"), Some("10.0.1-1"));
+
+    // Bundle 3's stack fails RVS: red on the stack installed, the host put back, exit 4, and
+    // the record holds the red evidence, what was restored and the restored host's verdict.
+    let r = apply(&b3, &[]).code(4);
+    assert!(r.stderr.contains("red"), "{}", r.stderr);
+    assert_eq!(node.packages(), after2, "the host is as it was before bundle 3");
+    let last = node.records().pop().unwrap();
+    assert_eq!(last["action"], "apply");
+    assert_eq!(last["outcome"], "restored", "{}", last["reason"]);
+    assert_eq!(last["validation"]["verdict"], "red");
+    assert_eq!(last["packages"]["upgraded"][0]["after"], "10.0.2-1");
+    assert_eq!(last["restored"]["downgraded"][0]["after"], "10.0.1-1");
+    assert_eq!(last["restored_validation"]["verdict"], "green");
+
+    // Rollback on a node puts bundle 1's package set back (a downgrade) and validates it.
+    let r = node.airlock(&["rollback", "--root", "/var/lib/airlock", "--json"]).ok();
+    let rolled = r.json();
+    assert_eq!(rolled["version"], "1.0.0", "{}", r.stdout);
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
+    assert_eq!(rolled["packages"]["downgraded"][0]["name"], "airlock-rocm-core");
+    for phase in ["verify", "packages", "validate", "switch"] {
+        assert!(rolled["phases"].get(phase).is_some(), "{phase} timed: {}", r.stdout);
+    }
+}
+
+#[test]
+fn a_change_that_needs_a_reboot_waits_for_validate_commit() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let b1 = stack.bundle("1.0.0", &["airlock-rocm-core=10.0.0-1", "airlock-amdgpu-dkms=1.0-1"]);
+    let b2 = stack.bundle("2.0.0", &["airlock-rocm-core=10.0.1-1"]);
+    let node = Node::new(&fixture);
+    let key = node.put(&stack.keys.public);
+    let (f1, f2) = (node.put(&b1), node.put(&b2));
+    let r = node.airlock(&["apply", &f1, "--trust", &key, "--root", "/var/lib/airlock"]).code(5);
+    assert!(r.stdout.contains("pending reboot") && r.stdout.contains("airlock-amdgpu-dkms"), "{}", r.stdout);
+    let status = node.airlock(&["status", "--root", "/var/lib/airlock", "--json"]).ok().json();
+    assert_eq!(status["pending"]["version"], "1.0.0", "{status}");
+    assert!(status["current"].is_null(), "nothing is committed before the reboot: {status}");
+    let r = node.airlock(&["apply", &f2, "--trust", &key, "--root", "/var/lib/airlock"]).code(1);
+    assert!(r.stderr.contains("waits for a reboot") && r.stderr.contains("validate --commit"), "{}", r.stderr);
+
+    // The reboot: the flag file goes, as it does at boot.
+    std::fs::remove_file(node.root.join("var/run/reboot-required")).unwrap();
+    let r = node.airlock(&["validate", "--root", "/var/lib/airlock", "--commit", "--json"]).ok();
+    assert_eq!(r.json()["verdict"], "green", "{}", r.stdout);
+    let status = node.airlock(&["status", "--root", "/var/lib/airlock", "--json"]).ok().json();
+    assert!(status["pending"].is_null(), "{status}");
+    assert_eq!(status["current"]["version"], "1.0.0", "{status}");
+}
