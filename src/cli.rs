@@ -586,6 +586,10 @@ pub struct ValidateArgs {
     /// Site state root.
     #[arg(long, default_value = "/var/lib/airlock")]
     pub root: PathBuf,
+    /// After the reboot an `apply` waited for (exit 5): judge the stack now running and
+    /// commit the bundle, or put the host's packages back (exit 4).
+    #[arg(long)]
+    pub commit: bool,
     #[command(flatten)]
     pub site: SiteArgs,
     /// Print one JSON document on stdout instead of text.

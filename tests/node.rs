@@ -270,7 +270,7 @@ fn a_change_that_needs_a_reboot_waits_for_validate_commit() {
     assert!(r.stderr.contains("waits for a reboot") && r.stderr.contains("validate --commit"), "{}", r.stderr);
 
     // The reboot: the flag file goes, as it does at boot.
-    std::fs::remove_file(node.root.join("var/run/reboot-required")).unwrap();
+    std::fs::remove_file(node.root.join("run/reboot-required")).unwrap();
     let r = node.airlock(&["validate", "--root", "/var/lib/airlock", "--commit", "--json"]).ok();
     assert_eq!(r.json()["verdict"], "green", "{}", r.stdout);
     let status = node.airlock(&["status", "--root", "/var/lib/airlock", "--json"]).ok().json();

@@ -40,6 +40,25 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         (None, None) => "none yet (a rollback needs a previous bundle: install the next release first)".to_owned(),
     };
     writeln!(out, "last rollback: {rollback}")?;
+    if let Some(r) = &s.rollbacks {
+        writeln!(
+            out,
+            "rehearsed rollback: median {:.2} s, worst {:.2} s over {} rollback(s)",
+            r.median_seconds, r.worst_seconds, r.count
+        )?;
+    }
+    if let Some(p) = &s.pending {
+        writeln!(
+            out,
+            "pending reboot: {} {} (bundles/{}) applied {}: {}; reboot, then `airlock validate --root {} --commit`",
+            p.name,
+            p.version,
+            p.id,
+            p.since,
+            crate::escape::value(&p.reason),
+            args.root.display()
+        )?;
+    }
     writeln!(out, "history:")?;
     for e in &s.history {
         writeln!(

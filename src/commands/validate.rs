@@ -17,6 +17,9 @@ use crate::validate::probe::HostRoot;
 use crate::validate::{not_green, validate, word};
 
 pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
+    if args.commit {
+        return commit(args);
+    }
     // Nothing from the active bundle runs before it verified again under the policy it was
     // installed with and its tree matched it; no writer moves it meanwhile.
     let root = SiteRoot::new(&args.root);
@@ -83,4 +86,35 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         }
         Verdict::Red => Ok(Class::ValidationRed.exit_code()),
     }
+}
+
+/// `validate --commit`: a pending apply committed (exit 0) or the host restored (exit 4).
+fn commit(args: &ValidateArgs) -> anyhow::Result<u8> {
+    let reporter = crate::cli::TerminalReporter::new(args.json);
+    let done = crate::site::commit_pending(&args.root, Duration::from_secs(args.site.wait), &reporter)?;
+    if args.json {
+        super::print_json(&done)?;
+        return Ok(super::EXIT_OK);
+    }
+    let mut out = std::io::stdout().lock();
+    if let Some(v) = &done.validation {
+        writeln!(
+            out,
+            "validation of the stack now running {}",
+            crate::cli::painted_summary(v, crate::cli::Stream::Stdout)
+        )?;
+        for line in not_green(&v.rows) {
+            writeln!(out, "{}", crate::escape::value(&line))?;
+        }
+    }
+    writeln!(
+        out,
+        "committed {} {}: current -> bundles/{}{}; record {}",
+        done.name,
+        done.version,
+        done.id,
+        done.previous.as_ref().map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
+        done.record.display()
+    )?;
+    Ok(super::EXIT_OK)
 }

@@ -368,3 +368,85 @@ fn dry_run(m: &Manifest, id: BundleId, signers: Vec<KeyId>, plan: Plan, seconds:
         ..outcome(m, id, signers, plan.changes, seconds)
     }
 }
+
+/// What `validate --commit` did with a pending apply.
+#[derive(Debug, serde::Serialize)]
+pub struct Committed {
+    pub id: BundleId,
+    pub name: String,
+    pub version: String,
+    pub verdict: records::ValidationVerdict,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<crate::validate::Evidence>,
+    pub packages: Changes,
+    #[serde(with = "super::root::as_link")]
+    pub previous: Option<BundleId>,
+    pub record: PathBuf,
+}
+
+/// After the reboot a pending apply waited for: its bundle verified again, the stack now
+/// running judged; green (or amber accepted at apply) commits, anything else restores the
+/// host's packages (exit 4), as an apply without a reboot would have.
+pub fn commit_pending(root: &Path, wait: std::time::Duration, reporter: &dyn Reporter) -> Result<Committed, SiteError> {
+    let root = &SiteRoot::new(root);
+    if !root.is_site() {
+        return Err(SiteError::NotASite { root: root.path().to_owned() });
+    }
+    let _lock = root.open_for_writing("validate --commit", wait)?;
+    let mut state = State::load_for_writer(root)?;
+    let pending = state.pending.clone().ok_or_else(|| SiteError::NotPending { root: root.path().to_owned() })?;
+    let file = root.retained_file(&pending.id).display().to_string();
+    let mut attempt = Attempt::new(records::Action::Apply, "verify", file, None);
+    attempt.record.role = Some("node".to_owned());
+    attempt.record.packages = Some(Changes::of(&pending.changes));
+    let committed = commit_locked(root, &mut state, &pending, reporter, &mut attempt);
+    committed.inspect_err(|e| attempt.record_failure(root, e))
+}
+
+fn commit_locked(
+    root: &SiteRoot,
+    state: &mut State,
+    pending: &Pending,
+    reporter: &dyn Reporter,
+    attempt: &mut Attempt,
+) -> Result<Committed, SiteError> {
+    if let Some(reason) = reboot_needed() {
+        return Err(SiteError::StillPending { reason });
+    }
+    let (manifest, checked) = super::check::verified(root, state, &pending.id, reporter)?;
+    attempt.record.bundle = Some(records::RecordBundle {
+        id: Some(pending.id.clone()),
+        name: Some(manifest.name.to_string()),
+        version: Some(manifest.version.to_string()),
+        ..records::RecordBundle::default()
+    });
+    attempt.record.signers.clone_from(&checked.signers);
+    attempt.phases.mark("verify", "validate");
+    let node = Node::new(root.path(), COMMIT_LOCK_TIMEOUT)?;
+    let views = retained_views(root, state, None);
+    let amber = pending.accept_amber.clone().map_or(Amber::Refuse, |reason| Amber::Accept { reason });
+    let validation = match judge(&node, &pending.changes, &views, &manifest, &amber, attempt) {
+        Ok(v) => v,
+        Err(e) => {
+            // Restored: nothing waits any more.
+            state.pending = None;
+            state.save(root)?;
+            return Err(e);
+        }
+    };
+    let commit = Commit { id: &pending.id, manifest: &manifest, changes: &pending.changes, downgrade: false, keep: 2 };
+    let (previous, _, record) = commit.run(root, state, validation.as_ref(), &amber, attempt)?;
+    Ok(Committed {
+        id: pending.id.clone(),
+        name: manifest.name.to_string(),
+        version: manifest.version.to_string(),
+        verdict: validation.as_ref().map(|e| e.verdict).into(),
+        validation,
+        packages: Changes::of(&pending.changes),
+        previous,
+        record,
+    })
+}
+
+/// Seconds `validate --commit` waits for the dpkg lock (a restore may need it).
+const COMMIT_LOCK_TIMEOUT: u64 = 300;

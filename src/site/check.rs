@@ -128,10 +128,22 @@ fn strays(root: &SiteRoot) -> Vec<String> {
 pub fn active(root: &SiteRoot, reporter: &dyn Reporter) -> Result<(BundleId, Manifest, BundleCheck), SiteError> {
     let id = root.link(Link::Current).ok_or_else(|| SiteError::NoCurrent { root: root.path().to_owned() })?;
     let state = State::load(root)?;
-    let (checked, manifest) = bundle(root, &state, &id, reporter)?;
+    let (manifest, checked) = verified(root, &state, &id, reporter)?;
+    Ok((id, manifest, checked))
+}
+
+/// A retained bundle's verified manifest, once its file verified under the recorded policy
+/// and its tree matched it; otherwise the damage, as an error. The caller holds the lock.
+pub fn verified(
+    root: &SiteRoot,
+    state: &State,
+    id: &BundleId,
+    reporter: &dyn Reporter,
+) -> Result<(Manifest, BundleCheck), SiteError> {
+    let (checked, manifest) = bundle(root, state, id, reporter)?;
     match manifest {
-        Some(m) if checked.ok() => Ok((id, m, checked)),
-        _ => Err(SiteError::Damaged { root: root.path().to_owned(), id, damage: checked.damage }),
+        Some(m) if checked.ok() => Ok((m, checked)),
+        _ => Err(SiteError::Damaged { root: root.path().to_owned(), id: id.clone(), damage: checked.damage }),
     }
 }
 

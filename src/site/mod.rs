@@ -37,7 +37,7 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::sign::Policy;
 use crate::validate::matrix::Verdict;
-pub use apply::{Applied, NodeOptions, apply};
+pub use apply::{Applied, Committed, NodeOptions, apply, commit_pending};
 pub use install::{Installed, install};
 pub use lock::RootLock;
 pub use root::{BundleId, RETAINED_BUNDLE, SiteRoot, TRUST_DIR};
@@ -166,6 +166,10 @@ pub enum SiteError {
         source: packages::PackageError,
         restore: Option<Box<packages::PackageError>>,
     },
+    #[error("`{}` has no apply waiting for a reboot: nothing to commit", root.display())]
+    NotPending { root: PathBuf },
+    #[error("the reboot the apply waits for has not happened yet: {reason}; reboot, then run this again")]
+    StillPending { reason: String },
     #[error("the host's package manager could not say what would change; nothing was changed")]
     Plan(#[from] packages::PackageError),
     #[error("site I/O failed at `{}`", path.display())]
@@ -204,6 +208,8 @@ impl Classify for SiteError {
             | SiteError::TooLarge { .. }
             | SiteError::Publish { .. }
             | SiteError::PendingReboot { .. }
+            | SiteError::NotPending { .. }
+            | SiteError::StillPending { .. }
             | SiteError::Unrestorable { .. }
             | SiteError::Packages { .. }
             | SiteError::Plan(_)

@@ -26,6 +26,12 @@ pub struct Status {
     /// Every install and rollback that changed `current`, oldest first.
     pub history: Vec<HistoryEntry>,
     pub last_rollback: Option<HistoryEntry>,
+    /// Every rollback's duration, as the guide's rehearsed rollback figure: median and worst.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollbacks: Option<Rehearsals>,
+    /// A node's apply waiting for a reboot (`validate --commit` after it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingEntry>,
     /// Why `state.json` could not be read (then history and install times are missing, and the
     /// rest is shown from the links and trees).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -42,6 +48,37 @@ pub struct HistoryEntry {
     /// When it became current.
     pub installed_at: Timestamp,
     pub seconds: f64,
+}
+
+/// The rehearsed rollback duration over all rollbacks this root has done.
+#[derive(Debug, Serialize)]
+pub struct Rehearsals {
+    pub count: usize,
+    pub median_seconds: f64,
+    pub worst_seconds: f64,
+}
+
+impl Rehearsals {
+    pub fn of(history: &[Event]) -> Option<Self> {
+        let mut seconds: Vec<f64> = history.iter().filter(|e| e.action == "rollback").map(|e| e.seconds).collect();
+        if seconds.is_empty() {
+            return None;
+        }
+        seconds.sort_by(f64::total_cmp);
+        let n = seconds.len();
+        let median = if n % 2 == 1 { seconds[n / 2] } else { f64::midpoint(seconds[n / 2 - 1], seconds[n / 2]) };
+        Some(Self { count: n, median_seconds: median, worst_seconds: seconds[n - 1] })
+    }
+}
+
+/// An apply waiting for a reboot.
+#[derive(Debug, Serialize)]
+pub struct PendingEntry {
+    pub id: BundleId,
+    pub name: String,
+    pub version: String,
+    pub since: Timestamp,
+    pub reason: String,
 }
 
 impl From<Event> for HistoryEntry {
@@ -113,6 +150,14 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
         current: root.link(Link::Current).as_ref().map(entry),
         previous: root.link(Link::Previous).as_ref().map(entry),
         retained,
+        rollbacks: Rehearsals::of(&state.history),
+        pending: state.pending.map(|p| PendingEntry {
+            id: p.id,
+            name: p.name,
+            version: p.version.to_string(),
+            since: p.since,
+            reason: p.reason,
+        }),
         history: state.history.into_iter().map(HistoryEntry::from).collect(),
         last_rollback: state.last_rollback.map(HistoryEntry::from),
         state_damaged,
