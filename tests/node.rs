@@ -250,6 +250,14 @@ fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
     for phase in ["verify", "packages", "validate", "switch"] {
         assert!(rolled["phases"].get(phase).is_some(), "{phase} timed: {}", r.stdout);
     }
+    let status = node.airlock(&["status", "--root", "/var/lib/airlock", "--json"]).ok().json();
+    assert_eq!(status["rollbacks"]["count"], 1, "{status}");
+
+    // Every record the node wrote is what the published schema says.
+    let schema = validator("record.v1.json");
+    for record in node.records() {
+        assert_eq!(schema_errors(&schema, &record), Vec::<String>::new(), "{}", record["action"]);
+    }
 }
 
 #[test]
