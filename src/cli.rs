@@ -498,8 +498,11 @@ pub enum RoleArg {
 #[command(group(clap::ArgGroup::new("acceptance").multiple(true)))]
 #[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
 pub struct ApplyArgs {
-    /// What to apply: a bundle file (or its parts file or first part), or
-    /// `oci://HOST/REPO:TAG|@DIGEST` (streamed; its co-signature referrers count).
+    /// What to apply: a bundle file (or its parts file or first part),
+    /// `oci://HOST/REPO:TAG|@DIGEST` (streamed; its co-signature referrers count), or a
+    /// mirror's site root served by any web server (`http(s)://HOST/PATH/`) or mounted
+    /// (`file:///PATH/`): its current bundle, whose signed manifest is checked before the
+    /// bundle is downloaded.
     pub source: PathBuf,
     #[command(flatten)]
     pub trust: TrustArgs,

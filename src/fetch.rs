@@ -399,7 +399,7 @@ impl Classify for NetError {
 }
 
 /// Whether a plain HTTP failure is worth another try: 5xx, 429 and dropped connections.
-fn transient(e: &HttpError) -> Verdict {
+pub fn transient_http(e: &HttpError) -> Verdict {
     match e {
         HttpError::Status { status, retry_after, .. } if *status >= 500 || *status == 429 => {
             retry_after.map_or(Verdict::Retry, Verdict::RetryAfter)
@@ -416,12 +416,18 @@ impl Http {
 
     fn client(&self) -> Result<&reqwest::Client, HttpError> {
         let built = self.client.get_or_init(|| {
-            reqwest::Client::builder()
-                .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
-                .connect_timeout(self.options.connect_timeout)
-                .read_timeout(self.options.read_timeout)
-                .build()
-                .map_err(|e| with_causes(&e))
+            let builder = || {
+                reqwest::Client::builder()
+                    .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
+                    .connect_timeout(self.options.connect_timeout)
+                    .read_timeout(self.options.read_timeout)
+            };
+            builder().build().or_else(|e| {
+                // No CA certificates on this system (a minbase node): plain HTTP and files still
+                // work; an HTTPS server then fails its certificate check, with its own error.
+                tracing::debug!("the system's CA certificates: {}; HTTPS servers cannot be trusted", with_causes(&e));
+                builder().tls_certs_only(Vec::new()).build().map_err(|e| with_causes(&e))
+            })
         });
         built.as_ref().map_err(|e| HttpError::Client(e.clone()))
     }
@@ -462,7 +468,12 @@ impl Http {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse().ok()))
         };
-        with_retries(&self.options, &format!("HEAD {url}"), once, transient).await
+        with_retries(&self.options, &format!("HEAD {url}"), once, transient_http).await
+    }
+
+    /// The response to a GET of `url` (a 2xx), its body not read yet.
+    pub async fn stream(&self, url: &str) -> Result<reqwest::Response, HttpError> {
+        Self::send(url, self.get(url, None)?).await
     }
 
     /// The sha256 and size of what a URL serves now, streamed (nothing kept).
@@ -479,7 +490,7 @@ impl Http {
             }
             Ok((Sha256::from_raw(sha2::Digest::finalize(hasher).into()), size))
         };
-        with_retries(&self.options, &format!("GET {url}"), once, transient).await
+        with_retries(&self.options, &format!("GET {url}"), once, transient_http).await
     }
 
     /// A small document (an index page, a listing), at most `limit` bytes, with its content
@@ -495,7 +506,7 @@ impl Http {
             &self.options,
             &format!("GET {url}"),
             || self.fetch_small_once(url, accept, bearer, limit),
-            transient,
+            transient_http,
         )
         .await
     }

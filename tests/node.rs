@@ -72,6 +72,24 @@ impl Node {
         run(c.args(args))
     }
 
+    /// `airlock ARGS` inside the system, in a network namespace of its own where `dir` is
+    /// served on 127.0.0.1:8765 by `python3 -m http.server`: the node reaches that mirror and
+    /// nothing else.
+    fn airlock_beside_server(&self, dir: &Path, args: &[&str]) -> Run {
+        let script = r#"ip link set lo up
+cd "$1" && python3 -m http.server --bind 127.0.0.1 8765 > /dev/null 2>&1 &
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8765) 2>/dev/null && break; sleep 0.1; done
+root=$2; shift 2
+chroot "$root" /usr/bin/env -i PATH=/opt/recorded/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  AIRLOCK_HOST_ROOT=/host RUST_LOG=warn /usr/local/bin/airlock "$@" < /dev/null
+status=$?
+kill %1; wait
+exit $status"#;
+        let mut c = Command::new("unshare");
+        c.args(["-n", "bash", "-c", script, "node", s(dir), s(&self.root)]);
+        run(c.args(args))
+    }
+
     /// A file copied into the system's `/work`, and its path there.
     fn put(&self, file: &Path) -> String {
         let name = file.file_name().unwrap().to_str().unwrap();
@@ -284,4 +302,74 @@ fn a_change_that_needs_a_reboot_waits_for_validate_commit() {
     let status = node.airlock(&["status", "--root", "/var/lib/airlock", "--json"]).ok().json();
     assert!(status["pending"].is_null(), "{status}");
     assert_eq!(status["current"]["version"], "1.0.0", "{status}");
+}
+
+#[test]
+fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let b1 = stack.bundle("1.0.0", &["airlock-rocm-core=10.0.0-1"]);
+    let b2 = stack.bundle("2.0.0", &["airlock-rocm-core=10.0.1-1"]);
+
+    // The mirror has no GPU at all: `--role mirror` verifies, stages and publishes without
+    // validation (the host role would say "no GPU detected"), and says so on record.
+    let site = stack.dir.path().join("mirror");
+    let mirror = |bundle: &Path| {
+        run(on_host("nogpu")
+            .args(["install", s(bundle), "--trust", s(&stack.keys.public), "--root", s(&site)])
+            .args(["--role", "mirror", "--json"]))
+    };
+    let r = mirror(&b1).ok();
+    assert_eq!(r.json()["validation"], serde_json::Value::Null, "{}", r.stdout);
+    let host = run(on_host("nogpu").args([
+        "install",
+        s(&b1),
+        "--trust",
+        s(&stack.keys.public),
+        "--root",
+        s(&stack.dir.path().join("host")),
+    ]))
+    .code(4);
+    assert!(host.stderr.contains("red"), "the host role judges this GPU-less host: {}", host.stderr);
+
+    // A node reads the mirror's root from a plain web server (inside its own network
+    // namespace: the node is offline but for the mirror), checks the signed manifest, fetches
+    // the bundle, and applies it.
+    let node = Node::new(&fixture);
+    let key = node.put(&stack.keys.public);
+    let served = node
+        .airlock_beside_server(
+            &site,
+            &["apply", "http://127.0.0.1:8765/", "--trust", &key, "--root", "/var/lib/airlock", "--json"],
+        )
+        .ok();
+    assert_eq!(served.json()["validation"]["verdict"], "green", "{}", served.stdout);
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
+    let leftovers: Vec<_> = std::fs::read_dir(node.root.join("var/lib/airlock"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with(".mirror-"))
+        .collect();
+    assert!(leftovers.is_empty(), "the download directory is gone: {leftovers:?}");
+
+    // The mirror moves to bundle 2; a node that mounts the mirror's root applies from files.
+    mirror(&b2).ok();
+    run(Command::new("cp").args(["-a", s(&site), s(&node.root.join("mirror"))])).ok();
+    let r = node.airlock(&["apply", "file:///mirror/", "--trust", &key, "--root", "/var/lib/airlock", "--json"]).ok();
+    assert_eq!(r.json()["packages"]["upgraded"][0]["after"], "10.0.1-1", "{}", r.stdout);
+
+    // A mirror whose current manifest is not signed by the node's key: nothing is downloaded.
+    let other = keygen(&stack.dir.path().join("other"), "other");
+    let other_key = node.put(&other.public);
+    let r = node
+        .airlock_beside_server(
+            &site,
+            &["apply", "http://127.0.0.1:8765/", "--trust", &other_key, "--root", "/var/lib/airlock"],
+        )
+        .code(3);
+    assert!(
+        r.stderr.contains("signed by 0 trusted key(s)") && r.stderr.contains("nothing was downloaded"),
+        "{}",
+        r.stderr
+    );
 }

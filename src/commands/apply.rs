@@ -5,7 +5,10 @@
 
 use std::io::Write;
 
+use anyhow::Context as _;
+
 use super::install::Source;
+use crate::bundle::parts::Input;
 use crate::cli::{ApplyArgs, TerminalReporter};
 use crate::fetch::Net;
 use crate::site::{Amber, Downgrade, NodeOptions, Options, apply};
@@ -15,14 +18,7 @@ pub const EXIT_PENDING_REBOOT: u8 = 5;
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
-    let from = Source {
-        bundle: &args.source,
-        trust: &args.trust,
-        insecure: args.insecure_registry,
-        ca: args.registry_ca.as_ref(),
-        net: &args.net,
-    };
-    let (input, policy, tag_version) = from.open(&net)?;
+    let (input, policy, tag_version, work) = open_source(args, &net)?;
     let reason = args.reason.clone().unwrap_or_default();
     let opts = Options {
         amber: if args.accept_amber { Amber::Accept { reason: reason.clone() } } else { Amber::Refuse },
@@ -39,11 +35,43 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     };
     let reporter = TerminalReporter::new(args.json);
     let done = apply(&input, &policy, &args.root, &opts, &node, &reporter)?;
+    drop(work);
     let code = if done.pending_reboot.is_some() { EXIT_PENDING_REBOOT } else { super::EXIT_OK };
     if args.json {
         super::print_json(&done)?;
         return Ok(code);
     }
+    print(args, &done)?;
+    Ok(code)
+}
+
+/// The bundle to apply, the policy it is verified under, the tag it was named by, and, for a
+/// mirror's root, the directory under this node's root it was fetched into (removed when
+/// dropped; the bundle is retained under `bundles/` once verified).
+fn open_source(
+    args: &ApplyArgs,
+    net: &std::sync::Arc<Net>,
+) -> anyhow::Result<(Input, crate::sign::Policy, Option<String>, Option<tempfile::TempDir>)> {
+    if let Some(mirror) = args.source.to_str().filter(|s| crate::site::mirror::is_mirror(s)) {
+        std::fs::create_dir_all(&args.root).with_context(|| format!("cannot make `{}`", args.root.display()))?;
+        let dir = tempfile::Builder::new().prefix(".mirror-").tempdir_in(&args.root)?;
+        let keys = super::load_trusted(&args.trust.trust)?;
+        let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
+        let (file, policy) = crate::site::mirror::current(mirror, keys, threshold, net, dir.path())?;
+        return Ok((Input::resolve(&file)?, policy, None, Some(dir)));
+    }
+    let from = Source {
+        bundle: &args.source,
+        trust: &args.trust,
+        insecure: args.insecure_registry,
+        ca: args.registry_ca.as_ref(),
+        net: &args.net,
+    };
+    let (input, policy, tag) = from.open(net)?;
+    Ok((input, policy, tag, None))
+}
+
+fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let what = format!("{} {} ({})", done.name, done.version, done.id);
     if done.dry_run {
@@ -66,12 +94,12 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
         for line in simulation.lines().filter(|l| !l.trim().is_empty()) {
             writeln!(out, "  {}", crate::escape::value(line))?;
         }
-        return Ok(code);
+        return Ok(());
     }
     if let Some(reason) = &done.pending_reboot {
         writeln!(out, "pending reboot: {}", crate::escape::value(reason))?;
         writeln!(out, "reboot, then run `airlock validate --root {} --commit`", args.root.display())?;
-        return Ok(code);
+        return Ok(());
     }
     if let Some(v) = &done.validation {
         let summary = crate::cli::painted_summary(v, crate::cli::Stream::Stdout);
@@ -91,5 +119,5 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
         done.seconds,
         done.record.as_ref().map(|r| r.display().to_string()).unwrap_or_default()
     )?;
-    Ok(code)
+    Ok(())
 }

@@ -17,6 +17,7 @@ mod base;
 pub mod check;
 mod install;
 mod lock;
+pub mod mirror;
 pub mod packages;
 pub mod records;
 pub mod registry;
@@ -170,6 +171,8 @@ pub enum SiteError {
     NotPending { root: PathBuf },
     #[error("the reboot the apply waits for has not happened yet: {reason}; reboot, then run this again")]
     StillPending { reason: String },
+    #[error(transparent)]
+    Mirror(#[from] mirror::MirrorError),
     #[error("the host's package manager could not say what would change; nothing was changed")]
     Plan(#[from] packages::PackageError),
     #[error("site I/O failed at `{}`", path.display())]
@@ -215,6 +218,7 @@ impl Classify for SiteError {
             | SiteError::Plan(_)
             | SiteError::Io { .. } => Class::Runtime,
             SiteError::Policy(e) => e.class(),
+            SiteError::Mirror(e) => e.class(),
         }
     }
 }
