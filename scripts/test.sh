@@ -9,7 +9,8 @@ cd "$repo"
 declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [python3]=python3 [jq]=jq
   [docker-registry]=docker-registry [skopeo]=skopeo [htpasswd]=apache2-utils
   [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt
-  [unshare]=util-linux [mount]=mount [chromium]=chromium [script]=bsdutils)
+  [unshare]=util-linux [mount]=mount [chromium]=chromium [script]=bsdutils
+  [debootstrap]=debootstrap [curl]=curl [ip]=iproute2 [chroot]=coreutils)
 missing=()
 for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")
@@ -35,6 +36,11 @@ for module in pypiserver:pypiserver huggingface_hub:huggingface-hub cyclonedx:cy
   fi
 done
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
+# The node tests' real Debian system (debootstrap minbase, and a partial mirror of its suite),
+# built once and kept under target/ (about 330 MB; a minute from the archive).
+echo "==> node fixture (scripts/node-fixture.sh)"
+sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
+$sudo scripts/node-fixture.sh
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
