@@ -152,4 +152,11 @@ echo "    exit code $code"
 "$AIRLOCK" install "oci-layout:$work/oci-layout:2026.11.1" --trust "$work/keys/build.pub" --root "$work/site" >/dev/null
 "$AIRLOCK" check --root "$work/site" | tail -n 1
 
+step "18. a mirror without GPUs: install --role mirror verifies, stages and serves the views, with no GPU validation"
+# The recorded host with no GPU tools at all: the default role would be red here.
+PATH="$repo/testdata/probes/nogpu/bin:${PATH#"$repo/testdata/probes/mi300x/bin:"}" \
+  AIRLOCK_HOST_ROOT="$repo/testdata/probes/nogpu/root" \
+  "$AIRLOCK" install "$bundle" --role mirror --trust "$work/keys/build.pub" --root "$work/mirror"
+echo "    nodes apply from it (apt, as root): airlock apply file://$work/mirror/ --trust build.pub --root /var/lib/airlock"
+
 printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"

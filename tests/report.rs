@@ -186,12 +186,15 @@ fn a_green_site_shows_each_rows_reasons_the_checks_and_the_rehearsed_rollback() 
     assert_eq!(data["bundle"]["version"], "2026.11.0");
     assert_eq!(data["site"]["validation"]["verdict"], "green");
     assert!(data["site"]["rollback"]["seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(data["site"]["rollbacks"]["count"], 1);
+    assert_eq!(data["site"]["rollbacks"]["median_seconds"], data["site"]["rollback"]["seconds"]);
     assert!(dom.contains("data-verdict=\"green\""), "{dom}");
     for reason in ["matches `ubuntu 24.04`", "6.12.12 satisfies &gt;=6.12", "01.25.05.00 satisfies &gt;=01.25.05.00"] {
         assert!(dom.contains(reason), "the reason `{reason}` is on the page");
     }
     assert!(dom.contains("rvs-gst") && dom.contains("[RESULT]"), "the check and its output excerpt");
     assert!(dom.contains("Rehearsed: the last rollback took"), "{dom}");
+    assert!(dom.contains("Over 1 rollback(s): median"), "{dom}");
     assert!(dom.contains("2026.11.1") && dom.contains("rollback"), "the records");
     assert!(dom.contains("&quot;gpus&quot;") || dom.contains("\"gpus\""), "the current-state record");
 }

@@ -57,6 +57,9 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         if let Some(base) = &done.base {
             writeln!(out, "delta: the members it leaves out were taken from bundles/{base}, verified again")?;
         }
+        if args.role == crate::cli::RoleArg::Mirror {
+            writeln!(out, "role mirror: not validated here; each node judges its own stack (`airlock apply`)")?;
+        }
         if let Some(v) = &done.validation {
             // Tools' words are untrusted text: escaped for the terminal.
             let lines = crate::validate::not_green(&v.rows);

@@ -404,6 +404,13 @@ fn records(o: &mut String, site: &super::SiteFacts) {
                 esc(&l.at),
                 esc(&l.bundle)
             );
+            if let Some(r) = &site.rollbacks {
+                let _ = writeln!(
+                    o,
+                    "<p id=\"rollbacks\">Over {} rollback(s): median <b>{:.2} s</b>, worst <b>{:.2} s</b>.</p>",
+                    r.count, r.median_seconds, r.worst_seconds
+                );
+            }
         }
         None => {
             let _ = writeln!(o, "<p id=\"rollback\" class=\"warn\">No rollback has been rehearsed on this site.</p>");

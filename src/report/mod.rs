@@ -139,6 +139,8 @@ pub struct SiteFacts {
     pub records: Vec<RecordLine>,
     /// How long the last rollback took (the rehearsed rollback time), and when.
     pub rollback: Option<RecordLine>,
+    /// Every rollback's duration: median and worst (the guide's rehearsed rollback figure).
+    pub rollbacks: Option<crate::site::status::Rehearsals>,
     /// `--accept-amber` reason of the install that activated the current bundle.
     pub accepted_amber: Option<String>,
     /// What was checked of the active bundle on disk, how, and what was found.
@@ -238,11 +240,11 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
     };
     let accepted_amber =
         records.iter().rev().find(|(_, r)| activated_current(r)).and_then(|(_, r)| r.accepted_amber.clone());
-    let rollback = records
-        .iter()
-        .rev()
-        .find(|(_, r)| r.action == Action::Rollback && r.outcome() == RecordOutcome::Activated)
-        .map(|(l, _)| l.clone());
+    let rolled_back = |r: &Record| r.action == Action::Rollback && r.outcome() == RecordOutcome::Activated;
+    let rollback = records.iter().rev().find(|(_, r)| rolled_back(r)).map(|(l, _)| l.clone());
+    let rollbacks = crate::site::status::Rehearsals::of_seconds(
+        records.iter().filter(|(_, r)| rolled_back(r)).filter_map(|(_, r)| r.seconds).collect(),
+    );
     let site = SiteFacts {
         root: path.to_owned(),
         current: Some(current),
@@ -250,6 +252,7 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         validation,
         records: records.into_iter().map(|(l, _)| l).collect(),
         rollback,
+        rollbacks,
         accepted_amber,
         check,
     };

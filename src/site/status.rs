@@ -60,7 +60,11 @@ pub struct Rehearsals {
 
 impl Rehearsals {
     pub fn of(history: &[Event]) -> Option<Self> {
-        let mut seconds: Vec<f64> = history.iter().filter(|e| e.action == "rollback").map(|e| e.seconds).collect();
+        Self::of_seconds(history.iter().filter(|e| e.action == "rollback").map(|e| e.seconds).collect())
+    }
+
+    /// From each rollback's duration.
+    pub fn of_seconds(mut seconds: Vec<f64>) -> Option<Self> {
         if seconds.is_empty() {
             return None;
         }
