@@ -51,54 +51,59 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     if args.json {
         super::print_json(&done)?;
     } else {
-        let mut out = std::io::stdout().lock();
-        let how = if done.already_present { "re-activated" } else { "installed" };
-        writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
-        if let Some(base) = &done.base {
-            writeln!(out, "delta: the members it leaves out were taken from bundles/{base}, verified again")?;
-        }
-        if args.role == crate::cli::RoleArg::Mirror {
-            writeln!(out, "role mirror: not validated here; each node judges its own stack (`airlock apply`)")?;
-        }
-        if let Some(v) = &done.validation {
-            // Tools' words are untrusted text: escaped for the terminal.
-            let lines = crate::validate::not_green(&v.rows);
-            let summary = crate::cli::painted_summary(v, crate::cli::Stream::Stdout);
-            writeln!(out, "validation {summary}")?;
-            for line in lines {
-                writeln!(out, "{}", crate::escape::value(&line))?;
-            }
-        }
-        let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::short).collect();
-        writeln!(out, "signed by {} ({} co-signature(s) retained)", signers.join(", "), done.cosignatures.len())?;
-        for image in &done.images {
-            let (pushed, present) = (image.blobs_pushed, image.blobs_present);
-            let digest = image.digest.0;
-            writeln!(
-                out,
-                "pushed {} -> {} (sha256:{digest}; {pushed} blobs pushed, {present} already there)",
-                image.reference, image.target
-            )?;
-        }
-        if done.downgrade {
-            writeln!(out, "downgrade: installed below the version this site ran before (--allow-downgrade)")?;
-        }
-        for id in &done.pruned {
-            writeln!(out, "pruned bundles/{id} (--keep {})", args.keep)?;
-        }
-        if done.images_not_published > 0 {
-            writeln!(out, "{} image manifest(s) not published: no --registry given", done.images_not_published)?;
-        }
-        writeln!(
-            out,
-            "current -> bundles/{}{} in {:.2} s; record {}",
-            done.id,
-            done.previous.map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
-            done.seconds,
-            done.record.display()
-        )?;
+        print(args, &done)?;
     }
     Ok(super::EXIT_OK)
+}
+
+fn print(args: &InstallArgs, done: &crate::site::Installed) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let how = if done.already_present { "re-activated" } else { "installed" };
+    writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
+    if let Some(base) = &done.base {
+        writeln!(out, "delta: the members it leaves out were taken from bundles/{base}, verified again")?;
+    }
+    if args.role == crate::cli::RoleArg::Mirror {
+        writeln!(out, "role mirror: not validated here; each node judges its own stack (`airlock apply`)")?;
+    }
+    if let Some(v) = &done.validation {
+        // Tools' words are untrusted text: escaped for the terminal.
+        let lines = crate::validate::not_green(&v.rows);
+        let summary = crate::cli::painted_summary(v, crate::cli::Stream::Stdout);
+        writeln!(out, "validation {summary}")?;
+        for line in lines {
+            writeln!(out, "{}", crate::escape::value(&line))?;
+        }
+    }
+    let signers: Vec<_> = done.signers.iter().map(crate::sign::KeyId::short).collect();
+    writeln!(out, "signed by {} ({} co-signature(s) retained)", signers.join(", "), done.cosignatures.len())?;
+    for image in &done.images {
+        let (pushed, present) = (image.blobs_pushed, image.blobs_present);
+        let digest = image.digest.0;
+        writeln!(
+            out,
+            "pushed {} -> {} (sha256:{digest}; {pushed} blobs pushed, {present} already there)",
+            image.reference, image.target
+        )?;
+    }
+    if done.downgrade {
+        writeln!(out, "downgrade: installed below the version this site ran before (--allow-downgrade)")?;
+    }
+    for id in &done.pruned {
+        writeln!(out, "pruned bundles/{id} (--keep {})", args.keep)?;
+    }
+    if done.images_not_published > 0 {
+        writeln!(out, "{} image manifest(s) not published: no --registry given", done.images_not_published)?;
+    }
+    writeln!(
+        out,
+        "current -> bundles/{}{} in {:.2} s; record {}",
+        done.id,
+        done.previous.as_ref().map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
+        done.seconds,
+        done.record.display()
+    )?;
+    Ok(())
 }
 
 /// Where `install` and `apply` read a bundle: a file (or parts), or `oci://…` / `oci-layout:…`.
