@@ -373,3 +373,56 @@ fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
         r.stderr
     );
 }
+
+#[test]
+fn changes_that_cannot_be_undone_are_refused_and_a_failed_change_is_put_back() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let b2 = stack.bundle("2.0.0", &["airlock-rocm-core=10.0.1-1"]);
+    let broken = stack.bundle("3.0.0", &["airlock-rocm-core=10.0.1-1", "airlock-broken=1.0-1"]);
+    let node = Node::new(&fixture);
+    let key = node.put(&stack.keys.public);
+
+    // The admin installed ROCm 10.0.0-1 by hand: no view this node retains holds it, so the
+    // upgrade could not be undone. Refused, nothing changed; accepted with a reason, applied.
+    let deb = stack.dir.path().join("stack/repo/pool/main/a/airlock-rocm-core/airlock-rocm-core_10.0.0-1_all.deb");
+    let by_hand = node.put(&deb);
+    run(Command::new("chroot").args([s(&node.root), "dpkg", "-i", &by_hand])).ok();
+    let before = node.packages();
+    let f2 = node.put(&b2);
+    let r = node.airlock(&["apply", &f2, "--trust", &key, "--root", "/var/lib/airlock"]).code(1);
+    assert!(
+        r.stderr.contains("airlock-rocm-core 10.0.0-1 → 10.0.1-1") && r.stderr.contains("--accept-unrestorable"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(node.packages(), before);
+    let r = node
+        .airlock(&[
+            "apply",
+            &f2,
+            "--trust",
+            &key,
+            "--root",
+            "/var/lib/airlock",
+            "--accept-unrestorable",
+            "--reason",
+            "CHG-1234: the by-hand install is retired",
+        ])
+        .ok();
+    assert!(r.stdout.contains("airlock-rocm-core 10.0.0-1 → 10.0.1-1"), "{}", r.stdout);
+    let after2 = node.packages();
+
+    // A package whose postinst fails: apt's own message, exit 1, and the host put back.
+    let f3 = node.put(&broken);
+    let r = node.airlock(&["apply", &f3, "--trust", &key, "--root", "/var/lib/airlock"]).code(1);
+    assert!(r.stderr.contains("airlock-broken") && r.stderr.contains("put back as they were"), "{}", r.stderr);
+    assert_eq!(node.packages(), after2, "the half-configured package is gone");
+    let last = node.records().pop().unwrap();
+    assert_eq!(
+        (last["outcome"].as_str(), last["failed_in"].as_str()),
+        (Some("restored"), Some("packages")),
+        "{}",
+        last["reason"]
+    );
+}

@@ -5,7 +5,8 @@
 #     reads as the ROCm version) and /opt/rocm/bin/rvs, which prints a recorded RVS GST run;
 #     10.0.2-1's run reports FAIL (a stack the gate must find red);
 #   airlock-amdgpu-dkms 1.0-1: its postinst asks for a reboot as Debian's packages do
-#     (/var/run/reboot-required and .pkgs).
+#     (/var/run/reboot-required and .pkgs);
+#   airlock-broken 1.0-1: its postinst fails (dpkg leaves it half-configured).
 # DIR/keyring.gpg: the suite's public key.
 set -euo pipefail
 dir=$1 recorded=$2
@@ -42,6 +43,11 @@ echo airlock-amdgpu-dkms >> /var/run/reboot-required.pkgs
 POSTINST
 chmod 755 "$root/DEBIAN/postinst"
 dpkg-deb --root-owner-group -Zgzip --build "$root" "$dir/repo/pool/main/a/airlock-amdgpu-dkms/airlock-amdgpu-dkms_1.0-1_all.deb" > /dev/null
+
+root=$(mkdeb airlock-broken 1.0-1)
+printf '#!/bin/sh\necho "airlock-broken: cannot configure the device" >&2\nexit 1\n' > "$root/DEBIAN/postinst"
+chmod 755 "$root/DEBIAN/postinst"
+dpkg-deb --root-owner-group -Zgzip --build "$root" "$dir/repo/pool/main/a/airlock-broken/airlock-broken_1.0-1_all.deb" > /dev/null
 
 cd "$dir/repo"
 mkdir -p dists/node/main/binary-amd64
