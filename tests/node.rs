@@ -195,6 +195,20 @@ timeout_s = 60
     }
 }
 
+/// Every `.deb` under `dir`.
+fn walk_debs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk_debs(&path));
+        } else if path.extension().is_some_and(|e| e == "deb") {
+            out.push(path);
+        }
+    }
+    out
+}
+
 fn version_of<'a>(packages: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
     packages.get(name).map(String::as_str)
 }
@@ -345,18 +359,34 @@ fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
         .ok();
     assert_eq!(served.json()["validation"]["verdict"], "green", "{}", served.stdout);
     assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
-    let leftovers: Vec<_> = std::fs::read_dir(node.root.join("var/lib/airlock"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| n.to_string_lossy().starts_with(".mirror-"))
-        .collect();
-    assert!(leftovers.is_empty(), "the download directory is gone: {leftovers:?}");
+    // The node fetched and keeps only the signed manifest and the packages: the images,
+    // models and files stay on the mirror.
+    let kept = node.root.join("var/lib/airlock/current");
+    assert!(kept.join("debs/Packages").is_file() && kept.join("airlock/manifest.json").is_file());
+    assert!(!kept.join("bundle.airlock").exists(), "no bundle file on the node");
+    assert!(site.join("current/debs/Packages").is_file());
 
     // The mirror moves to bundle 2; a node that mounts the mirror's root applies from files.
     mirror(&b2).ok();
     run(Command::new("cp").args(["-a", s(&site), s(&node.root.join("mirror"))])).ok();
     let r = node.airlock(&["apply", "file:///mirror/", "--trust", &key, "--root", "/var/lib/airlock", "--json"]).ok();
     assert_eq!(r.json()["packages"]["upgraded"][0]["after"], "10.0.1-1", "{}", r.stdout);
+    node.airlock(&["check", "--root", "/var/lib/airlock"]).ok();
+
+    // What the node keeps is verified again before a rollback uses it: a swapped package in
+    // the previous bundle is named by check and refused by rollback (exit 3).
+    let previous = node.root.join("var/lib/airlock/previous/debs");
+    let deb = walk_debs(&previous).into_iter().find(|p| p.to_string_lossy().contains("airlock-rocm-core")).unwrap();
+    let original = std::fs::read(&deb).unwrap();
+    std::fs::write(&deb, b"not the package").unwrap();
+    let r = node.airlock(&["check", "--root", "/var/lib/airlock"]).code(3);
+    assert!(r.stdout.contains("airlock-rocm-core"), "{}", r.stdout);
+    node.airlock(&["rollback", "--root", "/var/lib/airlock"]).code(3);
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.1-1"));
+    std::fs::write(&deb, original).unwrap();
+    let r = node.airlock(&["rollback", "--root", "/var/lib/airlock", "--json"]).ok();
+    assert_eq!(r.json()["version"], "1.0.0", "{}", r.stdout);
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
 
     // A mirror whose current manifest is not signed by the node's key: nothing is downloaded.
     let other = keygen(&stack.dir.path().join("other"), "other");

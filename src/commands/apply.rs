@@ -5,20 +5,38 @@
 
 use std::io::Write;
 
-use anyhow::Context as _;
-
 use super::install::Source;
-use crate::bundle::parts::Input;
 use crate::cli::{ApplyArgs, TerminalReporter};
 use crate::fetch::Net;
-use crate::site::{Amber, Downgrade, NodeOptions, Options, apply};
+use crate::site::{Amber, Arrival, Downgrade, NodeOptions, Options, apply};
 
 /// Exit code of an apply that waits for a reboot (`validate --commit` after it).
 pub const EXIT_PENDING_REBOOT: u8 = 5;
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
-    let (input, policy, tag_version, work) = open_source(args, &net)?;
+    let mirror = args.source.to_str().filter(|s| crate::site::mirror::is_mirror(s));
+    // A mirror's root: its co-signatures are the mirror's, found once its manifest is read.
+    let (input, policy, tag_version) = if mirror.is_some() {
+        let keys = super::load_trusted(&args.trust.trust)?;
+        let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
+        crate::sign::Policy::reachable(&keys, threshold)?;
+        (None, crate::sign::Policy::new(keys, threshold, Vec::new())?, None)
+    } else {
+        let from = Source {
+            bundle: &args.source,
+            trust: &args.trust,
+            insecure: args.insecure_registry,
+            ca: args.registry_ca.as_ref(),
+            net: &args.net,
+        };
+        let (input, policy, tag) = from.open(&net)?;
+        (Some(input), policy, tag)
+    };
+    let arrival = match &input {
+        Some(input) => Arrival::Bundle(input),
+        None => Arrival::Mirror { source: mirror.unwrap_or_default(), net: &net },
+    };
     let reason = args.reason.clone().unwrap_or_default();
     let opts = Options {
         amber: if args.accept_amber { Amber::Accept { reason: reason.clone() } } else { Amber::Refuse },
@@ -34,8 +52,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
         lock_timeout: args.lock_timeout,
     };
     let reporter = TerminalReporter::new(args.json);
-    let done = apply(&input, &policy, &args.root, &opts, &node, &reporter)?;
-    drop(work);
+    let done = apply(&arrival, &policy, &args.root, &opts, &node, &reporter)?;
     let code = if done.pending_reboot.is_some() { EXIT_PENDING_REBOOT } else { super::EXIT_OK };
     if args.json {
         super::print_json(&done)?;
@@ -43,32 +60,6 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     }
     print(args, &done)?;
     Ok(code)
-}
-
-/// The bundle to apply, the policy it is verified under, the tag it was named by, and, for a
-/// mirror's root, the directory under this node's root it was fetched into (removed when
-/// dropped; the bundle is retained under `bundles/` once verified).
-fn open_source(
-    args: &ApplyArgs,
-    net: &std::sync::Arc<Net>,
-) -> anyhow::Result<(Input, crate::sign::Policy, Option<String>, Option<tempfile::TempDir>)> {
-    if let Some(mirror) = args.source.to_str().filter(|s| crate::site::mirror::is_mirror(s)) {
-        std::fs::create_dir_all(&args.root).with_context(|| format!("cannot make `{}`", args.root.display()))?;
-        let dir = tempfile::Builder::new().prefix(".mirror-").tempdir_in(&args.root)?;
-        let keys = super::load_trusted(&args.trust.trust)?;
-        let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
-        let (file, policy) = crate::site::mirror::current(mirror, keys, threshold, net, dir.path())?;
-        return Ok((Input::resolve(&file)?, policy, None, Some(dir)));
-    }
-    let from = Source {
-        bundle: &args.source,
-        trust: &args.trust,
-        insecure: args.insecure_registry,
-        ca: args.registry_ca.as_ref(),
-        net: &args.net,
-    };
-    let (input, policy, tag) = from.open(net)?;
-    Ok((input, policy, tag, None))
 }
 
 fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {

@@ -10,6 +10,7 @@ use sigstore::crypto::{Signature, SigningScheme};
 use super::{KeyError, KeyId, SignatureError};
 
 /// A public key the operator trusts (`--trust`).
+#[derive(Clone)]
 pub struct TrustedKey {
     key: CosignVerificationKey,
     key_id: KeyId,

@@ -65,21 +65,44 @@ pub struct Applied {
     pub seconds: f64,
 }
 
-/// Apply `input` on this node.
+/// Where an apply's bundle comes from.
+pub enum Arrival<'a> {
+    /// A bundle file, its parts, or a stream (`oci://…`): verified whole while it is staged,
+    /// and retained whole.
+    Bundle(&'a Input),
+    /// A mirror's site root (`http(s)://…/`, `file:///…/`): its signed manifest checked
+    /// under the node's policy, then only the members under `debs/`, each checked against it
+    /// (`mirror`); the node retains that part.
+    Mirror { source: &'a str, net: &'a crate::fetch::Net },
+}
+
+impl Arrival<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Arrival::Bundle(input) => input.display().to_string(),
+            Arrival::Mirror { source, .. } => (*source).to_owned(),
+        }
+    }
+}
+
+/// Apply what `arrival` brings on this node, verified under `trust`.
 pub fn apply(
-    input: &Input,
+    arrival: &Arrival<'_>,
     trust: &Policy,
     root: &Path,
     opts: &Options,
     node: &NodeOptions,
     reporter: &dyn Reporter,
 ) -> Result<Applied, SiteError> {
-    let (stream, _) = input.open_trusted(&trust.keys)?;
+    let stream = match arrival {
+        Arrival::Bundle(input) => Some(input.open_trusted(&trust.keys)?.0),
+        Arrival::Mirror { .. } => None,
+    };
     let root = &SiteRoot::new(root);
     let _lock = root.open_for_writing("apply", opts.wait)?;
-    let mut attempt = Attempt::new(records::Action::Apply, "verify", input.display().to_string(), Some(trust));
+    let mut attempt = Attempt::new(records::Action::Apply, "verify", arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
-    let applied = apply_locked(input, stream, trust, root, opts, node, reporter, &mut attempt);
+    let applied = apply_locked(arrival, stream, trust, root, opts, node, reporter, &mut attempt);
     // A dry run changes nothing, not even the records.
     if !node.dry_run {
         return applied.inspect_err(|e| attempt.record_failure(root, e));
@@ -87,10 +110,40 @@ pub fn apply(
     applied
 }
 
+/// The bundle verified into `staging/`, and the policy that verified it.
+fn arrive(
+    arrival: &Arrival<'_>,
+    stream: Option<Box<dyn Read + Send>>,
+    trust: &Policy,
+    root: &SiteRoot,
+    state: &State,
+    reporter: &dyn Reporter,
+) -> Result<(Staged, Option<Policy>), SiteError> {
+    match (arrival, stream) {
+        (Arrival::Bundle(input), Some(stream)) => {
+            preflight(input, root, state)?;
+            let staged = stage(input.bundle(), stream, trust, root, state, reporter);
+            let staged = staged.map_err(|e| name_damaged_part(e, input))?;
+            if let Some(split) = input.split() {
+                split.check_manifest(&staged.verified.manifest_sha256)?;
+            }
+            Ok((staged, None))
+        }
+        (Arrival::Mirror { source, net }, _) => {
+            let (staged, policy) =
+                super::mirror::stage_debs(source, trust.keys.clone(), trust.threshold, root, net, reporter)?;
+            Ok((staged, Some(policy)))
+        }
+        (Arrival::Bundle(input), None) => {
+            Err(SiteError::Open { path: input.bundle().to_owned(), source: std::io::Error::other("not opened") })
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments, reason = "apply's phases, with the attempt they report to")]
 fn apply_locked(
-    input: &Input,
-    stream: Box<dyn Read + Send>,
+    arrival: &Arrival<'_>,
+    stream: Option<Box<dyn Read + Send>>,
     trust: &Policy,
     root: &SiteRoot,
     opts: &Options,
@@ -102,12 +155,9 @@ fn apply_locked(
     if let Some(p) = &state.pending {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
-    preflight(input, root, &state)?;
-    let staged = stage(input.bundle(), stream, trust, root, &state, reporter);
-    let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
-    if let Some(split) = input.split() {
-        split.check_manifest(&verified.manifest_sha256)?;
-    }
+    let (Staged { dir, verified }, fetched_policy) = arrive(arrival, stream, trust, root, &state, reporter)?;
+    let partial = fetched_policy.is_some();
+    let trust = fetched_policy.as_ref().unwrap_or(trust);
     if let Some(tag) = &opts.tag_version {
         verified.manifest.check_tag(tag)?;
     }
@@ -115,7 +165,7 @@ fn apply_locked(
     attempt.phases.mark("verify", "plan");
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
-    write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
+    write_node_views(dir.path(), &verified.manifest, partial, opts)?;
     let node = Node::new(root.path(), node_opts.lock_timeout)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
     let views = retained_views(root, &state, None);
@@ -132,6 +182,9 @@ fn apply_locked(
     }
     attempt.phases.mark("plan", "stage");
     remember_retained(&mut state, &verified, &id, trust, opts);
+    if let Some(entry) = state.bundles.get_mut(&id) {
+        entry.partial = partial;
+    }
     state.save(root)?;
     let retained = retain(dir, &verified, trust, root)?;
     attempt.phases.mark("stage", "packages");
@@ -179,6 +232,16 @@ fn apply_locked(
         record: Some(record),
         ..outcome(m, retained.id, verified.signers, Changes::of(&changes), attempt.phases.total())
     })
+}
+
+/// The views of a staged tree; a node that fetched from a mirror keeps the packages only, so
+/// their view only.
+fn write_node_views(dir: &Path, manifest: &Manifest, partial: bool, opts: &Options) -> Result<(), SiteError> {
+    if partial {
+        write_views(dir, &super::mirror::kept(manifest), opts.apt_key.as_ref())
+    } else {
+        write_views(dir, manifest, opts.apt_key.as_ref())
+    }
 }
 
 /// The node waits for a reboot: the pending apply saved (nothing is committed; another apply

@@ -20,6 +20,7 @@ use super::stage::write_views;
 use super::state::State;
 use super::{SiteError, io_err, views};
 use crate::bundle::Manifest;
+use crate::bundle::manifest::{MANIFEST, MAX_MANIFEST_BYTES};
 use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
 use crate::digest::{Sha256, hash_reader};
 use crate::member_path::MemberPath;
@@ -182,6 +183,9 @@ fn bundle(
             return Ok((out, None));
         }
     };
+    if state.bundles.get(id).is_some_and(|b| b.partial) {
+        return partial(root, id, &policy, out);
+    }
     let file = dir.join(RETAINED_BUNDLE);
     let input = match crate::sign::policy::open_regular(&file) {
         Ok(Some(f)) => f,
@@ -219,6 +223,99 @@ fn bundle(
         return Ok((out, None));
     }
     let expected = expected_tree(&dir, &manifest, sink.0)?;
+    let (files, damage) = compare(&dir, &expected);
+    out.files_checked = files;
+    out.damage.extend(damage);
+    Ok((out, Some(manifest)))
+}
+
+/// A bundle a node kept in part, verified again under `policy` for a rollback: its manifest,
+/// that manifest's sha256, and who signed it; damage is an error (exit 3).
+pub(super) fn verify_kept(
+    root: &SiteRoot,
+    id: &BundleId,
+    policy: &crate::sign::Policy,
+) -> Result<(Manifest, Sha256, Vec<crate::sign::KeyId>), SiteError> {
+    let out = BundleCheck {
+        id: id.clone(),
+        links: Vec::new(),
+        name: None,
+        version: None,
+        verified: false,
+        signers: Vec::new(),
+        files_checked: 0,
+        damage: Vec::new(),
+    };
+    let (checked, manifest) = partial(root, id, policy, out)?;
+    match manifest {
+        Some(m) if checked.ok() => {
+            let bytes = super::state::read_bounded(&root.bundle_dir(id).join(MANIFEST), MAX_MANIFEST_BYTES)?;
+            Ok((m, Sha256::of_bytes(&bytes.unwrap_or_default()), checked.signers))
+        }
+        _ => Err(SiteError::Damaged { root: root.path().to_owned(), id: id.clone(), damage: checked.damage }),
+    }
+}
+
+/// A bundle a node applied from a mirror and kept in part (`mirror::kept_by_node`): its
+/// manifest's signatures verified again under the recorded policy, its id from the manifest's
+/// digest, and the files it keeps (and their apt view) compared with the manifest.
+fn partial(
+    root: &SiteRoot,
+    id: &BundleId,
+    policy: &crate::sign::Policy,
+    mut out: BundleCheck,
+) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
+    use super::mirror::{MAX_SIGNATURE_BYTES, SIGNATURE};
+    let dir = root.bundle_dir(id);
+    let read = |rel: &str, limit: u64| match super::state::read_bounded(&dir.join(rel), limit) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(out_damage(rel, "missing".into())),
+        Err(e) => Err(out_damage(rel, e.to_string())),
+    };
+    let (bytes, signature) = match (read(MANIFEST, MAX_MANIFEST_BYTES), read(SIGNATURE, MAX_SIGNATURE_BYTES)) {
+        (Ok(b), Ok(s)) => (b, s),
+        (b, s) => {
+            out.damage.extend(b.err().into_iter().chain(s.err()));
+            return Ok((out, None));
+        }
+    };
+    let checked = policy.check(&bytes, &signature);
+    if checked.signers.len() < policy.threshold {
+        let problem = format!(
+            "failed verification: signed by {} of the {} trusted key(s) its policy needs",
+            checked.signers.len(),
+            policy.threshold
+        );
+        out.damage.push(out_damage(MANIFEST, problem));
+        return Ok((out, None));
+    }
+    let sha256 = Sha256::of_bytes(&bytes);
+    let manifest =
+        match serde_json::from_slice::<Manifest>(&bytes).map_err(|e| e.to_string()).and_then(|m| m.check().map(|()| m))
+        {
+            Ok(m) => m,
+            Err(e) => {
+                out.damage.push(out_damage(MANIFEST, format!("failed verification: {e}")));
+                return Ok((out, None));
+            }
+        };
+    if let Err(e) = retained::check_id(id, &sha256, || format!("{} {}", manifest.name, manifest.version)) {
+        out.damage.push(out_damage(MANIFEST, e.to_string()));
+        return Ok((out, None));
+    }
+    out.verified = true;
+    out.signers = checked.signers;
+    out.name = Some(manifest.name.to_string());
+    out.version = Some(manifest.version.to_string());
+    let kept = super::mirror::kept(&manifest);
+    let members = BTreeMap::from([
+        (MemberPath::new(MANIFEST).map_err(|e| SiteError::State { path: dir.clone(), detail: e.to_string() })?, sha256),
+        (
+            MemberPath::new(SIGNATURE).map_err(|e| SiteError::State { path: dir.clone(), detail: e.to_string() })?,
+            Sha256::of_bytes(&signature),
+        ),
+    ]);
+    let expected = expected_tree(&dir, &kept, members)?;
     let (files, damage) = compare(&dir, &expected);
     out.files_checked = files;
     out.damage.extend(damage);

@@ -255,6 +255,7 @@ pub(super) fn remember_retained(state: &mut State, verified: &Verified, id: &Bun
         threshold: trust.threshold,
         base: verified.base.clone(),
         applied: Vec::new(),
+        partial: false,
     };
     state.bundles.insert(id.clone(), retained);
     if let Some(site) = &opts.registry {

@@ -1,27 +1,51 @@
 //! A node reads a mirror's site root, served by any web server (`http(s)://HOST/PATH/`) or
-//! mounted (`file:///PATH/`): the active bundle is `current/bundle.airlock`, its co-signatures
-//! `current/bundle.airlock.KEYID.sig` beside it.
+//! mounted (`file:///PATH/`): the active bundle's tree is `current/`, its signed manifest
+//! `current/airlock/manifest.json` (and `.sig`), its co-signatures
+//! `current/bundle.airlock.KEYID.sig`, its packages under `current/debs/`.
 //!
-//! Over HTTP the mirror is trusted for nothing. Its `current/airlock/manifest.json` and
-//! signature are fetched first (bounded) and checked under the node's policy; only then is the
-//! bundle file downloaded, bounded by what that verified manifest says its content is (a
-//! mirror that serves more is cut off, never a full disk), into a directory under the node's
-//! root. The bundle is then verified whole while it is staged, as any other source is.
+//! The mirror is trusted for nothing. The manifest and its signatures are fetched first
+//! (bounded) and checked under the node's policy; then only the members a node installs from,
+//! those under `debs/`, are fetched, each bounded by the size the verified manifest gives it
+//! and checked against its sha256 before it is kept. Images, models and wheels stay on the
+//! mirror. The node retains that part of the bundle (`State` marks it `partial`): its check
+//! and its rollback verify the manifest's signatures and every kept file again.
 
 use std::path::{Path, PathBuf};
 
 use futures_util::StreamExt as _;
+use sha2::Digest as _;
 use tokio::io::AsyncWriteExt as _;
 
-use super::{RETAINED_BUNDLE, SiteError};
+use super::root::{RETAINED_BUNDLE, SiteRoot};
+use super::stage::{Staged, Verified};
+use super::{SiteError, io_err};
 use crate::bundle::Manifest;
-use crate::bundle::manifest::MAX_MANIFEST_BYTES;
+use crate::bundle::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES};
+use crate::digest::Sha256;
 use crate::fetch::{HttpError, Net};
+use crate::progress::Reporter;
 use crate::sign::policy::CoSignature;
 use crate::sign::{Policy, TrustedKey};
 
 /// The largest signature file read from a mirror: a DER ECDSA signature in base64 is ~100 bytes.
-const MAX_SIGNATURE_BYTES: u64 = 4096;
+pub const MAX_SIGNATURE_BYTES: u64 = 4096;
+
+/// The members a node keeps of a bundle it applied from a mirror.
+pub fn kept_by_node(path: &str) -> bool {
+    path.starts_with("debs/") || path == MANIFEST || path == SIGNATURE
+}
+
+/// What of `manifest` a node keeps: its deb artifacts and the entries `kept_by_node` names
+/// (what its views and its check are made from).
+pub fn kept(manifest: &Manifest) -> Manifest {
+    let mut kept = manifest.clone();
+    kept.entries.retain(|e| kept_by_node(e.path.as_str()));
+    kept.artifacts.retain(|a| matches!(a, crate::bundle::manifest::Artifact::Deb(_)));
+    kept
+}
+
+/// The embedded signature member.
+pub const SIGNATURE: &str = "airlock/manifest.json.sig";
 
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
@@ -29,6 +53,10 @@ pub enum MirrorError {
     NotAMirror(String),
     #[error(transparent)]
     Http(#[from] HttpError),
+    #[error("the mirror's `{url}`: {detail}")]
+    Read { url: String, detail: String },
+    #[error("the mirror has no `{url}`: is it a site root with a current bundle?")]
+    Missing { url: String },
     #[error("the mirror's current manifest `{url}` is not a manifest: {detail}")]
     Manifest { url: String, detail: String },
     #[error(
@@ -36,12 +64,10 @@ pub enum MirrorError {
          nothing was downloaded"
     )]
     Untrusted { url: String, signers: usize, threshold: usize },
-    #[error("`{}`", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(
+        "the mirror's `{url}`: expected {expected_size} bytes with sha256 {expected}, got {size} bytes with sha256 {actual}; nothing was changed"
+    )]
+    Member { url: String, expected: Sha256, expected_size: u64, actual: Sha256, size: u64 },
 }
 
 impl crate::failure::Classify for MirrorError {
@@ -49,9 +75,11 @@ impl crate::failure::Classify for MirrorError {
         use crate::failure::Class;
         match self {
             MirrorError::NotAMirror(_) => Class::Usage,
-            MirrorError::Manifest { .. } | MirrorError::Untrusted { .. } => Class::Verification,
+            MirrorError::Manifest { .. } | MirrorError::Untrusted { .. } | MirrorError::Member { .. } => {
+                Class::Verification
+            }
             MirrorError::Http(e) => e.class(),
-            MirrorError::Io { .. } => Class::Runtime,
+            MirrorError::Read { .. } | MirrorError::Missing { .. } => Class::Runtime,
         }
     }
 }
@@ -61,104 +89,159 @@ pub fn is_mirror(source: &str) -> bool {
     ["http://", "https://", "file://"].iter().any(|p| source.starts_with(p))
 }
 
-/// The bundle file a mirror's root makes current: a local path for `file://`, else the file
-/// downloaded into `work` (a directory the caller removes), with the policy that verified
-/// its manifest (the co-signatures the mirror holds counted).
-pub fn current(
+/// Where a mirror's `current/` is.
+enum Place {
+    Http(String),
+    Dir(PathBuf),
+}
+
+impl Place {
+    fn parse(source: &str) -> Result<Self, MirrorError> {
+        if let Some(path) = source.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(MirrorError::NotAMirror(source.to_owned()));
+            }
+            return Ok(Self::Dir(Path::new(path).join("current")));
+        }
+        Ok(Self::Http(format!("{}/current/", source.trim_end_matches('/'))))
+    }
+
+    fn url(&self, rel: &str) -> String {
+        match self {
+            Self::Http(base) => format!("{base}{rel}"),
+            Self::Dir(dir) => dir.join(rel).display().to_string(),
+        }
+    }
+
+    /// A small document, at most `limit` bytes; `None` when the mirror has no such file.
+    async fn small(&self, net: &Net, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, MirrorError> {
+        let url = self.url(rel);
+        match self {
+            Self::Http(_) => match net.http().fetch_small(&url, "*/*", None, limit).await {
+                Ok((bytes, _)) => Ok(Some(bytes)),
+                Err(HttpError::Status { status: 404, .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            Self::Dir(_) => {
+                let path = PathBuf::from(&url);
+                let read = crate::fetch::blocking(move || super::state::read_bounded(&path, limit)).await;
+                read.map_err(|e| MirrorError::Read { url, detail: e.to_string() })
+            }
+        }
+    }
+
+    /// A member into `dest`, at most `entry.size` bytes, checked against its sha256.
+    async fn member(&self, net: &Net, entry: &Entry, dest: &Path) -> Result<(), SiteError> {
+        let url = self.url(entry.path.as_str());
+        if let Some(parent) = dest.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(io_err(parent))?;
+        }
+        // tokio's files do their work on the blocking pool.
+        let mut out = tokio::fs::File::create(dest).await.map_err(io_err(dest))?;
+        let mut hash = sha2::Sha256::new();
+        let mut size = 0u64;
+        let mut chunks: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, String>> + Send>> =
+            match self {
+                Self::Http(_) => {
+                    let response = net.http().stream(&url).await.map_err(MirrorError::from)?;
+                    Box::pin(response.bytes_stream().map(|c| c.map_err(|e| crate::fetch::with_causes(&e))))
+                }
+                Self::Dir(_) => {
+                    let file = tokio::fs::File::open(&url).await.map_err(io_err(Path::new(&url)))?;
+                    Box::pin(
+                        tokio_util::io::ReaderStream::with_capacity(file, 1 << 20)
+                            .map(|c| c.map_err(|e| e.to_string())),
+                    )
+                }
+            };
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|detail| MirrorError::Read { url: url.clone(), detail })?;
+            size += chunk.len() as u64;
+            if size > entry.size {
+                break;
+            }
+            hash.update(&chunk);
+            out.write_all(&chunk).await.map_err(io_err(dest))?;
+        }
+        out.sync_all().await.map_err(io_err(dest))?;
+        let actual = Sha256::from_raw(hash.finalize().into());
+        if size != entry.size || actual != entry.sha256 {
+            return Err(
+                MirrorError::Member { url, expected: entry.sha256, expected_size: entry.size, actual, size }.into()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The part of a mirror's current bundle a node installs from, verified into a directory
+/// under `staging/`: the signed manifest, its signature, and every member under `debs/`; and
+/// the policy that verified it (the co-signatures the mirror holds for the node's keys).
+pub(super) fn stage_debs(
     source: &str,
     keys: Vec<TrustedKey>,
     threshold: usize,
+    root: &SiteRoot,
     net: &Net,
-    work: &Path,
-) -> Result<(PathBuf, Policy), SiteError> {
+    reporter: &dyn Reporter,
+) -> Result<(Staged, Policy), SiteError> {
     Policy::reachable(&keys, threshold)?;
-    if let Some(path) = source.strip_prefix("file://") {
-        if !path.starts_with('/') {
-            return Err(MirrorError::NotAMirror(source.to_owned()).into());
-        }
-        let file = Path::new(path).join("current").join(RETAINED_BUNDLE);
-        let cosignatures = crate::sign::policy::cosignatures_beside(&file)
-            .map_err(|source| SiteError::Open { path: file.clone(), source })?;
-        return Ok((file, Policy::new(keys, threshold, cosignatures)?));
+    let place = Place::parse(source)?;
+    let (bytes, signature, policy, manifest) = net.block_on(verified_manifest(&place, keys, threshold, net))?;
+    let staging = root.staging();
+    let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
+    for (rel, content) in [(MANIFEST, &bytes), (SIGNATURE, &signature)] {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap_or(dir.path())).map_err(io_err(&path))?;
+        std::fs::write(&path, content).map_err(io_err(&path))?;
     }
-    let base = format!("{}/current/", source.trim_end_matches('/'));
-    let http = net.http();
-    let (manifest, policy) = net.block_on(async {
-        let base = base.as_str();
-        let get = |rel: String, limit: u64| async move {
-            let url = format!("{base}{rel}");
-            http.fetch_small(&url, "*/*", None, limit).await.map(|(bytes, _)| bytes)
-        };
-        let url = format!("{base}airlock/manifest.json");
-        let bytes = get("airlock/manifest.json".to_owned(), MAX_MANIFEST_BYTES).await.map_err(MirrorError::from)?;
-        let signature =
-            get("airlock/manifest.json.sig".to_owned(), MAX_SIGNATURE_BYTES).await.map_err(MirrorError::from)?;
-        let mut cosignatures = Vec::new();
-        for key in &keys {
-            let name = format!("{RETAINED_BUNDLE}.{}.sig", key.key_id());
-            match get(name.clone(), MAX_SIGNATURE_BYTES).await {
-                Ok(sig) => cosignatures.push(CoSignature {
-                    path: PathBuf::from(format!("{base}{name}")),
-                    key_id: key.key_id().clone(),
-                    signature: sig,
-                }),
-                Err(HttpError::Status { status: 404, .. }) => {}
-                Err(e) => return Err(SiteError::from(MirrorError::from(e))),
-            }
+    let wanted: Vec<&Entry> = manifest.entries.iter().filter(|e| kept_by_node(e.path.as_str())).collect();
+    reporter.start("fetching", wanted.iter().map(|e| e.size).sum());
+    net.block_on(async {
+        for e in &wanted {
+            place.member(net, e, &e.path.under(dir.path())).await?;
+            reporter.advance(e.size);
         }
-        let policy = Policy::new(keys, threshold, cosignatures)?;
-        let checked = policy.check(&bytes, &signature);
-        if checked.signers.len() < threshold {
-            return Err(MirrorError::Untrusted { url, signers: checked.signers.len(), threshold }.into());
-        }
-        let manifest: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
-        Ok::<_, SiteError>((manifest, policy))
+        Ok::<_, SiteError>(())
     })?;
-    let file = work.join(RETAINED_BUNDLE);
-    let limit = bundle_limit(&manifest);
-    let url = format!("{base}{RETAINED_BUNDLE}");
-    net.block_on(save(http, &url, &file, limit)).map_err(MirrorError::from)?;
-    for co in &policy.cosignatures {
-        let path = crate::sign::policy::cosignature_path(&file, &co.key_id);
-        crate::atomic::write(&path, &co.signature).map_err(|source| MirrorError::Io { path, source })?;
-    }
-    Ok((file, policy))
-}
-
-/// The most bytes a bundle with this manifest can be: its content, tar's headers and padding
-/// for each member, and zstd's worst case (it never grows data by more than a few bytes per
-/// 128 KiB block), with room for the signed members.
-fn bundle_limit(m: &Manifest) -> u64 {
-    let content = m.content_bytes();
-    let members = m.entries.len() as u64 + 8;
-    content.saturating_add(content / 64).saturating_add(members.saturating_mul(3 * 512)).saturating_add(64 << 20)
-}
-
-/// `url` into `path`, at most `limit` bytes; tried again from the start after a dropped
-/// connection, 5xx or 429.
-async fn save(http: &crate::fetch::Http, url: &str, path: &Path, limit: u64) -> Result<u64, HttpError> {
-    let once = || async {
-        let response = http.stream(url).await?;
-        let io = |e: std::io::Error| HttpError::Request {
-            url: url.to_owned(),
-            detail: format!("`{}`: {e}", path.display()),
-        };
-        // tokio's file writes on the blocking pool.
-        let mut file = tokio::fs::File::create(path).await.map_err(io)?;
-        let mut body = response.bytes_stream();
-        let mut size = 0u64;
-        while let Some(chunk) = body.next().await {
-            let chunk =
-                chunk.map_err(|e| HttpError::Request { url: url.to_owned(), detail: crate::fetch::with_causes(&e) })?;
-            size += chunk.len() as u64;
-            if size > limit {
-                return Err(HttpError::TooLarge { url: url.to_owned(), limit });
-            }
-            file.write_all(&chunk).await.map_err(io)?;
-        }
-        file.sync_all().await.map_err(io)?;
-        Ok(size)
+    reporter.finish();
+    let checked = policy.check(&bytes, &signature);
+    let verified = Verified {
+        manifest,
+        manifest_sha256: Sha256::of_bytes(&bytes),
+        signers: checked.signers,
+        signatures: checked.signatures,
+        base: None,
     };
-    crate::fetch::with_retries(http.options(), &format!("GET {url}"), once, crate::fetch::transient_http).await
+    Ok((Staged { dir, verified }, policy))
+}
+
+/// The mirror's current manifest and signature, with the policy they met.
+async fn verified_manifest(
+    place: &Place,
+    keys: Vec<TrustedKey>,
+    threshold: usize,
+    net: &Net,
+) -> Result<(Vec<u8>, Vec<u8>, Policy, Manifest), SiteError> {
+    let url = place.url(MANIFEST);
+    let need = |rel: &str, got: Option<Vec<u8>>| got.ok_or_else(|| MirrorError::Missing { url: place.url(rel) });
+    let bytes = need(MANIFEST, place.small(net, MANIFEST, MAX_MANIFEST_BYTES).await?)?;
+    let signature = need(SIGNATURE, place.small(net, SIGNATURE, MAX_SIGNATURE_BYTES).await?)?;
+    let mut cosignatures = Vec::new();
+    for key in &keys {
+        let name = format!("{RETAINED_BUNDLE}.{}.sig", key.key_id());
+        if let Some(sig) = place.small(net, &name, MAX_SIGNATURE_BYTES).await? {
+            let path = PathBuf::from(place.url(&name));
+            cosignatures.push(CoSignature { path, key_id: key.key_id().clone(), signature: sig });
+        }
+    }
+    let policy = Policy::new(keys, threshold, cosignatures)?;
+    let checked = policy.check(&bytes, &signature);
+    if checked.signers.len() < threshold {
+        return Err(MirrorError::Untrusted { url, signers: checked.signers.len(), threshold }.into());
+    }
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
+    manifest.check().map_err(|detail| MirrorError::Manifest { url, detail })?;
+    Ok((bytes, signature, policy, manifest))
 }

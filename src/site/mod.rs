@@ -38,7 +38,7 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::sign::Policy;
 use crate::validate::matrix::Verdict;
-pub use apply::{Applied, Committed, NodeOptions, apply, commit_pending};
+pub use apply::{Applied, Arrival, Committed, NodeOptions, apply, commit_pending};
 pub use install::{Installed, install};
 pub use lock::RootLock;
 pub use root::{BundleId, RETAINED_BUNDLE, SiteRoot, TRUST_DIR};

@@ -21,7 +21,7 @@ use super::registry::{self, publish_images};
 use super::retain::retain;
 pub use super::retained::Trust;
 use super::root::{BundleId, Link, SiteRoot};
-use super::stage::{Staged, stage, write_views};
+use super::stage::{Staged, Verified, stage, write_views};
 use super::state::State;
 use super::{Amber, SiteError, crash_point, retained, views};
 use crate::fetch::Net;
@@ -84,26 +84,39 @@ fn rollback_locked(
     let mut state = State::load_for_writer(root)?;
     let id = root.link(Link::Previous).ok_or_else(|| SiteError::NoPrevious { root: root.path().to_owned() })?;
     refuse_forward(root, &state, &id)?;
-    let bundle = root.retained_file(&id);
     let policy = retained::policy(root, &state, &id, trust)?;
     attempt.trusted(&policy);
-    tracing::info!("verify: the retained bundle `{}`", bundle.display());
-    let input = File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source })?;
-    let input = Box::new(std::io::BufReader::with_capacity(1 << 20, input));
-    let Staged { dir: staged, verified } = stage(&bundle, input, &policy, root, &state, reporter)?;
-    retained::check_id(&id, &verified.manifest_sha256, || {
-        format!("{} {}", verified.manifest.name, verified.manifest.version)
-    })?;
+    let (verified, tree, retained) = if state.bundles.get(&id).is_some_and(|b| b.partial) {
+        // A node's part of a bundle it applied from a mirror: verified again in place (there
+        // is no file to restage from); damage refuses (exit 3).
+        tracing::info!("verify: the part of bundles/{id} this node keeps");
+        let (manifest, manifest_sha256, signers) = super::check::verify_kept(root, &id, &policy)?;
+        let verified = Verified { manifest, manifest_sha256, signers, signatures: Vec::new(), base: None };
+        (verified, root.bundle_dir(&id), None)
+    } else {
+        let bundle = root.retained_file(&id);
+        tracing::info!("verify: the retained bundle `{}`", bundle.display());
+        let input = File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source })?;
+        let input = Box::new(std::io::BufReader::with_capacity(1 << 20, input));
+        let Staged { dir: staged, verified } = stage(&bundle, input, &policy, root, &state, reporter)?;
+        retained::check_id(&id, &verified.manifest_sha256, || {
+            format!("{} {}", verified.manifest.name, verified.manifest.version)
+        })?;
+        write_views(staged.path(), &verified.manifest, apt_key)?;
+        let retained = retain(staged, &verified, &policy, root)?;
+        (verified, retained.path.clone(), Some(retained))
+    };
     attempt.verified(&verified);
     attempt.phases.mark("verify", "stage");
     crash_point("verified");
-    write_views(staged.path(), &verified.manifest, apt_key)?;
-    let retained = retain(staged, &verified, &policy, root)?;
     crash_point("retained");
-    let packages = node_packages(root, &state, &retained.path, &verified.manifest, attempt)?;
+    let packages = node_packages(root, &state, &tree, &verified.manifest, attempt)?;
     attempt.phases.mark(if packages.is_some() { "validate" } else { "stage" }, "publish");
     let site = state.registry.as_ref().map(registry::SiteRegistry::from);
-    let (images, _) = publish_images(&retained, site.as_ref(), net)?;
+    let images = match &retained {
+        Some(r) => publish_images(r, site.as_ref(), net)?.0,
+        None => Vec::new(),
+    };
     attempt.phases.mark("publish", "switch");
     crash_point("published");
     // The policy it verified under now is the one its `trust/` holds (`retain` wrote it):
@@ -114,12 +127,12 @@ fn rollback_locked(
     }
     state.save(root)?;
     crash_point("remembered");
-    let from = activate(root, &retained.id)?;
+    let from = activate(root, &id)?;
     crash_point("activated");
     attempt.phases.mark("switch", "record");
 
     let m = &verified.manifest;
-    let event = verified.event("rollback", &retained.id, attempt.phases.total());
+    let event = verified.event("rollback", &id, attempt.phases.total());
     state.history.push(event.clone());
     state.last_rollback = Some(event.clone());
     state.save(root)?;
@@ -130,7 +143,7 @@ fn rollback_locked(
     }
     let record = records::write(root, r)?;
     Ok(RolledBack {
-        id: retained.id,
+        id,
         name: m.name.to_string(),
         version: m.version.to_string(),
         signers: verified.signers,

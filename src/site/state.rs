@@ -58,6 +58,10 @@ pub struct Retained {
     /// back). Empty for a bundle only installed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied: Vec<super::packages::Change>,
+    /// A node applied it from a mirror and keeps only its signed manifest and the members
+    /// under `debs/` (`mirror::kept_by_node`), no bundle file: verified again from those.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// An apply whose change needs a reboot before its stack can be judged: `validate --commit`
