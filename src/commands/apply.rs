@@ -102,13 +102,8 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
     for id in &done.pruned {
         writeln!(out, "pruned bundles/{id} (--keep {})", args.keep)?;
     }
-    writeln!(
-        out,
-        "current -> bundles/{}{} in {:.2} s; record {}",
-        done.id,
-        done.previous.as_ref().map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
-        done.seconds,
-        done.record.as_ref().map(|r| r.display().to_string()).unwrap_or_default()
-    )?;
+    if let Some(record) = &done.record {
+        writeln!(out, "{}", super::switched(&done.id, done.previous.as_ref(), done.seconds, record))?;
+    }
     Ok(())
 }

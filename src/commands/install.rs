@@ -95,14 +95,7 @@ fn print(args: &InstallArgs, done: &crate::site::Installed) -> anyhow::Result<()
     if done.images_not_published > 0 {
         writeln!(out, "{} image manifest(s) not published: no --registry given", done.images_not_published)?;
     }
-    writeln!(
-        out,
-        "current -> bundles/{}{} in {:.2} s; record {}",
-        done.id,
-        done.previous.as_ref().map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
-        done.seconds,
-        done.record.display()
-    )?;
+    writeln!(out, "{}", super::switched(&done.id, done.previous.as_ref(), done.seconds, &done.record))?;
     Ok(())
 }
 

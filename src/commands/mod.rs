@@ -202,3 +202,18 @@ fn open_cache(args: &CacheArgs) -> anyhow::Result<crate::cache::Cache> {
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     crate::atomic::write(path, bytes).with_context(|| format!("cannot write `{}`", path.display()))
 }
+
+/// `current -> bundles/ID (was bundles/OLD) in N s; record PATH`: the last line of an
+/// install, apply or commit.
+pub(crate) fn switched(
+    id: &crate::site::BundleId,
+    previous: Option<&crate::site::BundleId>,
+    seconds: f64,
+    record: &Path,
+) -> String {
+    format!(
+        "current -> bundles/{id}{} in {seconds:.2} s; record {}",
+        previous.map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
+        record.display()
+    )
+}

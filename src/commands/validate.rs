@@ -107,14 +107,7 @@ fn commit(args: &ValidateArgs) -> anyhow::Result<u8> {
             writeln!(out, "{}", crate::escape::value(&line))?;
         }
     }
-    writeln!(
-        out,
-        "committed {} {}: current -> bundles/{}{}; record {}",
-        done.name,
-        done.version,
-        done.id,
-        done.previous.as_ref().map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
-        done.record.display()
-    )?;
+    let line = super::switched(&done.id, done.previous.as_ref(), done.seconds, &done.record);
+    writeln!(out, "committed {} {}: {line}", done.name, done.version)?;
     Ok(super::EXIT_OK)
 }

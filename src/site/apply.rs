@@ -445,6 +445,7 @@ pub struct Committed {
     #[serde(with = "super::root::as_link")]
     pub previous: Option<BundleId>,
     pub record: PathBuf,
+    pub seconds: f64,
 }
 
 /// After the reboot a pending apply waited for: its bundle verified again, the stack now
@@ -508,6 +509,7 @@ fn commit_locked(
         packages: Changes::of(&pending.changes),
         previous,
         record,
+        seconds: attempt.phases.total(),
     })
 }
 

@@ -63,6 +63,20 @@ pub struct Damage {
 }
 
 impl BundleCheck {
+    /// Nothing established yet about bundle `id`.
+    fn unchecked(id: &BundleId) -> Self {
+        Self {
+            id: id.clone(),
+            links: Vec::new(),
+            name: None,
+            version: None,
+            verified: false,
+            signers: Vec::new(),
+            files_checked: 0,
+            damage: Vec::new(),
+        }
+    }
+
     pub fn ok(&self) -> bool {
         self.verified && self.damage.is_empty()
     }
@@ -166,16 +180,7 @@ fn bundle(
     reporter: &dyn Reporter,
 ) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
     let dir = root.bundle_dir(id);
-    let mut out = BundleCheck {
-        id: id.clone(),
-        links: Vec::new(),
-        name: None,
-        version: None,
-        verified: false,
-        signers: Vec::new(),
-        files_checked: 0,
-        damage: Vec::new(),
-    };
+    let mut out = BundleCheck::unchecked(id);
     let policy = match retained::policy(root, state, id, Trust::AsInstalled) {
         Ok(p) => p,
         Err(e) => {
@@ -236,16 +241,7 @@ pub(super) fn verify_kept(
     id: &BundleId,
     policy: &crate::sign::Policy,
 ) -> Result<(Manifest, Sha256, Vec<crate::sign::KeyId>), SiteError> {
-    let out = BundleCheck {
-        id: id.clone(),
-        links: Vec::new(),
-        name: None,
-        version: None,
-        verified: false,
-        signers: Vec::new(),
-        files_checked: 0,
-        damage: Vec::new(),
-    };
+    let out = BundleCheck::unchecked(id);
     let (checked, manifest) = partial(root, id, policy, out)?;
     match manifest {
         Some(m) if checked.ok() => {
