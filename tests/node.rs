@@ -300,8 +300,12 @@ fn a_change_that_needs_a_reboot_waits_for_validate_commit() {
     let b2 = stack.bundle("2.0.0", &["airlock-rocm-core=10.0.1-1"]);
     let node = Node::new(&fixture);
     let key = node.put(&stack.keys.public);
-    let (f1, f2) = (node.put(&b1), node.put(&b2));
-    let r = node.airlock(&["apply", &f1, "--trust", &key, "--root", "/var/lib/airlock"]).code(5);
+    let f2 = node.put(&b2);
+    // Bundle 1 arrives as an OCI artifact in an image layout (what `airlock copy` puts on media).
+    let layout = stack.dir.path().join("layout");
+    run(airlock().args(["push", s(&b1), &format!("oci-layout:{}:1.0.0", layout.display())])).ok();
+    run(Command::new("cp").args(["-a", s(&layout), s(&node.root.join("layout"))])).ok();
+    let r = node.airlock(&["apply", "oci-layout:/layout:1.0.0", "--trust", &key, "--root", "/var/lib/airlock"]).code(5);
     assert!(r.stdout.contains("pending reboot") && r.stdout.contains("airlock-amdgpu-dkms"), "{}", r.stdout);
     let status = node.airlock(&["status", "--root", "/var/lib/airlock", "--json"]).ok().json();
     assert_eq!(status["pending"]["version"], "1.0.0", "{status}");
