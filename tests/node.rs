@@ -272,6 +272,10 @@ fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
     assert_eq!(last["packages"]["upgraded"][0]["after"], "10.0.2-1");
     assert_eq!(last["restored"]["downgraded"][0]["after"], "10.0.1-1");
     assert_eq!(last["restored_validation"]["verdict"], "green");
+    // Nor is bundle 3 kept: retained, it would raise the anti-downgrade mark to a release this
+    // node never ran.
+    let retained = std::fs::read_dir(node.root.join("var/lib/airlock/bundles")).unwrap().count();
+    assert_eq!(retained, 2, "bundles 1 and 2 only");
 
     // Rollback on a node puts bundle 1's package set back (a downgrade) and validates it.
     let r = node.airlock(&["rollback", "--root", "/var/lib/airlock", "--json"]).ok();

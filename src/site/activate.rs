@@ -66,14 +66,21 @@ pub(super) fn prune(root: &SiteRoot, state: &mut State, keep: usize) -> Result<V
             tracing::info!("prune: keeping bundles/{id}, the base of a kept delta bundle");
             continue;
         }
-        let from = root.bundle_dir(&id);
-        let aside = root.staging().join(format!("pruned-{id}"));
-        std::fs::rename(&from, &aside).map_err(io_err(&from))?;
-        root.commit_dir(&root.bundles())?;
-        std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
-        state.bundles.remove(&id);
+        discard(root, state, &id)?;
         tracing::info!("prune: bundles/{id} (--keep {keep})");
         pruned.push(id);
     }
     Ok(pruned)
+}
+
+/// Remove `bundles/ID` and its entry in `state` (saved by the caller). The tree is first moved
+/// into `staging/`, so an interruption leaves no half-removed bundle under `bundles/`.
+pub(super) fn discard(root: &SiteRoot, state: &mut State, id: &BundleId) -> Result<(), SiteError> {
+    let from = root.bundle_dir(id);
+    let aside = root.staging().join(format!("pruned-{id}"));
+    std::fs::rename(&from, &aside).map_err(io_err(&from))?;
+    root.commit_dir(&root.bundles())?;
+    std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
+    state.bundles.remove(id);
+    Ok(())
 }

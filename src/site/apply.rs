@@ -190,9 +190,34 @@ fn apply_locked(
     attempt.phases.mark("stage", "packages");
     crash_point("retained");
 
+    // From here on the host changes. A bundle retained only for this apply does not stay when
+    // the apply does not commit: it would raise the anti-downgrade mark (retained manifests
+    // count) for a release this node never ran.
+    let fresh = !retained.already_present;
+    let outcome = change(root, &mut state, &node, &verified, &retained, &wanted, downgrade, fresh, opts, attempt);
+    if outcome.is_err() && fresh {
+        forget(root, &mut state, &retained.id);
+    }
+    outcome
+}
+
+/// The packages, the gate, and the commit or the wait for a reboot.
+#[allow(clippy::too_many_arguments, reason = "the phases after the bundle is retained, with what they share")]
+fn change(
+    root: &SiteRoot,
+    state: &mut State,
+    node: &Node,
+    verified: &super::stage::Verified,
+    retained: &super::retain::Retained,
+    wanted: &[packages::Wanted],
+    downgrade: bool,
+    fresh: bool,
+    opts: &Options,
+    attempt: &mut Attempt,
+) -> Result<Applied, SiteError> {
     let reboot_before = reboot_needed();
-    let views = retained_views(root, &state, Some(&retained.id));
-    let changes = match node.apply(&[retained.path.join("debs")], &wanted, &views) {
+    let views = retained_views(root, state, Some(&retained.id));
+    let changes = match node.apply(&[retained.path.join("debs")], wanted, &views) {
         Ok(changes) => changes,
         Err(failed) => return Err(failed_change(failed, attempt)),
     };
@@ -210,28 +235,39 @@ fn apply_locked(
             since: Timestamp::now(),
             reason: reason.clone(),
             changes: changes.clone(),
+            retained_here: fresh,
             accept_amber: match &opts.amber {
                 Amber::Accept { reason } => Some(reason.clone()),
                 Amber::Refuse => None,
             },
         };
-        let record = wait_for_reboot(root, &mut state, pending, attempt)?;
+        let record = wait_for_reboot(root, state, pending, attempt)?;
         return Ok(Applied {
             pending_reboot: Some(reason),
             record: Some(record),
-            ..outcome(m, retained.id, verified.signers, Changes::of(&changes), attempt.phases.total())
+            ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
         });
     }
-    let validation = judge(&node, &changes, &views, m, &opts.amber, attempt)?;
+    let validation = judge(node, &changes, &views, m, &opts.amber, attempt)?;
     let commit = Commit { id: &retained.id, manifest: m, changes: &changes, downgrade, keep: opts.keep };
-    let (previous, pruned, record) = commit.run(root, &mut state, validation.as_ref(), &opts.amber, attempt)?;
+    let (previous, pruned, record) = commit.run(root, state, validation.as_ref(), &opts.amber, attempt)?;
     Ok(Applied {
         previous,
         validation,
         pruned,
         record: Some(record),
-        ..outcome(m, retained.id, verified.signers, Changes::of(&changes), attempt.phases.total())
+        ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
     })
+}
+
+/// A bundle retained for an apply that did not commit, removed again (with its policy in
+/// `state.json`); a failure here is warned about, the apply's own error is the one reported.
+fn forget(root: &SiteRoot, state: &mut State, id: &BundleId) {
+    let removed = super::activate::discard(root, state, id).and_then(|()| state.save(root));
+    match removed {
+        Ok(()) => tracing::info!("bundles/{id} was retained for this apply only: removed"),
+        Err(e) => tracing::warn!("bundles/{id} was retained for this apply only and could not be removed: {e}"),
+    }
 }
 
 /// The views of a staged tree; a node that fetched from a mirror keeps the packages only, so
@@ -492,9 +528,12 @@ fn commit_locked(
     let validation = match judge(&node, &pending.changes, &views, &manifest, &amber, attempt) {
         Ok(v) => v,
         Err(e) => {
-            // Restored: nothing waits any more.
+            // Restored: nothing waits any more, and a bundle retained for that apply goes.
             state.pending = None;
             state.save(root)?;
+            if pending.retained_here {
+                forget(root, state, &pending.id);
+            }
             return Err(e);
         }
     };

@@ -76,6 +76,9 @@ pub struct Pending {
     pub reason: String,
     /// The packages the apply changed.
     pub changes: Vec<super::packages::Change>,
+    /// The apply retained the bundle (it was not under `bundles/` before): a restore removes it.
+    #[serde(default)]
+    pub retained_here: bool,
     /// `--accept-amber --reason`, given to the apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_amber: Option<String>,
