@@ -120,14 +120,18 @@ pub struct OutdatedArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A bundle (file, parts file or first part): what it carries, who signed, what changed.
-    #[arg(required_unless_present = "root", conflicts_with = "root")]
+    #[arg(required_unless_present_any = ["root", "fleet"], conflicts_with_all = ["root", "fleet"])]
     pub bundle: Option<PathBuf>,
     /// The release it replaces: the BOM diff is against it.
     #[arg(long, value_name = "OLD.airlock", requires = "bundle")]
     pub base: Option<PathBuf>,
     /// A site root: its active bundle (verified again), validation evidence and records.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub root: Option<PathBuf>,
+    /// A fleet's evidence directory (the Ansible collection's `airlock_evidence_dir`): one page
+    /// for the whole rollout.
+    #[arg(long, value_name = "DIR")]
+    pub fleet: Option<PathBuf>,
     /// Verify the bundle (and the base) with these keys; without, the page says NOT verified.
     #[command(flatten)]
     pub trust: TrustArgs,

@@ -6,6 +6,9 @@ use crate::bundle::parts::Input;
 use crate::cli::{ReportArgs, TerminalReporter};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
+    if let Some(dir) = &args.fleet {
+        return fleet(args, dir);
+    }
     let reporter = TerminalReporter::new(true);
     let report = match (&args.bundle, &args.root) {
         (_, Some(root)) => crate::report::site(root, &reporter)?,
@@ -58,6 +61,27 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
             site.root.display()
         );
         return Ok(crate::failure::Class::Verification.exit_code());
+    }
+    Ok(super::EXIT_OK)
+}
+
+/// `report --fleet DIR`: one page for a fleet's rollout (exit 0 even when it shows red: the
+/// page is the evidence of what happened).
+fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
+    let fleet = crate::report::fleet::fleet(dir)?;
+    let page = crate::report::fleet::render(&fleet);
+    match &args.out {
+        Some(path) => {
+            super::write_atomic(path, page.as_bytes())?;
+            if !args.json {
+                writeln!(std::io::stdout().lock(), "wrote {} ({} bytes)", path.display(), page.len())?;
+            }
+        }
+        None if !args.json => std::io::stdout().lock().write_all(page.as_bytes())?,
+        None => {}
+    }
+    if args.json {
+        super::print_json(&fleet)?;
     }
     Ok(super::EXIT_OK)
 }

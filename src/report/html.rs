@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{RecordLine, Report};
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     html_escape::encode_text(s).into_owned()
 }
 
@@ -14,7 +14,7 @@ fn attr(s: &str) -> String {
     html_escape::encode_double_quoted_attribute(s).into_owned()
 }
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:70em;color:#1f2328;padding:0 1em}\
+pub(super) const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:70em;color:#1f2328;padding:0 1em}\
 h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.2em;border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}\
 table{border-collapse:collapse;width:100%;margin:.5em 0}th,td{border:1px solid #d0d7de;padding:.25em .5em;text-align:left;vertical-align:top}\
 th{background:#f6f8fa}code,pre,.mono{word-break:break-all;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.9em}\

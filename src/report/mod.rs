@@ -10,6 +10,7 @@
 //! same bytes.
 
 pub mod bom;
+pub mod fleet;
 pub mod html;
 
 use std::collections::BTreeMap;

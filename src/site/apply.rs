@@ -166,7 +166,7 @@ fn apply_locked(
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
     write_node_views(dir.path(), &verified.manifest, partial, opts)?;
-    let node = Node::new(root.path(), node_opts.lock_timeout)?;
+    let node = Node::for_manifest(root.path(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
     let views = retained_views(root, &state, None);
     let plan = node.plan(&dir.path().join("debs"), &wanted, &views)?;
@@ -522,7 +522,7 @@ fn commit_locked(
     });
     attempt.record.signers.clone_from(&checked.signers);
     attempt.phases.mark("verify", "validate");
-    let node = Node::new(root.path(), COMMIT_LOCK_TIMEOUT)?;
+    let node = Node::for_manifest(root.path(), COMMIT_LOCK_TIMEOUT, &manifest)?;
     let views = retained_views(root, state, None);
     let amber = pending.accept_amber.clone().map_or(Amber::Refuse, |reason| Amber::Accept { reason });
     let validation = match judge(&node, &pending.changes, &views, &manifest, &amber, attempt) {

@@ -205,6 +205,16 @@ impl Node {
         Ok(Self { apt: Apt::new(root, lock_timeout), arch: Apt::architecture()? })
     }
 
+    /// The node for `manifest`: one that carries no packages needs no package manager (a
+    /// bundle of images, models and files applies on any host), and changes none.
+    pub fn for_manifest(root: &Path, lock_timeout: u64, manifest: &Manifest) -> Result<Self, PackageError> {
+        if manifest.artifacts.iter().any(|a| matches!(a, Artifact::Deb(_))) {
+            Self::new(root, lock_timeout)
+        } else {
+            Ok(Self { apt: Apt::new(root, lock_timeout), arch: String::new() })
+        }
+    }
+
     pub fn installed(&self) -> Result<PackageSet, PackageError> {
         Apt::installed(&self.arch)
     }
@@ -212,6 +222,9 @@ impl Node {
     /// What reaching `wanted` from `view` would change, and what of that no retained view
     /// (`restore_views`) could put back.
     pub fn plan(&self, view: &Path, wanted: &[Wanted], restore_views: &[PathBuf]) -> Result<Plan, PackageError> {
+        if wanted.is_empty() {
+            return Ok(Plan { changes: Changes::default(), unrestorable: Vec::new(), simulation: String::new() });
+        }
         let (simulation, changes) = self.apt.simulate(&[view.to_owned()], wanted)?;
         let available = available(restore_views)?;
         let unrestorable = changes
@@ -231,6 +244,9 @@ impl Node {
         wanted: &[Wanted],
         restore_views: &[PathBuf],
     ) -> Result<Vec<Change>, Failed> {
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
         let unchanged = |error| Failed { error, restored: Ok(Vec::new()) };
         let before = self.installed().map_err(unchanged)?;
         let applied = self.apt.apply(views, wanted);

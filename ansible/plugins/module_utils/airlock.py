@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Shared by the airlock.site modules: run the airlock CLI with --json and read its one JSON
+# document. Every module is a thin wrapper; airlock itself verifies, applies and records.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+# Exit codes (docs/architecture.md): 0 ok, 1 runtime, 2 usage, 3 verification failed,
+# 4 validation red (after apply: the host's packages were put back), 5 applied, reboot pending.
+EXIT_RED = 4
+EXIT_PENDING_REBOOT = 5
+
+COMMON_ARGS = dict(
+    root=dict(type="path", required=True),
+    binary=dict(type="str", default="airlock"),
+    environment=dict(type="dict", default={}),
+)
+
+
+def run_airlock(module, args, check_rc=False):
+    """Run `airlock ARGS --json` with the module's environment; (rc, document, stderr)."""
+    env = dict((str(k), str(v)) for k, v in module.params["environment"].items())
+    cmd = [module.params["binary"]] + list(args) + ["--json"]
+    rc, out, err = module.run_command(cmd, environ_update=env, check_rc=False)
+    doc = None
+    if out.strip():
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            module.fail_json(msg="airlock printed no JSON document", cmd=cmd, rc=rc, stdout=out, stderr=err)
+    if check_rc and rc != 0:
+        module.fail_json(msg=error_message(doc, err), cmd=cmd, rc=rc, stderr=err, result=doc)
+    return rc, doc, err
+
+
+def error_message(doc, stderr):
+    """The one sentence airlock gave for a failure: its JSON error document, else stderr."""
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        return doc["error"].get("message", "airlock failed")
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else "airlock failed"
+
+
+def trust_args(trust, threshold):
+    args = []
+    for key in trust or []:
+        args += ["--trust", key]
+    if threshold:
+        args += ["--threshold", str(threshold)]
+    return args
+
+
+def current_bundle(module):
+    """The node's current bundle (id, name, version), or None (no root, nothing installed)."""
+    rc, doc, _ = run_airlock(module, ["status", "--root", module.params["root"]])
+    if rc != 0 or not isinstance(doc, dict):
+        return None
+    return doc.get("current")

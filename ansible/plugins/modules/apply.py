@@ -1,0 +1,117 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: apply
+short_description: Apply an airlock bundle on this node, judge the new stack, commit or restore
+description:
+  - Runs C(airlock apply SOURCE --json). airlock verifies the bundle, installs its packages with the
+    host's package manager, validates the stack then installed, and commits it or puts the host's
+    packages back (then this module fails with the red verdict).
+  - Idempotent, no change when the node already runs that bundle and no package would change.
+  - Check mode is C(--dry-run), diff mode shows the package changes.
+options:
+  source: {description: "A bundle path, oci:// reference, or a mirror's root URL, as the node sees it.", type: str, required: true}
+  trust: {description: Public key paths on the node., type: list, elements: path, default: []}
+  threshold: {description: Distinct trusted signatures needed., type: int}
+  accept_amber: {description: Commit an amber stack; needs reason., type: bool, default: false}
+  accept_unrestorable: {description: Change packages that could not be put back; needs reason., type: bool, default: false}
+  reason: {description: Why an acceptance holds (kept in the record)., type: str}
+  root: {description: The node's airlock site root., type: path, required: true}
+  binary: {description: The airlock executable., type: str, default: airlock}
+  environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+author: airlock maintainers
+"""
+
+EXAMPLES = r"""
+- airlock.site.apply:
+    source: http://mirror.site/airlock/
+    trust: [/etc/airlock/build.pub]
+    root: /var/lib/airlock
+  register: applied
+"""
+
+RETURN = r"""
+id: {description: The bundle id., type: str, returned: success}
+verdict: {description: "green, amber or skipped; the failure message says red.", type: str, returned: success}
+pending_reboot: {description: "Why the node waits for a reboot (airlock exit 5), or null.", type: str, returned: success}
+packages: {description: Installed, upgraded, downgraded and removed packages., type: dict, returned: success}
+record: {description: The record airlock wrote on the node., type: str, returned: success}
+result: {description: "airlock apply --json, whole.", type: dict, returned: always}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airlock.site.plugins.module_utils.airlock import (
+    COMMON_ARGS,
+    EXIT_PENDING_REBOOT,
+    current_bundle,
+    error_message,
+    run_airlock,
+    trust_args,
+)
+
+
+def lines(changes, side):
+    out = []
+    for kind in ["installed", "upgraded", "downgraded", "removed"]:
+        for c in changes.get(kind, []):
+            if c.get(side):
+                out.append("%s %s\n" % (c["name"], c[side]))
+    return "".join(sorted(out))
+
+
+def main():
+    spec = dict(COMMON_ARGS)
+    spec.update(
+        source=dict(type="str", required=True),
+        trust=dict(type="list", elements="path", default=[]),
+        threshold=dict(type="int"),
+        accept_amber=dict(type="bool", default=False),
+        accept_unrestorable=dict(type="bool", default=False),
+        reason=dict(type="str"),
+    )
+    module = AnsibleModule(
+        argument_spec=spec,
+        supports_check_mode=True,
+        required_if=[("accept_amber", True, ["reason"]), ("accept_unrestorable", True, ["reason"])],
+    )
+    p = module.params
+    args = ["apply", p["source"], "--root", p["root"]] + trust_args(p["trust"], p["threshold"])
+    if p["accept_amber"]:
+        args.append("--accept-amber")
+    if p["accept_unrestorable"]:
+        args.append("--accept-unrestorable")
+    if p["reason"]:
+        args += ["--reason", p["reason"]]
+    rc, plan, err = run_airlock(module, args + ["--dry-run"])
+    if rc != 0:
+        module.fail_json(msg=error_message(plan, err), rc=rc, result=plan)
+    changes = plan.get("packages") or {}
+    diff = dict(before=lines(changes, "before"), after=lines(changes, "after"))
+    current = current_bundle(module) or {}
+    if current.get("id") == plan.get("id") and not any(changes.values()):
+        module.exit_json(changed=False, id=plan.get("id"), msg="already runs %s %s" % (plan.get("name"), plan.get("version")), result=plan)
+    if module.check_mode:
+        module.exit_json(changed=True, id=plan.get("id"), diff=diff, msg="would apply %s %s" % (plan.get("name"), plan.get("version")), result=plan)
+    rc, done, err = run_airlock(module, args)
+    if rc not in (0, EXIT_PENDING_REBOOT):
+        module.fail_json(msg=error_message(done, err), rc=rc, result=done, diff=diff)
+    verdict = ((done or {}).get("validation") or {}).get("verdict", "skipped")
+    module.exit_json(
+        changed=True,
+        id=done.get("id"),
+        verdict=verdict,
+        pending_reboot=done.get("pending_reboot"),
+        packages=done.get("packages"),
+        record=done.get("record"),
+        seconds=done.get("seconds"),
+        diff=diff,
+        result=done,
+    )
+
+
+if __name__ == "__main__":
+    main()

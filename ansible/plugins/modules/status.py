@@ -1,0 +1,40 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: status
+short_description: This node's airlock root, read only
+description:
+  - Runs C(airlock status --json) (current, previous, retained bundles, history, rollbacks, a pending reboot).
+options:
+  root: {description: The node's airlock site root., type: path, required: true}
+  binary: {description: The airlock executable., type: str, default: airlock}
+  environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+author: airlock maintainers
+"""
+
+EXAMPLES = r"""
+- airlock.site.status:
+    root: /var/lib/airlock
+  register: status
+"""
+
+RETURN = r"""
+status: {description: "airlock status --json, whole; null when the root holds nothing yet.", type: dict, returned: always}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, run_airlock
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(COMMON_ARGS), supports_check_mode=True)
+    rc, doc, err = run_airlock(module, ["status", "--root", module.params["root"]])
+    module.exit_json(changed=False, status=doc if rc == 0 else None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+//! A fleet in waves with the Ansible collection `airlock.site` (`ansible/`): the collection built
+//! with `ansible-galaxy collection build` and installed offline from its tarball, then the
+//! playbook `airlock.site.rollout` run with `ansible-core` over an inventory of nodes on this
+//! machine (`ansible_connection=local`), each with its own site root and its own recorded GPU
+//! host (`airlock_environment`), in three hardware tuples, plus a tuple whose firmware is below
+//! the bundle's floor. Fails, never skips, when ansible-core is missing.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// The collection installed from its tarball into a collections path of its own.
+fn collection(dir: &Path) -> PathBuf {
+    let built = dir.join("built");
+    let src = repo("ansible");
+    run(Command::new("ansible-galaxy").args(["collection", "build", "--force", "--output-path", s(&built), s(&src)]))
+        .ok();
+    let tarball = built.join("airlock-site-0.1.0.tar.gz");
+    assert!(tarball.is_file(), "ansible-galaxy built {}", tarball.display());
+    let path = dir.join("collections");
+    run(Command::new("ansible-galaxy").args(["collection", "install", "--offline", "-p", s(&path), s(&tarball)])).ok();
+    path
+}
+
+struct Fleet {
+    dir: tempfile::TempDir,
+    collections: PathBuf,
+    keys: Keys,
+}
+
+/// (node, recorded host): three green tuples (SPX bare metal, CPX/NPS4, a passthrough guest).
+const GREEN: [(&str, &str); 6] =
+    [("n1", "mi300x"), ("n2", "mi300x"), ("n3", "mi300x-cpx"), ("n4", "mi300x-cpx"), ("n5", "guest"), ("n6", "guest")];
+
+impl Fleet {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let collections = collection(dir.path());
+        let keys = keygen(&dir.path().join("keys"), "build");
+        // The demo's bundle, qualified for SPX and CPX partitions, at two versions.
+        let p = dir.path().join("project");
+        run(Command::new("cp").args(["-r", s(&repo("testdata/demo")), s(&p)])).ok();
+        let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap().replace(
+            r#"partition = { compute = ["SPX"], memory = ["NPS1"] }"#,
+            r#"partition = { compute = ["SPX", "CPX"], memory = ["NPS1", "NPS4"] }"#,
+        );
+        for version in ["2026.11.0", "2026.11.1"] {
+            std::fs::write(p.join("airlock.toml"), spec.replace("2026.11.0", version)).unwrap();
+            let out = dir.path().join(format!("{version}.airlock"));
+            run(airlock().current_dir(&p).args(["build", "airlock.toml", "--key", s(&keys.private), "--out", s(&out)]))
+                .ok();
+        }
+        Self { dir, collections, keys }
+    }
+
+    fn root(&self, node: &str) -> PathBuf {
+        self.dir.path().join("nodes").join(node)
+    }
+
+    fn inventory(&self, name: &str, nodes: &[(&str, &str)]) -> PathBuf {
+        let probes = repo("testdata/probes");
+        let mut text = String::from("[airlock_nodes]\n");
+        for (node, host) in nodes {
+            // The recorded host's tools first; its rvs from the 8x MI300X recording.
+            let env = serde_json::json!({
+                "PATH": format!("{}:{}:/usr/bin:/bin", probes.join(host).join("bin").display(), probes.join("mi300x/bin").display()),
+                "AIRLOCK_HOST_ROOT": probes.join(host).join("root"),
+            });
+            let _ = writeln!(
+                text,
+                "{node} ansible_connection=local airlock_root={} airlock_environment='{env}'",
+                self.root(node).display()
+            );
+        }
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `ansible-playbook airlock.site.rollout` with `version`'s bundle and `extra` variables.
+    fn rollout(&self, inventory: &Path, version: &str, evidence: &str, extra: &[&str]) -> Run {
+        let vars = serde_json::json!({
+            "airlock_source": self.dir.path().join(format!("{version}.airlock")),
+            "airlock_trust": [self.keys.public.clone()],
+            "airlock_binary": env!("CARGO_BIN_EXE_airlock"),
+            "airlock_batches": [1, 2],
+            "airlock_evidence_dir": self.dir.path().join(evidence),
+            "ansible_python_interpreter": python(),
+        });
+        let vars_file = self.dir.path().join(format!("{evidence}.vars.json"));
+        std::fs::write(&vars_file, vars.to_string()).unwrap();
+        let mut c = Command::new("ansible-playbook");
+        c.env("ANSIBLE_COLLECTIONS_PATH", &self.collections)
+            .env("ANSIBLE_NOCOLOR", "1")
+            .env("ANSIBLE_LOCAL_TEMP", self.dir.path().join("ansible-tmp"))
+            .env("ANSIBLE_HOME", self.dir.path().join("ansible-home"))
+            .args(["airlock.site.rollout", "-i", s(inventory), "-e", &format!("@{}", vars_file.display())])
+            .args(extra);
+        run(&mut c)
+    }
+
+    /// The version each node runs now (`status`), or `-`.
+    fn versions(&self, nodes: &[(&str, &str)]) -> BTreeMap<String, String> {
+        nodes
+            .iter()
+            .map(|(node, _)| {
+                let r = run(airlock().args(["status", "--root", s(&self.root(node)), "--json"]));
+                let v = if r.code == 0 {
+                    r.json()["current"]["version"].as_str().unwrap_or("-").to_owned()
+                } else {
+                    "-".into()
+                };
+                ((*node).to_owned(), v)
+            })
+            .collect()
+    }
+
+    fn records(&self, node: &str) -> usize {
+        std::fs::read_dir(self.root(node).join("records")).map_or(0, Iterator::count)
+    }
+}
+
+/// The Python that runs ansible (its modules run under it too).
+fn python() -> String {
+    let r = run(Command::new("python3").args(["-c", "import sys; print(sys.executable)"])).ok();
+    r.stdout.trim().to_owned()
+}
+
+/// `name=N` counts of the play recap, per host.
+fn recap(stdout: &str) -> BTreeMap<String, String> {
+    let start = stdout.find("PLAY RECAP").expect("a play recap");
+    stdout[start..]
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(host, counts)| (host.trim().to_owned(), counts.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .collect()
+}
+
+fn all(version: &str, nodes: &[(&str, &str)]) -> BTreeMap<String, String> {
+    nodes.iter().map(|(n, _)| ((*n).to_owned(), version.to_owned())).collect()
+}
+
+#[test]
+fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothing() {
+    let f = Fleet::new();
+    let inventory = f.inventory("green.ini", &GREEN);
+
+    // --check: nothing changes anywhere.
+    let r = f.rollout(&inventory, "2026.11.0", "check-evidence", &["--check"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(GREEN.iter().all(|(n, _)| f.records(n) == 0), "a check run writes no record");
+
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(f.versions(&GREEN), all("2026.11.0", &GREEN));
+
+    // The fleet report: canaries (one per tuple) ran before batch 1, and batch 1 before batch 2.
+    let page = f.dir.path().join("fleet.html");
+    let evidence = f.dir.path().join("evidence");
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--out", s(&page), "--json"])).ok().json();
+    assert_eq!(report["verdict"], "green");
+    assert_eq!(report["tuples"].as_array().unwrap().len(), 3, "{report}");
+    let waves: Vec<(String, Vec<String>, String)> = report["waves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let nodes = w["nodes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
+            (w["wave"].as_str().unwrap().to_owned(), nodes, w["to"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    let names: Vec<&str> = waves.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(names, ["canary", "batch 1", "batch 2"], "{report}");
+    assert_eq!(waves[0].1, ["n1", "n3", "n5"]);
+    let froms: Vec<&str> = report["waves"].as_array().unwrap().iter().map(|w| w["from"].as_str().unwrap()).collect();
+    assert!(waves[0].2.as_str() <= froms[1] && waves[1].2.as_str() <= froms[2], "waves in order: {report}");
+    let dom = chromium_dom(&page);
+    assert!(dom.contains("GREEN") && dom.contains("batch 2") && dom.contains("CPX/NPS4"), "{dom}");
+
+    // The same bundle again: nothing changes.
+    let r = f.rollout(&inventory, "2026.11.0", "evidence-again", &[]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    for (host, counts) in recap(&r.stdout) {
+        assert!(counts.contains("changed=0") && counts.contains("failed=0"), "{host}: {counts}");
+    }
+
+    // A capacity rule the second batch would break: the play stops before it, with the numbers.
+    let capacity = r#"{"airlock_capacity": {"total": 6, "reserved": 2, "demand": 3, "headroom": 0}}"#;
+    let r = f.rollout(&inventory, "2026.11.1", "evidence-capacity", &["-e", capacity]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stdout.contains("capacity rule broken before the batch n4, n6") && r.stdout.contains("= 2 is below demand 3"),
+        "{}",
+        r.stdout
+    );
+    let versions = f.versions(&GREEN);
+    assert_eq!(
+        (versions["n2"].as_str(), versions["n4"].as_str(), versions["n6"].as_str()),
+        ("2026.11.1", "2026.11.0", "2026.11.0")
+    );
+}
+
+#[test]
+fn a_red_canary_stops_the_rollout_before_any_expansion() {
+    let f = Fleet::new();
+    // n7 and n8 are alike, and their firmware is below the bundle's floor. n7 ran 2026.11.0
+    // before its firmware was (recorded as) downgraded.
+    let nodes = [GREEN[0], GREEN[1], GREEN[2], GREEN[3], ("n7", "mi300x-old"), ("n8", "mi300x-old")];
+    let good = f.inventory("before.ini", &[("n7", "mi300x")]);
+    assert_eq!(f.rollout(&good, "2026.11.0", "evidence-before", &[]).code, 0);
+    let before: BTreeMap<String, usize> = nodes.iter().map(|(n, _)| ((*n).to_owned(), f.records(n))).collect();
+
+    let inventory = f.inventory("red.ini", &nodes);
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &[]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("PLDM_BUNDLE"), "the canary's red reason: {}", r.stdout);
+    let versions = f.versions(&nodes);
+    assert_eq!(versions["n7"], "2026.11.0", "the red canary is back on its old bundle");
+    for n in ["n2", "n4", "n8"] {
+        assert_eq!(f.records(n), before[n], "{n}, not a canary, was not touched");
+    }
+    // Evidence for every touched node, and the red reason on the fleet page.
+    let evidence = f.dir.path().join("evidence");
+    for n in ["n1", "n3", "n7"] {
+        assert!(evidence.join(n).join("records").is_dir(), "evidence for {n}");
+    }
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!(report["verdict"], "red");
+    let reasons: Vec<&str> =
+        report["problems"].as_array().unwrap().iter().map(|p| p["reason"].as_str().unwrap()).collect();
+    assert!(reasons.iter().any(|r| r.contains("PLDM_BUNDLE")), "{reasons:?}");
+}
+
+#[test]
+fn the_collection_passes_ansible_lint() {
+    let dir = tempfile::tempdir().unwrap();
+    let collections = collection(dir.path());
+    let r = run(Command::new("ansible-lint")
+        .current_dir(repo("ansible"))
+        .env("ANSIBLE_COLLECTIONS_PATH", &collections)
+        .env("ANSIBLE_HOME", dir.path().join("home"))
+        .args(["--nocolor", "--offline"]));
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// The page as Chromium renders it (headless, offline).
+fn chromium_dom(page: &Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let r = run(Command::new("chromium").args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        &format!("--user-data-dir={}", profile.path().display()),
+        "--dump-dom",
+        &format!("file://{}", page.display()),
+    ]));
+    r.stdout
+}
