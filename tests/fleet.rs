@@ -63,12 +63,23 @@ impl Fleet {
     }
 
     fn inventory(&self, name: &str, nodes: &[(&str, &str)]) -> PathBuf {
+        self.inventory_with(name, nodes, &[])
+    }
+
+    /// An inventory whose nodes in `failing_rvs` run an RVS that reports FAIL (the tuple is
+    /// the same: RVS is not part of it).
+    fn inventory_with(&self, name: &str, nodes: &[(&str, &str)], failing_rvs: &[&str]) -> PathBuf {
         let probes = repo("testdata/probes");
         let mut text = String::from("[airlock_nodes]\n");
         for (node, host) in nodes {
             // The recorded host's tools first; its rvs from the 8x MI300X recording.
+            let first = if failing_rvs.contains(node) {
+                format!("{}:", probes.join("rvs-fail/bin").display())
+            } else {
+                String::new()
+            };
             let env = serde_json::json!({
-                "PATH": format!("{}:{}:/usr/bin:/bin", probes.join(host).join("bin").display(), probes.join("mi300x/bin").display()),
+                "PATH": format!("{first}{}:{}:/usr/bin:/bin", probes.join(host).join("bin").display(), probes.join("mi300x/bin").display()),
                 "AIRLOCK_HOST_ROOT": probes.join(host).join("root"),
             });
             let _ = writeln!(
@@ -235,6 +246,39 @@ fn a_red_canary_stops_the_rollout_before_any_expansion() {
     let reasons: Vec<&str> =
         report["problems"].as_array().unwrap().iter().map(|p| p["reason"].as_str().unwrap()).collect();
     assert!(reasons.iter().any(|r| r.contains("PLDM_BUNDLE")), "{reasons:?}");
+}
+
+#[test]
+fn a_failed_batch_is_rolled_back_and_stops_the_rollout() {
+    let f = Fleet::new();
+    let inventory = f.inventory("green.ini", &GREEN);
+    assert_eq!(f.rollout(&inventory, "2026.11.0", "evidence-first", &[]).code, 0);
+    // n2's RVS now fails: its canary (n1, same tuple) passes, and n2 fails in the expansion
+    // batch it shares with n4 and n6.
+    let inventory = f.inventory_with("n2-fails.ini", &GREEN, &["n2"]);
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", r#"{"airlock_batches": [3]}"#]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    let versions = f.versions(&GREEN);
+    assert_eq!(versions["n2"], "2026.11.0", "the failed node was put back by airlock");
+    for n in ["n4", "n6"] {
+        assert_eq!(versions[n], "2026.11.0", "{n}, in the failed batch, was rolled back");
+    }
+    for n in ["n1", "n3", "n5"] {
+        assert_eq!(versions[n], "2026.11.1", "{n}, a canary, keeps the new bundle (scope batch)");
+    }
+    let evidence = f.dir.path().join("evidence");
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    let mut rolled: Vec<&str> = report["tuples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["nodes"].as_array().unwrap())
+        .filter(|n| n["rolled_back"] == true)
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    rolled.sort_unstable();
+    assert_eq!(rolled, ["n4", "n6"], "{report}");
+    assert!(report["tuples"].as_array().unwrap().iter().any(|t| t["rollbacks"]["count"] == 1), "{report}");
 }
 
 #[test]
