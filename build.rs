@@ -1,5 +1,6 @@
-//! Records the commit airlock is built from, for `airlock --version` (like cargo's
-//! `cargo 1.95.0 (f2d3ce0bd 2026-03-21)`). Outside a git checkout the version stands alone.
+//! Records the commit airlock is built from and its target, for `airlock --version` (like
+//! cargo's `cargo 1.95.0 (f2d3ce0bd 2026-03-21)`) and `airlock version --json`. Outside a git
+//! checkout the version names the target alone.
 
 use std::process::Command;
 
@@ -11,11 +12,17 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     let version = env!("CARGO_PKG_VERSION");
-    let text = match (git(&["rev-parse", "--short=9", "HEAD"]), git(&["log", "-1", "--format=%cs"])) {
-        (Some(commit), Some(date)) => format!("{version} ({commit} {date})"),
-        _ => version.to_owned(),
+    let target = std::env::var("TARGET").unwrap_or_default();
+    let commit = git(&["rev-parse", "--short=9", "HEAD"]);
+    let date = git(&["log", "-1", "--format=%cs"]);
+    let text = match (&commit, &date) {
+        (Some(commit), Some(date)) => format!("{version} ({commit} {date} {target})"),
+        _ => format!("{version} ({target})"),
     };
     println!("cargo:rustc-env=AIRLOCK_VERSION={text}");
+    println!("cargo:rustc-env=AIRLOCK_TARGET={target}");
+    println!("cargo:rustc-env=AIRLOCK_COMMIT={}", commit.unwrap_or_default());
+    println!("cargo:rustc-env=AIRLOCK_COMMIT_DATE={}", date.unwrap_or_default());
     // Rebuild when HEAD moves: HEAD itself (a checkout) and the ref it names (a commit).
     if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
         println!("cargo:rerun-if-changed={head}");

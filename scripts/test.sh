@@ -10,7 +10,7 @@ declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [pyth
   [docker-registry]=docker-registry [skopeo]=skopeo [htpasswd]=apache2-utils
   [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt
   [unshare]=util-linux [mount]=mount [chromium]=chromium [script]=bsdutils
-  [debootstrap]=debootstrap [curl]=curl [ip]=iproute2 [chroot]=coreutils)
+  [debootstrap]=debootstrap [curl]=curl [ip]=iproute2 [chroot]=coreutils [man]=man-db)
 missing=()
 for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")

@@ -45,6 +45,8 @@ impl Cli {
             Command::Copy(a) => a.json,
             Command::Report(a) => a.json,
             Command::Outdated(a) => a.json,
+            Command::Version(a) => a.json,
+            Command::Completions(_) | Command::Man(_) => false,
         }
     }
 }
@@ -97,6 +99,32 @@ pub enum Command {
     Report(ReportArgs),
     /// What moved upstream since the lock, by layer (exit 10 when something did).
     Outdated(OutdatedArgs),
+    /// Shell completions on stdout: `airlock completions bash > /etc/bash_completion.d/airlock`.
+    Completions(CompletionsArgs),
+    /// The version, the commit and date it was built from, and the target.
+    Version(VersionArgs),
+    /// Write the man pages (airlock.1 and one per subcommand) into a directory.
+    #[command(hide = true)]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Where the pages go (made if missing).
+    pub out_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -165,3 +165,31 @@ fn output_cut_short_by_a_closed_pipe_is_not_an_error() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("Broken pipe"), "{args:?}");
     }
 }
+
+#[test]
+fn version_completions_and_man_pages_describe_the_cli_itself() {
+    let v = airlock_run(&["version", "--json"]).ok().json();
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["target"].as_str().unwrap(), std::env::consts::ARCH.to_owned() + "-unknown-linux-gnu");
+    let text = airlock_run(&["--version"]).ok().stdout;
+    assert!(text.contains(v["target"].as_str().unwrap()), "--version names the target: {text}");
+
+    let t = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        let script = airlock_run(&["completions", shell]).ok().stdout;
+        assert!(script.contains("apply") && script.contains("rollback"), "{shell}");
+        let path = t.path().join(format!("airlock.{shell}"));
+        std::fs::write(&path, &script).unwrap();
+        if shell == "bash" {
+            run(std::process::Command::new("bash").args(["-n", s(&path)])).ok();
+        }
+    }
+    let listed = airlock_run(&["man", s(&t.path().join("man"))]).ok().stdout;
+    let pages: Vec<&str> = listed.lines().collect();
+    assert!(pages.len() > 20 && pages.iter().any(|p| p.ends_with("airlock-apply.1")), "{listed}");
+    for page in pages {
+        let r = run(std::process::Command::new("man").env("MANWIDTH", "80").args(["-l", page]));
+        assert_eq!(r.code, 0, "{page}: {}", r.stderr);
+        assert!(r.stdout.contains("SYNOPSIS"), "{page}");
+    }
+}

@@ -10,6 +10,7 @@ mod inspect;
 mod install;
 mod keygen;
 mod lock;
+mod meta;
 mod outdated;
 mod probe;
 mod provenance;
@@ -68,6 +69,9 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Copy(a) => copy::run(&a),
         Command::Report(a) => report::run(&a),
         Command::Outdated(a) => outdated::run(&a),
+        Command::Completions(a) => meta::completions(&a),
+        Command::Version(a) => meta::version(&a),
+        Command::Man(a) => meta::man(&a),
     }
 }
 

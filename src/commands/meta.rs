@@ -1,0 +1,59 @@
+//! `airlock completions SHELL`, `airlock version [--json]` and the man pages (`airlock man DIR`,
+//! used by `scripts/release.sh`): airlock about itself, from clap's own model of the CLI.
+
+use std::io::Write;
+
+use clap::CommandFactory as _;
+
+use crate::cli::{Cli, CompletionsArgs, ManArgs, VersionArgs};
+
+pub fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
+    let mut command = Cli::command();
+    // Into memory first: clap_complete panics on a failed write (`| head`), a buffer cannot fail.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "airlock", &mut script);
+    std::io::stdout().lock().write_all(&script)?;
+    Ok(super::EXIT_OK)
+}
+
+#[derive(serde::Serialize)]
+struct Version {
+    version: &'static str,
+    commit: Option<&'static str>,
+    date: Option<&'static str>,
+    target: &'static str,
+}
+
+pub fn version(args: &VersionArgs) -> anyhow::Result<u8> {
+    let v = Version {
+        version: env!("CARGO_PKG_VERSION"),
+        commit: option_env!("AIRLOCK_COMMIT").filter(|c| !c.is_empty()),
+        date: option_env!("AIRLOCK_COMMIT_DATE").filter(|d| !d.is_empty()),
+        target: env!("AIRLOCK_TARGET"),
+    };
+    if args.json {
+        super::print_json(&v)?;
+    } else {
+        writeln!(std::io::stdout().lock(), "airlock {}", env!("AIRLOCK_VERSION"))?;
+    }
+    Ok(super::EXIT_OK)
+}
+
+/// `airlock.1` and `airlock-SUBCOMMAND.1` for every visible subcommand.
+pub fn man(args: &ManArgs) -> anyhow::Result<u8> {
+    std::fs::create_dir_all(&args.out_dir)?;
+    let command = Cli::command();
+    let mut pages = vec![("airlock".to_owned(), command.clone())];
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        pages.push((format!("airlock-{}", sub.get_name()), sub.clone()));
+    }
+    let mut out = std::io::stdout().lock();
+    for (name, page) in pages {
+        let path = args.out_dir.join(format!("{name}.1"));
+        let mut bytes = Vec::new();
+        clap_mangen::Man::new(page).title(name.to_uppercase()).render(&mut bytes)?;
+        super::write_atomic(&path, &bytes)?;
+        writeln!(out, "{}", path.display())?;
+    }
+    Ok(super::EXIT_OK)
+}
