@@ -17,7 +17,7 @@ pub fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
 }
 
 #[derive(serde::Serialize)]
-struct Version {
+struct Built {
     version: &'static str,
     commit: Option<&'static str>,
     date: Option<&'static str>,
@@ -25,7 +25,7 @@ struct Version {
 }
 
 pub fn version(args: &VersionArgs) -> anyhow::Result<u8> {
-    let v = Version {
+    let v = Built {
         version: env!("CARGO_PKG_VERSION"),
         commit: option_env!("AIRLOCK_COMMIT").filter(|c| !c.is_empty()),
         date: option_env!("AIRLOCK_COMMIT_DATE").filter(|d| !d.is_empty()),
