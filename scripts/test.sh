@@ -10,7 +10,8 @@ declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [pyth
   [docker-registry]=docker-registry [skopeo]=skopeo [htpasswd]=apache2-utils
   [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt
   [unshare]=util-linux [mount]=mount [chromium]=chromium [script]=bsdutils
-  [debootstrap]=debootstrap [curl]=curl [ip]=iproute2 [chroot]=coreutils [man]=man-db)
+  [debootstrap]=debootstrap [curl]=curl [ip]=iproute2 [chroot]=coreutils [man]=man-db
+  [rpmbuild]=rpm [lintian]=lintian [objdump]=binutils)
 missing=()
 for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")
@@ -29,7 +30,7 @@ if ((${#missing[@]})); then
 fi
 # Python packages the tests run as real servers and clients.
 for module in pypiserver:pypiserver huggingface_hub:huggingface-hub cyclonedx:cyclonedx-python-lib[json-validation] \
-    ansible:ansible-core ansiblelint:ansible-lint; do
+    ansible:ansible-core ansiblelint:ansible-lint ziglang:ziglang; do
   if ! python3 -c "import ${module%%:*}" 2>/dev/null; then
     echo "==> installing ${module##*:} (pip)"
     python3 -m pip install -q --disable-pip-version-check "${module##*:}" 2>/dev/null \
@@ -37,6 +38,9 @@ for module in pypiserver:pypiserver huggingface_hub:huggingface-hub cyclonedx:cy
   fi
 done
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
+# The portable release builds with cargo-zigbuild (pip: a prebuilt binary).
+command -v cargo-zigbuild >/dev/null || python3 -m pip install -q --disable-pip-version-check cargo-zigbuild 2>/dev/null \
+  || python3 -m pip install -q --disable-pip-version-check --break-system-packages cargo-zigbuild
 # The node tests' real Debian system (debootstrap minbase, and a partial mirror of its suite),
 # built once and kept under target/ (about 330 MB; a minute from the archive).
 echo "==> node fixture (scripts/node-fixture.sh)"
