@@ -46,6 +46,7 @@ impl Cli {
             Command::Report(a) => a.json,
             Command::Outdated(a) => a.json,
             Command::Version(a) => a.json,
+            Command::SelfUpgrade(a) => a.json,
             Command::Completions(_) | Command::Man(_) => false,
         }
     }
@@ -103,6 +104,9 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// The version, the commit and date it was built from, and the target.
     Version(VersionArgs),
+    /// Replace this airlock with the one a bundle carries for this target (verified first; the
+    /// old binary is kept as PATH.previous).
+    SelfUpgrade(SelfUpgradeArgs),
     /// Write the man pages (airlock.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man(ManArgs),
@@ -116,6 +120,20 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Args)]
 pub struct VersionArgs {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SelfUpgradeArgs {
+    /// The bundle (file, parts file or first part) carrying a `[[file]]` of kind `airlock`.
+    pub bundle: PathBuf,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    /// The binary to replace [default: this one].
+    #[arg(long, value_name = "PATH")]
+    pub to: Option<PathBuf>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

@@ -31,5 +31,6 @@ pub mod site;
 pub mod sources;
 pub mod spec;
 pub mod tee;
+pub mod upgrade;
 pub mod validate;
 pub mod wheel;

@@ -193,3 +193,87 @@ fn version_completions_and_man_pages_describe_the_cli_itself() {
         assert!(r.stdout.contains("SYNOPSIS"), "{page}");
     }
 }
+
+/// A bundle carrying this airlock binary as a `[[file]]` of kind `airlock` for this target.
+fn carrying_airlock(dir: &std::path::Path, keys: &Keys) -> std::path::PathBuf {
+    let p = dir.join("carrier");
+    std::fs::create_dir_all(&p).unwrap();
+    let target = airlock_run(&["version", "--json"]).ok().json()["target"].as_str().unwrap().to_owned();
+    std::fs::copy(env!("CARGO_BIN_EXE_airlock"), p.join("airlock-bin")).unwrap();
+    std::fs::write(
+        p.join("airlock.toml"),
+        format!(
+            "[bundle]\nname = \"site-tools\"\nversion = \"1.0.0\"\n\n[[file]]\nname = \"airlock-{target}\"\nsource = \"airlock-bin\"\nkind = \"airlock\"\nnotes = {{ target = \"{target}\" }}\n"
+        ),
+    )
+    .unwrap();
+    let bundle = dir.join("rocm10-2026.11.1.airlock");
+    let spec = p.join("airlock.toml");
+    airlock_in(&p, &["lock", s(&spec)]).ok();
+    airlock_in(&p, &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    bundle
+}
+
+#[test]
+fn the_first_airlock_is_checked_with_openssl_as_the_docs_say_and_self_upgrade_replaces_it() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let bundle = carrying_airlock(t.path(), &keys);
+
+    // The bootstrap block of docs/site-operator.md, run as written, in a directory holding the
+    // bundle and the key.
+    let doc = std::fs::read_to_string(repo("docs/site-operator.md")).unwrap();
+    let block = doc.split("<!-- bootstrap -->").nth(1).unwrap().split("<!-- /bootstrap -->").next().unwrap();
+    let script = block.trim().trim_start_matches("```sh").trim_end_matches("```");
+    let site = t.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::copy(&bundle, site.join("rocm10-2026.11.1.airlock")).unwrap();
+    std::fs::copy(&keys.public, site.join("build.pub")).unwrap();
+    let r = run(std::process::Command::new("bash").current_dir(&site).args(["-euo", "pipefail", "-c", script])).ok();
+    assert!(
+        r.stdout.contains("Verified OK") && r.stdout.contains(": OK") && r.stdout.contains("airlock "),
+        "{}",
+        r.stdout
+    );
+
+    // self-upgrade over a copy: the new binary runs, the old one is kept beside it.
+    let installed = t.path().join("bin/airlock");
+    std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    std::fs::write(&installed, "#!/bin/sh\necho old airlock\n").unwrap();
+    let r =
+        airlock_run(&["self-upgrade", s(&bundle), "--trust", s(&keys.public), "--to", s(&installed), "--json"]).ok();
+    assert!(r.json()["version"].as_str().unwrap().starts_with("airlock "), "{}", r.stdout);
+    let out = run(std::process::Command::new(&installed).arg("--version")).ok();
+    assert!(out.stdout.starts_with("airlock "), "{}", out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(installed.with_file_name("airlock.previous")).unwrap(),
+        "#!/bin/sh\necho old airlock\n"
+    );
+
+    // A bundle whose carried binary is not the one its manifest lists: refused, nothing replaced.
+    let tampered = t.path().join("tampered.airlock");
+    let script = format!(
+        r#"
+import io, subprocess, tarfile
+src, dst, member = {src:?}, {dst:?}, {member:?}
+raw = subprocess.run(["zstd", "-dc", src], check=True, capture_output=True).stdout
+out = io.BytesIO()
+with tarfile.open(fileobj=io.BytesIO(raw)) as tin, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tout:
+    for m in tin.getmembers():
+        data = tin.extractfile(m).read() if m.isfile() else None
+        if m.name == member:
+            data = bytes([data[0] ^ 1]) + data[1:]
+        tout.addfile(m, io.BytesIO(data) if data is not None else None)
+open(dst, "wb").write(subprocess.run(["zstd", "-q", "-c"], input=out.getvalue(), check=True, capture_output=True).stdout)
+"#,
+        src = bundle.display().to_string(),
+        dst = tampered.display().to_string(),
+        member =
+            format!("files/airlock-{}", airlock_run(&["version", "--json"]).ok().json()["target"].as_str().unwrap()),
+    );
+    run(std::process::Command::new("python3").args(["-c", &script])).ok();
+    let before = std::fs::read(&installed).unwrap();
+    let r = airlock_run(&["self-upgrade", s(&tampered), "--trust", s(&keys.public), "--to", s(&installed)]).code(3);
+    assert!(r.stderr.contains("failed verification") && r.stderr.contains("nothing was replaced"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&installed).unwrap(), before);
+}

@@ -126,7 +126,11 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
         }
         Artifact::Model(m) => model_component(m)?,
         Artifact::File(f) => {
-            let class = if f.file_kind == FileKind::Firmware { Classification::Firmware } else { Classification::File };
+            let class = match f.file_kind {
+                FileKind::Firmware => Classification::Firmware,
+                FileKind::Airlock => Classification::Application,
+                FileKind::Document | FileKind::Generic => Classification::File,
+            };
             let url = f.source.starts_with("http://") || f.source.starts_with("https://");
             let checksum = format!("sha256:{}", f.sha256);
             let mut q: Vec<(&str, &str)> = vec![("checksum", checksum.as_str())];

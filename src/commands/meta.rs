@@ -5,7 +5,7 @@ use std::io::Write;
 
 use clap::CommandFactory as _;
 
-use crate::cli::{Cli, CompletionsArgs, ManArgs, VersionArgs};
+use crate::cli::{Cli, CompletionsArgs, ManArgs, SelfUpgradeArgs, VersionArgs};
 
 pub fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
     let mut command = Cli::command();
@@ -54,6 +54,28 @@ pub fn man(args: &ManArgs) -> anyhow::Result<u8> {
         clap_mangen::Man::new(page).title(name.to_uppercase()).render(&mut bytes)?;
         super::write_atomic(&path, &bytes)?;
         writeln!(out, "{}", path.display())?;
+    }
+    Ok(super::EXIT_OK)
+}
+
+/// `self-upgrade`: the carried airlock for this target, verified, run, and put in place.
+pub fn self_upgrade(args: &SelfUpgradeArgs) -> anyhow::Result<u8> {
+    let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
+    let policy = super::load_policy(&args.trust, input.bundle())?;
+    let to = match &args.to {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?,
+    };
+    let reporter = crate::cli::TerminalReporter::new(args.json);
+    let done = crate::upgrade::self_upgrade(&input, &policy, &to, &reporter)?;
+    if args.json {
+        super::print_json(&done)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{} is now {} (from {})", done.path.display(), done.version, done.member)?;
+        if let Some(p) = &done.previous {
+            writeln!(out, "the binary it replaced is kept as {}", p.display())?;
+        }
     }
     Ok(super::EXIT_OK)
 }

@@ -72,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Completions(a) => meta::completions(&a),
         Command::Version(a) => meta::version(&a),
         Command::Man(a) => meta::man(&a),
+        Command::SelfUpgrade(a) => meta::self_upgrade(&a),
     }
 }
 
@@ -122,6 +123,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::build::base::BaseError,
             crate::artifact::ArtifactError,
             crate::oci::StoreError,
+            crate::upgrade::UpgradeError,
             crate::report::ReportError,
             crate::sign::policy::PolicyError,
             crate::sign::KeyError,

@@ -186,6 +186,9 @@ pub struct FileSpec {
 pub enum FileKind {
     Firmware,
     Document,
+    /// An airlock release binary for the site (`notes.target`: the Rust target it runs on,
+    /// `x86_64-unknown-linux-gnu`): what `airlock self-upgrade` installs.
+    Airlock,
     #[default]
     Generic,
 }
@@ -195,6 +198,7 @@ impl std::fmt::Display for FileKind {
         f.write_str(match self {
             Self::Firmware => "firmware",
             Self::Document => "document",
+            Self::Airlock => "airlock",
             Self::Generic => "generic",
         })
     }
@@ -434,6 +438,16 @@ impl SpecFile {
             }
             if f.source.is_empty() {
                 return Err(self.invalid(&file.span(), format!("`[[file]]` `{}` has an empty `source`", f.name)));
+            }
+            if f.kind == FileKind::Airlock && !f.notes.contains_key("target") {
+                return Err(self.invalid(
+                    &file.span(),
+                    format!(
+                        "`[[file]]` `{}` of kind `airlock` needs `notes = {{ target = \"x86_64-unknown-linux-gnu\" }}`: \
+                         the target it runs on",
+                        f.name
+                    ),
+                ));
             }
         }
         let mut checks = BTreeSet::new();

@@ -1,0 +1,179 @@
+//! `airlock self-upgrade BUNDLE`: the airlock a bundle carries (a `[[file]]` of kind `airlock`
+//! whose `notes.target` is this build's target) installed over this one. The bundle is verified
+//! whole while only that member is written, into a temporary file beside the binary it
+//! replaces; the new binary must run (`--version`) before it is renamed into place, and the
+//! old one is kept beside it as `PATH.previous`.
+
+use std::io::{self, Read, Write as _};
+use std::path::{Path, PathBuf};
+
+use crate::bundle::Manifest;
+use crate::bundle::manifest::{Artifact, FileArtifact};
+use crate::bundle::parts::{Input, PartsError};
+use crate::bundle::reader::{MemberSink, OnProblem, read_bundle, read_head};
+use crate::failure::{Class, Classify};
+use crate::member_path::MemberPath;
+use crate::progress::Reporter;
+use crate::sign::Policy;
+use crate::spec::FileKind;
+
+/// This build's target (`x86_64-unknown-linux-gnu`).
+pub const TARGET: &str = env!("AIRLOCK_TARGET");
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpgradeError {
+    #[error(transparent)]
+    Parts(#[from] PartsError),
+    #[error("`{}` carries no airlock for {target} (it carries: {offered})", path.display())]
+    NoBinary { path: PathBuf, target: String, offered: String },
+    #[error("`{}` failed verification; nothing was replaced: {detail}", path.display())]
+    Rejected { path: PathBuf, detail: String },
+    #[error("the airlock `{}` carries does not run here (`--version`: {detail}); nothing was replaced", path.display())]
+    NotRunnable { path: PathBuf, detail: String },
+    #[error("`{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Classify for UpgradeError {
+    fn class(&self) -> Class {
+        match self {
+            UpgradeError::Parts(e) => e.class(),
+            UpgradeError::Rejected { .. } => Class::Verification,
+            UpgradeError::NoBinary { .. } | UpgradeError::NotRunnable { .. } | UpgradeError::Io { .. } => {
+                Class::Runtime
+            }
+        }
+    }
+}
+
+/// What `self-upgrade` did.
+#[derive(Debug, serde::Serialize)]
+pub struct Upgraded {
+    pub path: PathBuf,
+    /// What the new binary says (`airlock --version`).
+    pub version: String,
+    /// The binary it replaced, kept.
+    pub previous: Option<PathBuf>,
+    pub member: String,
+}
+
+/// The carried binary for this target, in `manifest`.
+fn carried(manifest: &Manifest) -> Option<&FileArtifact> {
+    manifest.artifacts.iter().find_map(|a| match a {
+        Artifact::File(f)
+            if f.file_kind == FileKind::Airlock && f.notes.get("target").map(String::as_str) == Some(TARGET) =>
+        {
+            Some(f)
+        }
+        _ => None,
+    })
+}
+
+/// Writes one member (the carried binary) and discards the rest; the reader hashes all.
+struct Capture {
+    want: MemberPath,
+    file: std::fs::File,
+    found: bool,
+}
+
+impl MemberSink for Capture {
+    fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> io::Result<()> {
+        if *path == self.want {
+            io::copy(data, &mut self.file)?;
+            self.found = true;
+        } else {
+            io::copy(data, &mut io::sink())?;
+        }
+        Ok(())
+    }
+}
+
+pub fn self_upgrade(
+    input: &Input,
+    policy: &Policy,
+    to: &Path,
+    reporter: &dyn Reporter,
+) -> Result<Upgraded, UpgradeError> {
+    let bundle = input.bundle().to_owned();
+    let io_err = |path: &Path| {
+        let path = path.to_owned();
+        move |source| UpgradeError::Io { path, source }
+    };
+    // Which member to keep: named by the (not yet verified) manifest, confirmed by the verified one.
+    let head =
+        read_head(input.open()?).map_err(|p| UpgradeError::Rejected { path: bundle.clone(), detail: p.to_string() })?;
+    let Some(wanted) = carried(&head.manifest) else {
+        let offered: Vec<String> = head
+            .manifest
+            .artifacts
+            .iter()
+            .filter_map(|a| match a {
+                Artifact::File(f) if f.file_kind == FileKind::Airlock => f.notes.get("target").cloned(),
+                _ => None,
+            })
+            .collect();
+        let offered = if offered.is_empty() { "no airlock at all".to_owned() } else { offered.join(", ") };
+        return Err(UpgradeError::NoBinary { path: bundle, target: TARGET.to_owned(), offered });
+    };
+    let member = wanted.path.clone();
+    let mut tmp = crate::atomic::temp_beside(to).map_err(io_err(to))?;
+    let mut sink = Capture { want: member.clone(), file: tmp.as_file().try_clone().map_err(io_err(to))?, found: false };
+    let (stream, _) = input.open_trusted(&policy.keys)?;
+    let report = read_bundle(stream, policy, &mut sink, OnProblem::Stop, reporter)
+        .map_err(|e| UpgradeError::Io { path: e.path.under(Path::new("")), source: e.source })?;
+    let confirmed = report.manifest.as_ref().and_then(carried).is_some_and(|f| f.path == member);
+    if !report.verified() || !confirmed || !sink.found {
+        let detail = report.problems.first().map_or_else(
+            || format!("the verified manifest does not carry `{member}` as the airlock for {TARGET}"),
+            ToString::to_string,
+        );
+        return Err(UpgradeError::Rejected { path: bundle, detail });
+    }
+    tmp.flush().map_err(io_err(to))?;
+    tmp.as_file().sync_all().map_err(io_err(to))?;
+    // Every handle open for writing is closed before the file is run (else: text file busy).
+    drop(sink);
+    let tmp = tmp.into_temp_path();
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(io_err(&tmp))?;
+    let version = runs(&tmp).map_err(|detail| UpgradeError::NotRunnable { path: bundle.clone(), detail })?;
+    let previous = keep_previous(to).map_err(io_err(to))?;
+    tmp.persist(to).map_err(|e| io_err(to)(e.error))?;
+    crate::atomic::sync_dir(to.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+        .map_err(io_err(to))?;
+    Ok(Upgraded { path: to.to_owned(), version, previous, member: member.to_string() })
+}
+
+/// `PATH --version`, which must succeed and name airlock.
+fn runs(path: &Path) -> Result<String, String> {
+    let out = std::process::Command::new(path).arg("--version").output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() && text.starts_with("airlock ") {
+        Ok(text)
+    } else {
+        Err(format!("{} {}", out.status, crate::escape::value(&text)))
+    }
+}
+
+/// The binary about to be replaced, kept as `PATH.previous` (a hard link, or a copy across
+/// file systems), so that it can be put back.
+fn keep_previous(to: &Path) -> io::Result<Option<PathBuf>> {
+    if !to.exists() {
+        return Ok(None);
+    }
+    let mut name = to.file_name().unwrap_or_default().to_owned();
+    name.push(".previous");
+    let previous = to.with_file_name(name);
+    match std::fs::remove_file(&previous) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if std::fs::hard_link(to, &previous).is_err() {
+        std::fs::copy(to, &previous)?;
+    }
+    Ok(Some(previous))
+}
