@@ -36,20 +36,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
         }
         (None, None) => unreachable!("clap requires BUNDLE or --root"),
     };
-    let page = crate::report::html::render(&report);
-    match &args.out {
-        Some(path) => {
-            super::write_atomic(path, page.as_bytes())?;
-            if !args.json {
-                writeln!(std::io::stdout().lock(), "wrote {} ({} bytes)", path.display(), page.len())?;
-            }
-        }
-        None if !args.json => std::io::stdout().lock().write_all(page.as_bytes())?,
-        None => {}
-    }
-    if args.json {
-        super::print_json(&report)?;
-    }
+    output(args, &crate::report::html::render(&report), &report)?;
     // A site whose active bundle no longer verifies, or whose tree is not what verified, gets
     // its page (the evidence) and exit 3.
     if let Some(site) = &report.site
@@ -69,7 +56,12 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
 /// page is the evidence of what happened).
 fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
     let fleet = crate::report::fleet::fleet(dir)?;
-    let page = crate::report::fleet::render(&fleet);
+    output(args, &crate::report::fleet::render(&fleet), &fleet)?;
+    Ok(super::EXIT_OK)
+}
+
+/// The page to `--out` (or stdout without `--json`), and the data as JSON with `--json`.
+fn output(args: &ReportArgs, page: &str, data: &impl serde::Serialize) -> anyhow::Result<()> {
     match &args.out {
         Some(path) => {
             super::write_atomic(path, page.as_bytes())?;
@@ -81,7 +73,7 @@ fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
         None => {}
     }
     if args.json {
-        super::print_json(&fleet)?;
+        super::print_json(data)?;
     }
-    Ok(super::EXIT_OK)
+    Ok(())
 }

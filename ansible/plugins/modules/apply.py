@@ -20,9 +20,7 @@ options:
   accept_amber: {description: Commit an amber stack; needs reason., type: bool, default: false}
   accept_unrestorable: {description: Change packages that could not be put back; needs reason., type: bool, default: false}
   reason: {description: Why an acceptance holds (kept in the record)., type: str}
-  root: {description: The node's airlock site root., type: path, required: true}
-  binary: {description: The airlock executable., type: str, default: airlock}
-  environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
 

@@ -11,10 +11,7 @@ description:
   - Runs C(airlock probe --json) and C(airlock status --json) and returns the node's tuple (GPU
     model, gfx, OS, kernel, partition modes, virtualization, firmware) and its current bundle.
   - Nodes with the same tuple are alike for the upgrade guide's canary rule.
-options:
-  root: {description: The node's airlock site root., type: path, required: true}
-  binary: {description: The airlock executable., type: str, default: airlock}
-  environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
 

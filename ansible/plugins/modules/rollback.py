@@ -12,9 +12,7 @@ description:
   - With max_seconds, a rollback that takes longer fails (an abort trigger of the upgrade guide).
 options:
   max_seconds: {description: Fail when the rollback took longer than this., type: float}
-  root: {description: The node's airlock site root., type: path, required: true}
-  binary: {description: The airlock executable., type: str, default: airlock}
-  environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
 

@@ -9,10 +9,7 @@ module: status
 short_description: This node's airlock root, read only
 description:
   - Runs C(airlock status --json) (current, previous, retained bundles, history, rollbacks, a pending reboot).
-options:
-  root: {description: The node's airlock site root., type: path, required: true}
-  binary: {description: The airlock executable., type: str, default: airlock}
-  environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
 

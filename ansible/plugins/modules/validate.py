@@ -12,9 +12,7 @@ description:
     an apply waited for (commits the bundle, or puts the packages back and fails).
 options:
   commit: {description: Commit the apply that waited for a reboot., type: bool, default: false}
-  root: {description: The node's airlock site root., type: path, required: true}
-  binary: {description: The airlock executable., type: str, default: airlock}
-  environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
 
