@@ -282,6 +282,19 @@ fn a_failed_batch_is_rolled_back_and_stops_the_rollout() {
 }
 
 #[test]
+fn with_rollback_scope_all_an_abort_takes_back_every_node_the_run_changed() {
+    let f = Fleet::new();
+    let inventory = f.inventory("green.ini", &GREEN);
+    assert_eq!(f.rollout(&inventory, "2026.11.0", "evidence-first", &[]).code, 0);
+    let inventory = f.inventory_with("n2-fails.ini", &GREEN, &["n2"]);
+    let vars = r#"{"airlock_batches": [3], "airlock_rollback_scope": "all"}"#;
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", vars]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    // The canaries changed earlier in this run are rolled back too: the fleet is as it was.
+    assert_eq!(f.versions(&GREEN), all("2026.11.0", &GREEN), "{}", r.stdout);
+}
+
+#[test]
 fn the_collection_passes_ansible_lint() {
     let dir = tempfile::tempdir().unwrap();
     let collections = collection(dir.path());

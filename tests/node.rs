@@ -392,6 +392,22 @@ fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
     node.airlock(&["rollback", "--root", "/var/lib/airlock"]).code(3);
     assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.1-1"));
     std::fs::write(&deb, original).unwrap();
+    // A rollback whose stack is red on this host (its amdgpu is now below the matrix's
+    // floor): the newer set is put back, exit 4, and the node stays on bundle 2.
+    let amdgpu = node.root.join("host/sys/module/amdgpu/version");
+    let live = std::fs::read_to_string(&amdgpu).unwrap();
+    std::fs::write(&amdgpu, "6.10.5\n").unwrap();
+    let r = node.airlock(&["rollback", "--root", "/var/lib/airlock"]).code(4);
+    assert!(r.stderr.contains("amdgpu"), "{}", r.stderr);
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.1-1"));
+    let last = node.records().pop().unwrap();
+    assert_eq!(
+        (last["action"].as_str(), last["outcome"].as_str()),
+        (Some("rollback"), Some("restored")),
+        "{}",
+        last["reason"]
+    );
+    std::fs::write(&amdgpu, live).unwrap();
     let r = node.airlock(&["rollback", "--root", "/var/lib/airlock", "--json"]).ok();
     assert_eq!(r.json()["version"], "1.0.0", "{}", r.stdout);
     assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
