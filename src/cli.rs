@@ -585,7 +585,7 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Seconds to wait for the dpkg lock held by another package manager.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::site::packages::DEFAULT_LOCK_TIMEOUT)]
     pub lock_timeout: u64,
     #[command(flatten)]
     pub net: NetArgs,

@@ -128,8 +128,6 @@ pub struct Net {
 pub enum NetError {
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
-    #[error(transparent)]
-    Http(#[from] HttpError),
 }
 
 impl Net {
@@ -393,7 +391,6 @@ impl Classify for NetError {
     fn class(&self) -> Class {
         match self {
             NetError::Runtime(_) => Class::Runtime,
-            NetError::Http(e) => e.class(),
         }
     }
 }

@@ -236,6 +236,8 @@ fn change(
             reason: reason.clone(),
             changes: changes.clone(),
             retained_here: fresh,
+            keep: opts.keep,
+            downgrade,
             accept_amber: match &opts.amber {
                 Amber::Accept { reason } => Some(reason.clone()),
                 Amber::Refuse => None,
@@ -522,7 +524,7 @@ fn commit_locked(
     });
     attempt.record.signers.clone_from(&checked.signers);
     attempt.phases.mark("verify", "validate");
-    let node = Node::for_manifest(root.path(), COMMIT_LOCK_TIMEOUT, &manifest)?;
+    let node = Node::for_manifest(root.path(), packages::DEFAULT_LOCK_TIMEOUT, &manifest)?;
     let views = retained_views(root, state, None);
     let amber = pending.accept_amber.clone().map_or(Amber::Refuse, |reason| Amber::Accept { reason });
     let validation = match judge(&node, &pending.changes, &views, &manifest, &amber, attempt) {
@@ -537,7 +539,13 @@ fn commit_locked(
             return Err(e);
         }
     };
-    let commit = Commit { id: &pending.id, manifest: &manifest, changes: &pending.changes, downgrade: false, keep: 2 };
+    let commit = Commit {
+        id: &pending.id,
+        manifest: &manifest,
+        changes: &pending.changes,
+        downgrade: pending.downgrade,
+        keep: pending.keep,
+    };
     let (previous, _, record) = commit.run(root, state, validation.as_ref(), &amber, attempt)?;
     Ok(Committed {
         id: pending.id.clone(),
@@ -551,6 +559,3 @@ fn commit_locked(
         seconds: attempt.phases.total(),
     })
 }
-
-/// Seconds `validate --commit` waits for the dpkg lock (a restore may need it).
-const COMMIT_LOCK_TIMEOUT: u64 = 300;

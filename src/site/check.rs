@@ -189,7 +189,8 @@ fn bundle(
         }
     };
     if state.bundles.get(id).is_some_and(|b| b.partial) {
-        return partial(root, id, &policy, out);
+        let (checked, kept) = partial(root, id, &policy, out)?;
+        return Ok((checked, kept.map(|(m, _)| m)));
     }
     let file = dir.join(RETAINED_BUNDLE);
     let input = match crate::sign::policy::open_regular(&file) {
@@ -242,17 +243,14 @@ pub(super) fn verify_kept(
     policy: &crate::sign::Policy,
 ) -> Result<(Manifest, Sha256, Vec<crate::sign::KeyId>), SiteError> {
     let out = BundleCheck::unchecked(id);
-    let (checked, manifest) = partial(root, id, policy, out)?;
-    match manifest {
-        Some(m) if checked.ok() => {
-            let bytes = super::state::read_bounded(&root.bundle_dir(id).join(MANIFEST), MAX_MANIFEST_BYTES)?;
-            Ok((m, Sha256::of_bytes(&bytes.unwrap_or_default()), checked.signers))
-        }
+    let (checked, kept) = partial(root, id, policy, out)?;
+    match kept {
+        Some((m, sha256)) if checked.ok() => Ok((m, sha256, checked.signers)),
         _ => Err(SiteError::Damaged { root: root.path().to_owned(), id: id.clone(), damage: checked.damage }),
     }
 }
 
-/// A bundle a node applied from a mirror and kept in part (`mirror::kept_by_node`): its
+/// A bundle a node applied from a mirror and kept in part (with its manifest's sha256, read once) (`mirror::kept_by_node`): its
 /// manifest's signatures verified again under the recorded policy, its id from the manifest's
 /// digest, and the files it keeps (and their apt view) compared with the manifest.
 fn partial(
@@ -260,7 +258,7 @@ fn partial(
     id: &BundleId,
     policy: &crate::sign::Policy,
     mut out: BundleCheck,
-) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
+) -> Result<(BundleCheck, Option<(Manifest, Sha256)>), SiteError> {
     use super::mirror::{MAX_SIGNATURE_BYTES, SIGNATURE};
     let dir = root.bundle_dir(id);
     let read = |rel: &str, limit: u64| match super::state::read_bounded(&dir.join(rel), limit) {
@@ -315,7 +313,7 @@ fn partial(
     let (files, damage) = compare(&dir, &expected);
     out.files_checked = files;
     out.damage.extend(damage);
-    Ok((out, Some(manifest)))
+    Ok((out, Some((manifest, sha256))))
 }
 
 fn out_damage(path: &str, problem: String) -> Damage {

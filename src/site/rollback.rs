@@ -49,9 +49,6 @@ pub struct RolledBack {
     pub seconds: f64,
 }
 
-/// Seconds a rollback waits for the dpkg lock.
-const LOCK_TIMEOUT: u64 = 300;
-
 pub fn rollback(
     root: &Path,
     trust: Trust,
@@ -175,7 +172,7 @@ fn node_packages(
     };
     attempt.phases.mark("stage", "packages");
     attempt.record.role = Some("node".to_owned());
-    let node = Node::new(root.path(), LOCK_TIMEOUT)?;
+    let node = Node::new(root.path(), packages::DEFAULT_LOCK_TIMEOUT)?;
     let mut wanted = packages::carried(manifest, &node.arch);
     for c in applied {
         if !wanted.iter().any(|w| w.name == c.name) {

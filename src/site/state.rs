@@ -79,6 +79,11 @@ pub struct Pending {
     /// The apply retained the bundle (it was not under `bundles/` before): a restore removes it.
     #[serde(default)]
     pub retained_here: bool,
+    /// The apply's `--keep` (what the commit prunes to) and whether it was a downgrade.
+    #[serde(default = "two")]
+    pub keep: usize,
+    #[serde(default)]
+    pub downgrade: bool,
     /// `--accept-amber --reason`, given to the apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_amber: Option<String>,
@@ -221,4 +226,8 @@ fn retained_versions(root: &SiteRoot) -> Vec<(String, semver::Version)> {
             Some((head.name, head.version))
         })
         .collect()
+}
+
+fn two() -> usize {
+    2
 }

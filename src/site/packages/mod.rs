@@ -25,6 +25,10 @@ use crate::bundle::manifest::Artifact;
 use crate::failure::{Class, Classify};
 pub use apt::Apt;
 
+/// Seconds to wait for the dpkg lock another package manager holds, unless told otherwise
+/// (`apply --lock-timeout`; a rollback and `validate --commit` always wait this long).
+pub const DEFAULT_LOCK_TIMEOUT: u64 = 300;
+
 /// Installed packages by name, with their versions.
 pub type PackageSet = BTreeMap<String, String>;
 
