@@ -159,4 +159,18 @@ PATH="$repo/testdata/probes/nogpu/bin:${PATH#"$repo/testdata/probes/mi300x/bin:"
   "$AIRLOCK" install "$bundle" --role mirror --trust "$work/keys/build.pub" --root "$work/mirror"
 echo "    nodes apply from it (apt, as root): airlock apply file://$work/mirror/ --trust build.pub --root /var/lib/airlock"
 
+step "19. a site trust root (TUF metadata): signing roles stated once, no --trust in scripts; a revoked key stops counting"
+"$AIRLOCK" keygen --out-dir "$work/keys" --name root >/dev/null
+"$AIRLOCK" trust init --root "$work/trusted-site" --root-key "$work/keys/root.pub" --expires 90d \
+  --role "build=$work/keys/build.pub:1" --role "security=$work/keys/security.pub:1" --sign "$work/keys/root.key"
+"$AIRLOCK" trust show --root "$work/trusted-site" | grep -A 2 "signing roles"
+"$AIRLOCK" install "$bundle" --root "$work/trusted-site" | tail -n 1
+"$AIRLOCK" trust revoke --root "$work/trusted-site" --key "$work/keys/security.pub" --sign "$work/keys/root.key" 2>/dev/null
+set +e
+"$AIRLOCK" verify "$bundle" --root "$work/trusted-site" >/dev/null 2>&1
+code=$?
+set -e
+echo "    security.pub revoked: verify --root exits $code (the security role cannot be met until a key is added)"
+[[ $code -eq 3 ]]
+
 printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"

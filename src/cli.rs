@@ -47,6 +47,7 @@ impl Cli {
             Command::Outdated(a) => a.json,
             Command::Version(a) => a.json,
             Command::SelfUpgrade(a) => a.json,
+            Command::Trust(a) => a.json(),
             Command::Completions(_) | Command::Man(_) => false,
         }
     }
@@ -107,9 +108,168 @@ pub enum Command {
     /// Replace this airlock with the one a bundle carries for this target (verified first; the
     /// old binary is kept as PATH.previous).
     SelfUpgrade(SelfUpgradeArgs),
+    /// The site trust root: who may sign what a site activates (TUF root and targets metadata
+    /// under `ROOT/trust/`): init, rotate, role, revoke, renew, update, show.
+    #[command(subcommand)]
+    Trust(TrustCommand),
     /// Write the man pages (airlock.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man(ManArgs),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TrustCommand {
+    /// Write root version 1 and targets version 1: the root keys and threshold, the targets
+    /// keys, and the signing roles a bundle must satisfy.
+    Init(TrustInitArgs),
+    /// Write root version N+1 (signed by a threshold of version N's root keys and of its own):
+    /// add or remove root or targets keys, change thresholds, renew the root's expiry.
+    Rotate(TrustRotateArgs),
+    /// Write a new targets version that sets or removes signing roles.
+    Role(TrustRoleArgs),
+    /// Write a new targets version without a key: no bundle counts its signature any more,
+    /// retained ones included.
+    Revoke(TrustRevokeArgs),
+    /// Extend the expiry of the root and the targets metadata.
+    Renew(TrustRenewArgs),
+    /// Adopt newer metadata from files (`N.root.json` one version at a time, `targets.json`),
+    /// each verified against what the site has.
+    Update(TrustUpdateArgs),
+    /// The versions, roles, keys, thresholds and expiry.
+    Show(TrustShowArgs),
+}
+
+impl TrustCommand {
+    pub fn json(&self) -> bool {
+        match self {
+            TrustCommand::Init(a) => a.common.json,
+            TrustCommand::Rotate(a) => a.common.json,
+            TrustCommand::Role(a) => a.common.json,
+            TrustCommand::Revoke(a) => a.common.json,
+            TrustCommand::Renew(a) => a.common.json,
+            TrustCommand::Update(a) => a.common.json,
+            TrustCommand::Show(a) => a.json,
+        }
+    }
+}
+
+/// What every `trust` change takes.
+#[derive(Debug, Args)]
+pub struct TrustCommon {
+    /// Site state root (the metadata is `ROOT/trust/`).
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    /// A private key to sign the new metadata with (passphrase from `AIRLOCK_KEY_PASSWORD`);
+    /// repeat until every threshold the change needs is met.
+    #[arg(long = "sign", value_name = "KEY")]
+    pub sign: Vec<PathBuf>,
+    #[command(flatten)]
+    pub site: SiteArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustInitArgs {
+    #[command(flatten)]
+    pub common: TrustCommon,
+    /// A root key (SPKI PEM); repeat for several. Keep their private halves offline.
+    #[arg(long = "root-key", value_name = "PUB", required = true)]
+    pub root_key: Vec<PathBuf>,
+    /// Root keys that must sign every new root version.
+    #[arg(long, default_value_t = 1)]
+    pub root_threshold: u64,
+    /// A key of the targets role, which signs the signing roles [default: the root keys].
+    #[arg(long = "targets-key", value_name = "PUB")]
+    pub targets_key: Vec<PathBuf>,
+    /// Targets keys that must sign every targets version [default: the root threshold with
+    /// the root keys, else 1].
+    #[arg(long)]
+    pub targets_threshold: Option<u64>,
+    /// A signing role: `NAME=PUB[,PUB…]:THRESHOLD` (`build=build.pub:1`,
+    /// `security=sec1.pub,sec2.pub:1`); every role must be met for a bundle to be accepted.
+    #[arg(long = "role", value_name = "NAME=PUB[,PUB…]:N", required = true)]
+    pub role: Vec<String>,
+    /// When the metadata expires: a duration (`365d`, `1y`, `12h`) or a date (`2027-12-31`).
+    #[arg(long, default_value = "1y")]
+    pub expires: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustRotateArgs {
+    #[command(flatten)]
+    pub common: TrustCommon,
+    #[arg(long = "add-root-key", value_name = "PUB")]
+    pub add_root_key: Vec<PathBuf>,
+    #[arg(long = "remove-root-key", value_name = "PUB")]
+    pub remove_root_key: Vec<PathBuf>,
+    #[arg(long)]
+    pub root_threshold: Option<u64>,
+    #[arg(long = "add-targets-key", value_name = "PUB")]
+    pub add_targets_key: Vec<PathBuf>,
+    #[arg(long = "remove-targets-key", value_name = "PUB")]
+    pub remove_targets_key: Vec<PathBuf>,
+    #[arg(long)]
+    pub targets_threshold: Option<u64>,
+    /// The new root version's expiry (a duration or a date) [default: unchanged].
+    #[arg(long)]
+    pub expires: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustRoleArgs {
+    #[command(flatten)]
+    pub common: TrustCommon,
+    /// Set a signing role: `NAME=PUB[,PUB…]:THRESHOLD` (replaces a role of that name).
+    #[arg(long = "role", value_name = "NAME=PUB[,PUB…]:N")]
+    pub role: Vec<String>,
+    /// Remove a signing role.
+    #[arg(long = "remove-role", value_name = "NAME")]
+    pub remove_role: Vec<String>,
+    /// The new targets version's expiry [default: unchanged].
+    #[arg(long)]
+    pub expires: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustRevokeArgs {
+    #[command(flatten)]
+    pub common: TrustCommon,
+    /// The public key (SPKI PEM) to revoke; repeat for several.
+    #[arg(long = "key", value_name = "PUB", required = true)]
+    pub key: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustRenewArgs {
+    #[command(flatten)]
+    pub common: TrustCommon,
+    /// The new expiry: a duration from now (`1y`, `90d`) or a date.
+    #[arg(long)]
+    pub expires: String,
+    /// Renew only this metadata [default: both].
+    #[arg(long, value_parser = ["root", "targets"])]
+    pub only: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustUpdateArgs {
+    #[command(flatten)]
+    pub common: TrustCommon,
+    /// `N.root.json` and `targets.json` files (from another site root, or the provisioning media).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustShowArgs {
+    /// Site state root.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -420,6 +580,11 @@ pub struct BuildArgs {
     /// looked up in the cache's image manifests).
     #[arg(long, value_name = "OLD.lock")]
     pub base_lock: Option<PathBuf>,
+    /// Carry this site root's trust metadata (`DIR/trust/N.root.json`, `targets.json`, verified
+    /// first) as `airlock/trust/`: a site or node behind on rotations or revocations catches up
+    /// when it installs or applies the bundle.
+    #[arg(long, value_name = "DIR")]
+    pub trust_root: Option<PathBuf>,
     /// The `CycloneDX` version of the bundle's SBOM: 1.5, or 1.6.
     #[arg(long, value_name = "1.5|1.6", default_value = "1.5")]
     pub sbom_spec: crate::attest::sbom::SbomSpec,
@@ -451,12 +616,23 @@ impl CompressionArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(mut_arg("trust", |a| a.required(true)))]
+#[command(mut_arg("trust", |a| a.required_unless_present("root")))]
 pub struct VerifyArgs {
     /// The bundle file (`NAME-VERSION.airlock`).
     pub bundle: PathBuf,
     #[command(flatten)]
     pub trust: TrustArgs,
+    /// Verify under this site root's trust root (`ROOT/trust/`: its signing roles, revocations
+    /// and expiry) instead of `--trust`.
+    #[arg(long, value_name = "DIR", conflicts_with = "trust")]
+    pub root: Option<PathBuf>,
+    /// Use expired trust metadata or an expired bundle anyway (the freeze-attack guard waived
+    /// on purpose); needs `--reason`, which the record keeps.
+    #[arg(long, requires = "reason")]
+    pub allow_expired: bool,
+    /// Why the expired metadata or bundle is acceptable for this check.
+    #[arg(long, value_name = "TEXT", requires = "allow_expired")]
+    pub reason: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -487,7 +663,7 @@ pub struct InspectArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(mut_arg("trust", |a| a.required(true)))]
+#[command(group(clap::ArgGroup::new("acceptance").multiple(true)))]
 #[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
 pub struct InstallArgs {
     /// The bundle: a file, a parts file or first part, or `oci://HOST/REPO:TAG|@DIGEST`
@@ -520,10 +696,14 @@ pub struct InstallArgs {
     pub allow_downgrade: bool,
     /// Activate even when validation is amber (the matrix is silent about a field, or one
     /// cannot be determined); needs `--reason`, which the record keeps.
-    #[arg(long, requires = "reason")]
+    #[arg(long, requires = "reason", group = "acceptance")]
     pub accept_amber: bool,
-    /// Why amber is acceptable here (a documented exception, a ticket).
-    #[arg(long, value_name = "TEXT", requires = "accept_amber")]
+    /// Use expired trust metadata or an expired bundle anyway (the freeze-attack guard waived
+    /// on purpose); needs `--reason`, which the record keeps.
+    #[arg(long, requires = "reason", group = "acceptance")]
+    pub allow_expired: bool,
+    /// Why the acceptance holds here (a documented exception, a ticket); the record keeps it.
+    #[arg(long, value_name = "TEXT", requires = "acceptance")]
     pub reason: Option<String>,
     /// `host`: this host is judged as it is against the bundle's matrix. `mirror`: a host
     /// without GPUs that serves the views to nodes (no validation; nodes run `airlock apply`).
@@ -578,6 +758,11 @@ pub struct ApplyArgs {
     /// view this root retains); needs `--reason`.
     #[arg(long, requires = "reason", group = "acceptance")]
     pub accept_unrestorable: bool,
+    /// Use expired trust metadata or an expired bundle anyway (the freeze-attack guard waived
+    /// on purpose); needs `--reason`, which the record keeps.
+    #[arg(long, requires = "reason", group = "acceptance")]
+    pub allow_expired: bool,
+
     /// Why the acceptance holds here (a documented exception, a ticket); the record keeps it.
     #[arg(long, value_name = "TEXT", requires = "acceptance")]
     pub reason: Option<String>,
@@ -615,6 +800,13 @@ pub struct RollbackArgs {
     /// Sign the restaged apt view with this armored `OpenPGP` secret key, as at install.
     #[arg(long, value_name = "KEY.asc")]
     pub apt_signing_key: Option<PathBuf>,
+    /// Use expired trust metadata or an expired bundle anyway (the freeze-attack guard waived
+    /// on purpose); needs `--reason`, which the record keeps.
+    #[arg(long, requires = "reason")]
+    pub allow_expired: bool,
+    /// Why the expired metadata or bundle is acceptable here; the record keeps it.
+    #[arg(long, value_name = "TEXT", requires = "allow_expired")]
+    pub reason: Option<String>,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]

@@ -35,6 +35,13 @@ impl Timestamp {
         self.0
     }
 
+    /// The time this process started (taken at the first call, which `main` makes first):
+    /// what expiry is checked against, so one command judges every date by one clock.
+    pub fn started() -> Self {
+        static STARTED: std::sync::OnceLock<Timestamp> = std::sync::OnceLock::new();
+        *STARTED.get_or_init(Self::now)
+    }
+
     pub fn now() -> Self {
         let secs = OffsetDateTime::now_utc().unix_timestamp();
         Self(u64::try_from(secs).unwrap_or(0))
@@ -48,6 +55,45 @@ impl Timestamp {
             }
             _ => Ok(None),
         }
+    }
+
+    /// A date (`2027-06-30`: valid through that day, so the instant the next day starts, UTC)
+    /// or an RFC 3339 timestamp: how a spec and `--expires` name an expiry.
+    pub fn parse_expiry(value: &str) -> Result<Self, ClockError> {
+        let format = time::macros::format_description!("[year]-[month]-[day]");
+        match time::Date::parse(value.trim(), &format) {
+            Ok(date) => {
+                let next = date.next_day().ok_or_else(|| ClockError::BadTimestamp { value: value.to_owned() })?;
+                let t = next.midnight().assume_utc().unix_timestamp();
+                u64::try_from(t).map(Self).map_err(|_| ClockError::BadTimestamp { value: value.to_owned() })
+            }
+            Err(_) => Self::parse_rfc3339(value.trim()),
+        }
+    }
+
+    /// `--expires`: a duration from `now` (`90d`, `1y`, `12h`, `30m`, `45s`; a year is 365
+    /// days) or what `parse_expiry` reads.
+    pub fn parse_expires_after(value: &str, now: Self) -> Result<Self, ClockError> {
+        let v = value.trim();
+        let unit = v.chars().last().and_then(|c| match c {
+            's' => Some(1u64),
+            'm' => Some(60),
+            'h' => Some(3600),
+            'd' => Some(86_400),
+            'w' => Some(7 * 86_400),
+            'y' => Some(365 * 86_400),
+            _ => None,
+        });
+        if let Some(unit) = unit
+            && let Ok(n) = v[..v.len() - 1].parse::<u64>()
+        {
+            return n
+                .checked_mul(unit)
+                .and_then(|s| now.0.checked_add(s))
+                .map(Self)
+                .ok_or_else(|| ClockError::BadTimestamp { value: value.to_owned() });
+        }
+        Self::parse_expiry(v)
     }
 
     pub fn parse_rfc3339(value: &str) -> Result<Self, ClockError> {

@@ -31,6 +31,7 @@ pub mod site;
 pub mod sources;
 pub mod spec;
 pub mod tee;
+pub mod trust;
 pub mod upgrade;
 pub mod validate;
 pub mod wheel;

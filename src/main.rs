@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
+    airlock::clock::Timestamp::started();
     let cli = match airlock::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

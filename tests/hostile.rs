@@ -122,6 +122,7 @@ fn manifest_for(key: &SigningKey, entries: &[(&str, &[u8])]) -> Manifest {
             .collect(),
         base: None,
         validation: serde_json::Value::Null,
+        expires: None,
     }
 }
 

@@ -92,7 +92,7 @@ fn a_bundle_report_shows_signers_against_the_threshold_the_diff_and_the_firmware
 
     let dom = render(&page, "bundle.png");
     assert!(dom.contains("id=\"verified\">verified</span>"), "{dom}");
-    assert!(dom.contains("2 of 2 required"), "{dom}");
+    assert!(dom.contains("2; required: 2 of 2 trusted key(s)"), "{dom}");
     assert!(dom.contains(&build_id), "the build key's id");
     for signer in data["signatures"]["signers"].as_array().unwrap() {
         assert!(dom.contains(signer.as_str().unwrap()), "signer {signer} is on the page");

@@ -77,6 +77,9 @@ pub struct Options {
     pub base: Option<base::Base>,
     /// The `CycloneDX` version of the SBOM member.
     pub sbom_spec: sbom::SbomSpec,
+    /// A site trust root's metadata to carry as `airlock/trust/NAME` (`build --trust-root`),
+    /// already verified by the caller: file name and bytes.
+    pub carried_trust: Vec<(String, Vec<u8>)>,
 }
 
 /// Build the bundle for the sources' spec, pinned by `lock`, signed by `key`, into `out`.
@@ -94,6 +97,7 @@ pub fn build(
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     tracing::info!("sbom: {} artifacts", plan.artifacts.len());
     add_sbom(&mut plan, sources.spec, created, options.sbom_spec, sources.fetch.cache)?;
+    add_carried_trust(&mut plan, &options.carried_trust, sources.fetch.cache)?;
     let (base, omitted) = omit(options.base.as_ref(), &plan.members);
     // Blobs the base holds are neither packed nor downloaded.
     let blobs: Vec<PendingBlob> = plan.blobs.drain(..).filter(|b| !omitted.contains(&b.digest())).collect();
@@ -179,6 +183,20 @@ fn add_sbom(
     Ok(())
 }
 
+/// The site trust root's files as `airlock/trust/` members: a site or node that missed a
+/// rotation or a revocation catches up when it installs or applies the bundle.
+fn add_carried_trust(plan: &mut Plan, files: &[(String, Vec<u8>)], cache: &Cache) -> Result<(), BuildError> {
+    for (name, bytes) in files {
+        let member = format!("{}{name}", crate::bundle::manifest::TRUST_PREFIX);
+        let (sha256, size) = (Sha256::of_bytes(bytes), bytes.len() as u64);
+        let origin = cache.put(sha256, Some(size), &member, bytes.as_slice())?;
+        let path = MemberPath::new(&member).expect("trust file names are valid member paths");
+        plan.members.push(Member { path, size, sha256, origin, what: member });
+    }
+    plan.members.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(())
+}
+
 /// The manifest: what the spec and lock say, the plan's artifacts, and one entry per member.
 fn assemble(
     spec: &SpecFile,
@@ -205,6 +223,7 @@ fn assemble(
             .collect(),
         base: None,
         validation: serde_json::to_value(&spec.spec.validation).map_err(|e| BuildError::Validation(e.to_string()))?,
+        expires: meta.expires,
     })
 }
 

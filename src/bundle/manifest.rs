@@ -19,6 +19,16 @@ pub const SIGNATURE: &str = "airlock/manifest.json.sig";
 /// Reserved names under `airlock/` that later members may use.
 pub const SBOM: &str = "airlock/sbom.cdx.json";
 pub const PROVENANCE: &str = "airlock/provenance.dsse.json";
+/// Where a bundle carries its site trust root's metadata (`build --trust-root`).
+pub const TRUST_PREFIX: &str = "airlock/trust/";
+
+/// `airlock/trust/N.root.json` or `airlock/trust/targets.json`.
+pub fn is_carried_trust(path: &str) -> bool {
+    path.strip_prefix(TRUST_PREFIX).is_some_and(|name| {
+        name == "targets.json"
+            || name.strip_suffix(".root.json").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
 /// Top-level areas a content member may live in.
 pub const AREAS: [&str; 6] = ["airlock", "images", "wheels", "debs", "models", "files"];
 /// The largest manifest a reader accepts before it has checked the signature.
@@ -46,6 +56,9 @@ pub struct Manifest {
     /// The spec's `[validation]` section, verbatim.
     #[serde(default)]
     pub validation: serde_json::Value,
+    /// The spec's `[bundle] expires`: a site refuses the bundle after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Timestamp>,
 }
 
 /// Who built the bundle: the tool and the key id of the build key (a claim; only the
@@ -404,7 +417,7 @@ impl Manifest {
             if !AREAS.contains(&e.path.area()) {
                 return Err(format!("entry `{p}` is outside the areas {AREAS:?}"));
             }
-            if e.path.area() == "airlock" && p != SBOM {
+            if e.path.area() == "airlock" && p != SBOM && !is_carried_trust(p) {
                 return Err(format!("entry `{p}` uses a reserved `airlock/` name"));
             }
             if !paths.insert(p) {
@@ -497,6 +510,7 @@ mod tests {
                 .collect(),
             base: None,
             validation: serde_json::Value::Null,
+            expires: None,
         }
     }
 

@@ -48,6 +48,8 @@ pub enum Rejection {
         detail: String,
     },
     Threshold {
+        /// The rule not met: `trusted` for `--trust`, else a signing role of the site.
+        role: String,
         need: usize,
         signers: Vec<KeyId>,
         cosignatures: usize,
@@ -143,13 +145,19 @@ impl fmt::Display for Rejection {
                 }
                 f.write_str(detail)
             }
-            Self::Threshold { need, signers, cosignatures } => write!(
-                f,
-                "signature threshold not met: {need} distinct trusted keys must sign, {} did ({}); \
-                 {cosignatures} co-signature file(s) beside the bundle were considered",
-                signers.len(),
-                short_ids(signers)
-            ),
+            Self::Threshold { role, need, signers, cosignatures } => {
+                let (what, whose, revoked) = match role.as_str() {
+                    crate::sign::policy::GIVEN_ROLE => ("signature threshold".to_owned(), "trusted keys", ""),
+                    _ => (format!("signing role `{role}`"), "key(s) of the role", "revoked keys no longer count; "),
+                };
+                write!(
+                    f,
+                    "{what} not met: {need} distinct {whose} must sign, {} did ({}); {revoked}{cosignatures} \
+                     co-signature file(s) beside the bundle were considered",
+                    signers.len(),
+                    short_ids(signers)
+                )
+            }
             Self::ManifestInvalid(d) => write!(f, "invalid manifest: {d}"),
             Self::UnsafePath(reason) => write!(f, "unsafe path: {reason}"),
             Self::EntryType(kind) => {
@@ -369,19 +377,20 @@ impl Reader {
             let reason = Rejection::Untrusted { tried: trust.key_ids(), claimed, detail };
             return Err(self.fatal(Some(SIGNATURE.into()), reason));
         }
-        if self.report.signers.len() < trust.threshold {
+        if let Some(short) = trust.shortfall(&self.report.signers) {
             let reason = Rejection::Threshold {
-                need: trust.threshold,
-                signers: self.report.signers.clone(),
+                role: short.role,
+                need: short.need,
+                signers: short.have,
                 cosignatures: trust.cosignatures.len(),
             };
             return Err(self.fatal(None, reason));
         }
 
         tracing::info!(
-            "signature: manifest signed by {} distinct trusted key(s), {} required",
+            "signature: manifest signed by {} distinct trusted key(s); required: {}",
             self.report.signers.len(),
-            trust.threshold
+            trust.describe()
         );
         // Trusted bytes from here on; still check what the manifest says.
         let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
@@ -612,6 +621,37 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
         .map_err(|e| Problem { member: Some(MANIFEST.into()), reason: Rejection::ManifestInvalid(e.to_string()) })?;
     Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, manifest_bytes, signature })
+}
+
+/// The most trust metadata files a bundle's head is read for.
+const MAX_CARRIED_TRUST: usize = 256;
+
+/// The site trust metadata a bundle carries (`airlock/trust/N.root.json`, `targets.json`),
+/// read from its leading `airlock/` members without verifying anything: a site checks each
+/// root version against the one before it, and targets against the newest root. Each file is
+/// bounded; reading stops at the first content member.
+pub fn leading_trust(input: impl Read) -> Result<Vec<(String, Vec<u8>)>, Problem> {
+    let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(stream_words(&e)) };
+    let decoder = zstd::stream::read::Decoder::new(input).map_err(not_bundle)?;
+    let budget = Budget::new(u64::MAX);
+    let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
+    let refused = |e: io::Error| Problem { member: None, reason: budget.explain(&e, Rejection::NotABundle) };
+    let mut found = Vec::new();
+    for entry in archive.entries().map_err(not_bundle)?.take(MAX_CARRIED_TRUST + 8) {
+        let mut entry = entry.map_err(refused)?;
+        let name = crate::escape::bytes(&entry.path_bytes());
+        if !name.starts_with("airlock/") {
+            break;
+        }
+        if let Some(file) = name.strip_prefix(super::manifest::TRUST_PREFIX)
+            && super::manifest::is_carried_trust(&name)
+        {
+            let mut bytes = Vec::new();
+            (&mut entry).take(crate::trust::MAX_METADATA_BYTES).read_to_end(&mut bytes).map_err(not_bundle)?;
+            found.push((file.to_owned(), bytes));
+        }
+    }
+    Ok(found)
 }
 
 /// The leading members of a bundle (manifest, signature, SBOM, provenance) whose names are in

@@ -8,6 +8,7 @@ use std::io::Write;
 use super::install::Source;
 use crate::cli::{ApplyArgs, TerminalReporter};
 use crate::fetch::Net;
+use crate::site::trust::ExpiryRule;
 use crate::site::{Amber, Arrival, Downgrade, NodeOptions, Options, apply};
 
 /// Exit code of an apply that waits for a reboot (`validate --commit` after it).
@@ -17,15 +18,27 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
     let mirror = args.source.to_str().filter(|s| crate::site::mirror::is_mirror(s));
     // A mirror's root: its co-signatures are the mirror's, found once its manifest is read.
-    let (input, policy, tag_version) = if mirror.is_some() {
-        let keys = super::load_trusted(&args.trust.trust)?;
-        let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
-        crate::sign::Policy::reachable(&keys, threshold)?;
-        (None, crate::sign::Policy::new(keys, threshold, Vec::new())?, None)
+    let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
+    let wait = std::time::Duration::from_secs(args.site.wait);
+    let (input, policy, tag_version) = if let Some(source) = mirror {
+        // A mirror's current bundle brings its trust metadata too (read only on a node that has
+        // a trust root; an unreachable one is warned about, and the node's own decides).
+        let carried = || {
+            let have = crate::trust::SiteTrust::load(&args.root).map_or(0, |t| t.root.signed.version);
+            crate::site::mirror::carried_trust(source, have, &net).unwrap_or_else(|e| {
+                tracing::warn!("cannot read the trust metadata of the mirror's current bundle: {e}");
+                Vec::new()
+            })
+        };
+        let policy = super::site_policy(&args.root, &args.trust, Vec::new(), carried, &expiry, wait)?;
+        (None, policy, None)
     } else {
         let from = Source {
             bundle: &args.source,
             trust: &args.trust,
+            root: &args.root,
+            expiry: &expiry,
+            wait,
             insecure: args.insecure_registry,
             ca: args.registry_ca.as_ref(),
             net: &args.net,
@@ -42,8 +55,9 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
         amber: if args.accept_amber { Amber::Accept { reason: reason.clone() } } else { Amber::Refuse },
         keep: usize::from(args.keep),
         downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
-        wait: std::time::Duration::from_secs(args.site.wait),
+        wait,
         tag_version,
+        expiry,
         ..Options::default()
     };
     let node = NodeOptions {

@@ -12,13 +12,18 @@ use crate::fetch::Net;
 use crate::oci::Transport;
 use crate::sign::Policy;
 use crate::site::registry::SiteRegistry;
+use crate::site::trust::ExpiryRule;
 use crate::site::{Amber, Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
+    let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let from = Source {
         bundle: &args.bundle,
         trust: &args.trust,
+        root: &args.root,
+        expiry: &expiry,
+        wait: std::time::Duration::from_secs(args.site.wait),
         insecure: args.insecure_registry,
         ca: args.registry_ca.as_ref(),
         net: &args.net,
@@ -46,6 +51,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
         wait: std::time::Duration::from_secs(args.site.wait),
         tag_version,
+        expiry,
     };
     let done = install(&input, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {
@@ -103,6 +109,10 @@ fn print(args: &InstallArgs, done: &crate::site::Installed) -> anyhow::Result<()
 pub(super) struct Source<'a> {
     pub bundle: &'a std::path::Path,
     pub trust: &'a crate::cli::TrustArgs,
+    /// The site root whose trust root (when it has one) decides the policy.
+    pub root: &'a std::path::Path,
+    pub expiry: &'a ExpiryRule,
+    pub wait: std::time::Duration,
     pub insecure: bool,
     pub ca: Option<&'a std::path::PathBuf>,
     pub net: &'a crate::cli::NetArgs,
@@ -117,8 +127,17 @@ impl Source<'_> {
             return Ok((input, policy, location.tag().map(str::to_owned)));
         }
         let input = Input::resolve(self.bundle)?;
-        let policy = super::load_policy(self.trust, input.bundle())?;
+        let cosignatures = super::cosignatures_beside(input.bundle());
+        let policy = self.policy(cosignatures, || super::carried_trust(&input))?;
         Ok((input, policy, None))
+    }
+
+    fn policy(
+        &self,
+        cosignatures: Vec<crate::sign::CoSignature>,
+        carried: impl FnOnce() -> Vec<(std::path::PathBuf, Vec<u8>)>,
+    ) -> anyhow::Result<Policy> {
+        super::site_policy(self.root, self.trust, cosignatures, carried, self.expiry, self.wait)
     }
 
     /// A bundle streamed from a registry (or layout), its tag resolved once; the
@@ -126,18 +145,21 @@ impl Source<'_> {
     fn streamed(&self, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
         let insecure = if self.insecure { vec!["*".to_owned()] } else { Vec::new() };
         let reach = crate::oci::Reach { insecure, ca: self.ca.cloned(), options: self.net.options() };
-        let keys = super::load_trusted(&self.trust.trust)?;
-        let threshold = usize::try_from(self.trust.threshold).unwrap_or(usize::MAX);
-        // An impossible policy is a usage error before the registry is asked anything.
-        Policy::reachable(&keys, threshold)?;
+        if !self.trust.trust.is_empty() {
+            // An impossible policy is a usage error before the registry is asked anything.
+            let keys = super::load_trusted(&self.trust.trust)?;
+            Policy::reachable(&keys, usize::try_from(self.trust.threshold).unwrap_or(usize::MAX))?;
+        }
         let found = crate::artifact::resolve(location, &reach, net)?;
         tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
-        let policy = Policy::new(keys, threshold, found.cosignatures.clone())?;
+        let cosignatures = found.cosignatures.clone();
         let name = std::path::PathBuf::from(found.pinned.to_string());
         let bytes = found.resolved.bytes;
         let net = net.clone();
         let open = move || crate::artifact::open_stream(&found, &reach, net.clone()).map_err(std::io::Error::other);
-        Ok((Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) })), policy))
+        let input = Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) }));
+        let policy = self.policy(cosignatures, || super::carried_trust(&input))?;
+        Ok((input, policy))
     }
 }
 

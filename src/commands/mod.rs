@@ -21,6 +21,7 @@ mod rollback;
 mod sbom;
 mod sign;
 mod status;
+mod trust;
 mod validate;
 mod verify;
 
@@ -72,6 +73,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Completions(a) => meta::completions(&a),
         Command::Version(a) => meta::version(&a),
         Command::Man(a) => meta::man(&a),
+        Command::Trust(a) => trust::run(&a),
         Command::SelfUpgrade(a) => meta::self_upgrade(&a),
     }
 }
@@ -126,6 +128,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::upgrade::UpgradeError,
             crate::report::ReportError,
             crate::sign::policy::PolicyError,
+            crate::trust::TrustError,
             crate::sign::KeyError,
             crate::spec::SpecError,
             crate::spec::lock::LockError,
@@ -175,6 +178,55 @@ fn load_policy(trust: &TrustArgs, bundle: &Path) -> anyhow::Result<crate::sign::
     let cosignatures = cosignatures_beside(bundle);
     let threshold = usize::try_from(trust.threshold).unwrap_or(usize::MAX);
     Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?)
+}
+
+/// The policy for a bundle activated on the site at `root` (install, apply): `--trust` on a site
+/// without a trust root; else the site's signing roles, after the site adopted the newer trust
+/// metadata the bundle carries (`carried`, read lazily: only a site with a trust root asks).
+fn site_policy(
+    root: &Path,
+    trust: &TrustArgs,
+    cosignatures: Vec<crate::sign::CoSignature>,
+    carried: impl FnOnce() -> Vec<(PathBuf, Vec<u8>)>,
+    rule: &crate::site::trust::ExpiryRule,
+    wait: std::time::Duration,
+) -> anyhow::Result<crate::sign::Policy> {
+    let site = crate::site::root::SiteRoot::new(root);
+    let has_root = crate::trust::SiteTrust::exists(root);
+    if !trust.trust.is_empty() {
+        if has_root {
+            return Err(crate::site::SiteError::TrustGiven { dir: root.join(crate::trust::TRUST_DIR) }.into());
+        }
+        let keys = load_trusted(&trust.trust)?;
+        let threshold = usize::try_from(trust.threshold).unwrap_or(usize::MAX);
+        return Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?);
+    }
+    if has_root {
+        crate::site::trust::adopt(root, wait, &carried(), crate::trust::Presented::Carried)?;
+    }
+    let state = crate::site::state::State::load(&site)?;
+    match crate::site::trust::policy(&site, &state, cosignatures.clone(), rule)? {
+        Some(policy) => Ok(policy),
+        None => Err(crate::trust::TrustError::Usage(format!(
+            "no trusted key: pass --trust PUB, or give the site at `{}` a trust root (`airlock trust init`)",
+            root.display()
+        ))
+        .into()),
+    }
+}
+
+/// The trust metadata a bundle carries (`airlock/trust/…`, leading members read without
+/// trusting them: each root version is checked against the one before it). Unreadable: none.
+fn carried_trust(input: &crate::bundle::parts::Input) -> Vec<(PathBuf, Vec<u8>)> {
+    let read = || -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
+        let input = input.open().map_err(|e| e.to_string())?;
+        let found = crate::bundle::reader::leading_trust(input).map_err(|p| p.to_string())?;
+        Ok(found.into_iter().map(|(name, bytes)| (PathBuf::from(name), bytes)).collect())
+    };
+    read().unwrap_or_else(|e| {
+        tracing::warn!("cannot read the trust metadata the bundle carries: {e}");
+        Vec::new()
+    })
 }
 
 /// The co-signature files beside `bundle`. Unreadable ones count as absent (with a warning):

@@ -8,8 +8,9 @@ use crate::sign::KeyId;
 use crate::site::rollback::{Trust, rollback};
 
 pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
+    let expiry = crate::site::trust::ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let trust = if args.trust.trust.is_empty() {
-        Trust::AsInstalled
+        Trust::Site(expiry.clone())
     } else {
         let keys = super::load_trusted(&args.trust.trust)?;
         Trust::Given { keys, threshold: usize::try_from(args.trust.threshold).unwrap_or(usize::MAX) }
@@ -18,7 +19,7 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
     let reporter = TerminalReporter::new(args.json);
     let net = Net::new(args.net.options())?;
     let wait = std::time::Duration::from_secs(args.site.wait);
-    let done = rollback(&args.root, trust, apt_key.as_ref(), wait, &net, &reporter)?;
+    let done = rollback(&args.root, trust, &expiry, apt_key.as_ref(), wait, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
         return Ok(super::EXIT_OK);

@@ -11,7 +11,16 @@ use crate::bundle::reader::{Discard, OnProblem, Problem, Rejection, Report, read
 use crate::cli::{TerminalReporter, VerifyArgs};
 use crate::failure::{Class, Classify};
 use crate::sign::KeyId;
-use crate::sign::policy::{Outcome, SignatureCheck, Source};
+use crate::sign::policy::{GIVEN_ROLE, Outcome, SignatureCheck, Source};
+use crate::site::trust::ExpiryRule;
+
+/// `2 of 2 required`, or `required: build 1 of 1, security 1 of 2`.
+fn required(policy: &crate::sign::Policy, signers: usize) -> String {
+    match policy.rules.as_slice() {
+        [rule] if rule.role == GIVEN_ROLE => format!("{signers} of {} required", rule.threshold),
+        _ => format!("required: {}", policy.describe()),
+    }
+}
 
 /// One signature in `--json`: where it came from, which key, and how it fared.
 #[derive(Serialize)]
@@ -41,7 +50,19 @@ struct VerifyJson<'a> {
     manifest_sha256: Option<String>,
     /// Distinct trusted keys with a valid signature (embedded or co-signature).
     signers: &'a [KeyId],
+    /// Distinct signers needed at the least (`--threshold`, or the largest role's).
     threshold: usize,
+    /// Every rule the signers had to meet: `trusted` for `--trust`, else the site's signing roles.
+    required: &'a [crate::sign::policy::Rule],
+    /// The site trust root's metadata versions (`--root`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trust_root: Option<crate::sign::policy::Origin>,
+    /// The bundle's `expires`, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires: Option<String>,
+    /// Expired metadata or an expired bundle accepted with `--allow-expired --reason`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expired_accepted: Option<&'a crate::sign::policy::Waiver>,
     /// Members read and verified (the entries, manifest, signature and provenance).
     members: usize,
     /// Every signature considered, with `status` `valid`, `untrusted` or `invalid`.
@@ -61,10 +82,21 @@ struct VerifyJson<'a> {
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
     let input = Input::resolve(&args.bundle)?;
-    let policy = super::load_policy(&args.trust, input.bundle())?;
+    let rule = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
+    let mut policy = match &args.root {
+        // A site's trust root, read as it stands (nothing adopted: verify changes nothing).
+        Some(root) => {
+            let site = crate::site::root::SiteRoot::new(root);
+            let state = crate::site::state::State::load(&site)?;
+            let cosignatures = super::cosignatures_beside(input.bundle());
+            crate::site::trust::policy(&site, &state, cosignatures, &rule)?
+                .ok_or_else(|| crate::trust::TrustError::Missing { dir: root.join(crate::trust::TRUST_DIR) })?
+        }
+        None => super::load_policy(&args.trust, input.bundle())?,
+    };
     let reporter = TerminalReporter::new(args.json);
     let refused = |e: PartsError| Problem { member: None, reason: Rejection::Parts(e.to_string()) };
-    let (report, parts_signer) = match input.open_trusted(&policy.keys) {
+    let (mut report, parts_signer) = match input.open_trusted(&policy.keys) {
         Ok((stream, signer)) => {
             let mut report = read_bundle(stream, &policy, &mut Discard, OnProblem::Continue, &reporter)?;
             if let (Some(split), Some(sha256)) = (input.split(), report.manifest_sha256)
@@ -83,6 +115,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
+    check_expiry(&mut report, &mut policy, &rule);
     let verified = report.verified();
     let manifest = report.manifest.as_ref();
     if args.json {
@@ -92,7 +125,11 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             version: manifest.map(|m| m.version.to_string()),
             manifest_sha256: report.manifest_sha256.map(|d| d.to_string()),
             signers: &report.signers,
-            threshold: policy.threshold,
+            threshold: policy.least_signers(),
+            required: &policy.rules,
+            trust_root: policy.origin,
+            expires: manifest.and_then(|m| m.expires).map(|t| t.to_string()),
+            expired_accepted: policy.waiver.as_ref(),
             members: members(&report),
             signatures: report.signatures.iter().map(SignatureJson::from).collect(),
             entries: report.entries_verified,
@@ -111,7 +148,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
             from_base: manifest.map(|m| m.entries.iter().filter(|e| e.from_base).count()),
         })?;
     } else {
-        print_human(args, &input, &report, policy.threshold)?;
+        print_human(args, &input, &report, &policy)?;
     }
     if verified {
         return Ok(super::EXIT_OK);
@@ -137,7 +174,20 @@ fn sbom_status(report: &Report) -> Option<serde_json::Value> {
     Some(serde_json::json!({ "sha256": entry.sha256, "verified": !rejected }))
 }
 
-fn print_human(args: &VerifyArgs, input: &Input, report: &Report, threshold: usize) -> anyhow::Result<()> {
+/// A bundle past its `expires` is refused like any verification failure, unless accepted.
+fn check_expiry(report: &mut Report, policy: &mut crate::sign::Policy, rule: &ExpiryRule) {
+    let Some(m) = report.manifest.as_ref().filter(|_| report.verified()) else { return };
+    match crate::site::trust::check_bundle_expiry(m, rule) {
+        Ok(None) => {}
+        Ok(Some(waiver)) => match &mut policy.waiver {
+            Some(w) => w.expired.extend(waiver.expired),
+            None => policy.waiver = Some(waiver),
+        },
+        Err(e) => report.problems.push(Problem { member: None, reason: Rejection::Parts(e.to_string()) }),
+    }
+}
+
+fn print_human(args: &VerifyArgs, input: &Input, report: &Report, policy: &crate::sign::Policy) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     for p in &report.problems {
         let rejected = crate::cli::paint("REJECTED", crate::cli::Paint::Bad, crate::cli::Stream::Stdout);
@@ -160,7 +210,7 @@ fn print_human(args: &VerifyArgs, input: &Input, report: &Report, threshold: usi
     let signers: Vec<_> = report.signers.iter().map(KeyId::short).collect();
     writeln!(
         out,
-        "verified {} {} {}: {} artifacts in {} members ({} entries), signed by {} ({} of {threshold} required)",
+        "verified {} {} {}: {} artifacts in {} members ({} entries), signed by {} ({})",
         args.bundle.display(),
         m.name,
         m.version,
@@ -168,8 +218,20 @@ fn print_human(args: &VerifyArgs, input: &Input, report: &Report, threshold: usi
         members(report),
         report.entries_verified,
         signers.join(", "),
-        signers.len()
+        required(policy, signers.len())
     )?;
+    if let Some(o) = policy.origin {
+        writeln!(
+            out,
+            "  under the site trust root: root version {}, targets version {}",
+            o.root_version, o.targets_version
+        )?;
+    }
+    if let Some(w) = &policy.waiver {
+        for e in &w.expired {
+            writeln!(out, "  accepted although expired: {e} (--reason {})", crate::escape::value(&w.reason))?;
+        }
+    }
     if let Some(sbom) = sbom_status(report) {
         writeln!(out, "  sbom {SBOM} sha256:{} verified", sbom["sha256"].as_str().unwrap_or_default())?;
     }

@@ -126,14 +126,21 @@ fn header(o: &mut String, r: &Report) {
 fn signatures(o: &mut String, r: &Report) {
     let s = &r.signatures;
     let _ = writeln!(o, "<h2>Signatures</h2>");
+    let root = s.trust_root.map(|t| {
+        format!(" (the site trust root: root version {}, targets version {})", t.root_version, t.targets_version)
+    });
     let met = if s.threshold == 0 {
         "<span class=\"bad\">not checked</span>".to_owned()
-    } else if s.signers.len() >= s.threshold {
-        format!("<span class=\"ok\">{} of {} required</span>", s.signers.len(), s.threshold)
     } else {
-        format!("<span class=\"bad\">{} of {} required</span>", s.signers.len(), s.threshold)
+        let class = if s.met { "ok" } else { "bad" };
+        format!(
+            "<span class=\"{class}\">{}; required: {}</span>{}",
+            s.signers.len(),
+            esc(&s.required),
+            root.unwrap_or_default()
+        )
     };
-    let _ = writeln!(o, "<p>Distinct trusted signers: {met}.</p>");
+    let _ = writeln!(o, "<p id=\"signers\">Distinct trusted signers: {met}.</p>");
     let _ = writeln!(
         o,
         "<table id=\"signatures\"><thead><tr><th>Signature</th><th>Key id</th><th>Status</th></tr></thead><tbody>"

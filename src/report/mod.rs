@@ -73,6 +73,13 @@ pub struct BundleFacts {
 #[derive(Debug, Serialize)]
 pub struct Signatures {
     pub threshold: usize,
+    /// The rules the signers had to meet (`1 of 1 trusted key(s)`, or the site's signing roles).
+    pub required: String,
+    /// Every rule met.
+    pub met: bool,
+    /// The site trust root's metadata versions the rules came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust_root: Option<crate::sign::policy::Origin>,
     /// Distinct trusted keys whose signature over the manifest verified.
     pub signers: Vec<String>,
     pub checked: Vec<SignatureLine>,
@@ -307,6 +314,9 @@ struct ReadBundle {
     manifest_sha256: Sha256,
     report: Option<Read_>,
     threshold: usize,
+    required: String,
+    met: bool,
+    trust_root: Option<crate::sign::policy::Origin>,
     source: String,
     sbom: Option<Vec<u8>>,
 }
@@ -333,8 +343,21 @@ fn read(
         }
         None => (None, leading_members(input.open()?, &[SBOM]).ok().and_then(|mut m| m.remove(SBOM))),
     };
-    let threshold = policy.map_or(0, |p| p.threshold);
-    Ok(ReadBundle { manifest: head.manifest, manifest_sha256: head.manifest_sha256, report, threshold, source, sbom })
+    let threshold = policy.map_or(0, Policy::least_signers);
+    let required = policy.map(Policy::describe).unwrap_or_default();
+    let met = policy.zip(report.as_ref()).is_some_and(|(p, r)| p.shortfall(&r.signers).is_none());
+    let trust_root = policy.and_then(|p| p.origin);
+    Ok(ReadBundle {
+        manifest: head.manifest,
+        manifest_sha256: head.manifest_sha256,
+        report,
+        threshold,
+        required,
+        met,
+        trust_root,
+        source,
+        sbom,
+    })
 }
 
 /// The manifest of a base release (a bundle or a lock is not needed: a bundle), and whether it
@@ -407,6 +430,9 @@ fn signatures(read: &ReadBundle) -> Signatures {
     match &read.report {
         Some(r) => Signatures {
             threshold: read.threshold,
+            required: read.required.clone(),
+            met: read.met,
+            trust_root: read.trust_root,
             signers: r.signers.iter().map(ToString::to_string).collect(),
             checked: r
                 .signatures
@@ -430,6 +456,9 @@ fn signatures(read: &ReadBundle) -> Signatures {
         },
         None => Signatures {
             threshold: 0,
+            required: String::new(),
+            met: false,
+            trust_root: None,
             signers: Vec::new(),
             checked: vec![SignatureLine {
                 source: crate::bundle::manifest::SIGNATURE.to_owned(),

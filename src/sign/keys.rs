@@ -17,6 +17,7 @@ use sigstore::crypto::signing_key::{
 use super::{KeyError, KeyId};
 
 /// A P-256 private key ready to sign, with the id of its public key.
+#[derive(Clone)]
 pub struct SigningKey {
     key: p256::ecdsa::SigningKey,
     key_id: KeyId,
@@ -125,7 +126,12 @@ impl SigningKey {
     /// A cosign `sign-blob` signature: base64 of the DER ECDSA signature over SHA-256(msg),
     /// deterministic (RFC 6979).
     pub fn sign_blob(&self, msg: &[u8]) -> String {
+        STANDARD.encode(self.sign_der(msg))
+    }
+
+    /// The DER ECDSA signature over SHA-256(msg) itself (TUF metadata carries it hex-encoded).
+    pub fn sign_der(&self, msg: &[u8]) -> Vec<u8> {
         let sig: p256::ecdsa::Signature = self.key.sign(msg);
-        STANDARD.encode(sig.to_der().as_bytes())
+        sig.to_der().as_bytes().to_vec()
     }
 }

@@ -90,13 +90,55 @@ pub fn open_regular(path: &Path) -> io::Result<Option<std::fs::File>> {
     Ok(Some(file))
 }
 
-/// The signature policy a bundle is verified under.
+/// The signature policy a bundle is verified under: every rule must be met.
 #[derive(Debug)]
 pub struct Policy {
+    /// Every key any rule names (one entry per distinct key).
     pub keys: Vec<TrustedKey>,
-    /// Distinct trusted keys that must have signed the manifest (at least 1).
-    pub threshold: usize,
+    /// `--trust` and `--threshold` make one rule over all the keys; a site trust root makes
+    /// one per signing role (`build` 1 of 1, `security` 1 of 2).
+    pub rules: Vec<Rule>,
     pub cosignatures: Vec<CoSignature>,
+    /// The site trust root's metadata versions the rules came from, if they did.
+    pub origin: Option<Origin>,
+    /// Expired metadata (or an expired bundle) used anyway, on record.
+    pub waiver: Option<Waiver>,
+}
+
+/// What `--allow-expired --reason` let through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Waiver {
+    pub reason: String,
+    /// `PATH expired at TIME`, one per expired file or bundle.
+    pub expired: Vec<String>,
+}
+
+/// `threshold` distinct keys among `keys` must have signed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Rule {
+    /// The signing role (`trusted` for the keys given with `--trust`).
+    pub role: String,
+    pub keys: Vec<KeyId>,
+    pub threshold: usize,
+}
+
+/// The role name of the one rule `--trust` and `--threshold` make.
+pub const GIVEN_ROLE: &str = "trusted";
+
+/// Which site trust root metadata a policy came from: what records name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Origin {
+    pub root_version: u64,
+    pub targets_version: u64,
+}
+
+/// A rule the signers do not meet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shortfall {
+    pub role: String,
+    pub need: usize,
+    /// The rule's keys that did sign.
+    pub have: Vec<KeyId>,
 }
 
 /// Why a policy cannot be used at all.
@@ -106,12 +148,16 @@ pub enum PolicyError {
     ZeroThreshold,
     #[error("--threshold {threshold} can never be met: only {keys} distinct trusted key(s) were given with --trust")]
     Unreachable { threshold: usize, keys: usize },
+    #[error("signing role `{role}` needs {threshold} of its keys and can never be met: it has {keys} distinct key(s)")]
+    RoleUnreachable { role: String, threshold: usize, keys: usize },
 }
 
 impl crate::failure::Classify for PolicyError {
     fn class(&self) -> crate::failure::Class {
         match self {
             PolicyError::ZeroThreshold | PolicyError::Unreachable { .. } => crate::failure::Class::Usage,
+            // A site's own metadata that names a role nobody can meet: nothing verifies under it.
+            PolicyError::RoleUnreachable { .. } => crate::failure::Class::Verification,
         }
     }
 }
@@ -168,13 +214,79 @@ pub fn counted<'p>(policy: &'p Policy, checks: &[SignatureCheck]) -> Vec<&'p CoS
         .collect()
 }
 
+/// `keys` with duplicates (by key id) dropped, in the order given.
+fn distinct(keys: Vec<TrustedKey>) -> Vec<TrustedKey> {
+    let mut seen = BTreeSet::new();
+    keys.into_iter().filter(|k| seen.insert(k.key_id().clone())).collect()
+}
+
 impl Policy {
     /// A policy over `keys` (duplicates by key id dropped) requiring `threshold` of them.
     pub fn new(keys: Vec<TrustedKey>, threshold: usize, cosignatures: Vec<CoSignature>) -> Result<Self, PolicyError> {
         Self::reachable(&keys, threshold)?;
-        let mut seen = BTreeSet::new();
-        let keys: Vec<_> = keys.into_iter().filter(|k| seen.insert(k.key_id().clone())).collect();
-        Ok(Self { keys, threshold, cosignatures })
+        let keys = distinct(keys);
+        let rule =
+            Rule { role: GIVEN_ROLE.to_owned(), keys: keys.iter().map(|k| k.key_id().clone()).collect(), threshold };
+        Ok(Self { keys, rules: vec![rule], cosignatures, origin: None, waiver: None })
+    }
+
+    /// A policy of several rules (a site trust root's signing roles); `keys` must hold every
+    /// key a rule names.
+    pub fn of_roles(
+        keys: Vec<TrustedKey>,
+        rules: Vec<Rule>,
+        cosignatures: Vec<CoSignature>,
+        origin: Origin,
+    ) -> Result<Self, PolicyError> {
+        let keys = distinct(keys);
+        for rule in &rules {
+            let known = rule.keys.iter().filter(|id| keys.iter().any(|k| k.key_id() == *id)).count();
+            if rule.threshold == 0 || rule.threshold > known {
+                return Err(PolicyError::RoleUnreachable {
+                    role: rule.role.clone(),
+                    threshold: rule.threshold,
+                    keys: known,
+                });
+            }
+        }
+        Ok(Self { keys, rules, cosignatures, origin: Some(origin), waiver: None })
+    }
+
+    /// The same rules and keys over other co-signatures (those kept beside a retained bundle).
+    #[must_use]
+    pub fn with_cosignatures(&self, cosignatures: Vec<CoSignature>) -> Self {
+        Self {
+            keys: self.keys.clone(),
+            rules: self.rules.clone(),
+            cosignatures,
+            origin: self.origin,
+            waiver: self.waiver.clone(),
+        }
+    }
+
+    /// The first rule `signers` do not meet, if any.
+    pub fn shortfall(&self, signers: &[KeyId]) -> Option<Shortfall> {
+        self.rules.iter().find_map(|rule| {
+            let have: Vec<KeyId> = rule.keys.iter().filter(|k| signers.contains(k)).cloned().collect();
+            (have.len() < rule.threshold).then(|| Shortfall { role: rule.role.clone(), need: rule.threshold, have })
+        })
+    }
+
+    /// The rules in words: `2 of 3 trusted keys`, or `build 1 of 1, security 1 of 2`.
+    pub fn describe(&self) -> String {
+        match self.rules.as_slice() {
+            [rule] if rule.role == GIVEN_ROLE => format!("{} of {} trusted key(s)", rule.threshold, rule.keys.len()),
+            rules => rules
+                .iter()
+                .map(|r| format!("{} {} of {}", r.role, r.threshold, r.keys.len()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// Distinct signatures the policy needs at the least (the largest rule's threshold).
+    pub fn least_signers(&self) -> usize {
+        self.rules.iter().map(|r| r.threshold).max().unwrap_or(0)
     }
 
     /// Whether `threshold` distinct keys can ever sign among `keys`: asked before anything is

@@ -28,9 +28,15 @@ impl TrustedKey {
     /// Load an SPKI PEM (`-----BEGIN PUBLIC KEY-----`) holding an ECDSA P-256 key.
     pub fn load(path: &Path) -> Result<Self, KeyError> {
         let text = std::fs::read(path).map_err(|source| KeyError::Read { path: path.to_owned(), source })?;
+        Self::from_pem(&text, path)
+    }
+
+    /// The same from PEM text already read; `path` names where it came from in errors (for a
+    /// key inside trust metadata: the file and the key id).
+    pub fn from_pem(text: &[u8], path: &Path) -> Result<Self, KeyError> {
         let format_err =
             |detail: String| KeyError::Format { path: path.to_owned(), expected: "P-256 public key PEM", detail };
-        let block = pem::parse(&text).map_err(|e| format_err(e.to_string()))?;
+        let block = pem::parse(text).map_err(|e| format_err(e.to_string()))?;
         if block.tag() != "PUBLIC KEY" {
             return Err(format_err(format!("unexpected PEM label `{}`", block.tag())));
         }
@@ -52,11 +58,17 @@ impl TrustedKey {
 
     /// The key as an SPKI PEM, as `load` reads it (for keeping a copy).
     pub fn spki_pem(&self) -> String {
-        pem::encode(&pem::Pem::new("PUBLIC KEY", self.spki_der.clone()))
+        let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+        pem::encode_config(&pem::Pem::new("PUBLIC KEY", self.spki_der.clone()), config)
     }
 
     pub fn key_id(&self) -> &KeyId {
         &self.key_id
+    }
+
+    /// Check a raw ASN.1 DER ECDSA signature over SHA-256 of `msg` (TUF metadata's `sig`, hex-decoded).
+    pub fn verify_der(&self, msg: &[u8], der: &[u8]) -> Result<(), SignatureError> {
+        self.key.verify_signature(Signature::Raw(der), msg).map_err(|_| SignatureError::Mismatch(self.key_id.clone()))
     }
 
     /// Check a cosign `sign-blob` signature (base64 DER, surrounding whitespace allowed).

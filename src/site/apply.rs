@@ -130,8 +130,7 @@ fn arrive(
             Ok((staged, None))
         }
         (Arrival::Mirror { source, net }, _) => {
-            let (staged, policy) =
-                super::mirror::stage_debs(source, trust.keys.clone(), trust.threshold, root, net, reporter)?;
+            let (staged, policy) = super::mirror::stage_debs(source, trust, root, net, reporter)?;
             Ok((staged, Some(policy)))
         }
         (Arrival::Bundle(input), None) => {
@@ -161,7 +160,7 @@ fn apply_locked(
     if let Some(tag) = &opts.tag_version {
         verified.manifest.check_tag(tag)?;
     }
-    attempt.verified(&verified);
+    attempt.verified(&verified, &opts.expiry)?;
     attempt.phases.mark("verify", "plan");
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;

@@ -110,7 +110,7 @@ fn take_from(
     reporter: &dyn Reporter,
 ) -> Result<Manifest, SiteError> {
     let bundle = root.retained_file(id);
-    let trust = retained::policy(root, state, id, Trust::AsInstalled)?;
+    let trust = retained::policy(root, state, id, Trust::Site(super::trust::ExpiryRule::Ignore))?;
     tracing::info!("base: verifying bundles/{id} again and taking {} members from it", wanted.len());
     let open = || File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source });
     // Which member goes where, from the manifest as read now; verification below reads the

@@ -181,7 +181,7 @@ fn bundle(
 ) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
     let dir = root.bundle_dir(id);
     let mut out = BundleCheck::unchecked(id);
-    let policy = match retained::policy(root, state, id, Trust::AsInstalled) {
+    let policy = match retained::policy(root, state, id, Trust::Site(super::trust::ExpiryRule::Ignore)) {
         Ok(p) => p,
         Err(e) => {
             out.damage.push(out_damage(RETAINED_BUNDLE, e.to_string()));
@@ -274,11 +274,12 @@ fn partial(
         }
     };
     let checked = policy.check(&bytes, &signature);
-    if checked.signers.len() < policy.threshold {
+    if let Some(short) = policy.shortfall(&checked.signers) {
         let problem = format!(
-            "failed verification: signed by {} of the {} trusted key(s) its policy needs",
-            checked.signers.len(),
-            policy.threshold
+            "failed verification: signed by {} of the {} key(s) of `{}` its policy needs (a revoked key no longer counts)",
+            short.have.len(),
+            short.need,
+            short.role
         );
         out.damage.push(out_damage(MANIFEST, problem));
         return Ok((out, None));

@@ -93,16 +93,36 @@ impl Attempt {
 
     /// The policy the bundle is verified under.
     pub(super) fn trusted(&mut self, trust: &Policy) {
-        self.record.trust = Some(records::TrustUsed { keys: trust.key_ids(), threshold: trust.threshold });
+        self.record.trust = Some(records::TrustUsed::of(trust));
     }
 
-    /// The bundle verified: what the record says it is.
-    pub(super) fn verified(&mut self, verified: &Verified) {
+    /// A verified bundle past its expiry: refused, or its waiver added to the record.
+    fn check_expiry(&mut self, manifest: &Manifest, rule: &super::trust::ExpiryRule) -> Result<(), SiteError> {
+        if let Some(waiver) = super::trust::check_bundle_expiry(manifest, rule)? {
+            let trust = self.record.trust.get_or_insert_with(|| records::TrustUsed {
+                keys: Vec::new(),
+                threshold: 0,
+                roles: Vec::new(),
+                trust_root: None,
+                expired_accepted: None,
+            });
+            match &mut trust.expired_accepted {
+                Some(w) => w.expired.extend(waiver.expired),
+                None => trust.expired_accepted = Some(waiver),
+            }
+        }
+        Ok(())
+    }
+
+    /// The bundle verified: what the record says it is; refused when past its expiry (or the
+    /// waiver recorded).
+    pub(super) fn verified(&mut self, verified: &Verified, expiry: &super::trust::ExpiryRule) -> Result<(), SiteError> {
         let file = self.record.bundle.take().and_then(|b| b.file);
         self.record.bundle =
             Some(records::RecordBundle { file, ..verified.record(&BundleId::of(&verified.manifest_sha256)) });
         self.record.signers.clone_from(&verified.signers);
         self.record.verdict = Some(records::Verdicts { verified: true, downgrade: None, validation: None });
+        self.check_expiry(&verified.manifest, expiry)
     }
 
     /// The record of an action that made a bundle current (`event`): the bundle it replaced,
@@ -167,7 +187,7 @@ fn install_locked(
     if let Some(tag) = &opts.tag_version {
         verified.manifest.check_tag(tag)?;
     }
-    attempt.verified(&verified);
+    attempt.verified(&verified, &opts.expiry)?;
     attempt.phases.mark("verify", "validate");
     crash_point("verified");
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
@@ -252,7 +272,7 @@ pub(super) fn remember_retained(state: &mut State, verified: &Verified, id: &Bun
         installed_at: Timestamp::now(),
         signers: verified.signers.clone(),
         trust: trust.key_ids(),
-        threshold: trust.threshold,
+        threshold: trust.least_signers(),
         base: verified.base.clone(),
         applied: Vec::new(),
         partial: false,

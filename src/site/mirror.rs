@@ -24,8 +24,8 @@ use crate::bundle::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES};
 use crate::digest::Sha256;
 use crate::fetch::{HttpError, Net};
 use crate::progress::Reporter;
+use crate::sign::Policy;
 use crate::sign::policy::CoSignature;
-use crate::sign::{Policy, TrustedKey};
 
 /// The largest signature file read from a mirror: a DER ECDSA signature in base64 is ~100 bytes.
 pub const MAX_SIGNATURE_BYTES: u64 = 4096;
@@ -60,10 +60,10 @@ pub enum MirrorError {
     #[error("the mirror's current manifest `{url}` is not a manifest: {detail}")]
     Manifest { url: String, detail: String },
     #[error(
-        "the mirror's current manifest `{url}` is signed by {signers} trusted key(s), {threshold} needed; \
+        "the mirror's current manifest `{url}` is signed by {signers} key(s) of `{role}`, {threshold} needed; \
          nothing was downloaded"
     )]
-    Untrusted { url: String, signers: usize, threshold: usize },
+    Untrusted { url: String, role: String, signers: usize, threshold: usize },
     #[error(
         "the mirror's `{url}`: expected {expected_size} bytes with sha256 {expected}, got {size} bytes with sha256 {actual}; nothing was changed"
     )]
@@ -93,6 +93,27 @@ pub fn is_mirror(source: &str) -> bool {
 enum Place {
     Http(String),
     Dir(PathBuf),
+}
+
+/// The trust metadata a mirror's current bundle carries (`current/airlock/trust/`): the root
+/// versions above `root_version`, one at a time until the mirror has no next one, and its
+/// targets metadata. Nothing is trusted here: the node verifies each against what it has.
+pub fn carried_trust(source: &str, root_version: u64, net: &Net) -> Result<Vec<(PathBuf, Vec<u8>)>, SiteError> {
+    let place = Place::parse(source)?;
+    let limit = crate::trust::MAX_METADATA_BYTES;
+    net.block_on(async {
+        let mut found = Vec::new();
+        for n in root_version + 1.. {
+            let rel = format!("{}{}", crate::bundle::manifest::TRUST_PREFIX, crate::trust::root_file(n));
+            let Some(bytes) = place.small(net, &rel, limit).await? else { break };
+            found.push((PathBuf::from(place.url(&rel)), bytes));
+        }
+        let rel = format!("{}{}", crate::bundle::manifest::TRUST_PREFIX, crate::trust::TARGETS_FILE);
+        if let Some(bytes) = place.small(net, &rel, limit).await? {
+            found.push((PathBuf::from(place.url(&rel)), bytes));
+        }
+        Ok::<_, SiteError>(found)
+    })
 }
 
 impl Place {
@@ -179,15 +200,13 @@ impl Place {
 /// the policy that verified it (the co-signatures the mirror holds for the node's keys).
 pub(super) fn stage_debs(
     source: &str,
-    keys: Vec<TrustedKey>,
-    threshold: usize,
+    trust: &Policy,
     root: &SiteRoot,
     net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<(Staged, Policy), SiteError> {
-    Policy::reachable(&keys, threshold)?;
     let place = Place::parse(source)?;
-    let (bytes, signature, policy, manifest) = net.block_on(verified_manifest(&place, keys, threshold, net))?;
+    let (bytes, signature, policy, manifest) = net.block_on(verified_manifest(&place, trust, net))?;
     let staging = root.staging();
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
     for (rel, content) in [(MANIFEST, &bytes), (SIGNATURE, &signature)] {
@@ -219,8 +238,7 @@ pub(super) fn stage_debs(
 /// The mirror's current manifest and signature, with the policy they met.
 async fn verified_manifest(
     place: &Place,
-    keys: Vec<TrustedKey>,
-    threshold: usize,
+    trust: &Policy,
     net: &Net,
 ) -> Result<(Vec<u8>, Vec<u8>, Policy, Manifest), SiteError> {
     let url = place.url(MANIFEST);
@@ -228,17 +246,19 @@ async fn verified_manifest(
     let bytes = need(MANIFEST, place.small(net, MANIFEST, MAX_MANIFEST_BYTES).await?)?;
     let signature = need(SIGNATURE, place.small(net, SIGNATURE, MAX_SIGNATURE_BYTES).await?)?;
     let mut cosignatures = Vec::new();
-    for key in &keys {
+    for key in &trust.keys {
         let name = format!("{RETAINED_BUNDLE}.{}.sig", key.key_id());
         if let Some(sig) = place.small(net, &name, MAX_SIGNATURE_BYTES).await? {
             let path = PathBuf::from(place.url(&name));
             cosignatures.push(CoSignature { path, key_id: key.key_id().clone(), signature: sig });
         }
     }
-    let policy = Policy::new(keys, threshold, cosignatures)?;
+    let policy = trust.with_cosignatures(cosignatures);
     let checked = policy.check(&bytes, &signature);
-    if checked.signers.len() < threshold {
-        return Err(MirrorError::Untrusted { url, signers: checked.signers.len(), threshold }.into());
+    if let Some(short) = policy.shortfall(&checked.signers) {
+        return Err(
+            MirrorError::Untrusted { url, role: short.role, signers: short.have.len(), threshold: short.need }.into()
+        );
     }
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;

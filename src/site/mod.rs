@@ -26,6 +26,7 @@ pub mod retained;
 pub mod root;
 mod stage;
 pub mod state;
+pub mod trust;
 pub mod views;
 
 use std::io;
@@ -138,6 +139,38 @@ pub enum SiteError {
     State { path: PathBuf, detail: String },
     #[error(transparent)]
     Policy(#[from] crate::sign::policy::PolicyError),
+    #[error(transparent)]
+    Trust(#[from] crate::trust::TrustError),
+    #[error(
+        "`{}` is gone, but this site has used its trust root (root version {root_version}, targets version \
+         {targets_version}): restore it from a backup of the root or the provisioning media; nothing was changed",
+        dir.display()
+    )]
+    TrustRootGone { dir: PathBuf, root_version: u64, targets_version: u64 },
+    #[error(
+        "`{}/1.root.json` is not the trust root this site was provisioned with (its sha256 is {found}, \
+         state.json pins {pinned}): refused; nothing was changed",
+        dir.display()
+    )]
+    TrustAnchor { dir: PathBuf, pinned: Sha256, found: Sha256 },
+    #[error(
+        "`{}` holds root version {}, targets version {}: older than what this site has used (root version {}, \
+         targets version {}); replayed trust metadata is refused; nothing was changed",
+        dir.display(), found.root_version, found.targets_version, pinned.root_version, pinned.targets_version
+    )]
+    TrustRolledBack { dir: PathBuf, pinned: crate::sign::policy::Origin, found: crate::sign::policy::Origin },
+    #[error(
+        "bundle {what} expired at {expires} (this command started at {now}): an old bundle replayed is refused; \
+         install a newer release, or pass --allow-expired --reason TEXT to use it anyway (recorded); \
+         nothing was changed"
+    )]
+    BundleExpired { what: String, expires: crate::clock::Timestamp, now: crate::clock::Timestamp },
+    #[error(
+        "this site has a trust root (`{}`): its signing roles decide what is activated here, not --trust \
+         (which is for sites without one, and for `airlock verify`)",
+        dir.display()
+    )]
+    TrustGiven { dir: PathBuf },
     #[error("publishing the images of bundles/{id} failed; `current` was not changed")]
     Publish {
         id: BundleId,
@@ -196,7 +229,13 @@ impl Classify for SiteError {
             | SiteError::NotRetained { .. }
             | SiteError::StateMissing { .. }
             | SiteError::Damaged { .. }
+            | SiteError::TrustRootGone { .. }
+            | SiteError::TrustAnchor { .. }
+            | SiteError::TrustRolledBack { .. }
+            | SiteError::BundleExpired { .. }
             | SiteError::TagMismatch(_) => Class::Verification,
+            SiteError::TrustGiven { .. } => Class::Usage,
+            SiteError::Trust(e) => e.class(),
             SiteError::Parts(e) => e.class(),
             SiteError::Validation { .. } => Class::ValidationRed,
             SiteError::Open { .. }
@@ -287,13 +326,15 @@ pub struct Options {
     /// The tag an `oci://…:TAG` source was named by: when it is a version, the bundle must be
     /// that version.
     pub tag_version: Option<String>,
+    /// What a bundle past its `expires` does.
+    pub expiry: trust::ExpiryRule,
 }
 
 /// The policy a retained bundle was installed under: the keys and threshold `state.json`
 /// records for it, and the co-signatures kept beside it.
 pub fn retained_policy(root: &SiteRoot, id: &BundleId) -> Result<Policy, SiteError> {
     let state = State::load(root)?;
-    retained::policy(root, &state, id, retained::Trust::AsInstalled)
+    retained::policy(root, &state, id, retained::Trust::Site(trust::ExpiryRule::Ignore))
 }
 
 /// A test build stops dead at the named point when `AIRLOCK_TEST_CRASH_AT` names it, as a

@@ -97,6 +97,8 @@ struct RecordHead {
     outcome: Option<Outcome>,
     #[serde(default)]
     bundle: Option<RecordBundle>,
+    #[serde(default)]
+    trust: Option<TrustUsed>,
 }
 
 fn schema() -> String {
@@ -197,7 +199,30 @@ pub struct RecordBundle {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrustUsed {
     pub keys: Vec<KeyId>,
+    /// Distinct signers needed at the least (`--threshold`, or the largest role's threshold).
     pub threshold: usize,
+    /// The rules every signer set had to meet: one per signing role of the site's trust root.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<crate::sign::policy::Rule>,
+    /// The trust root's metadata versions the policy came from (none: `--trust`).
+    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
+    pub trust_root: Option<crate::sign::policy::Origin>,
+    /// Expired metadata or an expired bundle used anyway (`--allow-expired`), with the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_accepted: Option<crate::sign::policy::Waiver>,
+}
+
+impl TrustUsed {
+    pub fn of(policy: &crate::sign::Policy) -> Self {
+        let roles = if policy.origin.is_some() { policy.rules.clone() } else { Vec::new() };
+        Self {
+            keys: policy.key_ids(),
+            threshold: policy.least_signers(),
+            roles,
+            trust_root: policy.origin,
+            expired_accepted: policy.waiver.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -396,6 +421,17 @@ fn read_as<T: serde::de::DeserializeOwned>(root: &SiteRoot) -> Result<Vec<(PathB
 pub struct Activation {
     pub name: String,
     pub version: semver::Version,
+}
+
+/// The highest trust root and targets versions any record names: a site never goes back below
+/// what it has used, whatever `state.json` says.
+pub fn trust_versions(root: &SiteRoot) -> Result<Option<crate::sign::policy::Origin>, SiteError> {
+    Ok(read_as::<RecordHead>(root)?.into_iter().filter_map(|(_, r)| r.trust?.trust_root).reduce(|a, b| {
+        crate::sign::policy::Origin {
+            root_version: a.root_version.max(b.root_version),
+            targets_version: a.targets_version.max(b.targets_version),
+        }
+    }))
 }
 
 /// Every activation `records/` shows: installs and rollbacks that made a bundle current (a

@@ -16,11 +16,12 @@ use super::{SiteError, io_err};
 use crate::digest::Sha256;
 use crate::sign::{KeyId, Policy, TrustedKey};
 
-/// Who must have signed a retained bundle: the given keys and threshold, else those it was
-/// installed with.
+/// Who must have signed a retained bundle: the given keys and threshold, else the site's: its
+/// trust root's signing roles as they stand now (a key revoked since the bundle was installed
+/// no longer counts), or, on a site without one, the keys it was installed with.
 pub enum Trust {
     Given { keys: Vec<TrustedKey>, threshold: usize },
-    AsInstalled,
+    Site(super::trust::ExpiryRule),
 }
 
 /// The policy to verify retained bundle `id` under, with the co-signatures retained beside it
@@ -29,15 +30,23 @@ pub fn policy(root: &SiteRoot, state: &State, id: &BundleId, trust: Trust) -> Re
     let dir = root.bundle_dir(id);
     let cosignatures = crate::sign::policy::cosignatures_beside(&root.retained_file(id)).map_err(io_err(&dir))?;
     match trust {
-        Trust::Given { keys, threshold } => Ok(Policy::new(keys, threshold, cosignatures)?),
-        Trust::AsInstalled => {
+        Trust::Given { keys, threshold } => {
+            if super::trust::load(root, state)?.is_some() {
+                return Err(SiteError::TrustGiven { dir: root.path().join(crate::trust::TRUST_DIR) });
+            }
+            Ok(Policy::new(keys, threshold, cosignatures)?)
+        }
+        Trust::Site(rule) => {
+            if let Some(policy) = super::trust::policy(root, state, cosignatures.clone(), &rule)? {
+                return Ok(policy);
+            }
             let recorded = state.bundles.get(id).ok_or_else(|| SiteError::NotRecorded { id: id.clone() })?;
             Policy::new(recorded_keys(&dir, &recorded.trust), recorded.threshold, cosignatures).map_err(|e| match e {
                 // Recorded keys gone or altered: the recorded threshold cannot be met.
                 crate::sign::policy::PolicyError::Unreachable { threshold, keys } => {
                     SiteError::RecordedKeysMissing { id: id.clone(), threshold, keys }
                 }
-                e @ crate::sign::policy::PolicyError::ZeroThreshold => SiteError::Policy(e),
+                e => SiteError::Policy(e),
             })
         }
     }

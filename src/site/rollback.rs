@@ -52,6 +52,7 @@ pub struct RolledBack {
 pub fn rollback(
     root: &Path,
     trust: Trust,
+    expiry: &super::trust::ExpiryRule,
     apt_key: Option<&views::AptSigningKey>,
     wait: Duration,
     net: &Net,
@@ -65,14 +66,16 @@ pub fn rollback(
     let _lock = root.open_for_writing("rollback", wait)?;
     let mut attempt =
         Attempt::new(Action::Rollback, "verify", root.link_path(Link::Previous).display().to_string(), None);
-    let rolled = rollback_locked(root, trust, apt_key, net, reporter, &mut attempt);
+    let rolled = rollback_locked(root, trust, expiry, apt_key, net, reporter, &mut attempt);
     // A refused or failed rollback is on record too.
     rolled.inspect_err(|e| attempt.record_failure(root, e))
 }
 
+#[allow(clippy::too_many_arguments, reason = "rollback's inputs, with the attempt it reports to")]
 fn rollback_locked(
     root: &SiteRoot,
     trust: Trust,
+    expiry: &super::trust::ExpiryRule,
     apt_key: Option<&views::AptSigningKey>,
     net: &Net,
     reporter: &dyn Reporter,
@@ -103,7 +106,7 @@ fn rollback_locked(
         let retained = retain(staged, &verified, &policy, root)?;
         (verified, retained.path.clone(), Some(retained))
     };
-    attempt.verified(&verified);
+    attempt.verified(&verified, expiry)?;
     attempt.phases.mark("verify", "stage");
     crash_point("verified");
     crash_point("retained");
@@ -120,7 +123,7 @@ fn rollback_locked(
     // recorded before `current` moves, so that the next rollback uses the same.
     if let Some(entry) = state.bundles.get_mut(&id) {
         entry.trust = policy.key_ids();
-        entry.threshold = policy.threshold;
+        entry.threshold = policy.least_signers();
     }
     state.save(root)?;
     crash_point("remembered");

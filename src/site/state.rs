@@ -38,6 +38,19 @@ pub struct State {
     /// A node's apply waiting for a reboot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Pending>,
+    /// The site trust root this site has used: its anchor and the highest versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustPin>,
+}
+
+/// What pins a site's trust root: `1.root.json`'s sha256 (a whole other trust root planted in
+/// its place is refused) and the highest root and targets versions used (metadata replayed
+/// from before a rotation or a revocation is refused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrustPin {
+    pub anchor: crate::digest::Sha256,
+    pub root_version: u64,
+    pub targets_version: u64,
 }
 
 /// A retained bundle and the policy it was installed under.
@@ -116,6 +129,7 @@ impl Default for State {
             registry: None,
             last_rollback: None,
             pending: None,
+            trust: None,
         }
     }
 }

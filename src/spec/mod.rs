@@ -58,6 +58,15 @@ pub struct BundleMeta {
     pub version: semver::Version,
     #[serde(default)]
     pub description: Option<String>,
+    /// After this the bundle is refused (`2027-06-30`, valid through that day, or an RFC 3339
+    /// time): a replayed old bundle with a known-vulnerable stack stops being installable.
+    #[serde(default, deserialize_with = "expiry")]
+    pub expires: Option<crate::clock::Timestamp>,
+}
+
+fn expiry<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<crate::clock::Timestamp>, D::Error> {
+    let Some(s) = Option::<String>::deserialize(d)? else { return Ok(None) };
+    crate::clock::Timestamp::parse_expiry(&s).map(Some).map_err(serde::de::Error::custom)
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -45,10 +45,12 @@ def error_message(doc, stderr):
 
 
 def trust_args(trust, threshold):
+    """--trust and --threshold; none at all for a node with a site trust root (ROOT/trust/),
+    whose signing roles decide."""
     args = []
     for key in trust or []:
         args += ["--trust", key]
-    if threshold:
+    if trust and threshold:
         args += ["--threshold", str(threshold)]
     return args
 

@@ -1,0 +1,366 @@
+//! A site trust root (issue 30): signing roles and thresholds in TUF metadata that python-tuf
+//! verifies, root rotation one version at a time, revocation that reaches retained bundles,
+//! expiry of metadata and of bundles, and a site pinned against replayed or planted metadata.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+/// The keys of a site's trust root, and an authoring root (`auth`: where the security team
+/// rotates and revokes) whose metadata sites take up.
+struct Trust {
+    t: tempfile::TempDir,
+    root1: Keys,
+    root2: Keys,
+    root3: Keys,
+    build: Keys,
+    sec1: Keys,
+    sec2: Keys,
+    auth: PathBuf,
+}
+
+impl Trust {
+    fn new() -> Self {
+        let t = tempfile::tempdir().unwrap();
+        let k = t.path().join("keys");
+        let key = |name| keygen(&k, name);
+        let (root1, root2, root3, build, sec1, sec2) =
+            (key("root1"), key("root2"), key("root3"), key("build"), key("sec1"), key("sec2"));
+        let auth = t.path().join("auth");
+        Self { t, root1, root2, root3, build, sec1, sec2, auth }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.t.path().join(rel)
+    }
+
+    /// `trust init` of `root` with build 1 of 1 and security 1 of 2, root keys root1 and
+    /// root2, 2 of 2.
+    fn init(&self, root: &Path, expires: &str) -> Run {
+        airlock_run(&[
+            "trust",
+            "init",
+            "--root",
+            s(root),
+            "--root-key",
+            s(&self.root1.public),
+            "--root-key",
+            s(&self.root2.public),
+            "--root-threshold",
+            "2",
+            "--role",
+            &format!("build={}:1", s(&self.build.public)),
+            "--role",
+            &format!("security={},{}:1", s(&self.sec1.public), s(&self.sec2.public)),
+            "--expires",
+            expires,
+            "--sign",
+            s(&self.root1.private),
+            "--sign",
+            s(&self.root2.private),
+        ])
+    }
+
+    /// A site provisioned from the authoring root's version 1 (copied, as provisioning media do).
+    fn site(&self, name: &str) -> PathBuf {
+        let site = self.path(name);
+        std::fs::create_dir_all(site.join("trust")).unwrap();
+        for f in ["1.root.json", "targets.json"] {
+            std::fs::copy(self.auth.join("trust").join(f), site.join("trust").join(f)).unwrap();
+        }
+        site
+    }
+
+    /// A bundle of `demo` at `version` signed by build and co-signed by `cosigners`.
+    fn bundle(&self, version: &str, cosigners: &[&Keys], extra_spec: &str, build_args: &[&str]) -> PathBuf {
+        let p = project(&self.path(&format!("src-{version}")), version);
+        let spec = std::fs::read_to_string(&p.spec).unwrap();
+        let spec =
+            spec.replacen(&format!("version = \"{version}\"\n"), &format!("version = \"{version}\"\n{extra_spec}"), 1);
+        std::fs::write(&p.spec, spec).unwrap();
+        let out = self.path(&format!("demo-{version}.airlock"));
+        let args = [&["build", s(&p.spec), "--key", s(&self.build.private), "--out", s(&out)][..], build_args].concat();
+        run(airlock().env("SOURCE_DATE_EPOCH", EPOCH).args(&args)).ok();
+        for k in cosigners {
+            airlock_run(&["sign", s(&out), "--key", s(&k.private)]).ok();
+        }
+        out
+    }
+}
+
+/// python-tuf loads every root version and the targets metadata under `dir` and checks each
+/// signature threshold with `verify_delegate`: root 1 by itself, N+1 by N and by itself,
+/// targets by the newest root.
+fn python_tuf(dir: &Path) -> Run {
+    let script = r#"
+import os, sys
+from tuf.api.metadata import Metadata, Root, Targets
+d = sys.argv[1]
+roots, n = [], 1
+while os.path.exists(f"{d}/{n}.root.json"):
+    roots.append(Metadata[Root].from_file(f"{d}/{n}.root.json")); n += 1
+roots[0].verify_delegate("root", roots[0])
+for a, b in zip(roots, roots[1:]):
+    a.verify_delegate("root", b)
+    b.verify_delegate("root", b)
+t = Metadata[Targets].from_file(f"{d}/targets.json")
+roots[-1].verify_delegate("targets", t)
+roles = sorted((r.name, r.threshold, len(r.keyids)) for r in t.signed.delegations.roles.values())
+print(len(roots), t.signed.version, roles)
+"#;
+    run(std::process::Command::new("python3").args(["-c", script, s(dir)]))
+}
+
+fn record_trust(root: &Path, action: &str) -> serde_json::Value {
+    let mut records: Vec<_> = std::fs::read_dir(root.join("records"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(&format!("-{action}.json")))
+        .collect();
+    records.sort();
+    let last = records.last().expect("a record");
+    serde_json::from_slice::<serde_json::Value>(&std::fs::read(last).unwrap()).unwrap()["trust"].clone()
+}
+
+#[test]
+fn python_tuf_verifies_every_file_written_and_rejects_a_tampered_copy() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let dir = t.auth.join("trust");
+    assert_eq!(python_tuf(&dir).ok().stdout.trim(), "1 1 [('build', 1, 1), ('security', 1, 2)]");
+    // Rotation 1 → 2 → 3 with key changes, then a revocation; each state verifies.
+    let rotate = |args: &[&str]| airlock_run(&[&["trust", "rotate", "--root", s(&t.auth)][..], args].concat());
+    rotate(&["--add-root-key", s(&t.root3.public), "--sign", s(&t.root1.private), "--sign", s(&t.root2.private)]).ok();
+    rotate(&[
+        "--remove-root-key",
+        s(&t.root1.public),
+        "--root-threshold",
+        "1",
+        "--sign",
+        s(&t.root1.private),
+        "--sign",
+        s(&t.root2.private),
+        "--sign",
+        s(&t.root3.private),
+    ])
+    .ok();
+    let targets_keys = ["--sign", s(&t.root1.private), "--sign", s(&t.root2.private)];
+    airlock_run(&[&["trust", "revoke", "--root", s(&t.auth), "--key", s(&t.sec1.public)][..], &targets_keys].concat())
+        .ok();
+    assert_eq!(python_tuf(&dir).ok().stdout.trim(), "3 2 [('build', 1, 1), ('security', 1, 1)]");
+    let shown = airlock_run(&["trust", "show", "--root", s(&t.auth), "--json"]).ok().json();
+    assert_eq!((shown["root_version"].as_u64(), shown["targets_version"].as_u64()), (Some(3), Some(2)));
+    let root_role = shown["top_level"].as_array().unwrap().iter().find(|r| r["name"] == "root").unwrap().clone();
+    assert_eq!((root_role["threshold"].as_u64(), root_role["keys"].as_array().unwrap().len()), (Some(1), 2));
+
+    // A tampered copy: a threshold lowered without the signatures to show for it.
+    let tampered = t.path("tampered/trust");
+    std::fs::create_dir_all(&tampered).unwrap();
+    for f in ["1.root.json", "2.root.json", "3.root.json"] {
+        std::fs::copy(dir.join(f), tampered.join(f)).unwrap();
+    }
+    let targets = std::fs::read_to_string(dir.join("targets.json")).unwrap();
+    let targets = targets.replacen("\"threshold\": 1", "\"threshold\": 2", 1);
+    std::fs::write(tampered.join("targets.json"), targets).unwrap();
+    let refused = python_tuf(&tampered);
+    assert_ne!(refused.code, 0, "python-tuf accepted a tampered targets.json: {}", refused.stdout);
+    assert!(refused.stderr.contains("UnsignedMetadataError"), "{}", refused.stderr);
+    let ours = airlock_run(&["trust", "show", "--root", s(&t.path("tampered"))]);
+    assert_eq!(ours.code, 3, "{}", ours.stderr);
+    assert!(ours.stderr.contains("targets.json") && ours.stderr.contains("signed by 0 of the 2"), "{}", ours.stderr);
+}
+
+#[test]
+fn a_2_of_2_root_needs_both_keys_and_a_site_accepts_exactly_the_next_version() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let site = t.site("site");
+    // One root key of a 2-of-2 root cannot make version 2.
+    let one = airlock_run(&[
+        "trust",
+        "rotate",
+        "--root",
+        s(&t.auth),
+        "--add-root-key",
+        s(&t.root3.public),
+        "--sign",
+        s(&t.root1.private),
+    ]);
+    assert_eq!(one.code, 2, "{}", one.stderr);
+    assert!(one.stderr.contains("needs 2 signature(s) by root keys of root version 1"), "{}", one.stderr);
+    assert!(!t.auth.join("trust/2.root.json").exists());
+    for (add, signers) in
+        [(&t.root3, vec![&t.root1, &t.root2, &t.root3]), (&t.sec2, vec![&t.root1, &t.root2, &t.root3, &t.sec2])]
+    {
+        let mut args = vec!["trust", "rotate", "--root", s(&t.auth), "--add-root-key", s(&add.public)];
+        for k in signers {
+            args.extend(["--sign", s(&k.private)]);
+        }
+        airlock_run(&args).ok();
+    }
+    let v = |n: u32| t.auth.join(format!("trust/{n}.root.json"));
+    let update = |files: &[&Path]| {
+        let mut args = vec!["trust".to_owned(), "update".to_owned(), "--root".to_owned(), s(&site).to_owned()];
+        args.extend(files.iter().map(|f| s(f).to_owned()));
+        run(airlock().args(&args))
+    };
+    // A skipped version.
+    let skipped = update(&[&v(3)]).code(3);
+    assert!(skipped.stderr.contains("accepts exactly version 2 next"), "{}", skipped.stderr);
+    // Version 3 signed by its own keys only (the old root's signatures stripped): refused.
+    let forged = t.path("3.root.json");
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(v(3)).unwrap()).unwrap();
+    let v2: serde_json::Value = serde_json::from_slice(&std::fs::read(v(2)).unwrap()).unwrap();
+    let v2_root_keys = v2["signed"]["roles"]["root"]["keyids"].as_array().unwrap().clone();
+    let kept: Vec<_> = doc["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|sig| !v2_root_keys.contains(&sig["keyid"]) || sig["keyid"] == v2_root_keys[2])
+        .cloned()
+        .collect();
+    doc["signatures"] = serde_json::Value::Array(kept);
+    std::fs::write(&forged, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    update(&[&v(2)]).ok();
+    let forged_refused = update(&[&forged]).code(3);
+    assert!(
+        forged_refused.stderr.contains("signed by 1 of the 2 root key(s) of root version 2"),
+        "{}",
+        forged_refused.stderr
+    );
+    // The real version 3 is accepted; then version 2 again is a lower version, refused.
+    update(&[&v(3)]).ok();
+    let lower = update(&[&v(2)]).code(3);
+    assert!(lower.stderr.contains("the site is at root version 3"), "{}", lower.stderr);
+    assert_eq!(python_tuf(&site.join("trust")).ok().stdout.trim(), "3 1 [('build', 1, 1), ('security', 1, 2)]");
+    // Planting an older root chain in place of the site's is refused: the state pins version 3.
+    std::fs::remove_file(site.join("trust/3.root.json")).unwrap();
+    let replayed = airlock_run(&["trust", "show", "--root", s(&site)]).code(3);
+    assert!(replayed.stderr.contains("older than what this site has used"), "{}", replayed.stderr);
+}
+
+#[test]
+fn a_bundle_carrying_root_2_brings_a_site_at_root_1_up_to_date() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let site = t.site("site");
+    let signers = ["--sign", s(&t.root1.private), "--sign", s(&t.root2.private), "--sign", s(&t.root3.private)];
+    airlock_run(
+        &[&["trust", "rotate", "--root", s(&t.auth), "--add-root-key", s(&t.root3.public)][..], &signers].concat(),
+    )
+    .ok();
+    let bundle = t.bundle("1.0.0", &[&t.sec2], "", &["--trust-root", s(&t.auth)]);
+    let listed =
+        manifest_member(&bundle)["entries"].as_array().unwrap().iter().map(|e| e["path"].clone()).collect::<Vec<_>>();
+    for carried in ["airlock/trust/1.root.json", "airlock/trust/2.root.json", "airlock/trust/targets.json"] {
+        assert!(listed.contains(&serde_json::json!(carried)), "{listed:?}");
+    }
+    assert!(!site.join("trust/2.root.json").exists());
+    let installed = airlock_run(&["install", s(&bundle), "--root", s(&site), "--json"]).ok().json();
+    assert_eq!(installed["version"], "1.0.0");
+    assert_eq!(
+        std::fs::read(site.join("trust/2.root.json")).unwrap(),
+        std::fs::read(t.auth.join("trust/2.root.json")).unwrap()
+    );
+    let used = record_trust(&site, "install");
+    assert_eq!((used["root_version"].as_u64(), used["targets_version"].as_u64()), (Some(2), Some(1)), "{used}");
+    let roles: Vec<_> =
+        used["roles"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(roles, ["build", "security"]);
+    // A node at root 1 applying from that site as its mirror catches up from the mirror's
+    // current bundle (a bundle without debs: no package manager is involved).
+    let node = t.site("node");
+    let mirror = format!("file://{}/", s(&site));
+    airlock_run(&["apply", &mirror, "--root", s(&node)]).ok();
+    assert!(node.join("trust/2.root.json").exists());
+    assert_eq!(record_trust(&node, "apply")["root_version"].as_u64(), Some(2));
+    // `--trust` is not how a site with a trust root decides.
+    let given = airlock_run(&["install", s(&bundle), "--root", s(&site), "--trust", s(&t.build.public)]).code(2);
+    assert!(given.stderr.contains("has a trust root"), "{}", given.stderr);
+}
+
+#[test]
+fn a_revoked_key_no_longer_counts_at_install_nor_at_rollback_of_a_retained_bundle() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let site = t.site("site");
+    let b1 = t.bundle("1.0.0", &[&t.sec1], "", &[]);
+    let b2 = t.bundle("1.1.0", &[&t.sec2], "", &[]);
+    let b3 = t.bundle("1.2.0", &[&t.sec1], "", &[]);
+    let unsigned = t.bundle("1.3.0", &[], "", &[]);
+    for b in [&b1, &b2] {
+        airlock_run(&["install", s(b), "--root", s(&site)]).ok();
+    }
+    let missing = airlock_run(&["install", s(&unsigned), "--root", s(&site)]).code(3);
+    assert!(missing.stderr.contains("signing role `security` not met"), "{}", missing.stderr);
+    // The security team revokes sec1 (a lost laptop) and the site takes up the new targets.
+    let old_targets = t.path("targets-1.json");
+    std::fs::copy(t.auth.join("trust/targets.json"), &old_targets).unwrap();
+    let signers = ["--sign", s(&t.root1.private), "--sign", s(&t.root2.private)];
+    airlock_run(&[&["trust", "revoke", "--root", s(&t.auth), "--key", s(&t.sec1.public)][..], &signers].concat()).ok();
+    airlock_run(&["trust", "update", "--root", s(&site), s(&t.auth.join("trust/targets.json"))]).ok();
+    let before = snapshot(&site);
+    let install = airlock_run(&["install", s(&b3), "--root", s(&site)]).code(3);
+    assert!(install.stderr.contains("signing role `security` not met"), "{}", install.stderr);
+    let verify = airlock_run(&["verify", s(&b3), "--root", s(&site)]).code(3);
+    assert!(verify.stdout.contains("security"), "{}", verify.stdout);
+    // The retained 1.0.0 met `security` only through sec1: rollback refuses it.
+    let rollback = airlock_run(&["rollback", "--root", s(&site)]).code(3);
+    assert!(rollback.stderr.contains("security"), "{}", rollback.stderr);
+    let after = snapshot(&site);
+    let changed: Vec<_> =
+        after.keys().filter(|k| before.get(*k) != after.get(*k)).filter(|k| !k.starts_with("records")).collect();
+    assert!(changed.is_empty(), "a refused install or rollback changed {changed:?}");
+    // What sec2 co-signed still installs.
+    let b4 = t.bundle("1.4.0", &[&t.sec2], "", &[]);
+    airlock_run(&["install", s(&b4), "--root", s(&site)]).ok();
+    assert_eq!(record_trust(&site, "install")["targets_version"].as_u64(), Some(2));
+    // Putting the old targets.json back (it still names sec1) is a replay: refused.
+    std::fs::copy(&old_targets, site.join("trust/targets.json")).unwrap();
+    let replay = airlock_run(&["install", s(&b3), "--root", s(&site)]).code(3);
+    assert!(replay.stderr.contains("replayed trust metadata is refused"), "{}", replay.stderr);
+}
+
+#[test]
+fn expired_metadata_and_an_expired_bundle_are_refused_unless_accepted_on_record() {
+    let t = Trust::new();
+    t.init(&t.auth, "3s").ok();
+    let site = t.site("site");
+    let b1 = t.bundle("1.0.0", &[&t.sec1], "", &[]);
+    let stale = t.bundle("0.9.0", &[&t.sec1], "expires = \"2020-06-30\"\n", &[]);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let refused = airlock_run(&["install", s(&b1), "--root", s(&site)]).code(3);
+    assert!(
+        refused.stderr.contains("expired at") && refused.stderr.contains("airlock trust renew"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!site.join("current").exists());
+    airlock_run(&["install", s(&b1), "--root", s(&site), "--allow-expired", "--reason", "CHG-1 renewal pending"]).ok();
+    let waiver = &record_trust(&site, "install")["expired_accepted"];
+    assert_eq!(waiver["reason"], "CHG-1 renewal pending");
+    assert_eq!(waiver["expired"].as_array().unwrap().len(), 2, "root and targets: {waiver}");
+    // Renewed, the site is usable without the waiver; an expired bundle is still refused.
+    let signers = ["--sign", s(&t.root1.private), "--sign", s(&t.root2.private)];
+    airlock_run(&[&["trust", "renew", "--root", s(&site), "--expires", "90d"][..], &signers].concat()).ok();
+    let stale_refused = airlock_run(&["install", s(&stale), "--root", s(&site), "--allow-downgrade"]).code(3);
+    assert!(stale_refused.stderr.contains("demo 0.9.0 expired at 2020-07-01T00:00:00Z"), "{}", stale_refused.stderr);
+    let verify = airlock_run(&["verify", s(&stale), "--root", s(&site), "--json"]).code(3);
+    assert!(verify.stdout.contains("expired at"), "{}", verify.stdout);
+    airlock_run(&[
+        "install",
+        s(&stale),
+        "--root",
+        s(&site),
+        "--allow-downgrade",
+        "--allow-expired",
+        "--reason",
+        "lab replay",
+    ])
+    .ok();
+    let waiver = &record_trust(&site, "install")["expired_accepted"];
+    assert_eq!(waiver["expired"], serde_json::json!(["bundle demo 0.9.0 expired at 2020-07-01T00:00:00Z"]));
+    assert_eq!(python_tuf(&site.join("trust")).ok().stdout.trim(), "2 2 [('build', 1, 1), ('security', 1, 2)]");
+}
