@@ -60,10 +60,10 @@ pub enum MirrorError {
     #[error("the mirror's current manifest `{url}` is not a manifest: {detail}")]
     Manifest { url: String, detail: String },
     #[error(
-        "the mirror's current manifest `{url}` is signed by {signers} key(s) of `{role}`, {threshold} needed; \
+        "the mirror's current manifest `{url}` is signed by {signers} {whose}, {threshold} needed; \
          nothing was downloaded"
     )]
-    Untrusted { url: String, role: String, signers: usize, threshold: usize },
+    Untrusted { url: String, whose: String, signers: usize, threshold: usize },
     #[error(
         "the mirror's `{url}`: expected {expected_size} bytes with sha256 {expected}, got {size} bytes with sha256 {actual}; nothing was changed"
     )]
@@ -256,9 +256,11 @@ async fn verified_manifest(
     let policy = trust.with_cosignatures(cosignatures);
     let checked = policy.check(&bytes, &signature);
     if let Some(short) = policy.shortfall(&checked.signers) {
-        return Err(
-            MirrorError::Untrusted { url, role: short.role, signers: short.have.len(), threshold: short.need }.into()
-        );
+        let whose = match short.role.as_str() {
+            crate::sign::policy::GIVEN_ROLE => "trusted key(s)".to_owned(),
+            role => format!("key(s) of the signing role `{role}`"),
+        };
+        return Err(MirrorError::Untrusted { url, whose, signers: short.have.len(), threshold: short.need }.into());
     }
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
