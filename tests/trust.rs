@@ -264,6 +264,7 @@ fn a_bundle_carrying_root_2_brings_a_site_at_root_1_up_to_date() {
         std::fs::read(site.join("trust/2.root.json")).unwrap(),
         std::fs::read(t.auth.join("trust/2.root.json")).unwrap()
     );
+    assert_eq!(python_tuf(&site.join("trust")).ok().stdout.trim(), "2 1 [('build', 1, 1), ('security', 1, 2)]");
     let used = record_trust(&site, "install");
     assert_eq!((used["root_version"].as_u64(), used["targets_version"].as_u64()), (Some(2), Some(1)), "{used}");
     let roles: Vec<_> =
@@ -301,6 +302,7 @@ fn a_revoked_key_no_longer_counts_at_install_nor_at_rollback_of_a_retained_bundl
     let signers = ["--sign", s(&t.root1.private), "--sign", s(&t.root2.private)];
     airlock_run(&[&["trust", "revoke", "--root", s(&t.auth), "--key", s(&t.sec1.public)][..], &signers].concat()).ok();
     airlock_run(&["trust", "update", "--root", s(&site), s(&t.auth.join("trust/targets.json"))]).ok();
+    assert_eq!(python_tuf(&site.join("trust")).ok().stdout.trim(), "1 2 [('build', 1, 1), ('security', 1, 1)]");
     let before = snapshot(&site);
     let install = airlock_run(&["install", s(&b3), "--root", s(&site)]).code(3);
     assert!(install.stderr.contains("signing role `security` not met"), "{}", install.stderr);
