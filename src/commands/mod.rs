@@ -205,7 +205,7 @@ fn site_policy(
         crate::site::trust::adopt(root, wait, &carried(), crate::trust::Presented::Carried)?;
     }
     let state = crate::site::state::State::load(&site)?;
-    match crate::site::trust::policy(&site, &state, cosignatures.clone(), rule)? {
+    match crate::site::trust::policy(&site, &state, cosignatures, rule)? {
         Some(policy) => Ok(policy),
         None => Err(crate::trust::TrustError::Usage(format!(
             "no trusted key: pass --trust PUB, or give the site at `{}` a trust root (`airlock trust init`)",

@@ -18,11 +18,11 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<u8> {
         TrustCommand::Init(a) => init(a),
         TrustCommand::Rotate(a) => {
             let change_spec = RootChange {
-                add_root: load_keys(&a.add_root_key)?,
-                remove_root: load_keys(&a.remove_root_key)?,
+                add_root: super::load_trusted(&a.add_root_key)?,
+                remove_root: super::load_trusted(&a.remove_root_key)?,
                 root_threshold: a.root_threshold,
-                add_targets: load_keys(&a.add_targets_key)?,
-                remove_targets: load_keys(&a.remove_targets_key)?,
+                add_targets: super::load_trusted(&a.add_targets_key)?,
+                remove_targets: super::load_trusted(&a.remove_targets_key)?,
                 targets_threshold: a.targets_threshold,
                 expires: a.expires.as_deref().map(expires).transpose()?,
             };
@@ -40,7 +40,7 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<u8> {
             targets_change(&a.common, &change_spec, "changed the signing roles")
         }
         TrustCommand::Revoke(a) => {
-            let change_spec = TargetsChange { revoke: load_keys(&a.key)?, ..TargetsChange::default() };
+            let change_spec = TargetsChange { revoke: super::load_trusted(&a.key)?, ..TargetsChange::default() };
             targets_change(&a.common, &change_spec, "revoked")
         }
         TrustCommand::Renew(a) => renew(a),
@@ -74,11 +74,11 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<u8> {
 }
 
 fn init(a: &crate::cli::TrustInitArgs) -> anyhow::Result<u8> {
-    let root_keys = load_keys(&a.root_key)?;
+    let root_keys = super::load_trusted(&a.root_key)?;
     let (targets_keys, targets_threshold) = if a.targets_key.is_empty() {
         (root_keys.clone(), a.targets_threshold.unwrap_or(a.root_threshold))
     } else {
-        (load_keys(&a.targets_key)?, a.targets_threshold.unwrap_or(1))
+        (super::load_trusted(&a.targets_key)?, a.targets_threshold.unwrap_or(1))
     };
     let spec = InitSpec {
         root_keys,
@@ -178,10 +178,6 @@ fn done(common: &TrustCommon, after: &SiteTrust, what: &str, warnings: &[String]
     Ok(super::EXIT_OK)
 }
 
-fn load_keys(paths: &[PathBuf]) -> anyhow::Result<Vec<TrustedKey>> {
-    super::load_trusted(paths)
-}
-
 fn signers(common: &TrustCommon) -> anyhow::Result<Vec<SigningKey>> {
     if common.sign.is_empty() {
         anyhow::bail!(TrustError::Usage("name the keys that sign the new metadata with --sign KEY".to_owned()));
@@ -212,7 +208,7 @@ fn parse_role(value: &str) -> anyhow::Result<RoleSpec> {
     if paths.is_empty() {
         return Err(bad("no keys").into());
     }
-    let keys = load_keys(&paths)?;
+    let keys = super::load_trusted(&paths)?;
     let distinct = keys.iter().map(TrustedKey::key_id).collect::<std::collections::BTreeSet<_>>().len() as u64;
     if threshold == 0 || threshold > distinct {
         return Err(bad(&format!("a threshold of {threshold} over {distinct} distinct key(s) can never be met")).into());

@@ -177,20 +177,13 @@ pub fn adopt(
     if files.is_empty() || (presented == Presented::Carried && !SiteTrust::exists(root_dir)) {
         return Ok(None);
     }
-    let before = SiteTrust::exists(root_dir).then(|| SiteTrust::load(root_dir).ok()).flatten().map(|t| t.origin());
     let after = change(root_dir, wait, |current| {
         if current.is_none() {
             return Err(TrustError::Missing { dir: root_dir.join(crate::trust::TRUST_DIR) });
         }
         SiteTrust::update(root_dir, files, presented)
     })?;
-    if before != Some(after.origin()) {
-        let o = after.origin();
-        tracing::info!(
-            "trust: the site is now at root version {} and targets version {}",
-            o.root_version,
-            o.targets_version
-        );
-    }
+    let o = after.origin();
+    tracing::info!("trust: the site is at root version {} and targets version {}", o.root_version, o.targets_version);
     Ok(Some(after))
 }
