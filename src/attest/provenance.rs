@@ -23,6 +23,11 @@ fn subjects(manifest: &Manifest) -> Vec<(String, Sha256, String)> {
                 d.sha256,
                 format!("{}#{}", d.repo, d.name),
             )),
+            Artifact::Rpm(r) => out.push((
+                format!("{}-{}.{}", r.name, r.evr(), r.architecture),
+                r.sha256,
+                format!("{}/{}", r.repo, r.path.as_str().trim_start_matches("rpms/")),
+            )),
             Artifact::Model(m) => {
                 for f in &m.files {
                     let uri = format!("{}/{}/resolve/{}/{}", m.hub.trim_end_matches('/'), m.repo, m.commit, f.path);

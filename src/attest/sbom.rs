@@ -124,6 +124,29 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
                 p,
             )
         }
+        Artifact::Rpm(r) => {
+            // purl's rpm type: the vendor as namespace (`rhel`, `rocky`, `opensuse`), the
+            // version as EVR with its epoch as the `epoch` qualifier, `arch` and `distro`.
+            let version = format!("{}-{}", r.version, r.release);
+            let epoch = r.epoch.to_string();
+            let mut q = vec![("arch", r.architecture.as_str())];
+            if r.epoch != 0 {
+                q.push(("epoch", epoch.as_str()));
+            }
+            if let Some(distro) = &r.distro {
+                q.push(("distro", distro.as_str()));
+            }
+            let vendor = r.vendor.as_deref().map(str::to_ascii_lowercase);
+            let p = purl("rpm", vendor.as_deref(), &r.name, &version, &q)?;
+            component(
+                Classification::Library,
+                &r.name,
+                &r.evr(),
+                format!("rpm:{}-{}.{}", r.name, r.evr(), r.architecture),
+                &r.sha256,
+                p,
+            )
+        }
         Artifact::Model(m) => model_component(m)?,
         Artifact::File(f) => {
             let class = match f.file_kind {
@@ -326,6 +349,7 @@ fn bom_ref(a: &Artifact) -> String {
         Artifact::Image(i) => format!("image:{}", i.digest),
         Artifact::Wheel(w) => format!("wheel:{}", w.filename),
         Artifact::Deb(d) => format!("deb:{}={}:{}", d.name, d.version, d.architecture),
+        Artifact::Rpm(r) => format!("rpm:{}-{}.{}", r.name, r.evr(), r.architecture),
         Artifact::Model(m) => format!("model:{}@{}", m.repo, m.commit),
         Artifact::File(f) => format!("file:{}", f.name),
     }
@@ -338,11 +362,13 @@ fn dependencies(subject: &Subject<'_>) -> Vec<Dependency> {
     use std::collections::{BTreeMap, BTreeSet};
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut debs: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut rpms: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut wheels: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for a in subject.artifacts {
         graph.entry(bom_ref(a)).or_default();
         match a {
             Artifact::Deb(d) => debs.entry(d.name.as_str()).or_default().push(bom_ref(a)),
+            Artifact::Rpm(r) => rpms.entry(r.name.as_str()).or_default().push(bom_ref(a)),
             Artifact::Wheel(w) => wheels.entry(w.name.as_str()).or_default().push(bom_ref(a)),
             _ => {}
         }
@@ -351,6 +377,11 @@ fn dependencies(subject: &Subject<'_>) -> Vec<Dependency> {
         match a {
             Artifact::Deb(d) => {
                 for parent in d.required_by.iter().filter_map(|p| debs.get(p.as_str())).flatten() {
+                    graph.entry(parent.clone()).or_default().insert(bom_ref(a));
+                }
+            }
+            Artifact::Rpm(r) => {
+                for parent in r.required_by.iter().filter_map(|p| rpms.get(p.as_str())).flatten() {
                     graph.entry(parent.clone()).or_default().insert(bom_ref(a));
                 }
             }

@@ -74,6 +74,7 @@ impl Base {
         let mut holds = BTreeSet::new();
         holds.extend(l.wheel.iter().map(|w| w.sha256));
         holds.extend(l.deb.iter().map(|d| d.sha256));
+        holds.extend(l.rpm.iter().map(|r| r.sha256));
         holds.extend(l.file.iter().map(|f| f.sha256));
         holds.extend(l.model.iter().flat_map(|m| m.files.iter().map(|f| f.sha256)));
         for image in &l.image {

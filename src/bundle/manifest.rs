@@ -30,7 +30,7 @@ pub fn is_carried_trust(path: &str) -> bool {
     })
 }
 /// Top-level areas a content member may live in.
-pub const AREAS: [&str; 6] = ["airlock", "images", "wheels", "debs", "models", "files"];
+pub const AREAS: [&str; 7] = ["airlock", "images", "wheels", "debs", "rpms", "models", "files"];
 /// The largest manifest a reader accepts before it has checked the signature.
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 /// The largest signature member a reader accepts.
@@ -116,6 +116,7 @@ pub enum Artifact {
     Image(ImageArtifact),
     Wheel(WheelArtifact),
     Deb(DebArtifact),
+    Rpm(RpmArtifact),
     Model(ModelArtifact),
     File(FileArtifact),
 }
@@ -139,6 +140,42 @@ pub struct DebArtifact {
     /// In a dependency closure: the packages whose dependencies it satisfies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<String>,
+}
+
+/// An rpm, by NEVRA, at `rpms/` and its repository `location`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpmArtifact {
+    pub name: String,
+    pub epoch: u32,
+    pub version: String,
+    pub release: String,
+    pub architecture: String,
+    /// The repository's base URL (expanded).
+    pub repo: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    pub path: MemberPath,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// The purl namespace and `distro` the spec gave (`rhel`, `el9`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distro: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_by: Vec<String>,
+}
+
+impl RpmArtifact {
+    /// `[EPOCH:]VERSION-RELEASE`, as rpm prints it (no `0:`).
+    pub fn evr(&self) -> String {
+        if self.epoch == 0 {
+            format!("{}-{}", self.version, self.release)
+        } else {
+            format!("{}:{}-{}", self.epoch, self.version, self.release)
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,6 +318,7 @@ impl Artifact {
         match self {
             Artifact::File(f) => format!("file {} ({}, {} bytes, sha256 {})", f.name, f.file_kind, f.size, f.sha256),
             Artifact::Deb(d) => format!("deb {}={} ({}, sha256 {})", d.name, d.version, d.architecture, d.sha256),
+            Artifact::Rpm(r) => format!("rpm {}-{}.{} (sha256 {})", r.name, r.evr(), r.architecture, r.sha256),
             Artifact::Model(m) => format!("model {} at {} ({}, {} files)", m.repo, m.revision, m.commit, m.files.len()),
             Artifact::Wheel(w) => format!("wheel {}=={} ({}, sha256 {})", w.name, w.version, w.filename, w.sha256),
             Artifact::Image(i) => {
@@ -459,6 +497,12 @@ impl Manifest {
                         return Err(format!("deb `{}` is not under `debs/`", d.name));
                     }
                     (d.name.as_str(), d.path.as_str().to_owned(), d.sha256, d.size)
+                }
+                Artifact::Rpm(r) => {
+                    if r.path.area() != "rpms" || r.path.as_str().starts_with("rpms/repodata/") {
+                        return Err(format!("rpm `{}` is not under `rpms/` (outside `rpms/repodata/`)", r.name));
+                    }
+                    (r.name.as_str(), r.path.as_str().to_owned(), r.sha256, r.size)
                 }
                 Artifact::Model(_) => unreachable!("checked above"),
                 Artifact::Image(i) => {

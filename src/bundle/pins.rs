@@ -2,10 +2,10 @@
 //! are two contracts with two schemas; these conversions are the one place where a pinned
 //! input becomes what a bundle says it carries, and where its member path is chosen.
 
-use super::manifest::{DebArtifact, FileArtifact, ModelArtifact, ModelFile, WheelArtifact};
+use super::manifest::{DebArtifact, FileArtifact, ModelArtifact, ModelFile, RpmArtifact, WheelArtifact};
 use crate::member_path::{MemberPath, MemberPathError};
 use crate::spec::FileSpec;
-use crate::spec::lock::{LockedDeb, LockedFile, LockedModel, LockedWheel};
+use crate::spec::lock::{LockedDeb, LockedFile, LockedModel, LockedRpm, LockedWheel};
 
 /// Where a model file lives in a bundle: `models/ORG/NAME/COMMIT/PATH`.
 pub fn model_member(repo: &str, commit: &str, path: &str) -> Result<MemberPath, MemberPathError> {
@@ -20,6 +20,43 @@ fn wheel_member(filename: &str) -> Result<MemberPath, MemberPathError> {
 /// Where a Debian package lives in a bundle: `debs/` and its upstream `Filename` (`pool/…`).
 pub fn deb_member(filename: &str) -> Result<MemberPath, MemberPathError> {
     MemberPath::new(format!("debs/{filename}"))
+}
+
+/// Where an rpm lives in a bundle: `rpms/` and its repository `location` (never under
+/// `rpms/repodata/`, which the site's view writes).
+pub fn rpm_member(location: &str) -> Result<MemberPath, MemberPathError> {
+    let path = MemberPath::new(format!("rpms/{location}"))?;
+    if location.starts_with("repodata/")
+        || !std::path::Path::new(location).extension().is_some_and(|e| e.eq_ignore_ascii_case("rpm"))
+    {
+        return Err(MemberPathError {
+            path: path.to_string(),
+            reason: "an rpm location must end in `.rpm` and lie outside `repodata/`",
+        });
+    }
+    Ok(path)
+}
+
+impl TryFrom<&LockedRpm> for RpmArtifact {
+    type Error = MemberPathError;
+
+    fn try_from(r: &LockedRpm) -> Result<Self, Self::Error> {
+        Ok(Self {
+            name: r.name.clone(),
+            epoch: r.epoch,
+            version: r.version.clone(),
+            release: r.release.clone(),
+            architecture: r.architecture.clone(),
+            repo: r.url.clone(),
+            sha256: r.sha256,
+            size: r.size,
+            path: rpm_member(&r.location)?,
+            module: r.module.clone(),
+            vendor: r.vendor.clone(),
+            distro: r.distro.clone(),
+            required_by: r.required_by.clone(),
+        })
+    }
 }
 
 impl TryFrom<&LockedWheel> for WheelArtifact {

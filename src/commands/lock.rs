@@ -27,11 +27,12 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
         let models: usize = l.model.iter().map(|m| m.files.len()).sum();
         writeln!(
             out,
-            "{verb} {} ({} image(s), {} wheel(s), {} deb(s), {models} model file(s), {} file(s) pinned)",
+            "{verb} {} ({} image(s), {} wheel(s), {} deb(s), {} rpm(s), {models} model file(s), {} file(s) pinned)",
             path.display(),
             l.image.len(),
             l.wheel.len(),
             l.deb.len(),
+            l.rpm.len(),
             l.file.len()
         )?;
         for i in &lock.lock.image {
@@ -53,6 +54,21 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
                 d.filename,
                 d.size,
                 d.sha256
+            )?;
+        }
+        for r in &lock.lock.rpm {
+            let why =
+                if r.required_by.is_empty() { String::new() } else { format!("  (for {})", r.required_by.join(", ")) };
+            let module = r.module.as_ref().map_or_else(String::new, |m| format!("  [module {m}]"));
+            writeln!(
+                out,
+                "  rpm {}-{}.{}  {}  {} bytes  sha256 {}{module}{why}",
+                r.name,
+                r.evr(),
+                r.architecture,
+                r.location,
+                r.size,
+                r.sha256
             )?;
         }
         for m in &lock.lock.model {

@@ -52,6 +52,7 @@ pub fn from_artifacts(artifacts: &[Artifact]) -> Inventory {
             Artifact::Image(i) => push(&mut inv, "image", &i.reference, format!("sha256:{}", i.digest)),
             Artifact::Wheel(w) => push(&mut inv, "wheel", &w.name, w.version.clone()),
             Artifact::Deb(d) => push(&mut inv, "deb", &format!("{}:{}", d.name, d.architecture), d.version.clone()),
+            Artifact::Rpm(r) => push(&mut inv, "rpm", &format!("{}.{}", r.name, r.architecture), r.evr()),
             Artifact::Model(m) => push(&mut inv, "model", &m.repo, m.commit.to_string()),
             Artifact::File(f) => push(&mut inv, "file", f.name.as_str(), format!("sha256:{}", f.sha256)),
         }
@@ -69,6 +70,9 @@ pub fn from_lock(lock: &Lock) -> Inventory {
     }
     for d in &lock.deb {
         push(&mut inv, "deb", &format!("{}:{}", d.package.name, d.architecture), d.version().to_owned());
+    }
+    for r in &lock.rpm {
+        push(&mut inv, "rpm", &format!("{}.{}", r.name, r.architecture), r.evr());
     }
     for m in &lock.model {
         push(&mut inv, "model", &m.repo, m.commit.clone());

@@ -475,6 +475,7 @@ fn line(a: &Artifact) -> Line {
         Artifact::Image(i) => ("image", i.reference.clone(), format!("sha256:{}", i.digest)),
         Artifact::Wheel(w) => ("wheel", w.filename.clone(), w.version.clone()),
         Artifact::Deb(d) => ("deb", format!("{}:{}", d.name, d.architecture), d.version.clone()),
+        Artifact::Rpm(r) => ("rpm", format!("{}.{}", r.name, r.architecture), r.evr()),
         Artifact::Model(m) => ("model", m.repo.to_string(), m.commit.to_string()),
         Artifact::File(f) => ("file", f.name.to_string(), format!("{} sha256:{}", f.file_kind, f.sha256.short(16))),
     };

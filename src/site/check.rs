@@ -356,8 +356,8 @@ fn expected_tree(
     for e in &manifest.entries {
         expected.insert(PathBuf::from(e.path.as_str()), Expect::File(e.sha256));
     }
-    // The views, written as install writes them over placeholders of the members; the apt
-    // view needs the real `Packages` (its digest is checked as a member's).
+    // The views, written as install writes them over placeholders of the members; the package
+    // views need the real carried indexes (their digests are checked as members').
     let scratch = tempfile::tempdir().map_err(|source| SiteError::Io { path: std::env::temp_dir(), source })?;
     for path in expected.keys() {
         let at = scratch.path().join(path);
@@ -366,11 +366,12 @@ fn expected_tree(
         }
         File::create(&at).map_err(io_err(&at))?;
     }
-    let packages = Path::new("debs/Packages");
-    if let Some(Expect::File(want)) = expected.get(packages)
-        && hash_file(&dir.join(packages)).is_ok_and(|got| got == *want)
-    {
-        std::fs::copy(dir.join(packages), scratch.path().join(packages)).map_err(io_err(&dir.join(packages)))?;
+    for index in views::CARRIED_INDEXES.map(Path::new) {
+        if let Some(Expect::File(want)) = expected.get(index)
+            && hash_file(&dir.join(index)).is_ok_and(|got| got == *want)
+        {
+            std::fs::copy(dir.join(index), scratch.path().join(index)).map_err(io_err(&dir.join(index)))?;
+        }
     }
     write_views(scratch.path(), manifest, None)?;
     for entry in walkdir::WalkDir::new(scratch.path()).min_depth(1) {
@@ -405,14 +406,14 @@ fn hf_blob_digest(rel: &Path) -> Option<Sha256> {
 }
 
 /// Paths in a retained directory that are not the bundle's tree: the file itself, its
-/// co-signatures, the trust keys kept beside it, and the apt view's `InRelease` (signed
-/// with the site key at install; apt checks it).
+/// co-signatures, the trust keys kept beside it, and the package views' `InRelease` and
+/// `repomd.xml.asc` (signed with the site key at install; apt and dnf check them).
 fn beside_the_tree(rel: &Path) -> bool {
     let name = rel.to_string_lossy();
     rel.starts_with(TRUST_DIR)
         || name == RETAINED_BUNDLE
         || (name.starts_with(&format!("{RETAINED_BUNDLE}.")) && name.ends_with(".sig") && !name.contains('/'))
-        || rel == Path::new(views::IN_RELEASE)
+        || views::SIGNED.iter().any(|signed| rel == Path::new(signed))
 }
 
 /// Compare the tree under `dir` with `expected`: the number of files compared, and the damage.

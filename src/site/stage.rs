@@ -144,6 +144,7 @@ pub(super) fn write_views(
     views::write_wheel_index(dir, manifest).map_err(io_err(&dir.join("wheels/simple")))?;
     views::write_hf_cache(dir, manifest).map_err(io_err(&dir.join("models")))?;
     views::write_apt_repo(dir, manifest, apt_key).map_err(io_err(&dir.join("debs")))?;
+    views::write_rpm_repo(dir, manifest, apt_key).map_err(io_err(&dir.join("rpms")))?;
     Ok(())
 }
 

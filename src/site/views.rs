@@ -5,7 +5,10 @@
 //! staged files, `snapshots/COMMIT/PATH` links to the blobs, `refs/REVISION` naming the commit),
 //! read by `huggingface_hub` with `HF_HUB_OFFLINE=1 HF_HUB_CACHE=…/current/models`;
 //! `debs/` becomes a flat apt repository (`Packages`, `Packages.gz`, `Release`, and with a site
-//! signing key `InRelease`) for `deb [signed-by=/etc/apt/keyrings/site.asc] file:/…/current/debs ./`.
+//! signing key `InRelease`) for `deb [signed-by=/etc/apt/keyrings/site.asc] file:/…/current/debs ./`;
+//! `rpms/` becomes an rpm-md repository for dnf, yum and zypper (`repodata/` with primary,
+//! filelists and other, gzip-compressed and named by their sha256 as `createrepo_c` names them,
+//! `repomd.xml`, and with a site signing key `repomd.xml.asc`) for `baseurl=file:///…/current/rpms`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -96,6 +99,7 @@ pub fn describe(manifest: &Manifest) -> String {
     let views: Vec<&str> = [
         (has(|a| matches!(a, Artifact::Wheel(_))), "pip index"),
         (has(|a| matches!(a, Artifact::Deb(_))), "apt repository"),
+        (has(|a| matches!(a, Artifact::Rpm(_))), "dnf repository"),
         (has(|a| matches!(a, Artifact::Model(_))), "Hugging Face cache"),
     ]
     .into_iter()
@@ -108,7 +112,18 @@ pub fn describe(manifest: &Manifest) -> String {
 /// site's key, so it is the one view file a check cannot make again (apt checks it).
 pub const IN_RELEASE: &str = "debs/InRelease";
 
-/// A site's `OpenPGP` signing key for its apt view (`install --apt-signing-key`).
+/// The rpm view's detached signature of `repomd.xml`, made at install with the site's key.
+pub const REPOMD_ASC: &str = "rpms/repodata/repomd.xml.asc";
+
+/// The carried indexes the package views are made from: a check compares them as members and
+/// makes the views again from them.
+pub const CARRIED_INDEXES: [&str; 4] = ["debs/Packages", "rpms/primary.xml", "rpms/filelists.xml", "rpms/other.xml"];
+
+/// The view files signed with the site key at install: a check cannot make them again (apt and
+/// dnf check them).
+pub const SIGNED: [&str; 2] = [IN_RELEASE, REPOMD_ASC];
+
+/// A site's `OpenPGP` signing key for its package views (`install --apt-signing-key`).
 pub struct AptSigningKey {
     pub key: pgp::composed::SignedSecretKey,
     pub password: pgp::types::Password,
@@ -124,10 +139,7 @@ pub fn write_apt_repo(staged: &Path, manifest: &Manifest, signing: Option<&AptSi
         return Ok(false);
     }
     let text = std::fs::read(&packages)?;
-    // Deterministic gzip: no name, no mtime.
-    let mut gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
-    std::io::Write::write_all(&mut gz, &text)?;
-    let gz = gz.finish()?;
+    let gz = gzip(&text)?;
     std::fs::write(debs.join("Packages.gz"), &gz)?;
     let date = time::OffsetDateTime::from_unix_timestamp(i64::try_from(manifest.created.unix()).unwrap_or(0))
         .ok()
@@ -152,5 +164,59 @@ pub fn write_apt_repo(staged: &Path, manifest: &Manifest, signing: Option<&AptSi
         std::fs::write(staged.join(IN_RELEASE), signed)?;
     }
     std::fs::write(debs.join("Release"), release)?;
+    Ok(true)
+}
+
+/// Deterministic gzip (no name, no mtime), as the views serve their indexes.
+fn gzip(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let mut gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut gz, bytes)?;
+    gz.finish()
+}
+
+/// Turn the staged `rpms/` (the carried `primary.xml`, `filelists.xml` and `other.xml` and the
+/// packages at their repository locations) into an rpm-md repository: each index gzipped
+/// under `repodata/SHA256-TYPE.xml.gz`, `repomd.xml` listing them with both checksums and
+/// sizes (revision and timestamps: the bundle's creation time), and with a site key a detached
+/// armored `repomd.xml.asc`, which dnf (`repo_gpgcheck=1`) and zypper verify.
+pub fn write_rpm_repo(staged: &Path, manifest: &Manifest, signing: Option<&AptSigningKey>) -> io::Result<bool> {
+    let rpms = staged.join("rpms");
+    if !rpms.join("primary.xml").is_file() {
+        return Ok(false);
+    }
+    let repodata = rpms.join("repodata");
+    std::fs::create_dir_all(&repodata)?;
+    let when = manifest.created.unix();
+    let mut repomd = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">\n  <revision>{when}</revision>\n"
+    );
+    for kind in ["primary", "filelists", "other"] {
+        let plain = std::fs::read(rpms.join(format!("{kind}.xml")))?;
+        let gz = gzip(&plain)?;
+        let sum = crate::digest::Sha256::of_bytes(&gz);
+        let name = format!("{sum}-{kind}.xml.gz");
+        std::fs::write(repodata.join(&name), &gz)?;
+        let _ = write!(
+            repomd,
+            "  <data type=\"{kind}\">\n    <checksum type=\"sha256\">{sum}</checksum>\n    <open-checksum type=\"sha256\">{}</open-checksum>\n    <location href=\"repodata/{name}\"/>\n    <timestamp>{when}</timestamp>\n    <size>{}</size>\n    <open-size>{}</open-size>\n  </data>\n",
+            crate::digest::Sha256::of_bytes(&plain),
+            gz.len(),
+            plain.len()
+        );
+    }
+    repomd.push_str("</repomd>\n");
+    if let Some(k) = signing {
+        let signature = pgp::composed::DetachedSignature::sign_binary_data(
+            rand::thread_rng(),
+            &k.key.primary_key,
+            &k.password,
+            pgp::crypto::hash::HashAlgorithm::Sha256,
+            repomd.as_bytes(),
+        )
+        .and_then(|s| s.to_armored_string(pgp::composed::ArmorOptions::default()))
+        .map_err(|e| io::Error::other(format!("signing repomd.xml with the site key: {e}")))?;
+        std::fs::write(staged.join(REPOMD_ASC), signature)?;
+    }
+    std::fs::write(repodata.join("repomd.xml"), repomd)?;
     Ok(true)
 }

@@ -9,9 +9,12 @@
 pub mod apt;
 pub mod file;
 pub mod hf;
+pub mod index;
+mod keyring;
 pub mod oci;
 pub mod pylock;
 pub mod pypi;
+pub mod rpm;
 
 use std::path::PathBuf;
 
@@ -40,6 +43,8 @@ pub enum SourceError {
     Model(#[from] hf::ModelError),
     #[error(transparent)]
     Deb(#[from] apt::DebError),
+    #[error(transparent)]
+    Rpm(#[from] rpm::RpmError),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
     Read {
         what: String,
@@ -62,6 +67,7 @@ impl Classify for SourceError {
             SourceError::Wheel(e) => e.class(),
             SourceError::Model(e) => e.class(),
             SourceError::Deb(e) => e.class(),
+            SourceError::Rpm(e) => e.class(),
             SourceError::Read { .. } => Class::Runtime,
             SourceError::DigestMismatch { .. } => Class::Verification,
         }
@@ -117,6 +123,7 @@ impl<'a> Sources<'a> {
         lock.wheel = pypi::resolve(self).await?;
         lock.model = hf::resolve(self).await?;
         (lock.deb, lock.deb_base) = apt::resolve(self).await?;
+        (lock.rpm, lock.rpm_base) = rpm::resolve(self).await?;
         lock.file = file::resolve(self).await?;
         Ok(lock)
     }
@@ -124,10 +131,11 @@ impl<'a> Sources<'a> {
     /// The artifacts and content members for a spec whose lock covers it, every member's
     /// bytes in the cache (or, for a local file, where it is), sorted by path.
     pub async fn plan(&self, lock: &LockFile) -> Result<Plan, SourceError> {
-        tracing::debug!("plan: images, wheels, debs, models, files");
+        tracing::debug!("plan: images, wheels, debs, rpms, models, files");
         let mut plan = oci::plan(self, lock).await?;
         plan.extend(pypi::plan(self, lock).await?);
         plan.extend(apt::plan(self, lock).await?);
+        plan.extend(rpm::plan(self, lock).await?);
         plan.extend(hf::plan(self, lock).await?);
         plan.extend(file::plan(self, lock).await?);
         plan.members.sort_by(|a, b| a.path.cmp(&b.path));

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{DebPin, FileName, Spec, SpecError, parse_error};
+use super::{DebPin, FileName, RpmPin, Spec, SpecError, parse_error};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 
@@ -29,6 +29,11 @@ pub struct Lock {
     /// changed base makes the lock stale.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deb_base: Vec<LockedBase>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpm: Vec<LockedRpm>,
+    /// The rpm databases closures were resolved over (`base_rpmdb`), by digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpm_base: Vec<LockedBase>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model: Vec<LockedModel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -167,6 +172,50 @@ pub struct LockedAttachment {
     pub size: u64,
 }
 
+/// An rpm pinned to the file its signed repository metadata names: by NEVRA, sha256 and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedRpm {
+    /// The spec's `baseurl`, as written (the key the spec and the lock are compared by).
+    pub baseurl: String,
+    /// `baseurl` expanded: where `location` is relative to.
+    pub url: String,
+    /// The entry's architecture.
+    pub arch: String,
+    /// The package as the spec asks for it, or for a dependency its exact `name=EVR`.
+    pub package: RpmPin,
+    pub name: String,
+    pub epoch: u32,
+    pub version: String,
+    pub release: String,
+    /// The package's own architecture (the entry's, or `noarch`).
+    pub architecture: String,
+    /// `location href` in the repository (`Packages/r/rocm-core-….rpm`).
+    pub location: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    /// The module stream it belongs to (`name:stream`), for a modular package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_by: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distro: Option<String>,
+}
+
+impl LockedRpm {
+    /// `[EPOCH:]VERSION-RELEASE`, the epoch shown only when it is not 0 (as rpm prints it).
+    pub fn evr(&self) -> String {
+        if self.epoch == 0 {
+            format!("{}-{}", self.version, self.release)
+        } else {
+            format!("{}:{}-{}", self.epoch, self.version, self.release)
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockedFile {
@@ -234,6 +283,8 @@ impl Lock {
             wheel: Vec::new(),
             deb: Vec::new(),
             deb_base: Vec::new(),
+            rpm: Vec::new(),
+            rpm_base: Vec::new(),
             model: Vec::new(),
             file: Vec::new(),
         }
@@ -242,7 +293,7 @@ impl Lock {
     /// Why this lock does not cover `spec` exactly, if it does not: an entry missing from
     /// either side, or a source or pinned digest that changed.
     pub fn stale_reason(&self, spec: &Spec) -> Option<String> {
-        let kinds = [Self::stale_images, Self::stale_wheels, Self::stale_debs, Self::stale_models];
+        let kinds = [Self::stale_images, Self::stale_wheels, Self::stale_debs, Self::stale_rpms, Self::stale_models];
         if let Some(reason) = kinds.iter().find_map(|check| check(self, spec)) {
             return Some(reason);
         }
@@ -323,7 +374,11 @@ impl Lock {
     pub fn stale_inputs(&self, base_dir: &Path) -> Option<String> {
         let lockfiles: BTreeMap<&str, Sha256> =
             self.wheel.iter().filter_map(|w| Some((w.lockfile.as_deref()?, w.lockfile_sha256?))).collect();
-        let bases = self.deb_base.iter().map(|b| (b.path.as_str(), b.sha256, "`[[deb]]` base status"));
+        let bases = self
+            .deb_base
+            .iter()
+            .map(|b| (b.path.as_str(), b.sha256, "`[[deb]]` base status"))
+            .chain(self.rpm_base.iter().map(|b| (b.path.as_str(), b.sha256, "`[[rpm]]` base rpmdb")));
         lockfiles.into_iter().map(|(p, d)| (p, d, "`[[wheel]]` lock file")).chain(bases).find_map(
             |(file, digest, what)| {
                 let now = std::fs::read(base_dir.join(file)).ok().map(|b| Sha256::of_bytes(&b));
@@ -367,6 +422,36 @@ impl Lock {
             return Some(format!("dependency `{}` is locked but no `[[deb]]` entry has `resolve = true`", d.package));
         }
         locked.difference(&wanted).next().map(|(_, _, _, p)| format!("locked package `{p}` is no longer in the spec"))
+    }
+
+    fn stale_rpms(&self, spec: &Spec) -> Option<String> {
+        use std::collections::BTreeSet;
+        let wanted: BTreeSet<(String, String, RpmPin)> = spec
+            .rpm
+            .iter()
+            .map(toml::Spanned::get_ref)
+            .flat_map(|r| r.packages.iter().map(move |p| (r.baseurl.clone(), r.arch.clone(), p.clone())))
+            .collect();
+        let locked: BTreeSet<(String, String, RpmPin)> = self
+            .rpm
+            .iter()
+            .map(|r| ((r.baseurl.clone(), r.arch.clone(), r.package.clone()), r.required_by.is_empty()))
+            .filter(|(key, requested_only)| *requested_only || wanted.contains(key))
+            .map(|(key, _)| key)
+            .collect();
+        if let Some((_, _, p)) = wanted.difference(&locked).next() {
+            return Some(format!("`[[rpm]]` package `{p}` is not locked"));
+        }
+        let bases: BTreeSet<String> =
+            spec.rpm.iter().filter_map(|r| Some(r.get_ref().base_rpmdb.as_ref()?.display().to_string())).collect();
+        if bases != self.rpm_base.iter().map(|b| b.path.clone()).collect() {
+            return Some("the `[[rpm]]` base rpm databases changed".to_owned());
+        }
+        let resolving = spec.rpm.iter().any(|r| r.get_ref().resolve);
+        if let Some(r) = self.rpm.iter().find(|r| !resolving && !r.required_by.is_empty()) {
+            return Some(format!("dependency `{}` is locked but no `[[rpm]]` entry has `resolve = true`", r.package));
+        }
+        locked.difference(&wanted).next().map(|(_, _, p)| format!("locked package `{p}` is no longer in the spec"))
     }
 
     fn stale_models(&self, spec: &Spec) -> Option<String> {

@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::digest::Sha256;
-pub use names::{BundleName, DebPin, FileName};
+pub use names::{BundleName, DebPin, FileName, RpmPin};
 
 /// Entry kinds a spec may hold, as their TOML array-of-tables names.
-pub const ENTRY_KINDS: [&str; 5] = ["image", "wheel", "deb", "model", "file"];
+pub const ENTRY_KINDS: [&str; 6] = ["image", "wheel", "deb", "rpm", "model", "file"];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +31,8 @@ pub struct Spec {
     pub wheel: Vec<Spanned<WheelSpec>>,
     #[serde(default)]
     pub deb: Vec<Spanned<DebSpec>>,
+    #[serde(default)]
+    pub rpm: Vec<Spanned<RpmSpec>>,
     #[serde(default)]
     pub model: Vec<Spanned<ModelSpec>>,
     #[serde(default)]
@@ -157,6 +159,59 @@ pub struct DebSpec {
     /// Without it, a resolving entry takes the suite's `Priority: required` packages as the base.
     #[serde(default)]
     pub base_status: Option<PathBuf>,
+}
+
+/// `[[rpm]]`: packages from a dnf/yum repository (RHEL, Rocky, Alma, Oracle Linux, SLES).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpmSpec {
+    /// The repository's base URL, as a `.repo` file's `baseurl`: `$basearch` and `$releasever`
+    /// are expanded from `arch` and `releasever`.
+    pub baseurl: String,
+    /// The architecture packages are taken for (`x86_64`, `aarch64`); `noarch` comes with it.
+    pub arch: String,
+    #[serde(default)]
+    pub releasever: Option<String>,
+    pub packages: Vec<RpmPin>,
+    /// The repository's `OpenPGP` key (binary or armored): `repodata/repomd.xml.asc` and each
+    /// package's own header signature are checked with it.
+    #[serde(default)]
+    pub keyring: Option<PathBuf>,
+    #[serde(default)]
+    pub allow_unsigned: bool,
+    /// Pin the dependency closure of `packages`, not only the packages themselves.
+    #[serde(default)]
+    pub resolve: bool,
+    /// Follow weak dependencies (`Recommends`) too; off as `install_weak_deps=False` is.
+    #[serde(default)]
+    pub weak: bool,
+    /// Packages the target has (by name, taken from these repositories): not carried.
+    #[serde(default)]
+    pub base: Vec<String>,
+    /// The target's rpm database file (`/var/lib/rpm/rpmdb.sqlite`, copied; relative to the
+    /// spec): what it has installed is not carried. Read with the build host's `rpm`.
+    #[serde(default)]
+    pub base_rpmdb: Option<PathBuf>,
+    /// Module streams (`name:stream`) whose packages may be carried; a modular package of a
+    /// stream not named here is refused.
+    #[serde(default)]
+    pub modules: Vec<String>,
+    /// The purl namespace (`rhel`, `rocky`, `opensuse`) and `distro` qualifier (`el9`).
+    #[serde(default)]
+    pub vendor: Option<String>,
+    #[serde(default)]
+    pub distro: Option<String>,
+}
+
+impl RpmSpec {
+    /// `baseurl` with `$basearch` and `$releasever` expanded, without a trailing `/`.
+    pub fn url(&self) -> String {
+        let mut url = self.baseurl.replace("$basearch", &self.arch).replace("${basearch}", &self.arch);
+        if let Some(r) = &self.releasever {
+            url = url.replace("$releasever", r).replace("${releasever}", r);
+        }
+        url.trim_end_matches('/').to_owned()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -328,7 +383,7 @@ impl crate::failure::Classify for SpecError {
 impl Spec {
     /// How many entries (`[[image]]`, `[[wheel]]`, `[[deb]]`, `[[model]]`, `[[file]]`) it has.
     pub fn entries(&self) -> usize {
-        self.image.len() + self.wheel.len() + self.deb.len() + self.model.len() + self.file.len()
+        self.image.len() + self.wheel.len() + self.deb.len() + self.rpm.len() + self.model.len() + self.file.len()
     }
 }
 
@@ -394,6 +449,38 @@ impl SpecFile {
         Ok(())
     }
 
+    /// `[[rpm]]`: a key or an explicit `allow_unsigned`, module streams as `name:stream`, a
+    /// base only where the closure is resolved.
+    fn check_rpms(&self) -> Result<(), SpecError> {
+        for rpm in &self.spec.rpm {
+            let (span, r) = (rpm.span(), rpm.get_ref());
+            if r.keyring.is_none() && !r.allow_unsigned {
+                return Err(self.invalid(
+                    &span,
+                    "`[[rpm]]` needs `keyring` to verify `repomd.xml.asc` and the packages (or `allow_unsigned = true`)",
+                ));
+            }
+            if let Some(bad) =
+                r.modules.iter().find(|m| m.split_once(':').is_none_or(|(n, s)| n.is_empty() || s.is_empty()))
+            {
+                return Err(self.invalid(&span, format!("invalid module stream `{bad}`: expected `name:stream`")));
+            }
+            if !r.resolve && (r.base_rpmdb.is_some() || !r.base.is_empty()) {
+                return Err(self.invalid(&span, "`[[rpm]]` `base` and `base_rpmdb` need `resolve = true`"));
+            }
+            if r.url().contains('$') {
+                return Err(self.invalid(
+                    &span,
+                    format!(
+                        "`[[rpm]]` baseurl `{}` still holds a variable after expansion (set `releasever`?)",
+                        r.url()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that span entries, after each entry parsed on its own.
     fn check(&self) -> Result<(), SpecError> {
         let spec = &self.spec;
@@ -434,6 +521,7 @@ impl SpecFile {
             }
         }
         self.check_wheels()?;
+        self.check_rpms()?;
         let mut names = BTreeSet::new();
         for file in &spec.file {
             let f = file.get_ref();

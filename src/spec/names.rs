@@ -101,6 +101,66 @@ impl<'de> Deserialize<'de> for DebPin {
     }
 }
 
+/// An `[[rpm]]` package as the spec pins it: `name=[EPOCH:]VERSION-RELEASE`, or a bare
+/// `name`. Names are what rpm allows (`[A-Za-z0-9._+-]`, not starting with `-`).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct RpmPin {
+    pub name: String,
+    pub evr: Option<String>,
+}
+
+impl RpmPin {
+    pub fn new(s: &str) -> Result<Self, String> {
+        let bad =
+            |why: &str| format!("invalid package `{s}`: {why} (expected `name=[EPOCH:]VERSION-RELEASE` or `name`)");
+        let (name, evr) = match s.split_once('=') {
+            Some((name, evr)) => (name, Some(evr)),
+            None => (s, None),
+        };
+        let name_ok = !name.is_empty()
+            && !name.starts_with('-')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
+        if !name_ok {
+            return Err(bad("the name must be [A-Za-z0-9._+-]+"));
+        }
+        if let Some(evr) = evr {
+            let (epoch, vr) = evr.split_once(':').unwrap_or(("0", evr));
+            let release_ok =
+                vr.split_once('-').is_some_and(|(v, r)| !v.is_empty() && !r.is_empty() && !r.contains('-'));
+            if !epoch.bytes().all(|b| b.is_ascii_digit())
+                || epoch.is_empty()
+                || !release_ok
+                || evr.contains(char::is_whitespace)
+            {
+                return Err(bad("the version must be [EPOCH:]VERSION-RELEASE"));
+            }
+        }
+        Ok(Self { name: name.to_owned(), evr: evr.map(str::to_owned) })
+    }
+}
+
+impl fmt::Display for RpmPin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.evr {
+            Some(v) => write!(f, "{}={v}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+impl Serialize for RpmPin {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RpmPin {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        RpmPin::new(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 macro_rules! string_newtype_serde {
     ($t:ty) => {
         impl fmt::Display for $t {

@@ -16,8 +16,9 @@ use closure::{Chosen, Request, Universe};
 use deb822_fast::Paragraph;
 use index::{Compression, Index, Pkg, ReadError};
 
-use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
+use pgp::composed::CleartextSignedMessage;
 
+use super::keyring::Keyring;
 use super::{Plan, SourceError, Sources};
 use crate::bundle::manifest::{Artifact, DebArtifact};
 use crate::bundle::pins::deb_member;
@@ -99,33 +100,8 @@ fn release_sha256(release: &Paragraph) -> BTreeMap<String, (String, u64)> {
         .unwrap_or_default()
 }
 
-async fn load_keyring(path: &Path) -> Result<Vec<SignedPublicKey>, DebError> {
-    let bad = |detail: String| DebError::Keyring { path: path.to_owned(), detail };
-    let bytes = tokio::fs::read(path).await.map_err(|e| bad(e.to_string()))?;
-    let (keys, _) = SignedPublicKey::from_reader_many(bytes.as_slice()).map_err(|e| bad(e.to_string()))?;
-    let keys: Vec<SignedPublicKey> = keys.collect::<Result<_, _>>().map_err(|e| bad(e.to_string()))?;
-    if keys.is_empty() {
-        return Err(bad("holds no OpenPGP public key".into()));
-    }
-    Ok(keys)
-}
-
-/// The keyring a spec entry names (relative to the spec), if any.
-struct Keyring {
-    path: PathBuf,
-    keys: Vec<SignedPublicKey>,
-}
-
-impl Keyring {
-    /// Whether any key of the keyring, primary or subkey, made the signature: repositories
-    /// often sign with a subkey. (Two closures: the two key types share no object-safe trait.)
-    fn verifies(&self, primary: impl Fn(&SignedPublicKey) -> bool, sub: impl Fn(&SignedPublicSubKey) -> bool) -> bool {
-        self.keys.iter().any(|k| primary(k) || k.public_subkeys.iter().any(&sub))
-    }
-
-    fn refuse(&self, url: String) -> DebError {
-        DebError::Signature { url, keyring: self.path.clone(), detail: "no key in it made this signature".into() }
-    }
+fn refuse(k: &Keyring, url: String) -> DebError {
+    DebError::Signature { url, keyring: k.path.clone(), detail: "no key in it made this signature".into() }
 }
 
 /// The verified text of the suite's Release file: `InRelease` if the repository has it, else
@@ -134,7 +110,9 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
     let repo = entry.repo.trim_end_matches('/');
     let dist = dist_url(entry);
     let keyring = match &entry.keyring {
-        Some(k) => Some(Keyring { path: base.join(k), keys: load_keyring(&base.join(k)).await? }),
+        Some(k) => Some(
+            Keyring::load(&base.join(k)).await.map_err(|detail| DebError::Keyring { path: base.join(k), detail })?,
+        ),
         None if entry.allow_unsigned => None,
         None => return Err(DebError::NoKeyring { repo: repo.to_owned() }.into()),
     };
@@ -148,7 +126,7 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
                 CleartextSignedMessage::from_string(&text).map_err(|e| bad(format!("not clearsigned: {e}")))?;
             match &keyring {
                 Some(k) if !k.verifies(|p| msg.verify(p).is_ok(), |sk| msg.verify(sk).is_ok()) => {
-                    return Err(k.refuse(in_release).into());
+                    return Err(refuse(k, in_release).into());
                 }
                 Some(_) => {}
                 None => unsigned_warning(),
@@ -169,16 +147,11 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
                 };
                 // Archives sign with several keys at once (the current and the next archive key):
                 // one valid signature from the keyring is enough.
-                let (sigs, _) = DetachedSignature::from_reader_many(sig_bytes.as_slice())
-                    .map_err(|e| DebError::Index { url: sig_url.clone(), detail: e.to_string() })?;
-                let sigs: Vec<DetachedSignature> = sigs.filter_map(Result::ok).collect();
-                let any = |verify: &dyn Fn(&DetachedSignature) -> bool| sigs.iter().any(verify);
-                let ok = k.verifies(
-                    |p| any(&|sig: &DetachedSignature| sig.verify(p, &bytes).is_ok()),
-                    |sk| any(&|sig: &DetachedSignature| sig.verify(sk, &bytes).is_ok()),
-                );
+                let ok = k
+                    .verifies_detached(&bytes, &sig_bytes)
+                    .map_err(|detail| DebError::Index { url: sig_url.clone(), detail })?;
                 if !ok {
-                    return Err(k.refuse(sig_url).into());
+                    return Err(refuse(k, sig_url).into());
                 }
             } else {
                 unsigned_warning();
@@ -366,16 +339,15 @@ async fn universe(entries: &[&DebSpec], loaded: &[Arc<Vec<Index>>], group: &[usi
         let mut pkgs = Vec::new();
         for (source, indexes) in work {
             for index in indexes.iter() {
-                index
-                    .read(|p| {
-                        if let Some(pkg) = Pkg::from_paragraph(&p, source)?
-                            && (pkg.architecture == arch || pkg.architecture == "all")
-                        {
-                            pkgs.push(pkg);
-                        }
-                        Ok(())
-                    })
-                    .map_err(|e| read_error(&index.url, e))?;
+                index::paragraphs(index, |p| {
+                    if let Some(pkg) = Pkg::from_paragraph(&p, source)?
+                        && (pkg.architecture == arch || pkg.architecture == "all")
+                    {
+                        pkgs.push(pkg);
+                    }
+                    Ok(())
+                })
+                .map_err(|e| read_error(&index.url, e))?;
             }
         }
         Ok::<_, DebError>(pkgs)
@@ -526,17 +498,16 @@ async fn stanzas(
         let mut found: BTreeMap<(usize, String, String, String), Paragraph> = BTreeMap::new();
         for (source, indexes) in work {
             for index in indexes.iter() {
-                index
-                    .read(|p| {
-                        let field = |k: &str| p.get(k).unwrap_or_default().trim().to_owned();
-                        let Ok(version) = field("Version").parse::<debversion::Version>() else { return Ok(()) };
-                        let key = (source, field("Package"), version.to_string(), field("Architecture"));
-                        if wanted.contains(&key) {
-                            found.entry(key).or_insert(p);
-                        }
-                        Ok(())
-                    })
-                    .map_err(|e| read_error(&index.url, e))?;
+                index::paragraphs(index, |p| {
+                    let field = |k: &str| p.get(k).unwrap_or_default().trim().to_owned();
+                    let Ok(version) = field("Version").parse::<debversion::Version>() else { return Ok(()) };
+                    let key = (source, field("Package"), version.to_string(), field("Architecture"));
+                    if wanted.contains(&key) {
+                        found.entry(key).or_insert(p);
+                    }
+                    Ok(())
+                })
+                .map_err(|e| read_error(&index.url, e))?;
             }
         }
         Ok::<_, DebError>((found, keys))
@@ -713,16 +684,15 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<DebScan, So
         let found = blocking(move || {
             let mut found = Vec::new();
             for index in &indexes {
-                index
-                    .read(|p| {
-                        if let Some(pkg) = Pkg::from_paragraph(&p, 0)?
-                            && wanted.contains(&(pkg.name.clone(), pkg.architecture.clone()))
-                        {
-                            found.push(pkg);
-                        }
-                        Ok(())
-                    })
-                    .map_err(|e| read_error(&index.url, e))?;
+                index::paragraphs(index, |p| {
+                    if let Some(pkg) = Pkg::from_paragraph(&p, 0)?
+                        && wanted.contains(&(pkg.name.clone(), pkg.architecture.clone()))
+                    {
+                        found.push(pkg);
+                    }
+                    Ok(())
+                })
+                .map_err(|e| read_error(&index.url, e))?;
             }
             Ok::<_, DebError>(found)
         })
