@@ -11,7 +11,8 @@ declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [pyth
   [gpg]=gnupg [dpkg-deb]=dpkg [dpkg-scanpackages]=dpkg-dev [apt-ftparchive]=apt-utils [apt-get]=apt
   [unshare]=util-linux [mount]=mount [chromium]=chromium [script]=bsdutils
   [debootstrap]=debootstrap [curl]=curl [ip]=iproute2 [chroot]=coreutils [man]=man-db
-  [rpmbuild]=rpm [lintian]=lintian [objdump]=binutils)
+  [rpmbuild]=rpm [rpmsign]=rpm [createrepo_c]=createrepo-c [modifyrepo_c]=createrepo-c [dnf]=dnf [zypper]=zypper
+  [lintian]=lintian [objdump]=binutils)
 missing=()
 for cmd in "${!packages[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${packages[$cmd]}")

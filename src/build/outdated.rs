@@ -16,13 +16,14 @@ use crate::spec::lock::LockFile;
 /// One upstream event.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Finding {
-    /// `image`, `image-attachment`, `wheel`, `deb`, `model`, `file`.
+    /// `image`, `image-attachment`, `wheel`, `deb`, `rpm`, `model`, `file`.
     pub kind: &'static str,
     pub name: String,
     pub locked: String,
     pub upstream: String,
     pub layer: Layer,
-    /// A security update (a deb from a security suite), or a yanked wheel.
+    /// A security update (a deb from a security suite, an rpm a security advisory of its
+    /// repository's `updateinfo.xml` names), or a yanked wheel.
     pub security: bool,
     pub detail: String,
 }
@@ -96,6 +97,7 @@ pub fn outdated(sources: &Sources<'_>, net: &Net, lock: &LockFile, deep: bool) -
         out.extend(wheels(sources, lock).await?);
         let (debs, security_unchecked) = debs(sources, lock).await?;
         out.extend(debs);
+        out.extend(rpms(sources, lock).await?);
         out.extend(models(sources, lock).await?);
         out.extend(files(sources, lock, deep).await?);
         out.sort_by(|a, b| (a.layer, a.kind, &a.name).cmp(&(b.layer, b.kind, &b.name)));
@@ -230,6 +232,33 @@ async fn debs(sources: &Sources<'_>, lock: &LockFile) -> Result<(Vec<Finding>, V
         })
         .collect();
     Ok((findings, scan.security_unchecked))
+}
+
+async fn rpms(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<Finding>, SourceError> {
+    if sources.spec.spec.rpm.is_empty() {
+        return Ok(Vec::new());
+    }
+    let news = crate::sources::rpm::newer(sources, lock).await?;
+    Ok(news
+        .into_iter()
+        .map(|n| {
+            let security = !n.advisories.is_empty();
+            let detail = if security {
+                format!("SECURITY update: {} in {}", n.advisories.join(", "), n.repo)
+            } else {
+                format!("newer in {}", n.repo)
+            };
+            Finding {
+                kind: "rpm",
+                name: format!("{}.{}", n.name, n.architecture),
+                locked: n.locked,
+                upstream: n.newest,
+                layer: Layer::of("rpm", &n.name),
+                security,
+                detail,
+            }
+        })
+        .collect())
 }
 
 async fn models(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<Finding>, SourceError> {

@@ -95,7 +95,7 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
         )?;
     }
     if let Some(simulation) = &done.simulation {
-        writeln!(out, "apt's simulation:")?;
+        writeln!(out, "the package manager's simulation:")?;
         for line in simulation.lines().filter(|l| !l.trim().is_empty()) {
             writeln!(out, "  {}", crate::escape::value(line))?;
         }

@@ -4,8 +4,8 @@
 //! when accepted; red puts the host's packages back as they were, validates again, and records
 //! both. A change that needs a reboot leaves the node pending until `validate --commit`.
 //!
-//! Phases: verify → plan (apt's simulation; every change must be undoable) → stage (retained
-//! under `bundles/ID`, whose `debs/` is the view apt installs from) → packages → validate →
+//! Phases: verify → plan (the package manager's simulation; every change must be undoable) → stage (retained
+//! under `bundles/ID`, whose `debs/` or `rpms/` is the view apt, dnf or zypper installs from) → packages → validate →
 //! switch → record.
 
 use std::io::Read;
@@ -49,7 +49,7 @@ pub struct Applied {
     /// Changes whose before-version no retained view holds.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unrestorable: Vec<Change>,
-    /// apt's own simulation, for `--dry-run`.
+    /// The package manager's own simulation, for `--dry-run`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulation: Option<String>,
     /// Why the change waits for a reboot (`validate --commit` after it).
@@ -71,7 +71,7 @@ pub enum Arrival<'a> {
     /// and retained whole.
     Bundle(&'a Input),
     /// A mirror's site root (`http(s)://…/`, `file:///…/`): its signed manifest checked
-    /// under the node's policy, then only the members under `debs/`, each checked against it
+    /// under the node's policy, then only the members under `debs/` and `rpms/`, each checked against it
     /// (`mirror`); the node retains that part.
     Mirror { source: &'a str, net: &'a crate::fetch::Net },
 }
@@ -130,7 +130,7 @@ fn arrive(
             Ok((staged, None))
         }
         (Arrival::Mirror { source, net }, _) => {
-            let (staged, policy) = super::mirror::stage_debs(source, trust, root, net, reporter)?;
+            let (staged, policy) = super::mirror::stage_packages(source, trust, root, net, reporter)?;
             Ok((staged, Some(policy)))
         }
         (Arrival::Bundle(input), None) => {
@@ -167,8 +167,8 @@ fn apply_locked(
     write_node_views(dir.path(), &verified.manifest, partial, opts)?;
     let node = Node::for_manifest(root.path(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
-    let views = retained_views(root, &state, None);
-    let plan = node.plan(&dir.path().join("debs"), &wanted, &views)?;
+    let views = retained_views(root, &state, None, node.area());
+    let plan = node.plan(&dir.path().join(node.area()), &wanted, &views)?;
     tracing::info!("plan: {}", plan.changes.summary());
     if node_opts.dry_run {
         return Ok(dry_run(&verified.manifest, id, verified.signers, plan, attempt.phases.total()));
@@ -215,8 +215,8 @@ fn change(
     attempt: &mut Attempt,
 ) -> Result<Applied, SiteError> {
     let reboot_before = reboot_needed();
-    let views = retained_views(root, state, Some(&retained.id));
-    let changes = match node.apply(&[retained.path.join("debs")], wanted, &views) {
+    let views = retained_views(root, state, Some(&retained.id), node.area());
+    let changes = match node.apply(&[retained.path.join(node.area())], wanted, &views) {
         Ok(changes) => changes,
         Err(failed) => return Err(failed_change(failed, attempt)),
     };
@@ -394,14 +394,15 @@ impl Commit<'_> {
     }
 }
 
-/// The views a restore can install from: `debs/` of every bundle this root retains (and of
-/// `also`, just retained), the ones `state.json` has a policy for.
-pub(super) fn retained_views(root: &SiteRoot, state: &State, also: Option<&BundleId>) -> Vec<PathBuf> {
+/// The views a restore can install from: `area` (`debs/`, `rpms/`) of every bundle this root
+/// retains (and of `also`, just retained), the ones `state.json` has a policy for.
+pub(super) fn retained_views(root: &SiteRoot, state: &State, also: Option<&BundleId>, area: &str) -> Vec<PathBuf> {
+    let index = if area == "rpms" { "repodata/repomd.xml" } else { "Packages" };
     root.retained()
         .into_iter()
         .filter(|id| state.bundles.contains_key(id) || Some(id) == also)
-        .map(|id| root.bundle_dir(&id).join("debs"))
-        .filter(|d| d.join("Packages").is_file())
+        .map(|id| root.bundle_dir(&id).join(area))
+        .filter(|d| d.join(index).is_file())
         .collect()
 }
 
@@ -524,7 +525,7 @@ fn commit_locked(
     attempt.record.signers.clone_from(&checked.signers);
     attempt.phases.mark("verify", "validate");
     let node = Node::for_manifest(root.path(), packages::DEFAULT_LOCK_TIMEOUT, &manifest)?;
-    let views = retained_views(root, state, None);
+    let views = retained_views(root, state, None, node.area());
     let amber = pending.accept_amber.clone().map_or(Amber::Refuse, |reason| Amber::Accept { reason });
     let validation = match judge(&node, &pending.changes, &views, &manifest, &amber, attempt) {
         Ok(v) => v,

@@ -1,11 +1,11 @@
 //! A node reads a mirror's site root, served by any web server (`http(s)://HOST/PATH/`) or
 //! mounted (`file:///PATH/`): the active bundle's tree is `current/`, its signed manifest
 //! `current/airlock/manifest.json` (and `.sig`), its co-signatures
-//! `current/bundle.airlock.KEYID.sig`, its packages under `current/debs/`.
+//! `current/bundle.airlock.KEYID.sig`, its packages under `current/debs/` and `current/rpms/`.
 //!
 //! The mirror is trusted for nothing. The manifest and its signatures are fetched first
 //! (bounded) and checked under the node's policy; then only the members a node installs from,
-//! those under `debs/`, are fetched, each bounded by the size the verified manifest gives it
+//! those under `debs/` and `rpms/`, are fetched, each bounded by the size the verified manifest gives it
 //! and checked against its sha256 before it is kept. Images, models and wheels stay on the
 //! mirror. The node retains that part of the bundle (`State` marks it `partial`): its check
 //! and its rollback verify the manifest's signatures and every kept file again.
@@ -32,15 +32,16 @@ pub const MAX_SIGNATURE_BYTES: u64 = 4096;
 
 /// The members a node keeps of a bundle it applied from a mirror.
 pub fn kept_by_node(path: &str) -> bool {
-    path.starts_with("debs/") || path == MANIFEST || path == SIGNATURE
+    path.starts_with("debs/") || path.starts_with("rpms/") || path == MANIFEST || path == SIGNATURE
 }
 
-/// What of `manifest` a node keeps: its deb artifacts and the entries `kept_by_node` names
+/// What of `manifest` a node keeps: its deb and rpm artifacts and the entries `kept_by_node` names
 /// (what its views and its check are made from).
 pub fn kept(manifest: &Manifest) -> Manifest {
     let mut kept = manifest.clone();
     kept.entries.retain(|e| kept_by_node(e.path.as_str()));
-    kept.artifacts.retain(|a| matches!(a, crate::bundle::manifest::Artifact::Deb(_)));
+    kept.artifacts
+        .retain(|a| matches!(a, crate::bundle::manifest::Artifact::Deb(_) | crate::bundle::manifest::Artifact::Rpm(_)));
     kept
 }
 
@@ -196,9 +197,10 @@ impl Place {
 }
 
 /// The part of a mirror's current bundle a node installs from, verified into a directory
-/// under `staging/`: the signed manifest, its signature, and every member under `debs/`; and
+/// under `staging/`: the signed manifest, its signature, and every member under `debs/` and
+/// `rpms/`; and
 /// the policy that verified it (the co-signatures the mirror holds for the node's keys).
-pub(super) fn stage_debs(
+pub(super) fn stage_packages(
     source: &str,
     trust: &Policy,
     root: &SiteRoot,

@@ -175,15 +175,15 @@ fn node_packages(
     };
     attempt.phases.mark("stage", "packages");
     attempt.record.role = Some("node".to_owned());
-    let node = Node::new(root.path(), packages::DEFAULT_LOCK_TIMEOUT)?;
+    let node = Node::for_host(root.path(), packages::DEFAULT_LOCK_TIMEOUT, manifest)?;
     let mut wanted = packages::carried(manifest, &node.arch);
     for c in applied {
         if !wanted.iter().any(|w| w.name == c.name) {
             wanted.push(Wanted { name: c.name.clone(), version: c.before.clone() });
         }
     }
-    let views = retained_views(root, state, None);
-    let mut sources = vec![tree.join("debs")];
+    let views = retained_views(root, state, None, node.area());
+    let mut sources = vec![tree.join(node.area())];
     sources.extend(views.iter().cloned());
     let changes = node.apply(&sources, &wanted, &views).map_err(|failed| failed_change(failed, attempt))?;
     attempt.record.packages = Some(Changes::of(&changes));

@@ -10,7 +10,7 @@
 #   serve it), with rocm-core in three EVRs (1:6.4.1~rc1-1.el9, 1:6.4.1-1.el9, 1:6.4.2-1.el9),
 #   hip-runtime 6.4.1-1.el9 (requires `rocm-core = 1:6.4.1-1.el9`, the rich `(libdrm-amdgpu or
 #   libdrm)`, the file `/usr/bin/rocm-helper`, `(hip-gdb-plugin if gdb)`; recommends
-#   rocm-docs), hip-gdb-plugin and rocm-docs, and updateinfo.xml with the security advisory
+#   rocm-docs), hip-runtime 6.4.2-1.el9 (requires rocm-core = 1:6.4.2-1.el9), hip-gdb-plugin and rocm-docs, and updateinfo.xml with the security advisory
 #   RHSA-2026:1234 (rocm-core 1:6.4.2-1.el9, Important).
 # DIR/repo/sha1: a repository whose metadata has sha1 checksums only.
 # DIR/repo/other: the rocm repository with repomd.xml signed by another key.
@@ -69,6 +69,9 @@ Requires: (libdrm-amdgpu or libdrm)
 Requires: /usr/bin/rocm-helper
 Requires: (hip-gdb-plugin if gdb)
 Recommends: rocm-docs" "/opt/rocm/lib/libamdhip64.so.6=hip"
+mkrpm rocm hip-runtime 0 6.4.2 1.el9 x86_64 "Requires: rocm-core = 1:6.4.2-1.el9
+Requires: (libdrm-amdgpu or libdrm)
+Requires: /usr/bin/rocm-helper" "/opt/rocm/lib/libamdhip64.so.6=hip 6.4.2"
 mkrpm rocm hip-gdb-plugin 0 6.4.1 1.el9 x86_64
 mkrpm rocm rocm-docs 0 6.4.1 1.el9 noarch
 

@@ -184,7 +184,7 @@ fn output(tool: &str, command: &mut Command) -> Result<String, PackageError> {
 }
 
 /// The last lines of a tool's output: where apt and dpkg say what went wrong.
-fn tail(text: &str) -> String {
+pub(super) fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(12)..].join("\n")
 }

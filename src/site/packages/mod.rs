@@ -10,10 +10,11 @@
 //! puts every changed package back at its before-version and removes what was new, from the
 //! retained views, and checks the result against the snapshot.
 //!
-//! apt (Debian, Ubuntu) is the one package manager so far (`apt`); dnf and zypper come with
-//! rpm sites.
+//! apt (Debian, Ubuntu: `apt`), dnf (RHEL and its rebuilds) and zypper (SLES: both in `rpm`);
+//! the bundle decides which (its debs or its rpms), and a node uses the views of that kind.
 
 mod apt;
+mod rpm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -150,11 +151,12 @@ impl Changes {
     }
 }
 
-/// Whether Debian version `a` sorts after `b` (unparsable versions compare as text).
+/// Whether version `a` sorts after `b`: as Debian orders versions, or where one is not a
+/// Debian version (rpm's `^`), as rpm does (`rpmvercmp` on `[EPOCH:]VERSION-RELEASE`).
 fn newer(a: &str, b: &str) -> bool {
     match (a.parse::<debversion::Version>(), b.parse::<debversion::Version>()) {
         (Ok(a), Ok(b)) => a > b,
-        _ => a > b,
+        _ => rpm_version::Evr::parse(a) > rpm_version::Evr::parse(b),
     }
 }
 
@@ -172,10 +174,14 @@ pub fn diff(before: &PackageSet, after: &PackageSet) -> Vec<Change> {
 pub fn carried(manifest: &Manifest, arch: &str) -> Vec<Wanted> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for a in &manifest.artifacts {
-        if let Artifact::Deb(d) = a
-            && (d.architecture == arch || d.architecture == "all")
-        {
-            out.insert(d.name.clone(), d.version.clone());
+        match a {
+            Artifact::Deb(d) if d.architecture == arch || d.architecture == "all" => {
+                out.insert(d.name.clone(), d.version.clone());
+            }
+            Artifact::Rpm(r) if r.architecture == arch || r.architecture == "noarch" => {
+                out.insert(r.name.clone(), r.evr());
+            }
+            _ => {}
         }
     }
     out.into_iter().map(|(name, version)| Wanted { name, version: Some(version) }).collect()
@@ -193,34 +199,73 @@ pub struct Plan {
     pub changes: Changes,
     /// Changed packages whose before-version is in no view this root retains.
     pub unrestorable: Vec<Change>,
-    /// apt's own simulation (`apt-get -s`).
+    /// The package manager's own simulation (`apt-get -s`, dnf's test transaction, `zypper
+    /// --dry-run`).
     #[serde(skip)]
     pub simulation: String,
 }
 
+/// The package manager a node changes its packages with.
+enum Backend {
+    Apt(Apt),
+    Rpm(rpm::Rpm),
+}
+
 /// A node's package manager, its private state under the site root.
 pub struct Node {
-    apt: Apt,
+    backend: Backend,
     pub arch: String,
 }
 
 impl Node {
-    pub fn new(root: &Path, lock_timeout: u64) -> Result<Self, PackageError> {
-        Ok(Self { apt: Apt::new(root, lock_timeout), arch: Apt::architecture()? })
+    /// The node for `manifest`: apt for a bundle of debs, dnf or zypper for a bundle of rpms;
+    /// one that carries no packages needs no package manager (a bundle of images, models and
+    /// files applies on any host), and changes none unless `host_packages` (a rollback that
+    /// must put back what the current bundle changed: the host's own manager).
+    pub fn for_manifest(root: &Path, lock_timeout: u64, manifest: &Manifest) -> Result<Self, PackageError> {
+        Self::choose(root, lock_timeout, manifest, false)
     }
 
-    /// The node for `manifest`: one that carries no packages needs no package manager (a
-    /// bundle of images, models and files applies on any host), and changes none.
-    pub fn for_manifest(root: &Path, lock_timeout: u64, manifest: &Manifest) -> Result<Self, PackageError> {
-        if manifest.artifacts.iter().any(|a| matches!(a, Artifact::Deb(_))) {
-            Self::new(root, lock_timeout)
-        } else {
-            Ok(Self { apt: Apt::new(root, lock_timeout), arch: String::new() })
+    /// As `for_manifest`, but a manifest without packages gets the host's package manager
+    /// (dpkg's apt where there is one, else dnf or zypper).
+    pub fn for_host(root: &Path, lock_timeout: u64, manifest: &Manifest) -> Result<Self, PackageError> {
+        Self::choose(root, lock_timeout, manifest, true)
+    }
+
+    fn choose(root: &Path, lock_timeout: u64, manifest: &Manifest, host: bool) -> Result<Self, PackageError> {
+        let debs = manifest.artifacts.iter().any(|a| matches!(a, Artifact::Deb(_)));
+        let rpms = manifest.artifacts.iter().any(|a| matches!(a, Artifact::Rpm(_)));
+        let apt = || Ok(Self { backend: Backend::Apt(Apt::new(root, lock_timeout)), arch: Apt::architecture()? });
+        let rpm = || Ok(Self { backend: Backend::Rpm(rpm::Rpm::new(root)?), arch: rpm::Rpm::architecture()? });
+        match (debs, rpms) {
+            (true, _) => apt(),
+            (false, true) => rpm(),
+            (false, false) if host && Apt::architecture().is_ok() => apt(),
+            (false, false) if host => rpm(),
+            (false, false) => Ok(Self { backend: Backend::Apt(Apt::new(root, lock_timeout)), arch: String::new() }),
+        }
+    }
+
+    /// The area of a bundle tree whose view this node installs from: `debs` or `rpms`.
+    pub fn area(&self) -> &'static str {
+        match self.backend {
+            Backend::Apt(_) => "debs",
+            Backend::Rpm(_) => "rpms",
         }
     }
 
     pub fn installed(&self) -> Result<PackageSet, PackageError> {
-        Apt::installed(&self.arch)
+        match &self.backend {
+            Backend::Apt(_) => Apt::installed(&self.arch),
+            Backend::Rpm(r) => r.installed(&self.arch),
+        }
+    }
+
+    fn run(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<String, PackageError> {
+        match &self.backend {
+            Backend::Apt(a) => a.apply(views, wanted),
+            Backend::Rpm(r) => r.apply(views, wanted, &self.arch),
+        }
     }
 
     /// What reaching `wanted` from `view` would change, and what of that no retained view
@@ -229,8 +274,17 @@ impl Node {
         if wanted.is_empty() {
             return Ok(Plan { changes: Changes::default(), unrestorable: Vec::new(), simulation: String::new() });
         }
-        let (simulation, changes) = self.apt.simulate(&[view.to_owned()], wanted)?;
-        let available = available(restore_views)?;
+        let (simulation, changes) = match &self.backend {
+            Backend::Apt(a) => a.simulate(&[view.to_owned()], wanted)?,
+            Backend::Rpm(r) => {
+                let text = r.simulate(&[view.to_owned()], wanted, &self.arch)?;
+                (text, rpm::planned(&self.installed()?, wanted))
+            }
+        };
+        let available = match &self.backend {
+            Backend::Apt(_) => available(restore_views)?,
+            Backend::Rpm(_) => rpm::available(restore_views)?.into_iter().collect(),
+        };
         let unrestorable = changes
             .iter()
             .filter(|c| c.before.as_ref().is_some_and(|b| !available.contains(&(c.name.clone(), b.clone()))))
@@ -253,7 +307,7 @@ impl Node {
         }
         let unchanged = |error| Failed { error, restored: Ok(Vec::new()) };
         let before = self.installed().map_err(unchanged)?;
-        let applied = self.apt.apply(views, wanted);
+        let applied = self.run(views, wanted);
         let after = self.installed().map_err(unchanged)?;
         let changes = diff(&before, &after);
         let failure = if let Err(e) = applied {
@@ -284,7 +338,7 @@ impl Node {
         let before = self.installed()?;
         let wanted: Vec<Wanted> =
             changes.iter().map(|c| Wanted { name: c.name.clone(), version: c.before.clone() }).collect();
-        self.apt.apply(views, &wanted)?;
+        self.run(views, &wanted)?;
         let after = self.installed()?;
         let mismatches: Vec<Change> = changes
             .iter()

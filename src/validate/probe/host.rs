@@ -30,7 +30,8 @@ pub struct Host {
     pub iommu: String,
     /// `/sys/kernel/security/lsm` (comma-separated; `capability` first).
     pub security_modules: String,
-    /// Installed `ROCm`, amdgpu and NVIDIA driver packages from the dpkg status file, `name=version`.
+    /// Installed `ROCm`, amdgpu and NVIDIA driver packages, `name=version`: from the dpkg status
+    /// file, and on an rpm host from `rpm -qa` (`name=[EPOCH:]VERSION-RELEASE`).
     pub packages: Vec<String>,
 }
 
@@ -67,6 +68,33 @@ fn packages(status: &str) -> Vec<String> {
         .collect();
     out.sort();
     out
+}
+
+/// `name=EVR` of every installed GPU-stack rpm, where `rpm` runs and the host has an rpm
+/// database where rpm's `%_dbpath` says (`/var/lib/rpm` on RHEL and SUSE): `rpm --root` reads it.
+fn rpm_packages(root: &HostRoot) -> Vec<String> {
+    let dbpath =
+        std::process::Command::new("rpm").args(["--eval", "%_dbpath"]).stdin(std::process::Stdio::null()).output();
+    let Ok(dbpath) = dbpath else { return Vec::new() };
+    let dbpath = String::from_utf8_lossy(&dbpath.stdout).trim().to_owned();
+    let db = root.path().join(dbpath.trim_start_matches('/'));
+    if !["rpmdb.sqlite", "Packages"].iter().any(|f| db.join(f).is_file()) {
+        return Vec::new();
+    }
+    let query = std::process::Command::new("rpm")
+        .arg("--root")
+        .arg(root.path())
+        .args(["-qa", "--qf", "%{NAME}=%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\n"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let Ok(out) = query.inspect_err(|e| tracing::warn!("probe: cannot run `rpm -qa`: {e}")) else { return Vec::new() };
+    let mut list: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.split_once('=').is_some_and(|(name, _)| gpu_package(name)))
+        .map(str::to_owned)
+        .collect();
+    list.sort();
+    list
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -170,6 +198,10 @@ pub fn collect(root: &HostRoot) -> Host {
             Err(_) => super::UNKNOWN.to_owned(),
         },
         security_modules: unknown_if_absent(root.read("/sys/kernel/security/lsm")),
-        packages: root.read("/var/lib/dpkg/status").map(|s| packages(&s)).unwrap_or_default(),
+        packages: {
+            let mut all = root.read("/var/lib/dpkg/status").map(|s| packages(&s)).unwrap_or_default();
+            all.extend(rpm_packages(root));
+            all
+        },
     }
 }
