@@ -281,6 +281,15 @@ fn repositories_that_do_not_verify_and_modules_not_named_are_refused() {
     std::fs::write(&sha1, std::fs::read_to_string(&sha1).unwrap().replace("/rocm\"", "/sha1\"")).unwrap();
     let e = lock(&sha1).code(3);
     assert!(e.stderr.contains("only sha1 checksums are offered"), "{}", e.stderr);
+    // A package whose own header signature another key made.
+    let resigned = spec(&t.path().join("resigned"), &r, "1.0.0", "\"rocm-core\"", "", "");
+    std::fs::write(&resigned, std::fs::read_to_string(&resigned).unwrap().replace("/rocm\"", "/resigned\"")).unwrap();
+    let e = lock(&resigned).code(3);
+    assert!(
+        e.stderr.contains("(rocm-core-1:6.4.1-1.el9.x86_64): its header signature was not made by a key of"),
+        "{}",
+        e.stderr
+    );
     // A primary changed after repomd.xml was signed.
     let primary = std::fs::read_dir(r.file("repo/rocm/repodata"))
         .unwrap()
@@ -344,8 +353,32 @@ run = ["sh", "-c", "grep -qx 'hip 6.4.2' \"$AIRLOCK_PACKAGE_ROOT/opt/rocm/lib/li
 expect = "exit0"
 "#;
 
+/// A `PATH` with every tool of this one but dnf (a SUSE host has zypper only).
+fn without_dnf(dir: &Path) -> std::ffi::OsString {
+    std::fs::create_dir_all(dir).unwrap();
+    for d in std::env::split_paths(&std::env::var_os("PATH").unwrap()) {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if !["dnf", "dnf-3", "yum"].contains(&name.to_string_lossy().as_ref()) && !dir.join(&name).exists() {
+                std::os::unix::fs::symlink(entry.path(), dir.join(&name)).unwrap();
+            }
+        }
+    }
+    let probes = repo("testdata/probes/mi300x/bin");
+    std::env::join_paths([probes, dir.to_owned()]).unwrap()
+}
+
 #[test]
 fn a_node_applies_rpms_with_dnf_puts_them_back_on_red_and_rolls_back() {
+    node_applies(false);
+}
+
+#[test]
+fn a_suse_node_applies_rpms_with_zypper_puts_them_back_on_red_and_rolls_back() {
+    node_applies(true);
+}
+
+fn node_applies(zypper: bool) {
     let r = Repos::new();
     let t = tempfile::tempdir().unwrap();
     let keys = keygen(&t.path().join("keys"), "build");
@@ -361,11 +394,17 @@ fn a_node_applies_rpms_with_dnf_puts_them_back_on_red_and_rolls_back() {
     let sys = t.path().join("sys");
     system(&sys, &r);
     let node = t.path().join("node");
+    let path = zypper.then(|| without_dnf(&t.path().join("bin")));
+    let on_node = || {
+        let mut c = airlock();
+        c.env("AIRLOCK_PACKAGE_ROOT", &sys);
+        if let Some(p) = &path {
+            c.env("PATH", p);
+        }
+        c
+    };
     let apply = |b: &Path, extra: &[&str]| {
-        run(airlock()
-            .env("AIRLOCK_PACKAGE_ROOT", &sys)
-            .args(["apply", s(b), "--trust", s(&keys.public), "--root", s(&node), "--json"])
-            .args(extra))
+        run(on_node().args(["apply", s(b), "--trust", s(&keys.public), "--root", s(&node), "--json"]).args(extra))
     };
     let before = rpm_qa(&sys);
 
@@ -399,8 +438,10 @@ fn a_node_applies_rpms_with_dnf_puts_them_back_on_red_and_rolls_back() {
     airlock_in(t.path(), &["build", s(&spec2), "--locked", "--key", s(&keys.private), "--out", s(&two)]).ok();
     apply(&two, &[]).ok();
     assert!(rpm_qa(&sys).contains(&"rocm-core-1:6.4.2-1.el9".to_owned()));
-    run(airlock().env("AIRLOCK_PACKAGE_ROOT", &sys).args(["rollback", "--trust", s(&keys.public), "--root", s(&node)]))
-        .ok();
+    run(on_node().args(["rollback", "--trust", s(&keys.public), "--root", s(&node)])).ok();
+    // The node's own repository files name its views only, under its root.
+    let manager = if zypper { "zypper" } else { "dnf" };
+    assert!(node.join(manager).join("repos.d/airlock.repo").is_file(), "{manager}");
     assert_eq!(rpm_qa(&sys), after_one);
     assert_ne!(after_one, before);
 }

@@ -13,6 +13,7 @@
 #   rocm-docs), hip-runtime 6.4.2-1.el9 (requires rocm-core = 1:6.4.2-1.el9), hip-gdb-plugin and rocm-docs, and updateinfo.xml with the security advisory
 #   RHSA-2026:1234 (rocm-core 1:6.4.2-1.el9, Important).
 # DIR/repo/sha1: a repository whose metadata has sha1 checksums only.
+# DIR/repo/resigned: rocm-core 1:6.4.1-1.el9 with its header signed by another key.
 # DIR/repo/other: the rocm repository with repomd.xml signed by another key.
 # DIR/rpmdb.sqlite: an rpm database holding bash 5.1.8-9.el9 (provides /bin/sh).
 # DIR/keyring.asc (armored) and DIR/keyring.gpg (binary): the repositories' key;
@@ -169,6 +170,15 @@ sign_repo "$dir/repo/rocm"
 # other: the rocm repository signed by a key the keyring does not hold.
 cp -a "$dir/repo/rocm" "$dir/repo/other"
 sign_repo "$dir/repo/other" other@airlock.test
+
+# resigned: a repository signed by the right key whose rocm-core rpm carries a header
+# signature by another key (repomd.xml and its checksums are all in order).
+mkdir -p "$dir/repo/resigned/Packages"
+cp "$dir/repo/rocm/Packages/r/rocm-core-6.4.1-1.el9.x86_64.rpm" "$dir/repo/resigned/Packages/"
+rpmsign --quiet --define "__gpg /usr/bin/gpg" --define "_gpg_name other@airlock.test" --define "_gpg_path $GNUPGHOME" \
+  --resign "$dir/repo/resigned/Packages/rocm-core-6.4.1-1.el9.x86_64.rpm" > /dev/null 2>&1 < /dev/null
+createrepo_c --quiet --no-database "$dir/repo/resigned" > /dev/null
+sign_repo "$dir/repo/resigned"
 
 # sha1: sha1 checksums only (old yum repositories).
 mkdir -p "$dir/repo/sha1/Packages"
