@@ -408,8 +408,16 @@ fn node_applies(zypper: bool) {
     };
     let before = rpm_qa(&sys);
 
-    // Bundle 1: installed at the locked EVRs, green, committed.
-    let done = apply(&one, &[]).ok().json();
+    // Bundle 1: installed at the locked EVRs, green, committed. With dnf, the node takes it from
+    // a mirror's root (only the manifest, its signature and `rpms/` are fetched).
+    let done = if zypper {
+        apply(&one, &[]).ok().json()
+    } else {
+        let mirror = t.path().join("mirror");
+        airlock_run(&["install", s(&one), "--role", "mirror", "--trust", s(&keys.public), "--root", s(&mirror)]).ok();
+        let source = format!("file://{}/", mirror.display());
+        run(on_node().args(["apply", &source, "--trust", s(&keys.public), "--root", s(&node), "--json"])).ok().json()
+    };
     assert_eq!(done["packages"]["installed"].as_array().unwrap().len(), 4, "{done}");
     assert!(rpm_qa(&sys).contains(&"rocm-core-1:6.4.1-1.el9".to_owned()));
     let probe = run(airlock().env("AIRLOCK_HOST_ROOT", &sys).args(["probe", "--json"])).ok().json();

@@ -422,11 +422,12 @@ async fn base(
 /// The packages of an rpm database file (`rpmdb.sqlite`, or a BDB `Packages`), read by the
 /// build host's `rpm` from a private copy (rpm writes beside the database it opens).
 fn rpmdb(path: &Path) -> Result<(Vec<BasePkg>, Sha256), String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let sha256 = Sha256::of_bytes(&bytes);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let name = path.file_name().ok_or("not a file")?;
-    std::fs::write(dir.path().join(name), &bytes).map_err(|e| e.to_string())?;
+    // Copied, then the copy hashed as a stream: the lock pins exactly what rpm read.
+    std::fs::copy(path, dir.path().join(name)).map_err(|e| e.to_string())?;
+    let copy = std::fs::File::open(dir.path().join(name)).map_err(|e| e.to_string())?;
+    let (sha256, _) = crate::digest::hash_reader(copy).map_err(|e| e.to_string())?;
     let query = |format: &str| -> Result<String, String> {
         let out = std::process::Command::new("rpm")
             .arg("--dbpath")
