@@ -335,19 +335,13 @@ fn repositories_that_do_not_verify_and_modules_not_named_are_refused() {
     assert!(e.stderr.contains("it has 1:6.4.1-1.el9, 1:6.4.1~rc1-1.el9, 1:6.4.2-1.el9"), "{}", e.stderr);
 }
 
-const VALIDATION: &str = r#"
-[[validation.target]]
-gpu = "MI300X"
-gfx = "gfx942"
-os = ["ubuntu 24.04"]
-kernel = ["6.8.*"]
-amdgpu = ">=6.12"
-rocm = "7.0.*"
-firmware = { PLDM_BUNDLE = ">=01.25.05.00" }
-partition = { compute = ["SPX"], memory = ["NPS1"] }
-virtualization = ["baremetal"]
+/// The recorded host's row, and a check that finds hip 6.4.2 (in the system the node changes)
+/// red.
+fn validation() -> String {
+    format!("\n[[validation.target]]\n{MI300X_ROW}\n\n{CHECK}")
+}
 
-[[validation.check]]
+const CHECK: &str = r#"[[validation.check]]
 name = "hip-6.4.1"
 run = ["sh", "-c", "grep -qx 'hip 6.4.2' \"$AIRLOCK_PACKAGE_ROOT/opt/rocm/lib/libamdhip64.so.6\" && exit 1; exit 0"]
 expect = "exit0"
@@ -383,7 +377,7 @@ fn node_applies(zypper: bool) {
     let t = tempfile::tempdir().unwrap();
     let keys = keygen(&t.path().join("keys"), "build");
     let bundle = |version: &str, packages: &str| {
-        let spec = spec(&t.path().join(version), &r, version, packages, "", VALIDATION);
+        let spec = spec(&t.path().join(version), &r, version, packages, "", &validation());
         airlock_in(t.path(), &["lock", s(&spec)]).ok();
         let out = t.path().join(format!("rocm-{version}.airlock"));
         airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&out)]).ok();

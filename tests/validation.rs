@@ -19,15 +19,7 @@ fn bundle(dir: &Path, keys: &Keys, name: &str, row: &str, checks: &str) -> PathB
     out
 }
 
-const ROW: &str = r#"gpu = "MI300X"
-gfx = "gfx942"
-os = ["ubuntu 24.04"]
-kernel = ["6.8.*"]
-amdgpu = ">=6.12"
-rocm = "7.0.*"
-firmware = { PLDM_BUNDLE = ">=01.25.05.00" }
-partition = { compute = ["SPX"], memory = ["NPS1"] }
-virtualization = ["baremetal"]"#;
+const ROW: &str = MI300X_ROW;
 
 const RVS: &str =
     "[[validation.check]]\nname = \"rvs-gst\"\nrun = [\"rvs\", \"-c\", \"gst_single.conf\"]\ntimeout_s = 60\n";

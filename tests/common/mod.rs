@@ -367,3 +367,15 @@ pub fn assert_nothing_installed(root: &Path) {
     assert_eq!(std::fs::read(root.join(".lock")).unwrap(), b"", "the lock's note is cleared");
     assert_eq!(std::fs::read_dir(root.join("staging")).unwrap().count(), 0, "nothing is left in staging/");
 }
+
+/// A support-matrix row the recorded 8x MI300X host (`airlock()`'s) meets in every field.
+#[allow(dead_code)]
+pub const MI300X_ROW: &str = r#"gpu = "MI300X"
+gfx = "gfx942"
+os = ["ubuntu 24.04"]
+kernel = ["6.8.*"]
+amdgpu = ">=6.12"
+rocm = "7.0.*"
+firmware = { PLDM_BUNDLE = ">=01.25.05.00" }
+partition = { compute = ["SPX"], memory = ["NPS1"] }
+virtualization = ["baremetal"]"#;

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Change, PackageError, PackageSet, Wanted};
+use super::{Change, PackageError, PackageSet, Wanted, output, tail};
 
 /// `apt-get` under the node root's private configuration.
 pub struct Apt {
@@ -58,10 +58,7 @@ impl Apt {
     /// Point the private sources at `views` (each a flat repository, `debs/` of a retained
     /// bundle) and read their indexes.
     fn prepare(&self, views: &[PathBuf]) -> Result<(), PackageError> {
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| PackageError::Io { path, source }
-        };
+        let io = super::io_at;
         for d in ["lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d"] {
             std::fs::create_dir_all(self.dir.join(d)).map_err(io(&self.dir.join(d)))?;
         }
@@ -169,24 +166,6 @@ fn parse_simulation(text: &str) -> Vec<Change> {
         });
     }
     out
-}
-
-fn output(tool: &str, command: &mut Command) -> Result<String, PackageError> {
-    let out = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| PackageError::Spawn { tool: tool.to_owned(), source })?;
-    if !out.status.success() {
-        let text = String::from_utf8_lossy(&out.stderr).into_owned();
-        return Err(PackageError::Apt { what: tool.to_owned(), status: out.status.code(), output: tail(&text) });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The last lines of a tool's output: where apt and dpkg say what went wrong.
-pub(super) fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(12)..].join("\n")
 }
 
 #[cfg(test)]

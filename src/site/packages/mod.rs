@@ -18,6 +18,7 @@ mod rpm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
@@ -372,6 +373,31 @@ fn available(views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageErr
         }
     }
     Ok(out)
+}
+
+/// An I/O error at `path`, as a package error.
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError {
+    let path = path.to_owned();
+    move |source| PackageError::Io { path, source }
+}
+
+/// A tool's standard output; its exit status and the last lines of what it said on failure.
+pub(super) fn output(tool: &str, command: &mut Command) -> Result<String, PackageError> {
+    let out = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| PackageError::Spawn { tool: tool.to_owned(), source })?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        return Err(PackageError::Apt { what: tool.to_owned(), status: out.status.code(), output: tail(&text) });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The last lines of a tool's output: where apt, dpkg, dnf and zypper say what went wrong.
+pub(super) fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(12)..].join("\n")
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Change, PackageError, PackageSet, Wanted};
+use super::{Change, PackageError, PackageSet, Wanted, output, tail};
 
 /// Which rpm package manager the host has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,10 +79,7 @@ impl Rpm {
 
     /// The repository file naming `views` (each `rpms/` of a retained bundle).
     fn prepare(&self, views: &[PathBuf]) -> Result<(), PackageError> {
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| PackageError::Io { path, source }
-        };
+        let io = super::io_at;
         let repos = self.dir.join("repos.d");
         std::fs::create_dir_all(&repos).map_err(io(&repos))?;
         let mut text = String::from("# written by airlock for each apply: the verified views only\n");
@@ -145,7 +142,7 @@ impl Rpm {
         if out.status.success() {
             Ok(text)
         } else {
-            Err(PackageError::Apt { what: what.to_owned(), status: out.status.code(), output: super::apt::tail(&text) })
+            Err(PackageError::Apt { what: what.to_owned(), status: out.status.code(), output: tail(&text) })
         }
     }
 
@@ -226,22 +223,6 @@ fn zypper_args(wanted: &[Wanted]) -> Vec<String> {
             None => format!("-{}", w.name),
         })
         .collect()
-}
-
-fn output(tool: &str, command: &mut Command) -> Result<String, PackageError> {
-    let out = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| PackageError::Spawn { tool: tool.to_owned(), source })?;
-    if !out.status.success() {
-        let text = String::from_utf8_lossy(&out.stderr).into_owned();
-        return Err(PackageError::Apt {
-            what: tool.to_owned(),
-            status: out.status.code(),
-            output: super::apt::tail(&text),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `(name, EVR)` of every package in the rpm views `views` (their carried `primary.xml`, which
