@@ -316,6 +316,10 @@ pub struct OutdatedArgs {
     /// Download files named by URL and hash them (otherwise their size is compared).
     #[arg(long)]
     pub deep: bool,
+    /// A site root too: an amber acceptance its current bundle runs under that has expired is a
+    /// finding (a requalification is due). Without a spec at SPEC, only the site is looked at.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArgs,
     /// Print one JSON document on stdout instead of text.
@@ -705,6 +709,8 @@ pub struct InstallArgs {
     /// Why the acceptance holds here (a documented exception, a ticket); the record keeps it.
     #[arg(long, value_name = "TEXT", requires = "acceptance")]
     pub reason: Option<String>,
+    #[command(flatten)]
+    pub amber: AmberArgs,
     /// `host`: this host is judged as it is against the bundle's matrix. `mirror`: a host
     /// without GPUs that serves the views to nodes (no validation; nodes run `airlock apply`).
     #[arg(long, value_enum, default_value = "host")]
@@ -766,6 +772,8 @@ pub struct ApplyArgs {
     /// Why the acceptance holds here (a documented exception, a ticket); the record keeps it.
     #[arg(long, value_name = "TEXT", requires = "acceptance")]
     pub reason: Option<String>,
+    #[command(flatten)]
+    pub amber: AmberArgs,
     /// Verify and say what would change (with apt's own simulation); change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -1009,4 +1017,17 @@ pub fn painted_summary(evidence: &crate::validate::Evidence, stream: Stream) -> 
     let word = crate::validate::word(evidence.verdict);
     let rest = evidence.summary.strip_prefix(word).unwrap_or(&evidence.summary);
     format!("{}{}", paint_verdict(evidence.verdict, stream), crate::escape::value(rest))
+}
+
+/// Who owns an amber acceptance and until when (`status`, `report` and `outdated --root` flag
+/// it once expired).
+#[derive(Debug, Clone, Args)]
+pub struct AmberArgs {
+    /// The person or team accepting the amber verdict; the record keeps it.
+    #[arg(long, value_name = "NAME", requires = "accept_amber")]
+    pub owner: Option<String>,
+    /// Until when the acceptance holds: a date (`2027-03-31`), an RFC 3339 time, or a duration
+    /// from now (`90d`).
+    #[arg(long, value_name = "DATE", requires = "accept_amber")]
+    pub expires: Option<String>,
 }

@@ -38,9 +38,10 @@ fn render(page: &Path, name: &str) -> String {
     chromium(page, &["--dump-dom"]).stdout
 }
 
-/// Nothing on the page can reach out: no scripts, stylesheets, images, fonts or links.
+/// Nothing on the page can reach out: no scripts, stylesheets, images, fonts or links (a URL
+/// shown as text, a matrix row's source, reaches nothing).
 fn self_contained(html: &str) {
-    for needle in ["<script", "<link", "src=", "href=", "url(", "@import", "http://", "https://"] {
+    for needle in ["<script", "<link", "src=", "href=", "url(", "@import", "=\"http", "='http"] {
         assert!(!html.contains(needle), "the page holds `{needle}`");
     }
 }
@@ -233,4 +234,53 @@ fn amber_and_red_sites_show_their_colour_and_why() {
     assert_eq!(data["site"]["validation"]["verdict"], "red");
     assert!(dom.contains("data-verdict=\"red\""), "{dom}");
     assert!(dom.contains("RVS reports a failure") && dom.contains("met: FALSE"), "the failing check and its output");
+}
+
+#[test]
+fn matrix_rows_show_their_provenance_and_the_impact_register_its_checks_verdict() {
+    let d = demo();
+    let dir = d.t.path().join("impact");
+    std::fs::create_dir_all(&dir).unwrap();
+    for sub in ["firmware", "docs"] {
+        run(Command::new("cp").args(["-r", s(&repo(&format!("testdata/demo/{sub}"))), s(&dir)])).ok();
+    }
+    let base = std::fs::read_to_string(repo("testdata/demo/airlock.toml")).unwrap();
+    let with_provenance = base.replacen(
+        "[[validation.target]]\n",
+        "[[validation.target]]\nsource = \"https://rocm.docs.amd.com/en/latest/compatibility/compatibility-matrix.html\"\nsource_date = \"2026-11-20\"\nreviewed_by = \"gpu-platform (A. Reviewer)\"\nstatus = \"supported\"\n",
+        1,
+    );
+    let impact = "\n[[impact]]\ncomponent = \"RCCL\"\nold = \"ring all-reduce by default\"\nnew = \"tree all-reduce above 8 GPUs\"\ntest = \"rvs-gst\"\nmitigation = \"NCCL_ALGO=Ring on the training fleet\"\nowner = \"ml-infra\"\ndecision = \"accept\"\nexpires = \"2027-03-31\"\n";
+    let spec = dir.join("airlock.toml");
+    // An entry whose test names no check is a spec error, with its line.
+    std::fs::write(&spec, format!("{with_provenance}{}", impact.replace("\"rvs-gst\"", "\"no-such-check\""))).unwrap();
+    let bad = run(airlock().args(["lock", s(&spec)])).code(2);
+    assert!(
+        bad.stderr.contains("names test `no-such-check`, which is no `[[validation.check]]` (the checks are: rvs-gst)"),
+        "{}",
+        bad.stderr
+    );
+    std::fs::write(&spec, format!("{with_provenance}{impact}")).unwrap();
+    let bundle = d.t.path().join("impact.airlock");
+    run(airlock().args(["build", s(&spec), "--key", s(&d.keys.private), "--out", s(&bundle)])).ok();
+    let root = d.t.path().join("site");
+    airlock_run(&["install", s(&bundle), "--trust", s(&d.keys.public), "--root", s(&root)]).ok();
+    let (data, dom) = site_report(&root, "site-impact.png");
+    assert_eq!(data["matrix"]["impact"][0]["owner"], "ml-infra");
+    assert_eq!(data["matrix"]["target"][0]["reviewed_by"], "gpu-platform (A. Reviewer)");
+    for text in [
+        "<b>supported</b>, from <span class=\"mono\">https://rocm.docs.amd.com/en/latest/compatibility/compatibility-matrix.html</span>",
+        "read 2026-11-20, reviewed by gpu-platform (A. Reviewer)",
+        "Impact register",
+        "tree all-reduce above 8 GPUs",
+        "NCCL_ALGO=Ring on the training fleet",
+    ] {
+        assert!(dom.contains(text), "`{text}` is on the page");
+    }
+    assert!(dom.contains("<td class=\"green\">green: RVS"), "the impact entry shows its check's verdict: {dom}");
+    // A bundle's own report (nothing run yet) says so, and a row without provenance is flagged.
+    let page = d.t.path().join("bundle.html");
+    airlock_run(&["report", s(&d.bundle), "--out", s(&page)]).ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("the row names no source, date, reviewer or status"), "the demo's row has none");
 }

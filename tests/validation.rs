@@ -303,3 +303,68 @@ fn validate_gives_each_recorded_host_its_verdict_and_records_it() {
     let doc = run(with_failing_rvs("mi300x").args(["validate", "--root", s(&root), "--json"])).code(4).json();
     assert_eq!((doc["checks"][0]["verdict"].as_str(), doc["checks"][0]["exit_code"].as_i64()), (Some("red"), Some(0)));
 }
+
+#[test]
+fn amber_names_its_owner_and_expiry_and_an_expired_one_is_flagged_everywhere() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let root = t.path().join("site");
+    let silent_os = bundle(t.path(), &keys, "silent", &ROW.replace("os = [\"ubuntu 24.04\"]\n", ""), "");
+    let past = install(
+        "mi300x",
+        &silent_os,
+        &keys,
+        &root,
+        &["--accept-amber", "--reason", "CHG-1", "--owner", "gpu-platform", "--expires", "2020-01-01"],
+    )
+    .code(2);
+    assert!(past.stderr.contains("is already past"), "{}", past.stderr);
+    let accepted = install(
+        "mi300x",
+        &silent_os,
+        &keys,
+        &root,
+        &[
+            "--accept-amber",
+            "--reason",
+            "CHG-1234: OS row pending",
+            "--owner",
+            "gpu-platform",
+            "--expires",
+            "2s",
+            "--json",
+        ],
+    )
+    .ok()
+    .json();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(accepted["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(record["amber"]["owner"], "gpu-platform", "{record}");
+    assert!(record["amber"]["expires"].is_string(), "{record}");
+    assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
+    let open = airlock_run(&["status", "--root", s(&root)]).ok().stdout;
+    assert!(open.contains("amber accepted: by gpu-platform, until ") && !open.contains("EXPIRED"), "{open}");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+
+    // Expired: status, the report and `outdated --root` (exit 10) flag it.
+    let status = airlock_run(&["status", "--root", s(&root), "--json"]).ok().json();
+    assert_eq!(
+        (status["amber"]["expired"].as_bool(), status["amber"]["owner"].as_str()),
+        (Some(true), Some("gpu-platform"))
+    );
+    assert!(airlock_run(&["status", "--root", s(&root)]).ok().stdout.contains("EXPIRED: requalify or accept again"));
+    let report = airlock_run(&["report", "--root", s(&root), "--json"]).ok().json();
+    assert_eq!(report["site"]["accepted_amber"]["expired"], true, "{}", report["site"]);
+    let page = t.path().join("report.html");
+    airlock_run(&["report", "--root", s(&root), "--out", s(&page)]).ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("id=\"amber\"") && html.contains("EXPIRED"), "the page flags it");
+    let outdated =
+        airlock_run(&["outdated", s(&t.path().join("no-spec.toml")), "--root", s(&root), "--json"]).code(10).json();
+    let finding = &outdated["findings"][0];
+    assert_eq!(
+        (finding["kind"].as_str(), finding["upstream"].as_str().map(|u| u.starts_with("expired "))),
+        (Some("amber"), Some(true)),
+        "{outdated}"
+    );
+}

@@ -222,7 +222,7 @@ fn assemble(
             .map(|m| Entry { path: m.path.clone(), size: m.size, sha256: m.sha256, from_base: false })
             .collect(),
         base: None,
-        validation: serde_json::to_value(&spec.spec.validation).map_err(|e| BuildError::Validation(e.to_string()))?,
+        validation: validation_section(spec)?,
         expires: meta.expires,
     })
 }
@@ -233,4 +233,18 @@ fn provenance(manifest: &Manifest, spec: &SpecFile, key: &SigningKey, compressio
     let spec_name = spec.path.file_name().map_or_else(|| "airlock.toml".into(), |n| n.to_string_lossy().into_owned());
     let statement = crate::attest::provenance::statement(manifest, manifest_sha256, &spec_name, compression);
     crate::attest::provenance::envelope(&statement, key)
+}
+
+/// The manifest's `validation`: the spec's `[validation]` section verbatim, with the impact
+/// register (`[[impact]]`) as its `impact` list (readers that do not know it pass it by).
+fn validation_section(spec: &SpecFile) -> Result<serde_json::Value, BuildError> {
+    let mut section = serde_json::to_value(&spec.spec.validation).map_err(|e| BuildError::Validation(e.to_string()))?;
+    if !spec.spec.impact.is_empty() {
+        let impact: Vec<&crate::spec::Impact> = spec.spec.impact.iter().map(toml::Spanned::get_ref).collect();
+        let value = serde_json::to_value(impact).map_err(|e| BuildError::Validation(e.to_string()))?;
+        if let Some(map) = section.as_object_mut() {
+            map.insert("impact".to_owned(), value);
+        }
+    }
+    Ok(section)
 }

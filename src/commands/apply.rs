@@ -9,7 +9,7 @@ use super::install::Source;
 use crate::cli::{ApplyArgs, TerminalReporter};
 use crate::fetch::Net;
 use crate::site::trust::ExpiryRule;
-use crate::site::{Amber, Arrival, Downgrade, NodeOptions, Options, apply};
+use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
 
 /// Exit code of an apply that waits for a reboot (`validate --commit` after it).
 pub const EXIT_PENDING_REBOOT: u8 = 5;
@@ -52,7 +52,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     };
     let reason = args.reason.clone().unwrap_or_default();
     let opts = Options {
-        amber: if args.accept_amber { Amber::Accept { reason: reason.clone() } } else { Amber::Refuse },
+        amber: super::amber(args.accept_amber, args.reason.as_ref(), &args.amber)?,
         keep: usize::from(args.keep),
         downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
         wait,

@@ -13,7 +13,7 @@ use crate::oci::Transport;
 use crate::sign::Policy;
 use crate::site::registry::SiteRegistry;
 use crate::site::trust::ExpiryRule;
-use crate::site::{Amber, Downgrade, Options, install};
+use crate::site::{Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
@@ -35,10 +35,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         transport: if args.insecure_registry { Transport::InsecureHttp } else { Transport::Https },
     });
     let apt_key = args.apt_signing_key.as_deref().map(load_apt_key).transpose()?;
-    let amber = match (&args.reason, args.accept_amber) {
-        (Some(reason), true) => Amber::Accept { reason: reason.clone() },
-        _ => Amber::Refuse,
-    };
+    let amber = super::amber(args.accept_amber, args.reason.as_ref(), &args.amber)?;
     let opts = Options {
         role: match args.role {
             crate::cli::RoleArg::Host => crate::site::Role::Host,

@@ -117,6 +117,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         }
         first_of!(
             VerificationFailed,
+            UsageError,
             crate::build::BuildError,
             crate::site::SiteError,
             crate::sources::SourceError,
@@ -140,6 +141,41 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         None
     }
     err.chain().find_map(class_of).unwrap_or(Class::Runtime).exit_code()
+}
+
+/// A flag value that cannot be used (exit 2), found after clap parsed it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl crate::failure::Classify for UsageError {
+    fn class(&self) -> Class {
+        Class::Usage
+    }
+}
+
+/// `--accept-amber --reason TEXT [--owner NAME] [--expires DATE]` as the site takes it.
+fn amber(accept: bool, reason: Option<&String>, args: &crate::cli::AmberArgs) -> anyhow::Result<crate::site::Amber> {
+    if !accept {
+        return Ok(crate::site::Amber::Refuse);
+    }
+    let now = crate::clock::Timestamp::started();
+    let expires = args
+        .expires
+        .as_deref()
+        .map(|v| {
+            crate::clock::Timestamp::parse_expires_after(v, now)
+                .map_err(|e| UsageError(format!("--expires `{v}`: {e} (a date such as 2027-03-31, or 90d)")))
+        })
+        .transpose()?;
+    if expires.is_some_and(|e| e <= now) {
+        return Err(UsageError(format!("--expires `{}` is already past", args.expires.as_deref().unwrap_or(""))).into());
+    }
+    Ok(crate::site::Amber::Accept(crate::site::records::Acceptance {
+        reason: reason.cloned().unwrap_or_default(),
+        owner: args.owner.clone(),
+        expires,
+    }))
 }
 
 /// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.

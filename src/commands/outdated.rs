@@ -17,6 +17,19 @@ use crate::spec::lock::LockFile;
 pub const EXIT_MOVED: u8 = 10;
 
 pub fn run(args: &OutdatedArgs) -> anyhow::Result<u8> {
+    let site = args.root.as_deref().map(site_findings).transpose()?.unwrap_or_default();
+    if args.root.is_some() && !args.spec.exists() {
+        let path = args.spec.with_extension("lock");
+        if args.json {
+            let security = serde_json::json!({ "checked": false, "not_checked": ["no spec: the site only"] });
+            super::print_json(
+                &serde_json::json!({ "checked_at": crate::clock::Timestamp::now(), "findings": site, "security": security }),
+            )?;
+        } else {
+            print_table(&site, &[], &path)?;
+        }
+        return Ok(if site.is_empty() { super::EXIT_OK } else { EXIT_MOVED });
+    }
     let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
     let lock =
@@ -27,7 +40,8 @@ pub fn run(args: &OutdatedArgs) -> anyhow::Result<u8> {
     let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
     let sources = Sources::new(&spec, fetch);
     let checked_at = crate::clock::Timestamp::now();
-    let Outdated { findings, security_unchecked } = outdated(&sources, &net, &lock, args.deep)?;
+    let Outdated { mut findings, security_unchecked } = outdated(&sources, &net, &lock, args.deep)?;
+    findings.extend(site);
     if args.json {
         let security =
             serde_json::json!({ "checked": security_unchecked.is_empty(), "not_checked": security_unchecked });
@@ -75,4 +89,22 @@ fn print_table(findings: &[Finding], unchecked: &[String], lock: &std::path::Pat
     // Names and details come from upstream: escaped for the terminal.
     std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
     Ok(())
+}
+
+/// The site's own findings: the amber acceptance its current bundle runs under, once expired.
+fn site_findings(root: &std::path::Path) -> anyhow::Result<Vec<Finding>> {
+    let status = crate::site::status::status(root)?;
+    let (Some(current), Some(a)) = (status.current, status.amber) else { return Ok(Vec::new()) };
+    if !a.expired {
+        return Ok(Vec::new());
+    }
+    Ok(vec![Finding {
+        kind: "amber",
+        name: format!("{} {}", current.name, current.version),
+        locked: "amber accepted".to_owned(),
+        upstream: a.acceptance.expires.map_or_else(|| "expired".to_owned(), |e| format!("expired {e}")),
+        layer: crate::build::outdated::Layer::Other,
+        security: false,
+        detail: format!("at {}: {}", root.display(), a.describe()),
+    }])
 }

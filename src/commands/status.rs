@@ -47,6 +47,9 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
             r.median_seconds, r.worst_seconds, r.count
         )?;
     }
+    if let Some(a) = &s.amber {
+        writeln!(out, "amber accepted: {}", a.describe())?;
+    }
     if let Some(p) = &s.pending {
         writeln!(
             out,

@@ -47,6 +47,7 @@ pub fn render(r: &Report) -> String {
     contents(&mut o, r);
     firmware(&mut o, r);
     matrix(&mut o, r);
+    impact(&mut o, r);
     if let Some(site) = &r.site {
         records(&mut o, site);
     }
@@ -80,8 +81,19 @@ fn header(o: &mut String, r: &Report) {
             class.to_uppercase(),
             esc(&summary)
         );
-        if let Some(reason) = r.site.as_ref().and_then(|s| s.accepted_amber.as_ref()) {
-            let _ = writeln!(o, "<p class=\"warn\">Amber accepted at install: {}</p>", esc(reason));
+        if let Some(a) = r.site.as_ref().and_then(|s| s.accepted_amber.as_ref()) {
+            let class = if a.expired { "bad" } else { "warn" };
+            let owner =
+                a.acceptance.owner.as_deref().map_or_else(|| "no owner named".to_owned(), |w| format!("by {w}"));
+            let until = a.acceptance.expires.map_or_else(|| "no expiry".to_owned(), |e| format!("until {e}"));
+            let flag = if a.expired { " — EXPIRED: requalify or accept again" } else { "" };
+            let _ = writeln!(
+                o,
+                "<p class=\"{class}\" id=\"amber\">Amber accepted at install: {} ({}, {}){flag}</p>",
+                esc(&a.acceptance.reason),
+                esc(&owner),
+                esc(&until)
+            );
         }
     }
     let verified = if b.verified {
@@ -363,7 +375,8 @@ fn matrix(o: &mut String, r: &Report) {
     }
     for (i, t) in targets.iter().enumerate() {
         let _ = writeln!(o, "<table class=\"target\"><thead><tr><th colspan=\"2\">Row {i}</th></tr></thead><tbody>");
-        for (k, v) in t.as_object().into_iter().flatten() {
+        let _ = writeln!(o, "<tr><th>provenance</th><td>{}</td></tr>", provenance(t));
+        for (k, v) in t.as_object().into_iter().flatten().filter(|(k, _)| !PROVENANCE.contains(&k.as_str())) {
             for (field, value) in claim_rows(k, v) {
                 let _ = writeln!(o, "<tr><th>{}</th><td class=\"mono\">{}</td></tr>", esc(&field), esc(&value));
             }
@@ -379,6 +392,72 @@ fn matrix(o: &mut String, r: &Report) {
             esc(&run.join(" "))
         );
     }
+}
+
+/// The fields of a matrix row that say where it comes from, not what it requires.
+const PROVENANCE: [&str; 4] = ["source", "source_date", "reviewed_by", "status"];
+
+/// `status, from SOURCE (read DATE), reviewed by NAME`, or a warning that the row names none.
+fn provenance(t: &serde_json::Value) -> String {
+    let field = |k: &str| t[k].as_str().filter(|v| !v.is_empty());
+    if PROVENANCE.iter().all(|k| field(k).is_none()) {
+        return "<span class=\"warn\">the row names no source, date, reviewer or status</span>".to_owned();
+    }
+    let mut parts = Vec::new();
+    if let Some(s) = field("status") {
+        parts.push(format!("<b>{}</b>", esc(s)));
+    }
+    // The page is self-contained (it travels into the approval meeting): the URL as text.
+    if let Some(src) = field("source") {
+        parts.push(format!("from <span class=\"mono\">{}</span>", esc(src)));
+    }
+    if let Some(d) = field("source_date") {
+        parts.push(format!("read {}", esc(d)));
+    }
+    match field("reviewed_by") {
+        Some(who) => parts.push(format!("reviewed by {}", esc(who))),
+        None => parts.push("<span class=\"warn\">not reviewed</span>".to_owned()),
+    }
+    parts.join(", ")
+}
+
+/// The impact register: each changed behaviour beside the verdict of the check that detects it
+/// (on a site, from the latest validation; for a bundle, not run yet).
+fn impact(o: &mut String, r: &Report) {
+    let Some(entries) = r.matrix["impact"].as_array().filter(|e| !e.is_empty()) else { return };
+    let checks = r.site.as_ref().and_then(|s| s.validation.as_ref()).map(|v| &v.evidence.checks);
+    let _ = writeln!(o, "<h2>Impact register</h2>");
+    let _ = writeln!(
+        o,
+        "<table class=\"impact\"><thead><tr><th>component</th><th>old behaviour</th><th>new behaviour</th><th>detection test</th><th>verdict</th><th>mitigation</th><th>owner</th><th>decision</th><th>expires</th></tr></thead><tbody>"
+    );
+    for e in entries {
+        let s = |k: &str| esc(e[k].as_str().unwrap_or(""));
+        let test = e["test"].as_str().unwrap_or("");
+        let verdict = match checks {
+            None => "<td class=\"muted\">not run here</td>".to_owned(),
+            Some(list) => match list.iter().find(|c| c.name == test) {
+                Some(c) => {
+                    let word = crate::validate::word(c.verdict);
+                    format!("<td class=\"{word}\">{word}: {}</td>", esc(&c.summary))
+                }
+                None => "<td class=\"warn\">no result for this check</td>".to_owned(),
+            },
+        };
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td>{verdict}<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            s("component"),
+            s("old"),
+            s("new"),
+            esc(test),
+            s("mitigation"),
+            s("owner"),
+            s("decision"),
+            s("expires")
+        );
+    }
+    let _ = writeln!(o, "</tbody></table>");
 }
 
 fn record_row(o: &mut String, l: &RecordLine) {

@@ -149,8 +149,9 @@ pub struct SiteFacts {
     pub rollback: Option<RecordLine>,
     /// Every rollback's duration: median and worst (the guide's rehearsed rollback figure).
     pub rollbacks: Option<crate::site::status::Rehearsals>,
-    /// `--accept-amber` reason of the install that activated the current bundle.
-    pub accepted_amber: Option<String>,
+    /// The amber acceptance the current bundle was activated under (reason, owner, expiry),
+    /// flagged when expired.
+    pub accepted_amber: Option<crate::site::status::OpenAcceptance>,
     /// What was checked of the active bundle on disk, how, and what was found.
     pub check: SiteCheck,
 }
@@ -241,13 +242,7 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         let evidence = record.validation.as_ref()?.evidence()?;
         Some(Validation { record: line.file.clone(), evidence: evidence.clone() })
     });
-    let activated_current = |r: &Record| {
-        r.action == Action::Install
-            && r.outcome() == RecordOutcome::Activated
-            && r.bundle.as_ref().and_then(|b| b.id.as_ref()) == Some(&current)
-    };
-    let accepted_amber =
-        records.iter().rev().find(|(_, r)| activated_current(r)).and_then(|(_, r)| r.accepted_amber.clone());
+    let accepted_amber = crate::site::status::OpenAcceptance::of(root, &current, crate::clock::Timestamp::started());
     let rolled_back = |r: &Record| r.action == Action::Rollback && r.outcome() == RecordOutcome::Activated;
     let rollback = records.iter().rev().find(|(_, r)| rolled_back(r)).map(|(l, _)| l.clone());
     let rollbacks = crate::site::status::Rehearsals::of_seconds(

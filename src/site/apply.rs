@@ -238,7 +238,7 @@ fn change(
             keep: opts.keep,
             downgrade,
             accept_amber: match &opts.amber {
-                Amber::Accept { reason } => Some(reason.clone()),
+                Amber::Accept(a) => Some(a.clone()),
                 Amber::Refuse => None,
             },
         };
@@ -381,12 +381,7 @@ impl Commit<'_> {
             downgrade: Some(self.downgrade),
             validation: Some(verdict.into()),
         });
-        r.accepted_amber = match amber {
-            Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => {
-                Some(reason.clone())
-            }
-            _ => None,
-        };
+        r.accept(amber, verdict);
         r.packages = Some(Changes::of(self.changes));
         r.pruned.clone_from(&pruned);
         let record = records::write(root, r)?;
@@ -526,7 +521,7 @@ fn commit_locked(
     attempt.phases.mark("verify", "validate");
     let node = Node::for_manifest(root.path(), packages::DEFAULT_LOCK_TIMEOUT, &manifest)?;
     let views = retained_views(root, state, None, node.area());
-    let amber = pending.accept_amber.clone().map_or(Amber::Refuse, |reason| Amber::Accept { reason });
+    let amber = pending.accept_amber.clone().map_or(Amber::Refuse, Amber::Accept);
     let validation = match judge(&node, &pending.changes, &views, &manifest, &amber, attempt) {
         Ok(v) => v,
         Err(e) => {

@@ -234,10 +234,7 @@ fn install_locked(
     let r = attempt.activated(&event, previous.as_ref(), &images);
     r.verdict =
         Some(records::Verdicts { verified: true, downgrade: Some(downgrade), validation: Some(verdict.into()) });
-    r.accepted_amber = match &opts.amber {
-        Amber::Accept { reason } if verdict == Some(crate::validate::matrix::Verdict::Amber) => Some(reason.clone()),
-        _ => None,
-    };
+    r.accept(&opts.amber, verdict);
     r.images_not_published = Some(images_not_published);
     r.pruned.clone_from(&pruned);
     let record = records::write(root, r)?;
@@ -374,8 +371,10 @@ pub(super) fn gate(
     let summary = crate::escape::value(evidence.summary.strip_prefix(&word).unwrap_or(&evidence.summary)).into_owned();
     match (evidence.verdict, amber) {
         (Verdict::Green, _) => Ok(Some(evidence)),
-        (Verdict::Amber, Amber::Accept { reason }) => {
-            tracing::warn!("amber accepted ({reason}): {summary}");
+        (Verdict::Amber, Amber::Accept(a)) => {
+            let owner = a.owner.as_deref().map_or_else(String::new, |o| format!(" by {o}"));
+            let until = a.expires.map_or_else(String::new, |e| format!(" until {e}"));
+            tracing::warn!("amber accepted{owner}{until} ({}): {summary}", a.reason);
             Ok(Some(evidence))
         }
         (Verdict::Amber, Amber::Refuse) => Err(SiteError::Validation {

@@ -293,8 +293,16 @@ pub enum Downgrade {
 pub enum Amber {
     #[default]
     Refuse,
-    /// `--accept-amber --reason TEXT`: activated, and the reason recorded.
-    Accept { reason: String },
+    /// `--accept-amber --reason TEXT [--owner NAME] [--expires DATE]`: activated, and the
+    /// acceptance recorded.
+    Accept(records::Acceptance),
+}
+
+impl Amber {
+    /// An acceptance with a reason only (a rollback to a bundle the node ran before).
+    pub fn because(reason: &str) -> Self {
+        Amber::Accept(records::Acceptance { reason: reason.to_owned(), owner: None, expires: None })
+    }
 }
 
 /// What a host is to the site (`install --role`).

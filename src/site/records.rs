@@ -45,6 +45,9 @@ pub struct Record {
     pub validation: Option<Validation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_amber: Option<String>,
+    /// The amber acceptance whole: its reason, the owner who accepted it and until when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amber: Option<Acceptance>,
     /// The bundle that was current before (install: now previous; rollback: the one left).
     #[serde(default, skip_serializing_if = "Option::is_none", alias = "from", with = "super::root::as_link")]
     pub previous: Option<BundleId>,
@@ -163,6 +166,7 @@ impl Record {
             verdict: None,
             validation: None,
             accepted_amber: None,
+            amber: None,
             previous: None,
             published: Vec::new(),
             images_not_published: None,
@@ -445,4 +449,48 @@ pub fn activations(root: &SiteRoot) -> Result<Vec<Activation>, SiteError> {
             Some(Activation { name: b.name?, version: b.version?.parse().ok()? })
         })
         .collect())
+}
+
+impl Record {
+    /// The acceptance an amber verdict was activated under, kept (nothing for another verdict).
+    pub fn accept(&mut self, amber: &super::Amber, verdict: Option<crate::validate::matrix::Verdict>) {
+        if let super::Amber::Accept(a) = amber
+            && verdict == Some(crate::validate::matrix::Verdict::Amber)
+        {
+            (self.accepted_amber, self.amber) = (Some(a.reason.clone()), Some(a.clone()));
+        }
+    }
+}
+
+/// An accepted amber verdict: why, who owns the acceptance, and until when it holds (the
+/// guide: amber names the accepting owner and an expiry date).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Acceptance {
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Timestamp>,
+}
+
+impl Acceptance {
+    pub fn expired(&self, now: Timestamp) -> bool {
+        self.expires.is_some_and(|e| e <= now)
+    }
+}
+
+/// The acceptance under which the current bundle `current` was activated, if it was amber:
+/// from the newest record of an install, apply or `validate --commit` that activated it.
+pub fn open_acceptance(root: &SiteRoot, current: &BundleId) -> Option<(PathBuf, Acceptance)> {
+    let all = read_all(root).ok()?;
+    let (path, record) = all.into_iter().rev().find(|(_, r)| {
+        matches!(r.action, Action::Install | Action::Apply | Action::Validate)
+            && r.outcome() == Outcome::Activated
+            && r.bundle.as_ref().and_then(|b| b.id.as_ref()) == Some(current)
+    })?;
+    let acceptance = record
+        .amber
+        .clone()
+        .or_else(|| record.accepted_amber.clone().map(|reason| Acceptance { reason, owner: None, expires: None }))?;
+    Some((path, acceptance))
 }

@@ -189,7 +189,7 @@ fn node_packages(
     attempt.record.packages = Some(Changes::of(&changes));
     attempt.phases.mark("packages", "validate");
     // The bundle ran here before: amber does not stop the way back; red does.
-    let amber = Amber::Accept { reason: "rolling back to a bundle this node ran before".to_owned() };
+    let amber = Amber::because("rolling back to a bundle this node ran before");
     judge(&node, &changes, &views, manifest, &amber, attempt)?;
     Ok(Some(changes))
 }

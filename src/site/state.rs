@@ -97,9 +97,23 @@ pub struct Pending {
     pub keep: usize,
     #[serde(default)]
     pub downgrade: bool,
-    /// `--accept-amber --reason`, given to the apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accept_amber: Option<String>,
+    /// `--accept-amber --reason [--owner] [--expires]`, given to the apply (a state written
+    /// before owners and expiries holds the reason alone).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "acceptance")]
+    pub accept_amber: Option<super::records::Acceptance>,
+}
+
+fn acceptance<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<super::records::Acceptance>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Reason(String),
+        Whole(super::records::Acceptance),
+    }
+    Ok(Option::<Either>::deserialize(d)?.map(|e| match e {
+        Either::Reason(reason) => super::records::Acceptance { reason, owner: None, expires: None },
+        Either::Whole(a) => a,
+    }))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

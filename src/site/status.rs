@@ -32,6 +32,9 @@ pub struct Status {
     /// A node's apply waiting for a reboot (`validate --commit` after it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingEntry>,
+    /// The amber acceptance the current bundle runs under, if it was activated amber.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amber: Option<OpenAcceptance>,
     /// Why `state.json` could not be read (then history and install times are missing, and the
     /// rest is shown from the links and trees).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +75,33 @@ impl Rehearsals {
         let n = seconds.len();
         let median = if n % 2 == 1 { seconds[n / 2] } else { f64::midpoint(seconds[n / 2 - 1], seconds[n / 2]) };
         Some(Self { count: n, median_seconds: median, worst_seconds: seconds[n - 1] })
+    }
+}
+
+/// An amber acceptance still in force (or expired: a requalification is due).
+#[derive(Debug, Serialize)]
+pub struct OpenAcceptance {
+    #[serde(flatten)]
+    pub acceptance: super::records::Acceptance,
+    pub expired: bool,
+    /// The record that activated the bundle under it.
+    pub record: PathBuf,
+}
+
+impl OpenAcceptance {
+    /// The acceptance `current` runs under, judged at `now`.
+    pub fn of(root: &SiteRoot, current: &BundleId, now: Timestamp) -> Option<Self> {
+        let (record, acceptance) = super::records::open_acceptance(root, current)?;
+        Some(Self { expired: acceptance.expired(now), acceptance, record })
+    }
+
+    /// `by OWNER until DATE (EXPIRED): REASON`, escaped for a terminal.
+    pub fn describe(&self) -> String {
+        let a = &self.acceptance;
+        let owner = a.owner.as_deref().map_or_else(|| "no owner named".to_owned(), |o| format!("by {o}"));
+        let until = a.expires.map_or_else(|| "no expiry".to_owned(), |e| format!("until {e}"));
+        let flag = if self.expired { " — EXPIRED: requalify or accept again" } else { "" };
+        crate::escape::value(&format!("{owner}, {until}{flag}: {}", a.reason)).into_owned()
     }
 }
 
@@ -149,7 +179,9 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
         }
     };
     let retained = root.retained().iter().map(entry).collect();
+    let amber = root.link(Link::Current).and_then(|c| OpenAcceptance::of(root, &c, Timestamp::started()));
     Ok(Status {
+        amber,
         root: root.path().to_owned(),
         current: root.link(Link::Current).as_ref().map(entry),
         previous: root.link(Link::Previous).as_ref().map(entry),

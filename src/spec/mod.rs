@@ -39,6 +39,8 @@ pub struct Spec {
     pub file: Vec<Spanned<FileSpec>>,
     #[serde(default)]
     pub validation: Validation,
+    #[serde(default)]
+    pub impact: Vec<Spanned<Impact>>,
 }
 
 /// A bundle version, with a message that says what is expected (`1.0` is not semver).
@@ -323,6 +325,36 @@ pub struct Target {
     pub compute_cap: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig: Option<String>,
+    /// Where the row comes from: the vendor's compatibility page (a URL), the date it was read,
+    /// who reviewed the row, and its status (`supported`, `preview`, `deprecated`…): shown in
+    /// the approval pack, never used to decide a verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_date: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewed_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// One entry of the impact register (`[[impact]]`): a behaviour the change alters, the check
+/// that detects it, and who decided what about it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Impact {
+    pub component: String,
+    pub old: String,
+    pub new: String,
+    /// The `[[validation.check]]` that detects the change, by name.
+    pub test: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mitigation: Option<String>,
+    pub owner: String,
+    /// `accept`, `mitigate`, `block`… as the change board wrote it.
+    pub decision: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -481,6 +513,30 @@ impl SpecFile {
         Ok(())
     }
 
+    /// `[[impact]]`: each names a check that exists, and an expiry that parses.
+    fn check_impact(&self, checks: &BTreeSet<&str>) -> Result<(), SpecError> {
+        for impact in &self.spec.impact {
+            let (span, i) = (impact.span(), impact.get_ref());
+            if !checks.contains(i.test.as_str()) {
+                let known: Vec<&str> = checks.iter().copied().collect();
+                return Err(self.invalid(
+                    &span,
+                    format!(
+                        "`[[impact]]` `{}` names test `{}`, which is no `[[validation.check]]` (the checks are: {})",
+                        i.component,
+                        i.test,
+                        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                    ),
+                ));
+            }
+            if let Some(e) = &i.expires {
+                crate::clock::Timestamp::parse_expiry(e)
+                    .map_err(|why| self.invalid(&span, format!("`[[impact]]` `{}`: expires: {why}", i.component)))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that span entries, after each entry parsed on its own.
     fn check(&self) -> Result<(), SpecError> {
         let spec = &self.spec;
@@ -557,6 +613,7 @@ impl SpecFile {
                 return Err(self.invalid(&span, format!("duplicate `[[validation.check]]` name `{}`", c.name)));
             }
         }
+        self.check_impact(&checks)?;
         Ok(())
     }
 }

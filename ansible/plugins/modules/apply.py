@@ -20,6 +20,8 @@ options:
   accept_amber: {description: Commit an amber stack; needs reason., type: bool, default: false}
   accept_unrestorable: {description: Change packages that could not be put back; needs reason., type: bool, default: false}
   reason: {description: Why an acceptance holds (kept in the record)., type: str}
+  owner: {description: Who owns an amber acceptance (kept in the record)., type: str}
+  expires: {description: "Until when an amber acceptance holds: a date (2027-03-31) or a duration (90d).", type: str}
 extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
@@ -70,6 +72,8 @@ def main():
         accept_amber=dict(type="bool", default=False),
         accept_unrestorable=dict(type="bool", default=False),
         reason=dict(type="str"),
+        owner=dict(type="str"),
+        expires=dict(type="str"),
     )
     module = AnsibleModule(
         argument_spec=spec,
@@ -80,6 +84,10 @@ def main():
     args = ["apply", p["source"], "--root", p["root"]] + trust_args(p["trust"], p["threshold"])
     if p["accept_amber"]:
         args.append("--accept-amber")
+        if p["owner"]:
+            args += ["--owner", p["owner"]]
+        if p["expires"]:
+            args += ["--expires", p["expires"]]
     if p["accept_unrestorable"]:
         args.append("--accept-unrestorable")
     if p["reason"]:
