@@ -368,3 +368,112 @@ fn amber_names_its_owner_and_expiry_and_an_expired_one_is_flagged_everywhere() {
         "{outdated}"
     );
 }
+
+/// A stand-in benchmark: prints `{"ttft": {"p99": N}}` from `file` (or what `file` holds).
+fn bench_check(file: &Path) -> String {
+    format!(
+        "[[validation.check]]\nname = \"serve-bench\"\nrun = [\"cat\", \"{}\"]\n[[validation.check.metric]]\nname = \"ttft_p99_ms\"\nfrom = \"json:/ttft/p99\"\nbetter = \"lower\"\nthreshold = \"<= 1.05 * current\"\n",
+        file.display()
+    )
+}
+
+#[test]
+fn metrics_compare_the_candidate_with_the_current_stack_under_a_declared_threshold() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let root = t.path().join("site");
+    let bench = t.path().join("bench.json");
+    let p99 = |v: &str| std::fs::write(&bench, format!("{{\"ttft\": {{\"p99\": {v}}}}}\n")).unwrap();
+    let release = |name: &str| bundle(t.path(), &keys, name, ROW, &bench_check(&bench));
+    let record = |done: &serde_json::Value| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(done["record"].as_str().unwrap()).unwrap()).unwrap()
+    };
+    let metric = |evidence: &serde_json::Value| evidence["checks"][0]["metrics"][0].clone();
+
+    // The first release: no current side yet, so the relative threshold cannot be decided: amber.
+    p99("100");
+    let first = release("first");
+    let r = install("mi300x", &first, &keys, &root, &[]).code(4);
+    assert!(r.stderr.contains("no current value to compare with"), "{}", r.stderr);
+    install("mi300x", &first, &keys, &root, &["--accept-amber", "--reason", "first release: no baseline"]).ok();
+    // The current side, measured on the stack that runs now.
+    let taken = airlock_run(&["validate", "--root", s(&root), "--baseline", "--json"]).ok().json();
+    assert_eq!(taken["values"]["serve-bench"]["ttft_p99_ms"], 100.0);
+
+    // A candidate 20% slower at p99 is red, with its row.
+    let second = release("second");
+    p99("120");
+    let red = install("mi300x", &second, &keys, &root, &["--json"]).code(4);
+    assert!(red.stderr.contains("metric `ttft_p99_ms`: 120 misses <= 1.05 * current (105.0000)"), "{}", red.stderr);
+    let refused = std::fs::read_dir(root.join("records")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let refused: serde_json::Value = serde_json::from_slice(&std::fs::read(refused).unwrap()).unwrap();
+    let row = metric(&refused["validation"]);
+    assert_eq!(
+        (row["current"].as_f64(), row["candidate"].as_f64(), row["decision"].as_str()),
+        (Some(100.0), Some(120.0), Some("fail")),
+        "{row}"
+    );
+    assert_eq!(row["change_percent"].as_f64().map(f64::round), Some(20.0));
+    assert_eq!(schema_errors(&validator("record.v1.json"), &refused), Vec::<String>::new());
+
+    // Within the threshold: green, and the results sheet shows the row.
+    p99("104");
+    let done = install("mi300x", &second, &keys, &root, &["--json"]).ok().json();
+    let green = record(&done);
+    assert_eq!(metric(&green["validation"])["decision"], "pass");
+    let page = t.path().join("report.html");
+    airlock_run(&["report", "--root", s(&root), "--out", s(&page)]).ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("Results sheet") && html.contains("+4.0%") && html.contains("&lt;= 1.05 * current"),
+        "the results sheet"
+    );
+
+    // A metric that cannot be read is red: the evidence is missing.
+    std::fs::write(&bench, "Segmentation fault\n").unwrap();
+    let third = release("third");
+    let r = install("mi300x", &third, &keys, &root, &[]).code(4);
+    assert!(
+        r.stderr.contains("the candidate's value cannot be read") && r.stderr.contains("the evidence is missing"),
+        "{}",
+        r.stderr
+    );
+    // A threshold that does not parse is a spec error.
+    let bad = bundle_spec_error(t.path(), &bench_check(&bench).replace("<= 1.05 * current", "faster"));
+    assert!(bad.contains("metric `ttft_p99_ms`: threshold `faster`"), "{bad}");
+}
+
+/// `airlock lock` of a spec with `checks`: its error text.
+fn bundle_spec_error(dir: &Path, checks: &str) -> String {
+    let p = project(&dir.join("bad-spec"), "1.0.0");
+    let text = std::fs::read_to_string(&p.spec).unwrap();
+    let head = text.split("[[validation.target]]").next().unwrap();
+    std::fs::write(&p.spec, format!("{head}[[validation.target]]\n{ROW}\n{checks}")).unwrap();
+    airlock_run(&["lock", s(&p.spec)]).code(2).stderr
+}
+
+#[test]
+fn apply_measures_the_current_stack_before_it_changes_anything() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let node = t.path().join("node");
+    // Each run is 20 slower than the one before: the run before the change is the current side.
+    let state = t.path().join("runs");
+    std::fs::write(&state, "100").unwrap();
+    let script = t.path().join("bench.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "n=$(cat {0}); echo $((n + 20)) > {0}; echo \"{{\\\"ttft\\\": {{\\\"p99\\\": $n}}}}\"\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let check = "[[validation.check]]\nname = \"serve-bench\"\nrun = [\"sh\", \"SCRIPT\"]\n[[validation.check.metric]]\nname = \"ttft_p99_ms\"\nfrom = \"json:/ttft/p99\"\nbetter = \"lower\"\nthreshold = \"<= 1.05 * current\"\n".replace("SCRIPT", s(&script));
+    let b = bundle(t.path(), &keys, "bench", ROW, &check);
+    let r = run(airlock().args(["apply", s(&b), "--trust", s(&keys.public), "--root", s(&node)])).code(4);
+    let baseline: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(node.join("baseline.json")).unwrap()).unwrap();
+    assert_eq!(baseline["values"]["serve-bench"]["ttft_p99_ms"], 100.0, "measured before the change");
+    assert!(r.stderr.contains("120 misses <= 1.05 * current"), "{}", r.stderr);
+}

@@ -20,14 +20,18 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     if args.commit {
         return commit(args);
     }
+    if args.baseline {
+        return baseline(args);
+    }
     // Nothing from the active bundle runs before it verified again under the policy it was
     // installed with and its tree matched it; no writer moves it meanwhile.
     let root = SiteRoot::new(&args.root);
     let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
     let reporter = crate::cli::TerminalReporter::new(args.json);
     let (bundle_id, manifest, _) = crate::site::check::active(&root, &reporter)?;
-    let evidence = validate(&manifest.validation, &HostRoot::from_env())
-        .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
+    let evidence =
+        validate(&manifest.validation, &HostRoot::from_env(), crate::site::load_baseline(&args.root).as_ref())
+            .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
     let Some(evidence) = evidence else {
         if args.json {
             super::print_json(&RecordedValidation::skipped())?;
@@ -109,5 +113,41 @@ fn commit(args: &ValidateArgs) -> anyhow::Result<u8> {
     }
     let line = super::switched(&done.id, done.previous.as_ref(), done.seconds, &done.record);
     writeln!(out, "committed {} {}: {line}", done.name, done.version)?;
+    Ok(super::EXIT_OK)
+}
+
+/// `validate --baseline`: the active bundle's metric checks run on this stack, kept as the
+/// root's baseline.
+fn baseline(args: &ValidateArgs) -> anyhow::Result<u8> {
+    let root = SiteRoot::new(&args.root);
+    let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
+    let reporter = crate::cli::TerminalReporter::new(args.json);
+    let (bundle_id, manifest, _) = crate::site::check::active(&root, &reporter)?;
+    let checks = crate::validate::declared_checks(&manifest.validation)?;
+    let under = Some(format!("{} {} (bundles/{bundle_id})", manifest.name, manifest.version));
+    let taken = crate::validate::metrics::baseline(&checks, under);
+    crate::site::save_baseline(&args.root, &taken)?;
+    if args.json {
+        super::print_json(&taken)?;
+        return Ok(super::EXIT_OK);
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "baseline of {} {} kept in {}",
+        manifest.name,
+        manifest.version,
+        args.root.join(crate::site::BASELINE_FILE).display()
+    );
+    for (check, metrics) in &taken.values {
+        for (name, value) in metrics {
+            let shown = value.map_or_else(|| "cannot be read".to_owned(), |v| v.to_string());
+            let _ = writeln!(out, "  {check} {name}: {shown}");
+        }
+    }
+    if taken.values.is_empty() {
+        let _ = writeln!(out, "  (no check of the active bundle declares a metric)");
+    }
+    write!(std::io::stdout().lock(), "{}", crate::escape::value(&out))?;
     Ok(super::EXIT_OK)
 }

@@ -175,6 +175,45 @@ fn signatures(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<p>SLSA provenance: {provenance}.</p>");
 }
 
+/// The results sheet: a row per metric, the current stack's value beside the candidate's, the
+/// change, the threshold declared before the run, and the decision.
+fn results_sheet(o: &mut String, checks: &[crate::validate::checks::CheckResult]) {
+    if checks.iter().all(|c| c.metrics.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<h3>Results sheet</h3><table id=\"results\"><thead><tr><th>Check</th><th>Metric</th><th>Current</th><th>Candidate</th><th>Change</th><th>Threshold</th><th>Decision</th></tr></thead><tbody>"
+    );
+    let num = |v: Option<f64>| v.map_or_else(|| "—".to_owned(), |v| format!("{v}"));
+    for c in checks {
+        for m in &c.metrics {
+            let class = match m.decision.as_str() {
+                "pass" => "green",
+                "no-baseline" => "amber",
+                _ => "red",
+            };
+            let change = m.change_percent.map_or_else(|| "—".to_owned(), |p| format!("{p:+.1}%"));
+            let better = match m.better {
+                crate::spec::Better::Lower => "lower is better",
+                crate::spec::Better::Higher => "higher is better",
+            };
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{} <span class=\"muted\">({better})</span></td><td>{}</td><td>{}</td><td>{change}</td><td class=\"mono\">{}</td><td class=\"{class}\">{}: {}</td></tr>",
+                esc(&c.name),
+                esc(&m.name),
+                num(m.current),
+                num(m.candidate),
+                esc(&m.threshold),
+                esc(&m.decision),
+                esc(&m.reason)
+            );
+        }
+    }
+    let _ = writeln!(o, "</tbody></table>");
+}
+
 fn validation(o: &mut String, site: &super::SiteFacts) {
     let _ = writeln!(o, "<h2>Validation on this site</h2>");
     let Some(v) = &site.validation else {
@@ -185,6 +224,7 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
     let e = &v.evidence;
     let gpus: Vec<String> = e.detected.iter().map(|d| esc(d)).collect();
     let _ = writeln!(o, "<p>Detected: {}</p>", gpus.join("; "));
+    results_sheet(o, &e.checks);
     if !e.checks.is_empty() {
         let _ = writeln!(
             o,

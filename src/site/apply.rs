@@ -215,6 +215,7 @@ fn change(
     attempt: &mut Attempt,
 ) -> Result<Applied, SiteError> {
     let reboot_before = reboot_needed();
+    measure_baseline(root, state, &verified.manifest)?;
     let views = retained_views(root, state, Some(&retained.id), node.area());
     let changes = match node.apply(&[retained.path.join(node.area())], wanted, &views) {
         Ok(changes) => changes,
@@ -259,6 +260,22 @@ fn change(
         record: Some(record),
         ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
     })
+}
+
+/// The current stack's metrics, measured before the packages change, the same checks the
+/// candidate will run: kept as `ROOT/baseline.json` (a `validate --commit` after a reboot reads
+/// it too). Nothing when no check declares a metric.
+fn measure_baseline(root: &SiteRoot, state: &State, manifest: &Manifest) -> Result<(), SiteError> {
+    let checks = crate::validate::declared_checks(&manifest.validation).unwrap_or_default();
+    if checks.iter().all(|c| c.metric.is_empty()) {
+        return Ok(());
+    }
+    let under = root
+        .link(super::root::Link::Current)
+        .and_then(|c| state.bundles.get(&c))
+        .map(|b| format!("{} {}", b.name, b.version));
+    tracing::info!("baseline: the checks' metrics on the current stack, before the change");
+    super::save_baseline(root.path(), &crate::validate::metrics::baseline(&checks, under))
 }
 
 /// A bundle retained for an apply that did not commit, removed again (with its policy in
@@ -311,7 +328,10 @@ pub(super) fn judge(
     amber: &Amber,
     attempt: &mut Attempt,
 ) -> Result<Option<crate::validate::Evidence>, SiteError> {
-    match gate(manifest, amber, &mut attempt.record) {
+    // The current side: what `apply` measured before it changed packages, or what `airlock
+    // validate --baseline` kept.
+    let baseline = super::load_baseline(node.root());
+    match gate(manifest, amber, &mut attempt.record, baseline.as_ref()) {
         Ok(v) => Ok(v),
         Err(verdict @ SiteError::Validation { .. }) => {
             attempt.phases.mark("validate", "restore");
@@ -320,14 +340,15 @@ pub(super) fn judge(
                 node.restore(changes, views).map_err(|source| SiteError::Packages { source, restore: None })?;
             attempt.record.restored = Some(Changes::of(&restored));
             let host = crate::validate::probe::HostRoot::from_env();
-            attempt.record.restored_validation = match crate::validate::validate(&manifest.validation, &host) {
-                Ok(Some(e)) => Some(records::Validation::Evidence(Box::new(e))),
-                Ok(None) => Some(records::Validation::skipped()),
-                Err(e) => {
-                    tracing::warn!("the restored host could not be validated: {}", e.0);
-                    None
-                }
-            };
+            attempt.record.restored_validation =
+                match crate::validate::validate(&manifest.validation, &host, baseline.as_ref()) {
+                    Ok(Some(e)) => Some(records::Validation::Evidence(Box::new(e))),
+                    Ok(None) => Some(records::Validation::skipped()),
+                    Err(e) => {
+                        tracing::warn!("the restored host could not be validated: {}", e.0);
+                        None
+                    }
+                };
             Err(verdict)
         }
         Err(e) => Err(e),

@@ -192,7 +192,9 @@ fn install_locked(
     crash_point("verified");
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
     let validation = match opts.role {
-        Role::Host => gate(&verified.manifest, &opts.amber, &mut attempt.record)?,
+        Role::Host => {
+            gate(&verified.manifest, &opts.amber, &mut attempt.record, super::load_baseline(root.path()).as_ref())?
+        }
         Role::Mirror => {
             // A mirror serves the views; its nodes judge their own stacks (`apply`).
             tracing::info!("validate: not on a mirror; the matrix is kept for the nodes");
@@ -350,15 +352,17 @@ pub(super) fn gate(
     manifest: &Manifest,
     amber: &Amber,
     record: &mut records::Record,
+    baseline: Option<&crate::validate::metrics::Baseline>,
 ) -> Result<Option<crate::validate::Evidence>, SiteError> {
     use crate::validate::matrix::Verdict;
     tracing::info!("validate: probing this host against the bundle's support matrix");
     let host = crate::validate::probe::HostRoot::from_env();
-    let evidence = crate::validate::validate(&manifest.validation, &host).map_err(|e| SiteError::Validation {
-        verdict: Verdict::Red,
-        summary: e.0,
-        hint: "; an airlock as new as the one that built the bundle can read it",
-    })?;
+    let evidence =
+        crate::validate::validate(&manifest.validation, &host, baseline).map_err(|e| SiteError::Validation {
+            verdict: Verdict::Red,
+            summary: e.0,
+            hint: "; an airlock as new as the one that built the bundle can read it",
+        })?;
     let Some(evidence) = evidence else {
         tracing::info!("validate: skipped, the bundle names no [[validation.target]]");
         record.validation = Some(records::Validation::skipped());

@@ -363,3 +363,24 @@ pub mod rollback;
 pub mod status;
 pub use rollback::{RolledBack, rollback};
 pub use status::{Status, status};
+
+/// `ROOT/baseline.json`: the current stack's metric values (`airlock validate --baseline`, or
+/// taken by `apply` just before it changes packages); the gate compares the candidate's with
+/// them.
+pub const BASELINE_FILE: &str = "baseline.json";
+
+/// The baseline a root holds, if any (bounded; one that cannot be read is none: the metrics
+/// that need it are then red, "the evidence is missing").
+pub fn load_baseline(root: &std::path::Path) -> Option<crate::validate::metrics::Baseline> {
+    let path = root.join(BASELINE_FILE);
+    let bytes = state::read_bounded(&path, 1 << 20).ok()??;
+    serde_json::from_slice(&bytes).inspect_err(|e| tracing::warn!("`{}` cannot be read: {e}", path.display())).ok()
+}
+
+/// Keep `baseline` as the root's (written atomically and durably).
+pub fn save_baseline(root: &std::path::Path, baseline: &crate::validate::metrics::Baseline) -> Result<(), SiteError> {
+    let path = root.join(BASELINE_FILE);
+    let bytes = serde_json::to_vec_pretty(baseline)
+        .map_err(|e| SiteError::State { path: path.clone(), detail: e.to_string() })?;
+    crate::atomic::write_durable(&path, &bytes).map_err(io_err(&path))
+}

@@ -376,6 +376,31 @@ pub struct Check {
     /// `exit0`: judge by the exit code alone (for commands whose output airlock does not read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
+    /// Numbers read from what it prints, compared with the current stack's under a threshold
+    /// declared before the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metric: Vec<Metric>,
+}
+
+/// `[[validation.check.metric]]`: a number the check prints and the threshold it must meet.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    pub name: String,
+    /// `json:/a/b` (a JSON pointer into the check's standard output) or `regex:…` (one capture
+    /// group).
+    pub from: String,
+    /// Which way is better: `lower` (latency) or `higher` (throughput).
+    pub better: Better,
+    /// `<= 1.05 * current`, `>= 0.95 * current`, `<= current + 5`, or absolute: `<= 250`.
+    pub threshold: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Lower,
+    Higher,
 }
 
 /// How a check's result is read.
@@ -611,6 +636,11 @@ impl SpecFile {
             }
             if !checks.insert(c.name.as_str()) {
                 return Err(self.invalid(&span, format!("duplicate `[[validation.check]]` name `{}`", c.name)));
+            }
+            for m in &c.metric {
+                crate::validate::metrics::Threshold::parse(&m.threshold)
+                    .and_then(|_| crate::validate::metrics::Source::parse(&m.from).map(drop))
+                    .map_err(|why| self.invalid(&span, format!("check `{}` metric `{}`: {why}", c.name, m.name)))?;
             }
         }
         self.check_impact(&checks)?;

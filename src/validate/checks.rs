@@ -23,12 +23,44 @@ pub struct CheckResult {
     pub summary: String,
     /// What it printed (stdout and stderr, at most 1 MiB), as evidence.
     pub output: String,
+    /// Its metrics, the current stack's value beside the candidate's, each decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<super::metrics::MetricResult>,
 }
 
 const DEFAULT_TIMEOUT: u64 = 900;
 const MAX_OUTPUT: u64 = 1 << 20;
 
-pub fn run(check: &Check) -> CheckResult {
+/// Run `check` on the candidate stack and decide it, its metrics against `baseline`: a metric
+/// that misses its threshold, or cannot be read, makes the check red.
+pub fn run(check: &Check, baseline: Option<&super::metrics::Baseline>) -> CheckResult {
+    let (mut result, stdout) = execute(check);
+    result.metrics = super::metrics::decide(check, &stdout, baseline);
+    let worst = result
+        .metrics
+        .iter()
+        .map(|m| {
+            (
+                if m.decision == "no-baseline" {
+                    Verdict::Amber
+                } else if m.decision == "pass" {
+                    Verdict::Green
+                } else {
+                    Verdict::Red
+                },
+                m,
+            )
+        })
+        .max_by_key(|(v, _)| *v);
+    if let Some((verdict, m)) = worst.filter(|(v, _)| *v > Verdict::Green) {
+        result.verdict = result.verdict.max(verdict);
+        result.summary = format!("metric `{}`: {} ({})", m.name, m.reason, result.summary);
+    }
+    result
+}
+
+/// Run `check` and judge it by what it printed; with its standard output.
+pub fn execute(check: &Check) -> (CheckResult, String) {
     let started = Instant::now();
     let timeout = Duration::from_secs(check.timeout_s.unwrap_or(DEFAULT_TIMEOUT));
     let result = |verdict, exit_code, summary: String, output: String| CheckResult {
@@ -38,26 +70,32 @@ pub fn run(check: &Check) -> CheckResult {
         duration_s: started.elapsed().as_secs_f64(),
         summary,
         output,
+        metrics: Vec::new(),
     };
     let Some((program, args)) = check.run.split_first() else {
-        return result(Verdict::Red, None, "an empty command".into(), String::new());
+        return (result(Verdict::Red, None, "an empty command".into(), String::new()), String::new());
     };
     let finished = match super::bounded::run(program, args, timeout, MAX_OUTPUT) {
         Ok(f) => f,
-        Err(e) => return result(Verdict::Red, None, format!("cannot run `{program}`: {e}"), String::new()),
+        Err(e) => {
+            return (result(Verdict::Red, None, format!("cannot run `{program}`: {e}"), String::new()), String::new());
+        }
     };
     let stdout = String::from_utf8_lossy(&finished.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
     let output = if stderr.is_empty() { stdout.clone() } else { format!("{stdout}\n--- stderr ---\n{stderr}") };
     let Some(status) = finished.status else {
-        return result(Verdict::Red, None, format!("timed out after {} s and was killed", timeout.as_secs()), output);
+        return (
+            result(Verdict::Red, None, format!("timed out after {} s and was killed", timeout.as_secs()), output),
+            stdout,
+        );
     };
     let code = status.code();
     let (verdict, summary) = match check.expect {
         Some(crate::spec::Expect::Exit0) => exit_code(code),
         None => judge(&with_rvs_json(&stdout), code),
     };
-    result(verdict, code, summary, output)
+    (result(verdict, code, summary, output), stdout)
 }
 
 /// The verdict from what a check printed, its exit code last.
@@ -170,15 +208,22 @@ mod tests {
         let file = dir.path().join("rvs_1.json");
         std::fs::write(&file, r#"{"version":"1.0","gst":{"gst-1215":[{"gpu_index":"0","target":"1215000","gflops":"1063560","pass":"false"}]}}"#).unwrap();
         let printed = format!("Json log file created at {}", file.display());
-        let check = Check { name: "rvs".into(), run: vec!["echo".into(), printed], timeout_s: Some(10), expect: None };
-        assert_eq!(run(&check).verdict, Verdict::Red, "the -j file says FAIL though RVS exits 0");
+        let check = Check {
+            name: "rvs".into(),
+            run: vec!["echo".into(), printed],
+            timeout_s: Some(10),
+            expect: None,
+            metric: Vec::new(),
+        };
+        assert_eq!(run(&check, None).verdict, Verdict::Red, "the -j file says FAIL though RVS exits 0");
         let exit0 = Check {
             name: "x".into(),
             run: vec!["sh".into(), "-c".into(), "echo 'met: FALSE'; exit 0".into()],
             timeout_s: Some(10),
             expect: Some(crate::spec::Expect::Exit0),
+            metric: Vec::new(),
         };
-        assert_eq!(run(&exit0).verdict, Verdict::Green, "expect = exit0: the exit code alone");
+        assert_eq!(run(&exit0, None).verdict, Verdict::Green, "expect = exit0: the exit code alone");
     }
 
     #[test]
@@ -188,13 +233,20 @@ mod tests {
             run: vec!["sh".into(), "-c".into(), "sleep 30 & sleep 30".into()],
             timeout_s: Some(1),
             expect: None,
+            metric: Vec::new(),
         };
         let started = Instant::now();
-        let r = run(&check);
+        let r = run(&check, None);
         assert_eq!(r.verdict, Verdict::Red);
         assert!(r.summary.contains("timed out after 1 s"), "{}", r.summary);
         assert!(started.elapsed() < Duration::from_secs(10), "the group was killed, pipes closed");
-        let missing = Check { name: "m".into(), run: vec!["/nonexistent/rvs".into()], timeout_s: None, expect: None };
-        assert!(run(&missing).summary.contains("cannot run"));
+        let missing = Check {
+            name: "m".into(),
+            run: vec!["/nonexistent/rvs".into()],
+            timeout_s: None,
+            expect: None,
+            metric: Vec::new(),
+        };
+        assert!(run(&missing, None).summary.contains("cannot run"));
     }
 }

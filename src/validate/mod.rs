@@ -7,6 +7,7 @@
 mod bounded;
 pub mod checks;
 pub mod matrix;
+pub mod metrics;
 pub mod probe;
 pub mod version;
 
@@ -40,7 +41,11 @@ impl crate::failure::Classify for Unreadable {
 /// Validate this host against a manifest's `validation` section; `None` when it names no
 /// targets (nothing to decide; the record says validation was skipped). A section this airlock
 /// cannot read (a newer airlock's fields) is an error, never a silent skip.
-pub fn validate(validation: &serde_json::Value, host: &probe::HostRoot) -> Result<Option<Evidence>, Unreadable> {
+pub fn validate(
+    validation: &serde_json::Value,
+    host: &probe::HostRoot,
+    baseline: Option<&metrics::Baseline>,
+) -> Result<Option<Evidence>, Unreadable> {
     let section = |name: &str| validation.get(name).cloned().unwrap_or_else(|| serde_json::json!([]));
     let targets: Vec<crate::spec::Target> = serde_json::from_value(section("target"))
         .map_err(|e| Unreadable(format!("the bundle's `validation.target` cannot be read: {e}")))?;
@@ -48,7 +53,7 @@ pub fn validate(validation: &serde_json::Value, host: &probe::HostRoot) -> Resul
         .map_err(|e| Unreadable(format!("the bundle's `validation.check` cannot be read: {e}")))?;
     let probed = probe::probe(host);
     let Some(outcome) = matrix::classify(&targets, &probed) else { return Ok(None) };
-    let results: Vec<checks::CheckResult> = specs.iter().map(checks::run).collect();
+    let results: Vec<checks::CheckResult> = specs.iter().map(|c| checks::run(c, baseline)).collect();
     let (mut verdict, mut summary) = (outcome.verdict, outcome.summary);
     if let Some(worst) = results.iter().filter(|c| c.verdict > verdict).max_by_key(|c| c.verdict) {
         verdict = worst.verdict;
@@ -93,6 +98,12 @@ pub fn not_green(rows: &[RowResult]) -> Vec<String> {
     lines.into_iter().map(|(l, n)| if n > 1 { format!("{l} on {n} GPUs") } else { l }).collect()
 }
 
+/// The checks a manifest's `validation` section declares (for a baseline run).
+pub fn declared_checks(validation: &serde_json::Value) -> Result<Vec<checks::Check>, Unreadable> {
+    serde_json::from_value(validation.get("check").cloned().unwrap_or_else(|| serde_json::json!([])))
+        .map_err(|e| Unreadable(format!("the bundle's `validation.check` cannot be read: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::probe::HostRoot;
@@ -102,12 +113,12 @@ mod tests {
         let host = HostRoot::at(std::path::Path::new("/nonexistent"));
         // A newer airlock's field in a target: before, this parsed as "no targets" and skipped.
         let newer = serde_json::json!({ "target": [{ "gpu": "MI300X", "rocm": ">=7.0", "pcie_gen": "5" }] });
-        let err = super::validate(&newer, &host).unwrap_err().to_string();
+        let err = super::validate(&newer, &host, None).unwrap_err().to_string();
         assert!(err.contains("validation.target") && err.contains("pcie_gen"), "{err}");
         let bad_check = serde_json::json!({ "target": [{ "gpu": "MI300X" }], "check": [{ "name": "rvs" }] });
-        let err = super::validate(&bad_check, &host).unwrap_err().to_string();
+        let err = super::validate(&bad_check, &host, None).unwrap_err().to_string();
         assert!(err.contains("validation.check") && err.contains("run"), "{err}");
         // No section at all: nothing to decide.
-        assert!(super::validate(&serde_json::Value::Null, &host).unwrap().is_none());
+        assert!(super::validate(&serde_json::Value::Null, &host, None).unwrap().is_none());
     }
 }

@@ -216,6 +216,7 @@ enum Backend {
 pub struct Node {
     backend: Backend,
     pub arch: String,
+    root: PathBuf,
 }
 
 impl Node {
@@ -236,15 +237,37 @@ impl Node {
     fn choose(root: &Path, lock_timeout: u64, manifest: &Manifest, host: bool) -> Result<Self, PackageError> {
         let debs = manifest.artifacts.iter().any(|a| matches!(a, Artifact::Deb(_)));
         let rpms = manifest.artifacts.iter().any(|a| matches!(a, Artifact::Rpm(_)));
-        let apt = || Ok(Self { backend: Backend::Apt(Apt::new(root, lock_timeout)), arch: Apt::architecture()? });
-        let rpm = || Ok(Self { backend: Backend::Rpm(rpm::Rpm::new(root)?), arch: rpm::Rpm::architecture()? });
+        let here = root.to_owned();
+        let apt = || {
+            Ok(Self {
+                backend: Backend::Apt(Apt::new(root, lock_timeout)),
+                arch: Apt::architecture()?,
+                root: here.clone(),
+            })
+        };
+        let rpm = || {
+            Ok(Self {
+                backend: Backend::Rpm(rpm::Rpm::new(root)?),
+                arch: rpm::Rpm::architecture()?,
+                root: here.clone(),
+            })
+        };
         match (debs, rpms) {
             (true, _) => apt(),
             (false, true) => rpm(),
             (false, false) if host && Apt::architecture().is_ok() => apt(),
             (false, false) if host => rpm(),
-            (false, false) => Ok(Self { backend: Backend::Apt(Apt::new(root, lock_timeout)), arch: String::new() }),
+            (false, false) => Ok(Self {
+                backend: Backend::Apt(Apt::new(root, lock_timeout)),
+                arch: String::new(),
+                root: here.clone(),
+            }),
         }
+    }
+
+    /// The site root the node keeps its state under.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The area of a bundle tree whose view this node installs from: `debs` or `rpms`.

@@ -9,7 +9,6 @@ use std::io::BufRead;
 
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
-use serde::Deserialize;
 
 /// A checksum as rpm-md names it: `sha256`, `sha512`, …
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -355,46 +354,30 @@ pub struct ModuleStream {
     pub rpms: Vec<String>,
 }
 
-#[derive(Deserialize)]
-struct ModuleDoc {
-    document: String,
-    #[serde(default)]
-    data: Option<ModuleData>,
-}
-
-#[derive(Deserialize)]
-struct ModuleData {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    stream: Option<serde_norway::Value>,
-    #[serde(default)]
-    artifacts: Option<ModuleArtifacts>,
-}
-
-#[derive(Deserialize)]
-struct ModuleArtifacts {
-    #[serde(default)]
-    rpms: Vec<String>,
-}
-
 /// Every `modulemd` document of `modules.yaml` (the defaults and obsoletes documents beside
-/// them are skipped).
+/// them are skipped). Read with `yaml-rust2` (pure Rust; libyaml's ports are what lintian
+/// flags as an embedded library).
 pub fn modules(text: &str) -> Result<Vec<ModuleStream>, String> {
+    use yaml_rust2::Yaml;
+    let docs = yaml_rust2::YamlLoader::load_from_str(text).map_err(|e| format!("not modulemd YAML: {e}"))?;
     let mut out = Vec::new();
-    for doc in serde_norway::Deserializer::from_str(text) {
-        let doc = ModuleDoc::deserialize(doc).map_err(|e| format!("not modulemd YAML: {e}"))?;
-        if doc.document != "modulemd" {
+    for doc in &docs {
+        if doc["document"].as_str() != Some("modulemd") {
             continue;
         }
-        let Some(data) = doc.data else { continue };
-        let stream = match data.stream {
-            Some(serde_norway::Value::String(s)) => s,
-            Some(serde_norway::Value::Number(n)) => n.to_string(),
+        let data = &doc["data"];
+        let stream = match &data["stream"] {
+            Yaml::String(s) => s.clone(),
+            Yaml::Integer(n) => n.to_string(),
+            Yaml::Real(r) => r.clone(),
             _ => continue,
         };
-        let (Some(name), Some(artifacts)) = (data.name, data.artifacts) else { continue };
-        out.push(ModuleStream { name, stream, rpms: artifacts.rpms });
+        let Some(name) = data["name"].as_str() else { continue };
+        let rpms = data["artifacts"]["rpms"]
+            .as_vec()
+            .map(|v| v.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        out.push(ModuleStream { name: name.to_owned(), stream, rpms });
     }
     Ok(out)
 }

@@ -1,0 +1,246 @@
+//! A check's metrics: numbers read from what it prints (`json:/pointer` or `regex:` with one
+//! capture group), measured on the current stack before a change (the baseline) and on the
+//! candidate after it, the same command both times, and decided against a threshold the bundle
+//! declared before either run (`<= 1.05 * current`, `<= 250`). A metric that cannot be read,
+//! or a relative threshold without a baseline, is red: the evidence is missing.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::spec::{Better, Check, Metric};
+
+/// Where a metric's value is in the output.
+pub enum Source {
+    Json(String),
+    Regex(regex::Regex),
+}
+
+impl Source {
+    pub fn parse(from: &str) -> Result<Self, String> {
+        if let Some(pointer) = from.strip_prefix("json:") {
+            if !pointer.is_empty() && !pointer.starts_with('/') {
+                return Err(format!("`{from}`: a JSON pointer starts with `/`"));
+            }
+            return Ok(Source::Json(pointer.to_owned()));
+        }
+        if let Some(pattern) = from.strip_prefix("regex:") {
+            let re = regex::Regex::new(pattern).map_err(|e| format!("`{from}`: {e}"))?;
+            if re.captures_len() != 2 {
+                return Err(format!("`{from}`: the pattern needs exactly one capture group"));
+            }
+            return Ok(Source::Regex(re));
+        }
+        Err(format!("`{from}`: expected `json:/POINTER` or `regex:PATTERN`"))
+    }
+
+    /// The number in `output`, or why there is none.
+    pub fn read(&self, output: &str) -> Result<f64, String> {
+        let text = match self {
+            Source::Json(pointer) => {
+                let doc: serde_json::Value =
+                    serde_json::from_str(output.trim()).map_err(|e| format!("the output is not JSON ({e})"))?;
+                let value = doc.pointer(pointer).ok_or_else(|| format!("the output has no `{pointer}`"))?;
+                match value {
+                    serde_json::Value::Number(n) => return n.as_f64().ok_or_else(|| "not a finite number".to_owned()),
+                    serde_json::Value::String(s) => s.clone(),
+                    other => return Err(format!("`{pointer}` is {other}, not a number")),
+                }
+            }
+            Source::Regex(re) => {
+                let caps = re.captures(output).ok_or_else(|| format!("`{}` does not match the output", re.as_str()))?;
+                caps.get(1).map(|m| m.as_str().to_owned()).unwrap_or_default()
+            }
+        };
+        text.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| format!("`{text}` is not a number"))
+    }
+}
+
+/// `OP [FACTOR *] current [± OFFSET]` or `OP NUMBER`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    op: Op,
+    /// `Some((factor, offset))`: relative to the current stack's value.
+    relative: Option<(f64, f64)>,
+    absolute: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Le,
+    Lt,
+    Ge,
+    Gt,
+}
+
+impl Threshold {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad =
+            |why: &str| format!("threshold `{text}`: {why} (e.g. `<= 1.05 * current`, `>= 0.95 * current`, `<= 250`)");
+        let t = text.trim();
+        let (op, rest) = [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)]
+            .iter()
+            .find_map(|(s, op)| t.strip_prefix(s).map(|r| (*op, r.trim())))
+            .ok_or_else(|| bad("it starts with <=, <, >= or >"))?;
+        let number = |s: &str| {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| bad(&format!("`{}` is not a number", s.trim())))
+        };
+        if !rest.contains("current") {
+            return Ok(Self { op, relative: None, absolute: number(rest)? });
+        }
+        let (factor, after) = match rest.split_once("current") {
+            Some((before, after)) if before.trim().is_empty() => (1.0, after),
+            Some((before, after)) => {
+                let f = before.trim().strip_suffix('*').ok_or_else(|| bad("a factor is written `F * current`"))?;
+                (number(f)?, after)
+            }
+            None => unreachable!("contains `current`"),
+        };
+        let after = after.trim();
+        let offset = if after.is_empty() {
+            0.0
+        } else if let Some(n) = after.strip_prefix('+') {
+            number(n)?
+        } else if let Some(n) = after.strip_prefix('-') {
+            -number(n)?
+        } else {
+            return Err(bad(&format!("unexpected `{after}`")));
+        };
+        Ok(Self { op, relative: Some((factor, offset)), absolute: 0.0 })
+    }
+
+    /// The bound for a current value (`None`: relative, and there is none).
+    fn bound(&self, current: Option<f64>) -> Option<f64> {
+        match self.relative {
+            None => Some(self.absolute),
+            Some((factor, offset)) => current.map(|c| factor * c + offset),
+        }
+    }
+
+    fn holds(&self, value: f64, bound: f64) -> bool {
+        match self.op {
+            Op::Le => value <= bound,
+            Op::Lt => value < bound,
+            Op::Ge => value >= bound,
+            Op::Gt => value > bound,
+        }
+    }
+}
+
+/// The current stack's metric values, measured before a change (`apply`) or by `airlock
+/// validate --baseline` (for `install`): by check, by metric; `None` where it could not be read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Baseline {
+    pub taken_at: Option<Timestamp>,
+    /// The bundle that was current when it was taken, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub under: Option<String>,
+    pub values: BTreeMap<String, BTreeMap<String, Option<f64>>>,
+}
+
+/// Run every check that declares metrics and read them: the current side.
+pub fn baseline(checks: &[Check], under: Option<String>) -> Baseline {
+    let mut values = BTreeMap::new();
+    for c in checks.iter().filter(|c| !c.metric.is_empty()) {
+        let (_, stdout) = super::checks::execute(c);
+        let read: BTreeMap<String, Option<f64>> =
+            c.metric.iter().map(|m| (m.name.clone(), read(m, &stdout).ok())).collect();
+        values.insert(c.name.clone(), read);
+    }
+    Baseline { taken_at: Some(Timestamp::now()), under, values }
+}
+
+fn read(m: &Metric, stdout: &str) -> Result<f64, String> {
+    Source::parse(&m.from)?.read(stdout)
+}
+
+/// One row of the results sheet.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MetricResult {
+    pub name: String,
+    pub better: Better,
+    pub current: Option<f64>,
+    pub candidate: Option<f64>,
+    /// `(candidate - current) / current`, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_percent: Option<f64>,
+    pub threshold: String,
+    /// The bound the threshold gave (for a relative one, from the current value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<f64>,
+    /// `pass`; `fail` or `missing` (the candidate's value cannot be read: the evidence is
+    /// missing), both red; `no-baseline` (a relative threshold with no current value), amber.
+    pub decision: String,
+    pub reason: String,
+}
+
+/// Every metric of `check`, decided from its output on the candidate and the baseline.
+pub fn decide(check: &Check, stdout: &str, baseline: Option<&Baseline>) -> Vec<MetricResult> {
+    check
+        .metric
+        .iter()
+        .map(|m| {
+            let current = baseline.and_then(|b| b.values.get(&check.name)).and_then(|v| v.get(&m.name)).copied().flatten();
+            let candidate = read(m, stdout);
+            let threshold = Threshold::parse(&m.threshold);
+            let bound = threshold.as_ref().ok().and_then(|t| t.bound(current));
+            let change_percent = match (current, candidate.as_ref()) {
+                (Some(c), Ok(v)) if c != 0.0 => Some((v - c) / c * 100.0),
+                _ => None,
+            };
+            let (decision, reason) = match (&threshold, &candidate, bound) {
+                (Err(e), _, _) => ("missing", e.clone()),
+                (_, Err(e), _) => ("missing", format!("the candidate's value cannot be read: {e}; the evidence is missing")),
+                (Ok(_), Ok(_), None) => ("no-baseline", "no current value to compare with: run the check on the current stack first (`airlock validate --baseline`; `apply` does it itself)".to_owned()),
+                (Ok(t), Ok(v), Some(b)) if t.holds(*v, b) => ("pass", format!("{v} meets {} ({b:.4})", m.threshold)),
+                (Ok(_), Ok(v), Some(b)) => ("fail", format!("{v} misses {} ({b:.4})", m.threshold)),
+            };
+            MetricResult {
+                name: m.name.clone(),
+                better: m.better,
+                current,
+                candidate: candidate.ok(),
+                change_percent,
+                threshold: m.threshold.clone(),
+                bound,
+                decision: decision.to_owned(),
+                reason,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse_relative_and_absolute_and_decide() {
+        let t = Threshold::parse("<= 1.05 * current").unwrap();
+        assert_eq!(t.bound(Some(100.0)), Some(105.0));
+        assert!(t.holds(104.0, 105.0) && !t.holds(120.0, 105.0));
+        assert_eq!(Threshold::parse(">= current - 5").unwrap().bound(Some(50.0)), Some(45.0));
+        assert_eq!(Threshold::parse("<= 250").unwrap().bound(None), Some(250.0));
+        assert_eq!(Threshold::parse("<= 1.05 * current").unwrap().bound(None), None);
+        for bad in ["1.05 * current", "<= fast", "<= 2 current", "<= current * 2"] {
+            assert!(Threshold::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn values_are_read_by_json_pointer_or_regex() {
+        let json = Source::parse("json:/ttft/p99").unwrap();
+        assert_eq!(json.read(r#"{"ttft": {"p99": 120.5}}"#), Ok(120.5));
+        assert!(json.read("not json").is_err());
+        assert!(json.read(r#"{"ttft": {}}"#).unwrap_err().contains("has no `/ttft/p99`"));
+        let re = Source::parse(r"regex:throughput: ([0-9.]+) tok/s").unwrap();
+        assert_eq!(re.read("run 3\nthroughput: 1834.2 tok/s\n"), Ok(1834.2));
+        assert!(Source::parse("regex:(a)(b)").is_err());
+        assert!(Source::parse("xpath://x").is_err());
+    }
+}
