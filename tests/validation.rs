@@ -429,6 +429,36 @@ fn metrics_compare_the_candidate_with_the_current_stack_under_a_declared_thresho
         "the results sheet"
     );
 
+    // A second node of the tuple (baseline 100, candidate 102): the fleet page gives medians.
+    let other = t.path().join("site-b");
+    p99("100");
+    install("mi300x", &first, &keys, &other, &["--accept-amber", "--reason", "first release: no baseline"]).ok();
+    airlock_run(&["validate", "--root", s(&other), "--baseline"]).ok();
+    p99("102");
+    install("mi300x", &second, &keys, &other, &[]).ok();
+    let evidence = t.path().join("evidence");
+    for (node, site) in [("gpu-a", &root), ("gpu-b", &other)] {
+        std::fs::create_dir_all(evidence.join(node)).unwrap();
+        run(std::process::Command::new("cp").args(["-r", s(&site.join("records")), s(&evidence.join(node))])).ok();
+        std::fs::write(
+            evidence.join(node).join("node.json"),
+            r#"{"tuple": "MI300X gfx942 | ubuntu 24.04", "wave": "canary"}"#,
+        )
+        .unwrap();
+    }
+    let fleet = airlock_run(&["report", "--fleet", s(&evidence), "--json"]).ok().json();
+    let sheet = &fleet["tuples"][0]["results"][0];
+    assert_eq!(
+        (
+            sheet["nodes"].as_u64(),
+            sheet["current_median"].as_f64(),
+            sheet["candidate_median"].as_f64(),
+            sheet["passed"].as_u64()
+        ),
+        (Some(2), Some(100.0), Some(103.0), Some(2)),
+        "{sheet}"
+    );
+
     // A metric that cannot be read is red: the evidence is missing.
     std::fs::write(&bench, "Segmentation fault\n").unwrap();
     let third = release("third");

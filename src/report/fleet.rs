@@ -49,6 +49,59 @@ pub struct Tuple {
     pub nodes: Vec<NodeLine>,
     /// Rollback durations of this tuple's nodes.
     pub rollbacks: Option<Rehearsals>,
+    /// The results sheet of the tuple: each metric's median over its nodes' latest validation.
+    pub results: Vec<MetricMedian>,
+}
+
+/// One metric over a tuple's nodes: the medians of the current and candidate values, and how
+/// many nodes met the threshold.
+#[derive(Debug, Serialize)]
+pub struct MetricMedian {
+    pub check: String,
+    pub metric: String,
+    pub nodes: usize,
+    pub current_median: Option<f64>,
+    pub candidate_median: Option<f64>,
+    pub change_percent: Option<f64>,
+    pub threshold: String,
+    pub passed: usize,
+    pub failed: usize,
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 { values[n / 2] } else { f64::midpoint(values[n / 2 - 1], values[n / 2]) })
+}
+
+/// Per (check, metric): every node's latest metric row.
+type MetricRows = BTreeMap<(String, String), Vec<crate::validate::metrics::MetricResult>>;
+
+fn medians(rows: MetricRows) -> Vec<MetricMedian> {
+    rows.into_iter()
+        .map(|((check, metric), rows)| {
+            let current_median = median(rows.iter().filter_map(|r| r.current).collect());
+            let candidate_median = median(rows.iter().filter_map(|r| r.candidate).collect());
+            let change_percent = match (current_median, candidate_median) {
+                (Some(c), Some(v)) if c != 0.0 => Some((v - c) / c * 100.0),
+                _ => None,
+            };
+            MetricMedian {
+                check,
+                metric,
+                nodes: rows.len(),
+                current_median,
+                candidate_median,
+                change_percent,
+                threshold: rows.first().map(|r| r.threshold.clone()).unwrap_or_default(),
+                passed: rows.iter().filter(|r| r.decision == "pass").count(),
+                failed: rows.iter().filter(|r| r.decision != "pass").count(),
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -124,6 +177,7 @@ pub fn fleet(dir: &Path) -> Result<Fleet, ReportError> {
     let mut tuples: BTreeMap<String, Vec<NodeLine>> = BTreeMap::new();
     let mut rollbacks: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut applies: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut metrics: BTreeMap<String, MetricRows> = BTreeMap::new();
     let mut problems = Vec::new();
     for node in &nodes {
         let file: Option<NodeFile> = read_json(&dir.join(node).join("node.json"))?;
@@ -137,6 +191,17 @@ pub fn fleet(dir: &Path) -> Result<Fleet, ReportError> {
             verdict: None,
             rolled_back: file.as_ref().is_some_and(|f| f.rolled_back),
         };
+        // The node's latest validation evidence with metrics: its row of each metric.
+        let latest = records.iter().rev().find_map(|(_, r)| {
+            let e = r.validation.as_ref()?.evidence()?;
+            e.checks.iter().any(|c| !c.metrics.is_empty()).then_some(e)
+        });
+        for c in latest.iter().flat_map(|e| &e.checks) {
+            for m in &c.metrics {
+                let rows = metrics.entry(tuple.clone()).or_default();
+                rows.entry((c.name.clone(), m.name.clone())).or_default().push(m.clone());
+            }
+        }
         for (_, r) in &records {
             note(node, r, &mut line, &mut problems);
             if r.action == Action::Rollback && r.outcome() == Outcome::Activated {
@@ -164,7 +229,8 @@ pub fn fleet(dir: &Path) -> Result<Fleet, ReportError> {
             .into_iter()
             .map(|(tuple, nodes)| {
                 let rollbacks = Rehearsals::of_seconds(rollbacks.remove(&tuple).unwrap_or_default());
-                Tuple { tuple, nodes, rollbacks }
+                let results = medians(metrics.remove(&tuple).unwrap_or_default());
+                Tuple { tuple, nodes, rollbacks, results }
             })
             .collect(),
         waves,
@@ -196,12 +262,16 @@ fn note(node: &str, r: &Record, line: &mut NodeLine, problems: &mut Vec<Problem>
         Outcome::PendingReboot => "pending reboot",
         Outcome::Activated | Outcome::Validated => {
             if let Some(reason) = &r.accepted_amber {
+                let by =
+                    r.amber.as_ref().and_then(|a| a.owner.as_deref()).map_or_else(String::new, |o| format!(" by {o}"));
+                let until =
+                    r.amber.as_ref().and_then(|a| a.expires).map_or_else(String::new, |e| format!(" until {e}"));
                 problems.push(Problem {
                     node: node.to_owned(),
                     at: r.at.to_string(),
                     action: r.action.as_str().to_owned(),
                     outcome: "activated".to_owned(),
-                    reason: format!("amber accepted: {reason}"),
+                    reason: format!("amber accepted{by}{until}: {reason}"),
                 });
             }
             return;
@@ -322,6 +392,7 @@ fn tuples(o: &mut String, f: &Fleet) {
                 r.median_seconds, r.worst_seconds, r.count
             );
         }
+        results(o, &t.results);
     }
 }
 
@@ -361,4 +432,33 @@ fn waves_and_problems(o: &mut String, f: &Fleet) {
         }
         let _ = writeln!(o, "</table>");
     }
+}
+
+/// A tuple's results sheet: medians over its nodes.
+fn results(o: &mut String, rows: &[MetricMedian]) {
+    if rows.is_empty() {
+        return;
+    }
+    let num = |v: Option<f64>| v.map_or_else(|| "—".to_owned(), |v| format!("{v}"));
+    let _ = writeln!(
+        o,
+        "<table class=\"results\"><tr><th>check</th><th>metric</th><th>nodes</th><th>current (median)</th><th>candidate (median)</th><th>change</th><th>threshold</th><th>met / missed</th></tr>"
+    );
+    for r in rows {
+        let class = if r.failed == 0 { "green" } else { "red" };
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td class=\"{class}\">{} / {}</td></tr>",
+            esc(&r.check),
+            esc(&r.metric),
+            r.nodes,
+            num(r.current_median),
+            num(r.candidate_median),
+            r.change_percent.map_or_else(|| "—".to_owned(), |p| format!("{p:+.1}%")),
+            esc(&r.threshold),
+            r.passed,
+            r.failed
+        );
+    }
+    let _ = writeln!(o, "</table>");
 }
