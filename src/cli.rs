@@ -829,6 +829,13 @@ pub struct ProbeArgs {
     /// Compare with an earlier record (`airlock probe --json > OLD.json`), field by field.
     #[arg(long, value_name = "OLD.json")]
     pub diff: Option<PathBuf>,
+    /// A site root: the packages its active bundle carries are listed too, whatever their names.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// A Python environment whose packages are listed (`pip list`); again for more. Also
+    /// `AIRLOCK_PROBE_VENVS` (paths separated by `:`), which install and apply read too.
+    #[arg(long, value_name = "DIR")]
+    pub venv: Vec<PathBuf>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

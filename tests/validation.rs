@@ -507,3 +507,88 @@ fn apply_measures_the_current_stack_before_it_changes_anything() {
     assert_eq!(baseline["values"]["serve-bench"]["ttft_p99_ms"], 100.0, "measured before the change");
     assert!(r.stderr.contains("120 misses <= 1.05 * current"), "{}", r.stderr);
 }
+
+#[test]
+fn probe_lists_the_whole_rocm_family_carried_packages_python_environments_and_images() {
+    use std::fmt::Write as _;
+    let t = tempfile::tempdir().unwrap();
+    // The recorded host, with ROCm 10's package names in its dpkg status.
+    let host = t.path().join("host");
+    run(std::process::Command::new("cp").args(["-a", s(&repo("testdata/probes/mi300x/root")), s(&host)])).ok();
+    let status = host.join("var/lib/dpkg/status");
+    let mut text = std::fs::read_to_string(&status).unwrap();
+    for (name, version, source) in [
+        ("amdrocm-core", "10.0.0-1", "amdrocm"),
+        ("amdrocm-hip-runtime", "10.0.0-1", "amdrocm"),
+        ("libamdhip64-7", "7.0.2.70002-56~24.04", "hip-runtime-amd"),
+        ("hipcc", "1.1.1.70002-56~24.04", "hipcc"),
+        ("libhsa-runtime64-1", "1.18.0.70002-56~24.04", "hsa-rocr"),
+        ("hello", "2.10-3", "hello"),
+    ] {
+        let _ = write!(
+            text,
+            "\nPackage: {name}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {version}\nSource: {source}\n"
+        );
+    }
+    std::fs::write(&status, text).unwrap();
+    // A Python environment, and a container runtime that holds one image.
+    let venv = t.path().join("venv");
+    run(std::process::Command::new("python3").args(["-m", "venv", s(&venv)])).ok();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("docker"),
+        "#!/bin/sh\necho '{\"Repository\":\"registry.site/rocm/vllm\",\"Tag\":\"0.9.2\",\"Digest\":\"sha256:4f2a0c1e9d3b5a7c8e6f1d2b3a4c5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d\"}'\n",
+    )
+    .unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(bin.join("docker")).unwrap().permissions(),
+        0o755,
+    );
+    run(std::process::Command::new("chmod").args(["755", s(&bin.join("docker"))])).ok();
+    let path = format!(
+        "{}:{}:{}",
+        repo("testdata/probes/mi300x/bin").display(),
+        bin.display(),
+        std::env::var("PATH").unwrap()
+    );
+    let probe = |extra: &[&str]| {
+        run(on_host("mi300x")
+            .env("AIRLOCK_HOST_ROOT", &host)
+            .env("PATH", &path)
+            .args(["probe", "--json", "--venv", s(&venv)])
+            .args(extra))
+    };
+    let record = probe(&[]).ok().json();
+    let packages = &record["inventory"]["packages"];
+    for name in [
+        "amdrocm-core",
+        "amdrocm-hip-runtime",
+        "libamdhip64-7",
+        "hipcc",
+        "libhsa-runtime64-1",
+        "rocm-core",
+        "amdgpu-dkms",
+        "amd-smi-lib",
+    ] {
+        assert!(packages[name]["version"].is_string(), "`{name}` is listed: {packages}");
+    }
+    assert_eq!(packages["libamdhip64-7"]["source"], "hip-runtime-amd");
+    assert!(packages.get("hello").is_none() && packages.get("bash").is_none(), "only the family: {packages}");
+    assert!(record["host"]["packages"].as_array().unwrap().iter().any(|p| p == "hipcc=1.1.1.70002-56~24.04"));
+    assert!(record["inventory"]["python"][s(&venv)]["pip"].is_string(), "{}", record["inventory"]["python"]);
+    assert_eq!(
+        record["inventory"]["images"]["registry.site/rocm/vllm:0.9.2"],
+        "sha256:4f2a0c1e9d3b5a7c8e6f1d2b3a4c5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d"
+    );
+    // probe --diff names each package that changed by its own path.
+    let before = t.path().join("before.json");
+    std::fs::write(&before, serde_json::to_vec(&record).unwrap()).unwrap();
+    let text = std::fs::read_to_string(&status)
+        .unwrap()
+        .replace("Version: 1.1.1.70002-56~24.04", "Version: 1.1.2.70100-1~24.04");
+    std::fs::write(&status, text).unwrap();
+    let diff = probe(&["--diff", s(&before)]).ok().json();
+    let paths: Vec<&str> = diff["changes"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"inventory.packages.hipcc.version"), "{paths:?}");
+}

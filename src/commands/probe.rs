@@ -9,7 +9,9 @@ use crate::cli::ProbeArgs;
 use crate::validate::probe::{HostRoot, probe};
 
 pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
-    let p = probe(&HostRoot::from_env());
+    let mut scope = crate::validate::probe::inventory::Scope::from_env(carried(args.root.as_deref()));
+    scope.venvs.extend(args.venv.iter().cloned());
+    let p = probe(&HostRoot::from_env(), &scope);
     if let Some(old_path) = &args.diff {
         let text = std::fs::read(old_path).with_context(|| format!("cannot read `{}`", old_path.display()))?;
         let old: serde_json::Value = serde_json::from_slice(&text)
@@ -58,6 +60,34 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
     for (name, tool) in &p.tools {
         let _ = writeln!(t, "tool {name}: {}", tool.status);
     }
+    let inv = &p.inventory;
+    let _ = writeln!(t, "packages:  {}", inv.packages.len());
+    for (name, i) in &inv.packages {
+        let source = if i.source == *name { String::new() } else { format!(" (source {})", i.source) };
+        let carried = if i.carried { ", carried by the bundle" } else { "" };
+        let _ = writeln!(t, "  {name} {}{source} [{}{carried}]", i.version, i.manager);
+    }
+    for (venv, packages) in &inv.python {
+        let _ = writeln!(t, "python {venv}: {} package(s)", packages.len());
+        for (name, version) in packages {
+            let _ = writeln!(t, "  {name} {version}");
+        }
+    }
+    for (image, digest) in &inv.images {
+        let _ = writeln!(t, "image {image} {digest}");
+    }
     std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
     Ok(super::EXIT_OK)
+}
+
+/// The package names the active bundle under `root` carries (its manifest read unverified:
+/// the names only widen what is listed; `check` verifies).
+fn carried(root: Option<&std::path::Path>) -> std::collections::BTreeSet<String> {
+    let Some(root) = root else { return std::collections::BTreeSet::new() };
+    let path = root.join("current").join(crate::bundle::manifest::MANIFEST);
+    let manifest = crate::site::state::read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES)
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<crate::bundle::Manifest>(&b).ok());
+    manifest.map(|m| crate::validate::scope_of(&m).carried).unwrap_or_default()
 }

@@ -29,9 +29,13 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
     let reporter = crate::cli::TerminalReporter::new(args.json);
     let (bundle_id, manifest, _) = crate::site::check::active(&root, &reporter)?;
-    let evidence =
-        validate(&manifest.validation, &HostRoot::from_env(), crate::site::load_baseline(&args.root).as_ref())
-            .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
+    let evidence = validate(
+        &manifest.validation,
+        &HostRoot::from_env(),
+        crate::site::load_baseline(&args.root).as_ref(),
+        &crate::validate::scope_of(&manifest),
+    )
+    .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
     let Some(evidence) = evidence else {
         if args.json {
             super::print_json(&RecordedValidation::skipped())?;

@@ -340,15 +340,19 @@ pub(super) fn judge(
                 node.restore(changes, views).map_err(|source| SiteError::Packages { source, restore: None })?;
             attempt.record.restored = Some(Changes::of(&restored));
             let host = crate::validate::probe::HostRoot::from_env();
-            attempt.record.restored_validation =
-                match crate::validate::validate(&manifest.validation, &host, baseline.as_ref()) {
-                    Ok(Some(e)) => Some(records::Validation::Evidence(Box::new(e))),
-                    Ok(None) => Some(records::Validation::skipped()),
-                    Err(e) => {
-                        tracing::warn!("the restored host could not be validated: {}", e.0);
-                        None
-                    }
-                };
+            attempt.record.restored_validation = match crate::validate::validate(
+                &manifest.validation,
+                &host,
+                baseline.as_ref(),
+                &crate::validate::scope_of(manifest),
+            ) {
+                Ok(Some(e)) => Some(records::Validation::Evidence(Box::new(e))),
+                Ok(None) => Some(records::Validation::skipped()),
+                Err(e) => {
+                    tracing::warn!("the restored host could not be validated: {}", e.0);
+                    None
+                }
+            };
             Err(verdict)
         }
         Err(e) => Err(e),

@@ -291,7 +291,13 @@ mod tests {
                 g
             })
             .collect();
-        Probe { host, gpus, amd_smi_version: UNKNOWN.into(), tools: BTreeMap::new() }
+        Probe {
+            host,
+            gpus,
+            amd_smi_version: UNKNOWN.into(),
+            tools: BTreeMap::new(),
+            inventory: crate::validate::probe::inventory::Inventory::default(),
+        }
     }
 
     fn row(gpu: &str) -> Target {

@@ -45,13 +45,14 @@ pub fn validate(
     validation: &serde_json::Value,
     host: &probe::HostRoot,
     baseline: Option<&metrics::Baseline>,
+    scope: &probe::inventory::Scope,
 ) -> Result<Option<Evidence>, Unreadable> {
     let section = |name: &str| validation.get(name).cloned().unwrap_or_else(|| serde_json::json!([]));
     let targets: Vec<crate::spec::Target> = serde_json::from_value(section("target"))
         .map_err(|e| Unreadable(format!("the bundle's `validation.target` cannot be read: {e}")))?;
     let specs: Vec<checks::Check> = serde_json::from_value(section("check"))
         .map_err(|e| Unreadable(format!("the bundle's `validation.check` cannot be read: {e}")))?;
-    let probed = probe::probe(host);
+    let probed = probe::probe(host, scope);
     let Some(outcome) = matrix::classify(&targets, &probed) else { return Ok(None) };
     let results: Vec<checks::CheckResult> = specs.iter().map(|c| checks::run(c, baseline)).collect();
     let (mut verdict, mut summary) = (outcome.verdict, outcome.summary);
@@ -98,6 +99,21 @@ pub fn not_green(rows: &[RowResult]) -> Vec<String> {
     lines.into_iter().map(|(l, n)| if n > 1 { format!("{l} on {n} GPUs") } else { l }).collect()
 }
 
+/// The inventory's scope for a bundle: the packages it carries, the environments configured.
+pub fn scope_of(manifest: &crate::bundle::Manifest) -> probe::inventory::Scope {
+    use crate::bundle::manifest::Artifact;
+    let carried = manifest
+        .artifacts
+        .iter()
+        .filter_map(|a| match a {
+            Artifact::Deb(d) => Some(d.name.clone()),
+            Artifact::Rpm(r) => Some(r.name.clone()),
+            _ => None,
+        })
+        .collect();
+    probe::inventory::Scope::from_env(carried)
+}
+
 /// The checks a manifest's `validation` section declares (for a baseline run).
 pub fn declared_checks(validation: &serde_json::Value) -> Result<Vec<checks::Check>, Unreadable> {
     serde_json::from_value(validation.get("check").cloned().unwrap_or_else(|| serde_json::json!([])))
@@ -113,12 +129,19 @@ mod tests {
         let host = HostRoot::at(std::path::Path::new("/nonexistent"));
         // A newer airlock's field in a target: before, this parsed as "no targets" and skipped.
         let newer = serde_json::json!({ "target": [{ "gpu": "MI300X", "rocm": ">=7.0", "pcie_gen": "5" }] });
-        let err = super::validate(&newer, &host, None).unwrap_err().to_string();
+        let err =
+            super::validate(&newer, &host, None, &super::probe::inventory::Scope::default()).unwrap_err().to_string();
         assert!(err.contains("validation.target") && err.contains("pcie_gen"), "{err}");
         let bad_check = serde_json::json!({ "target": [{ "gpu": "MI300X" }], "check": [{ "name": "rvs" }] });
-        let err = super::validate(&bad_check, &host, None).unwrap_err().to_string();
+        let err = super::validate(&bad_check, &host, None, &super::probe::inventory::Scope::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("validation.check") && err.contains("run"), "{err}");
         // No section at all: nothing to decide.
-        assert!(super::validate(&serde_json::Value::Null, &host, None).unwrap().is_none());
+        assert!(
+            super::validate(&serde_json::Value::Null, &host, None, &super::probe::inventory::Scope::default())
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -35,23 +35,9 @@ pub struct Host {
     pub packages: Vec<String>,
 }
 
-/// Whether a Debian package belongs to the GPU stack the record describes.
+/// Whether a package belongs to the GPU stack the record describes.
 fn gpu_package(name: &str) -> bool {
-    [
-        "rocm",
-        "amdgpu",
-        "hip-",
-        "hsa-",
-        "amd-smi",
-        "rocm-smi",
-        "nvidia-driver",
-        "nvidia-kernel",
-        "libnvidia-compute",
-        "cuda-drivers",
-        "datacenter-gpu-manager",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p))
+    super::inventory::family(name)
 }
 
 /// `name=version` of every installed GPU-stack package in a dpkg status file.
@@ -73,12 +59,7 @@ fn packages(status: &str) -> Vec<String> {
 /// `name=EVR` of every installed GPU-stack rpm, where `rpm` runs and the host has an rpm
 /// database where rpm's `%_dbpath` says (`/var/lib/rpm` on RHEL and SUSE): `rpm --root` reads it.
 fn rpm_packages(root: &HostRoot) -> Vec<String> {
-    let dbpath =
-        std::process::Command::new("rpm").args(["--eval", "%_dbpath"]).stdin(std::process::Stdio::null()).output();
-    let Ok(dbpath) = dbpath else { return Vec::new() };
-    let dbpath = String::from_utf8_lossy(&dbpath.stdout).trim().to_owned();
-    let db = root.path().join(dbpath.trim_start_matches('/'));
-    if !["rpmdb.sqlite", "Packages"].iter().any(|f| db.join(f).is_file()) {
+    if !has_rpmdb(root.path()) {
         return Vec::new();
     }
     let query = std::process::Command::new("rpm")
@@ -95,6 +76,16 @@ fn rpm_packages(root: &HostRoot) -> Vec<String> {
         .collect();
     list.sort();
     list
+}
+
+/// Whether `rpm` runs here and `root` has an rpm database where rpm's `%_dbpath` says.
+pub fn has_rpmdb(root: &Path) -> bool {
+    let dbpath =
+        std::process::Command::new("rpm").args(["--eval", "%_dbpath"]).stdin(std::process::Stdio::null()).output();
+    let Ok(dbpath) = dbpath else { return false };
+    let dbpath = String::from_utf8_lossy(&dbpath.stdout).trim().to_owned();
+    let db = root.join(dbpath.trim_start_matches('/'));
+    ["rpmdb.sqlite", "Packages"].iter().any(|f| db.join(f).is_file())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -7,6 +7,7 @@
 pub mod amdsmi;
 pub mod diff;
 pub mod host;
+pub mod inventory;
 pub mod nvidia;
 pub mod rocminfo;
 
@@ -105,6 +106,9 @@ pub struct Probe {
     pub gpus: Vec<Gpu>,
     pub amd_smi_version: String,
     pub tools: BTreeMap<String, Tool>,
+    /// The installed stack: ROCm-family and carried packages, Python environments, images.
+    #[serde(default)]
+    pub inventory: inventory::Inventory,
 }
 
 /// What running a tool gave.
@@ -146,8 +150,8 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
-/// Probe this host (tools on `PATH`, files under `root`).
-pub fn probe(root: &HostRoot) -> Probe {
+/// Probe this host (tools on `PATH`, files under `root`), its inventory within `scope`.
+pub fn probe(root: &HostRoot, scope: &inventory::Scope) -> Probe {
     let mut tools = BTreeMap::new();
     let host = host::collect(root);
     let (mut gpus, amd_smi_version) = amd_gpus(&mut tools);
@@ -163,7 +167,8 @@ pub fn probe(root: &HostRoot) -> Probe {
     for g in &mut gpus {
         g.virtualization = virtualization(&host, g);
     }
-    Probe { host, gpus, amd_smi_version, tools }
+    let inventory = inventory::collect(root, scope);
+    Probe { host, gpus, amd_smi_version, tools, inventory }
 }
 
 /// AMD GPUs from amd-smi, with their firmware.
