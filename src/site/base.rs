@@ -155,8 +155,8 @@ fn copy_member(from: &Path, to: &Path) -> Result<(), SiteError> {
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
-    std::fs::copy(from, to).map_err(io_err(to))?;
-    File::open(to).and_then(|f| f.sync_data()).map_err(io_err(to))
+    // Synced with the whole tree before it is retained (`stage::sync_tree`).
+    std::fs::copy(from, to).map(drop).map_err(io_err(to))
 }
 
 /// A sink that keeps only the routed members, each staged at its path in the delta's tree.

@@ -41,7 +41,9 @@ impl MemberSink for StageSink {
         }
         let mut out = BufWriter::with_capacity(1 << 20, File::create_new(&dest)?);
         io::copy(data, &mut out)?;
-        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_data()
+        // Durable later, once for the whole tree (`sync_tree`): one sync per file made a
+        // 25 000-file install spend its time in 25 000 `fdatasync` calls.
+        out.into_inner().map_err(io::IntoInnerError::into_error).map(drop)
     }
 }
 
@@ -148,9 +150,15 @@ pub(super) fn write_views(
     Ok(())
 }
 
-/// Every file and directory of a staged tree synced (members already are, as they are
-/// written; views and the directories that name them are not).
+/// Every file and directory of a staged tree on disk: the filesystem holding it synced at once
+/// (`syncfs`: data and metadata, the directories included; since Linux 5.8 it reports a
+/// write-back error), rather than one `fsync` per file. Where `syncfs` fails, every file and
+/// directory is synced one by one.
 pub(super) fn sync_tree(dir: &Path) -> io::Result<()> {
+    match rustix::fs::syncfs(File::open(dir)?) {
+        Ok(()) => return Ok(()),
+        Err(e) => tracing::debug!("syncfs on `{}`: {e}; syncing file by file", dir.display()),
+    }
     for entry in walkdir::WalkDir::new(dir).follow_links(false).contents_first(true) {
         let entry = entry?;
         if entry.file_type().is_file() || entry.file_type().is_dir() {
