@@ -243,3 +243,63 @@ fn a_model_file_that_does_not_match_its_lfs_digest_fails_the_lock() {
     let r = run(airlock().env("AIRLOCK_CACHE", &cache).args(["lock", s(&spec)])).code(1);
     assert!(r.stderr.contains("no file matches") && r.stderr.contains("lie.bin"), "{}", r.stderr);
 }
+
+#[test]
+fn a_directory_is_one_file_entry_for_its_whole_tree() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let p = t.path().join("p");
+    let tree = p.join("firmware");
+    std::fs::create_dir_all(tree.join("mi300x/psp")).unwrap();
+    std::fs::create_dir_all(tree.join("mi300x-b")).unwrap();
+    std::fs::write(tree.join("README"), "MI300X firmware set\n").unwrap();
+    std::fs::write(tree.join("mi300x/psp/sos.bin"), pattern(70_000, 3)).unwrap();
+    std::fs::write(tree.join("mi300x/pldm.bin"), pattern(5_000, 4)).unwrap();
+    std::fs::write(tree.join("mi300x-b/pldm.bin"), pattern(4_000, 5)).unwrap();
+    let spec = p.join("airlock.toml");
+    std::fs::write(
+        &spec,
+        "[bundle]\nname = \"fw-tree\"\nversion = \"1.0.0\"\n\n[[file]]\nname = \"firmware\"\nsource = \"firmware\"\nkind = \"firmware\"\n",
+    )
+    .unwrap();
+    airlock_in(t.path(), &["lock", s(&spec)]).ok();
+    let lock = std::fs::read_to_string(p.join("airlock.lock")).unwrap();
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &toml_as_json(&lock)), Vec::<String>::new());
+    let doc: toml::Table = toml::from_str(&lock).unwrap();
+    let files: Vec<&str> =
+        doc["file"][0]["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        files,
+        ["README", "mi300x-b/pldm.bin", "mi300x/pldm.bin", "mi300x/psp/sos.bin"],
+        "every regular file, in byte order of its path"
+    );
+    // The tree digest is the sha256 of its listing, as anyone can recompute it with coreutils.
+    let script = r#"cd "$1" && find . -type f -printf '%P\n' | LC_ALL=C sort | while read -r f; do
+  printf '%s %s %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$(stat -c %s "$f")" "$f"; done | sha256sum | cut -d' ' -f1"#;
+    let by_hand = run(std::process::Command::new("bash").args(["-c", script, "-", s(&tree)])).ok().stdout;
+    assert_eq!(doc["file"][0]["sha256"].as_str().unwrap(), by_hand.trim());
+
+    let bundle = t.path().join("fw.airlock");
+    airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    let manifest = manifest_member(&bundle);
+    assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
+    assert!(sbom_components(&bundle, t.path()).contains("generic:firmware"), "each file a component with its hash");
+    let root = t.path().join("site");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    assert_eq!(std::fs::read(root.join("current/files/firmware/mi300x/psp/sos.bin")).unwrap(), pattern(70_000, 3));
+    airlock_run(&["check", "--root", s(&root)]).ok();
+
+    // A file added since the lock makes it stale; a symbolic link is refused by name.
+    std::fs::write(tree.join("mi300x/new.bin"), "x").unwrap();
+    let stale =
+        airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).code(1);
+    assert!(
+        stale.stderr.contains("`[[file]]` `firmware` directory changed since it was locked (1 added"),
+        "{}",
+        stale.stderr
+    );
+    std::os::unix::fs::symlink("/etc/passwd", tree.join("passwd")).unwrap();
+    let refused = airlock_in(t.path(), &["lock", s(&spec)]);
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("passwd` is a symbolic link"), "{}", refused.stderr);
+}

@@ -34,6 +34,11 @@ fn subjects(manifest: &Manifest) -> Vec<(String, Sha256, String)> {
                     out.push((format!("{}/{}", m.repo, f.path), f.sha256, uri));
                 }
             }
+            Artifact::File(f) if !f.files.is_empty() => {
+                for t in &f.files {
+                    out.push((format!("{}/{}", f.name, t.path), t.sha256, format!("{}/{}", f.source, t.path)));
+                }
+            }
             Artifact::File(f) => out.push((f.name.to_string(), f.sha256, f.source.clone())),
         }
     }

@@ -18,7 +18,7 @@ use cyclonedx_bom::models::tool::{Tool, Tools};
 use cyclonedx_bom::prelude::{DateTime, NormalizedString, Purl, Validate};
 use purl::GenericPurlBuilder;
 
-use crate::bundle::manifest::{Artifact, AttachmentKind, ImageArtifact, ModelArtifact};
+use crate::bundle::manifest::{Artifact, AttachmentKind, FileArtifact, ImageArtifact, ModelArtifact};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 use crate::spec::{BundleName, FileKind};
@@ -148,38 +148,61 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
             )
         }
         Artifact::Model(m) => model_component(m)?,
-        Artifact::File(f) => {
-            let class = match f.file_kind {
-                FileKind::Firmware => Classification::Firmware,
-                FileKind::Airlock => Classification::Application,
-                FileKind::Document | FileKind::Generic => Classification::File,
-            };
-            let url = f.source.starts_with("http://") || f.source.starts_with("https://");
-            let checksum = format!("sha256:{}", f.sha256);
-            let mut q: Vec<(&str, &str)> = vec![("checksum", checksum.as_str())];
-            if url {
-                q.push(("download_url", f.source.as_str()));
-            }
-            // A firmware file's version is the one its notes give (`version`, else the
-            // `min_version` it brings the board to); the digest stays in the hashes and purl.
-            let noted = ["version", "min_version"]
-                .iter()
-                .find_map(|k| f.notes.get(*k))
-                .filter(|_| class == Classification::Firmware);
-            let version = noted.cloned().unwrap_or_else(|| f.sha256.to_string());
-            let p = purl("generic", None, f.name.as_str(), &version, &q)?;
-            let mut c = component(class, f.name.as_str(), &version, format!("file:{}", f.name), &f.sha256, p);
-            if !f.notes.is_empty() {
-                let props = f
-                    .notes
-                    .iter()
-                    .map(|(k, v)| Property { name: format!("airlock:note:{k}"), value: NormalizedString::new(v) })
-                    .collect();
-                c.properties = Some(Properties(props));
-            }
-            c
-        }
+        Artifact::File(f) => file_component(f)?,
     })
+}
+
+/// A `[[file]]`: firmware, a document, an airlock binary or a generic file; a directory's
+/// files nested under it, each with its own hash.
+fn file_component(f: &FileArtifact) -> Result<Component, SbomError> {
+    let class = match f.file_kind {
+        FileKind::Firmware => Classification::Firmware,
+        FileKind::Airlock => Classification::Application,
+        FileKind::Document | FileKind::Generic => Classification::File,
+    };
+    let url = f.source.starts_with("http://") || f.source.starts_with("https://");
+    let checksum = format!("sha256:{}", f.sha256);
+    let mut q: Vec<(&str, &str)> = vec![("checksum", checksum.as_str())];
+    if url {
+        q.push(("download_url", f.source.as_str()));
+    }
+    // A firmware file's version is the one its notes give (`version`, else the
+    // `min_version` it brings the board to); the digest stays in the hashes and purl.
+    let noted =
+        ["version", "min_version"].iter().find_map(|k| f.notes.get(*k)).filter(|_| class == Classification::Firmware);
+    let version = noted.cloned().unwrap_or_else(|| f.sha256.to_string());
+    let p = purl("generic", None, f.name.as_str(), &version, &q)?;
+    let mut c = component(class.clone(), f.name.as_str(), &version, format!("file:{}", f.name), &f.sha256, p);
+    if !f.notes.is_empty() {
+        let props = f
+            .notes
+            .iter()
+            .map(|(k, v)| Property { name: format!("airlock:note:{k}"), value: NormalizedString::new(v) })
+            .collect();
+        c.properties = Some(Properties(props));
+    }
+    if !f.files.is_empty() {
+        // A directory: its digest is the tree's, no member's; each file is a nested
+        // component with its own hash, as a model's files are.
+        c.hashes = None;
+        let files = f
+            .files
+            .iter()
+            .map(|t| {
+                let p = purl("generic", None, &t.path.as_str().replace('/', "_"), &t.sha256.to_string(), &[])?;
+                Ok(component(
+                    class.clone(),
+                    t.path.as_str(),
+                    &version,
+                    format!("file:{}/{}", f.name, t.path),
+                    &t.sha256,
+                    p,
+                ))
+            })
+            .collect::<Result<Vec<_>, SbomError>>()?;
+        c.components = Some(Components(files));
+    }
+    Ok(c)
 }
 
 fn image_component(i: &ImageArtifact) -> Result<Component, SbomError> {

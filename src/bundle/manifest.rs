@@ -311,6 +311,10 @@ pub struct FileArtifact {
     pub file_kind: FileKind,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notes: BTreeMap<String, String>,
+    /// A directory's files (then `path` is the directory, `sha256` the tree's digest and
+    /// `size` the total): each at `path/PATH`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ModelFile>,
 }
 
 impl Artifact {
@@ -404,6 +408,61 @@ impl Manifest {
         self.carried().fold(0u64, |sum, e| sum.saturating_add(e.size))
     }
 
+    /// The entry an artifact of one file points at: its name, path, sha256 and size (a model
+    /// and a directory are checked file by file, before this).
+    fn artifact_entry(a: &Artifact) -> Result<(&str, String, Sha256, u64), String> {
+        Ok(match a {
+            Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
+            Artifact::Wheel(w) => {
+                if w.path.as_str() != format!("wheels/{}", w.filename) {
+                    return Err(format!("wheel `{}` is not at `wheels/{}`", w.filename, w.filename));
+                }
+                (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size)
+            }
+            Artifact::Deb(d) => {
+                if d.path.area() != "debs" {
+                    return Err(format!("deb `{}` is not under `debs/`", d.name));
+                }
+                (d.name.as_str(), d.path.as_str().to_owned(), d.sha256, d.size)
+            }
+            Artifact::Rpm(r) => {
+                if r.path.area() != "rpms" || r.path.as_str().starts_with("rpms/repodata/") {
+                    return Err(format!("rpm `{}` is not under `rpms/` (outside `rpms/repodata/`)", r.name));
+                }
+                (r.name.as_str(), r.path.as_str().to_owned(), r.sha256, r.size)
+            }
+            Artifact::Model(m) => {
+                return Err(format!("model `{}` has no one entry: its files are checked one by one", m.repo));
+            }
+            Artifact::Image(i) => (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size),
+        })
+    }
+
+    /// A `[[file]]` directory: each file an entry at `path/PATH`, the digest the tree's.
+    fn check_tree(f: &FileArtifact, by_path: &BTreeMap<&str, &Entry>) -> Result<(), String> {
+        for file in &f.files {
+            if file.member.as_str() != format!("{}/{}", f.path, file.path) {
+                return Err(format!(
+                    "file `{}` tree file `{}` is not at `{}/{}`",
+                    f.name, file.path, f.path, file.path
+                ));
+            }
+            let listed = by_path.get(file.member.as_str());
+            if !listed.is_some_and(|e| e.sha256 == file.sha256 && e.size == file.size) {
+                return Err(format!(
+                    "file `{}` tree file `{}` does not match an entry at `{}`",
+                    f.name, file.path, file.member
+                ));
+            }
+        }
+        let digest = crate::spec::lock::tree_digest(f.files.iter().map(|t| (t.path.as_str(), t.sha256, t.size)));
+        let total: u64 = f.files.iter().map(|t| t.size).sum();
+        if digest != f.sha256 || total != f.size {
+            return Err(format!("file `{}`: its files do not give the tree digest and size it claims", f.name));
+        }
+        Ok(())
+    }
+
     /// A model artifact's names, which become cache-view paths, and its files' entries.
     fn check_model(m: &ModelArtifact, by_path: &BTreeMap<&str, &Entry>) -> Result<(), String> {
         if m.repo.as_str().split('/').count() != 2 {
@@ -486,31 +545,13 @@ impl Manifest {
                 Self::check_model(m, &by_path)?;
                 continue;
             }
-            let (name, path, sha256, size) = match a {
-                Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
-                Artifact::Wheel(w) => {
-                    if w.path.as_str() != format!("wheels/{}", w.filename) {
-                        return Err(format!("wheel `{}` is not at `wheels/{}`", w.filename, w.filename));
-                    }
-                    (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size)
-                }
-                Artifact::Deb(d) => {
-                    if d.path.area() != "debs" {
-                        return Err(format!("deb `{}` is not under `debs/`", d.name));
-                    }
-                    (d.name.as_str(), d.path.as_str().to_owned(), d.sha256, d.size)
-                }
-                Artifact::Rpm(r) => {
-                    if r.path.area() != "rpms" || r.path.as_str().starts_with("rpms/repodata/") {
-                        return Err(format!("rpm `{}` is not under `rpms/` (outside `rpms/repodata/`)", r.name));
-                    }
-                    (r.name.as_str(), r.path.as_str().to_owned(), r.sha256, r.size)
-                }
-                Artifact::Model(_) => unreachable!("checked above"),
-                Artifact::Image(i) => {
-                    (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size)
-                }
-            };
+            if let Artifact::File(f) = a
+                && !f.files.is_empty()
+            {
+                Self::check_tree(f, &by_path)?;
+                continue;
+            }
+            let (name, path, sha256, size) = Self::artifact_entry(a)?;
             let listed = by_path.get(path.as_str());
             if !listed.is_some_and(|e| e.sha256 == sha256 && e.size == size) {
                 return Err(format!("artifact `{name}` does not match an entry at `{path}`"));

@@ -119,16 +119,27 @@ impl TryFrom<&LockedModel> for ModelArtifact {
 }
 
 impl FileArtifact {
-    /// A `[[file]]` entry as its lock pinned it (the spec adds its kind and notes).
-    pub fn new(entry: &FileSpec, locked: &LockedFile) -> Self {
-        Self {
+    /// A `[[file]]` entry as its lock pinned it (the spec adds its kind and notes); a
+    /// directory's files each at `files/NAME/PATH`.
+    pub fn new(entry: &FileSpec, locked: &LockedFile) -> Result<Self, MemberPathError> {
+        let path = entry.name.member_path();
+        let files = locked
+            .files
+            .iter()
+            .map(|f| {
+                let member = MemberPath::new(format!("{path}/{}", f.path))?;
+                Ok(ModelFile { path: MemberPath::new(f.path.clone())?, member, sha256: f.sha256, size: f.size })
+            })
+            .collect::<Result<_, MemberPathError>>()?;
+        Ok(Self {
             name: entry.name.clone(),
             source: entry.source.clone(),
             sha256: locked.sha256,
             size: locked.size,
-            path: entry.name.member_path(),
+            path,
             file_kind: entry.kind,
             notes: entry.notes.clone(),
-        }
+            files,
+        })
     }
 }

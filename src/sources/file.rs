@@ -1,6 +1,10 @@
 //! `[[file]]` entries: a local file (a path relative to the spec) or a URL, whose `sha256` the
 //! spec must pin; the lock downloads it once, so a wrong pin fails there and caches nothing.
-//! URL entries are downloaded together, `--jobs` at a time, like every other source.
+//! URL entries are downloaded together, `--jobs` at a time, like every other source. A local
+//! directory is one entry for its whole tree (`walkdir`, in path order): every regular file is
+//! pinned by path, size and sha256, and the entry by the tree's digest; a symlink, a device or
+//! anything else that is not a regular file or a directory is refused by name (a link could
+//! name a file outside the tree).
 
 use std::fs::File;
 use std::io::BufReader;
@@ -11,7 +15,7 @@ use crate::bundle::manifest::{Artifact, FileArtifact};
 use crate::bundle::writer::Member;
 use crate::digest::hash_reader;
 use crate::fetch::{Wanted, blocking};
-use crate::spec::lock::{LockError, LockFile, LockedFile};
+use crate::spec::lock::{LockError, LockFile, LockedFile, TreeFile, tree_digest};
 use crate::spec::{FileSource, FileSpec, SpecFile};
 
 fn describe(entry: &FileSpec) -> String {
@@ -57,6 +61,28 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedFile>, SourceErr
     let mut locked = Vec::new();
     for ((entry, _), path) in entries.into_iter().zip(paths) {
         let read_err = |source| SourceError::Read { what: describe(entry), path: path.clone(), source };
+        if matches!(entry.source_kind(), FileSource::Local(_)) && path.is_dir() {
+            let (dir, what) = (path.clone(), describe(entry));
+            let name = entry.name.clone();
+            let files = blocking(move || tree(&dir, &name)).await.map_err(|e| SourceError::Read {
+                what,
+                path: path.clone(),
+                source: e,
+            })?;
+            let sha256 = tree_digest(files.iter().map(|f| (f.path.as_str(), f.sha256, f.size)));
+            if let Some(expected) = entry.sha256.filter(|e| *e != sha256) {
+                return Err(SourceError::DigestMismatch {
+                    what: describe(entry),
+                    origin: path.display().to_string(),
+                    expected,
+                    actual: sha256,
+                    hint: " (the spec pins a different tree digest)",
+                });
+            }
+            let size = files.iter().map(|f| f.size).sum();
+            locked.push(LockedFile { name: entry.name.clone(), source: entry.source.clone(), sha256, size, files });
+            continue;
+        }
         let (sha256, size) = match entry.source_kind() {
             // Verified against the pin while it was downloaded.
             FileSource::Url(_) => (
@@ -79,10 +105,49 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedFile>, SourceErr
                 hint: " (the spec pins a different sha256)",
             });
         }
-        locked.push(LockedFile { name: entry.name.clone(), source: entry.source.clone(), sha256, size });
+        locked.push(LockedFile {
+            name: entry.name.clone(),
+            source: entry.source.clone(),
+            sha256,
+            size,
+            files: Vec::new(),
+        });
     }
     locked.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(locked)
+}
+
+/// Every regular file under `dir`, in path order, hashed; anything else refused by name.
+fn tree(dir: &std::path::Path, name: &crate::spec::FileName) -> std::io::Result<Vec<TreeFile>> {
+    let mut files = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
+        let entry = entry.map_err(std::io::Error::other)?;
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+        let refuse = |why: &str| {
+            std::io::Error::other(format!(
+                "`{}` {why}; a `[[file]]` directory carries regular files only",
+                entry.path().display()
+            ))
+        };
+        if kind.is_symlink() {
+            return Err(refuse("is a symbolic link (it could name a file outside the tree)"));
+        }
+        if !kind.is_file() {
+            return Err(refuse("is not a regular file (a device, socket or pipe)"));
+        }
+        let path = rel.to_str().ok_or_else(|| refuse("has a name that is not UTF-8"))?.to_owned();
+        crate::member_path::MemberPath::new(format!("{}/{path}", name.member_path()))
+            .map_err(|e| refuse(&format!("cannot be a bundle member ({})", e.reason)))?;
+        let (sha256, size) = hash_reader(BufReader::new(File::open(entry.path())?))?;
+        files.push(TreeFile { path, sha256, size });
+    }
+    // Path order, byte by byte (`LC_ALL=C sort`): the order the tree digest's listing has.
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }
 
 /// The artifacts and content members of every entry, from the lock.
@@ -100,7 +165,25 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     let paths = origins(sources, &sized).await?;
     let mut plan = Plan::default();
     for ((entry, locked), origin) in entries.into_iter().zip(paths) {
-        let artifact = FileArtifact::new(entry, locked);
+        let artifact = FileArtifact::new(entry, locked).map_err(|e| SourceError::Read {
+            what: describe(entry),
+            path: origin.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if !artifact.files.is_empty() {
+            for f in &artifact.files {
+                let (path, what) = (f.member.clone(), format!("{} {}", describe(entry), f.path));
+                plan.members.push(Member {
+                    path,
+                    size: f.size,
+                    sha256: f.sha256,
+                    origin: origin.join(f.path.as_str()),
+                    what,
+                });
+            }
+            plan.artifacts.push(Artifact::File(artifact));
+            continue;
+        }
         let (path, size, sha256, what) = (artifact.path.clone(), locked.size, locked.sha256, describe(entry));
         plan.members.push(Member { path, size, sha256, origin, what });
         plan.artifacts.push(Artifact::File(artifact));

@@ -4,6 +4,7 @@
 //! and reviewed.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -221,8 +222,59 @@ impl LockedRpm {
 pub struct LockedFile {
     pub name: FileName,
     pub source: String,
+    /// A file's sha256; for a directory, the tree's (`tree_digest` of `files`).
+    pub sha256: Sha256,
+    /// A file's size; for a directory, its files' total.
+    pub size: u64,
+    /// A directory's regular files, by path relative to it, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<TreeFile>,
+}
+
+/// One regular file of a `[[file]]` directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeFile {
+    pub path: String,
     pub sha256: Sha256,
     pub size: u64,
+}
+
+/// A tree's digest: the sha256 of its listing, one `SHA256 SIZE PATH` line per file in path
+/// order (what `sha256sum`-style tools can recompute).
+pub fn tree_digest<'a>(files: impl IntoIterator<Item = (&'a str, Sha256, u64)>) -> Sha256 {
+    let listing = files.into_iter().fold(String::new(), |mut out, (path, sha256, size)| {
+        let _ = writeln!(out, "{sha256} {size} {path}");
+        out
+    });
+    Sha256::of_bytes(listing.as_bytes())
+}
+
+impl LockedFile {
+    /// Why a locked directory no longer holds the files the lock lists (by path and size; the
+    /// digests are checked as they are packed), if it does not.
+    fn stale_tree(&self, base_dir: &Path) -> Option<String> {
+        let dir = base_dir.join(&self.source);
+        let mut now = BTreeMap::new();
+        for entry in walkdir::WalkDir::new(&dir).follow_links(false) {
+            let Ok(entry) = entry else {
+                return Some(format!("`[[file]]` `{}`: `{}` cannot be read", self.name, dir.display()));
+            };
+            if entry.file_type().is_file() {
+                let rel = entry.path().strip_prefix(&dir).unwrap_or(entry.path()).to_string_lossy().into_owned();
+                now.insert(rel, entry.metadata().map_or(u64::MAX, |m| m.len()));
+            }
+        }
+        let locked: BTreeMap<String, u64> = self.files.iter().map(|f| (f.path.clone(), f.size)).collect();
+        (now != locked).then(|| {
+            let added = now.keys().filter(|k| !locked.contains_key(*k)).count();
+            let gone = locked.keys().filter(|k| !now.contains_key(*k)).count();
+            format!(
+                "`[[file]]` `{}` directory changed since it was locked ({added} added, {gone} gone, or sizes changed)",
+                self.name
+            )
+        })
+    }
 }
 
 impl LockedDeb {
@@ -372,6 +424,9 @@ impl Lock {
     /// An input file read at lock time — a `[[wheel]]` lock file, a `[[deb]]` base status —
     /// whose bytes changed since (paths relative to `base_dir`, the spec's directory).
     pub fn stale_inputs(&self, base_dir: &Path) -> Option<String> {
+        if let Some(reason) = self.file.iter().filter(|f| !f.files.is_empty()).find_map(|f| f.stale_tree(base_dir)) {
+            return Some(reason);
+        }
         let lockfiles: BTreeMap<&str, Sha256> =
             self.wheel.iter().filter_map(|w| Some((w.lockfile.as_deref()?, w.lockfile_sha256?))).collect();
         let bases = self

@@ -161,6 +161,7 @@ fn lock_staleness_is_explained() {
         source: "a.bin".into(),
         sha256: crate::digest::Sha256::of_bytes(b""),
         size: 0,
+        files: Vec::new(),
     };
     lock.file.push(entry.clone());
     assert_eq!(lock.stale_reason(&f.spec), None);
