@@ -154,7 +154,8 @@ impl Rpm {
             let line = match (&w.version, installed.get(&w.name)) {
                 (None, _) => format!("remove {}", w.name),
                 (Some(v), None) => format!("install {}-{v}", w.name),
-                (Some(v), Some(have)) if have == v => format!("reinstall {}-{v}", w.name),
+                // Already there: nothing to do (a reinstall would run its scriptlets again).
+                (Some(v), Some(have)) if have == v => continue,
                 (Some(v), Some(have)) if super::newer(have, v) => format!("downgrade {}-{v}", w.name),
                 (Some(v), Some(_)) => format!("upgrade {}-{v}", w.name),
             };
