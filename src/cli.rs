@@ -848,13 +848,13 @@ pub struct ValidateArgs {
     pub root: PathBuf,
     /// After the reboot an `apply` waited for (exit 5): judge the stack now running and
     /// commit the bundle, or put the host's packages back (exit 4).
+    #[arg(long)]
+    pub commit: bool,
     /// Measure the current stack's metrics (the checks of the active bundle that declare
     /// `[[validation.check.metric]]`) and keep them as `ROOT/baseline.json`: the current side
     /// `install` compares the candidate with.
     #[arg(long, conflicts_with = "commit")]
     pub baseline: bool,
-    #[arg(long)]
-    pub commit: bool,
     #[command(flatten)]
     pub site: SiteArgs,
     /// Print one JSON document on stdout instead of text.
