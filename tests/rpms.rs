@@ -440,7 +440,9 @@ fn node_applies(zypper: bool) {
     airlock_in(t.path(), &["build", s(&spec2), "--locked", "--key", s(&keys.private), "--out", s(&two)]).ok();
     apply(&two, &[]).ok();
     assert!(rpm_qa(&sys).contains(&"rocm-core-1:6.4.2-1.el9".to_owned()));
-    run(on_node().args(["rollback", "--trust", s(&keys.public), "--root", s(&node)])).ok();
+    let rolled = run(on_node().args(["rollback", "--trust", s(&keys.public), "--root", s(&node)])).ok();
+    // Each phase's time, and airlock's own share beside the package manager's and the checks'.
+    assert!(rolled.stdout.contains("phases: verify ") && rolled.stdout.contains("airlock's own "), "{}", rolled.stdout);
     // The node's own repository files name its views only, under its root.
     let manager = if zypper { "zypper" } else { "dnf" };
     assert!(node.join(manager).join("repos.d/airlock.repo").is_file(), "{manager}");

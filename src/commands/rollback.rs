@@ -45,5 +45,8 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
         done.seconds,
         done.record.display()
     )?;
+    if let Some(line) = super::apply::phases(&done.record) {
+        writeln!(out, "{line}")?;
+    }
     Ok(super::EXIT_OK)
 }

@@ -186,8 +186,15 @@ fn apply_locked(
     }
     state.save(root)?;
     let retained = retain(dir, &verified, trust, root)?;
-    attempt.phases.mark("stage", "packages");
+    attempt.phases.mark("stage", "baseline");
     crash_point("retained");
+    if let Err(e) = measure_baseline(root, &state, &verified.manifest) {
+        if !retained.already_present {
+            forget(root, &mut state, &retained.id);
+        }
+        return Err(e);
+    }
+    attempt.phases.mark("baseline", "packages");
 
     // From here on the host changes. A bundle retained only for this apply does not stay when
     // the apply does not commit: it would raise the anti-downgrade mark (retained manifests
@@ -215,7 +222,6 @@ fn change(
     attempt: &mut Attempt,
 ) -> Result<Applied, SiteError> {
     let reboot_before = reboot_needed();
-    measure_baseline(root, state, &verified.manifest)?;
     let views = retained_views(root, state, Some(&retained.id), node.area());
     let changes = match node.apply(&[retained.path.join(node.area())], wanted, &views) {
         Ok(changes) => changes,
