@@ -262,16 +262,13 @@ fn note(node: &str, r: &Record, line: &mut NodeLine, problems: &mut Vec<Problem>
         Outcome::PendingReboot => "pending reboot",
         Outcome::Activated | Outcome::Validated => {
             if let Some(reason) = &r.accepted_amber {
-                let by =
-                    r.amber.as_ref().and_then(|a| a.owner.as_deref()).map_or_else(String::new, |o| format!(" by {o}"));
-                let until =
-                    r.amber.as_ref().and_then(|a| a.expires).map_or_else(String::new, |e| format!(" until {e}"));
+                let terms = r.amber.as_ref().map_or_else(String::new, |a| format!(" ({})", a.terms()));
                 problems.push(Problem {
                     node: node.to_owned(),
                     at: r.at.to_string(),
                     action: r.action.as_str().to_owned(),
                     outcome: "activated".to_owned(),
-                    reason: format!("amber accepted{by}{until}: {reason}"),
+                    reason: format!("amber accepted{terms}: {reason}"),
                 });
             }
             return;

@@ -83,16 +83,12 @@ fn header(o: &mut String, r: &Report) {
         );
         if let Some(a) = r.site.as_ref().and_then(|s| s.accepted_amber.as_ref()) {
             let class = if a.expired { "bad" } else { "warn" };
-            let owner =
-                a.acceptance.owner.as_deref().map_or_else(|| "no owner named".to_owned(), |w| format!("by {w}"));
-            let until = a.acceptance.expires.map_or_else(|| "no expiry".to_owned(), |e| format!("until {e}"));
             let flag = if a.expired { " — EXPIRED: requalify or accept again" } else { "" };
             let _ = writeln!(
                 o,
-                "<p class=\"{class}\" id=\"amber\">Amber accepted at install: {} ({}, {}){flag}</p>",
+                "<p class=\"{class}\" id=\"amber\">Amber accepted at install: {} ({}){flag}</p>",
                 esc(&a.acceptance.reason),
-                esc(&owner),
-                esc(&until)
+                esc(&a.acceptance.terms())
             );
         }
     }

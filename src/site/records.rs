@@ -474,6 +474,14 @@ pub struct Acceptance {
 }
 
 impl Acceptance {
+    /// `by OWNER, until DATE` (or `no owner named`, `no expiry`), as status, the report and the
+    /// fleet page word it.
+    pub fn terms(&self) -> String {
+        let owner = self.owner.as_deref().map_or_else(|| "no owner named".to_owned(), |o| format!("by {o}"));
+        let until = self.expires.map_or_else(|| "no expiry".to_owned(), |e| format!("until {e}"));
+        format!("{owner}, {until}")
+    }
+
     pub fn expired(&self, now: Timestamp) -> bool {
         self.expires.is_some_and(|e| e <= now)
     }

@@ -97,11 +97,8 @@ impl OpenAcceptance {
 
     /// `by OWNER until DATE (EXPIRED): REASON`, escaped for a terminal.
     pub fn describe(&self) -> String {
-        let a = &self.acceptance;
-        let owner = a.owner.as_deref().map_or_else(|| "no owner named".to_owned(), |o| format!("by {o}"));
-        let until = a.expires.map_or_else(|| "no expiry".to_owned(), |e| format!("until {e}"));
         let flag = if self.expired { " — EXPIRED: requalify or accept again" } else { "" };
-        crate::escape::value(&format!("{owner}, {until}{flag}: {}", a.reason)).into_owned()
+        crate::escape::value(&format!("{}{flag}: {}", self.acceptance.terms(), self.acceptance.reason)).into_owned()
     }
 }
 

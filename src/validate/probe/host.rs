@@ -30,52 +30,9 @@ pub struct Host {
     pub iommu: String,
     /// `/sys/kernel/security/lsm` (comma-separated; `capability` first).
     pub security_modules: String,
-    /// Installed `ROCm`, amdgpu and NVIDIA driver packages, `name=version`: from the dpkg status
-    /// file, and on an rpm host from `rpm -qa` (`name=[EPOCH:]VERSION-RELEASE`).
+    /// Installed `ROCm`, amdgpu and NVIDIA driver packages, `name=version` (the inventory's
+    /// family, from dpkg's status and on an rpm host `rpm -qa`).
     pub packages: Vec<String>,
-}
-
-/// Whether a package belongs to the GPU stack the record describes.
-fn gpu_package(name: &str) -> bool {
-    super::inventory::family(name)
-}
-
-/// `name=version` of every installed GPU-stack package in a dpkg status file.
-fn packages(status: &str) -> Vec<String> {
-    let mut out: Vec<String> = status
-        .split("\n\n")
-        .filter_map(|stanza| {
-            let field = |k: &str| stanza.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
-            let (name, version) = (field("Package:")?, field("Version:")?);
-            (gpu_package(name)
-                && field("Status:").is_some_and(|s| s.ends_with("installed") && !s.contains("not-installed")))
-            .then(|| format!("{name}={version}"))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// `name=EVR` of every installed GPU-stack rpm, where `rpm` runs and the host has an rpm
-/// database where rpm's `%_dbpath` says (`/var/lib/rpm` on RHEL and SUSE): `rpm --root` reads it.
-fn rpm_packages(root: &HostRoot) -> Vec<String> {
-    if !has_rpmdb(root.path()) {
-        return Vec::new();
-    }
-    let query = std::process::Command::new("rpm")
-        .arg("--root")
-        .arg(root.path())
-        .args(["-qa", "--qf", "%{NAME}=%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\n"])
-        .stdin(std::process::Stdio::null())
-        .output();
-    let Ok(out) = query.inspect_err(|e| tracing::warn!("probe: cannot run `rpm -qa`: {e}")) else { return Vec::new() };
-    let mut list: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.split_once('=').is_some_and(|(name, _)| gpu_package(name)))
-        .map(str::to_owned)
-        .collect();
-    list.sort();
-    list
 }
 
 /// Whether `rpm` runs here and `root` has an rpm database where rpm's `%_dbpath` says.
@@ -189,10 +146,7 @@ pub fn collect(root: &HostRoot) -> Host {
             Err(_) => super::UNKNOWN.to_owned(),
         },
         security_modules: unknown_if_absent(root.read("/sys/kernel/security/lsm")),
-        packages: {
-            let mut all = root.read("/var/lib/dpkg/status").map(|s| packages(&s)).unwrap_or_default();
-            all.extend(rpm_packages(root));
-            all
-        },
+        // Filled by `probe` from its inventory: dpkg's status and `rpm -qa` are read once.
+        packages: Vec::new(),
     }
 }

@@ -145,8 +145,7 @@ fn rpm(root: &Path, scope: &Scope, out: &mut BTreeMap<String, Installed>) {
 
 /// A tool's standard output, bounded in time and size; `None` when it is missing or fails.
 fn tool(program: &str, args: &[&str]) -> Option<String> {
-    let path = std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).map(|d| d.join(program)).find(|p| p.is_file()))?;
+    let path = super::find_on_path(program)?;
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let done = crate::validate::bounded::run(&path, &args, Duration::from_secs(60), 16 << 20).ok()?;
     done.status.filter(std::process::ExitStatus::success)?;

@@ -145,7 +145,7 @@ fn run(tools: &mut BTreeMap<String, Tool>, name: &str, args: &[&str]) -> Option<
     Some(Ran { stdout: String::from_utf8_lossy(&finished.stdout).into_owned(), success: status.success() })
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
@@ -168,6 +168,13 @@ pub fn probe(root: &HostRoot, scope: &inventory::Scope) -> Probe {
         g.virtualization = virtualization(&host, g);
     }
     let inventory = inventory::collect(root, scope);
+    let mut host = host;
+    host.packages = inventory
+        .packages
+        .iter()
+        .filter(|(name, _)| inventory::family(name))
+        .map(|(name, i)| format!("{name}={}", i.version))
+        .collect();
     Probe { host, gpus, amd_smi_version, tools, inventory }
 }
 
