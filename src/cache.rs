@@ -83,6 +83,14 @@ impl Cache {
         std::fs::metadata(self.path(digest)).is_ok_and(|m| m.is_file() && size.is_none_or(|s| m.len() == s))
     }
 
+    /// A small document kept here (a manifest), read whole if it is no larger than `limit` and
+    /// its bytes still have its digest; none otherwise (the caller fetches it again).
+    pub fn get_small(&self, digest: &Sha256, limit: u64) -> Option<Vec<u8>> {
+        let mut bytes = Vec::new();
+        File::open(self.path(digest)).ok()?.take(limit + 1).read_to_end(&mut bytes).ok()?;
+        (bytes.len() as u64 <= limit && Sha256::of_bytes(&bytes) == *digest).then_some(bytes)
+    }
+
     /// Start (or resume) receiving a blob. Bytes already in its partial file are re-hashed,
     /// so a resumed download is verified as a whole. With a declared `size`, the first byte
     /// past it is refused: a source that never stops sending fills nothing.
@@ -122,7 +130,9 @@ impl Cache {
         }
         let mut incoming = self.incoming(digest, size, what)?;
         incoming.restart()?;
-        let mut buf = vec![0u8; 1 << 20];
+        // Sized to the blob: a registry's small documents come by the thousand.
+        let cap = size.map_or(1 << 20, |s| usize::try_from(s).unwrap_or(usize::MAX).clamp(1, 1 << 20));
+        let mut buf = vec![0u8; cap];
         loop {
             let n =
                 reader.read(&mut buf).map_err(|source| CacheError::Io { path: incoming.partial.clone(), source })?;

@@ -398,3 +398,55 @@ fn a_ca_bundle_is_read_whole_and_a_file_that_is_no_bundle_of_certificates_is_ref
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(refused.stderr.contains("bad.pem") && refused.stderr.contains("not a PEM bundle"), "{}", refused.stderr);
 }
+
+#[test]
+fn a_registry_with_thousands_of_referrers_and_a_forged_cosignature_is_read_in_one_pass() {
+    let hub = Registry::start(Mode::Plain);
+    let r = release();
+    let target = format!("oci://{}/bundles/demo:1.0.0", hub.host);
+    let pushed = r.run(&["push", s(&r.bundle), &target, "--insecure-registry", "--json"]).ok().json();
+    let digest = pushed["digest"].as_str().unwrap().to_owned();
+    let security_id = pushed["cosignatures"][0].as_str().unwrap().to_owned();
+    let real_sig = std::fs::read(r.t.path().join(format!("demo-1.0.0.airlock.{security_id}.sig"))).unwrap();
+    // 1,500 co-signatures under keys nobody trusts, and one more under the security key's id
+    // whose bytes are no signature: what a hostile or merely busy registry lists.
+    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench-referrers.py");
+    let out = Command::new("python3")
+        .arg(helper)
+        .args([&hub.url(), "bundles/demo", &digest, "1500", "--kind", "cosignature", "--forge", &security_id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bench-referrers.py: {}", String::from_utf8_lossy(&out.stderr));
+
+    let pulled_to = r.t.path().join("pulled/demo.airlock");
+    std::fs::create_dir_all(pulled_to.parent().unwrap()).unwrap();
+    let pull =
+        [&["pull", &target, "--out", s(&pulled_to), "--insecure-registry", "--json"][..], &r.both_keys()].concat();
+    let pulled = r.run(&pull).ok().json();
+    assert_eq!(pulled["signers"].as_array().unwrap().len(), 2, "{pulled}");
+    // Only the co-signature that verified is written, and it is the security officer's.
+    let written: Vec<String> = std::fs::read_dir(pulled_to.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(written.len(), 2, "{written:?}");
+    let sig = pulled_to.with_file_name(format!("demo.airlock.{security_id}.sig"));
+    assert_eq!(std::fs::read(&sig).unwrap(), real_sig);
+
+    // A copy carries every referrer, each listed once, however often it is repeated.
+    let layout = r.t.path().join("layout");
+    let to = format!("oci-layout:{}", layout.display());
+    for _ in 0..2 {
+        let copied = r.run(&["copy", &target, &to, "--insecure-registry", "--json"]).ok().json();
+        assert_eq!(copied["referrers"], 1502, "{copied}");
+    }
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
+    let listed: std::collections::BTreeSet<&str> =
+        index["manifests"].as_array().unwrap().iter().map(|m| m["digest"].as_str().unwrap()).collect();
+    assert_eq!(index["manifests"].as_array().unwrap().len(), listed.len(), "no entry twice");
+    assert_eq!(listed.len(), 1503, "the bundle and its 1,502 referrers");
+    // And from the layout, the same two signers.
+    let again = r.t.path().join("again.airlock");
+    let pull = [&["pull", &to, "--out", s(&again), "--json"][..], &r.both_keys()].concat();
+    assert_eq!(r.run(&pull).ok().json()["signers"].as_array().unwrap().len(), 2);
+}

@@ -3,6 +3,7 @@
 //! one-way transfer on media; both through [`crate::oci::Store`]): push a local bundle,
 //! resolve, pull to a file, copy between two places.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -22,7 +23,7 @@ use crate::fetch::Net;
 use crate::oci::doc::{Descriptor, OCI_MANIFEST};
 use crate::oci::store::SUBJECT;
 use crate::oci::upload::Uploader;
-use crate::oci::{Location, Reach, Store};
+use crate::oci::{Location, REFERRER_FETCHES, Reach, Store};
 use crate::progress::Reporter;
 use crate::sign::policy::CoSignature;
 use crate::sign::{KeyId, Policy, TrustedKey};
@@ -153,7 +154,7 @@ async fn push_cosignature(
     let mut entry = descriptor(OCI_MANIFEST, digest, bytes.len() as u64, None);
     entry.artifact_type = Some(COSIGNATURE_TYPE.to_owned());
     entry.annotations.insert(KEY_ID.to_owned(), key_id.to_string());
-    Ok(store.add_referrer(subject.digest, entry).await?)
+    Ok(store.add_referrers(subject.digest, vec![entry]).await?)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,11 +177,13 @@ pub struct Found {
 pub fn resolve(location: &Location, reach: &Reach, net: &Net) -> Result<Found, ArtifactError> {
     net.block_on(async {
         let store = Store::open(location, reach).await?;
-        find(&store, location).await
+        find(&store, location, None).await
     })
 }
 
-async fn find(store: &Store, location: &Location) -> Result<Found, ArtifactError> {
+/// `wanted`: the keys whose co-signatures can count (a pull's `--trust`); none when the policy
+/// is not known yet (an install's comes from the site and the bundle). Others are not fetched.
+async fn find(store: &Store, location: &Location, wanted: Option<&BTreeSet<KeyId>>) -> Result<Found, ArtifactError> {
     let (bytes, digest) = store.manifest(None).await?;
     let artifact = ArtifactManifest::parse_bundle(&bytes, &store.describe())?;
     let annotation = |k: &str| artifact.annotations.get(k).cloned().unwrap_or_default();
@@ -193,16 +196,25 @@ async fn find(store: &Store, location: &Location) -> Result<Found, ArtifactError
         bytes: artifact.bundle_bytes(),
     };
     tracing::info!("{} is sha256:{digest} ({} {})", location, resolved.name, resolved.version);
-    let mut cosignatures = Vec::new();
-    for r in store.referrers(digest).await? {
-        if r.artifact_type.as_deref() != Some(COSIGNATURE_TYPE) {
-            continue;
-        }
-        match cosignature(store, &r).await {
-            Ok(co) => cosignatures.push(co),
-            Err(e) => tracing::warn!("skipping co-signature referrer sha256:{}: {e}", r.digest),
-        }
-    }
+    // A busy registry lists thousands of referrers: their manifests and signatures are asked
+    // for `REFERRER_FETCHES` at a time, kept in the registry's order.
+    let mut listed = store.referrers(digest).await?;
+    listed.retain(|r| r.artifact_type.as_deref() == Some(COSIGNATURE_TYPE));
+    let mut seen = BTreeSet::new();
+    listed.retain(|r| seen.insert(r.digest));
+    // The listing's key id is the registry's claim: it only spares fetching what cannot count.
+    listed.retain(|r| match (wanted, r.annotations.get(KEY_ID).and_then(|k| KeyId::parse(k))) {
+        (Some(wanted), Some(key_id)) => wanted.contains(&key_id),
+        _ => true,
+    });
+    let cosignatures = futures_util::stream::iter(&listed)
+        .map(|r| async move { (r, cosignature(store, r, wanted).await) })
+        .buffered(REFERRER_FETCHES)
+        .filter_map(|(r, co)| async move {
+            co.inspect_err(|e| tracing::warn!("skipping co-signature referrer sha256:{}: {e}", r.digest)).ok().flatten()
+        })
+        .collect::<Vec<_>>()
+        .await;
     let pinned = match location {
         Location::Registry(image) => Location::Registry(image.at_digest(digest)),
         Location::Layout { .. } => location.clone(),
@@ -210,11 +222,19 @@ async fn find(store: &Store, location: &Location) -> Result<Found, ArtifactError
     Ok(Found { resolved, artifact, bytes, cosignatures, pinned })
 }
 
-async fn cosignature(store: &Store, r: &Descriptor) -> Result<CoSignature, ArtifactError> {
+/// A co-signature referrer's signature; none when its key is not `wanted`.
+async fn cosignature(
+    store: &Store,
+    r: &Descriptor,
+    wanted: Option<&BTreeSet<KeyId>>,
+) -> Result<Option<CoSignature>, ArtifactError> {
     let (bytes, digest) = store.manifest(Some(r.digest)).await?;
     let m: ArtifactManifest = serde_json::from_slice(&bytes).map_err(|e| store.err(e))?;
     let layer = m.layers.first().ok_or_else(|| store.err("a co-signature referrer without a layer"))?;
     let key_id = layer.annotations.get(KEY_ID).and_then(|k| KeyId::parse(k)).ok_or_else(|| store.err("no key id"))?;
+    if wanted.is_some_and(|wanted| !wanted.contains(&key_id)) {
+        return Ok(None);
+    }
     if layer.size > crate::sign::MAX_SIGNATURE_BYTES {
         return Err(store.err("a co-signature larger than a signature can be").into());
     }
@@ -226,7 +246,7 @@ async fn cosignature(store: &Store, r: &Descriptor) -> Result<CoSignature, Artif
     if Sha256::of_bytes(&signature) != layer.digest {
         return Err(store.err("a co-signature whose bytes differ from its digest").into());
     }
-    Ok(CoSignature { path: PathBuf::from(format!("{}@sha256:{digest}", store.describe())), key_id, signature })
+    Ok(Some(CoSignature { path: PathBuf::from(format!("{}@sha256:{digest}", store.describe())), key_id, signature }))
 }
 
 /// What `pull` did.
@@ -236,7 +256,7 @@ pub struct Pulled {
     pub resolved: Resolved,
     pub out: PathBuf,
     pub signers: Vec<KeyId>,
-    /// Co-signature files written beside `out` (every one the registry held).
+    /// Co-signature files written beside `out`: those that verified under a trusted key.
     pub cosignatures: Vec<PathBuf>,
 }
 
@@ -258,7 +278,8 @@ pub fn pull(
     Policy::reachable(&keys, threshold)?;
     let (found, files) = net.block_on(async {
         let store = Store::open(location, reach).await?;
-        let found = find(&store, location).await?;
+        let wanted: BTreeSet<KeyId> = keys.iter().map(|k| k.key_id().clone()).collect();
+        let found = find(&store, location, Some(&wanted)).await?;
         check_space(&found.resolved, cache.root(), out)?;
         let layers = found.artifact.data_layers();
         reporter.start("pulling", found.resolved.bytes);
@@ -293,8 +314,23 @@ pub fn pull(
         TeeError::Read(e) | TeeError::Write(e) => io_err(out)(e),
     })?;
     tmp.persist(out).map_err(|e| io_err(out)(e.error))?;
+    // Only the co-signatures that verified under a trusted key are written: a registry's
+    // other referrers (thousands, on a busy one) are its claims, not evidence.
+    let valid: Vec<&Path> = report
+        .signatures
+        .iter()
+        .filter(|s| s.outcome == crate::sign::policy::Outcome::Valid)
+        .filter_map(|s| match &s.source {
+            crate::sign::policy::Source::CoSignature(path) => Some(path.as_path()),
+            crate::sign::policy::Source::Embedded => None,
+        })
+        .collect();
     let mut written = Vec::new();
-    for co in &found.cosignatures {
+    let mut keys = std::collections::BTreeSet::new();
+    for co in found.cosignatures.iter().filter(|co| valid.contains(&co.path.as_path())) {
+        if !keys.insert(&co.key_id) {
+            continue;
+        }
         let path = crate::sign::policy::cosignature_path(out, &co.key_id);
         crate::atomic::write(&path, &co.signature).map_err(io_err(&path))?;
         written.push(path);
@@ -367,7 +403,7 @@ pub fn copy(
         let source = Store::open(from, reach).await?;
         let target = Store::open(to, reach).await?;
         target.authorize_push().await?;
-        let found = find(&source, from).await?;
+        let found = find(&source, from, None).await?;
         if let Location::Layout { dir, .. } = to {
             // Blobs are written to the layout's file system: the declared sizes must fit.
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -399,19 +435,7 @@ pub fn copy(
         };
         let tag = target.tag(source_tag.as_deref()).map(str::to_owned);
         target.put_manifest(&found.bytes, OCI_MANIFEST, tag.as_deref()).await?;
-        let mut referrers = 0;
-        for r in source.referrers(digest).await? {
-            let (bytes, _) = source.manifest(Some(r.digest)).await?;
-            let m: ArtifactManifest = serde_json::from_slice(&bytes).map_err(|e| source.err(e))?;
-            for d in std::iter::once(&m.config).chain(&m.layers) {
-                copy_blob(&source, &target, d).await?;
-            }
-            target.put_manifest(&bytes, &r.media_type, None).await?;
-            let mut entry = r.clone();
-            entry.annotations.remove(SUBJECT);
-            target.add_referrer(digest, entry).await?;
-            referrers += 1;
-        }
+        let referrers = copy_referrers(&source, &target, digest).await?;
         Ok(Copied {
             from: source.describe(),
             to: target.describe(),
@@ -422,6 +446,43 @@ pub fn copy(
             referrers,
         })
     })
+}
+
+/// The referrers of `subject`, `REFERRER_FETCHES` at a time in three steps: their manifests
+/// read, their blobs copied (each once: referrers share their config and often their layers,
+/// and two uploads of one blob at once can break a registry's upload), their manifests stored;
+/// then all listed at the target in one write. Returns how many were copied.
+async fn copy_referrers(source: &Store, target: &Store, subject: Sha256) -> Result<usize, ArtifactError> {
+    let listed = source.referrers(subject).await?;
+    let read: Vec<(&Descriptor, Vec<u8>, ArtifactManifest)> = futures_util::stream::iter(&listed)
+        .map(|r| async move {
+            let (bytes, _) = source.manifest(Some(r.digest)).await?;
+            let m: ArtifactManifest = serde_json::from_slice(&bytes).map_err(|e| source.err(e))?;
+            Ok::<_, ArtifactError>((r, bytes, m))
+        })
+        .buffered(REFERRER_FETCHES)
+        .try_collect()
+        .await?;
+    let blobs: std::collections::BTreeMap<Sha256, &Descriptor> =
+        read.iter().flat_map(|(_, _, m)| std::iter::once(&m.config).chain(&m.layers)).map(|d| (d.digest, d)).collect();
+    futures_util::stream::iter(blobs.into_values())
+        .map(|d| copy_blob(source, target, d))
+        .buffer_unordered(REFERRER_FETCHES)
+        .try_collect::<Vec<bool>>()
+        .await?;
+    let entries: Vec<Descriptor> = futures_util::stream::iter(&read)
+        .map(|(r, bytes, _)| async move {
+            target.put_manifest(bytes, &r.media_type, None).await?;
+            let mut entry = (*r).clone();
+            entry.annotations.remove(SUBJECT);
+            Ok::<_, ArtifactError>(entry)
+        })
+        .buffered(REFERRER_FETCHES)
+        .try_collect()
+        .await?;
+    let copied = entries.len();
+    target.add_referrers(subject, entries).await?;
+    Ok(copied)
 }
 
 async fn copy_blob(source: &Store, target: &Store, d: &Descriptor) -> Result<bool, ArtifactError> {

@@ -17,3 +17,7 @@ pub use client::{
 };
 pub use reference::ImageRef;
 pub use store::{Location, Reach, Store, StoreError};
+
+/// Referrers' manifests (and co-signatures) asked for at once: a busy registry lists thousands
+/// of them. Enough to hide a round trip, few enough for any registry's connection limit.
+pub const REFERRER_FETCHES: usize = 16;

@@ -441,8 +441,10 @@ impl Store {
                     let mut entry = d;
                     entry.annotations.insert(REF_NAME.to_owned(), tag.to_owned());
                     let (dir, tag) = (dir.clone(), tag.to_owned());
-                    blocking(move || update_layout_index(&dir, entry, |e| e.annotations.get(REF_NAME) == Some(&tag)))
-                        .await?;
+                    blocking(move || {
+                        update_layout_index(&dir, vec![entry], |e| e.annotations.get(REF_NAME) == Some(&tag))
+                    })
+                    .await?;
                 }
             }
         }
@@ -490,16 +492,19 @@ impl Store {
         }
     }
 
-    /// List `entry` as a referrer of `subject`: in the referrers tag schema's index (a registry
-    /// with the referrers API lists it already, from its `subject`), or in `index.json`.
-    pub async fn add_referrer(&self, subject: Sha256, mut entry: Descriptor) -> Result<(), StoreError> {
+    /// List `entries` as referrers of `subject`, in one write: in the referrers tag schema's
+    /// index (a registry with the referrers API lists them already, from their `subject`), or
+    /// in `index.json`. An entry listed already is listed once.
+    pub async fn add_referrers(&self, subject: Sha256, entries: Vec<Descriptor>) -> Result<(), StoreError> {
         match self {
             Self::Registry { .. } => {
                 let mut listed = self.tag_referrers(subject).await?;
-                if listed.iter().any(|d| d.digest == entry.digest) {
+                let before = listed.len();
+                let mut seen: std::collections::BTreeSet<Sha256> = listed.iter().map(|d| d.digest).collect();
+                listed.extend(entries.into_iter().filter(|e| seen.insert(e.digest)));
+                if listed.len() == before {
                     return Ok(());
                 }
-                listed.push(entry);
                 let index = serde_json::json!({
                     "schemaVersion": 2, "mediaType": OCI_IMAGE_INDEX_MEDIA_TYPE, "manifests": listed,
                 });
@@ -507,9 +512,17 @@ impl Store {
                 self.put_manifest(&bytes, OCI_IMAGE_INDEX_MEDIA_TYPE, Some(&format!("sha256-{subject}"))).await?;
             }
             Self::Layout { dir, .. } => {
-                entry.annotations.insert(SUBJECT.to_owned(), subject.to_string());
-                let (dir, digest) = (dir.clone(), entry.digest);
-                blocking(move || update_layout_index(&dir, entry, |e| e.digest == digest)).await?;
+                let mut seen = std::collections::BTreeSet::new();
+                let entries: Vec<Descriptor> = entries
+                    .into_iter()
+                    .filter(|e| seen.insert(e.digest))
+                    .map(|mut e| {
+                        e.annotations.insert(SUBJECT.to_owned(), subject.to_string());
+                        e
+                    })
+                    .collect();
+                let dir = dir.clone();
+                blocking(move || update_layout_index(&dir, entries, |e| seen.contains(&e.digest))).await?;
             }
         }
         Ok(())
@@ -605,11 +618,16 @@ fn layout_tagged(dir: &Path, tag: Option<&str>) -> Result<Descriptor, StoreError
 }
 
 /// Add `entry` to the layout's `index.json`, replacing the entries `same` matches.
-fn update_layout_index(dir: &Path, entry: Descriptor, same: impl Fn(&Descriptor) -> bool) -> Result<(), StoreError> {
+/// Add `added` to a layout's `index.json`, in place of the entries `replaced` picks.
+fn update_layout_index(
+    dir: &Path,
+    added: Vec<Descriptor>,
+    replaced: impl Fn(&Descriptor) -> bool,
+) -> Result<(), StoreError> {
     let path = dir.join("index.json");
     let mut entries = read_layout_index(dir)?;
-    entries.retain(|e| !same(e));
-    entries.push(entry);
+    entries.retain(|e| !replaced(e));
+    entries.extend(added);
     let index =
         serde_json::json!({ "schemaVersion": 2, "mediaType": OCI_IMAGE_INDEX_MEDIA_TYPE, "manifests": entries });
     let mut bytes =
@@ -713,7 +731,7 @@ mod tests {
         let t = tempfile::tempdir().expect("a temporary directory");
         let mut entry = document(super::super::doc::OCI_MANIFEST, Sha256::of_bytes(b"{}"), 2);
         entry.annotations.insert(REF_NAME.to_owned(), "base:1.0".to_owned());
-        update_layout_index(t.path(), entry, |_| false).expect("written");
+        update_layout_index(t.path(), vec![entry], |_| false).expect("written");
         let err = run(layout(t.path(), "base:2.0").manifest(None)).expect_err("refused");
         let text = err.to_string();
         assert!(text.contains("no manifest tagged `base:2.0`") && text.contains("base:1.0"), "{text}");

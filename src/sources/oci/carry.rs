@@ -35,7 +35,7 @@ impl<'a> Carrier<'a> {
     /// Carry one image's manifests (its blobs are queued, fetched later by `fetch_blobs`).
     pub async fn carry_image(&mut self, origin: &Store, locked: &LockedImage) -> Result<ImageArtifact, ImageError> {
         let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
-        let top = origin.manifest(Some(locked.digest)).await?.0;
+        let top = self.manifest(origin, locked.digest).await?;
         let document = doc::parse(&top).map_err(manifest_err)?;
         let (carried_bytes, platforms) = if document.is_index() {
             self.carry_platforms(origin, locked, &top, document.children.len()).await?
@@ -81,7 +81,7 @@ impl<'a> Carrier<'a> {
         let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
         let mut platforms = Vec::new();
         for p in &locked.platforms {
-            let child = origin.manifest(Some(p.digest)).await?.0;
+            let child = self.manifest(origin, p.digest).await?;
             self.queue(origin, &doc::parse(&child).map_err(manifest_err)?.blobs);
             self.store(&locked.reference, child).await?;
             platforms.push(ImagePlatform { platform: p.platform.clone(), digest: p.digest });
@@ -104,7 +104,7 @@ impl<'a> Carrier<'a> {
         a: &LockedAttachment,
     ) -> Result<Vec<Attachment>, ImageError> {
         let manifest_err = |detail| ImageError::Manifest { reference: locked.reference.clone(), detail };
-        let bytes = origin.manifest(Some(a.digest)).await?.0;
+        let bytes = self.manifest(origin, a.digest).await?;
         let document = doc::parse(&bytes).map_err(manifest_err)?;
         self.queue(origin, &document.blobs);
         self.store(&locked.reference, bytes).await?;
@@ -118,8 +118,14 @@ impl<'a> Carrier<'a> {
         if document.children.is_empty() {
             out.push(attachment(a.digest, document.artifact_type.clone()));
         }
-        for child in &document.children {
-            let child_bytes = origin.manifest(Some(child.digest)).await?.0;
+        // A busy image lists thousands of referrers: their manifests are asked for
+        // `REFERRER_FETCHES` at a time, and carried in the index's order.
+        let children: Vec<Vec<u8>> = futures_util::stream::iter(&document.children)
+            .map(|child| self.manifest(origin, child.digest))
+            .buffered(crate::oci::REFERRER_FETCHES)
+            .try_collect()
+            .await?;
+        for (child, child_bytes) in document.children.iter().zip(children) {
             let referrer = doc::parse(&child_bytes).map_err(manifest_err)?;
             self.queue(origin, &referrer.blobs);
             self.store(&locked.reference, child_bytes).await?;
@@ -142,6 +148,16 @@ impl<'a> Carrier<'a> {
             artifact_type: None,
         });
         Ok(out)
+    }
+
+    /// A manifest by digest: from the cache when it was carried before (checked against its
+    /// digest there), else from the origin. A rebuild asks the registry for blobs it lacks only.
+    async fn manifest(&self, origin: &Store, digest: Sha256) -> Result<Vec<u8>, ImageError> {
+        let cache = self.cache.clone();
+        if let Some(bytes) = blocking(move || cache.get_small(&digest, doc::MAX_MANIFEST_BYTES)).await {
+            return Ok(bytes);
+        }
+        Ok(origin.manifest(Some(digest)).await?.0)
     }
 
     fn queue(&mut self, origin: &Store, blobs: &[Descriptor]) {
