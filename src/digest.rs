@@ -156,6 +156,37 @@ impl<R: Read> Read for HashingReader<R> {
     }
 }
 
+/// Hashes and counts every byte written through it.
+pub struct HashingWriter<W> {
+    inner: W,
+    hasher: sha2::Sha256,
+    count: u64,
+}
+
+impl<W: io::Write> HashingWriter<W> {
+    pub fn new(inner: W) -> Self {
+        Self { inner, hasher: sha2::Sha256::new(), count: 0 }
+    }
+
+    /// The digest and count of what was written, and the writer.
+    pub fn finish(self) -> (Sha256, u64, W) {
+        (Sha256(self.hasher.finalize().into()), self.count, self.inner)
+    }
+}
+
+impl<W: io::Write> io::Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.count += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Stream a whole reader through SHA-256 without keeping it.
 pub fn hash_reader(reader: impl Read) -> io::Result<(Sha256, u64)> {
     let mut hashing = HashingReader::new(reader);

@@ -266,8 +266,9 @@ fn a_directory_is_one_file_entry_for_its_whole_tree() {
     let lock = std::fs::read_to_string(p.join("airlock.lock")).unwrap();
     assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &toml_as_json(&lock)), Vec::<String>::new());
     let doc: toml::Table = toml::from_str(&lock).unwrap();
-    let files: Vec<&str> =
-        doc["file"][0]["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    // One `SHA256 SIZE PATH` line per file: the tree digest's own listing.
+    let lines: Vec<&str> = doc["file"][0]["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let files: Vec<&str> = lines.iter().map(|l| l.splitn(3, ' ').nth(2).unwrap()).collect();
     assert_eq!(
         files,
         ["README", "mi300x-b/pldm.bin", "mi300x/pldm.bin", "mi300x/psp/sos.bin"],
@@ -281,6 +282,31 @@ fn a_directory_is_one_file_entry_for_its_whole_tree() {
 
     let bundle = t.path().join("fw.airlock");
     airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
+    // A lock written before the line form (a `{ path, sha256, size }` table per file) still
+    // builds the same bundle.
+    let mut old = doc.clone();
+    let tables: Vec<toml::Value> = lines
+        .iter()
+        .map(|l| {
+            let mut parts = l.splitn(3, ' ');
+            let (sha256, size, path) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+            toml::Value::Table(toml::toml! { path = path sha256 = sha256 size = (size.parse::<i64>().unwrap()) })
+        })
+        .collect();
+    old["file"].as_array_mut().unwrap()[0].as_table_mut().unwrap().insert("files".into(), tables.into());
+    let old_lock = t.path().join("old.lock");
+    std::fs::write(&old_lock, toml::to_string(&old).unwrap()).unwrap();
+    assert_eq!(
+        schema_errors(
+            &validator("airlock.lock.schema.json"),
+            &toml_as_json(&std::fs::read_to_string(&old_lock).unwrap())
+        ),
+        Vec::<String>::new()
+    );
+    let again = t.path().join("old-lock.airlock");
+    let build = ["build", s(&spec), "--locked", "--lock", s(&old_lock), "--key", s(&keys.private), "--out", s(&again)];
+    airlock_in(t.path(), &build).ok();
+    assert_eq!(manifest_member(&again)["artifacts"], manifest_member(&bundle)["artifacts"]);
     let manifest = manifest_member(&bundle);
     assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
     assert!(sbom_components(&bundle, t.path()).contains("generic:firmware"), "each file a component with its hash");

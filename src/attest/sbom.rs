@@ -152,25 +152,33 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
     })
 }
 
-/// A `[[file]]`: firmware, a document, an airlock binary or a generic file; a directory's
-/// files nested under it, each with its own hash.
-fn file_component(f: &FileArtifact) -> Result<Component, SbomError> {
-    let class = match f.file_kind {
+fn file_class(f: &FileArtifact) -> Classification {
+    match f.file_kind {
         FileKind::Firmware => Classification::Firmware,
         FileKind::Airlock => Classification::Application,
         FileKind::Document | FileKind::Generic => Classification::File,
-    };
+    }
+}
+
+/// A firmware file's version is the one its notes give (`version`, else the `min_version` it
+/// brings the board to); the digest stays in the hashes and purl.
+fn file_version(f: &FileArtifact, class: &Classification) -> String {
+    let noted =
+        ["version", "min_version"].iter().find_map(|k| f.notes.get(*k)).filter(|_| *class == Classification::Firmware);
+    noted.cloned().unwrap_or_else(|| f.sha256.to_string())
+}
+
+/// A `[[file]]`: firmware, a document, an airlock binary or a generic file; a directory's
+/// files nested under it, each with its own hash.
+fn file_component(f: &FileArtifact) -> Result<Component, SbomError> {
+    let class = file_class(f);
     let url = f.source.starts_with("http://") || f.source.starts_with("https://");
     let checksum = format!("sha256:{}", f.sha256);
     let mut q: Vec<(&str, &str)> = vec![("checksum", checksum.as_str())];
     if url {
         q.push(("download_url", f.source.as_str()));
     }
-    // A firmware file's version is the one its notes give (`version`, else the
-    // `min_version` it brings the board to); the digest stays in the hashes and purl.
-    let noted =
-        ["version", "min_version"].iter().find_map(|k| f.notes.get(*k)).filter(|_| class == Classification::Firmware);
-    let version = noted.cloned().unwrap_or_else(|| f.sha256.to_string());
+    let version = file_version(f, &class);
     let p = purl("generic", None, f.name.as_str(), &version, &q)?;
     let mut c = component(class.clone(), f.name.as_str(), &version, format!("file:{}", f.name), &f.sha256, p);
     if !f.notes.is_empty() {
@@ -183,26 +191,27 @@ fn file_component(f: &FileArtifact) -> Result<Component, SbomError> {
     }
     if !f.files.is_empty() {
         // A directory: its digest is the tree's, no member's; each file is a nested
-        // component with its own hash, as a model's files are.
+        // component with its own hash, as a model's files are (written by `write`, a batch
+        // at a time: a tree may hold 100,000 files).
         c.hashes = None;
-        let files = f
-            .files
-            .iter()
-            .map(|t| {
-                let p = purl("generic", None, &t.path.as_str().replace('/', "_"), &t.sha256.to_string(), &[])?;
-                Ok(component(
-                    class.clone(),
-                    t.path.as_str(),
-                    &version,
-                    format!("file:{}/{}", f.name, t.path),
-                    &t.sha256,
-                    p,
-                ))
-            })
-            .collect::<Result<Vec<_>, SbomError>>()?;
-        c.components = Some(Components(files));
     }
     Ok(c)
+}
+
+/// The nested components of a `[[file]]` directory's files `files` (a slice of `f.files`).
+fn tree_components(
+    f: &FileArtifact,
+    files: &[crate::bundle::manifest::ModelFile],
+) -> Result<Vec<Component>, SbomError> {
+    let class = file_class(f);
+    let version = file_version(f, &class);
+    files
+        .iter()
+        .map(|t| {
+            let p = purl("generic", None, &t.path.as_str().replace('/', "_"), &t.sha256.to_string(), &[])?;
+            Ok(component(class.clone(), t.path.as_str(), &version, format!("file:{}/{}", f.name, t.path), &t.sha256, p))
+        })
+        .collect()
 }
 
 fn image_component(i: &ImageArtifact) -> Result<Component, SbomError> {
@@ -307,12 +316,60 @@ fn uuid_from(d: &Sha256) -> String {
     format!("urn:uuid:{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }
 
-/// The SBOM's JSON bytes, checked against the `CycloneDX` 1.5 rules before they are returned.
+/// The SBOM's JSON bytes (what `write` writes).
 pub fn build(subject: &Subject<'_>) -> Result<Vec<u8>, SbomError> {
+    let mut out = Vec::new();
+    write(subject, &mut out)?;
+    Ok(out)
+}
+
+/// Files of a `[[file]]` directory modelled, checked and written at once.
+const TREE_BATCH: usize = 1024;
+
+/// Write the SBOM as JSON, each part checked against the `CycloneDX` 1.5 rules before it is
+/// written. Memory does not grow with a directory's file count: the document is modelled
+/// without those files, and they are modelled, checked and written `TREE_BATCH` at a time
+/// into their directory's component.
+pub fn write(subject: &Subject<'_>, out: &mut dyn std::io::Write) -> Result<(), SbomError> {
+    let fields = skeleton(subject)?;
+    put(out, b"{")?;
+    for (n, (key, value)) in fields.iter().enumerate() {
+        put(out, if n == 0 { b"" } else { b"," })?;
+        json(out, key)?;
+        put(out, b":")?;
+        let (Some(listed), "components") = (value.as_array(), key.as_str()) else {
+            json(out, value)?;
+            continue;
+        };
+        put(out, b"[")?;
+        for (i, (component, artifact)) in listed.iter().zip(subject.artifacts).enumerate() {
+            put(out, if i == 0 { b"" } else { b"," })?;
+            match (artifact, component.as_object()) {
+                (Artifact::File(f), Some(fields)) if !f.files.is_empty() => write_tree(f, fields, out)?,
+                _ => json(out, component)?,
+            }
+        }
+        put(out, b"]")?;
+    }
+    put(out, b"}\n")
+}
+
+fn put(out: &mut dyn std::io::Write, bytes: &[u8]) -> Result<(), SbomError> {
+    out.write_all(bytes).map_err(|e| SbomError::Invalid(e.to_string()))
+}
+
+fn json(out: &mut dyn std::io::Write, value: &dyn erased::Json) -> Result<(), SbomError> {
+    value.write_to(out).map_err(|e| SbomError::Invalid(e.to_string()))
+}
+
+/// The document without any directory's files, as JSON (in the crate's key order).
+fn skeleton(subject: &Subject<'_>) -> Result<serde_json::Map<String, serde_json::Value>, SbomError> {
+    let invalid = |e: &dyn std::fmt::Display| SbomError::Invalid(e.to_string());
     let components = subject.artifacts.iter().map(artifact_component).collect::<Result<Vec<_>, _>>()?;
-    let identity = serde_json::to_vec(subject.artifacts).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    let identity = serde_json::to_vec(subject.artifacts).map_err(|e| invalid(&e))?;
     let serial =
         UrnUuid::new(uuid_from(&Sha256::of_bytes(&identity))).map_err(|e| SbomError::Invalid(format!("{e:?}")))?;
+    drop(identity);
     let version = subject.version.to_string();
     let bundle = purl("generic", Some("airlock"), subject.name.as_str(), &version, &[])?;
     let mut main = Component::new(
@@ -329,7 +386,7 @@ pub fn build(subject: &Subject<'_>) -> Result<Vec<u8>, SbomError> {
         hashes: None,
         external_references: None,
     };
-    let timestamp = DateTime::try_from(subject.created.to_string()).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    let timestamp = DateTime::try_from(subject.created.to_string()).map_err(|e| invalid(&e))?;
     let bom = Bom {
         version: 1,
         serial_number: Some(serial),
@@ -349,21 +406,72 @@ pub fn build(subject: &Subject<'_>) -> Result<Vec<u8>, SbomError> {
         spec_version: SpecVersion::V1_5,
         ..Bom::default()
     };
-    let result = bom.validate_version(SpecVersion::V1_5);
-    if !result.passed() {
-        return Err(SbomError::Invalid(format!("{result:?}")));
-    }
-    let mut out = Vec::new();
-    bom.output_as_json_v1_5(&mut out).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    let mut doc = json_of(bom)?;
     if subject.spec == SbomSpec::V1_6 {
-        let mut doc: serde_json::Value = serde_json::from_slice(&out).map_err(|e| SbomError::Invalid(e.to_string()))?;
         doc["specVersion"] = "1.6".into();
         if doc.get("$schema").is_some() {
             doc["$schema"] = "http://cyclonedx.org/schema/bom-1.6.schema.json".into();
         }
-        out = serde_json::to_vec_pretty(&doc).map_err(|e| SbomError::Invalid(e.to_string()))?;
     }
-    Ok(out)
+    match doc {
+        serde_json::Value::Object(fields) => Ok(fields),
+        _ => Err(invalid(&"the document is not an object")),
+    }
+}
+
+/// A directory's component (`fields`) with its files nested, `TREE_BATCH` at a time.
+fn write_tree(
+    f: &FileArtifact,
+    fields: &serde_json::Map<String, serde_json::Value>,
+    out: &mut dyn std::io::Write,
+) -> Result<(), SbomError> {
+    put(out, b"{")?;
+    for (key, value) in fields {
+        json(out, key)?;
+        put(out, b":")?;
+        json(out, value)?;
+        put(out, b",")?;
+    }
+    put(out, b"\"components\":[")?;
+    for (b, batch) in f.files.chunks(TREE_BATCH).enumerate() {
+        let part = Bom {
+            serial_number: None,
+            metadata: None,
+            components: Some(Components(tree_components(f, batch)?)),
+            spec_version: SpecVersion::V1_5,
+            ..Bom::default()
+        };
+        let part = json_of(part)?;
+        for (k, nested) in part["components"].as_array().into_iter().flatten().enumerate() {
+            put(out, if b == 0 && k == 0 { b"" } else { b"," })?;
+            json(out, nested)?;
+        }
+    }
+    put(out, b"]}")
+}
+
+/// A modelled document, checked against the `CycloneDX` 1.5 rules, as the crate writes it.
+fn json_of(bom: Bom) -> Result<serde_json::Value, SbomError> {
+    let result = bom.validate_version(SpecVersion::V1_5);
+    if !result.passed() {
+        return Err(SbomError::Invalid(format!("{result:?}")));
+    }
+    let mut bytes = Vec::new();
+    bom.output_as_json_v1_5(&mut bytes).map_err(|e| SbomError::Invalid(e.to_string()))?;
+    serde_json::from_slice(&bytes).map_err(|e| SbomError::Invalid(e.to_string()))
+}
+
+/// Keys and values written the same way.
+mod erased {
+    pub trait Json {
+        fn write_to(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()>;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn write_to(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()> {
+            serde_json::to_writer(out, self)
+        }
+    }
 }
 
 /// The bom-ref of an artifact's component (as `artifact_component` names it).

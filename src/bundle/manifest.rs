@@ -389,7 +389,14 @@ impl Manifest {
 
     /// The exact bytes that are signed: RFC 8785 (JCS) canonical JSON.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        serde_json_canonicalizer::to_vec(self).expect("a manifest always serialises: string keys, finite numbers")
+        // Measured first, then written into a buffer of exactly that size: grown by doubling,
+        // a 26 MB manifest (100,000 entries) held 31 MB and, while it was copied, 15 more.
+        let mut counted = Counter(0);
+        let expect = "a manifest always serialises: string keys, finite numbers";
+        serde_json_canonicalizer::to_writer(self, &mut counted).expect(expect);
+        let mut bytes = Vec::with_capacity(counted.0);
+        serde_json_canonicalizer::to_writer(self, &mut bytes).expect(expect);
+        bytes
     }
 
     /// The sum of the entries' sizes (saturating: `check` refuses a manifest whose sum does
@@ -491,6 +498,19 @@ impl Manifest {
         Ok(())
     }
 
+    /// Give back what parsing over-allocated: JSON arrays arrive without a length, so a list
+    /// of 100,000 entries grew by doubling, up to twice its size.
+    pub fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+        for a in &mut self.artifacts {
+            match a {
+                Artifact::File(f) => f.files.shrink_to_fit(),
+                Artifact::Model(m) => m.files.shrink_to_fit(),
+                _ => {}
+            }
+        }
+    }
+
     /// Rules a signed manifest must still satisfy before its entries are trusted as a plan for
     /// reading: known schema, unique entries in known areas, no reserved names, no entry that
     /// is also another entry's directory, and artifacts that point at entries.
@@ -557,6 +577,20 @@ impl Manifest {
                 return Err(format!("artifact `{name}` does not match an entry at `{path}`"));
             }
         }
+        Ok(())
+    }
+}
+
+/// A writer that only counts.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }

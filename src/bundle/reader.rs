@@ -9,7 +9,7 @@
 //! declares (a small zstd stream can expand to anything), and the stream must end cleanly.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Read};
 use std::rc::Rc;
@@ -393,21 +393,23 @@ impl Reader {
             trust.describe()
         );
         // Trusted bytes from here on; still check what the manifest says.
-        let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+        let mut manifest: Manifest = serde_json::from_slice(&manifest_bytes)
             .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
-        manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e)))?;
         // The leading members are verified now: stage them like any other.
         for (name, bytes) in [(MANIFEST, &manifest_bytes), (SIGNATURE, &signature)] {
             let path = MemberPath::new(name).expect("reserved member names are valid paths");
             sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
         }
-        // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
-        let carried: Vec<Entry> = manifest.carried().cloned().collect();
-        budget.allow_more(declared_stream_bytes(&carried));
-        reporter.start("verifying", manifest.carried_bytes());
-        let listed: BTreeMap<&MemberPath, &Entry> = manifest.entries.iter().map(|e| (&e.path, e)).collect();
-        let mut seen = BTreeSet::new();
+        // Memory here grows with the member count (100,000 members: a 26 MB manifest): its
+        // bytes go once they are hashed and staged, and the entries are held once, parsed.
         let manifest_sha256 = Sha256::of_bytes(&manifest_bytes);
+        drop(manifest_bytes);
+        manifest.shrink_to_fit();
+        manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e)))?;
+        // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
+        budget.allow_more(declared_stream_bytes(manifest.carried()));
+        reporter.start("verifying", manifest.carried_bytes());
+        let mut listing = Listing::of(&manifest.entries);
 
         for item in members.by_ref() {
             let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
@@ -415,13 +417,13 @@ impl Reader {
                 self.provenance_member(entry, trust, manifest_sha256, &manifest.builder.key_id, &budget, sink)?;
                 continue;
             }
-            self.content_member(entry, &listed, &mut seen, &budget, sink, reporter)?;
+            self.content_member(entry, &mut listing, &budget, sink, reporter)?;
         }
         reporter.finish();
-        tracing::info!("members: {} of {} entries verified", self.report.entries_verified, carried.len());
-
-        for path in carried.iter().map(|e| &e.path).filter(|p| !seen.contains(*p)) {
-            self.problem(Some(path.to_string()), Rejection::Missing)?;
+        tracing::info!("members: {} of {} entries verified", self.report.entries_verified, manifest.carried().count());
+        let missing: Vec<String> = listing.unseen().map(|e| e.path.to_string()).collect();
+        for path in missing {
+            self.problem(Some(path), Rejection::Missing)?;
         }
         // Not listed (it signs the manifest, not the other way round), so its absence would go
         // unnoticed by the entry checks: format v1 requires it.
@@ -440,7 +442,7 @@ impl Reader {
                 Err(e) => return Err(self.fatal(None, budget.explain(&e, Rejection::Truncated))),
             }
         }
-        self.report.manifest_sha256 = Some(Sha256::of_bytes(&manifest_bytes));
+        self.report.manifest_sha256 = Some(manifest_sha256);
         self.report.manifest = Some(manifest);
         Ok(())
     }
@@ -506,8 +508,7 @@ impl Reader {
     fn content_member<R: Read>(
         &mut self,
         mut entry: tar::Entry<'_, R>,
-        listed: &BTreeMap<&MemberPath, &Entry>,
-        seen: &mut BTreeSet<MemberPath>,
+        listing: &mut Listing<'_>,
         budget: &Budget,
         sink: &mut dyn MemberSink,
         reporter: &dyn Reporter,
@@ -521,11 +522,13 @@ impl Reader {
         if let Some(kind) = forbidden_type(entry.header().entry_type()) {
             return self.problem(Some(name), Rejection::EntryType(kind));
         }
-        if !seen.insert(path.clone()) || [MANIFEST, SIGNATURE, PROVENANCE].contains(&path.as_str()) {
+        if [MANIFEST, SIGNATURE, PROVENANCE].contains(&path.as_str()) {
             return self.problem(Some(name), Rejection::Duplicate);
         }
-        let Some(expected) = listed.get(&path) else {
-            return self.problem(Some(name), Rejection::Unlisted);
+        let expected = match listing.meet(&path) {
+            Met::First(entry) => entry,
+            Met::Again => return self.problem(Some(name), Rejection::Duplicate),
+            Met::Unlisted => return self.problem(Some(name), Rejection::Unlisted),
         };
         if expected.from_base {
             return self.problem(Some(name), Rejection::FromBase);
@@ -574,7 +577,8 @@ impl Reader {
         if entry.size() > limit {
             return Err(self.fatal(Some(name), Rejection::TooLargeBeforeTrust { limit }));
         }
-        let mut bytes = Vec::new();
+        // Its size is bounded by `limit` just above: reserved once, not doubled as it grows.
+        let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
         (&mut entry)
             .take(limit)
             .read_to_end(&mut bytes)
@@ -701,10 +705,44 @@ fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
 
 /// The most decompressed bytes the content members may take: data rounded to tar blocks, plus
 /// a header, a PAX header and PAX records per entry, plus the end-of-archive blocks.
-fn declared_stream_bytes(entries: &[Entry]) -> u64 {
+/// The manifest's entries by path, and which of them the stream has brought so far.
+struct Listing<'a> {
+    entries: &'a [Entry],
+    by_path: BTreeMap<&'a MemberPath, usize>,
+    seen: Vec<bool>,
+}
+
+/// A member's path, looked up.
+enum Met<'a> {
+    First(&'a Entry),
+    Again,
+    Unlisted,
+}
+
+impl<'a> Listing<'a> {
+    fn of(entries: &'a [Entry]) -> Self {
+        let by_path = entries.iter().enumerate().map(|(i, e)| (&e.path, i)).collect();
+        Self { entries, by_path, seen: vec![false; entries.len()] }
+    }
+
+    fn meet(&mut self, path: &MemberPath) -> Met<'a> {
+        match self.by_path.get(path) {
+            None => Met::Unlisted,
+            Some(&at) if std::mem::replace(&mut self.seen[at], true) => Met::Again,
+            Some(&at) => Met::First(&self.entries[at]),
+        }
+    }
+
+    /// The carried entries the stream never brought.
+    fn unseen(&self) -> impl Iterator<Item = &'a Entry> + '_ {
+        self.entries.iter().zip(&self.seen).filter(|(e, seen)| !e.from_base && !**seen).map(|(e, _)| e)
+    }
+}
+
+fn declared_stream_bytes<'a>(entries: impl Iterator<Item = &'a Entry>) -> u64 {
     // Saturating: the manifest check bounds the sizes, but this must not overflow on its own.
     let block = |n: u64| n.div_ceil(512).saturating_mul(512);
-    let per_entry = entries.iter().fold(0u64, |sum, e| {
+    let per_entry = entries.fold(0u64, |sum, e| {
         sum.saturating_add(block(e.size))
             .saturating_add(2 * 512)
             .saturating_add(block(e.path.as_str().len() as u64 + 64))
