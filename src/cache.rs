@@ -128,8 +128,27 @@ impl Cache {
         if self.contains(&digest, size) {
             return Ok(self.path(&digest));
         }
-        let mut incoming = self.incoming(digest, size, what)?;
-        incoming.restart()?;
+        // A file of its own, not the shared `DIGEST.partial` a resumable download uses: two
+        // builds sharing a cache put the same SBOM at once, and their writes interleaved in
+        // one file. Each writes its own and renames it into place; the bytes are the same.
+        let tmp = self.root.join("tmp");
+        let (file, partial) = tempfile::Builder::new()
+            .prefix(&format!("{digest}."))
+            .suffix(".put")
+            .tempfile_in(&tmp)
+            .and_then(|t| t.keep().map_err(|e| e.error))
+            .map_err(|source| CacheError::Io { path: tmp.clone(), source })?;
+        let mut incoming = Incoming {
+            file,
+            hasher: sha2::Sha256::new(),
+            written: 0,
+            limit: size,
+            expected: digest,
+            partial,
+            dest: self.path(&digest),
+            what: what.to_owned(),
+            keep: false,
+        };
         // Sized to the blob: a registry's small documents come by the thousand.
         let cap = size.map_or(1 << 20, |s| usize::try_from(s).unwrap_or(usize::MAX).clamp(1, 1 << 20));
         let mut buf = vec![0u8; cap];
@@ -242,6 +261,37 @@ mod tests {
         assert!(matches!(err, CacheError::DigestMismatch { .. }), "{err}");
         assert!(!cache.contains(&claimed, None));
         assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0, "nothing unverified stays");
+    }
+
+    #[test]
+    fn two_writers_putting_one_blob_at_once_both_succeed() {
+        // Two builds sharing a cache put the same SBOM at the same moment (the fleet tests
+        // did): a read at a time, each waiting for the other, as two processes interleave.
+        struct Slow<'a>(&'a [u8], std::sync::Arc<std::sync::Barrier>);
+        impl Read for Slow<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.1.wait();
+                let n = self.0.len().min(buf.len()).min(100);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        let digest = Sha256::of_bytes(&bytes);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            let writers: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| cache.put(digest, Some(1000), "sbom", Slow(&bytes, barrier.clone()))))
+                .collect();
+            for w in writers {
+                w.join().unwrap().unwrap();
+            }
+        });
+        assert_eq!(std::fs::read(cache.path(&digest)).unwrap(), bytes);
+        assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
     }
 
     #[test]
