@@ -97,24 +97,28 @@ impl Cache {
     pub fn incoming(&self, digest: Sha256, size: Option<u64>, what: &str) -> Result<Incoming, CacheError> {
         let partial = self.root.join("tmp").join(format!("{digest}.partial"));
         let io_err = |source| CacheError::Io { path: partial.clone(), source };
-        let mut file = OpenOptions::new().read(true).append(true).create(true).open(&partial).map_err(io_err)?;
-        let mut hasher = sha2::Sha256::new();
-        let written = io::copy(&mut BufReader::new(&mut file), &mut hasher).map_err(io_err)?;
-        let incoming = Incoming {
+        let file = OpenOptions::new().read(true).append(true).create(true).open(&partial).map_err(io_err)?;
+        let mut incoming = self.receive(file, partial.clone(), digest, size, what);
+        incoming.written = io::copy(&mut BufReader::new(&mut incoming.file), &mut incoming.hasher).map_err(io_err)?;
+        if size.is_some_and(|s| incoming.written > s) {
+            return Err(CacheError::TooLong { what: what.to_owned(), expected: size.unwrap_or_default() });
+        }
+        Ok(incoming)
+    }
+
+    /// Receive the blob `digest` into `file` (at `partial`), nothing written yet.
+    fn receive(&self, file: File, partial: PathBuf, digest: Sha256, size: Option<u64>, what: &str) -> Incoming {
+        Incoming {
             file,
-            hasher,
-            written,
+            hasher: sha2::Sha256::new(),
+            written: 0,
             limit: size,
             expected: digest,
             partial,
             dest: self.path(&digest),
             what: what.to_owned(),
             keep: false,
-        };
-        if size.is_some_and(|s| written > s) {
-            return Err(CacheError::TooLong { what: what.to_owned(), expected: size.unwrap_or_default() });
         }
-        Ok(incoming)
     }
 
     /// Copy a whole reader into the cache, verified.
@@ -138,17 +142,7 @@ impl Cache {
             .tempfile_in(&tmp)
             .and_then(|t| t.keep().map_err(|e| e.error))
             .map_err(|source| CacheError::Io { path: tmp.clone(), source })?;
-        let mut incoming = Incoming {
-            file,
-            hasher: sha2::Sha256::new(),
-            written: 0,
-            limit: size,
-            expected: digest,
-            partial,
-            dest: self.path(&digest),
-            what: what.to_owned(),
-            keep: false,
-        };
+        let mut incoming = self.receive(file, partial, digest, size, what);
         // Sized to the blob: a registry's small documents come by the thousand.
         let cap = size.map_or(1 << 20, |s| usize::try_from(s).unwrap_or(usize::MAX).clamp(1, 1 << 20));
         let mut buf = vec![0u8; cap];
