@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::Digest as _;
 
-use crate::digest::Sha256;
+use crate::digest::{HashingWriter, Sha256};
 use crate::failure::{Class, Classify};
 
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +106,26 @@ impl Cache {
         Ok(incoming)
     }
 
+    /// A new file under `tmp/` that no other writer shares, kept until its caller renames or
+    /// removes it.
+    fn private_file(&self, prefix: &str) -> Result<(File, PathBuf), CacheError> {
+        let tmp = self.root.join("tmp");
+        tempfile::Builder::new()
+            .prefix(prefix)
+            .suffix(".put")
+            .tempfile_in(&tmp)
+            .and_then(|t| t.keep().map_err(|e| e.error))
+            .map_err(|source| CacheError::Io { path: tmp, source })
+    }
+
+    /// Write a blob made here, whose digest is known only once it is written (the SBOM):
+    /// into a private file, hashed as it goes; `Created::commit` puts it in place.
+    pub fn create(&self) -> Result<Created, CacheError> {
+        let (file, partial) = self.private_file("new.")?;
+        let out = HashingWriter::new(io::BufWriter::with_capacity(1 << 20, file));
+        Ok(Created { out: Some(out), partial, root: self.clone() })
+    }
+
     /// Receive the blob `digest` into `file` (at `partial`), nothing written yet.
     fn receive(&self, file: File, partial: PathBuf, digest: Sha256, size: Option<u64>, what: &str) -> Incoming {
         Incoming {
@@ -135,13 +155,7 @@ impl Cache {
         // A file of its own, not the shared `DIGEST.partial` a resumable download uses: two
         // builds sharing a cache put the same SBOM at once, and their writes interleaved in
         // one file. Each writes its own and renames it into place; the bytes are the same.
-        let tmp = self.root.join("tmp");
-        let (file, partial) = tempfile::Builder::new()
-            .prefix(&format!("{digest}."))
-            .suffix(".put")
-            .tempfile_in(&tmp)
-            .and_then(|t| t.keep().map_err(|e| e.error))
-            .map_err(|source| CacheError::Io { path: tmp.clone(), source })?;
+        let (file, partial) = self.private_file(&format!("{digest}."))?;
         let mut incoming = self.receive(file, partial, digest, size, what);
         // Sized to the blob: a registry's small documents come by the thousand.
         let cap = size.map_or(1 << 20, |s| usize::try_from(s).unwrap_or(usize::MAX).clamp(1, 1 << 20));
@@ -155,6 +169,43 @@ impl Cache {
             incoming.write(&buf[..n])?;
         }
         incoming.commit(size)
+    }
+}
+
+/// A blob being made in `tmp/` (`Cache::create`). Dropped before `commit`, its file is removed.
+pub struct Created {
+    out: Option<HashingWriter<io::BufWriter<File>>>,
+    partial: PathBuf,
+    root: Cache,
+}
+
+impl Created {
+    /// Make it durable and put it under its digest; its digest, size and path.
+    pub fn commit(mut self) -> Result<(Sha256, u64, PathBuf), CacheError> {
+        let io_err = |source| CacheError::Io { path: self.partial.clone(), source };
+        let (digest, size, out) = self.out.take().expect("committed once").finish();
+        let file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
+        file.sync_all().map_err(io_err)?;
+        let dest = self.root.path(&digest);
+        std::fs::rename(&self.partial, &dest).map_err(|source| CacheError::Io { path: dest.clone(), source })?;
+        Ok((digest, size, dest))
+    }
+}
+
+impl Write for Created {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.as_mut().map_or(Ok(0), |o| o.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.as_mut().map_or(Ok(()), Write::flush)
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        // After `commit` the file has been renamed away and this finds nothing.
+        let _ = std::fs::remove_file(&self.partial);
     }
 }
 
@@ -285,6 +336,23 @@ mod tests {
             }
         });
         assert_eq!(std::fs::read(cache.path(&digest)).unwrap(), bytes);
+        assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_created_blob_is_named_by_what_was_written_and_an_abandoned_one_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let mut abandoned = cache.create().unwrap();
+        abandoned.write_all(b"half an SBOM").unwrap();
+        drop(abandoned);
+        assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+        let mut created = cache.create().unwrap();
+        created.write_all(b"an SBOM").unwrap();
+        let (digest, size, path) = created.commit().unwrap();
+        assert_eq!((digest, size), (Sha256::of_bytes(b"an SBOM"), 7));
+        assert_eq!(path, cache.path(&digest));
+        assert!(cache.contains(&digest, Some(7)));
         assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
     }
 

@@ -282,31 +282,7 @@ fn a_directory_is_one_file_entry_for_its_whole_tree() {
 
     let bundle = t.path().join("fw.airlock");
     airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
-    // A lock written before the line form (a `{ path, sha256, size }` table per file) still
-    // builds the same bundle.
-    let mut old = doc.clone();
-    let tables: Vec<toml::Value> = lines
-        .iter()
-        .map(|l| {
-            let mut parts = l.splitn(3, ' ');
-            let (sha256, size, path) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
-            toml::Value::Table(toml::toml! { path = path sha256 = sha256 size = (size.parse::<i64>().unwrap()) })
-        })
-        .collect();
-    old["file"].as_array_mut().unwrap()[0].as_table_mut().unwrap().insert("files".into(), tables.into());
-    let old_lock = t.path().join("old.lock");
-    std::fs::write(&old_lock, toml::to_string(&old).unwrap()).unwrap();
-    assert_eq!(
-        schema_errors(
-            &validator("airlock.lock.schema.json"),
-            &toml_as_json(&std::fs::read_to_string(&old_lock).unwrap())
-        ),
-        Vec::<String>::new()
-    );
-    let again = t.path().join("old-lock.airlock");
-    let build = ["build", s(&spec), "--locked", "--lock", s(&old_lock), "--key", s(&keys.private), "--out", s(&again)];
-    airlock_in(t.path(), &build).ok();
-    assert_eq!(manifest_member(&again)["artifacts"], manifest_member(&bundle)["artifacts"]);
+    older_and_damaged_locks(t.path(), &spec, &keys, &doc, &lines, &bundle);
     let manifest = manifest_member(&bundle);
     assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
     assert!(sbom_components(&bundle, t.path()).contains("generic:firmware"), "each file a component with its hash");
@@ -328,4 +304,51 @@ fn a_directory_is_one_file_entry_for_its_whole_tree() {
     let refused = airlock_in(t.path(), &["lock", s(&spec)]);
     assert_ne!(refused.code, 0);
     assert!(refused.stderr.contains("passwd` is a symbolic link"), "{}", refused.stderr);
+}
+
+/// A lock written before the line form (a `{ path, sha256, size }` table per file) still builds
+/// the same bundle; a damaged line, or a misspelt key, is named where it is (exit 2).
+fn older_and_damaged_locks(
+    dir: &std::path::Path,
+    spec: &std::path::Path,
+    keys: &Keys,
+    doc: &toml::Table,
+    lines: &[&str],
+    bundle: &std::path::Path,
+) {
+    let mut old = doc.clone();
+    let tables: Vec<toml::Value> = lines
+        .iter()
+        .map(|l| {
+            let mut parts = l.splitn(3, ' ');
+            let (sha256, size, path) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+            toml::Value::Table(toml::toml! { path = path sha256 = sha256 size = (size.parse::<i64>().unwrap()) })
+        })
+        .collect();
+    old["file"].as_array_mut().unwrap()[0].as_table_mut().unwrap().insert("files".into(), tables.into());
+    let old_lock = dir.join("old.lock");
+    std::fs::write(&old_lock, toml::to_string(&old).unwrap()).unwrap();
+    assert_eq!(
+        schema_errors(
+            &validator("airlock.lock.schema.json"),
+            &toml_as_json(&std::fs::read_to_string(&old_lock).unwrap())
+        ),
+        Vec::<String>::new()
+    );
+    let again = dir.join("old-lock.airlock");
+    let build = ["build", s(spec), "--locked", "--lock", s(&old_lock), "--key", s(&keys.private), "--out", s(&again)];
+    airlock_in(dir, &build).ok();
+    assert_eq!(manifest_member(&again)["artifacts"], manifest_member(bundle)["artifacts"]);
+    let lock_text = std::fs::read_to_string(spec.with_file_name("airlock.lock")).unwrap();
+    let damaged = lock_text.replacen(&format!(" {} README", "MI300X firmware set\n".len()), " many README", 1);
+    std::fs::write(&old_lock, &damaged).unwrap();
+    let refused = airlock_in(dir, &build).code(2);
+    assert!(
+        refused.stderr.contains("old.lock:") && refused.stderr.contains("is not a tree file line"),
+        "{}",
+        refused.stderr
+    );
+    std::fs::write(&old_lock, toml::to_string(&old).unwrap().replacen("size = ", "siz = ", 1)).unwrap();
+    let refused = airlock_in(dir, &build).code(2);
+    assert!(refused.stderr.contains("unknown field `siz`"), "{}", refused.stderr);
 }

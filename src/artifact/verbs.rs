@@ -326,7 +326,7 @@ pub fn pull(
         })
         .collect();
     let mut written = Vec::new();
-    let mut keys = std::collections::BTreeSet::new();
+    let mut keys = BTreeSet::new();
     for co in found.cosignatures.iter().filter(|co| valid.contains(&co.path.as_path())) {
         if !keys.insert(&co.key_id) {
             continue;

@@ -360,8 +360,8 @@ fn put(out: &mut dyn std::io::Write, bytes: &[u8]) -> Result<(), SbomError> {
     out.write_all(bytes).map_err(|e| SbomError::Invalid(e.to_string()))
 }
 
-fn json(out: &mut dyn std::io::Write, value: &dyn erased::Json) -> Result<(), SbomError> {
-    value.write_to(out).map_err(|e| SbomError::Invalid(e.to_string()))
+fn json(out: &mut dyn std::io::Write, value: &(impl serde::Serialize + ?Sized)) -> Result<(), SbomError> {
+    serde_json::to_writer(out, value).map_err(|e| SbomError::Invalid(e.to_string()))
 }
 
 /// The document without any directory's files, as JSON (in the crate's key order).
@@ -461,19 +461,6 @@ fn json_of(bom: Bom) -> Result<serde_json::Value, SbomError> {
     let mut bytes = Vec::new();
     bom.output_as_json_v1_5(&mut bytes).map_err(|e| SbomError::Invalid(e.to_string()))?;
     serde_json::from_slice(&bytes).map_err(|e| SbomError::Invalid(e.to_string()))
-}
-
-/// Keys and values written the same way.
-mod erased {
-    pub trait Json {
-        fn write_to(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()>;
-    }
-
-    impl<T: serde::Serialize> Json for T {
-        fn write_to(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()> {
-            serde_json::to_writer(out, self)
-        }
-    }
 }
 
 /// The bom-ref of an artifact's component (as `artifact_component` names it).

@@ -174,16 +174,10 @@ fn add_sbom(
         artifacts: &plan.artifacts,
         spec: sbom_spec,
     };
-    // Written to a file as it is made (a 100,000-file tree's SBOM is 50 MB), then kept.
-    let tmp = cache.root().join("tmp");
-    let io = |source| CacheError::Io { path: tmp.clone(), source };
-    let file = tempfile::tempfile_in(&tmp).map_err(io)?;
-    let mut out = crate::digest::HashingWriter::new(std::io::BufWriter::with_capacity(1 << 20, file));
-    sbom::write(&subject, &mut out)?;
-    let (sha256, size, out) = out.finish();
-    let mut file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    std::io::Seek::rewind(&mut file).map_err(io)?;
-    let origin = cache.put(sha256, Some(size), SBOM, std::io::BufReader::with_capacity(1 << 20, file))?;
+    // Written into the cache as it is made (a 100,000-file tree's SBOM is 37 MB), hashed once.
+    let mut created = cache.create()?;
+    sbom::write(&subject, &mut created)?;
+    let (sha256, size, origin) = created.commit()?;
     let path = MemberPath::new(SBOM).expect("a valid member path");
     plan.members.push(Member { path, size, sha256, origin, what: SBOM.to_owned() });
     plan.members.sort_by(|a, b| a.path.cmp(&b.path));

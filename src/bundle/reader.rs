@@ -703,8 +703,6 @@ fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
     }
 }
 
-/// The most decompressed bytes the content members may take: data rounded to tar blocks, plus
-/// a header, a PAX header and PAX records per entry, plus the end-of-archive blocks.
 /// The manifest's entries by path, and which of them the stream has brought so far.
 struct Listing<'a> {
     entries: &'a [Entry],
@@ -739,6 +737,8 @@ impl<'a> Listing<'a> {
     }
 }
 
+/// The most decompressed bytes the content members may take: data rounded to tar blocks, plus
+/// a header, a PAX header and PAX records per entry, plus the end-of-archive blocks.
 fn declared_stream_bytes<'a>(entries: impl Iterator<Item = &'a Entry>) -> u64 {
     // Saturating: the manifest check bounds the sizes, but this must not overflow on its own.
     let block = |n: u64| n.div_ceil(512).saturating_mul(512);

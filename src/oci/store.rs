@@ -617,7 +617,6 @@ fn layout_tagged(dir: &Path, tag: Option<&str>) -> Result<Descriptor, StoreError
     }
 }
 
-/// Add `entry` to the layout's `index.json`, replacing the entries `same` matches.
 /// Add `added` to a layout's `index.json`, in place of the entries `replaced` picks.
 fn update_layout_index(
     dir: &Path,

@@ -250,6 +250,32 @@ impl Serialize for TreeFile {
 
 impl<'de> Deserialize<'de> for TreeFile {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TreeFileForm)
+    }
+}
+
+/// Either form, each with its own error (an untagged enum would say only that neither fits).
+struct TreeFileForm;
+
+impl<'de> serde::de::Visitor<'de> for TreeFileForm {
+    type Value = TreeFile;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a tree file line `SHA256 SIZE PATH` (or a `{ path, sha256, size }` table)")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, line: &str) -> Result<TreeFile, E> {
+        let parsed = line.split_once(' ').and_then(|(sha256, rest)| {
+            let (size, path) = rest.split_once(' ')?;
+            Some((sha256.parse::<Sha256>().ok()?, size.parse::<u64>().ok()?, path))
+        });
+        match parsed {
+            Some((sha256, size, path)) if !path.is_empty() => Ok(TreeFile { path: path.to_owned(), sha256, size }),
+            _ => Err(E::custom(format!("`{line}` is not a tree file line `SHA256 SIZE PATH`"))),
+        }
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<TreeFile, A::Error> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Table {
@@ -257,25 +283,8 @@ impl<'de> Deserialize<'de> for TreeFile {
             sha256: Sha256,
             size: u64,
         }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Form {
-            Line(String),
-            Table(Table),
-        }
-        match Form::deserialize(d)? {
-            Form::Table(Table { path, sha256, size }) => Ok(Self { path, sha256, size }),
-            Form::Line(line) => {
-                let parsed = line.split_once(' ').and_then(|(sha256, rest)| {
-                    let (size, path) = rest.split_once(' ')?;
-                    Some((sha256.parse::<Sha256>().ok()?, size.parse::<u64>().ok()?, path))
-                });
-                match parsed {
-                    Some((sha256, size, path)) if !path.is_empty() => Ok(Self { path: path.to_owned(), sha256, size }),
-                    _ => Err(serde::de::Error::custom(format!("`{line}` is not a tree file line `SHA256 SIZE PATH`"))),
-                }
-            }
-        }
+        let Table { path, sha256, size } = Table::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        Ok(TreeFile { path, sha256, size })
     }
 }
 
