@@ -109,8 +109,8 @@ impl std::fmt::Display for BaseRef {
     }
 }
 
-/// What the user asked for, with the digest it resolved to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What the user asked for, with the digest it resolved to. Read by hand (`ArtifactVisitor`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Artifact {
     Image(ImageArtifact),
@@ -317,6 +317,76 @@ pub struct FileArtifact {
     pub files: Vec<ModelFile>,
 }
 
+/// An artifact's object, read as serde's `tag = "kind"` would read it but without buffering
+/// it whole first: serde's tagged enums hold every value of the object as an untyped tree until
+/// they find `kind`, and a canonical manifest sorts `files` before `kind`. For a directory of
+/// 100,000 files that tree was most of `install`'s memory. Here `files`, the one field that
+/// grows, goes straight into its type; the rest is small and is read as JSON, then as the
+/// variant `kind` names, with the same unknown-field and missing-field errors.
+struct ArtifactVisitor;
+
+const ARTIFACT_KINDS: &[&str] = &["image", "wheel", "deb", "rpm", "model", "file"];
+
+impl<'de> serde::de::Visitor<'de> for ArtifactVisitor {
+    type Value = Artifact;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an artifact object with a `kind`")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Artifact, A::Error> {
+        use serde::de::Error;
+        let mut rest = serde_json::Map::new();
+        let mut files: Option<Vec<ModelFile>> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "files" {
+                if files.is_some() {
+                    return Err(A::Error::duplicate_field("files"));
+                }
+                files = Some(map.next_value()?);
+            } else {
+                let value: serde_json::Value = map.next_value()?;
+                if rest.contains_key(&key) {
+                    return Err(A::Error::custom(format_args!("duplicate field `{key}`")));
+                }
+                rest.insert(key, value);
+            }
+        }
+        let kind = match rest.remove("kind") {
+            Some(serde_json::Value::String(kind)) => kind,
+            Some(other) => return Err(A::Error::custom(format_args!("`kind` is not a string: {other}"))),
+            None => return Err(A::Error::missing_field("kind")),
+        };
+        // Present for the variant to accept (file, model) or refuse as unknown (the others).
+        if files.is_some() {
+            rest.insert("files".into(), serde_json::Value::Array(Vec::new()));
+        }
+        let object = serde_json::Value::Object(rest);
+        let typed = |e: serde_json::Error| A::Error::custom(format_args!("{kind} artifact: {e}"));
+        let mut artifact = match kind.as_str() {
+            "image" => Artifact::Image(serde_json::from_value(object).map_err(typed)?),
+            "wheel" => Artifact::Wheel(serde_json::from_value(object).map_err(typed)?),
+            "deb" => Artifact::Deb(serde_json::from_value(object).map_err(typed)?),
+            "rpm" => Artifact::Rpm(serde_json::from_value(object).map_err(typed)?),
+            "model" => Artifact::Model(serde_json::from_value(object).map_err(typed)?),
+            "file" => Artifact::File(serde_json::from_value(object).map_err(typed)?),
+            other => return Err(A::Error::unknown_variant(other, ARTIFACT_KINDS)),
+        };
+        match (&mut artifact, files) {
+            (Artifact::Model(m), Some(files)) => m.files = files,
+            (Artifact::File(f), Some(files)) => f.files = files,
+            _ => {}
+        }
+        Ok(artifact)
+    }
+}
+
+impl<'de> Deserialize<'de> for Artifact {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ArtifactVisitor)
+    }
+}
+
 impl Artifact {
     pub fn describe(&self) -> String {
         match self {
@@ -338,7 +408,7 @@ impl Artifact {
 
 /// The build key a manifest's bytes name, read without trusting them (for saying who a bundle
 /// claims signed it when no trusted key did): `None` unless it is a well-formed key id.
-pub fn claimed_builder(bytes: &[u8]) -> Option<KeyId> {
+pub fn claimed_builder(bytes: impl std::io::Read) -> Option<KeyId> {
     #[derive(Deserialize)]
     struct Claim {
         builder: ClaimedBuilder,
@@ -347,8 +417,41 @@ pub fn claimed_builder(bytes: &[u8]) -> Option<KeyId> {
     struct ClaimedBuilder {
         key_id: String,
     }
-    let claim: Claim = serde_json::from_slice(bytes).ok()?;
+    let claim: Claim = serde_json::from_reader(bytes).ok()?;
     KeyId::parse(&claim.builder.key_id)
+}
+
+/// What a site needs to know before it unpacks a bundle (the space it takes, the base a delta
+/// needs), read from the manifest as it streams past: the entries are summed, not kept. Not
+/// verified; `None` sizes when they are absurd (`check` would refuse them).
+#[derive(Debug, Deserialize)]
+pub struct Outline {
+    #[serde(default)]
+    pub base: Option<BaseRef>,
+    #[serde(rename = "entries", deserialize_with = "sum_sizes")]
+    pub content_bytes: Option<u64>,
+}
+
+fn sum_sizes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Sizes;
+    #[derive(Deserialize)]
+    struct Sized {
+        size: u64,
+    }
+    impl<'de> serde::de::Visitor<'de> for Sizes {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of entries")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Option<u64>, A::Error> {
+            let mut total = Some(0u64);
+            while let Some(Sized { size }) = seq.next_element()? {
+                total = total.filter(|_| size <= MAX_ENTRY_BYTES).and_then(|t| t.checked_add(size));
+            }
+            Ok(total.filter(|t| *t <= MAX_TOTAL_BYTES))
+        }
+    }
+    d.deserialize_seq(Sizes)
 }
 
 /// The largest entry a manifest may list (1 PiB) and the largest total (4 PiB): far past any
@@ -611,6 +714,42 @@ mod tests {
         assert_eq!(c(None, Some("application/vnd.dev.sigstore.bundle.v0.3+json")), K::Signature);
         assert_eq!(c(None, Some("application/vnd.example.thing")), K::Other);
         assert_eq!(c(None, None), K::Other);
+    }
+
+    #[test]
+    fn artifacts_are_read_with_their_files_and_refused_as_a_tagged_enum_refuses_them() {
+        use serde_json::json;
+        let sha = "0".repeat(64);
+        let file = json!({"file_kind": "generic", "files": [{"member": "files/t/a", "path": "a", "sha256": sha, "size": 1}],
+            "kind": "file", "name": "t", "path": "files/t", "sha256": sha, "size": 1, "source": "t"});
+        let read: Artifact = serde_json::from_reader(file.to_string().as_bytes()).unwrap();
+        let Artifact::File(f) = &read else { panic!("{read:?}") };
+        assert_eq!((f.files.len(), f.files[0].member.as_str()), (1, "files/t/a"));
+        assert_eq!(serde_json::to_value(&read).unwrap(), file);
+        let model = json!({"commit": "c0ffee", "files": [{"member": "models/o/m/c0ffee/w", "path": "w", "sha256": sha, "size": 2}],
+            "hub": "https://huggingface.co", "kind": "model", "repo": "o/m", "revision": "main"});
+        assert_eq!(serde_json::to_value(serde_json::from_value::<Artifact>(model.clone()).unwrap()).unwrap(), model);
+        let deb = json!({"architecture": "amd64", "kind": "deb", "name": "jq", "path": "debs/jq.deb", "repo": "http://r",
+            "sha256": sha, "size": 1, "suite": "s", "version": "1"});
+        assert_eq!(serde_json::to_value(serde_json::from_value::<Artifact>(deb.clone()).unwrap()).unwrap(), deb);
+
+        let refused = |text: String| serde_json::from_str::<Artifact>(&text).unwrap_err().to_string();
+        let with = |key: &str, value: serde_json::Value| {
+            let mut v = deb.clone();
+            if value.is_null() {
+                v.as_object_mut().unwrap().remove(key);
+            } else {
+                v[key] = value;
+            }
+            v.to_string()
+        };
+        assert!(refused(with("files", json!([]))).contains("unknown field `files`"));
+        assert!(refused(with("kind", serde_json::Value::Null)).contains("missing field `kind`"));
+        assert!(refused(with("suite", serde_json::Value::Null)).contains("deb artifact: missing field `suite`"));
+        assert!(refused(with("kind", json!("tarball"))).contains("unknown variant `tarball`"));
+        assert!(refused(with("kind", json!(7))).contains("`kind` is not a string"));
+        assert!(refused(r#"{"kind": "deb", "kind": "deb"}"#.into()).contains("duplicate field `kind`"));
+        assert!(refused(r#"{"kind": "file", "files": [], "files": []}"#.into()).contains("duplicate field `files`"));
     }
 
     fn manifest(entries: &[&str]) -> Manifest {

@@ -2,8 +2,10 @@
 //! the signature has been checked.
 //!
 //! Order of trust: member 1 must be `airlock/manifest.json` and member 2 its signature, both
-//! size-bounded; the signature is checked against the trusted keys over the manifest's exact
-//! bytes; only then is the manifest parsed and its entries used as the plan for the rest.
+//! size-bounded; the manifest's exact bytes go to an unnamed spool file (`MemberSink::spool`)
+//! and are hashed on the way; the signature is checked against the trusted keys over that
+//! digest; only then is the manifest parsed, from the spool, and its entries used as the plan
+//! for the rest.
 //! Every later member is rejected unless it is a regular file at a safe path, listed once,
 //! with the listed size and sha256. Decompressed output is capped at what the manifest
 //! declares (a small zstd stream can expand to anything), and the stream must end cleanly.
@@ -11,12 +13,15 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Read};
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, Write};
 use std::rc::Rc;
 
 use serde::Serialize;
 
-use super::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, PROVENANCE, SIGNATURE};
+use super::manifest::{
+    Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
+};
 use super::provenance;
 use super::tar_guard::Tracker;
 use super::writer::MAX_WINDOW_LOG;
@@ -233,6 +238,17 @@ pub enum OnProblem {
 /// arrive: a sink must keep them invisible until the whole report is clean.
 pub trait MemberSink {
     fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> io::Result<()>;
+
+    /// An unnamed file for the manifest's bytes while its signature is checked and it is
+    /// parsed (they are not held in memory: 100,000 entries make a 26 MB manifest). Nothing
+    /// names it, so nothing else can open it; it goes when it is closed.
+    fn spool(&mut self) -> io::Result<File> {
+        // Where `TMPDIR` cannot be written (a read-only audit box), in memory as before.
+        tempfile::tempfile().or_else(|_| {
+            let fd = rustix::fs::memfd_create("airlock-manifest", rustix::fs::MemfdFlags::CLOEXEC)?;
+            Ok(File::from(fd))
+        })
+    }
 }
 
 /// A sink that keeps nothing (verify).
@@ -299,6 +315,21 @@ enum Halt {
     Sink(SinkError),
 }
 
+/// The manifest's bytes in the sink's spool, with their digest, taken as they were written.
+struct Spooled {
+    file: File,
+    sha256: Sha256,
+    size: u64,
+}
+
+impl Spooled {
+    /// The bytes from the start (no more than were hashed).
+    fn rewind(&mut self) -> io::Result<BufReader<io::Take<&mut File>>> {
+        self.file.rewind()?;
+        Ok(BufReader::with_capacity(256 << 10, (&mut self.file).take(self.size)))
+    }
+}
+
 struct Reader {
     report: Report,
     on_problem: OnProblem,
@@ -329,18 +360,17 @@ impl Reader {
         Ok(decoder)
     }
 
-    /// Members 1 and 2 (manifest and signature bytes), bounded, before any trust.
+    /// Members 1 and 2 (the manifest, spooled, and the signature's bytes), bounded, before any trust.
     fn head<R: Read>(
         &mut self,
         members: &mut tar::Entries<'_, R>,
         budget: &Budget,
-    ) -> Result<(Vec<u8>, Vec<u8>), Halt> {
-        let manifest_bytes = match members.next() {
+        sink: &mut dyn MemberSink,
+    ) -> Result<(Spooled, Vec<u8>), Halt> {
+        let manifest = match members.next() {
             None => return Err(self.fatal(None, Rejection::NotABundle("no members".into()))),
             Some(Err(e)) => return Err(self.fatal(None, budget.explain(&e, Rejection::NotABundle))),
-            Some(Ok(entry)) => self.small_member(entry, MANIFEST, MAX_MANIFEST_BYTES, budget, |found| {
-                Rejection::ManifestNotFirst { found }
-            })?,
+            Some(Ok(entry)) => self.spool_manifest(entry, budget, sink)?,
         };
         let signature = match members.next() {
             None => {
@@ -351,7 +381,7 @@ impl Reader {
                 Rejection::SignatureNotSecond { found }
             })?,
         };
-        Ok((manifest_bytes, signature))
+        Ok((manifest, signature))
     }
 
     fn run<'scope>(
@@ -366,14 +396,15 @@ impl Reader {
         let decoder = self.decoder(input)?;
         let mut archive = tar::Archive::new(Bounded::new(ReadAhead::spawn(scope, decoder), &budget));
         let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        let (manifest_bytes, signature) = self.head(&mut members, &budget)?;
+        let (mut spooled, signature) = self.head(&mut members, &budget, sink)?;
+        let manifest_sha256 = spooled.sha256;
 
-        let checked = trust.check(&manifest_bytes, &signature);
+        let checked = trust.check(&manifest_sha256, &signature);
         self.report.signers = checked.signers;
         self.report.signatures = checked.signatures;
         if self.report.signers.is_empty() {
             let detail = checked.embedded_error.map(|e| format!("; {e}")).unwrap_or_default();
-            let claimed = super::manifest::claimed_builder(&manifest_bytes);
+            let claimed = spooled.rewind().ok().and_then(super::manifest::claimed_builder);
             let reason = Rejection::Untrusted { tried: trust.key_ids(), claimed, detail };
             return Err(self.fatal(Some(SIGNATURE.into()), reason));
         }
@@ -392,18 +423,19 @@ impl Reader {
             self.report.signers.len(),
             trust.describe()
         );
-        // Trusted bytes from here on; still check what the manifest says.
-        let mut manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+        // Trusted bytes from here on; still check what the manifest says. Memory here grows
+        // with the member count: the entries are held once, parsed; the bytes stay on disk.
+        let manifest_path = || MemberPath::new(MANIFEST).expect("reserved member names are valid paths");
+        let read_error = |source| Halt::Sink(SinkError { path: manifest_path(), source });
+        let mut manifest: Manifest = serde_json::from_reader(spooled.rewind().map_err(read_error)?)
             .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
         // The leading members are verified now: stage them like any other.
-        for (name, bytes) in [(MANIFEST, &manifest_bytes), (SIGNATURE, &signature)] {
-            let path = MemberPath::new(name).expect("reserved member names are valid paths");
-            sink.member(&path, &mut bytes.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
-        }
-        // Memory here grows with the member count (100,000 members: a 26 MB manifest): its
-        // bytes go once they are hashed and staged, and the entries are held once, parsed.
-        let manifest_sha256 = Sha256::of_bytes(&manifest_bytes);
-        drop(manifest_bytes);
+        let path = manifest_path();
+        let mut bytes = spooled.rewind().map_err(read_error)?;
+        sink.member(&path, &mut bytes).map_err(|source| Halt::Sink(SinkError { path, source }))?;
+        drop(spooled);
+        let path = MemberPath::new(SIGNATURE).expect("reserved member names are valid paths");
+        sink.member(&path, &mut signature.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
         manifest.shrink_to_fit();
         manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e)))?;
         // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
@@ -558,6 +590,46 @@ impl Reader {
         Ok(())
     }
 
+    /// Member 1, the manifest: copied into the sink's spool while it is hashed, and bounded.
+    fn spool_manifest<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        budget: &Budget,
+        sink: &mut dyn MemberSink,
+    ) -> Result<Spooled, Halt> {
+        let name = crate::escape::bytes(&entry.path_bytes());
+        if name != MANIFEST {
+            return Err(self.fatal(Some(name.clone()), Rejection::ManifestNotFirst { found: name }));
+        }
+        if let Some(kind) = forbidden_type(entry.header().entry_type()) {
+            return Err(self.fatal(Some(name), Rejection::EntryType(kind)));
+        }
+        let size = entry.size();
+        if size > MAX_MANIFEST_BYTES {
+            return Err(self.fatal(Some(name), Rejection::TooLargeBeforeTrust { limit: MAX_MANIFEST_BYTES }));
+        }
+        let path = || MemberPath::new(MANIFEST).expect("reserved member names are valid paths");
+        let store_error = |source| Halt::Sink(SinkError { path: path(), source });
+        let mut out = io::BufWriter::with_capacity(256 << 10, sink.spool().map_err(store_error)?);
+        let mut tap = HashingReader::new((&mut entry).take(MAX_MANIFEST_BYTES));
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match tap.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.fatal(Some(name), budget.explain(&e, Rejection::Truncated))),
+            };
+            out.write_all(&buf[..n]).map_err(store_error)?;
+        }
+        let (sha256, count) = tap.finish();
+        if count != size {
+            return Err(self.fatal(Some(name), Rejection::Truncated(format!("{count} of {size} bytes"))));
+        }
+        let file = out.into_inner().map_err(|e| store_error(e.into_error()))?;
+        Ok(Spooled { file, sha256, size })
+    }
+
     /// Read a small leading member whose name is fixed, refusing anything else.
     fn small_member<R: Read>(
         &mut self,
@@ -610,7 +682,7 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     let head = reader.decoder(input).and_then(|decoder| {
         let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
         let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        reader.head(&mut members, &budget)
+        reader.head(&mut members, &budget, &mut Discard)
     });
     let failed = |reader: &mut Reader| {
         reader
@@ -619,12 +691,41 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
             .pop()
             .unwrap_or(Problem { member: None, reason: Rejection::NotABundle("unreadable".into()) })
     };
-    let Ok((manifest_bytes, signature)) = head else {
+    let Ok((mut spooled, signature)) = head else {
         return Err(failed(&mut reader));
     };
+    // Callers want the bytes (to push them as a layer, to show them); the head is bounded.
+    let mut manifest_bytes = Vec::with_capacity(usize::try_from(spooled.size).unwrap_or(0));
+    spooled.rewind().and_then(|mut r| r.read_to_end(&mut manifest_bytes)).map_err(|e| Problem {
+        member: Some(MANIFEST.into()),
+        reason: Rejection::Truncated(format!("the spooled manifest could not be read back: {e}")),
+    })?;
     let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
         .map_err(|e| Problem { member: Some(MANIFEST.into()), reason: Rejection::ManifestInvalid(e.to_string()) })?;
     Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, manifest_bytes, signature })
+}
+
+/// The manifest's outline (`Outline`), parsed as member 1 streams past: neither its bytes nor
+/// its entries are held. Nothing is verified.
+pub fn read_outline(input: impl Read) -> Result<Outline, Problem> {
+    let fail = |member: Option<&str>, reason| Problem { member: member.map(str::to_owned), reason };
+    let mut reader = Reader { report: Report::default(), on_problem: OnProblem::Stop };
+    let decoder = reader
+        .decoder(input)
+        .map_err(|_| reader.report.problems.pop().unwrap_or(fail(None, Rejection::NotABundle("unreadable".into()))))?;
+    let mut archive = tar::Archive::new(decoder);
+    let mut members = archive.entries().map_err(|e| fail(None, Rejection::NotABundle(stream_words(&e))))?;
+    let entry = match members.next() {
+        None => return Err(fail(None, Rejection::NotABundle("no members".into()))),
+        Some(Err(e)) => return Err(fail(None, Rejection::NotABundle(stream_words(&e)))),
+        Some(Ok(entry)) => entry,
+    };
+    let name = crate::escape::bytes(&entry.path_bytes());
+    if name != MANIFEST {
+        return Err(fail(Some(&name), Rejection::ManifestNotFirst { found: name.clone() }));
+    }
+    serde_json::from_reader(BufReader::new(entry.take(MAX_MANIFEST_BYTES)))
+        .map_err(|e| fail(Some(MANIFEST), Rejection::ManifestInvalid(e.to_string())))
 }
 
 /// The most trust metadata files a bundle's head is read for.

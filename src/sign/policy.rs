@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{KeyId, MAX_SIGNATURE_BYTES, TrustedKey};
+use crate::digest::Sha256;
 
 /// A detached co-signature file.
 #[derive(Debug, Clone)]
@@ -306,12 +307,13 @@ impl Policy {
         self.keys.iter().map(|k| k.key_id().clone()).collect()
     }
 
-    /// Check the embedded signature and every co-signature over `manifest`.
-    pub fn check(&self, manifest: &[u8], embedded: &[u8]) -> Checked {
+    /// Check the embedded signature and every co-signature over the manifest whose SHA-256
+    /// is `manifest` (hashed once, as it was read, for every key).
+    pub fn check(&self, manifest: &Sha256, embedded: &[u8]) -> Checked {
         let mut checked = Checked::default();
         let mut embedded_check = SignatureCheck { source: Source::Embedded, key_id: None, outcome: Outcome::Untrusted };
         for key in &self.keys {
-            match key.verify_blob(manifest, embedded) {
+            match key.verify_blob_digest(manifest, embedded) {
                 Ok(()) => {
                     embedded_check = SignatureCheck {
                         source: Source::Embedded,
@@ -329,7 +331,7 @@ impl Policy {
             let source = Source::CoSignature(co.path.clone());
             let outcome = match self.keys.iter().find(|k| k.key_id() == &co.key_id) {
                 None => Outcome::Untrusted,
-                Some(key) => match key.verify_blob(manifest, &co.signature) {
+                Some(key) => match key.verify_blob_digest(manifest, &co.signature) {
                     Ok(()) => Outcome::Valid,
                     Err(e) => Outcome::Invalid { detail: e.to_string() },
                 },
@@ -371,7 +373,7 @@ mod tests {
 
         let policy =
             Policy::new(trusted(), 2, vec![co(&a, manifest), co(&b, b"an older manifest"), co(&c, manifest)]).unwrap();
-        let checked = policy.check(manifest, &embedded);
+        let checked = policy.check(&Sha256::of_bytes(manifest), &embedded);
         assert_eq!(checked.signers, vec![a.key_id.clone()], "a twice is one key; b stale; c untrusted");
         let outcome = |source: Source| checked.signatures.iter().find(|s| s.source == source).unwrap().outcome.clone();
         let co_path = |k: &super::super::GeneratedKey| Source::CoSignature(cosignature_path(&bundle, &k.key_id));
@@ -383,7 +385,10 @@ mod tests {
         assert_eq!(counted, vec![&a.key_id]);
 
         let policy = Policy::new(trusted(), 2, vec![co(&b, manifest)]).unwrap();
-        assert_eq!(policy.check(manifest, &embedded).signers, vec![a.key_id.clone(), b.key_id.clone()]);
+        assert_eq!(
+            policy.check(&Sha256::of_bytes(manifest), &embedded).signers,
+            vec![a.key_id.clone(), b.key_id.clone()]
+        );
 
         assert!(matches!(Policy::new(trusted(), 3, vec![]), Err(PolicyError::Unreachable { threshold: 3, keys: 2 })));
         let twice = vec![TrustedKey::load(&a.public_path).unwrap(), TrustedKey::load(&a.public_path).unwrap()];

@@ -8,6 +8,7 @@ use sigstore::crypto::verification_key::CosignVerificationKey;
 use sigstore::crypto::{Signature, SigningScheme};
 
 use super::{KeyError, KeyId, SignatureError};
+use crate::digest::Sha256;
 
 /// A public key the operator trusts (`--trust`).
 #[derive(Clone)]
@@ -73,9 +74,20 @@ impl TrustedKey {
 
     /// Check a cosign `sign-blob` signature (base64 DER, surrounding whitespace allowed).
     pub fn verify_blob(&self, msg: &[u8], signature_b64: &[u8]) -> Result<(), SignatureError> {
+        self.verify_blob_digest(&Sha256::of_bytes(msg), signature_b64)
+    }
+
+    /// The same check over the message whose SHA-256 is `digest`, for a message that is not
+    /// held in memory (a manifest spooled to a file while it was hashed). The ECDSA check over
+    /// a digest is aws-lc's, the backend sigstore's own `verify_signature` runs on.
+    pub fn verify_blob_digest(&self, digest: &Sha256, signature_b64: &[u8]) -> Result<(), SignatureError> {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
         let trimmed = signature_b64.trim_ascii();
         let der = STANDARD.decode(trimmed).map_err(|e| SignatureError::Encoding(e.to_string()))?;
-        self.key.verify_signature(Signature::Raw(&der), msg).map_err(|_| SignatureError::Mismatch(self.key_id.clone()))
+        let mismatch = |_| SignatureError::Mismatch(self.key_id.clone());
+        let digest = aws_lc_rs::digest::Digest::import_less_safe(digest.as_bytes(), &aws_lc_rs::digest::SHA256)
+            .map_err(mismatch)?;
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &self.spki_der).verify_digest(&digest, &der).map_err(mismatch)
     }
 }
 

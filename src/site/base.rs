@@ -175,4 +175,8 @@ impl MemberSink for Route {
         self.written.push((*sha256, dest.clone()));
         Ok(())
     }
+
+    fn spool(&mut self) -> io::Result<std::fs::File> {
+        self.stage.spool()
+    }
 }

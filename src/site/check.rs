@@ -273,7 +273,7 @@ fn partial(
             return Ok((out, None));
         }
     };
-    let checked = policy.check(&bytes, &signature);
+    let checked = policy.check(&Sha256::of_bytes(&bytes), &signature);
     if let Some(short) = policy.shortfall(&checked.signers) {
         let problem = format!(
             "failed verification: signed by {} of the {} key(s) of `{}` its policy needs (a revoked key no longer counts)",

@@ -16,7 +16,7 @@ use super::state::{self, RegistryMemo, State};
 use super::{Amber, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
 use crate::bundle::Manifest;
 use crate::bundle::parts::Input;
-use crate::bundle::reader::read_head;
+use crate::bundle::reader::read_outline;
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
@@ -307,15 +307,14 @@ pub(super) fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
 pub(super) fn preflight(input: &Input, root: &SiteRoot, state: &State) -> Result<(), SiteError> {
     let file_bytes = input.bytes()?;
     // The head is read unverified, only to refuse early; a lie there fails verification later
-    // (a manifest the check refuses, absurd sizes included, is left to verification too).
-    let Ok(head) = read_head(input.open()?) else { return Ok(()) };
-    if head.manifest.check().is_err() {
-        return Ok(());
-    }
-    if let Some(b) = &head.manifest.base {
+    // (a manifest that does not parse or claims absurd sizes is left to verification too).
+    // Its outline only: the entries are summed as they stream past, not held.
+    let Ok(outline) = read_outline(input.open()?) else { return Ok(()) };
+    let Some(content_bytes) = outline.content_bytes else { return Ok(()) };
+    if let Some(b) = &outline.base {
         base::find(root, state, b)?;
     }
-    let needed = file_bytes.saturating_add(head.manifest.content_bytes());
+    let needed = file_bytes.saturating_add(content_bytes);
     let stat = rustix::fs::statvfs(root.path()).map_err(|e| io_err(root.path())(e.into()))?;
     let available = stat.f_bavail.saturating_mul(stat.f_frsize);
     if needed > available {

@@ -226,7 +226,7 @@ pub(super) fn stage_packages(
         Ok::<_, SiteError>(())
     })?;
     reporter.finish();
-    let checked = policy.check(&bytes, &signature);
+    let checked = policy.check(&Sha256::of_bytes(&bytes), &signature);
     let verified = Verified {
         manifest,
         manifest_sha256: Sha256::of_bytes(&bytes),
@@ -256,7 +256,7 @@ async fn verified_manifest(
         }
     }
     let policy = trust.with_cosignatures(cosignatures);
-    let checked = policy.check(&bytes, &signature);
+    let checked = policy.check(&Sha256::of_bytes(&bytes), &signature);
     if let Some(short) = policy.shortfall(&checked.signers) {
         let whose = match short.role.as_str() {
             crate::sign::policy::GIVEN_ROLE => "trusted key(s)".to_owned(),

@@ -45,6 +45,11 @@ impl MemberSink for StageSink {
         // 25 000-file install spend its time in 25 000 `fdatasync` calls.
         out.into_inner().map_err(io::IntoInnerError::into_error).map(drop)
     }
+
+    /// On the site's own file system, not in a `/tmp` that may be memory.
+    fn spool(&mut self) -> io::Result<File> {
+        tempfile::tempfile_in(&self.dir)
+    }
 }
 
 /// A bundle verified into a directory under `staging/`: invisible until it is retained.
