@@ -15,6 +15,10 @@
 #   many     airlock install of MANY small files in one `[[file]]` directory
 #                                     ÷  zstd -dc | tar -x of the same bundle (LINEAR=1: and 4 x
 #                                        MANY, which must take at most 1.2 x 4 times as long)
+#   apply    airlock apply of APPLY packages on a node (a copy of the debootstrap system of
+#            scripts/node-fixture.sh, offline in `unshare -n chroot`, as root), then of their
+#            update, then rollback: airlock's own share of each (every phase but the package
+#            manager's `plan` and `packages` and the gate's `baseline` and `validate`) <= 1 s
 #   referrers  REFERRERS referrers of one bundle (`pull`) and of one image (`lock` + `build`,
 #            cold cache) in a local docker-registry: at most 10 s each, no baseline
 #
@@ -25,12 +29,12 @@
 # memory does not grow with the bundle. Every airlock figure must stay within 64 MiB RSS.
 #   scripts/bench.sh                            everything: scales 1 and 2, 3 runs, 12 images,
 #                                               100k small files, 5,000 referrers
-#   SCALES=1 RUNS=1 IMAGES=0 MANY=0 REFERRERS=0 scripts/bench.sh   a quick look
+#   SCALES=1 RUNS=1 IMAGES=0 MANY=0 REFERRERS=0 APPLY=0 scripts/bench.sh   a quick look
 #   SCALES= MANY=0 scripts/bench.sh             the registry figures only
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=${RUNS:-3} SCALES=${SCALES-1 2} IMAGES=${IMAGES:-12} LAYER_MIB=${LAYER_MIB:-8}
-MANY=${MANY:-100000} LINEAR=${LINEAR:-0} REFERRERS=${REFERRERS:-5000}
+MANY=${MANY:-100000} LINEAR=${LINEAR:-0} REFERRERS=${REFERRERS:-5000} APPLY=${APPLY:-100}
 
 missing=()
 for pair in time:/usr/bin/time zstd:zstd openssl:openssl skopeo:skopeo docker-registry:docker-registry; do
@@ -42,8 +46,8 @@ if ((${#missing[@]})); then
 fi
 airlock=$("$repo/scripts/airlock-bin.sh" --release)
 work=$(mktemp -d "${TMPDIR:-/tmp}/airlock-bench.XXXXXX")
-registry_pid=""
-trap '[[ -n $registry_pid ]] && kill "$registry_pid" 2>/dev/null; rm -rf "$work"' EXIT
+registry_pid="" apt_pid=""
+trap 'for p in $registry_pid $apt_pid; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 "$airlock" keygen --out-dir "$work/keys" --name bench >/dev/null 2>&1
 export SOURCE_DATE_EPOCH=1764432000
 cores=$(nproc)
@@ -219,6 +223,57 @@ if ((REFERRERS > 0)); then
   header
   within pull 10 "'$airlock' pull 'oci://$host/bench/busy:1.0.0' --insecure-registry --out '$r/out/busy.airlock' --trust '$work/keys/bench.pub' --cache '$r/cache'"
   within image 10 "'$airlock' lock '$r/image.toml' --cache '$r/icache' && '$airlock' build '$r/image.toml' --locked --cache '$r/icache' --key '$work/keys/bench.key' --out '$r/image.airlock'"
+fi
+
+if ((APPLY > 0)); then
+  [[ $(id -u) -eq 0 ]] || { echo "apply: needs root (debootstrap, chroot); APPLY=0 leaves it out" >&2; exit 1; }
+  fixture=$repo/target/node-fixture
+  "$repo/scripts/node-fixture.sh" "$fixture"
+  a="$work/apply"; mkdir -p "$a"
+  "$repo/scripts/bench-packages.sh" "$a" "$APPLY"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 -m http.server --bind 127.0.0.1 "$port" -d "$a/repo" >/dev/null 2>&1 &
+  apt_pid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
+  for v in 1.0 1.1; do
+    mkdir -p "$a/s$v"
+    pins=$(seq -f 'bench-pkg-%03g' "$APPLY" | sed "s/.*/\"&=$v-1\"/" | paste -sd, | sed 's/,/, /g')
+    printf '[bundle]\nname = "bench-node"\nversion = "%s.0"\n\n[[deb]]\nrepo = "http://127.0.0.1:%s"\nsuite = "bench"\ncomponents = ["main"]\narch = "amd64"\npackages = [%s]\nkeyring = "%s"\n' \
+      "$v" "$port" "$pins" "$a/keyring.gpg" > "$a/s$v/airlock.toml"
+    "$airlock" lock "$a/s$v/airlock.toml" --cache "$a/cache" >/dev/null 2>&1
+    "$airlock" build "$a/s$v/airlock.toml" --locked --cache "$a/cache" --key "$work/keys/bench.key" --out "$a/b$v.airlock" >/dev/null 2>&1
+  done
+  # The node as the node tests make it: the minbase system, airlock, recorded GPU probes.
+  node=$a/node
+  cp -a "$fixture/minbase" "$node"
+  cp "$airlock" "$node/usr/local/bin/airlock"
+  probes=$repo/testdata/probes/mi300x
+  mkdir -p "$node/opt/recorded/bin" "$node/host" "$node/work"
+  cp "$probes/bin/amd-smi" "$probes/bin/rocminfo" "$node/opt/recorded/bin/"
+  cp -a "$probes/out" "$node/opt/recorded/out"
+  cp -a "$probes/root/proc" "$probes/root/sys" "$node/host/"
+  ln -s /etc "$node/host/etc"; ln -s /opt "$node/host/opt"
+  cp "$a/b1.0.airlock" "$a/b1.1.airlock" "$work/keys/bench.pub" "$node/work/"
+  echo
+  echo "apply: $APPLY packages ($(stat -c %s "$a/b1.0.airlock") byte bundle) on a debootstrap node, offline"
+  printf '  %-8s %9s %9s %9s  %-8s %-7s %11s\n' figure total "apt+gate" "airlock" target verdict "airlock RSS"
+  for step in "apply:apply /work/b1.0.airlock" "update:apply /work/b1.1.airlock" "rollback:rollback"; do
+    label=${step%%:*} step=${step#*:}
+    sync
+    /usr/bin/time -f "%e %M" -o "$work/time" unshare -n chroot "$node" /usr/bin/env -i \
+      PATH=/opt/recorded/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin AIRLOCK_HOST_ROOT=/host RUST_LOG=warn \
+      /usr/local/bin/airlock $step --trust /work/bench.pub --root /var/lib/airlock > "$work/apply.out" 2>&1 ||
+      { echo "failed: airlock $step" >&2; cat "$work/apply.out" >&2; exit 1; }
+    python3 - "$label" "$work/time" "$work/apply.out" <<'EOF'
+import re, sys
+name, (secs, kib) = sys.argv[1], map(float, open(sys.argv[2]).read().split())
+line = next(l for l in open(sys.argv[3]) if l.startswith("phases: "))
+own = float(re.search(r"airlock's own ([0-9.]+) s", line).group(1))
+print(f"  {name:<8} {secs:7.2f} s {secs - own:7.2f} s {own:7.2f} s  <= 1 s   {'ok' if own <= 1 else 'MISSED':<7} {kib / 1024:7.1f} MiB")
+print(f"           {line.strip()}")
+EOF
+  done
+  rm -rf "$node"
 fi
 
 echo
