@@ -230,7 +230,7 @@ fn assemble(
 
 /// The signed provenance envelope naming the manifest.
 fn provenance(manifest: &Manifest, spec: &SpecFile, key: &SigningKey, compression: Compression) -> Vec<u8> {
-    let manifest_sha256 = Sha256::of_bytes(&manifest.canonical_bytes());
+    let (manifest_sha256, _) = manifest.canonical_digest();
     let spec_name = spec.path.file_name().map_or_else(|| "airlock.toml".into(), |n| n.to_string_lossy().into_owned());
     let statement = crate::attest::provenance::statement(manifest, manifest_sha256, &spec_name, compression);
     crate::attest::provenance::envelope(&statement, key)

@@ -129,6 +129,15 @@ impl SigningKey {
         STANDARD.encode(self.sign_der(msg))
     }
 
+    /// The same signature for the message whose SHA-256 is `digest` (a manifest hashed as it
+    /// was written, never held whole): RFC 6979 over the same digest gives the same bytes.
+    pub fn sign_blob_digest(&self, digest: &crate::digest::Sha256) -> String {
+        use p256::ecdsa::signature::hazmat::PrehashSigner as _;
+        let sig: p256::ecdsa::Signature =
+            self.key.sign_prehash(digest.as_bytes()).expect("a SHA-256 digest is a valid P-256 prehash");
+        STANDARD.encode(sig.to_der().as_bytes())
+    }
+
     /// The DER ECDSA signature over SHA-256(msg) itself (TUF metadata carries it hex-encoded).
     pub fn sign_der(&self, msg: &[u8]) -> Vec<u8> {
         let sig: p256::ecdsa::Signature = self.key.sign(msg);

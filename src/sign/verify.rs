@@ -126,6 +126,7 @@ mod tests {
         assert_eq!(signer.key_id(), &a.key_id);
         let sig = signer.sign_blob(b"manifest");
         assert_eq!(sig, signer.sign_blob(b"manifest"), "RFC 6979 signatures are deterministic");
+        assert_eq!(sig, signer.sign_blob_digest(&Sha256::of_bytes(b"manifest")), "over the digest, the same bytes");
 
         let trusted_a = TrustedKey::load(&a.public_path).unwrap();
         let trusted_b = TrustedKey::load(&b.public_path).unwrap();
@@ -134,6 +135,10 @@ mod tests {
         assert!(trusted_a.verify_blob(b"manifest!", sig.as_bytes()).is_err());
         assert!(trusted_b.verify_blob(b"manifest", sig.as_bytes()).is_err());
         assert!(matches!(trusted_a.verify_blob(b"manifest", b"%%%"), Err(SignatureError::Encoding(_))));
+        // aws-lc over the digest agrees with sigstore's own check over the message.
+        let der = STANDARD.decode(&sig).unwrap();
+        trusted_a.verify_der(b"manifest", &der).unwrap();
+        assert!(trusted_a.verify_blob_digest(&Sha256::of_bytes(b"manifest!"), sig.as_bytes()).is_err());
     }
 
     #[test]
