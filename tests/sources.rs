@@ -306,6 +306,47 @@ fn a_directory_is_one_file_entry_for_its_whole_tree() {
     assert!(refused.stderr.contains("passwd` is a symbolic link"), "{}", refused.stderr);
 }
 
+/// A tree whose manifest would pass the 64 MiB that readers accept before the signature is
+/// refused by `build`, before anything is written, with the input to split (it was built, and
+/// then no reader could open it: found with 400,000 files in `scripts/bench.sh`).
+#[test]
+fn a_tree_too_large_for_one_manifest_is_refused_before_anything_is_written() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let p = t.path().join("p");
+    // Long names make a large manifest from few files (each path is in it three times, about
+    // 1.6 KB a file): 48,000 empty files of 250-character names in directories of 200.
+    for d in 0..48 {
+        let dir = p.join("tree").join(format!("{d:02}{}", "d".repeat(198)));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..1000 {
+            std::fs::write(dir.join(format!("{f:03}{}", "x".repeat(247))), b"").unwrap();
+        }
+    }
+    let spec = p.join("airlock.toml");
+    std::fs::write(
+        &spec,
+        "[bundle]\nname = \"huge\"\nversion = \"1.0.0\"\n\n[[file]]\nname = \"tree\"\nsource = \"tree\"\n",
+    )
+    .unwrap();
+    airlock_in(t.path(), &["lock", s(&spec)]).ok();
+    let bundle = t.path().join("huge.airlock");
+    let r =
+        airlock_in(t.path(), &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).code(2);
+    assert!(
+        r.stderr.contains("for 48001 entries; a bundle's manifest is at most 67108864 bytes")
+            && r.stderr.contains("`[[file]]` `tree` alone lists 48000 files"),
+        "{}",
+        r.stderr
+    );
+    assert!(!bundle.exists());
+    let left: Vec<_> = std::fs::read_dir(t.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        left.iter().all(|n| ["cache", "keys", "p"].contains(&n.to_str().unwrap())),
+        "nothing beside --out: {left:?}"
+    );
+}
+
 /// A lock written before the line form (a `{ path, sha256, size }` table per file) still builds
 /// the same bundle; a damaged line, or a misspelt key, is named where it is (exit 2).
 fn older_and_damaged_locks(

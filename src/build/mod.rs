@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::attest::sbom::{self, SbomError};
 use crate::bundle::Manifest;
-use crate::bundle::manifest::{Artifact, BaseRef, Builder, Entry, SBOM, SCHEMA_V1};
+use crate::bundle::manifest::{Artifact, BaseRef, Builder, Entry, MAX_MANIFEST_BYTES, SBOM, SCHEMA_V1};
 use crate::bundle::writer::{Arrivals, Compression, Layout, Member, PackError, Packed, pack};
 use crate::cache::{Cache, CacheError};
 use crate::clock::{ClockError, Timestamp};
@@ -47,6 +47,12 @@ pub enum BuildError {
     Pack(#[from] PackError),
     #[error("the spec's `[validation]` section cannot be recorded: {0}")]
     Validation(String),
+    #[error(
+        "the manifest would be {bytes} bytes for {entries} entries; a bundle's manifest is at most {limit} bytes \
+         (readers bound it before its signature is checked, about 250,000 entries){largest}: split the \
+         content into several bundles"
+    )]
+    ManifestTooLarge { bytes: u64, limit: u64, entries: usize, largest: String },
 }
 
 impl Classify for BuildError {
@@ -58,6 +64,7 @@ impl Classify for BuildError {
             BuildError::Pack(e) => e.class(),
             BuildError::Clock(e) => e.class(),
             BuildError::Sbom(_) | BuildError::Validation(_) => Class::Runtime,
+            BuildError::ManifestTooLarge { .. } => Class::Usage,
         }
     }
 }
@@ -111,7 +118,11 @@ pub fn build(
         members.into_iter().filter(|m| m.path.area() == "airlock" || !omitted.contains(&m.sha256)).collect();
     let compression = options.layout.compression;
     tracing::info!("sign: manifest and provenance with key {}", key.key_id().short());
-    let envelope = provenance(&manifest, sources.spec, key, compression);
+    let (manifest_sha256, manifest_bytes) = manifest.canonical_digest();
+    if manifest_bytes > MAX_MANIFEST_BYTES {
+        return Err(too_large(&manifest, manifest_bytes));
+    }
+    let envelope = provenance(&manifest, manifest_sha256, sources.spec, key, compression);
     tracing::info!("pack: {} entries into `{}`", manifest.entries.len(), out.display());
     let arrivals = Arrivals::expect(blobs.iter().map(PendingBlob::digest));
     let cache = sources.fetch.cache;
@@ -228,9 +239,32 @@ fn assemble(
     })
 }
 
+/// A manifest no reader would accept, refused before anything is written, with the input
+/// that lists the most files (a `[[file]]` directory or a model).
+fn too_large(manifest: &Manifest, bytes: u64) -> BuildError {
+    let largest = manifest
+        .artifacts
+        .iter()
+        .filter_map(|a| match a {
+            Artifact::File(f) => Some((f.files.len(), format!("`[[file]]` `{}`", f.name))),
+            Artifact::Model(m) => Some((m.files.len(), format!("model `{}`", m.repo))),
+            _ => None,
+        })
+        .max_by_key(|(n, _)| *n)
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("; {what} alone lists {n} files"))
+        .unwrap_or_default();
+    BuildError::ManifestTooLarge { bytes, limit: MAX_MANIFEST_BYTES, entries: manifest.entries.len(), largest }
+}
+
 /// The signed provenance envelope naming the manifest.
-fn provenance(manifest: &Manifest, spec: &SpecFile, key: &SigningKey, compression: Compression) -> Vec<u8> {
-    let (manifest_sha256, _) = manifest.canonical_digest();
+fn provenance(
+    manifest: &Manifest,
+    manifest_sha256: Sha256,
+    spec: &SpecFile,
+    key: &SigningKey,
+    compression: Compression,
+) -> Vec<u8> {
     let spec_name = spec.path.file_name().map_or_else(|| "airlock.toml".into(), |n| n.to_string_lossy().into_owned());
     let statement = crate::attest::provenance::statement(manifest, manifest_sha256, &spec_name, compression);
     crate::attest::provenance::envelope(&statement, key)
