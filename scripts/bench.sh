@@ -14,11 +14,16 @@
 #   +pack    the same                 ÷  skopeo copy as above, then tar | zstd -3 of the layout
 #   many     airlock install of MANY small files in one `[[file]]` directory
 #                                     ÷  zstd -dc | tar -x of the same bundle (LINEAR=1: and 4 x
-#                                        MANY, which must take at most 1.2 x 4 times as long)
+#                                        MANY, which must take at most 1.2 x 4 times as long;
+#                                        4 x MANY must fit one manifest: MANY=50000 LINEAR=1)
 #   apply    airlock apply of APPLY packages on a node (a copy of the debootstrap system of
 #            scripts/node-fixture.sh, offline in `unshare -n chroot`, as root), then of their
 #            update, then rollback: airlock's own share of each (every phase but the package
 #            manager's `plan` and `packages` and the gate's `baseline` and `validate`) <= 1 s
+#   ten      TEN=1: issue 33's 10 GB bundle (one 6 GiB file, 50,000 small files in one `[[file]]`
+#            directory, 20 images of 4 x 18 MiB layers, cached), once each: build, verify and
+#            install against the same pipelines as above over the same content (the images as
+#            skopeo copied them into an OCI layout beforehand); needs about 35 GB free
 #   referrers  REFERRERS referrers of one bundle (`pull`) and of one image (`lock` + `build`,
 #            cold cache) in a local docker-registry: at most 10 s each, no baseline
 #
@@ -31,10 +36,17 @@
 #                                               100k small files, 5,000 referrers
 #   SCALES=1 RUNS=1 IMAGES=0 MANY=0 REFERRERS=0 APPLY=0 scripts/bench.sh   a quick look
 #   SCALES= MANY=0 scripts/bench.sh             the registry figures only
+#   SCALES= MANY=50000 LINEAR=1 TEN=1 scripts/bench.sh   linearity and the 10 GB bundle (about 35 GB free)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=${RUNS:-3} SCALES=${SCALES-1 2} IMAGES=${IMAGES:-12} LAYER_MIB=${LAYER_MIB:-8}
 MANY=${MANY:-100000} LINEAR=${LINEAR:-0} REFERRERS=${REFERRERS:-5000} APPLY=${APPLY:-100}
+TEN=${TEN:-0}
+if ((LINEAR && MANY > 60000)); then
+  echo "LINEAR=1 builds 4 x MANY files into one bundle, whose manifest is bounded at 64 MiB (about 240,000 of" \
+    "these files): use MANY=50000 LINEAR=1" >&2
+  exit 2
+fi
 
 missing=()
 for pair in time:/usr/bin/time zstd:zstd openssl:openssl skopeo:skopeo docker-registry:docker-registry; do
@@ -173,7 +185,7 @@ EOF
   fi
 fi
 
-if ((IMAGES > 0 || REFERRERS > 0)); then
+if ((IMAGES > 0 || REFERRERS > 0 || TEN)); then
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   host=127.0.0.1:$port
   mkdir -p "$work/registry"
@@ -223,6 +235,47 @@ if ((REFERRERS > 0)); then
   header
   within pull 10 "'$airlock' pull 'oci://$host/bench/busy:1.0.0' --insecure-registry --out '$r/out/busy.airlock' --trust '$work/keys/bench.pub' --cache '$r/cache'"
   within image 10 "'$airlock' lock '$r/image.toml' --cache '$r/icache' && '$airlock' build '$r/image.toml' --locked --cache '$r/icache' --key '$work/keys/bench.key' --out '$r/image.airlock'"
+fi
+
+if ((TEN)); then
+  t="$work/ten"; mkdir -p "$t/data" "$t/cache"
+  head -c 6G /dev/urandom > "$t/data/weights.bin"
+  python3 - "$t/data/small" 50000 <<'EOF'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(n)
+for i in range(n):
+    d = os.path.join(root, f"d{i // 1000:03d}")
+    if i % 1000 == 0:
+        os.makedirs(d)
+    with open(os.path.join(d, f"f{i:05d}.bin"), "wb") as f:
+        f.write(rng.randbytes(rng.randint(0, 8191)))
+EOF
+  printf '[bundle]\nname = "ten"\nversion = "1.0.0"\n\n[registries."%s"]\ninsecure = true\n\n[[file]]\nname = "weights"\nsource = "data/weights.bin"\n\n[[file]]\nname = "small"\nsource = "data/small"\n' \
+    "$host" > "$t/airlock.toml"
+  for i in $(seq -w 20); do
+    python3 "$repo/tests/helpers/push_image.py" "http://$host" "ten/img$i" v1 --layers 4 --layer-size $((18 << 20)) --seed "$((100 + 10#$i))" >/dev/null
+    printf '\n[[image]]\nref = "%s/ten/img%s:v1"\n' "$host" "$i" >> "$t/airlock.toml"
+    skopeo copy -q --src-tls-verify=false "docker://$host/ten/img$i:v1" "oci:$t/data/layout:img$i"
+  done
+  "$airlock" lock "$t/airlock.toml" --cache "$t/cache" >/dev/null 2>&1
+  echo
+  echo "ten: $(du -sm --apparent-size "$t/data" | cut -f1) MiB: one 6 GiB file, 50,000 small files, 20 images (cache warm); once each"
+  header
+  saved=$RUNS; RUNS=1
+  compare build 0.9 true \
+    "find '$t/data' -type f -exec openssl dgst -sha256 {} + >/dev/null && tar -cf - -C '$t' data | zstd -q -f -3 -T$cores -o '$t/b.tar.zst'" \
+    "'$airlock' build '$t/airlock.toml' --locked --cache '$t/cache' --key '$work/keys/bench.key' --out '$t/b.airlock'"
+  # Room for the verify and install runs: the content, the cache and the registry go.
+  rm -rf "$t/data" "$t/cache" "$work/registry/data"
+  compare verify 0.9 "rm -rf '$t/x'; mkdir '$t/x'" \
+    "zstd -dc '$t/b.tar.zst' | tar -x -C '$t/x' && find '$t/x' -type f -exec openssl dgst -sha256 {} + >/dev/null" \
+    "'$airlock' verify '$t/b.airlock' --trust '$work/keys/bench.pub'"
+  compare install 0.9 "rm -rf '$t/x' '$t/site'; mkdir '$t/x'" \
+    "cp '$t/b.tar.zst' '$t/x/' && zstd -dc '$t/b.tar.zst' | tar -x -C '$t/x' && sync" \
+    "'$airlock' install '$t/b.airlock' --trust '$work/keys/bench.pub' --root '$t/site'"
+  RUNS=$saved
+  rm -rf "$t"
 fi
 
 if ((APPLY > 0)); then
