@@ -239,6 +239,10 @@ fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
     for p in ["jq", "libjq1", "libonig5", "libfile-which-perl", "perl"] {
         assert!(after1.contains_key(p) && !pristine.contains_key(p), "{p} was installed by the apply");
     }
+    // Each phase's time, as the record has it.
+    for phase in ["verify", "plan", "stage", "baseline", "packages", "validate", "switch"] {
+        assert!(done["phases"][phase].as_f64().is_some(), "{phase} timed: {}", r.stdout);
+    }
     let installed: Vec<&str> =
         done["packages"]["installed"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert!(installed.contains(&"jq") && installed.contains(&"airlock-rocm-core"), "{installed:?}");

@@ -118,28 +118,27 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
     }
     if let Some(record) = &done.record {
         writeln!(out, "{}", super::switched(&done.id, done.previous.as_ref(), done.seconds, record))?;
-        if let Some(line) = phases(record) {
+        if let Some(line) = phases(&done.phases) {
             writeln!(out, "{line}")?;
         }
     }
     Ok(())
 }
 
-/// `phases: verify 0.01 s, … ; airlock's own 0.05 s`: each phase's time from the record, and
-/// what airlock itself took (not the package manager's simulation and change, `plan` and
-/// `packages`, nor the baseline's and the gate's probes and checks).
-pub(super) fn phases(record: &std::path::Path) -> Option<String> {
-    let text = std::fs::read(record).ok()?;
-    let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    let phases = doc["phases"].as_object()?;
+/// `phases: verify 0.01 s, … ; airlock's own 0.05 s`: each phase's time, as the record has
+/// it, and what airlock itself took (not the package manager's simulation and change, `plan`
+/// and `packages`, nor the baseline's and the gate's probes and checks).
+pub(super) fn phases(times: &crate::site::records::PhaseTimes) -> Option<String> {
+    if times.is_empty() {
+        return None;
+    }
     let mut own = 0.0;
     let mut parts = Vec::new();
-    for (name, seconds) in phases {
-        let s = seconds.as_f64()?;
+    for (name, seconds) in &times.0 {
         if !matches!(name.as_str(), "plan" | "packages" | "baseline" | "validate" | "restore") {
-            own += s;
+            own += seconds;
         }
-        parts.push(format!("{name} {s:.2} s"));
+        parts.push(format!("{name} {seconds:.2} s"));
     }
     Some(format!("phases: {}; airlock's own {own:.2} s", parts.join(", ")))
 }

@@ -45,7 +45,7 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
         done.seconds,
         done.record.display()
     )?;
-    if let Some(line) = super::apply::phases(&done.record) {
+    if let Some(line) = super::apply::phases(&done.phases) {
         writeln!(out, "{line}")?;
     }
     Ok(super::EXIT_OK)

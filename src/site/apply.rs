@@ -62,6 +62,9 @@ pub struct Applied {
     pub pruned: Vec<BundleId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<PathBuf>,
+    /// Seconds per phase that ended, as the record has them.
+    #[serde(skip_serializing_if = "records::PhaseTimes::is_empty")]
+    pub phases: records::PhaseTimes,
     pub seconds: f64,
 }
 
@@ -253,6 +256,7 @@ fn change(
         return Ok(Applied {
             pending_reboot: Some(reason),
             record: Some(record),
+            phases: attempt.phases.times(),
             ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
         });
     }
@@ -264,6 +268,7 @@ fn change(
         validation,
         pruned,
         record: Some(record),
+        phases: attempt.phases.times(),
         ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
     })
 }
@@ -483,6 +488,7 @@ fn outcome(m: &Manifest, id: BundleId, signers: Vec<KeyId>, packages: Changes, s
         validation: None,
         pruned: Vec::new(),
         record: None,
+        phases: records::PhaseTimes::default(),
         seconds,
     }
 }
