@@ -43,12 +43,4 @@ for pkg in "$dir"/build/*; do
   dpkg-deb --root-owner-group -Zgzip --build "$pkg" "$dir/repo/pool/main/b/$(basename "$pkg")_amd64.deb" > /dev/null
 done
 
-cd "$dir/repo"
-mkdir -p dists/bench/main/binary-amd64
-apt-ftparchive packages pool > dists/bench/main/binary-amd64/Packages
-gzip -9nk dists/bench/main/binary-amd64/Packages
-apt-ftparchive -o APT::FTPArchive::Release::Origin=airlock-bench -o APT::FTPArchive::Release::Suite=bench \
-  -o APT::FTPArchive::Release::Codename=bench -o APT::FTPArchive::Release::Components=main \
-  -o APT::FTPArchive::Release::Architectures=amd64 release dists/bench > dists/bench/Release
-gpg --batch --quiet --pinentry-mode loopback --passphrase '' --local-user bench@airlock.test --clearsign \
-  -o dists/bench/InRelease dists/bench/Release
+"$(dirname "$0")/../tests/helpers/sign_suite.sh" "$dir/repo" bench airlock-bench bench@airlock.test

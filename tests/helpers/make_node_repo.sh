@@ -49,11 +49,4 @@ printf '#!/bin/sh\necho "airlock-broken: cannot configure the device" >&2\nexit 
 chmod 755 "$root/DEBIAN/postinst"
 dpkg-deb --root-owner-group -Zgzip --build "$root" "$dir/repo/pool/main/a/airlock-broken/airlock-broken_1.0-1_all.deb" > /dev/null
 
-cd "$dir/repo"
-mkdir -p dists/node/main/binary-amd64
-apt-ftparchive packages pool > dists/node/main/binary-amd64/Packages
-gzip -9nk dists/node/main/binary-amd64/Packages
-apt-ftparchive -o APT::FTPArchive::Release::Origin=airlock-tests -o APT::FTPArchive::Release::Suite=node \
-  -o APT::FTPArchive::Release::Codename=node -o APT::FTPArchive::Release::Components=main \
-  -o APT::FTPArchive::Release::Architectures=amd64 release dists/node > dists/node/Release
-gpg --batch --quiet --pinentry-mode loopback --passphrase '' --local-user node@airlock.test --clearsign -o dists/node/InRelease dists/node/Release
+"$(dirname "$0")/sign_suite.sh" "$dir/repo" node airlock-tests node@airlock.test
