@@ -793,5 +793,17 @@ fn spliced_extension_records_are_refused_before_they_are_read_with_memory_flat()
         for after in [2, 4] {
             std::fs::remove_file(fx.dir.join(format!("spliced-{after}.airlock"))).unwrap();
         }
+        // Before member 1: install reads the manifest's outline (the space it needs, a delta's
+        // base) before it verifies anything, and must be as guarded as the reader.
+        let bundle = fx.dir.join("spliced-0.airlock");
+        std::fs::write(&bundle, spliced(&fx, kind, size, 0)).unwrap();
+        let root = fx.dir.join("spliced-site");
+        let (r, peak) = with_peak(&[&["install", s(&bundle)][..], &trust[..], &["--root", s(&root)][..]].concat());
+        assert_eq!(r.code, 3, "{}", r.stderr);
+        assert!(
+            peak < baseline + 32 * 1024,
+            "install {name} before member 1: peak {peak} KiB, baseline {baseline} KiB"
+        );
+        std::fs::remove_file(&bundle).unwrap();
     }
 }

@@ -367,11 +367,8 @@ impl Reader {
         budget: &Budget,
         sink: &mut dyn MemberSink,
     ) -> Result<(Spooled, Vec<u8>), Halt> {
-        let manifest = match members.next() {
-            None => return Err(self.fatal(None, Rejection::NotABundle("no members".into()))),
-            Some(Err(e)) => return Err(self.fatal(None, budget.explain(&e, Rejection::NotABundle))),
-            Some(Ok(entry)) => self.spool_manifest(entry, budget, sink)?,
-        };
+        let entry = self.manifest_member(members, budget)?;
+        let manifest = self.spool_manifest(entry, budget, sink)?;
         let signature = match members.next() {
             None => {
                 return Err(self.fatal(None, Rejection::SignatureNotSecond { found: "end of archive".into() }));
@@ -590,24 +587,16 @@ impl Reader {
         Ok(())
     }
 
-    /// Member 1, the manifest: copied into the sink's spool while it is hashed, and bounded.
+    /// Member 1, the manifest (`manifest_member`): copied into the sink's spool while it is
+    /// hashed, and bounded.
     fn spool_manifest<R: Read>(
         &mut self,
         mut entry: tar::Entry<'_, R>,
         budget: &Budget,
         sink: &mut dyn MemberSink,
     ) -> Result<Spooled, Halt> {
-        let name = crate::escape::bytes(&entry.path_bytes());
-        if name != MANIFEST {
-            return Err(self.fatal(Some(name.clone()), Rejection::ManifestNotFirst { found: name }));
-        }
-        if let Some(kind) = forbidden_type(entry.header().entry_type()) {
-            return Err(self.fatal(Some(name), Rejection::EntryType(kind)));
-        }
+        let name = MANIFEST.to_owned();
         let size = entry.size();
-        if size > MAX_MANIFEST_BYTES {
-            return Err(self.fatal(Some(name), Rejection::TooLargeBeforeTrust { limit: MAX_MANIFEST_BYTES }));
-        }
         let path = || MemberPath::new(MANIFEST).expect("reserved member names are valid paths");
         let store_error = |source| Halt::Sink(SinkError { path: path(), source });
         let mut out = io::BufWriter::with_capacity(256 << 10, sink.spool().map_err(store_error)?);
@@ -630,15 +619,15 @@ impl Reader {
         Ok(Spooled { file, sha256, size })
     }
 
-    /// Read a small leading member whose name is fixed, refusing anything else.
-    fn small_member<R: Read>(
+    /// A leading member checked before any of it is read: its fixed name (else `misplaced`),
+    /// a regular file, at most `limit` bytes. Its name, printable.
+    fn leading<R: Read>(
         &mut self,
-        mut entry: tar::Entry<'_, R>,
+        entry: &tar::Entry<'_, R>,
         want: &str,
         limit: u64,
-        budget: &Budget,
         misplaced: impl Fn(String) -> Rejection,
-    ) -> Result<Vec<u8>, Halt> {
+    ) -> Result<String, Halt> {
         let name = crate::escape::bytes(&entry.path_bytes());
         if name != want {
             return Err(self.fatal(Some(name.clone()), misplaced(name)));
@@ -649,6 +638,43 @@ impl Reader {
         if entry.size() > limit {
             return Err(self.fatal(Some(name), Rejection::TooLargeBeforeTrust { limit }));
         }
+        Ok(name)
+    }
+
+    /// Member 1, which must be the manifest (checked by `leading`, not yet read).
+    fn manifest_member<'a, R: Read>(
+        &mut self,
+        members: &mut tar::Entries<'a, R>,
+        budget: &Budget,
+    ) -> Result<tar::Entry<'a, R>, Halt> {
+        match members.next() {
+            None => Err(self.fatal(None, Rejection::NotABundle("no members".into()))),
+            Some(Err(e)) => Err(self.fatal(None, budget.explain(&e, Rejection::NotABundle))),
+            Some(Ok(entry)) => {
+                self.leading(&entry, MANIFEST, MAX_MANIFEST_BYTES, |found| Rejection::ManifestNotFirst { found })?;
+                Ok(entry)
+            }
+        }
+    }
+
+    /// The last problem recorded, for the head readers that stop at the first.
+    fn last_problem(&mut self) -> Problem {
+        self.report
+            .problems
+            .pop()
+            .unwrap_or(Problem { member: None, reason: Rejection::NotABundle("unreadable".into()) })
+    }
+
+    /// Read a small leading member whose name is fixed, refusing anything else.
+    fn small_member<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        want: &str,
+        limit: u64,
+        budget: &Budget,
+        misplaced: impl Fn(String) -> Rejection,
+    ) -> Result<Vec<u8>, Halt> {
+        let name = self.leading(&entry, want, limit, misplaced)?;
         // Its size is bounded by `limit` just above: reserved once, not doubled as it grows.
         let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
         (&mut entry)
@@ -684,15 +710,8 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
         let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
         reader.head(&mut members, &budget, &mut Discard)
     });
-    let failed = |reader: &mut Reader| {
-        reader
-            .report
-            .problems
-            .pop()
-            .unwrap_or(Problem { member: None, reason: Rejection::NotABundle("unreadable".into()) })
-    };
     let Ok((mut spooled, signature)) = head else {
-        return Err(failed(&mut reader));
+        return Err(reader.last_problem());
     };
     // Callers want the bytes (to push them as a layer, to show them); the head is bounded.
     let mut manifest_bytes = Vec::with_capacity(usize::try_from(spooled.size).unwrap_or(0));
@@ -702,30 +721,25 @@ pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     })?;
     let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
         .map_err(|e| Problem { member: Some(MANIFEST.into()), reason: Rejection::ManifestInvalid(e.to_string()) })?;
-    Ok(Head { manifest_sha256: Sha256::of_bytes(&manifest_bytes), manifest, manifest_bytes, signature })
+    Ok(Head { manifest_sha256: spooled.sha256, manifest, manifest_bytes, signature })
 }
 
 /// The manifest's outline (`Outline`), parsed as member 1 streams past: neither its bytes nor
-/// its entries are held. Nothing is verified.
+/// its entries are held. Nothing is verified; the stream is guarded as every reader's is (the
+/// budget, and extension records refused before the `tar` crate reads them).
 pub fn read_outline(input: impl Read) -> Result<Outline, Problem> {
-    let fail = |member: Option<&str>, reason| Problem { member: member.map(str::to_owned), reason };
     let mut reader = Reader { report: Report::default(), on_problem: OnProblem::Stop };
-    let decoder = reader
-        .decoder(input)
-        .map_err(|_| reader.report.problems.pop().unwrap_or(fail(None, Rejection::NotABundle("unreadable".into()))))?;
-    let mut archive = tar::Archive::new(decoder);
-    let mut members = archive.entries().map_err(|e| fail(None, Rejection::NotABundle(stream_words(&e))))?;
-    let entry = match members.next() {
-        None => return Err(fail(None, Rejection::NotABundle("no members".into()))),
-        Some(Err(e)) => return Err(fail(None, Rejection::NotABundle(stream_words(&e)))),
-        Some(Ok(entry)) => entry,
-    };
-    let name = crate::escape::bytes(&entry.path_bytes());
-    if name != MANIFEST {
-        return Err(fail(Some(&name), Rejection::ManifestNotFirst { found: name.clone() }));
-    }
-    serde_json::from_reader(BufReader::new(entry.take(MAX_MANIFEST_BYTES)))
-        .map_err(|e| fail(Some(MANIFEST), Rejection::ManifestInvalid(e.to_string())))
+    let budget = Budget::new(MAX_MANIFEST_BYTES + 8 * 512);
+    let outline = reader.decoder(input).and_then(|decoder| {
+        let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
+        let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
+        let entry = reader.manifest_member(&mut members, &budget)?;
+        serde_json::from_reader(BufReader::new(entry.take(MAX_MANIFEST_BYTES))).map_err(|e| {
+            let reason = budget.tripped().unwrap_or_else(|| Rejection::ManifestInvalid(e.to_string()));
+            reader.fatal(Some(MANIFEST.into()), reason)
+        })
+    });
+    outline.map_err(|_| reader.last_problem())
 }
 
 /// The most trust metadata files a bundle's head is read for.
