@@ -25,7 +25,7 @@ use crate::digest::Sha256;
 use crate::fetch::{HttpError, Net};
 use crate::progress::Reporter;
 use crate::sign::Policy;
-use crate::sign::policy::CoSignature;
+use crate::sign::policy::{Checked, CoSignature};
 
 /// The largest signature file read from a mirror: a DER ECDSA signature in base64 is ~100 bytes.
 pub const MAX_SIGNATURE_BYTES: u64 = 4096;
@@ -208,7 +208,8 @@ pub(super) fn stage_packages(
     reporter: &dyn Reporter,
 ) -> Result<(Staged, Policy), SiteError> {
     let place = Place::parse(source)?;
-    let (bytes, signature, policy, manifest) = net.block_on(verified_manifest(&place, trust, net))?;
+    let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked } =
+        net.block_on(verified_manifest(&place, trust, net))?;
     let staging = root.staging();
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
     for (rel, content) in [(MANIFEST, &bytes), (SIGNATURE, &signature)] {
@@ -226,23 +227,22 @@ pub(super) fn stage_packages(
         Ok::<_, SiteError>(())
     })?;
     reporter.finish();
-    let checked = policy.check(&Sha256::of_bytes(&bytes), &signature);
-    let verified = Verified {
-        manifest,
-        manifest_sha256: Sha256::of_bytes(&bytes),
-        signers: checked.signers,
-        signatures: checked.signatures,
-        base: None,
-    };
+    let verified =
+        Verified { manifest, manifest_sha256, signers: checked.signers, signatures: checked.signatures, base: None };
     Ok((Staged { dir, verified }, policy))
 }
 
-/// The mirror's current manifest and signature, with the policy they met.
-async fn verified_manifest(
-    place: &Place,
-    trust: &Policy,
-    net: &Net,
-) -> Result<(Vec<u8>, Vec<u8>, Policy, Manifest), SiteError> {
+/// The mirror's current manifest and signature, with the policy they met and what it found.
+struct MirrorHead {
+    bytes: Vec<u8>,
+    signature: Vec<u8>,
+    policy: Policy,
+    manifest: Manifest,
+    manifest_sha256: Sha256,
+    checked: Checked,
+}
+
+async fn verified_manifest(place: &Place, trust: &Policy, net: &Net) -> Result<MirrorHead, SiteError> {
     let url = place.url(MANIFEST);
     let need = |rel: &str, got: Option<Vec<u8>>| got.ok_or_else(|| MirrorError::Missing { url: place.url(rel) });
     let bytes = need(MANIFEST, place.small(net, MANIFEST, MAX_MANIFEST_BYTES).await?)?;
@@ -256,7 +256,8 @@ async fn verified_manifest(
         }
     }
     let policy = trust.with_cosignatures(cosignatures);
-    let checked = policy.check(&Sha256::of_bytes(&bytes), &signature);
+    let manifest_sha256 = Sha256::of_bytes(&bytes);
+    let checked = policy.check(&manifest_sha256, &signature);
     if let Some(short) = policy.shortfall(&checked.signers) {
         let whose = match short.role.as_str() {
             crate::sign::policy::GIVEN_ROLE => "trusted key(s)".to_owned(),
@@ -267,5 +268,5 @@ async fn verified_manifest(
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
     manifest.check().map_err(|detail| MirrorError::Manifest { url, detail })?;
-    Ok((bytes, signature, policy, manifest))
+    Ok(MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked })
 }
