@@ -42,6 +42,47 @@ pub fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
     sync_dir(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
 }
 
+/// Bytes a [`WriteBack`] file grows by between two hand-overs to the kernel's write-back.
+const WRITE_BACK_EVERY: u64 = 16 << 20;
+
+/// A file written front to back whose pages go to the disk while it grows, so that the sync
+/// that makes it durable (an `fsync`, or the `syncfs` of a staged tree) waits for its last
+/// few MiB rather than for all of it, and the disk works while the writer still computes.
+/// Nothing is made durable here. An install of 1510 MiB that wrote its tree and its copy of
+/// the bundle, then synced, waited about 1 s in `fsync` and `syncfs` (`strace -T`).
+pub struct WriteBack {
+    file: std::fs::File,
+    written: u64,
+    handed: u64,
+}
+
+impl WriteBack {
+    pub fn new(file: std::fs::File) -> Self {
+        Self { file, written: 0, handed: 0 }
+    }
+}
+
+impl Write for WriteBack {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.handed >= WRITE_BACK_EVERY {
+            // Written by hand: rustix has no `sync_file_range`. On Linux `POSIX_FADV_DONTNEED`
+            // starts write-back of the range's dirty pages without waiting for it
+            // (`WB_SYNC_NONE`) and drops only pages already clean. It is advice: a failure
+            // changes nothing but when the bytes reach the disk.
+            let len = std::num::NonZeroU64::new(self.written - self.handed);
+            let _ = rustix::fs::fadvise(&self.file, self.handed, len, rustix::fs::Advice::DontNeed);
+            self.handed = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
@@ -57,5 +98,25 @@ mod tests {
         assert_eq!(std::fs::read(&out).unwrap(), b"abc");
         assert_eq!(mode(&out), mode(&plain));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    /// Handing ranges to write-back (here several, at uneven offsets) changes no byte.
+    #[test]
+    fn a_file_handed_to_write_back_as_it_grows_holds_what_was_written() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let mut out =
+            std::io::BufWriter::with_capacity(1 << 20, super::WriteBack::new(std::fs::File::create(&path).unwrap()));
+        let mut expected = Vec::new();
+        for i in 0..500u32 {
+            let chunk: Vec<u8> = (0..(i * 997 % 250_000)).map(|j| (i ^ j).to_le_bytes()[0]).collect();
+            out.write_all(&chunk).unwrap();
+            expected.extend_from_slice(&chunk);
+        }
+        out.flush().unwrap();
+        drop(out);
+        assert!(expected.len() as u64 > 3 * super::WRITE_BACK_EVERY);
+        assert!(std::fs::read(&path).unwrap() == expected);
     }
 }

@@ -4,6 +4,8 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 
+use crate::atomic::WriteBack;
+
 /// Which side of a [`Tee`] failed.
 #[derive(Debug)]
 pub enum TeeError {
@@ -12,19 +14,21 @@ pub enum TeeError {
 }
 
 /// Copies every byte read from `inner` into `copy`, remembering a write failure so it is not
-/// mistaken for a damaged bundle.
+/// mistaken for a damaged bundle. The copy's pages go to the disk as it grows
+/// ([`WriteBack`]); making it durable is the caller's (a site syncs the whole staged tree at
+/// once, `pull` the file before it is renamed into place).
 pub struct Tee<R> {
     inner: R,
-    copy: BufWriter<File>,
+    copy: BufWriter<WriteBack>,
     failed: Option<io::Error>,
 }
 
 impl<R: Read> Tee<R> {
     pub fn new(inner: R, copy: File) -> Self {
-        Self { inner, copy: BufWriter::with_capacity(1 << 20, copy), failed: None }
+        Self { inner, copy: BufWriter::with_capacity(1 << 20, WriteBack::new(copy)), failed: None }
     }
 
-    /// Copy whatever the reader did not consume, then flush and sync the copy.
+    /// Copy whatever the reader did not consume, then flush the copy (not synced).
     pub fn finish(mut self) -> Result<(), TeeError> {
         if let Some(e) = self.failed.take() {
             return Err(TeeError::Write(e));
@@ -39,8 +43,7 @@ impl<R: Read> Tee<R> {
             };
             self.copy.write_all(&buf[..n]).map_err(TeeError::Write)?;
         }
-        let file = self.copy.into_inner().map_err(|e| TeeError::Write(e.into_error()))?;
-        file.sync_all().map_err(TeeError::Write)
+        self.copy.flush().map_err(TeeError::Write)
     }
 }
 

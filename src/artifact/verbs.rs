@@ -313,6 +313,7 @@ pub fn pull(
     tee.finish().map_err(|e| match e {
         TeeError::Read(e) | TeeError::Write(e) => io_err(out)(e),
     })?;
+    tmp.as_file().sync_all().map_err(io_err(out))?;
     tmp.persist(out).map_err(|e| io_err(out)(e.error))?;
     // Only the co-signatures that verified under a trusted key are written: a registry's
     // other referrers (thousands, on a busy one) are its claims, not evidence.

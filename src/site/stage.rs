@@ -10,6 +10,7 @@ use super::records;
 use super::root::{BundleId, RETAINED_BUNDLE, SiteRoot};
 use super::state::{Event, State};
 use super::{SiteError, base, io_err, views};
+use crate::atomic::WriteBack;
 use crate::bundle::Manifest;
 use crate::bundle::reader::{MemberSink, OnProblem, Problem, Report, read_bundle};
 use crate::clock::Timestamp;
@@ -39,10 +40,11 @@ impl MemberSink for StageSink {
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut out = BufWriter::with_capacity(1 << 20, File::create_new(&dest)?);
+        let mut out = BufWriter::with_capacity(1 << 20, WriteBack::new(File::create_new(&dest)?));
         io::copy(data, &mut out)?;
         // Durable later, once for the whole tree (`sync_tree`): one sync per file made a
-        // 25 000-file install spend its time in 25 000 `fdatasync` calls.
+        // 25 000-file install spend its time in 25 000 `fdatasync` calls. A large member's
+        // pages are on their way to the disk already (`WriteBack`).
         out.into_inner().map_err(io::IntoInnerError::into_error).map(drop)
     }
 
@@ -126,7 +128,8 @@ pub(super) fn stage(
         return Err(SiteError::Rejected { path: bundle.to_owned(), problems });
     }
     // The rest of the file (past the zstd frame's end) is kept too; a read failure there is
-    // the bundle's, a write failure the site's.
+    // the bundle's, a write failure the site's. Not synced here: the copy is part of the
+    // staged tree, which `retain` syncs whole.
     match tee.finish() {
         Ok(()) => {}
         Err(TeeError::Read(e)) => {
