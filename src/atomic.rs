@@ -1,7 +1,9 @@
 //! Output files that appear whole or not at all: written to a temporary file beside the target
 //! and renamed over it when complete. The temporary file is created with the usual mode (0666
 //! less the umask), as `File::create` would, not tempfile's private 0600: bundles, locks and
-//! signatures are handed to other users and services.
+//! signatures are handed to other users and services. Also the durability helpers around
+//! them: `sync_dir` after a rename, and `WriteBack`, a file whose pages go to the disk while it
+//! grows (the site's staged files and its copy of the bundle), synced later by the caller.
 
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
