@@ -569,6 +569,12 @@ pub struct BuildArgs {
     pub lock: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArgs,
+    /// Image blobs not in the cache go from their registry (or layout) straight into the
+    /// bundle as they download, and are not kept: each layer is written once, and the build
+    /// host needs room for the bundle alone. A dropped connection resumes with `Range`; the
+    /// next build downloads them again. Everything else is cached as always.
+    #[arg(long)]
+    pub no_blob_cache: bool,
     #[command(flatten)]
     pub compression: CompressionArgs,
     /// Write the bundle as parts of SIZE bytes (`4G`, `4095M`, `700M`; K/M/G/T are powers of

@@ -259,23 +259,142 @@ impl Receiving {
         let incoming = self.incoming.take().expect("an incoming blob is present between blocking calls");
         blocking(move || incoming.commit(size)).await
     }
+}
 
-    /// Keep what was received for the next attempt (what was not yet written is lost, and
-    /// fetched again from the offset that was).
-    async fn keep_for_resume(mut self) -> u64 {
-        let _ = self.flush().await;
-        let incoming = self.incoming.take().expect("an incoming blob is present between blocking calls");
-        let offset = incoming.offset();
-        incoming.keep_for_resume();
-        offset
+/// How one download attempt failed: on the network side (maybe worth another try), or where
+/// its bytes land (never).
+enum Attempt<E> {
+    Net(Failure<E>),
+    Land(CacheError),
+}
+
+/// Where a download's bytes land while it runs, across its attempts: a partial file in the
+/// cache (`Receiving`), or the thread packing a bundle (`Streaming`).
+trait Landing {
+    /// Bytes landed so far: where the next attempt resumes.
+    fn offset(&mut self) -> u64;
+    /// The server answered a resumed request from byte 0.
+    async fn restart_at_zero(&mut self) -> Result<(), CacheError>;
+    /// Land a chunk; `Ok(false)` when nobody wants more (a bundle whose packing stopped).
+    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError>;
+    /// Between attempts: what was received stays for the next one to resume after.
+    async fn pause(&mut self) -> Result<(), CacheError>;
+}
+
+impl Landing for Receiving {
+    fn offset(&mut self) -> u64 {
+        Receiving::offset(self)
+    }
+
+    async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
+        self.restart().await
+    }
+
+    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError> {
+        self.write(&chunk).await.map(|()| true)
+    }
+
+    async fn pause(&mut self) -> Result<(), CacheError> {
+        self.flush().await
     }
 }
 
-/// How one download attempt failed: on the network side (maybe worth another try), or on
-/// the cache's side (never).
-enum Attempt<E> {
-    Net(Failure<E>),
-    Cache(CacheError),
+/// A download handed to the thread that packs a bundle as it arrives, kept nowhere: the
+/// packer hashes it and checks its size. A retry resumes at the byte reached; when the server
+/// answers it from byte 0, the bytes already handed over are skipped.
+struct Streaming {
+    out: crate::overlap::Outflow,
+    sent: u64,
+    /// Bytes of the current response that were handed over by an earlier one.
+    skip: u64,
+    /// The declared size: no byte past it is handed over.
+    limit: u64,
+    what: String,
+}
+
+impl Landing for Streaming {
+    fn offset(&mut self) -> u64 {
+        self.sent
+    }
+
+    async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
+        self.skip = self.sent;
+        Ok(())
+    }
+
+    async fn land(&mut self, mut chunk: bytes::Bytes) -> Result<bool, CacheError> {
+        let skipped = usize::try_from(self.skip).unwrap_or(usize::MAX).min(chunk.len());
+        bytes::Buf::advance(&mut chunk, skipped);
+        self.skip -= skipped as u64;
+        if self.sent + chunk.len() as u64 > self.limit {
+            return Err(CacheError::TooLong { what: self.what.clone(), expected: self.limit });
+        }
+        self.sent += chunk.len() as u64;
+        Ok(self.out.send(chunk).await.is_ok())
+    }
+
+    async fn pause(&mut self) -> Result<(), CacheError> {
+        Ok(())
+    }
+}
+
+/// Download into `landing` with retries: `open(offset)` starts a stream of chunks at
+/// `offset`; chunk errors count as transient. `Ok(false)`: the landing wanted no more.
+async fn attempts<E, S, F, Fut>(
+    landing: &mut impl Landing,
+    (what, key): (&str, &str),
+    reporter: &dyn Reporter,
+    options: &NetOptions,
+    mut open: F,
+) -> Result<bool, DownloadError<E>>
+where
+    E: std::error::Error + 'static,
+    S: Stream<Item = Result<bytes::Bytes, String>> + Unpin,
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = Result<Opened<S>, Failure<E>>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        // A failure of the network is worth another try; a failure where the bytes land (a
+        // full disk, no permission) is not.
+        let outcome = async {
+            let offset = landing.offset();
+            let mut stream = match open(offset).await.map_err(Attempt::Net)? {
+                Opened::Partial(s) => s,
+                Opened::Full(s) => {
+                    landing.restart_at_zero().await.map_err(Attempt::Land)?;
+                    s
+                }
+            };
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| Attempt::Net(Failure::Transient(e)))?;
+                let n = chunk.len() as u64;
+                if !landing.land(chunk).await.map_err(Attempt::Land)? {
+                    return Ok(false);
+                }
+                reporter.advance(n);
+                reporter.item_advance(key, n);
+            }
+            Ok(true)
+        }
+        .await;
+        let (detail, after) = match outcome {
+            Ok(complete) => return Ok(complete),
+            Err(Attempt::Land(e)) => return Err(DownloadError::Cache(e)),
+            Err(Attempt::Net(Failure::Fatal(e))) => return Err(DownloadError::Fatal(e)),
+            Err(Attempt::Net(Failure::Transient(detail))) => (detail, None),
+            Err(Attempt::Net(Failure::RetryAfter(detail, after))) => (detail, Some(after)),
+        };
+        if attempt >= options.attempts {
+            return Err(DownloadError::GaveUp { what: what.to_owned(), detail, attempts: attempt });
+        }
+        let wait = options.wait(attempt, after);
+        landing.pause().await?;
+        let offset = landing.offset();
+        tracing::warn!("{what}: try {attempt} failed ({detail}); retrying in {wait:?} from byte {offset}");
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// Download one blob into the cache unless it is there already. `open(offset)` starts a
@@ -287,7 +406,7 @@ pub async fn download<E, S, F, Fut>(
     what: &str,
     reporter: &dyn Reporter,
     options: &NetOptions,
-    mut open: F,
+    open: F,
 ) -> Result<PathBuf, DownloadError<E>>
 where
     E: std::error::Error + 'static,
@@ -301,47 +420,48 @@ where
     }
     let key = format!("sha256:{}", digest.short(12));
     reporter.item_start(&key, size.unwrap_or(0));
-    let mut attempt = 0;
-    let result = loop {
-        attempt += 1;
-        let mut receiving = Receiving::open(cache, digest, size, what).await?;
-        // A failure of the network is worth another try; a failure of the cache (a full disk,
-        // no permission) is not: it is fatal now, and its partial file goes.
-        let outcome = async {
-            let offset = receiving.offset();
-            let mut stream = match open(offset).await.map_err(Attempt::Net)? {
-                Opened::Partial(s) => s,
-                Opened::Full(s) => {
-                    receiving.restart().await.map_err(Attempt::Cache)?;
-                    s
-                }
-            };
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| Attempt::Net(Failure::Transient(e)))?;
-                receiving.write(&chunk).await.map_err(Attempt::Cache)?;
-                reporter.advance(chunk.len() as u64);
-                reporter.item_advance(&key, chunk.len() as u64);
-            }
+    let mut receiving = Receiving::open(cache, digest, size, what).await?;
+    // On any failure `receiving` is dropped, and its partial file with it.
+    let result = match attempts(&mut receiving, (what, &key), reporter, options, open).await {
+        Ok(_) => receiving.commit(size).await.map_err(DownloadError::from),
+        Err(e) => Err(e),
+    };
+    reporter.item_finish(&key);
+    result
+}
+
+/// Download one blob of `size` bytes into `out` as it arrives, with retries resumed at the
+/// byte reached; nothing is kept. The reader hashes it: nothing here is verified but the size
+/// bound. On failure the reader's next read fails with the same words.
+pub async fn download_into<E, S, F, Fut>(
+    out: crate::overlap::Outflow,
+    digest: Sha256,
+    size: u64,
+    what: &str,
+    reporter: &dyn Reporter,
+    options: &NetOptions,
+    open: F,
+) -> Result<(), DownloadError<E>>
+where
+    E: std::error::Error + 'static,
+    S: Stream<Item = Result<bytes::Bytes, String>> + Unpin,
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = Result<Opened<S>, Failure<E>>>,
+{
+    let key = format!("sha256:{}", digest.short(12));
+    reporter.item_start(&key, size);
+    let mut streaming = Streaming { out, sent: 0, skip: 0, limit: size, what: what.to_owned() };
+    let result = match attempts(&mut streaming, (what, &key), reporter, options, open).await {
+        Ok(true) => {
+            let _ = streaming.out.finish().await;
             Ok(())
         }
-        .await;
-        let (detail, after) = match outcome {
-            Ok(()) => break receiving.commit(size).await.map_err(DownloadError::from),
-            Err(Attempt::Cache(e)) => {
-                drop(receiving); // removes the partial file
-                break Err(DownloadError::Cache(e));
-            }
-            Err(Attempt::Net(Failure::Fatal(e))) => break Err(DownloadError::Fatal(e)),
-            Err(Attempt::Net(Failure::Transient(detail))) => (detail, None),
-            Err(Attempt::Net(Failure::RetryAfter(detail, after))) => (detail, Some(after)),
-        };
-        if attempt >= options.attempts {
-            break Err(DownloadError::GaveUp { what: what.to_owned(), detail, attempts: attempt });
+        // The reader is gone: packing stopped, and its error is the one to report.
+        Ok(false) => Ok(()),
+        Err(e) => {
+            streaming.out.fail(with_causes(&e)).await;
+            Err(e)
         }
-        let wait = options.wait(attempt, after);
-        let offset = receiving.keep_for_resume().await;
-        tracing::warn!("{what}: try {attempt} failed ({detail}); retrying in {wait:?} from byte {offset}");
-        tokio::time::sleep(wait).await;
     };
     reporter.item_finish(&key);
     result

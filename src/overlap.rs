@@ -4,7 +4,10 @@
 //! - [`ReadAhead`] runs an inner reader's `read` calls (disk, zstd decompression) on a thread
 //!   of its own, a few fixed-size chunks ahead of the consumer;
 //! - [`WriteBehind`] gathers what is written into fixed-size chunks and writes them on a
-//!   thread of its own while the caller goes on.
+//!   thread of its own while the caller goes on;
+//! - [`flow`] is a pipe from async code (a download) to a blocking reader (the thread that
+//!   packs a bundle): batches of the chunks received, a few at most, the sender waiting while
+//!   they are not read.
 //!
 //! Memory is bounded and does not grow with the stream: at most `DEPTH + 2` chunks exist at
 //! once per pipe, and they are recycled. The threads are scoped (`std::thread::scope`), so the
@@ -266,6 +269,118 @@ impl<'scope, W: Write + Send + 'scope> Write for WriteBehind<'scope, W> {
     }
 }
 
+/// Bytes the sending side of a [`flow`] gathers before it hands them over.
+const FLOW_BATCH: usize = 128 << 10;
+/// Batches handed over and not yet read, at most: memory per flow is about
+/// `(FLOW_DEPTH + 2) * FLOW_BATCH`, whatever the size of what passes.
+const FLOW_DEPTH: usize = 1;
+
+/// One hand-over of a flow.
+enum Batch {
+    Data(Vec<u8>),
+    /// Everything was sent; the reader sees the end of the stream.
+    End,
+    /// The sender failed; the reader's next read fails with this.
+    Failed(String),
+}
+
+/// A pipe from async code to a blocking reader: [`Outflow`] copies the chunks it is given
+/// into batches of 128 KiB and waits while one is not read yet; [`Inflow`] reads them on a
+/// thread of its own. Copied, not passed on: a network chunk can hold its connection's whole
+/// read buffer alive (measured: about 2 MiB a download). A sender dropped without `finish` or
+/// `fail` is an error to the reader, never a short end.
+pub fn flow() -> (Outflow, Inflow) {
+    let (tx, rx) = tokio::sync::mpsc::channel(FLOW_DEPTH);
+    (Outflow { tx, batch: Vec::new() }, Inflow { rx, current: Vec::new(), pos: 0, state: State::Reading })
+}
+
+/// The reader of a flow is gone: nobody wants what is sent any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaderGone;
+
+/// The async end of a [`flow`].
+pub struct Outflow {
+    tx: tokio::sync::mpsc::Sender<Batch>,
+    batch: Vec<u8>,
+}
+
+impl Outflow {
+    /// Hand `chunk` over (once a batch is full, waiting while the reader is behind).
+    pub async fn send(&mut self, chunk: bytes::Bytes) -> Result<(), ReaderGone> {
+        let mut rest = &chunk[..];
+        while !rest.is_empty() {
+            if self.batch.capacity() == 0 {
+                self.batch.reserve_exact(FLOW_BATCH);
+            }
+            let n = rest.len().min(FLOW_BATCH - self.batch.len());
+            self.batch.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            if self.batch.len() == FLOW_BATCH {
+                self.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), ReaderGone> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        self.tx.send(Batch::Data(batch)).await.map_err(|_| ReaderGone)
+    }
+
+    /// Everything was sent: the reader sees the end after it.
+    pub async fn finish(mut self) -> Result<(), ReaderGone> {
+        self.flush().await?;
+        self.tx.send(Batch::End).await.map_err(|_| ReaderGone)
+    }
+
+    /// The reader's next read after what was sent fails with `why`.
+    pub async fn fail(mut self, why: String) {
+        // A reader that is gone needs no reason.
+        if self.flush().await.is_ok() {
+            let _ = self.tx.send(Batch::Failed(why)).await;
+        }
+    }
+}
+
+/// The blocking end of a [`flow`]: a reader of what the sender sent, in order. Not for use on
+/// an async runtime's threads (it blocks).
+pub struct Inflow {
+    rx: tokio::sync::mpsc::Receiver<Batch>,
+    current: Vec<u8>,
+    pos: usize,
+    state: State,
+}
+
+impl Read for Inflow {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.pos < self.current.len() {
+                let n = (self.current.len() - self.pos).min(out.len());
+                out[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
+                self.pos += n;
+                return Ok(n);
+            }
+            match &self.state {
+                State::Ended => return Ok(0),
+                State::Failed(kind, why) => return Err(io::Error::new(*kind, why.clone())),
+                State::Reading => {}
+            }
+            self.state = match self.rx.blocking_recv() {
+                Some(Batch::Data(batch)) => {
+                    (self.current, self.pos) = (batch, 0);
+                    State::Reading
+                }
+                Some(Batch::End) => State::Ended,
+                Some(Batch::Failed(why)) => State::Failed(io::ErrorKind::Other, why),
+                None => State::Failed(io::ErrorKind::UnexpectedEof, "the sender stopped before the end".into()),
+            };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,5 +508,93 @@ mod tests {
             assert_eq!((again.kind(), again.to_string()), (io::ErrorKind::StorageFull, e.to_string()));
             assert!(behind.finish().is_err());
         });
+    }
+
+    /// Runs `send` on a runtime of its own on another thread while `read` reads the inflow.
+    fn through_a_flow<T>(
+        send: impl FnOnce(Outflow) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send,
+        read: impl FnOnce(Inflow) -> T,
+    ) -> T {
+        let (out, inflow) = flow();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                rt.block_on(send(out));
+            });
+            read(inflow)
+        })
+    }
+
+    #[test]
+    fn a_flow_hands_over_every_byte_in_order_then_the_end() {
+        let len = 5 * FLOW_BATCH + 999;
+        let got = through_a_flow(
+            move |mut out| {
+                Box::pin(async move {
+                    let mut pos = 0;
+                    // Chunks of odd sizes, as a network delivers them, some empty.
+                    for size in (0..).map(|i| [0, 1, 16_384, 77_777, 300_000][i % 5]) {
+                        let end = (pos + size).min(len);
+                        let chunk: Vec<u8> = (pos..end).map(pattern).collect();
+                        out.send(chunk.into()).await.unwrap();
+                        pos = end;
+                        if pos == len {
+                            break;
+                        }
+                    }
+                    out.finish().await.unwrap();
+                })
+            },
+            |mut inflow| {
+                let mut got = Vec::new();
+                inflow.read_to_end(&mut got).unwrap();
+                got
+            },
+        );
+        assert_eq!(got.len(), 5 * FLOW_BATCH + 999);
+        assert!(got.iter().enumerate().all(|(i, b)| *b == pattern(i)));
+    }
+
+    #[test]
+    fn a_flow_that_fails_or_is_dropped_is_an_error_after_its_bytes_never_an_end() {
+        for fail in [true, false] {
+            let (got, e) = through_a_flow(
+                move |mut out| {
+                    Box::pin(async move {
+                        out.send(vec![7u8; 1000].into()).await.unwrap();
+                        if fail {
+                            out.fail("blob sha256:abc: connection reset (after 5 tries)".into()).await;
+                        }
+                    })
+                },
+                |mut inflow| {
+                    let mut got = Vec::new();
+                    let e = inflow.read_to_end(&mut got).unwrap_err();
+                    (got, e)
+                },
+            );
+            // A failure comes after what was sent; a dropped sender's last batch was never sent.
+            assert_eq!(got, if fail { vec![7u8; 1000] } else { Vec::new() });
+            let expected = if fail { "connection reset (after 5 tries)" } else { "stopped before the end" };
+            assert!(e.to_string().contains(expected), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_flow_whose_reader_is_gone_stops_its_sender() {
+        let sent = through_a_flow(
+            |mut out| {
+                Box::pin(async move {
+                    // Endless, as a hostile server would send: only the reader's going ends it.
+                    while out.send(vec![1u8; 65_536].into()).await.is_ok() {}
+                })
+            },
+            |mut inflow| {
+                let mut first = vec![0u8; 1000];
+                inflow.read_exact(&mut first).unwrap();
+                first
+            },
+        );
+        assert_eq!(sent, vec![1u8; 1000]);
     }
 }

@@ -37,6 +37,27 @@ fn write_spec(dir: &Path, body: &str) -> PathBuf {
     spec
 }
 
+/// A spec in `dir` that carries the image `app/x:1.0` from the plain-HTTP registry `reg`.
+fn image_spec(dir: &Path, reg: &str) -> PathBuf {
+    write_spec(dir, &format!("[registries.\"{reg}\"]\ninsecure = true\n\n[[image]]\nref = \"{reg}/app/x:1.0\"\n"))
+}
+
+/// `airlock build SPEC --locked --cache CACHE --key KEY --out OUT EXTRA…`.
+fn build_locked(spec: &Path, cache: &Path, key: &Path, out: &Path, extra: &[&str]) -> Run {
+    let args = ["build", s(spec), "--locked", "--cache", s(cache), "--key", s(key), "--out", s(out)];
+    airlock_run(&[&args[..], extra].concat())
+}
+
+/// The files under `dir` (links not followed), with their sizes.
+fn files_under(dir: &Path) -> Vec<(PathBuf, u64)> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().to_owned(), e.metadata().unwrap().len()))
+        .collect()
+}
+
 #[test]
 fn every_source_survives_503_and_429_on_the_first_requests_of_every_path() {
     let t = tempfile::tempdir().unwrap();
@@ -144,8 +165,7 @@ fn a_body_cut_short_is_resumed_and_a_corrupted_one_fails_and_leaves_the_cache_cl
     assert!(r.stderr.contains(&expected), "names the expected digest: {}", r.stderr);
     assert!(!out.exists());
     let cache = t.path().join("cache");
-    let left: Vec<_> =
-        walkdir::WalkDir::new(&cache).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).collect();
+    let left = files_under(&cache);
     assert!(left.is_empty(), "nothing unverified stays in the cache: {left:?}");
 }
 
@@ -172,10 +192,7 @@ fn locking_an_image_asks_an_open_registry_for_v2_once() {
         std::fs::File::create(&log).unwrap().into(),
     );
     let reg = host(&reg.url);
-    let spec = write_spec(
-        &t.path().join("p"),
-        &format!("[registries.\"{reg}\"]\ninsecure = true\n\n[[image]]\nref = \"{reg}/app/x:1.0\"\n"),
-    );
+    let spec = image_spec(&t.path().join("p"), reg);
     airlock_run(&["lock", s(&spec)]).ok();
     let text = std::fs::read_to_string(&log).unwrap();
     let requests: Vec<&str> = text.lines().filter(|l| l.starts_with("GET ") || l.starts_with("HEAD ")).collect();
@@ -210,17 +227,7 @@ fn a_corrupted_image_layer_stops_the_packing_that_started_beside_it() {
     let out = t.path().join("b.airlock");
     let cache = t.path().join("cache");
     airlock_run(&["lock", s(&spec), "--cache", s(&cache)]).ok();
-    let r = airlock_run(&[
-        "build",
-        s(&spec),
-        "--locked",
-        "--cache",
-        s(&cache),
-        "--key",
-        s(&keys.private),
-        "--out",
-        s(&out),
-    ]);
+    let r = build_locked(&spec, &cache, &keys.private, &out, &[]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("sha256"), "names the digest: {}", r.stderr);
     assert!(!r.stderr.contains("was not fetched"), "the download's error, not packing's: {}", r.stderr);
@@ -228,12 +235,72 @@ fn a_corrupted_image_layer_stops_the_packing_that_started_beside_it() {
     let leftovers: Vec<_> =
         std::fs::read_dir(t.path()).unwrap().filter_map(Result::ok).map(|e| e.file_name()).collect();
     assert!(!leftovers.iter().any(|n| n.to_string_lossy().contains("partial")), "{leftovers:?}");
-    let partial: Vec<_> = walkdir::WalkDir::new(cache.join("tmp"))
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .collect();
+    let partial = files_under(&cache.join("tmp"));
     assert!(partial.is_empty(), "nothing unverified stays in the cache: {partial:?}");
+}
+
+/// `build --no-blob-cache`: image layers go from the registry into the bundle as they download
+/// and stay nowhere else. A body cut short is resumed from the byte reached, also from a
+/// server that ignores `Range` (the bytes already packed are skipped); the bundle is the one a
+/// cached build writes, byte for byte.
+#[test]
+fn a_build_that_keeps_no_blobs_resumes_cut_layers_and_writes_the_same_bundle() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let upstream = Registry::start(Mode::Plain);
+    upstream.push("app/x", "1.0", &["--layers", "3", "--layer-size", "300000"]);
+    for (name, faults) in
+        [("ranged", &["--truncate", "/blobs/"][..]), ("unranged", &["--truncate", "/blobs/", "--ignore-range"])]
+    {
+        let front = proxy(&upstream.url(), faults);
+        let reg = host(&front.url);
+        let spec = image_spec(&t.path().join(name), reg);
+        let dir = t.path().join(name);
+        let build = |cache: &str, out: &str, extra: &[&str]| {
+            let (cache, out) = (dir.join(cache), dir.join(out));
+            let args = [&["build", s(&spec), "--cache", s(&cache), "--key", s(&keys.private), "--out", s(&out)], extra]
+                .concat();
+            airlock_run(&args).ok()
+        };
+        // Streamed first: the proxy cuts the first full GET of every blob.
+        let r = build("streamed-cache", "streamed.airlock", &["--no-blob-cache"]);
+        assert!(r.stderr.contains("from byte"), "{name}: resumed: {}", r.stderr);
+        let largest = files_under(&dir.join("streamed-cache")).into_iter().map(|(_, n)| n).max().unwrap_or(0);
+        assert!(largest < 300_000, "{name}: no layer is kept in the cache (largest file: {largest} bytes)");
+        build("cache", "cached.airlock", &[]);
+        let (streamed, cached) = (dir.join("streamed.airlock"), dir.join("cached.airlock"));
+        assert!(std::fs::read(&streamed).unwrap() == std::fs::read(&cached).unwrap(), "{name}: the same bundle");
+        airlock_run(&["verify", s(&streamed), "--trust", s(&keys.public)]).ok();
+    }
+}
+
+/// A layer that arrives corrupted, or that does not end, stops a build that keeps no blobs:
+/// exit 3 naming the blob, no bundle, nothing past the declared size written anywhere.
+#[test]
+fn a_streamed_layer_that_is_corrupt_or_endless_stops_the_build() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let upstream = Registry::start(Mode::Plain);
+    upstream.push("app/x", "1.0", &["--layers", "2", "--layer-size", "300000"]);
+    for (name, fault, says) in
+        [("corrupt", "--corrupt", "expected sha256"), ("endless", "--endless", "more than the declared")]
+    {
+        let front = proxy(&upstream.url(), &[fault, "/blobs/"]);
+        let reg = host(&front.url);
+        let dir = t.path().join(name);
+        let spec = image_spec(&dir, reg);
+        let cache = dir.join("cache");
+        airlock_run(&["lock", s(&spec), "--cache", s(&cache)]).ok();
+        let out = dir.join("b.airlock");
+        let started = std::time::Instant::now();
+        let r = build_locked(&spec, &cache, &keys.private, &out, &["--no-blob-cache"]);
+        assert_eq!(r.code, 3, "{name}: {}", r.stderr);
+        assert!(r.stderr.contains(says) && r.stderr.contains("blob sha256:"), "{name}: names the blob: {}", r.stderr);
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{name}: took {:?}", started.elapsed());
+        assert!(!out.exists());
+        let written: u64 = files_under(&dir).into_iter().map(|(_, n)| n).sum();
+        assert!(written < 1 << 20, "{name}: {written} bytes written");
+    }
 }
 
 /// A blob already in the cache is hashed again when it is packed (a blob downloaded by the
@@ -246,10 +313,7 @@ fn a_cached_layer_damaged_since_an_earlier_build_is_caught_when_packed() {
     let upstream = Registry::start(Mode::Plain);
     upstream.push("app/x", "1.0", &["--layers", "2", "--layer-size", "200000"]);
     let reg = host(&upstream.url()).to_owned();
-    let spec = write_spec(
-        &t.path().join("p"),
-        &format!("[registries.\"{reg}\"]\ninsecure = true\n\n[[image]]\nref = \"{reg}/app/x:1.0\"\n"),
-    );
+    let spec = image_spec(&t.path().join("p"), &reg);
     let cache = t.path().join("cache");
     let build = |out: &str| {
         let out = t.path().join(out);
@@ -257,13 +321,7 @@ fn a_cached_layer_damaged_since_an_earlier_build_is_caught_when_packed() {
     };
     build("first.airlock").ok();
     // The largest blob in the cache is a layer; flip one byte, keeping its size.
-    let layer = walkdir::WalkDir::new(cache.join("blobs"))
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .max_by_key(|e| e.metadata().unwrap().len())
-        .unwrap()
-        .into_path();
+    let (layer, _) = files_under(&cache.join("blobs")).into_iter().max_by_key(|(_, n)| *n).unwrap();
     let mut bytes = std::fs::read(&layer).unwrap();
     bytes[1000] ^= 0x40;
     std::fs::write(&layer, &bytes).unwrap();

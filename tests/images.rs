@@ -417,6 +417,14 @@ fn a_local_oci_layout_is_a_source_too() {
     let x = t.path().join("x");
     extract(&bundle, &x);
     assert_eq!(skopeo_digest(&format!("oci:{}:vendor/base:1.0", x.join("images").display())), digest);
+    // Read from the layout into the bundle, with no copy in a cache: the same bundle.
+    let (streamed, empty) = (t.path().join("s.airlock"), t.path().join("empty-cache"));
+    let args =
+        ["build", s(&spec), "--no-blob-cache", "--cache", s(&empty), "--key", s(&keys.private), "--out", s(&streamed)];
+    airlock_in(t.path(), &args).ok();
+    assert!(std::fs::read(&streamed).unwrap() == std::fs::read(&bundle).unwrap());
+    let largest = walkdir::WalkDir::new(&empty).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file());
+    assert!(largest.map(|e| e.metadata().unwrap().len()).all(|n| n < 10_000), "no layer in the cache");
 
     let spec =
         write_spec(&t.path().join("p"), "[[image]]\noci_layout = \"vendor/images\"\ntag = \"vendor/base:2.0\"\n");

@@ -23,7 +23,7 @@ use crate::fetch::{Fetch, Net};
 use crate::member_path::MemberPath;
 use crate::progress::{Reporter, Silent};
 use crate::sign::SigningKey;
-use crate::sources::oci::{PendingBlob, fetch_blobs};
+use crate::sources::oci::{BlobRoute, PendingBlob, fetch_blobs};
 use crate::sources::{Plan, SourceError, Sources};
 use crate::spec::SpecFile;
 use crate::spec::lock::{LockError, LockFile};
@@ -87,6 +87,8 @@ pub struct Options {
     /// A site trust root's metadata to carry as `airlock/trust/NAME` (`build --trust-root`),
     /// already verified by the caller: file name and bytes.
     pub carried_trust: Vec<(String, Vec<u8>)>,
+    /// Where the image blobs not in the cache go: into it, or straight into the bundle.
+    pub blobs: BlobRoute,
 }
 
 /// Build the bundle for the sources' spec, pinned by `lock`, signed by `key`, into `out`.
@@ -114,8 +116,18 @@ pub fn build(
         entry.from_base = entry.path.area() != "airlock" && omitted.contains(&entry.sha256);
     }
     manifest.base = base;
-    let members: Vec<Member> =
+    let mut members: Vec<Member> =
         members.into_iter().filter(|m| m.path.area() == "airlock" || !omitted.contains(&m.sha256)).collect();
+    if options.blobs == BlobRoute::Stream {
+        // Their origin is the registry or layout, not a cache file: messages name it.
+        let sources: std::collections::BTreeMap<MemberPath, String> =
+            blobs.iter().map(|b| (b.member(), b.describe())).collect();
+        for m in &mut members {
+            if let Some(origin) = sources.get(&m.path) {
+                m.origin = origin.into();
+            }
+        }
+    }
     let compression = options.layout.compression;
     tracing::info!("sign: manifest and provenance with key {}", key.key_id().short());
     let (manifest_sha256, manifest_bytes) = manifest.canonical_digest();
@@ -124,7 +136,7 @@ pub fn build(
     }
     let envelope = provenance(&manifest, manifest_sha256, sources.spec, key, compression);
     tracing::info!("pack: {} entries into `{}`", manifest.entries.len(), out.display());
-    let arrivals = Arrivals::expect(blobs.iter().map(PendingBlob::digest));
+    let arrivals = Arrivals::expect(blobs.iter().map(PendingBlob::member));
     let cache = sources.fetch.cache;
     let jobs = sources.fetch.jobs;
     let packed = std::thread::scope(|scope| {
@@ -133,7 +145,7 @@ pub fn build(
         let fetching = scope.spawn(|| {
             // Packing reports the progress: it follows the downloads in bundle order.
             let fetch = Fetch { cache, jobs, http: net.http(), reporter: &Silent };
-            let fetched = net.block_on(fetch_blobs(&blobs, &fetch, &arrivals));
+            let fetched = net.block_on(fetch_blobs(&blobs, &fetch, options.blobs, &arrivals));
             if fetched.is_err() {
                 arrivals.abandon();
             }

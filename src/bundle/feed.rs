@@ -4,7 +4,7 @@
 //! zstd's own workers behind it) overlap; each origin is read once; the chunks are recycled,
 //! so memory is fixed whatever the bundle's size or member count.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -14,12 +14,14 @@ use std::thread::Scope;
 use super::writer::{Member, PackError};
 use crate::digest::HashingReader;
 use crate::digest::Sha256;
-use crate::overlap::{CHUNK, DEPTH, Pool, fill};
+use crate::member_path::MemberPath;
+use crate::overlap::{CHUNK, DEPTH, Inflow, Pool, fill};
 use crate::progress::Reporter;
 
 /// Members whose origins are still on their way: downloads running beside `pack`, in bundle
 /// order, so that packing starts with the first blob instead of after the last. The reading
-/// thread waits for each such member before it opens it.
+/// thread waits for each such member before it opens it, or, for a download that is not kept
+/// (`build --no-blob-cache`), reads it as it flows in.
 #[derive(Default)]
 pub struct Arrivals {
     state: Mutex<Awaited>,
@@ -28,65 +30,92 @@ pub struct Arrivals {
 
 #[derive(Default)]
 struct Awaited {
-    digests: BTreeSet<Sha256>,
+    /// The members (by path) still on their way.
+    pending: BTreeSet<MemberPath>,
     /// Arrived: downloaded by this build, which hashed the bytes as they came and checked
     /// them against the digest.
-    arrived: BTreeSet<Sha256>,
+    arrived: BTreeSet<MemberPath>,
+    /// Flowing in, kept nowhere: the reading thread takes each when it gets there.
+    flows: BTreeMap<MemberPath, Inflow>,
     /// Nothing more will arrive: a download failed, or packing stopped.
     abandoned: bool,
 }
 
 /// What waiting for a member ended in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Arrival {
     /// In place before this build (never awaited): packing hashes it.
     Present,
     /// Downloaded and verified by this build moments ago: packing reads it, not hashes it again.
     Verified,
+    /// Flowing in as it downloads, not verified yet: packing hashes it.
+    Flowing(Inflow),
     /// It never will be.
     Abandoned,
 }
 
 impl Arrivals {
-    /// Members with these digests are not there yet.
-    pub fn expect(digests: impl IntoIterator<Item = Sha256>) -> Self {
-        let digests = digests.into_iter().collect();
-        Self { state: Mutex::new(Awaited { digests, ..Awaited::default() }), changed: Condvar::new() }
+    /// These members are not there yet. By path, not digest: another member with the same
+    /// bytes (a file) is read from its own origin and never waits for a download.
+    pub fn expect(paths: impl IntoIterator<Item = MemberPath>) -> Self {
+        let pending = paths.into_iter().collect();
+        Self { state: Mutex::new(Awaited { pending, ..Awaited::default() }), changed: Condvar::new() }
     }
 
-    /// The blob with this digest is in place, downloaded and verified against its digest.
-    pub fn arrived(&self, digest: Sha256) {
+    /// This member's origin is in place, downloaded and verified against its digest.
+    pub fn arrived(&self, path: &MemberPath) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.digests.remove(&digest);
-        state.arrived.insert(digest);
+        state.pending.remove(path);
+        state.arrived.insert(path.clone());
         drop(state);
         self.changed.notify_all();
     }
 
-    /// Nothing more will arrive; whoever waits stops waiting.
+    /// This member flows in through `inflow` as it downloads; `false` (and `inflow` dropped)
+    /// when nothing more is wanted.
+    pub fn flowing(&self, path: &MemberPath, inflow: Inflow) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.abandoned {
+            return false;
+        }
+        // Still awaited until the reading thread takes it.
+        state.flows.insert(path.clone(), inflow);
+        drop(state);
+        self.changed.notify_all();
+        true
+    }
+
+    /// Nothing more will arrive; whoever waits stops waiting, and the downloads flowing
+    /// towards members not read yet see their reader gone.
     pub fn abandon(&self) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).abandoned = true;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.abandoned = true;
+        let flows = std::mem::take(&mut state.flows);
+        drop(state);
+        drop(flows);
         self.changed.notify_all();
     }
 
     /// Whether anything is still on its way.
     pub fn awaiting(&self) -> bool {
-        !self.state.lock().unwrap_or_else(PoisonError::into_inner).digests.is_empty()
+        !self.state.lock().unwrap_or_else(PoisonError::into_inner).pending.is_empty()
     }
 
     pub fn abandoned(&self) -> bool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).abandoned
     }
 
-    /// Wait until the member with `digest` is in place.
-    fn wait(&self, digest: &Sha256) -> Arrival {
+    /// Wait until the member at `path` is in place, or flowing in.
+    fn wait(&self, path: &MemberPath) -> Arrival {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        while state.digests.contains(digest) && !state.abandoned {
+        while state.pending.contains(path) && !state.flows.contains_key(path) && !state.abandoned {
             state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
-        if state.digests.contains(digest) {
+        if let Some(inflow) = state.flows.remove(path) {
+            state.pending.remove(path);
+            Arrival::Flowing(inflow)
+        } else if state.pending.contains(path) {
             Arrival::Abandoned
-        } else if state.arrived.contains(digest) {
+        } else if state.arrived.contains(path) {
             Arrival::Verified
         } else {
             Arrival::Present
@@ -217,12 +246,12 @@ impl Read for Feed<'_> {
 fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, spent: Receiver<Vec<u8>>) {
     let mut pool = Pool::new(spent, || vec![0u8; CHUNK]);
     for member in members {
-        let arrival = arrivals.wait(&member.sha256);
-        if arrival == Arrival::Abandoned {
+        let arrival = arrivals.wait(&member.path);
+        if matches!(arrival, Arrival::Abandoned) {
             let _ = pieces.send(Piece::Failed(PackError::NotFetched { what: member.what.clone() }));
             return;
         }
-        let last = match read_member(member, arrival == Arrival::Verified, pieces, &mut pool) {
+        let last = match read_member(member, arrival, pieces, &mut pool) {
             Ok(Some(streamed)) => pieces.send(Piece::End(streamed)).is_err(),
             Ok(None) => true,
             Err(e) => {
@@ -237,29 +266,40 @@ fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, 
 }
 
 /// Read and hash one member's origin, handing its bytes over; `Ok(None)` when the consumer is
-/// gone. A blob this build has just downloaded and verified (`verified_now`) is read but not
-/// hashed again: its bytes were hashed as they arrived.
+/// gone. A blob this build has just downloaded and verified (`Arrival::Verified`) is read but
+/// not hashed again: its bytes were hashed as they arrived. One flowing in is read as it
+/// downloads, and hashed here.
 fn read_member(
     member: &Member,
-    verified_now: bool,
+    arrival: Arrival,
     pieces: &SyncSender<Piece>,
     pool: &mut Pool,
 ) -> Result<Option<Streamed>, PackError> {
     let read_err = |source| PackError::Read { what: member.what.clone(), origin: member.origin.clone(), source };
-    let file = File::open(&member.origin).map_err(read_err)?;
-    let file_size = file.metadata().map_err(read_err)?.len();
+    let verified_now = matches!(arrival, Arrival::Verified);
+    // A flow's size is known once it ends; past the declared size, its sender fails it.
+    let (source, file_size): (Box<dyn Read>, Option<u64>) = if let Arrival::Flowing(inflow) = arrival {
+        (Box::new(inflow), None)
+    } else {
+        let file = File::open(&member.origin).map_err(read_err)?;
+        let size = file.metadata().map_err(read_err)?.len();
+        (Box::new(file), Some(size))
+    };
+    let streamed = |sha256, (within_size, more): (u64, bool)| Streamed {
+        sha256,
+        within_size,
+        more,
+        file_size: file_size.unwrap_or(within_size + u64::from(more)),
+    };
     if verified_now {
-        let Some((within_size, more)) = hand_over(member.size, file, pieces, pool).map_err(read_err)? else {
-            return Ok(None);
-        };
-        return Ok(Some(Streamed { sha256: member.sha256, within_size, more, file_size }));
+        let handed = hand_over(member.size, source, pieces, pool).map_err(read_err)?;
+        return Ok(handed.map(|h| streamed(member.sha256, h)));
     }
-    let mut hashing = HashingReader::new(file);
-    let Some((within_size, more)) = hand_over(member.size, &mut hashing, pieces, pool).map_err(read_err)? else {
+    let mut hashing = HashingReader::new(source);
+    let Some(handed) = hand_over(member.size, &mut hashing, pieces, pool).map_err(read_err)? else {
         return Ok(None);
     };
-    let (sha256, _) = hashing.finish();
-    Ok(Some(Streamed { sha256, within_size, more, file_size }))
+    Ok(Some(streamed(hashing.finish().0, handed)))
 }
 
 /// Hand over `size` bytes of `source` (fewer if it ends first), then ask for one more, to

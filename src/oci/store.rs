@@ -362,35 +362,91 @@ impl Store {
                 Ok(stored)
             }
             Self::Registry { conn, image, options } => {
-                let reference = repository(image);
-                let digest = format!("sha256:{}", d.digest);
-                let (reference, digest) = (&reference, digest.as_str());
-                let open = |offset: u64| async move {
-                    tracing::debug!("GET blob {digest} of {image} (from byte {offset})");
-                    // Not verified here: `fetch::download` checks the whole blob.
-                    let response =
-                        conn.client.pull_blob_stream_partial(reference, digest, offset, None).await.map_err(|e| {
-                            match retryable(&e) {
-                                Verdict::Fatal => Failure::Fatal(self.registry_err(&e)),
-                                Verdict::Retry | Verdict::RetryAfter(_) => Failure::Transient(e.to_string()),
-                            }
-                        })?;
-                    let chunks = |s: oci_client::client::SizedStream| s.stream.map(|c| c.map_err(|e| e.to_string()));
-                    Ok(match response {
-                        BlobResponse::Partial(s) => Opened::Partial(chunks(s)),
-                        BlobResponse::Full(s) => Opened::Full(chunks(s)),
-                    })
-                };
-                fetch::download(cache, d.digest, Some(d.size), &what, reporter, options, open).await.map_err(
-                    |e| match e {
-                        DownloadError::GaveUp { what, detail, attempts } => {
-                            self.err(format!("{what}: {detail} (after {attempts} tries)"))
-                        }
-                        DownloadError::Fatal(e) => e,
-                        DownloadError::Cache(e) => StoreError::Cache(e),
-                    },
-                )
+                let open = |offset| self.open_blob((conn, image), d, offset);
+                fetch::download(cache, d.digest, Some(d.size), &what, reporter, options, open)
+                    .await
+                    .map_err(|e| self.download_err(e))
             }
+        }
+    }
+
+    /// One blob handed to `out` as it arrives, kept nowhere (`build --no-blob-cache`): a
+    /// registry's with `Range` resume and retries, a layout's read from its file. Bounded by
+    /// its declared size; the reader checks the digest. A failure here is also the reader's.
+    pub async fn blob_into_flow(
+        &self,
+        d: &Descriptor,
+        mut out: crate::overlap::Outflow,
+        reporter: &dyn Reporter,
+    ) -> Result<(), StoreError> {
+        let what = format!("{} blob sha256:{}", self.describe(), d.digest);
+        match self {
+            Self::Layout { .. } => {
+                let mut stream = match self.blob_stream(d).await {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        out.fail(e.to_string()).await;
+                        return Err(e);
+                    }
+                };
+                while let Some(chunk) = stream.next().await {
+                    let chunk = match chunk {
+                        Ok(chunk) => chunk,
+                        Err(e) => {
+                            let e = self.registry_err(&e);
+                            out.fail(e.to_string()).await;
+                            return Err(e);
+                        }
+                    };
+                    reporter.advance(chunk.len() as u64);
+                    if out.send(chunk).await.is_err() {
+                        // The reader is gone: packing stopped, and its error is the one to report.
+                        return Ok(());
+                    }
+                }
+                let _ = out.finish().await;
+                Ok(())
+            }
+            Self::Registry { conn, image, options } => {
+                let open = |offset| self.open_blob((conn, image), d, offset);
+                fetch::download_into(out, d.digest, d.size, &what, reporter, options, open)
+                    .await
+                    .map_err(|e| self.download_err(e))
+            }
+        }
+    }
+
+    /// A registry's blob from byte `offset` (`Range`), or whole when the registry ignores the
+    /// range; not verified here (`fetch::download` and `download_into` say by whom).
+    async fn open_blob(
+        &self,
+        (conn, image): (&Connection, &ImageRef),
+        d: &Descriptor,
+        offset: u64,
+    ) -> Result<Opened<impl Stream<Item = Result<Bytes, String>> + Unpin + use<>>, Failure<StoreError>> {
+        let digest = format!("sha256:{}", d.digest);
+        tracing::debug!("GET blob {digest} of {image} (from byte {offset})");
+        let response =
+            conn.client.pull_blob_stream_partial(&repository(image), &*digest, offset, None).await.map_err(|e| {
+                match retryable(&e) {
+                    Verdict::Fatal => Failure::Fatal(self.registry_err(&e)),
+                    Verdict::Retry | Verdict::RetryAfter(_) => Failure::Transient(e.to_string()),
+                }
+            })?;
+        let chunks = |s: oci_client::client::SizedStream| s.stream.map(|c| c.map_err(|e| e.to_string()));
+        Ok(match response {
+            BlobResponse::Partial(s) => Opened::Partial(chunks(s)),
+            BlobResponse::Full(s) => Opened::Full(chunks(s)),
+        })
+    }
+
+    fn download_err(&self, e: DownloadError<StoreError>) -> StoreError {
+        match e {
+            DownloadError::GaveUp { what, detail, attempts } => {
+                self.err(format!("{what}: {detail} (after {attempts} tries)"))
+            }
+            DownloadError::Fatal(e) => e,
+            DownloadError::Cache(e) => StoreError::Cache(e),
         }
     }
 

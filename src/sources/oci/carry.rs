@@ -191,7 +191,7 @@ impl<'a> Carrier<'a> {
             .iter()
             .map(|(digest, (_, desc))| (*digest, desc.size))
             .chain(self.manifests.iter().copied().filter(|(digest, _)| !self.blobs.contains_key(digest)))
-            .map(|(digest, size)| member(&format!("images/blobs/sha256/{digest}"), digest, size))
+            .map(|(digest, size)| member(blob_member(digest).as_str(), digest, size))
             .collect();
         let index = doc::layout_index(self.layout_entries);
         for (path, bytes) in [("images/index.json", index), ("images/oci-layout", doc::OCI_LAYOUT.to_vec())] {
@@ -210,6 +210,11 @@ impl<'a> Carrier<'a> {
     }
 }
 
+/// Where a blob is in the bundle's `images/` layout.
+fn blob_member(digest: Sha256) -> MemberPath {
+    MemberPath::new(format!("images/blobs/sha256/{digest}")).expect("image member paths are valid")
+}
+
 /// A blob an image names that is not in the cache yet.
 pub struct PendingBlob {
     origin: Store,
@@ -220,24 +225,62 @@ impl PendingBlob {
     pub fn digest(&self) -> Sha256 {
         self.descriptor.digest
     }
+
+    /// Its member in the bundle.
+    pub fn member(&self) -> MemberPath {
+        blob_member(self.descriptor.digest)
+    }
+
+    /// Where it comes from, for messages (`REGISTRY/REPO blob sha256:HEX`).
+    pub fn describe(&self) -> String {
+        format!("{} blob sha256:{}", self.origin.describe(), self.descriptor.digest)
+    }
+}
+
+/// Where the image blobs a build downloads go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BlobRoute {
+    /// Into the cache, verified there, then packed from it: the next build finds them.
+    #[default]
+    Cache,
+    /// Into the bundle as they arrive, kept nowhere (`build --no-blob-cache`): each layer is
+    /// written once; packing hashes it.
+    Stream,
 }
 
 impl std::fmt::Debug for PendingBlob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} blob sha256:{}", self.origin.describe(), self.descriptor.digest)
+        f.write_str(&self.describe())
     }
 }
 
-/// Every blob into the cache, `--jobs` at a time, in bundle order (by digest), each verified
-/// as it lands and then announced to `arrivals`; stopped early when `arrivals` is abandoned
-/// (packing failed).
-pub async fn fetch_blobs(blobs: &[PendingBlob], fetch: &Fetch<'_>, arrivals: &Arrivals) -> Result<(), ImageError> {
+/// Every blob, `--jobs` at a time, in bundle order (by digest); stopped early when `arrivals`
+/// is abandoned (packing failed). Into the cache, each verified as it lands and then announced
+/// to `arrivals`; or (`BlobRoute::Stream`) handed to packing as it arrives, the downloads ahead
+/// of packing waiting with a few batches each (`overlap::flow`).
+pub async fn fetch_blobs(
+    blobs: &[PendingBlob],
+    fetch: &Fetch<'_>,
+    route: BlobRoute,
+    arrivals: &Arrivals,
+) -> Result<(), ImageError> {
     fetch.reporter.start("fetching", blobs.iter().map(|b| b.descriptor.size).sum());
     futures_util::stream::iter(blobs)
         .map(|blob| async move {
-            if !arrivals.abandoned() {
-                blob.origin.blob_into_cache(&blob.descriptor, fetch.cache, fetch.reporter).await?;
-                arrivals.arrived(blob.descriptor.digest);
+            if arrivals.abandoned() {
+                return Ok(());
+            }
+            match route {
+                BlobRoute::Cache => {
+                    blob.origin.blob_into_cache(&blob.descriptor, fetch.cache, fetch.reporter).await?;
+                    arrivals.arrived(&blob.member());
+                }
+                BlobRoute::Stream => {
+                    let (out, inflow) = crate::overlap::flow();
+                    if arrivals.flowing(&blob.member(), inflow) {
+                        blob.origin.blob_into_flow(&blob.descriptor, out, fetch.reporter).await?;
+                    }
+                }
             }
             Ok::<_, ImageError>(())
         })

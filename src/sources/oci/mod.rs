@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 
-pub use carry::{PendingBlob, fetch_blobs};
+pub use carry::{BlobRoute, PendingBlob, fetch_blobs};
 
 use super::{Plan, SourceError, Sources};
 use crate::cache::CacheError;
