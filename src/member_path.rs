@@ -14,8 +14,10 @@ pub const MAX_COMPONENT_BYTES: usize = 255;
 
 /// A relative, normalised, `/`-separated path: no empty, `.` or `..` components, no leading
 /// or trailing `/`, no backslash, NUL or control characters, valid UTF-8, within Linux limits.
+/// A `Box<str>`, not a `String`: a manifest's entries and a directory's files hold one per
+/// member and file, and the capacity a `String` carries is 8 bytes each of nothing.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MemberPath(String);
+pub struct MemberPath(Box<str>);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unsafe member path `{path}`: {reason}")]
@@ -29,7 +31,7 @@ impl MemberPath {
         let path = path.into();
         match Self::problem(&path) {
             Some(reason) => Err(MemberPathError { path, reason }),
-            None => Ok(Self(path)),
+            None => Ok(Self(path.into_boxed_str())),
         }
     }
 

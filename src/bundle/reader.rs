@@ -20,7 +20,7 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use super::manifest::{
-    Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
+    ByPath, Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
 };
 use super::provenance;
 use super::tar_guard::Tracker;
@@ -438,7 +438,9 @@ impl Reader {
         // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
         budget.allow_more(declared_stream_bytes(manifest.carried()));
         reporter.start("verifying", manifest.carried_bytes());
-        let mut listing = Listing::of(&manifest.entries);
+        let mut listing = Listing::of(&manifest.entries).map_err(|p| {
+            self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(format!("entry `{p}` is listed twice")))
+        })?;
 
         for item in members.by_ref() {
             let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
@@ -821,7 +823,7 @@ fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
 /// The manifest's entries by path, and which of them the stream has brought so far.
 struct Listing<'a> {
     entries: &'a [Entry],
-    by_path: BTreeMap<&'a MemberPath, usize>,
+    by_path: ByPath<'a>,
     seen: Vec<bool>,
 }
 
@@ -833,16 +835,16 @@ enum Met<'a> {
 }
 
 impl<'a> Listing<'a> {
-    fn of(entries: &'a [Entry]) -> Self {
-        let by_path = entries.iter().enumerate().map(|(i, e)| (&e.path, i)).collect();
-        Self { entries, by_path, seen: vec![false; entries.len()] }
+    /// `Err` with a path listed twice (which `Manifest::check` has refused already).
+    fn of(entries: &'a [Entry]) -> Result<Self, &'a str> {
+        Ok(Self { entries, by_path: ByPath::new(entries)?, seen: vec![false; entries.len()] })
     }
 
     fn meet(&mut self, path: &MemberPath) -> Met<'a> {
-        match self.by_path.get(path) {
+        match self.by_path.position(path.as_str()) {
             None => Met::Unlisted,
-            Some(&at) if std::mem::replace(&mut self.seen[at], true) => Met::Again,
-            Some(&at) => Met::First(&self.entries[at]),
+            Some(at) if std::mem::replace(&mut self.seen[at], true) => Met::Again,
+            Some(at) => Met::First(&self.entries[at]),
         }
     }
 
