@@ -422,10 +422,11 @@ where
     reporter.item_start(&key, size.unwrap_or(0));
     let mut receiving = Receiving::open(cache, digest, size, what).await?;
     // On any failure `receiving` is dropped, and its partial file with it.
-    let result = match attempts(&mut receiving, (what, &key), reporter, options, open).await {
-        Ok(_) => receiving.commit(size).await.map_err(DownloadError::from),
-        Err(e) => Err(e),
-    };
+    let result = async {
+        attempts(&mut receiving, (what, &key), reporter, options, open).await?;
+        receiving.commit(size).await.map_err(DownloadError::from)
+    }
+    .await;
     reporter.item_finish(&key);
     result
 }
@@ -451,18 +452,11 @@ where
     let key = format!("sha256:{}", digest.short(12));
     reporter.item_start(&key, size);
     let mut streaming = Streaming { out, sent: 0, skip: 0, limit: size, what: what.to_owned() };
-    let result = match attempts(&mut streaming, (what, &key), reporter, options, open).await {
-        Ok(true) => {
-            let _ = streaming.out.finish().await;
-            Ok(())
-        }
-        // The reader is gone: packing stopped, and its error is the one to report.
-        Ok(false) => Ok(()),
-        Err(e) => {
-            streaming.out.fail(with_causes(&e)).await;
-            Err(e)
-        }
-    };
+    let sent = attempts(&mut streaming, (what, &key), reporter, options, open).await;
+    // `Ok(false)`: the reader is gone because packing stopped, and packing's error is the one
+    // to report.
+    streaming.out.end(&sent.as_ref().map(|complete| *complete).map_err(|e| with_causes(e))).await;
+    let result = sent.map(drop);
     reporter.item_finish(&key);
     result
 }

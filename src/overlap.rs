@@ -51,6 +51,17 @@ enum State {
     Failed(io::ErrorKind, String),
 }
 
+impl State {
+    /// What a read returns once the held bytes are used up: `None` while still reading.
+    fn replay(&self) -> Option<io::Result<usize>> {
+        match self {
+            Self::Reading => None,
+            Self::Ended => Some(Ok(0)),
+            Self::Failed(kind, message) => Some(Err(io::Error::new(*kind, message.clone()))),
+        }
+    }
+}
+
 impl<'scope, R: Read + Send + 'scope> ReadAhead<'scope, R> {
     /// Start reading `inner` on a thread of `scope`.
     pub fn spawn(scope: &'scope Scope<'scope, '_>, inner: R) -> Self {
@@ -139,10 +150,8 @@ impl<R> Read for ReadAhead<'_, R> {
                 self.pos += n;
                 return Ok(n);
             }
-            match &self.state {
-                State::Ended => return Ok(0),
-                State::Failed(kind, message) => return Err(io::Error::new(*kind, message.clone())),
-                State::Reading => {}
+            if let Some(replayed) = self.state.replay() {
+                return replayed;
             }
             let spent = std::mem::take(&mut self.current);
             if !spent.is_empty() {
@@ -287,8 +296,8 @@ enum Batch {
 /// A pipe from async code to a blocking reader: [`Outflow`] copies the chunks it is given
 /// into batches of 128 KiB and waits while one is not read yet; [`Inflow`] reads them on a
 /// thread of its own. Copied, not passed on: a network chunk can hold its connection's whole
-/// read buffer alive (measured: about 2 MiB a download). A sender dropped without `finish` or
-/// `fail` is an error to the reader, never a short end.
+/// read buffer alive (measured: about 2 MiB a download). A sender dropped without
+/// [`Outflow::end`] is an error to the reader, never a short end.
 pub fn flow() -> (Outflow, Inflow) {
     let (tx, rx) = tokio::sync::mpsc::channel(FLOW_DEPTH);
     (Outflow { tx, batch: Vec::new() }, Inflow { rx, current: Vec::new(), pos: 0, state: State::Reading })
@@ -330,17 +339,18 @@ impl Outflow {
         self.tx.send(Batch::Data(batch)).await.map_err(|_| ReaderGone)
     }
 
-    /// Everything was sent: the reader sees the end after it.
-    pub async fn finish(mut self) -> Result<(), ReaderGone> {
-        self.flush().await?;
-        self.tx.send(Batch::End).await.map_err(|_| ReaderGone)
-    }
-
-    /// The reader's next read after what was sent fails with `why`.
-    pub async fn fail(mut self, why: String) {
-        // A reader that is gone needs no reason.
+    /// End the flow as the sending ended: `Ok(true)`, everything was sent and the reader sees
+    /// the end after it; `Ok(false)`, the reader is gone and needs nothing; `Err`, the reader's
+    /// next read after what was sent fails with the same words.
+    pub async fn end<E: std::fmt::Display>(mut self, sent: &Result<bool, E>) {
+        let last = match sent {
+            Ok(false) => return,
+            Ok(true) => Batch::End,
+            Err(e) => Batch::Failed(e.to_string()),
+        };
+        // A reader gone meanwhile needs neither.
         if self.flush().await.is_ok() {
-            let _ = self.tx.send(Batch::Failed(why)).await;
+            let _ = self.tx.send(last).await;
         }
     }
 }
@@ -363,10 +373,8 @@ impl Read for Inflow {
                 self.pos += n;
                 return Ok(n);
             }
-            match &self.state {
-                State::Ended => return Ok(0),
-                State::Failed(kind, why) => return Err(io::Error::new(*kind, why.clone())),
-                State::Reading => {}
+            if let Some(replayed) = self.state.replay() {
+                return replayed;
             }
             self.state = match self.rx.blocking_recv() {
                 Some(Batch::Data(batch)) => {
@@ -542,7 +550,7 @@ mod tests {
                             break;
                         }
                     }
-                    out.finish().await.unwrap();
+                    out.end(&Ok::<_, String>(true)).await;
                 })
             },
             |mut inflow| {
@@ -563,7 +571,7 @@ mod tests {
                     Box::pin(async move {
                         out.send(vec![7u8; 1000].into()).await.unwrap();
                         if fail {
-                            out.fail("blob sha256:abc: connection reset (after 5 tries)".into()).await;
+                            out.end(&Err::<bool, _>("blob sha256:abc: connection reset (after 5 tries)")).await;
                         }
                     })
                 },

@@ -262,7 +262,7 @@ fn a_build_that_keeps_no_blobs_resumes_cut_layers_and_writes_the_same_bundle() {
                 .concat();
             airlock_run(&args).ok()
         };
-        // Streamed first: the proxy cuts the first full GET of every blob.
+        // Streamed first: the proxy cuts the first GET from byte 0 of every blob.
         let r = build("streamed-cache", "streamed.airlock", &["--no-blob-cache"]);
         assert!(r.stderr.contains("from byte"), "{name}: resumed: {}", r.stderr);
         let largest = files_under(&dir.join("streamed-cache")).into_iter().map(|(_, n)| n).max().unwrap_or(0);

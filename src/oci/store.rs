@@ -382,30 +382,21 @@ impl Store {
         let what = format!("{} blob sha256:{}", self.describe(), d.digest);
         match self {
             Self::Layout { .. } => {
-                let mut stream = match self.blob_stream(d).await {
-                    Ok(stream) => stream,
-                    Err(e) => {
-                        out.fail(e.to_string()).await;
-                        return Err(e);
-                    }
-                };
-                while let Some(chunk) = stream.next().await {
-                    let chunk = match chunk {
-                        Ok(chunk) => chunk,
-                        Err(e) => {
-                            let e = self.registry_err(&e);
-                            out.fail(e.to_string()).await;
-                            return Err(e);
+                // `Ok(false)`: the reader is gone (packing stopped, and its error is the one).
+                let sent = async {
+                    let mut stream = self.blob_stream(d).await?;
+                    while let Some(chunk) = stream.next().await {
+                        let chunk = chunk.map_err(|e| self.registry_err(&e))?;
+                        reporter.advance(chunk.len() as u64);
+                        if out.send(chunk).await.is_err() {
+                            return Ok(false);
                         }
-                    };
-                    reporter.advance(chunk.len() as u64);
-                    if out.send(chunk).await.is_err() {
-                        // The reader is gone: packing stopped, and its error is the one to report.
-                        return Ok(());
                     }
+                    Ok(true)
                 }
-                let _ = out.finish().await;
-                Ok(())
+                .await;
+                out.end(&sent).await;
+                sent.map(drop)
             }
             Self::Registry { conn, image, options } => {
                 let open = |offset| self.open_blob((conn, image), d, offset);
