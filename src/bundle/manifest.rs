@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::digest::{Prefixed, Sha256};
-use crate::member_path::MemberPath;
+use crate::member_path::{MemberPath, MemberPathError};
 use crate::sign::KeyId;
 use crate::spec::{BundleName, FileKind, FileName};
 
@@ -178,7 +178,7 @@ impl RpmArtifact {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelArtifact {
     pub hub: String,
@@ -189,16 +189,34 @@ pub struct ModelArtifact {
     pub revision: MemberPath,
     /// The commit sha (hex; `Manifest::check`).
     pub commit: MemberPath,
+    /// Each at `models/ORG/NAME/COMMIT/PATH` (`ModelArtifact::member`). Read by
+    /// `ArtifactVisitor` (`FilesRead`), written by `Listing`.
+    #[serde(skip_deserializing)]
     pub files: Vec<ModelFile>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+impl ModelArtifact {
+    /// The directory that holds the model's files in the bundle: `models/ORG/NAME/COMMIT`.
+    pub fn dir(&self) -> String {
+        format!("models/{}/{}", self.repo, self.commit)
+    }
+
+    /// Where `file` is in the bundle: `models/ORG/NAME/COMMIT/PATH`.
+    pub fn member(&self, file: &ModelFile) -> Result<MemberPath, MemberPathError> {
+        MemberPath::new(format!("{}/{}", self.dir(), file.path))
+    }
+}
+
+/// A file of a model or of a `[[file]]` directory: its path in the tree, sha256 and size.
+/// Its member path is not held: it is always the artifact's directory and this path
+/// (`ModelArtifact::member`, `FileArtifact::member`), so the manifest's `member` is written
+/// from those two and, when read, checked against them and dropped. At 200,000 files the
+/// held copies were 13 MB of `install`'s memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelFile {
-    /// The path in the repository (`snapshots/COMMIT/PATH` in the cache view).
+    /// The path in the repository (`snapshots/COMMIT/PATH` in the cache view), or in the
+    /// directory.
     pub path: MemberPath,
-    /// Where it is in the bundle (`models/ORG/NAME/COMMIT/PATH`).
-    pub member: MemberPath,
     pub sha256: Sha256,
     pub size: u64,
 }
@@ -299,7 +317,7 @@ pub struct ImagePlatform {
     pub digest: Sha256,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileArtifact {
     pub name: FileName,
@@ -312,9 +330,155 @@ pub struct FileArtifact {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notes: BTreeMap<String, String>,
     /// A directory's files (then `path` is the directory, `sha256` the tree's digest and
-    /// `size` the total): each at `path/PATH`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `size` the total): each at `path/PATH` (`FileArtifact::member`). Read by
+    /// `ArtifactVisitor` (`FilesRead`), written by `Listing`.
+    #[serde(skip_deserializing)]
     pub files: Vec<ModelFile>,
+}
+
+impl FileArtifact {
+    /// Where a directory's `file` is in the bundle: `files/NAME/PATH`.
+    pub fn member(&self, file: &ModelFile) -> Result<MemberPath, MemberPathError> {
+        MemberPath::new(format!("{}/{}", self.path, file.path))
+    }
+}
+
+impl Serialize for FileArtifact {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct FileArtifact<'a> {
+            name: &'a FileName,
+            source: &'a str,
+            sha256: Sha256,
+            size: u64,
+            path: &'a MemberPath,
+            file_kind: FileKind,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            notes: Option<&'a BTreeMap<String, String>>,
+            #[serde(skip_serializing_if = "Listing::is_empty")]
+            files: Listing<'a>,
+        }
+        FileArtifact {
+            name: &self.name,
+            source: &self.source,
+            sha256: self.sha256,
+            size: self.size,
+            path: &self.path,
+            file_kind: self.file_kind,
+            notes: (!self.notes.is_empty()).then_some(&self.notes),
+            files: Listing { dir: self.path.as_str().to_owned(), files: &self.files },
+        }
+        .serialize(s)
+    }
+}
+
+impl Serialize for ModelArtifact {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct ModelArtifact<'a> {
+            hub: &'a str,
+            repo: &'a MemberPath,
+            revision: &'a MemberPath,
+            commit: &'a MemberPath,
+            files: Listing<'a>,
+        }
+        ModelArtifact {
+            hub: &self.hub,
+            repo: &self.repo,
+            revision: &self.revision,
+            commit: &self.commit,
+            files: Listing { dir: self.dir(), files: &self.files },
+        }
+        .serialize(s)
+    }
+}
+
+/// A model's or a directory's `files` as the manifest carries them: each with its `member`,
+/// the directory and its path.
+struct Listing<'a> {
+    dir: String,
+    files: &'a [ModelFile],
+}
+
+#[derive(Serialize)]
+struct Listed<'a> {
+    path: &'a MemberPath,
+    member: String,
+    sha256: Sha256,
+    size: u64,
+}
+
+impl Listing<'_> {
+    fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    fn items(&self) -> impl Iterator<Item = Listed<'_>> {
+        self.files.iter().map(|f| Listed {
+            path: &f.path,
+            member: format!("{}/{}", self.dir, f.path),
+            sha256: f.sha256,
+            size: f.size,
+        })
+    }
+}
+
+impl Serialize for Listing<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.items())
+    }
+}
+
+/// `files` as read: every element's `member` must be its `path` under one directory, the
+/// same for all. That directory is kept once, to be compared with the one the artifact's
+/// other fields give (`ArtifactVisitor`); the member paths are not kept.
+struct FilesRead {
+    files: Vec<ModelFile>,
+    dir: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for FilesRead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Read {
+            path: MemberPath,
+            member: MemberPath,
+            sha256: Sha256,
+            size: u64,
+        }
+        struct Files;
+        impl<'de> serde::de::Visitor<'de> for Files {
+            type Value = FilesRead;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of files")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<FilesRead, A::Error> {
+                use serde::de::Error;
+                let mut read = FilesRead { files: Vec::new(), dir: None };
+                while let Some(Read { path, member, sha256, size }) = seq.next_element()? {
+                    let dir = member.as_str().strip_suffix(path.as_str()).and_then(|d| d.strip_suffix('/'));
+                    match (dir, &read.dir) {
+                        (None, _) => {
+                            return Err(A::Error::custom(format_args!(
+                                "file `{path}` is not at `{member}`: a file's member is its directory, then `/{path}`"
+                            )));
+                        }
+                        (Some(dir), Some(first)) if dir != first => {
+                            return Err(A::Error::custom(format_args!(
+                                "file `{path}` is at `{member}`, not under `{first}/` with the files before it"
+                            )));
+                        }
+                        (Some(_), Some(_)) => {}
+                        (Some(dir), None) => read.dir = Some(dir.to_owned()),
+                    }
+                    read.files.push(ModelFile { path, sha256, size });
+                }
+                Ok(read)
+            }
+        }
+        d.deserialize_seq(Files)
+    }
 }
 
 /// An artifact's object, read as serde's `tag = "kind"` would read it but without buffering
@@ -337,7 +501,7 @@ impl<'de> serde::de::Visitor<'de> for ArtifactVisitor {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Artifact, A::Error> {
         use serde::de::Error;
         let mut rest = serde_json::Map::new();
-        let mut files: Option<Vec<ModelFile>> = None;
+        let mut files: Option<FilesRead> = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "files" {
                 if files.is_some() {
@@ -357,8 +521,8 @@ impl<'de> serde::de::Visitor<'de> for ArtifactVisitor {
             Some(other) => return Err(A::Error::custom(format_args!("`kind` is not a string: {other}"))),
             None => return Err(A::Error::missing_field("kind")),
         };
-        // Present for the variant to accept (file, model) or refuse as unknown (the others).
-        if files.is_some() {
+        // Present for the other variants to refuse as unknown; file and model take them below.
+        if files.is_some() && kind != "file" && kind != "model" {
             rest.insert("files".into(), serde_json::Value::Array(Vec::new()));
         }
         let object = serde_json::Value::Object(rest);
@@ -372,9 +536,31 @@ impl<'de> serde::de::Visitor<'de> for ArtifactVisitor {
             "file" => Artifact::File(serde_json::from_value(object).map_err(typed)?),
             other => return Err(A::Error::unknown_variant(other, ARTIFACT_KINDS)),
         };
+        // The one directory the members were under must be the artifact's.
         match (&mut artifact, files) {
-            (Artifact::Model(m), Some(files)) => m.files = files,
-            (Artifact::File(f), Some(files)) => f.files = files,
+            (Artifact::Model(m), Some(read)) => {
+                if let (Some(dir), Some(first)) = (&read.dir, read.files.first())
+                    && *dir != m.dir()
+                {
+                    // A repository or commit that is not one says so first.
+                    let why = Manifest::check_model_names(m).err().unwrap_or_else(|| {
+                        format!("model `{}` file `{}` is not at `{}/{}`", m.repo, first.path, m.dir(), first.path)
+                    });
+                    return Err(A::Error::custom(why));
+                }
+                m.files = read.files;
+            }
+            (Artifact::File(f), Some(read)) => {
+                if let (Some(dir), Some(first)) = (&read.dir, read.files.first())
+                    && dir != f.path.as_str()
+                {
+                    return Err(A::Error::custom(format_args!(
+                        "file `{}` tree file `{}` is not at `{}/{}`",
+                        f.name, first.path, f.path, first.path
+                    )));
+                }
+                f.files = read.files;
+            }
             _ => {}
         }
         Ok(artifact)
@@ -412,11 +598,12 @@ impl Artifact {
         }
     }
 
-    fn files(&self) -> &[ModelFile] {
+    /// A directory's or a model's files as the manifest lists them; empty for the others.
+    fn listing(&self) -> Listing<'_> {
         match self {
-            Artifact::File(f) => &f.files,
-            Artifact::Model(m) => &m.files,
-            _ => &[],
+            Artifact::File(f) => Listing { dir: f.path.as_str().to_owned(), files: &f.files },
+            Artifact::Model(m) => Listing { dir: m.dir(), files: &m.files },
+            _ => Listing { dir: String::new(), files: &[] },
         }
     }
 
@@ -623,18 +810,14 @@ impl Manifest {
 
     /// A `[[file]]` directory: each file an entry at `path/PATH`, the digest the tree's.
     fn check_tree(f: &FileArtifact, by_path: &ByPath<'_>) -> Result<(), String> {
+        // Each file's member is `path/PATH` by construction (`FilesRead`).
         for file in &f.files {
-            if file.member.as_str() != format!("{}/{}", f.path, file.path) {
-                return Err(format!(
-                    "file `{}` tree file `{}` is not at `{}/{}`",
-                    f.name, file.path, f.path, file.path
-                ));
-            }
-            let listed = by_path.get(file.member.as_str());
+            let member = format!("{}/{}", f.path, file.path);
+            let listed = by_path.get(&member);
             if !listed.is_some_and(|e| e.sha256 == file.sha256 && e.size == file.size) {
                 return Err(format!(
-                    "file `{}` tree file `{}` does not match an entry at `{}`",
-                    f.name, file.path, file.member
+                    "file `{}` tree file `{}` does not match an entry at `{member}`",
+                    f.name, file.path
                 ));
             }
         }
@@ -648,28 +831,28 @@ impl Manifest {
 
     /// A model artifact's names, which become cache-view paths, and its files' entries.
     fn check_model(m: &ModelArtifact, by_path: &ByPath<'_>) -> Result<(), String> {
+        Self::check_model_names(m)?;
+        // Each file's member is `models/ORG/NAME/COMMIT/PATH` by construction (`FilesRead`):
+        // the cache view's file path is exactly its tail.
+        let dir = m.dir();
+        for f in &m.files {
+            let member = format!("{dir}/{}", f.path);
+            let listed = by_path.get(&member);
+            if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
+                return Err(format!("model `{}` file `{}` does not match an entry at `{member}`", m.repo, f.path));
+            }
+        }
+        Ok(())
+    }
+
+    /// A model's repository is `ORG/NAME` and its commit a hex sha.
+    fn check_model_names(m: &ModelArtifact) -> Result<(), String> {
         if m.repo.as_str().split('/').count() != 2 {
             return Err(format!("model repository `{}` is not `ORG/NAME`", m.repo));
         }
         let commit = m.commit.as_str();
         if !(commit.len() == 40 || commit.len() == 64) || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("model `{}` commit `{commit}` is not a hex commit sha", m.repo));
-        }
-        for f in &m.files {
-            // The member path is the one checked path: the cache view's file path must be
-            // exactly its tail.
-            if f.member.as_str() != format!("models/{}/{commit}/{}", m.repo, f.path) {
-                return Err(format!(
-                    "model `{}` file `{}` is not at `models/{}/{commit}/{}`",
-                    m.repo, f.path, m.repo, f.path
-                ));
-            }
-        }
-        for f in &m.files {
-            let listed = by_path.get(f.member.as_str());
-            if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
-                return Err(format!("model `{}` file `{}` does not match an entry at `{}`", m.repo, f.path, f.member));
-            }
         }
         Ok(())
     }
@@ -818,13 +1001,13 @@ fn write_object(
 }
 
 /// A JCS array of `items`, each canonicalised on its own.
-fn write_list<T: Serialize>(out: &mut dyn std::io::Write, items: &[T]) -> std::io::Result<()> {
+fn write_list<T: Serialize>(out: &mut dyn std::io::Write, items: impl IntoIterator<Item = T>) -> std::io::Result<()> {
     out.write_all(b"[")?;
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             out.write_all(b",")?;
         }
-        write_jcs(out, item)?;
+        write_jcs(out, &item)?;
     }
     out.write_all(b"]")
 }
@@ -843,14 +1026,14 @@ fn write_artifacts(
             out.write_all(b",")?;
         }
         let Some(object) = skeleton.as_object() else { unreachable!("an artifact serialises as an object") };
-        let files = artifact.files();
+        let files = artifact.listing();
         if files.is_empty() || object.contains_key("files") {
-            write_object(out, object, |key, out| (key == "files").then(|| write_list(out, files)))?;
+            write_object(out, object, |key, out| (key == "files").then(|| write_list(out, files.items())))?;
         } else {
             // A directory's `files` are skipped when empty: the skeleton has no such member.
             let mut with = object.clone();
             with.insert("files".into(), serde_json::Value::Array(Vec::new()));
-            write_object(out, &with, |key, out| (key == "files").then(|| write_list(out, files)))?;
+            write_object(out, &with, |key, out| (key == "files").then(|| write_list(out, files.items())))?;
         }
     }
     out.write_all(b"]")
@@ -886,7 +1069,7 @@ mod tests {
             "kind": "file", "name": "t", "path": "files/t", "sha256": sha, "size": 1, "source": "t"});
         let read: Artifact = serde_json::from_reader(file.to_string().as_bytes()).unwrap();
         let Artifact::File(f) = &read else { panic!("{read:?}") };
-        assert_eq!((f.files.len(), f.files[0].member.as_str()), (1, "files/t/a"));
+        assert_eq!((f.files.len(), f.member(&f.files[0]).unwrap().as_str()), (1, "files/t/a"));
         assert_eq!(serde_json::to_value(&read).unwrap(), file);
         let model = json!({"commit": "c0ffee", "files": [{"member": "models/o/m/c0ffee/w", "path": "w", "sha256": sha, "size": 2}],
             "hub": "https://huggingface.co", "kind": "model", "repo": "o/m", "revision": "main"});
@@ -912,6 +1095,38 @@ mod tests {
         assert!(refused(with("kind", json!(7))).contains("`kind` is not a string"));
         assert!(refused(r#"{"kind": "deb", "kind": "deb"}"#.into()).contains("duplicate field `kind`"));
         assert!(refused(r#"{"kind": "file", "files": [], "files": []}"#.into()).contains("duplicate field `files`"));
+
+        // A file's member is not held: it must be what the artifact gives, or the read fails.
+        let two = |a: &str, b: &str| {
+            let mut v = file.clone();
+            v["files"] = json!([{"member": a, "path": "a", "sha256": sha, "size": 1},
+                                {"member": b, "path": "b", "sha256": sha, "size": 0}]);
+            v.to_string()
+        };
+        assert!(serde_json::from_str::<Artifact>(&two("files/t/a", "files/t/b")).is_ok());
+        let refusal = refused(two("files/t/a", "files/u/b"));
+        assert!(
+            refusal.contains("file `b` is at `files/u/b`, not under `files/t/` with the files before it"),
+            "{refusal}"
+        );
+        let refusal = refused(two("files/t/x", "files/t/b"));
+        assert!(
+            refusal.contains("file `a` is not at `files/t/x`: a file's member is its directory, then `/a`"),
+            "{refusal}"
+        );
+        let refusal = refused(two("files/t/ba", "files/t/b"));
+        assert!(refusal.contains("file `a` is not at `files/t/ba`"), "{refusal}");
+        let refusal = refused(two("files/u/a", "files/u/b"));
+        assert!(refusal.contains("file `t` tree file `a` is not at `files/t/a`"), "{refusal}");
+        let commit = "c0ffee".repeat(10)[..40].to_owned();
+        let mut moved = model.clone();
+        moved["commit"] = json!(commit);
+        moved["files"][0]["member"] = json!(format!("models/o/other/{commit}/w"));
+        let refusal = refused(moved.to_string());
+        assert!(refusal.contains(&format!("model `o/m` file `w` is not at `models/o/m/{commit}/w`")), "{refusal}");
+        // A commit that is not one is named as such before the file it moved.
+        moved["commit"] = json!("c0ffee");
+        assert!(refused(moved.to_string()).contains("commit `c0ffee` is not a hex commit sha"));
     }
 
     fn manifest(entries: &[&str]) -> Manifest {

@@ -104,8 +104,9 @@ impl TryFrom<&LockedModel> for ModelArtifact {
             .files
             .iter()
             .map(|f| {
-                let member = model_member(&m.repo, &m.commit, &f.path)?;
-                Ok(ModelFile { path: MemberPath::new(f.path.clone())?, member, sha256: f.sha256, size: f.size })
+                // Not held (`ModelArtifact::member`), but it must be a member path.
+                model_member(&m.repo, &m.commit, &f.path)?;
+                Ok(ModelFile { path: MemberPath::new(f.path.clone())?, sha256: f.sha256, size: f.size })
             })
             .collect::<Result<_, MemberPathError>>()?;
         Ok(Self {
@@ -127,8 +128,9 @@ impl FileArtifact {
             .files
             .iter()
             .map(|f| {
-                let member = MemberPath::new(format!("{path}/{}", f.path))?;
-                Ok(ModelFile { path: MemberPath::new(f.path.clone())?, member, sha256: f.sha256, size: f.size })
+                // Not held (`FileArtifact::member`), but it must be a member path.
+                MemberPath::new(format!("{path}/{}", f.path))?;
+                Ok(ModelFile { path: MemberPath::new(f.path.clone())?, sha256: f.sha256, size: f.size })
             })
             .collect::<Result<_, MemberPathError>>()?;
         Ok(Self {

@@ -70,7 +70,8 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
         for f in &m.files {
             let blob = blobs.join(f.sha256.to_string());
             if !blob.exists() {
-                std::fs::hard_link(f.member.under(staged), &blob)?;
+                let member = m.member(f).map_err(io::Error::other)?;
+                std::fs::hard_link(member.under(staged), &blob)?;
             }
             let pointer = f.path.under(&repo_dir.join("snapshots").join(m.commit.as_str()));
             if let Some(parent) = pointer.parent() {

@@ -15,6 +15,7 @@ use crate::bundle::manifest::{Artifact, FileArtifact};
 use crate::bundle::writer::Member;
 use crate::digest::hash_reader;
 use crate::fetch::{Wanted, blocking};
+use crate::member_path::MemberPathError;
 use crate::spec::lock::{LockError, LockFile, LockedFile, TreeFile, tree_digest};
 use crate::spec::{FileSource, FileSpec, SpecFile};
 
@@ -165,14 +166,15 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     let paths = origins(sources, &sized).await?;
     let mut plan = Plan::default();
     for ((entry, locked), origin) in entries.into_iter().zip(paths) {
-        let artifact = FileArtifact::new(entry, locked).map_err(|e| SourceError::Read {
+        let unpinnable = |e: MemberPathError| SourceError::Read {
             what: describe(entry),
             path: origin.clone(),
             source: std::io::Error::other(e.to_string()),
-        })?;
+        };
+        let artifact = FileArtifact::new(entry, locked).map_err(unpinnable)?;
         if !artifact.files.is_empty() {
             for f in &artifact.files {
-                let (path, what) = (f.member.clone(), format!("{} {}", describe(entry), f.path));
+                let (path, what) = (artifact.member(f).map_err(unpinnable)?, format!("{} {}", describe(entry), f.path));
                 plan.members.push(Member {
                     path,
                     size: f.size,

@@ -181,13 +181,12 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
         })?;
         for f in &artifact.files {
             let (origin, want) = origins.next().expect("one download per file");
-            plan.members.push(Member {
-                path: f.member.clone(),
-                size: f.size,
-                sha256: f.sha256,
-                origin,
-                what: want.what,
-            });
+            let path = artifact.member(f).map_err(|e| ModelError::Hub {
+                hub: m.hub.clone(),
+                repo: m.repo.clone(),
+                detail: e.to_string(),
+            })?;
+            plan.members.push(Member { path, size: f.size, sha256: f.sha256, origin, what: want.what });
         }
         plan.artifacts.push(Artifact::Model(artifact));
     }
