@@ -187,7 +187,10 @@ impl Created {
         let file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
         file.sync_all().map_err(io_err)?;
         let dest = self.root.path(&digest);
-        std::fs::rename(&self.partial, &dest).map_err(|source| CacheError::Io { path: dest.clone(), source })?;
+        let dest_err = |source| CacheError::Io { path: dest.clone(), source };
+        std::fs::rename(&self.partial, &dest).map_err(dest_err)?;
+        // A later offline build counts on the blob still being there after a power loss.
+        crate::atomic::sync_dir(dest.parent().unwrap_or(&self.root.root)).map_err(dest_err)?;
         Ok((digest, size, dest))
     }
 }
@@ -270,6 +273,8 @@ impl Incoming {
         let io_err = |source| CacheError::Io { path: self.dest.clone(), source };
         self.file.sync_all().map_err(io_err)?;
         std::fs::rename(&self.partial, &self.dest).map_err(io_err)?;
+        // A later offline build counts on the blob still being there after a power loss.
+        crate::atomic::sync_dir(self.dest.parent().unwrap_or(Path::new("."))).map_err(io_err)?;
         Ok(self.dest.clone())
     }
 

@@ -52,6 +52,13 @@ impl Project {
         (r, out)
     }
 
+    /// `build --locked --no-blob-cache`: image layers go from the source into the bundle.
+    fn build_streamed(&self, cache: &str, spec: &Path) -> (Run, PathBuf) {
+        let out = spec.with_extension("airlock");
+        let args = ["build", s(spec), "--locked", "--no-blob-cache", "--key", s(&self.keys.private), "--out", s(&out)];
+        (self.airlock(cache, &args), out)
+    }
+
     /// Exit 3, every `needle` in the message, no bundle, nothing partial in `cache`.
     fn refused(&self, r: Run, out: Option<&Path>, cache: &str, needles: &[&str]) {
         let r = r.code(3);
@@ -222,6 +229,16 @@ fn images_from_a_layout_whose_manifest_or_layer_was_altered_exit_3() {
     std::fs::write(&layer_path, vec![1u8; original.len()]).unwrap();
     let (r, out) = p.build("b", &spec);
     p.refused(r, Some(&out), "b", &[&layer_hex, "expected sha256"]);
+    // A layer longer than its descriptor says: stopped at the declared size, kept in the
+    // cache or streamed into the bundle alike.
+    let mut longer = original.clone();
+    longer.extend_from_slice(&[0u8; 4096]);
+    std::fs::write(&layer_path, &longer).unwrap();
+    let declared = format!("more than the declared {} bytes", original.len());
+    let (r, out) = p.build("b", &spec);
+    p.refused(r, Some(&out), "b", &[&layer_hex, &declared]);
+    let (r, out) = p.build_streamed("s", &spec);
+    p.refused(r, Some(&out), "s", &[&layer_hex, &declared]);
     std::fs::write(&layer_path, original).unwrap();
 
     // A manifest whose bytes no longer hash to the digest the lock pinned.

@@ -46,13 +46,15 @@ pub enum StoreError {
     Io { path: PathBuf, detail: String },
     #[error(transparent)]
     Cache(#[from] CacheError),
+    #[error(transparent)]
+    Overrun(#[from] Overrun),
 }
 
 impl Classify for StoreError {
     fn class(&self) -> Class {
         match self {
             StoreError::Location(_) => Class::Usage,
-            StoreError::Digest { .. } => Class::Verification,
+            StoreError::Digest { .. } | StoreError::Overrun(_) => Class::Verification,
             StoreError::Cache(e) => e.class(),
             StoreError::Client(_) | StoreError::Registry { .. } | StoreError::Io { .. } => Class::Runtime,
         }
@@ -151,6 +153,16 @@ pub fn repository(image: &ImageRef) -> oci_client::Reference {
 
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, OciDistributionError>> + Send>>;
 
+/// A blob source that sent more than its descriptor declared: a verification failure, like a
+/// wrong digest. Carried through a [`ByteStream`] as the `io::Error` inside
+/// `OciDistributionError::IoError`, and found there again by `Store::registry_err`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{what}: the source sent more than the declared {limit} bytes; stopped there")]
+pub struct Overrun {
+    what: String,
+    limit: u64,
+}
+
 /// `stream`, ended with an error at the first byte past `limit`.
 fn bounded(stream: ByteStream, limit: u64, what: String) -> ByteStream {
     // (bytes seen, ended): after the error, the stream ends.
@@ -162,9 +174,11 @@ fn bounded(stream: ByteStream, limit: u64, what: String) -> ByteStream {
             *seen = seen.saturating_add(c.len() as u64);
             if *seen > limit {
                 *ended = true;
-                return Err(OciDistributionError::GenericError(Some(format!(
-                    "{what}: the source sent more than the declared {limit} bytes; stopped there"
-                ))));
+                let overrun = Overrun { what: what.clone(), limit };
+                return Err(OciDistributionError::IoError(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    overrun,
+                )));
             }
             Ok(c)
         });
@@ -213,6 +227,11 @@ impl Store {
 
     /// A registry's error, with where credentials come from when they were the trouble.
     pub fn registry_err(&self, e: &OciDistributionError) -> StoreError {
+        if let OciDistributionError::IoError(io) = e
+            && let Some(overrun) = io.get_ref().and_then(|inner| inner.downcast_ref::<Overrun>())
+        {
+            return StoreError::Overrun(overrun.clone());
+        }
         let detail = match e {
             OciDistributionError::AuthenticationFailure(d) => format!("authentication failed: {d}"),
             OciDistributionError::UnauthorizedError { url } => format!("401 unauthorized at {url}"),
