@@ -9,6 +9,7 @@ use crate::clock::Timestamp;
 use crate::digest::{Prefixed, Sha256};
 use crate::member_path::{MemberPath, MemberPathError};
 use crate::sign::KeyId;
+use crate::spec::lock::TreeDigest;
 use crate::spec::{BundleName, FileKind, FileName};
 
 pub const SCHEMA_V1: &str = "airlock.bundle/v1";
@@ -330,13 +331,32 @@ pub struct FileArtifact {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notes: BTreeMap<String, String>,
     /// A directory's files (then `path` is the directory, `sha256` the tree's digest and
-    /// `size` the total): each at `path/PATH` (`FileArtifact::member`). Read by
-    /// `ArtifactVisitor` (`FilesRead`), written by `Listing`.
+    /// `size` the total): each at `path/PATH` (`FileArtifact::member`). Written by `Listing`.
+    /// Empty in a manifest that was read: see `tree`.
     #[serde(skip_deserializing)]
     pub files: Vec<ModelFile>,
+    /// A directory read from a manifest: its files are the entries under `path/` and are not
+    /// held twice; `FilesRead` keeps what `Manifest::check` needs to prove that they are.
+    #[serde(skip)]
+    pub tree: Option<TreeListing>,
+}
+
+/// A directory's `files` as they were read, summed up: how many, their total size, and the
+/// digest of their listing (`tree_digest`). At 200,000 files, holding them beside their
+/// entries was 17 MB of `install`'s memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeListing {
+    pub count: usize,
+    pub total: u64,
+    pub digest: Sha256,
 }
 
 impl FileArtifact {
+    /// A directory rather than one file.
+    pub fn is_tree(&self) -> bool {
+        !self.files.is_empty() || self.tree.is_some()
+    }
+
     /// Where a directory's `file` is in the bundle: `files/NAME/PATH`.
     pub fn member(&self, file: &ModelFile) -> Result<MemberPath, MemberPathError> {
         MemberPath::new(format!("{}/{}", self.path, file.path))
@@ -432,9 +452,13 @@ impl Serialize for Listing<'_> {
 /// `files` as read: every element's `member` must be its `path` under one directory, the
 /// same for all. That directory is kept once, to be compared with the one the artifact's
 /// other fields give (`ArtifactVisitor`); the member paths are not kept.
+/// A directory's files (their members under `files/`) are summed up instead (`TreeListing`):
+/// the entries hold them.
 struct FilesRead {
     files: Vec<ModelFile>,
     dir: Option<String>,
+    first: Option<MemberPath>,
+    tree: Option<TreeListing>,
 }
 
 impl<'de> Deserialize<'de> for FilesRead {
@@ -455,7 +479,9 @@ impl<'de> Deserialize<'de> for FilesRead {
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<FilesRead, A::Error> {
                 use serde::de::Error;
-                let mut read = FilesRead { files: Vec::new(), dir: None };
+                let mut read = FilesRead { files: Vec::new(), dir: None, first: None, tree: None };
+                // A directory's: the listing's digest so far, how many, how many bytes.
+                let mut tree: Option<(TreeDigest, usize, u64)> = None;
                 while let Some(Read { path, member, sha256, size }) = seq.next_element()? {
                     let dir = member.as_str().strip_suffix(path.as_str()).and_then(|d| d.strip_suffix('/'));
                     match (dir, &read.dir) {
@@ -470,10 +496,26 @@ impl<'de> Deserialize<'de> for FilesRead {
                             )));
                         }
                         (Some(_), Some(_)) => {}
-                        (Some(dir), None) => read.dir = Some(dir.to_owned()),
+                        (Some(dir), None) => {
+                            if dir.starts_with("files/") {
+                                tree = Some((TreeDigest::default(), 0, 0));
+                            }
+                            read.dir = Some(dir.to_owned());
+                            read.first = Some(path.clone());
+                        }
                     }
-                    read.files.push(ModelFile { path, sha256, size });
+                    match &mut tree {
+                        Some((digest, count, total)) => {
+                            digest.add(path.as_str(), sha256, size);
+                            *count += 1;
+                            *total = total.checked_add(size).ok_or_else(|| {
+                                A::Error::custom(format_args!("file `{path}`: the sizes add up past 2^64 bytes"))
+                            })?;
+                        }
+                        None => read.files.push(ModelFile { path, sha256, size }),
+                    }
                 }
+                read.tree = tree.map(|(digest, count, total)| TreeListing { count, total, digest: digest.finish() });
                 Ok(read)
             }
         }
@@ -539,27 +581,28 @@ impl<'de> serde::de::Visitor<'de> for ArtifactVisitor {
         // The one directory the members were under must be the artifact's.
         match (&mut artifact, files) {
             (Artifact::Model(m), Some(read)) => {
-                if let (Some(dir), Some(first)) = (&read.dir, read.files.first())
+                if let (Some(dir), Some(first)) = (&read.dir, &read.first)
                     && *dir != m.dir()
                 {
                     // A repository or commit that is not one says so first.
                     let why = Manifest::check_model_names(m).err().unwrap_or_else(|| {
-                        format!("model `{}` file `{}` is not at `{}/{}`", m.repo, first.path, m.dir(), first.path)
+                        format!("model `{}` file `{first}` is not at `{}/{first}`", m.repo, m.dir())
                     });
                     return Err(A::Error::custom(why));
                 }
                 m.files = read.files;
             }
             (Artifact::File(f), Some(read)) => {
-                if let (Some(dir), Some(first)) = (&read.dir, read.files.first())
+                if let (Some(dir), Some(first)) = (&read.dir, &read.first)
                     && dir != f.path.as_str()
                 {
                     return Err(A::Error::custom(format_args!(
-                        "file `{}` tree file `{}` is not at `{}/{}`",
-                        f.name, first.path, f.path, first.path
+                        "file `{}` tree file `{first}` is not at `{}/{first}`",
+                        f.name, f.path
                     )));
                 }
                 f.files = read.files;
+                f.tree = read.tree;
             }
             _ => {}
         }
@@ -586,6 +629,7 @@ impl Artifact {
                 file_kind: f.file_kind,
                 notes: f.notes.clone(),
                 files: Vec::new(),
+                tree: None,
             }),
             Artifact::Model(m) => Artifact::Model(ModelArtifact {
                 hub: m.hub.clone(),
@@ -737,7 +781,7 @@ impl Manifest {
         };
         write_object(out, &top, |key, out| match key {
             "entries" => Some(write_list(out, &self.entries)),
-            "artifacts" => Some(write_artifacts(out, &top, &self.artifacts)),
+            "artifacts" => Some(write_artifacts(out, &top, &self.artifacts, &self.entries)),
             _ => None,
         })
     }
@@ -810,6 +854,30 @@ impl Manifest {
 
     /// A `[[file]]` directory: each file an entry at `path/PATH`, the digest the tree's.
     fn check_tree(f: &FileArtifact, by_path: &ByPath<'_>) -> Result<(), String> {
+        if let Some(listed) = &f.tree {
+            // Read from a manifest: the entries under `path/`, in path order, must be the
+            // listing that was read (its digest, count and total), and that listing the tree
+            // the artifact claims.
+            let dir = format!("{}/", f.path);
+            let mut digest = TreeDigest::default();
+            let (mut count, mut total) = (0usize, 0u64);
+            for e in by_path.under(&dir) {
+                digest.add(&e.path.as_str()[dir.len()..], e.sha256, e.size);
+                count += 1;
+                total = total.saturating_add(e.size);
+            }
+            let entries = TreeListing { count, total, digest: digest.finish() };
+            if entries != *listed {
+                return Err(format!(
+                    "file `{}`: its {} files do not match the {count} entries under `{dir}`",
+                    f.name, listed.count
+                ));
+            }
+            if listed.digest != f.sha256 || listed.total != f.size {
+                return Err(format!("file `{}`: its files do not give the tree digest and size it claims", f.name));
+            }
+            return Ok(());
+        }
         // Each file's member is `path/PATH` by construction (`FilesRead`).
         for file in &f.files {
             let member = format!("{}/{}", f.path, file.path);
@@ -855,6 +923,18 @@ impl Manifest {
             return Err(format!("model `{}` commit `{commit}` is not a hex commit sha", m.repo));
         }
         Ok(())
+    }
+
+    /// A manifest that was read holds a directory's files once, as its entries
+    /// (`FileArtifact::tree`): list them in the directory's `files` again, for output that
+    /// shows them (`inspect --json`) or writes the manifest.
+    pub fn list_tree_files(&mut self) {
+        for a in &mut self.artifacts {
+            let Artifact::File(f) = a else { continue };
+            if f.tree.take().is_some() {
+                f.files = tree_files(&self.entries, &f.path);
+            }
+        }
     }
 
     /// Give back what parsing over-allocated: JSON arrays arrive without a length, so a list
@@ -921,7 +1001,7 @@ impl Manifest {
                 continue;
             }
             if let Artifact::File(f) = a
-                && !f.files.is_empty()
+                && f.is_tree()
             {
                 Self::check_tree(f, &by_path)?;
                 continue;
@@ -973,9 +1053,19 @@ impl<'a> ByPath<'a> {
     pub fn get(&self, path: &str) -> Option<&'a Entry> {
         self.position(path).map(|i| &self.entries[i])
     }
+
+    /// The entries whose path starts with `prefix`, in path order.
+    pub fn under(&self, prefix: &'a str) -> Box<dyn Iterator<Item = &'a Entry> + '_> {
+        let within = move |p: &str| p.starts_with(prefix);
+        if let Some(index) = &self.index {
+            Box::new(index.range(prefix..).take_while(move |(p, _)| within(p)).map(|(_, i)| &self.entries[*i]))
+        } else {
+            let start = self.entries.partition_point(|e| e.path.as_str() < prefix);
+            Box::new(self.entries[start..].iter().take_while(move |e| within(e.path.as_str())))
+        }
+    }
 }
 
-/// A writer that only counts.
 /// A JCS object: its members sorted by their names' UTF-16 code units (RFC 8785 3.2.3), each
 /// value from `special` when it writes that member, else the crate's canonical form of it.
 fn write_object(
@@ -1000,6 +1090,21 @@ fn write_object(
     out.write_all(b"}")
 }
 
+/// The entries under `dir/` as a directory's files, in path order.
+fn tree_files(entries: &[Entry], dir: &MemberPath) -> Vec<ModelFile> {
+    let dir = format!("{dir}/");
+    let mut files: Vec<ModelFile> = entries
+        .iter()
+        .filter_map(|e| {
+            // The tail of a member path after a `/` is a member path itself.
+            let path = MemberPath::new(e.path.as_str().strip_prefix(&dir)?).ok()?;
+            Some(ModelFile { path, sha256: e.sha256, size: e.size })
+        })
+        .collect();
+    files.sort_by(|a, b| a.path.as_str().cmp(b.path.as_str()));
+    files
+}
+
 /// A JCS array of `items`, each canonicalised on its own.
 fn write_list<T: Serialize>(out: &mut dyn std::io::Write, items: impl IntoIterator<Item = T>) -> std::io::Result<()> {
     out.write_all(b"[")?;
@@ -1018,6 +1123,7 @@ fn write_artifacts(
     out: &mut dyn std::io::Write,
     top: &serde_json::Map<String, serde_json::Value>,
     artifacts: &[Artifact],
+    entries: &[Entry],
 ) -> std::io::Result<()> {
     let skeletons = top.get("artifacts").and_then(serde_json::Value::as_array).map_or(&[][..], Vec::as_slice);
     out.write_all(b"[")?;
@@ -1026,7 +1132,15 @@ fn write_artifacts(
             out.write_all(b",")?;
         }
         let Some(object) = skeleton.as_object() else { unreachable!("an artifact serialises as an object") };
-        let files = artifact.listing();
+        // A directory that was read holds its files as entries (`FileArtifact::tree`).
+        let listed;
+        let files = match artifact {
+            Artifact::File(f @ FileArtifact { tree: Some(_), .. }) => {
+                listed = tree_files(entries, &f.path);
+                Listing { dir: f.path.as_str().to_owned(), files: &listed }
+            }
+            _ => artifact.listing(),
+        };
         if files.is_empty() || object.contains_key("files") {
             write_object(out, object, |key, out| (key == "files").then(|| write_list(out, files.items())))?;
         } else {
@@ -1069,8 +1183,19 @@ mod tests {
             "kind": "file", "name": "t", "path": "files/t", "sha256": sha, "size": 1, "source": "t"});
         let read: Artifact = serde_json::from_reader(file.to_string().as_bytes()).unwrap();
         let Artifact::File(f) = &read else { panic!("{read:?}") };
+        // A directory's files are summed up, not held: its entries are those.
+        let zero: Sha256 = sha.parse().unwrap();
+        let digest = crate::spec::lock::tree_digest([("a", zero, 1)]);
+        assert_eq!((f.files.len(), f.tree), (0, Some(TreeListing { count: 1, total: 1, digest })));
+        let mut m = manifest(&["files/t/a"]);
+        (m.entries[0].sha256, m.entries[0].size) = (zero, 1);
+        m.artifacts = vec![read.clone()];
+        let written = m.canonical_bytes();
+        m.list_tree_files();
+        assert_eq!(m.canonical_bytes(), written, "written from the entries, or listed again first, alike");
+        let Artifact::File(f) = &m.artifacts[0] else { unreachable!() };
         assert_eq!((f.files.len(), f.member(&f.files[0]).unwrap().as_str()), (1, "files/t/a"));
-        assert_eq!(serde_json::to_value(&read).unwrap(), file);
+        assert_eq!(serde_json::to_value(&m.artifacts[0]).unwrap(), file);
         let model = json!({"commit": "c0ffee", "files": [{"member": "models/o/m/c0ffee/w", "path": "w", "sha256": sha, "size": 2}],
             "hub": "https://huggingface.co", "kind": "model", "repo": "o/m", "revision": "main"});
         assert_eq!(serde_json::to_value(serde_json::from_value::<Artifact>(model.clone()).unwrap()).unwrap(), model);
@@ -1197,6 +1322,7 @@ mod tests {
              "media_type": "application/vnd.oci.image.index.v1+json", "size": 9},
         ]))
         .unwrap();
+        m.list_tree_files();
         let expected = serde_json_canonicalizer::to_vec(&m).unwrap();
         assert_eq!(String::from_utf8(m.canonical_bytes()).unwrap(), String::from_utf8(expected.clone()).unwrap());
         assert_eq!(m.canonical_digest(), (Sha256::of_bytes(&expected), expected.len() as u64));
@@ -1210,6 +1336,55 @@ mod tests {
         let v = serde_json::json!({"b": 1.0, "a": "\u{20ac}\n", "c": [1e21, 0.000_001]});
         let s = String::from_utf8(serde_json_canonicalizer::to_vec(&v).unwrap()).unwrap();
         assert_eq!(s, "{\"a\":\"\u{20ac}\\n\",\"b\":1,\"c\":[1e+21,0.000001]}");
+    }
+
+    /// A directory read from a manifest holds no files: the entries under it must be its
+    /// listing, file for file, or `check` refuses the manifest.
+    #[test]
+    fn a_directory_that_was_read_is_proved_by_the_entries_under_it() {
+        use serde_json::json;
+        let (x, y) = (Sha256::of_bytes(b"x"), Sha256::of_bytes(b"yy"));
+        let tree = |listing: &[(&str, Sha256, u64)], claimed: Option<Sha256>| {
+            let files: Vec<_> = listing
+                .iter()
+                .map(|(p, sha, size)| json!({"member": format!("files/t/{p}"), "path": p, "sha256": sha.to_string(), "size": size}))
+                .collect();
+            let digest = claimed.unwrap_or_else(|| crate::spec::lock::tree_digest(listing.iter().copied()));
+            let size: u64 = listing.iter().map(|f| f.2).sum();
+            json!({"kind": "file", "name": "t", "source": "t/", "sha256": digest.to_string(), "size": size,
+                   "path": "files/t", "file_kind": "generic", "files": files})
+        };
+        let checked = |entries: &[(&str, Sha256, u64)], artifact: serde_json::Value| {
+            let mut m = manifest(&[SBOM]);
+            for (p, sha256, size) in entries {
+                m.entries.push(Entry {
+                    path: MemberPath::new(*p).unwrap(),
+                    size: *size,
+                    sha256: *sha256,
+                    from_base: false,
+                });
+            }
+            m.artifacts = vec![serde_json::from_value(artifact).unwrap()];
+            m.check()
+        };
+        let listing = [("a", x, 1), ("b", y, 2)];
+        let entries = [("files/t/a", x, 1), ("files/t/b", y, 2), ("files/tt/c", x, 1)];
+        assert_eq!(checked(&entries, tree(&listing, None)), Ok(()));
+        let reversed: Vec<_> = entries.iter().rev().copied().collect();
+        assert_eq!(checked(&reversed, tree(&listing, None)), Ok(()), "entries in another order are looked up");
+
+        let refused = |entries: &[(&str, Sha256, u64)], artifact| checked(entries, artifact).unwrap_err();
+        let unlike = "file `t`: its 2 files do not match the";
+        let other = refused(&[("files/t/a", x, 1), ("files/t/b", x, 2)], tree(&listing, None));
+        assert!(other.contains(unlike), "{other}");
+        let more = refused(&[("files/t/a", x, 1), ("files/t/b", y, 2), ("files/t/c", x, 1)], tree(&listing, None));
+        assert!(more.contains(&format!("{unlike} 3 entries under `files/t/`")), "{more}");
+        let fewer = refused(&[("files/t/a", x, 1)], tree(&listing, None));
+        assert!(fewer.contains(&format!("{unlike} 1 entries")), "{fewer}");
+        let backwards = refused(&entries, tree(&[("b", y, 2), ("a", x, 1)], None));
+        assert!(backwards.contains(unlike), "a listing out of path order: {backwards}");
+        let claimed = refused(&entries, tree(&listing, Some(x)));
+        assert!(claimed.contains("do not give the tree digest and size it claims"), "{claimed}");
     }
 
     #[test]

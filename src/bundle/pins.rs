@@ -142,6 +142,7 @@ impl FileArtifact {
             file_kind: entry.kind,
             notes: entry.notes.clone(),
             files,
+            tree: None,
         })
     }
 }

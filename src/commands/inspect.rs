@@ -16,41 +16,12 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     let bundle_bytes = input.bytes()?;
     let head = read_head(input.open()?)
         .map_err(|p| VerificationFailed(format!("cannot inspect `{}`: {p}", input.display())))?;
-    let m = &head.manifest;
-    // The embedded signature carries no key id of its own; the manifest names the build key.
-    let mut signatures = vec![
-        serde_json::json!({ "member": crate::bundle::manifest::SIGNATURE, "key_id": m.builder.key_id, "verified": false }),
-    ];
     // Co-signatures beside the bundle (`airlock sign`), by the key id their names claim.
     let cosignatures = super::cosignatures_beside(input.bundle());
-    let (from_base, from_base_bytes) = from_base(m);
-    for co in &cosignatures {
-        signatures.push(serde_json::json!({ "file": co.path, "key_id": co.key_id, "verified": false }));
-    }
-    // The manifest, its signature and the provenance are not entries of the manifest.
-    let members = m.entries.len() + 3;
     if args.json {
-        super::print_json(&serde_json::json!({
-            "name": m.name,
-            "version": m.version.to_string(),
-            "description": m.description,
-            "created": m.created,
-            "builder": m.builder,
-            "manifest_sha256": head.manifest_sha256,
-            "id": BundleId::of(&head.manifest_sha256),
-            "signatures": signatures,
-            "artifacts": m.artifacts,
-            "members": members,
-            "entries": m.entries,
-            "content_bytes": m.content_bytes(),
-            "bundle_bytes": bundle_bytes,
-            "parts": input.split().map(|s| serde_json::json!({ "file": s.parts_file, "parts_file": s.doc })),
-            "base": m.base,
-            "from_base": { "entries": from_base, "bytes": from_base_bytes },
-            "verified": false,
-        }))?;
-        return Ok(super::EXIT_OK);
+        return json(head, &input, bundle_bytes, &cosignatures);
     }
+    let m = &head.manifest;
     // Everything below is what the bundle claims, unverified: escaped for the terminal.
     let mut text = String::new();
     let out = &mut text;
@@ -85,7 +56,8 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     }
     let _ = writeln!(
         out,
-        "members:     {members} (the manifest, its signature, the provenance and {} entries; {} content bytes, {bundle_bytes} bytes compressed)",
+        "members:     {} (the manifest, its signature, the provenance and {} entries; {} content bytes, {bundle_bytes} bytes compressed)",
+        m.entries.len() + 3,
         m.entries.len(),
         m.content_bytes(),
     );
@@ -95,6 +67,47 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
         let _ = writeln!(out, "  {:>12}  {}  {}{from}", e.size, e.sha256, e.path);
     }
     std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
+    Ok(super::EXIT_OK)
+}
+
+/// `inspect --json`: one document, every field unverified.
+fn json(
+    mut head: crate::bundle::reader::Head,
+    input: &Input,
+    bundle_bytes: u64,
+    cosignatures: &[crate::sign::CoSignature],
+) -> anyhow::Result<u8> {
+    // A directory's files, which reading holds only as entries, listed again.
+    head.manifest.list_tree_files();
+    let m = &head.manifest;
+    // The embedded signature carries no key id of its own; the manifest names the build key.
+    let mut signatures = vec![
+        serde_json::json!({ "member": crate::bundle::manifest::SIGNATURE, "key_id": m.builder.key_id, "verified": false }),
+    ];
+    for co in cosignatures {
+        signatures.push(serde_json::json!({ "file": co.path, "key_id": co.key_id, "verified": false }));
+    }
+    let (from_base, from_base_bytes) = from_base(m);
+    super::print_json(&serde_json::json!({
+        "name": m.name,
+        "version": m.version.to_string(),
+        "description": m.description,
+        "created": m.created,
+        "builder": m.builder,
+        "manifest_sha256": head.manifest_sha256,
+        "id": BundleId::of(&head.manifest_sha256),
+        "signatures": signatures,
+        "artifacts": m.artifacts,
+        // The manifest, its signature and the provenance are not entries of the manifest.
+        "members": m.entries.len() + 3,
+        "entries": m.entries,
+        "content_bytes": m.content_bytes(),
+        "bundle_bytes": bundle_bytes,
+        "parts": input.split().map(|s| serde_json::json!({ "file": s.parts_file, "parts_file": s.doc })),
+        "base": m.base,
+        "from_base": { "entries": from_base, "bytes": from_base_bytes },
+        "verified": false,
+    }))?;
     Ok(super::EXIT_OK)
 }
 

@@ -291,15 +291,31 @@ impl<'de> serde::de::Visitor<'de> for TreeFileForm {
 /// A tree's digest: the sha256 of its listing, one `SHA256 SIZE PATH` line per file in path
 /// order (what `sha256sum`-style tools can recompute).
 pub fn tree_digest<'a>(files: impl IntoIterator<Item = (&'a str, Sha256, u64)>) -> Sha256 {
-    // Hashed line by line: the listing of a 100,000-file tree is 10 MB.
-    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
-    let mut line = String::new();
+    let mut digest = TreeDigest::default();
     for (path, sha256, size) in files {
-        line.clear();
-        let _ = writeln!(line, "{sha256} {size} {path}");
-        sha2::Digest::update(&mut hasher, line.as_bytes());
+        digest.add(path, sha256, size);
     }
-    Sha256::from_raw(sha2::Digest::finalize(hasher).into())
+    digest.finish()
+}
+
+/// [`tree_digest`] a file at a time, hashed line by line: the listing of a 100,000-file tree
+/// is 10 MB.
+#[derive(Default)]
+pub struct TreeDigest {
+    hasher: sha2::Sha256,
+    line: String,
+}
+
+impl TreeDigest {
+    pub fn add(&mut self, path: &str, sha256: Sha256, size: u64) {
+        self.line.clear();
+        let _ = writeln!(self.line, "{sha256} {size} {path}");
+        sha2::Digest::update(&mut self.hasher, self.line.as_bytes());
+    }
+
+    pub fn finish(self) -> Sha256 {
+        Sha256::from_raw(sha2::Digest::finalize(self.hasher).into())
+    }
 }
 
 impl LockedFile {
