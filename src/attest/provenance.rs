@@ -36,7 +36,7 @@ fn subjects(manifest: &Manifest) -> Vec<(String, Sha256, String)> {
             }
             // A directory is one subject, by its tree digest (the sha256 of its listing, which
             // the manifest holds): the statement stays small whatever the file count.
-            Artifact::File(f) if !f.files.is_empty() => out.push((format!("{}/", f.name), f.sha256, f.source.clone())),
+            Artifact::File(f) if f.is_tree() => out.push((format!("{}/", f.name), f.sha256, f.source.clone())),
             Artifact::File(f) => out.push((f.name.to_string(), f.sha256, f.source.clone())),
         }
     }

@@ -368,10 +368,11 @@ fn json(out: &mut dyn std::io::Write, value: &(impl serde::Serialize + ?Sized)) 
 fn skeleton(subject: &Subject<'_>) -> Result<serde_json::Map<String, serde_json::Value>, SbomError> {
     let invalid = |e: &dyn std::fmt::Display| SbomError::Invalid(e.to_string());
     let components = subject.artifacts.iter().map(artifact_component).collect::<Result<Vec<_>, _>>()?;
-    let identity = serde_json::to_vec(subject.artifacts).map_err(|e| invalid(&e))?;
-    let serial =
-        UrnUuid::new(uuid_from(&Sha256::of_bytes(&identity))).map_err(|e| SbomError::Invalid(format!("{e:?}")))?;
-    drop(identity);
+    // The artifacts' JSON, hashed as it is written: held, it was 30 MB at 200,000 files.
+    let mut identity = crate::digest::HashingWriter::new(std::io::sink());
+    serde_json::to_writer(&mut identity, subject.artifacts).map_err(|e| invalid(&e))?;
+    let (identity, _, _) = identity.finish();
+    let serial = UrnUuid::new(uuid_from(&identity)).map_err(|e| SbomError::Invalid(format!("{e:?}")))?;
     let version = subject.version.to_string();
     let bundle = purl("generic", Some("airlock"), subject.name.as_str(), &version, &[])?;
     let mut main = Component::new(

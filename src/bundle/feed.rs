@@ -248,7 +248,7 @@ fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, 
     for member in members {
         let arrival = arrivals.wait(&member.path);
         if matches!(arrival, Arrival::Abandoned) {
-            let _ = pieces.send(Piece::Failed(PackError::NotFetched { what: member.what.clone() }));
+            let _ = pieces.send(Piece::Failed(PackError::NotFetched { what: member.what.to_string() }));
             return;
         }
         let last = match read_member(member, arrival, pieces, &mut pool) {
@@ -275,13 +275,14 @@ fn read_member(
     pieces: &SyncSender<Piece>,
     pool: &mut Pool,
 ) -> Result<Option<Streamed>, PackError> {
-    let read_err = |source| PackError::Read { what: member.what.clone(), origin: member.origin.clone(), source };
+    let read_err =
+        |source| PackError::Read { what: member.what.to_string(), origin: member.origin().into_owned(), source };
     let verified_now = matches!(arrival, Arrival::Verified);
     // A flow's size is known once it ends; past the declared size, its sender fails it.
     let (source, file_size): (Box<dyn Read>, Option<u64>) = if let Arrival::Flowing(inflow) = arrival {
         (Box::new(inflow), None)
     } else {
-        let file = File::open(&member.origin).map_err(read_err)?;
+        let file = File::open(member.origin()).map_err(read_err)?;
         let size = file.metadata().map_err(read_err)?.len();
         (Box::new(file), Some(size))
     };

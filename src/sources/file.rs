@@ -8,11 +8,12 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::{Plan, SourceError, Sources};
 use crate::bundle::manifest::{Artifact, FileArtifact};
-use crate::bundle::writer::Member;
+use crate::bundle::writer::{Member, Origin};
 use crate::digest::hash_reader;
 use crate::fetch::{Wanted, blocking};
 use crate::member_path::MemberPathError;
@@ -173,21 +174,23 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
         };
         let artifact = FileArtifact::new(entry, locked).map_err(unpinnable)?;
         if !artifact.files.is_empty() {
+            // One directory and one name for all its files; the messages name each file's path.
+            let (dir, what): (Arc<Path>, Arc<str>) = (origin.as_path().into(), describe(entry).into());
+            let skip = artifact.path.as_str().len() + 1;
             for f in &artifact.files {
-                let (path, what) = (artifact.member(f).map_err(unpinnable)?, format!("{} {}", describe(entry), f.path));
                 plan.members.push(Member {
-                    path,
+                    path: artifact.member(f).map_err(unpinnable)?,
                     size: f.size,
                     sha256: f.sha256,
-                    origin: origin.join(f.path.as_str()),
-                    what,
+                    origin: Origin::InDir { dir: dir.clone(), skip },
+                    what: what.clone(),
                 });
             }
             plan.artifacts.push(Artifact::File(artifact));
             continue;
         }
         let (path, size, sha256, what) = (artifact.path.clone(), locked.size, locked.sha256, describe(entry));
-        plan.members.push(Member { path, size, sha256, origin, what });
+        plan.members.push(Member { path, size, sha256, origin: origin.into(), what: what.into() });
         plan.artifacts.push(Artifact::File(artifact));
     }
     Ok(plan)

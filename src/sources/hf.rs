@@ -186,7 +186,13 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
                 repo: m.repo.clone(),
                 detail: e.to_string(),
             })?;
-            plan.members.push(Member { path, size: f.size, sha256: f.sha256, origin, what: want.what });
+            plan.members.push(Member {
+                path,
+                size: f.size,
+                sha256: f.sha256,
+                origin: origin.into(),
+                what: want.what.into(),
+            });
         }
         plan.artifacts.push(Artifact::Model(artifact));
     }

@@ -460,8 +460,8 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
             path: artifact.path.clone(),
             size: w.size,
             sha256: w.sha256,
-            origin,
-            what: want.what,
+            origin: origin.into(),
+            what: want.what.into(),
         });
         plan.artifacts.push(Artifact::Wheel(artifact));
     }

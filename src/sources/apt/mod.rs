@@ -583,8 +583,8 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
             path: artifact.path.clone(),
             size: d.size,
             sha256: d.sha256,
-            origin,
-            what: want.what,
+            origin: origin.into(),
+            what: want.what.into(),
         });
         plan.artifacts.push(Artifact::Deb(artifact));
     }
@@ -593,7 +593,7 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     let cache = sources.fetch.cache.clone();
     let origin = blocking(move || cache.put(digest, Some(size), "debs/Packages", index.as_bytes())).await?;
     let path = MemberPath::new("debs/Packages").expect("a valid member path");
-    plan.members.push(Member { path, size, sha256: digest, origin, what: "debs/Packages".into() });
+    plan.members.push(Member { path, size, sha256: digest, origin: origin.into(), what: "debs/Packages".into() });
     Ok(plan)
 }
 

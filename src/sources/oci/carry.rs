@@ -183,8 +183,8 @@ impl<'a> Carrier<'a> {
             path: MemberPath::new(path).expect("image member paths are valid"),
             size,
             sha256,
-            origin: cache.path(&sha256),
-            what: format!("image content {path}"),
+            origin: cache.path(&sha256).into(),
+            what: format!("image content {path}").into(),
         };
         let mut members: Vec<Member> = self
             .blobs

@@ -553,8 +553,8 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
             path: artifact.path.clone(),
             size: r.size,
             sha256: r.sha256,
-            origin: path.clone(),
-            what: want.what,
+            origin: path.clone().into(),
+            what: want.what.into(),
         });
         work.push((
             path.clone(),
@@ -587,7 +587,7 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
         let cache = sources.fetch.cache.clone();
         let origin = blocking(move || cache.put(digest, Some(size), name, text.as_bytes())).await?;
         let path = MemberPath::new(name).expect("a valid member path");
-        plan.members.push(Member { path, size, sha256: digest, origin, what: name.into() });
+        plan.members.push(Member { path, size, sha256: digest, origin: origin.into(), what: name.into() });
     }
     Ok(plan)
 }
