@@ -335,8 +335,10 @@ pub struct FileArtifact {
     /// Empty in a manifest that was read: see `tree`.
     #[serde(skip_deserializing)]
     pub files: Vec<ModelFile>,
-    /// A directory read from a manifest: its files are the entries under `path/` and are not
-    /// held twice; `FilesRead` keeps what `Manifest::check` needs to prove that they are.
+    /// A directory whose files are held once, as the entries under `path/` (a manifest that
+    /// was read, and `build` once the SBOM is written): what `Manifest::check` needs to prove
+    /// that they are. `files` is empty then; the canonical bytes are written from the
+    /// entries, but serde's output leaves `files` out (`Manifest::list_tree_files` first).
     #[serde(skip)]
     pub tree: Option<TreeListing>,
 }
@@ -456,9 +458,9 @@ impl Serialize for Listing<'_> {
 
 /// `files` as read: every element's `member` must be its `path` under one directory, the
 /// same for all. That directory is kept once, to be compared with the one the artifact's
-/// other fields give (`ArtifactVisitor`); the member paths are not kept.
-/// A directory's files (their members under `files/`) are summed up instead (`TreeListing`):
-/// the entries hold them.
+/// other fields give (`ArtifactVisitor`); the member paths are not kept. A directory's files
+/// (members under `files/`) are not kept either, only summed up (`TreeListing`): the entries
+/// hold them.
 struct FilesRead {
     files: Vec<ModelFile>,
     dir: Option<String>,
@@ -860,9 +862,8 @@ impl Manifest {
     /// A `[[file]]` directory: each file an entry at `path/PATH`, the digest the tree's.
     fn check_tree(f: &FileArtifact, by_path: &ByPath<'_>) -> Result<(), String> {
         if let Some(listed) = &f.tree {
-            // Read from a manifest: the entries under `path/`, in path order, must be the
-            // listing that was read (its digest, count and total), and that listing the tree
-            // the artifact claims.
+            // Held as entries: those under `path/`, in path order, must be the listing (its
+            // digest, count and total), and the listing the tree the artifact claims.
             let dir = format!("{}/", f.path);
             let mut digest = TreeDigest::default();
             let (mut count, mut total) = (0usize, 0u64);
