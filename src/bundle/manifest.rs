@@ -353,6 +353,27 @@ pub struct TreeListing {
     pub digest: Sha256,
 }
 
+/// A [`TreeListing`] made a file at a time, in listing order. The total saturates: `check`
+/// refuses entries whose sizes add up past `MAX_TOTAL_BYTES` before it compares listings.
+#[derive(Default)]
+struct TreeSum {
+    digest: TreeDigest,
+    count: usize,
+    total: u64,
+}
+
+impl TreeSum {
+    fn add(&mut self, path: &str, sha256: Sha256, size: u64) {
+        self.digest.add(path, sha256, size);
+        self.count += 1;
+        self.total = self.total.saturating_add(size);
+    }
+
+    fn finish(self) -> TreeListing {
+        TreeListing { count: self.count, total: self.total, digest: self.digest.finish() }
+    }
+}
+
 impl FileArtifact {
     /// A directory rather than one file.
     pub fn is_tree(&self) -> bool {
@@ -487,8 +508,8 @@ impl<'de> Deserialize<'de> for FilesRead {
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<FilesRead, A::Error> {
                 use serde::de::Error;
                 let mut read = FilesRead { files: Vec::new(), dir: None, first: None, tree: None };
-                // A directory's: the listing's digest so far, how many, how many bytes.
-                let mut tree: Option<(TreeDigest, usize, u64)> = None;
+                // A directory's listing, summed up as it is read.
+                let mut tree: Option<TreeSum> = None;
                 while let Some(Read { path, member, sha256, size }) = seq.next_element()? {
                     let dir = member.as_str().strip_suffix(path.as_str()).and_then(|d| d.strip_suffix('/'));
                     match (dir, &read.dir) {
@@ -505,24 +526,18 @@ impl<'de> Deserialize<'de> for FilesRead {
                         (Some(_), Some(_)) => {}
                         (Some(dir), None) => {
                             if dir.starts_with("files/") {
-                                tree = Some((TreeDigest::default(), 0, 0));
+                                tree = Some(TreeSum::default());
                             }
                             read.dir = Some(dir.to_owned());
                             read.first = Some(path.clone());
                         }
                     }
                     match &mut tree {
-                        Some((digest, count, total)) => {
-                            digest.add(path.as_str(), sha256, size);
-                            *count += 1;
-                            *total = total.checked_add(size).ok_or_else(|| {
-                                A::Error::custom(format_args!("file `{path}`: the sizes add up past 2^64 bytes"))
-                            })?;
-                        }
+                        Some(sum) => sum.add(path.as_str(), sha256, size),
                         None => read.files.push(ModelFile { path, sha256, size }),
                     }
                 }
-                read.tree = tree.map(|(digest, count, total)| TreeListing { count, total, digest: digest.finish() });
+                read.tree = tree.map(TreeSum::finish);
                 Ok(read)
             }
         }
@@ -865,18 +880,15 @@ impl Manifest {
             // Held as entries: those under `path/`, in path order, must be the listing (its
             // digest, count and total), and the listing the tree the artifact claims.
             let dir = format!("{}/", f.path);
-            let mut digest = TreeDigest::default();
-            let (mut count, mut total) = (0usize, 0u64);
+            let mut sum = TreeSum::default();
             for e in by_path.under(&dir) {
-                digest.add(&e.path.as_str()[dir.len()..], e.sha256, e.size);
-                count += 1;
-                total = total.saturating_add(e.size);
+                sum.add(&e.path.as_str()[dir.len()..], e.sha256, e.size);
             }
-            let entries = TreeListing { count, total, digest: digest.finish() };
+            let entries = sum.finish();
             if entries != *listed {
                 return Err(format!(
-                    "file `{}`: its {} files do not match the {count} entries under `{dir}`",
-                    f.name, listed.count
+                    "file `{}`: its {} files do not match the {} entries under `{dir}`",
+                    f.name, listed.count, entries.count
                 ));
             }
             if listed.digest != f.sha256 || listed.total != f.size {
@@ -951,11 +963,11 @@ impl Manifest {
             if let Artifact::File(f) = a
                 && !f.files.is_empty()
             {
-                let digest =
-                    crate::spec::lock::tree_digest(f.files.iter().map(|t| (t.path.as_str(), t.sha256, t.size)));
-                let total = f.files.iter().fold(0u64, |sum, t| sum.saturating_add(t.size));
-                f.tree = Some(TreeListing { count: f.files.len(), total, digest });
-                f.files = Vec::new();
+                let mut sum = TreeSum::default();
+                for t in std::mem::take(&mut f.files) {
+                    sum.add(t.path.as_str(), t.sha256, t.size);
+                }
+                f.tree = Some(sum.finish());
             }
         }
     }
