@@ -116,6 +116,7 @@ pub fn build(
     let blobs: Vec<PendingBlob> = plan.blobs.drain(..).filter(|b| !omitted.contains(&b.digest())).collect();
     let Plan { artifacts, members, .. } = plan;
     let mut manifest = assemble(sources.spec, lock_sha256, key, created, artifacts, &members)?;
+    // After `add_sbom`, the last reader of a directory's `files` list (`sbom::write`).
     manifest.hold_trees_as_entries();
     for entry in &mut manifest.entries {
         entry.from_base = entry.path.area() != "airlock" && omitted.contains(&entry.sha256);
