@@ -7,10 +7,17 @@
 //!
 //! A blob becomes visible under `blobs/` only after its bytes hashed to the expected digest
 //! (temp + rename); a mismatch deletes the partial file, so nothing unverified stays.
+//!
+//! A blob's bytes are synced before its rename; the renames into `blobs/sha256` are made
+//! durable together, by one sync of that directory (`Cache::sync`) before a command writes
+//! what depends on them, rather than one sync per blob: an image with 5,000 attached SBOMs
+//! stores 5,000 small blobs, and a sync each cost about 0.2 ms here.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::Digest as _;
 
@@ -47,6 +54,43 @@ impl Classify for CacheError {
 #[derive(Debug, Clone)]
 pub struct Cache {
     root: PathBuf,
+    renamed: Arc<Renamed>,
+}
+
+/// Whether `blobs/sha256` holds renames its directory has not been synced since. Shared by
+/// every handle on one cache; when the last goes, renames still pending are synced then (an
+/// error path that stored blobs before failing), with a warning if that fails.
+#[derive(Debug)]
+struct Renamed {
+    dir: PathBuf,
+    pending: AtomicBool,
+}
+
+impl Renamed {
+    /// Rename a verified, synced blob into place; its directory is synced by `sync`.
+    fn place(&self, from: &Path, dest: &Path) -> io::Result<()> {
+        std::fs::rename(from, dest)?;
+        self.pending.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), CacheError> {
+        if self.pending.swap(false, Ordering::AcqRel) {
+            crate::atomic::sync_dir(&self.dir).map_err(|source| {
+                self.pending.store(true, Ordering::Release);
+                CacheError::Io { path: self.dir.clone(), source }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Renamed {
+    fn drop(&mut self) {
+        if let Err(err) = self.sync() {
+            tracing::warn!("{err}: blobs stored by this command may be lost on a power loss");
+        }
+    }
 }
 
 impl Cache {
@@ -55,7 +99,15 @@ impl Cache {
         for dir in [root.join("blobs/sha256"), root.join("tmp")] {
             std::fs::create_dir_all(&dir).map_err(|source| CacheError::Io { path: dir.clone(), source })?;
         }
-        Ok(Self { root: root.to_owned() })
+        let renamed = Renamed { dir: root.join("blobs/sha256"), pending: AtomicBool::new(false) };
+        Ok(Self { root: root.to_owned(), renamed: Arc::new(renamed) })
+    }
+
+    /// Make every blob stored through this cache since the last call durable: one sync of
+    /// `blobs/sha256` for all their renames. Called before a lock or a bundle that names them
+    /// is written; nothing to do when nothing was stored.
+    pub fn sync(&self) -> Result<(), CacheError> {
+        self.renamed.sync()
     }
 
     /// `$AIRLOCK_CACHE`, else `$XDG_CACHE_HOME/airlock`, else `~/.cache/airlock`.
@@ -138,6 +190,7 @@ impl Cache {
             dest: self.path(&digest),
             what: what.to_owned(),
             keep: false,
+            renamed: Arc::clone(&self.renamed),
         }
     }
 
@@ -187,10 +240,10 @@ impl Created {
         let file = out.into_inner().map_err(|e| io_err(e.into_error()))?;
         file.sync_all().map_err(io_err)?;
         let dest = self.root.path(&digest);
-        let dest_err = |source| CacheError::Io { path: dest.clone(), source };
-        std::fs::rename(&self.partial, &dest).map_err(dest_err)?;
-        // A later offline build counts on the blob still being there after a power loss.
-        crate::atomic::sync_dir(dest.parent().unwrap_or(&self.root.root)).map_err(dest_err)?;
+        self.root
+            .renamed
+            .place(&self.partial, &dest)
+            .map_err(|source| CacheError::Io { path: dest.clone(), source })?;
         Ok((digest, size, dest))
     }
 }
@@ -225,6 +278,7 @@ pub struct Incoming {
     dest: PathBuf,
     what: String,
     keep: bool,
+    renamed: Arc<Renamed>,
 }
 
 impl Incoming {
@@ -272,9 +326,7 @@ impl Incoming {
         }
         let io_err = |source| CacheError::Io { path: self.dest.clone(), source };
         self.file.sync_all().map_err(io_err)?;
-        std::fs::rename(&self.partial, &self.dest).map_err(io_err)?;
-        // A later offline build counts on the blob still being there after a power loss.
-        crate::atomic::sync_dir(self.dest.parent().unwrap_or(Path::new("."))).map_err(io_err)?;
+        self.renamed.place(&self.partial, &self.dest).map_err(io_err)?;
         Ok(self.dest.clone())
     }
 
@@ -311,6 +363,35 @@ mod tests {
         assert!(matches!(err, CacheError::DigestMismatch { .. }), "{err}");
         assert!(!cache.contains(&claimed, None));
         assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0, "nothing unverified stays");
+    }
+
+    #[test]
+    fn renames_are_synced_once_for_all_the_blobs_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let pending = |c: &Cache| c.renamed.pending.load(Ordering::Acquire);
+        assert!(!pending(&cache));
+        for i in 0..3u8 {
+            let bytes = [i; 4];
+            cache.put(Sha256::of_bytes(&bytes), Some(4), "blob", &bytes[..]).unwrap();
+        }
+        let made = {
+            let mut created = cache.clone().create().unwrap();
+            created.write_all(b"sbom").unwrap();
+            created.commit().unwrap()
+        };
+        assert!(cache.contains(&made.0, Some(4)));
+        assert!(pending(&cache), "four renames, no sync yet");
+        cache.sync().unwrap();
+        assert!(!pending(&cache));
+
+        // A sync that fails names the directory and leaves the renames pending.
+        let bytes = b"later";
+        cache.put(Sha256::of_bytes(bytes), Some(5), "blob", &bytes[..]).unwrap();
+        std::fs::rename(dir.path().join("blobs"), dir.path().join("moved")).unwrap();
+        let err = cache.sync().unwrap_err().to_string();
+        assert!(err.contains("blobs/sha256"), "{err}");
+        assert!(pending(&cache));
     }
 
     #[test]

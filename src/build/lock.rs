@@ -57,6 +57,8 @@ pub fn ensure(
             tracing::info!("resolve: {} entries ({why})", sources.spec.spec.entries());
             let resolved_at = Timestamp::source_date_epoch()?.unwrap_or_else(Timestamp::now);
             let mut fresh = net.block_on(sources.resolve(resolved_at))?;
+            // The lock names what resolving stored; the blobs go to the disk before it does.
+            sources.fetch.cache.sync()?;
             if let Some(old) = existing {
                 // Same pins: keep the file as it is, time included, so rebuilds stay identical.
                 fresh.resolved_at = old.lock.resolved_at;

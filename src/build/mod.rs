@@ -166,6 +166,8 @@ pub fn build(
         fetched.map_err(|e| BuildError::Source(e.into()))?;
         packed.map_err(BuildError::Pack)
     })?;
+    // What the build stored (the SBOM, layers, carried files) stays for the next one, offline.
+    cache.sync()?;
     Ok(Built { manifest, packed })
 }
 

@@ -16,6 +16,7 @@ pub fn run(args: &PullArgs) -> anyhow::Result<u8> {
     let threshold = usize::try_from(args.trust.threshold).unwrap_or(usize::MAX);
     let pulled =
         crate::artifact::pull(&source, &args.out, keys, threshold, &args.reach.reach(), &net, &cache, &reporter)?;
+    cache.sync()?;
     if args.json {
         super::print_json(&pulled)?;
         return Ok(super::EXIT_OK);
