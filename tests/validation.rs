@@ -331,12 +331,14 @@ fn amber_names_its_owner_and_expiry_and_an_expired_one_is_flagged_everywhere() {
             "--owner",
             "gpu-platform",
             "--expires",
-            "2s",
+            "6s",
             "--json",
         ],
     )
     .ok()
     .json();
+    // Six seconds for the checks before it expires: two were not enough on a loaded CI machine.
+    let accepted_at = std::time::Instant::now();
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(accepted["record"].as_str().unwrap()).unwrap()).unwrap();
     assert_eq!(record["amber"]["owner"], "gpu-platform", "{record}");
@@ -344,7 +346,7 @@ fn amber_names_its_owner_and_expiry_and_an_expired_one_is_flagged_everywhere() {
     assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
     let open = airlock_run(&["status", "--root", s(&root)]).ok().stdout;
     assert!(open.contains("amber accepted: by gpu-platform, until ") && !open.contains("EXPIRED"), "{open}");
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    std::thread::sleep(std::time::Duration::from_millis(6500).saturating_sub(accepted_at.elapsed()));
 
     // Expired: status, the report and `outdated --root` (exit 10) flag it.
     let status = airlock_run(&["status", "--root", s(&root), "--json"]).ok().json();
