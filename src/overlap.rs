@@ -295,12 +295,15 @@ enum Batch {
 
 /// A pipe from async code to a blocking reader: [`Outflow`] copies the chunks it is given
 /// into batches of 128 KiB and waits while one is not read yet; [`Inflow`] reads them on a
-/// thread of its own. Copied, not passed on: a network chunk can hold its connection's whole
+/// thread of its own, and hands each batch it has read back to be filled again, so a flow
+/// allocates its few batches once (each new one is a mapping of its own to the allocator,
+/// `src/main.rs`). Copied, not passed on: a network chunk can hold its connection's whole
 /// read buffer alive (measured: about 2 MiB a download). A sender dropped without
 /// [`Outflow::end`] is an error to the reader, never a short end.
 pub fn flow() -> (Outflow, Inflow) {
     let (tx, rx) = tokio::sync::mpsc::channel(FLOW_DEPTH);
-    (Outflow { tx, batch: Vec::new() }, Inflow { rx, current: Vec::new(), pos: 0, state: State::Reading })
+    let (back, spent) = std::sync::mpsc::channel();
+    (Outflow { tx, batch: Vec::new(), spent }, Inflow { rx, back, current: Vec::new(), pos: 0, state: State::Reading })
 }
 
 /// The reader of a flow is gone: nobody wants what is sent any more.
@@ -311,6 +314,8 @@ pub struct ReaderGone;
 pub struct Outflow {
     tx: tokio::sync::mpsc::Sender<Batch>,
     batch: Vec<u8>,
+    /// Batches the reader has read, empty, to be filled again.
+    spent: std::sync::mpsc::Receiver<Vec<u8>>,
 }
 
 impl Outflow {
@@ -319,7 +324,7 @@ impl Outflow {
         let mut rest = &chunk[..];
         while !rest.is_empty() {
             if self.batch.capacity() == 0 {
-                self.batch.reserve_exact(FLOW_BATCH);
+                self.batch = self.spent.try_recv().unwrap_or_else(|_| Vec::with_capacity(FLOW_BATCH));
             }
             let n = rest.len().min(FLOW_BATCH - self.batch.len());
             self.batch.extend_from_slice(&rest[..n]);
@@ -359,6 +364,7 @@ impl Outflow {
 /// an async runtime's threads (it blocks).
 pub struct Inflow {
     rx: tokio::sync::mpsc::Receiver<Batch>,
+    back: std::sync::mpsc::Sender<Vec<u8>>,
     current: Vec<u8>,
     pos: usize,
     state: State,
@@ -378,7 +384,13 @@ impl Read for Inflow {
             }
             self.state = match self.rx.blocking_recv() {
                 Some(Batch::Data(batch)) => {
-                    (self.current, self.pos) = (batch, 0);
+                    let mut read = std::mem::replace(&mut self.current, batch);
+                    self.pos = 0;
+                    if read.capacity() > 0 {
+                        read.clear();
+                        // A sender gone needs no batch back.
+                        let _ = self.back.send(read);
+                    }
                     State::Reading
                 }
                 Some(Batch::End) => State::Ended,
