@@ -17,7 +17,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use sha2::Digest as _;
 
@@ -63,25 +63,31 @@ pub struct Cache {
 #[derive(Debug)]
 struct Renamed {
     dir: PathBuf,
-    pending: AtomicBool,
+    /// Held while the directory is synced: a second caller returns once the sync it waited
+    /// for is done, not while it is still running.
+    pending: Mutex<bool>,
 }
 
 impl Renamed {
     /// Rename a verified, synced blob into place; its directory is synced by `sync`.
     fn place(&self, from: &Path, dest: &Path) -> io::Result<()> {
         std::fs::rename(from, dest)?;
-        self.pending.store(true, Ordering::Release);
+        *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = true;
         Ok(())
     }
 
     fn sync(&self) -> Result<(), CacheError> {
-        if self.pending.swap(false, Ordering::AcqRel) {
-            crate::atomic::sync_dir(&self.dir).map_err(|source| {
-                self.pending.store(true, Ordering::Release);
-                CacheError::Io { path: self.dir.clone(), source }
-            })?;
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        if *pending {
+            crate::atomic::sync_dir(&self.dir).map_err(|source| CacheError::Io { path: self.dir.clone(), source })?;
+            *pending = false;
         }
         Ok(())
+    }
+
+    #[cfg(test)]
+    fn is_pending(&self) -> bool {
+        *self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -99,7 +105,7 @@ impl Cache {
         for dir in [root.join("blobs/sha256"), root.join("tmp")] {
             std::fs::create_dir_all(&dir).map_err(|source| CacheError::Io { path: dir.clone(), source })?;
         }
-        let renamed = Renamed { dir: root.join("blobs/sha256"), pending: AtomicBool::new(false) };
+        let renamed = Renamed { dir: root.join("blobs/sha256"), pending: Mutex::new(false) };
         Ok(Self { root: root.to_owned(), renamed: Arc::new(renamed) })
     }
 
@@ -369,7 +375,7 @@ mod tests {
     fn renames_are_synced_once_for_all_the_blobs_stored() {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
-        let pending = |c: &Cache| c.renamed.pending.load(Ordering::Acquire);
+        let pending = |c: &Cache| c.renamed.is_pending();
         assert!(!pending(&cache));
         for i in 0..3u8 {
             let bytes = [i; 4];
