@@ -5,8 +5,6 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    fix_mmap_threshold();
     airlock::clock::Timestamp::started();
     let cli = match airlock::cli::Cli::try_parse() {
         Ok(cli) => cli,
@@ -50,21 +48,4 @@ fn init_logging(verbose: u8) {
         .with_target(false)
         .without_time()
         .init();
-}
-
-/// glibc serves a block of 128 KiB or more from a mapping of its own, unmapped when freed; but
-/// each such block freed raises that threshold to its size (up to 32 MiB) and the trim
-/// threshold to twice that, and from then on buffers come from its arenas, which keep what is
-/// freed. The build of a 10 GB bundle, whose 4.6 MB lock's parse frees a 31.9 MiB block, peaked
-/// at 76 – 80 MiB where it used 60 (`docs/performance.md`, "what glibc keeps"); with the
-/// threshold fixed, which turns the adjustment off, at 59 MiB.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)] // The one `unsafe` in airlock; the library forbids it.
-fn fix_mmap_threshold() {
-    // SAFETY: `mallopt` sets an allocator parameter and touches no memory of ours. glibc asks
-    // that no other thread allocate while it runs: it is the first thing `main` does, before
-    // any thread is started. A refusal (0) leaves glibc's default, which is correct, only larger.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
-    }
 }
