@@ -22,8 +22,9 @@ use super::{SiteError, io_err, views};
 use crate::bundle::Manifest;
 use crate::bundle::manifest::{MANIFEST, MAX_MANIFEST_BYTES};
 use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
-use crate::digest::{Sha256, hash_reader};
+use crate::digest::{HashingReader, Sha256, hash_reader};
 use crate::member_path::MemberPath;
+use crate::overlap::fill;
 use crate::progress::Reporter;
 
 /// What `check` found.
@@ -484,5 +485,10 @@ fn compare(dir: &Path, expected: &BTreeMap<PathBuf, Expect>) -> (usize, Vec<Dama
 
 fn hash_file(path: &Path) -> io::Result<Sha256> {
     let file = crate::sign::policy::open_regular(path)?.ok_or_else(|| io::Error::other("not a regular file"))?;
-    Ok(hash_reader(BufReader::with_capacity(1 << 20, file))?.0)
+    // Under glibc's mmap threshold (128 KiB): the 1 MiB buffer this was, allocated and freed
+    // for each file hashed, is a mapping each once that threshold is fixed (docs/performance.md).
+    let mut buf = vec![0u8; 64 << 10];
+    let mut hashing = HashingReader::new(file);
+    while fill(&mut hashing, &mut buf)? > 0 {}
+    Ok(hashing.finish().0)
 }
