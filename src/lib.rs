@@ -8,6 +8,8 @@
 //! - [`spec`], [`digest`], [`clock`], [`member_path`], [`wheel`], [`failure`], [`progress`],
 //!   [`atomic`], [`escape`], [`overlap`]: value types and small utilities that everything may use.
 
+#![forbid(unsafe_code)]
+
 pub mod artifact;
 pub mod atomic;
 pub mod attest;
