@@ -360,7 +360,10 @@ fn expected_tree(
     // The views, written as install writes them over placeholders of the members; the package
     // views need the real carried indexes (their digests are checked as members').
     let scratch = tempfile::tempdir().map_err(|source| SiteError::Io { path: std::env::temp_dir(), source })?;
-    for path in expected.keys() {
+    // No view is made from a file's or an image's member: a tree of 50,000 files made 50,000
+    // placeholders for nothing, 15 s of a check of 18 s.
+    let viewed = |path: &Path| !path.starts_with("files") && !path.starts_with("images");
+    for path in expected.keys().filter(|p| viewed(p)) {
         let at = scratch.path().join(path);
         if let Some(parent) = at.parent() {
             std::fs::create_dir_all(parent).map_err(io_err(parent))?;
