@@ -373,6 +373,17 @@ where
     Fut: Future<Output = Result<Opened<S>, Failure<E>>>,
 {
     let mut attempt = 0;
+    // Progress is the bytes landed, each counted once: what a resumed partial file holds
+    // already, and not again what a retry answered from byte 0 sends a second time.
+    let mut counted = 0;
+    let mut report = |landed: u64| {
+        if landed > counted {
+            reporter.advance(landed - counted);
+            reporter.item_advance(key, landed - counted);
+            counted = landed;
+        }
+    };
+    report(landing.offset());
     loop {
         attempt += 1;
         // A failure of the network is worth another try; a failure where the bytes land (a
@@ -388,12 +399,10 @@ where
             };
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| Attempt::Net(Failure::Transient(e)))?;
-                let n = chunk.len() as u64;
                 if !landing.land(chunk).await.map_err(Attempt::Land)? {
                     return Ok(false);
                 }
-                reporter.advance(n);
-                reporter.item_advance(key, n);
+                report(landing.offset());
             }
             Ok(true)
         }
@@ -734,5 +743,92 @@ impl Http {
             .collect();
         fetch.reporter.finish();
         paths
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// Lands bytes as a partial file does: from `offset`, or again from 0 after a full answer.
+    struct Tally(u64);
+
+    impl Landing for Tally {
+        fn offset(&mut self) -> u64 {
+            self.0
+        }
+
+        async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
+            self.0 = 0;
+            Ok(())
+        }
+
+        async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError> {
+            self.0 += chunk.len() as u64;
+            Ok(true)
+        }
+
+        async fn pause(&mut self) -> Result<(), CacheError> {
+            Ok(())
+        }
+    }
+
+    #[derive(Default)]
+    struct Counted {
+        bytes: Cell<u64>,
+        item: Cell<u64>,
+    }
+
+    impl Reporter for Counted {
+        fn start(&self, _: &str, _: u64) {}
+        fn advance(&self, bytes: u64) {
+            self.bytes.set(self.bytes.get() + bytes);
+        }
+        fn finish(&self) {}
+        fn item_advance(&self, _: &str, bytes: u64) {
+            self.item.set(self.item.get() + bytes);
+        }
+    }
+
+    type Chunks = futures_util::stream::Iter<std::vec::IntoIter<Result<bytes::Bytes, String>>>;
+
+    fn chunks(parts: &[Result<&'static str, &str>]) -> Chunks {
+        let items: Vec<_> =
+            parts.iter().map(|p| p.map(|s| bytes::Bytes::from_static(s.as_bytes())).map_err(str::to_owned)).collect();
+        futures_util::stream::iter(items)
+    }
+
+    /// The bytes `attempts` reports for a download of "0123456789" landing in `landing`, whose
+    /// answers come from `answers` in turn.
+    fn reported(mut landing: Tally, answers: Vec<Opened<Chunks>>) -> u64 {
+        let counted = Counted::default();
+        let options = NetOptions { base_wait: Duration::from_millis(1), ..NetOptions::default() };
+        let mut answers = answers.into_iter();
+        let open = |_offset: u64| {
+            let next = answers.next();
+            async move { next.ok_or(Failure::<std::io::Error>::Transient("no more answers".into())) }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let done = runtime.block_on(attempts(&mut landing, ("blob", "key"), &counted, &options, open));
+        assert!(matches!(done, Ok(true)), "the download completes");
+        assert_eq!(landing.0, 10, "every byte landed");
+        assert_eq!(counted.item.get(), counted.bytes.get(), "the item and the phase count alike");
+        counted.bytes.get()
+    }
+
+    #[test]
+    fn bytes_sent_again_from_zero_are_reported_once() {
+        // The connection drops after 5 bytes; the retry's range is ignored: 0123456789 again.
+        let answers =
+            vec![Opened::Full(chunks(&[Ok("01234"), Err("dropped")])), Opened::Full(chunks(&[Ok("0123456789")]))];
+        assert_eq!(reported(Tally(0), answers), 10);
+    }
+
+    #[test]
+    fn bytes_a_partial_file_holds_already_are_reported() {
+        let answers = vec![Opened::Partial(chunks(&[Ok("456"), Ok("789")]))];
+        assert_eq!(reported(Tally(4), answers), 10);
     }
 }
