@@ -120,6 +120,10 @@ pub const REPOMD_ASC: &str = "rpms/repodata/repomd.xml.asc";
 /// makes the views again from them.
 pub const CARRIED_INDEXES: [&str; 4] = ["debs/Packages", "rpms/primary.xml", "rpms/filelists.xml", "rpms/other.xml"];
 
+/// The areas whose members the views are made from (wheels, models, packages): `check` makes
+/// them again over placeholders of these members only, not of a tree's thousands of files.
+pub const MADE_FROM: [&str; 4] = ["wheels", "models", "debs", "rpms"];
+
 /// The view files signed with the site key at install: a check cannot make them again (apt and
 /// dnf check them).
 pub const SIGNED: [&str; 2] = [IN_RELEASE, REPOMD_ASC];
