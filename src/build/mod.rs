@@ -14,7 +14,7 @@ use std::path::Path;
 use crate::attest::sbom::{self, SbomError};
 use crate::bundle::Manifest;
 use crate::bundle::manifest::{Artifact, BaseRef, Builder, Entry, MAX_MANIFEST_BYTES, SBOM, SCHEMA_V1};
-use crate::bundle::writer::{Arrivals, Compression, Layout, Member, Origin, PackError, Packed, pack};
+use crate::bundle::writer::{Arrivals, Compression, Layout, Member, Origin, Origins, PackError, Packed, pack};
 use crate::cache::{Cache, CacheError};
 use crate::clock::{ClockError, Timestamp};
 use crate::digest::Sha256;
@@ -114,16 +114,7 @@ pub fn build(
     let (base, omitted) = omit(options.base.as_ref(), &plan.members);
     // Blobs the base holds are neither packed nor downloaded.
     let blobs: Vec<PendingBlob> = plan.blobs.drain(..).filter(|b| !omitted.contains(&b.digest())).collect();
-    let Plan { artifacts, members, .. } = plan;
-    let mut manifest = assemble(sources.spec, lock_sha256, key, created, artifacts, &members)?;
-    // After `add_sbom`, the last reader of a directory's `files` list (`sbom::write`).
-    manifest.hold_trees_as_entries();
-    for entry in &mut manifest.entries {
-        entry.from_base = entry.path.area() != "airlock" && omitted.contains(&entry.sha256);
-    }
-    manifest.base = base;
-    let mut members: Vec<Member> =
-        members.into_iter().filter(|m| m.path.area() == "airlock" || !omitted.contains(&m.sha256)).collect();
+    let Plan { artifacts, mut members, .. } = plan;
     if options.blobs == BlobRoute::Stream {
         // Their origin is the registry or layout, not a cache file: messages name it.
         let sources: std::collections::BTreeMap<MemberPath, String> =
@@ -134,6 +125,16 @@ pub fn build(
             }
         }
     }
+    // The members become the manifest's entries, and what is kept beside them is where their
+    // bytes are: a directory of 50,000 files is one origin, not 50,000 members (13 MiB).
+    let (entries, origins) = Origins::split(members);
+    let mut manifest = assemble(sources.spec, lock_sha256, key, created, artifacts, entries)?;
+    // After `add_sbom`, the last reader of a directory's `files` list (`sbom::write`).
+    manifest.hold_trees_as_entries();
+    for entry in &mut manifest.entries {
+        entry.from_base = entry.path.area() != "airlock" && omitted.contains(&entry.sha256);
+    }
+    manifest.base = base;
     let compression = options.layout.compression;
     tracing::info!("sign: manifest and provenance with key {}", key.key_id().short());
     let (manifest_sha256, manifest_bytes) = manifest.canonical_digest();
@@ -157,7 +158,7 @@ pub fn build(
             }
             fetched
         });
-        let packed = pack(out, &manifest, key, &members, Some(&envelope), options.layout, &arrivals, reporter);
+        let packed = pack(out, &manifest, key, &origins, Some(&envelope), options.layout, &arrivals, reporter);
         if packed.is_err() {
             arrivals.abandon();
         }
@@ -229,14 +230,14 @@ fn add_carried_trust(plan: &mut Plan, files: &[(String, Vec<u8>)], cache: &Cache
     Ok(())
 }
 
-/// The manifest: what the spec and lock say, the plan's artifacts, and one entry per member.
+/// The manifest: what the spec and lock say, the plan's artifacts, and the members' entries.
 fn assemble(
     spec: &SpecFile,
     lock_sha256: Sha256,
     key: &SigningKey,
     created: Timestamp,
     artifacts: Vec<Artifact>,
-    members: &[Member],
+    entries: Vec<Entry>,
 ) -> Result<Manifest, BuildError> {
     let meta = &spec.spec.bundle;
     Ok(Manifest {
@@ -249,10 +250,7 @@ fn assemble(
         spec_sha256: spec.sha256,
         lock_sha256,
         artifacts,
-        entries: members
-            .iter()
-            .map(|m| Entry { path: m.path.clone(), size: m.size, sha256: m.sha256, from_base: false })
-            .collect(),
+        entries,
         base: None,
         validation: validation_section(spec)?,
         expires: meta.expires,

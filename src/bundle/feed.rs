@@ -11,7 +11,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::Scope;
 
-use super::writer::{Member, PackError};
+use super::writer::{PackError, Packing};
 use crate::digest::HashingReader;
 use crate::digest::Sha256;
 use crate::member_path::MemberPath;
@@ -162,7 +162,7 @@ impl<'r> Feed<'r> {
     /// Start reading `members` on a thread of `scope`, each once it has arrived.
     pub fn spawn<'scope>(
         scope: &'scope Scope<'scope, '_>,
-        members: &'scope [Member],
+        members: impl Iterator<Item = Packing<'scope>> + Send + 'scope,
         arrivals: &'scope Arrivals,
         reporter: &'r dyn Reporter,
     ) -> Self {
@@ -243,12 +243,17 @@ impl Read for Feed<'_> {
 }
 
 /// The reading thread: every member in order, until done or the consumer is gone.
-fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, spent: Receiver<Vec<u8>>) {
+fn produce<'a>(
+    members: impl Iterator<Item = Packing<'a>>,
+    arrivals: &Arrivals,
+    pieces: &SyncSender<Piece>,
+    spent: Receiver<Vec<u8>>,
+) {
     let mut pool = Pool::new(spent, || vec![0u8; CHUNK]);
     for member in members {
-        let arrival = arrivals.wait(&member.path);
+        let arrival = arrivals.wait(&member.entry.path);
         if matches!(arrival, Arrival::Abandoned) {
-            let _ = pieces.send(Piece::Failed(PackError::NotFetched { what: member.what.to_string() }));
+            let _ = pieces.send(Piece::Failed(PackError::NotFetched { what: member.what.to_owned() }));
             return;
         }
         let last = match read_member(member, arrival, pieces, &mut pool) {
@@ -270,13 +275,13 @@ fn produce(members: &[Member], arrivals: &Arrivals, pieces: &SyncSender<Piece>, 
 /// not hashed again: its bytes were hashed as they arrived. One flowing in is read as it
 /// downloads, and hashed here.
 fn read_member(
-    member: &Member,
+    member: Packing<'_>,
     arrival: Arrival,
     pieces: &SyncSender<Piece>,
     pool: &mut Pool,
 ) -> Result<Option<Streamed>, PackError> {
     let read_err =
-        |source| PackError::Read { what: member.what.to_string(), origin: member.origin().into_owned(), source };
+        |source| PackError::Read { what: member.what.to_owned(), origin: member.origin().into_owned(), source };
     let verified_now = matches!(arrival, Arrival::Verified);
     // A flow's size is known once it ends; past the declared size, its sender fails it.
     let (source, file_size): (Box<dyn Read>, Option<u64>) = if let Arrival::Flowing(inflow) = arrival {
@@ -293,11 +298,11 @@ fn read_member(
         file_size: file_size.unwrap_or(within_size + u64::from(more)),
     };
     if verified_now {
-        let handed = hand_over(member.size, source, pieces, pool).map_err(read_err)?;
-        return Ok(handed.map(|h| streamed(member.sha256, h)));
+        let handed = hand_over(member.entry.size, source, pieces, pool).map_err(read_err)?;
+        return Ok(handed.map(|h| streamed(member.entry.sha256, h)));
     }
     let mut hashing = HashingReader::new(source);
-    let Some(handed) = hand_over(member.size, &mut hashing, pieces, pool).map_err(read_err)? else {
+    let Some(handed) = hand_over(member.entry.size, &mut hashing, pieces, pool).map_err(read_err)? else {
         return Ok(None);
     };
     Ok(Some(streamed(hashing.finish().0, handed)))
