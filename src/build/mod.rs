@@ -97,14 +97,14 @@ pub struct Options {
 pub fn build(
     sources: &Sources<'_>,
     net: &Net,
-    lock: LockFile,
+    mut lock: LockFile,
     key: &SigningKey,
     out: &Path,
     options: &Options,
     reporter: &dyn Reporter,
 ) -> Result<Built, BuildError> {
     tracing::info!("fetch: every pinned input into the cache (image blobs while packing)");
-    let mut plan = net.block_on(sources.plan(&lock))?;
+    let mut plan = net.block_on(sources.plan(&mut lock))?;
     let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
     let lock_sha256 = lock.sha256;
     drop(lock);
@@ -212,7 +212,7 @@ fn add_sbom(
     let (sha256, size, origin) = created.commit()?;
     let path = MemberPath::new(SBOM).expect("a valid member path");
     plan.members.push(Member { path, size, sha256, origin: origin.into(), what: SBOM.into() });
-    plan.members.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.members.sort_unstable_by(Member::order);
     Ok(())
 }
 
@@ -226,7 +226,7 @@ fn add_carried_trust(plan: &mut Plan, files: &[(String, Vec<u8>)], cache: &Cache
         let path = MemberPath::new(&member).expect("trust file names are valid member paths");
         plan.members.push(Member { path, size, sha256, origin: origin.into(), what: member.into() });
     }
-    plan.members.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.members.sort_unstable_by(Member::order);
     Ok(())
 }
 

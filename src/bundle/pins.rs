@@ -5,7 +5,7 @@
 use super::manifest::{DebArtifact, FileArtifact, ModelArtifact, ModelFile, RpmArtifact, WheelArtifact};
 use crate::member_path::{MemberPath, MemberPathError};
 use crate::spec::FileSpec;
-use crate::spec::lock::{LockedDeb, LockedFile, LockedModel, LockedRpm, LockedWheel};
+use crate::spec::lock::{LockedDeb, LockedFile, LockedModel, LockedRpm, LockedWheel, TreeFile};
 
 /// Where a model file lives in a bundle: `models/ORG/NAME/COMMIT/PATH`.
 pub fn model_member(repo: &str, commit: &str, path: &str) -> Result<MemberPath, MemberPathError> {
@@ -120,17 +120,17 @@ impl TryFrom<&LockedModel> for ModelArtifact {
 }
 
 impl FileArtifact {
-    /// A `[[file]]` entry as its lock pinned it (the spec adds its kind and notes); a
-    /// directory's files each at `files/NAME/PATH`.
-    pub fn new(entry: &FileSpec, locked: &LockedFile) -> Result<Self, MemberPathError> {
+    /// A `[[file]]` entry as its lock pinned it (the spec adds its kind and notes), with the
+    /// lock's listing of a directory (`files`, taken out of `locked`), each file at
+    /// `files/NAME/PATH`.
+    pub fn new(entry: &FileSpec, locked: &LockedFile, files: Vec<TreeFile>) -> Result<Self, MemberPathError> {
         let path = entry.name.member_path();
-        let files = locked
-            .files
-            .iter()
+        let files = files
+            .into_iter()
             .map(|f| {
                 // Not held (`FileArtifact::member`), but it must be a member path.
                 MemberPath::new(format!("{path}/{}", f.path))?;
-                Ok(ModelFile { path: MemberPath::new(f.path.clone())?, sha256: f.sha256, size: f.size })
+                Ok(ModelFile { path: MemberPath::new(f.path)?, sha256: f.sha256, size: f.size })
             })
             .collect::<Result<_, MemberPathError>>()?;
         Ok(Self {

@@ -123,6 +123,13 @@ impl Member {
     pub fn origin(&self) -> Cow<'_, Path> {
         self.origin.locate(&self.path)
     }
+
+    /// Bundle order: by path, then by digest, so that no sort, stable or not, can order the
+    /// bytes of a bundle two ways. Sorted in place (`sort_unstable_by`): a stable sort of
+    /// 200,000 members took a buffer of 10 MB.
+    pub fn order(a: &Member, b: &Member) -> std::cmp::Ordering {
+        a.path.cmp(&b.path).then_with(|| a.sha256.cmp(&b.sha256))
+    }
 }
 
 /// Where the bytes of a manifest's entries come from, in the manifest's order: what a build

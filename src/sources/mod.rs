@@ -129,16 +129,17 @@ impl<'a> Sources<'a> {
     }
 
     /// The artifacts and content members for a spec whose lock covers it, every member's
-    /// bytes in the cache (or, for a local file, where it is), sorted by path.
-    pub async fn plan(&self, lock: &LockFile) -> Result<Plan, SourceError> {
+    /// bytes in the cache (or, for a local file, where it is), sorted by path. Directories'
+    /// listings are moved out of `lock` (`file::plan`): the caller lets it go afterwards.
+    pub async fn plan(&self, lock: &mut LockFile) -> Result<Plan, SourceError> {
         tracing::debug!("plan: images, wheels, debs, rpms, models, files");
         let mut plan = oci::plan(self, lock).await?;
         plan.extend(pypi::plan(self, lock).await?);
         plan.extend(apt::plan(self, lock).await?);
         plan.extend(rpm::plan(self, lock).await?);
         plan.extend(hf::plan(self, lock).await?);
-        plan.extend(file::plan(self, lock).await?);
-        plan.members.sort_by(|a, b| a.path.cmp(&b.path));
+        plan.extend(file::plan(self, &mut *lock).await?);
+        plan.members.sort_unstable_by(Member::order);
         Ok(plan)
     }
 }

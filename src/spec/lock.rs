@@ -597,6 +597,10 @@ impl Lock {
     pub fn locked_file(&self, name: &FileName) -> Option<&LockedFile> {
         self.file.iter().find(|f| &f.name == name)
     }
+
+    pub fn locked_file_mut(&mut self, name: &FileName) -> Option<&mut LockedFile> {
+        self.file.iter_mut().find(|f| &f.name == name)
+    }
 }
 
 impl LockFile {
