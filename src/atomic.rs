@@ -32,6 +32,27 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Put the complete file `tmp` at `path` in one step, replacing what is there. A regular file
+/// there is exchanged with `tmp` (`renameat2` with `RENAME_EXCHANGE`) and then deleted under
+/// the temporary name; anything else, or a file system that cannot exchange, gets a rename.
+/// Why not always a rename: ext4 (unless mounted `noauto_da_alloc`) starts the write-back of
+/// every page of a file renamed over another inside the `rename` call, so a build over its
+/// last bundle waited for the disk there (a 755 MiB bundle: 3.6 – 5.4 s against 2.0 – 2.2 s
+/// for a build into a new name); an exchange does not. Not synced: callers that need the file
+/// durable sync it first, and `sync_dir` after.
+pub fn replace(tmp: NamedTempFile, path: &Path) -> io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    let regular = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+    if regular && renameat_with(CWD, tmp.path(), CWD, path, RenameFlags::EXCHANGE).is_ok() {
+        // `tmp`'s name now holds what `path` held.
+        if let Err(e) = tmp.close() {
+            tracing::warn!("`{}` is replaced, but its old content could not be deleted: {e}", path.display());
+        }
+        return Ok(());
+    }
+    tmp.persist(path).map(drop).map_err(|e| e.error)
+}
+
 /// Make the renames and creations inside `dir` durable: until its directory entry is synced,
 /// a renamed file can vanish or come back under its old name after a power loss.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -88,6 +109,56 @@ impl Write for WriteBack {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn replace_puts_the_file_there_whatever_was_there_and_leaves_nothing_beside_it() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let names = || {
+            let mut n: Vec<String> =
+                std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            n.sort();
+            n
+        };
+        let put = |path: &std::path::Path, bytes: &[u8]| {
+            let mut tmp = super::temp_beside(path).unwrap();
+            tmp.write_all(bytes).unwrap();
+            super::replace(tmp, path)
+        };
+        let out = dir.path().join("b.airlock");
+        // Nothing there, then a file there (exchanged, the old one deleted).
+        put(&out, b"first").unwrap();
+        let first = std::fs::metadata(&out).unwrap();
+        put(&out, b"second").unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"second");
+        assert_ne!(std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&out).unwrap()), {
+            std::os::unix::fs::MetadataExt::ino(&first)
+        });
+        assert_eq!(names(), ["b.airlock"]);
+        // A link aside keeps the old content: it is replaced at this name, not written into.
+        std::fs::hard_link(&out, dir.path().join("aside")).unwrap();
+        put(&out, b"third").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("aside")).unwrap(), b"second");
+        std::fs::remove_file(dir.path().join("aside")).unwrap();
+        // A symbolic link is replaced itself, as a rename does; its target is left alone.
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"kept").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        put(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_file());
+        assert_eq!(
+            (std::fs::read(&link).unwrap(), std::fs::read(&target).unwrap()),
+            (b"new".to_vec(), b"kept".to_vec())
+        );
+        // A directory is refused, untouched, and the temporary file goes.
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("inside"), b"x").unwrap();
+        assert!(put(&sub, b"no").is_err());
+        assert_eq!(std::fs::read(sub.join("inside")).unwrap(), b"x");
+        assert_eq!(names(), ["b.airlock", "link", "sub", "target"]);
+    }
 
     #[test]
     fn files_get_the_mode_file_create_gives_and_no_partial_is_left() {

@@ -235,7 +235,7 @@ impl SplitWriter {
         let count = self.done.len();
         let mut parts = Vec::with_capacity(count);
         for (index, (tmp, part)) in self.done.into_iter().enumerate() {
-            tmp.persist(part_path(&self.bundle, index + 1)).map_err(|e| e.error)?;
+            crate::atomic::replace(tmp, &part_path(&self.bundle, index + 1))?;
             parts.push(part);
         }
         let doc = PartsFile {

@@ -437,7 +437,7 @@ pub fn pack(
     match target {
         Target::Whole(tmp) => {
             let bytes = tmp.as_file().metadata().map_err(write_err)?.len();
-            tmp.persist(out).map_err(|e| write_err(e.error))?;
+            crate::atomic::replace(tmp, out).map_err(write_err)?;
             Ok(Packed { path: out.to_owned(), manifest_sha256, bytes, members, parts: None })
         }
         Target::Split(split) => {
