@@ -2,8 +2,8 @@
 //!
 //! Content streams from its origin through a hasher into the tar and zstd streams: it is never
 //! whole in memory, and its digest and size are checked against the signed manifest as it
-//! passes. The output goes to a temporary file beside the destination and is renamed into
-//! place only when complete; on any failure nothing is left at the destination.
+//! passes. The output goes to a temporary file beside the destination and is put in place
+//! (`atomic::replace`) only when complete; on any failure nothing is left at the destination.
 
 use std::borrow::Cow;
 use std::io::{self, BufRead, Write};
