@@ -95,6 +95,9 @@ rss = "ok" if peak <= 64 else "MISSED"
 print(f"  {name:<8} {statistics.median(a[0] for a in air):7.2f} s {statistics.median(b[0] for b in base):7.2f} s"
       f" {ratio:7.2f}  <= {target:<5} {ok:<7}"
       f" {peak:7.1f} MiB {max(b[1] for b in base) / 1024:7.1f} MiB  {rss}")
+if len(air) > 1:
+    # Each run, for the spread: this machine's disk moves one command by a second and more.
+    print("           runs: " + ", ".join(f"{a[0]:.2f} / {b[0]:.2f} s" for a, b in zip(air, base)))
 EOF
 }
 
@@ -124,10 +127,12 @@ for scale in $SCALES; do
   # The last run's outputs are linked aside, so that the next run, which replaces them, frees
   # nothing: this machine's root (ext4 without a journal, mounted with `discard`) discards a
   # freed file's blocks in the process that frees it, and replacing the 1.2 GB of the run
-  # before took 2.5 s of system time (`build` renaming over `--out`, `zstd -f` unlinking it:
-  # 5.9 - 7.3 s against 4.0 - 4.2 s with the old file linked aside, scale 2). Removed with
-  # the scale's directory.
-  aside="mkdir -p '$dir/old'; for f in b.airlock b.tar.zst; do [[ ! -e '$dir/'\$f ]] || ln '$dir/'\$f \"\$(mktemp -u -p '$dir/old')\"; done"
+  # before took 2.5 s of system time inside the timed command (scale 2). The outputs linked
+  # aside before are removed first, outside the clock. Until `ddcf6d7` every run's outputs
+  # were kept, and so stayed in the page cache: the later runs of a row took 2.0 - 2.3 s of
+  # system time where the first took 0.55 s, most of it the kernel copying the new bundle into
+  # pages (`copy_folio_from_iter_atomic`), and the pipeline slowed alike.
+  aside="mkdir -p '$dir/old'; rm -f '$dir/old/'*; for f in b.airlock b.tar.zst; do [[ ! -e '$dir/'\$f ]] || ln '$dir/'\$f '$dir/old/'\$f; done"
   compare build 0.8 "$aside" \
     "find '$dir/data' -type f -exec openssl dgst -sha256 {} + >/dev/null && tar -cf - -C '$dir' data | zstd -q -f -3 -T$cores -o '$dir/b.tar.zst'" \
     "'$airlock' build '$dir/airlock.toml' --locked --key '$work/keys/bench.key' --out '$dir/b.airlock'"
