@@ -37,8 +37,8 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// the temporary name; anything else, or a file system that cannot exchange, gets a rename.
 /// Why not always a rename: ext4 (unless mounted `noauto_da_alloc`) starts the write-back of
 /// every page of a file renamed over another inside the `rename` call, so a build over its
-/// last bundle waited for the disk there (a 755 MiB bundle: 3.6 – 5.4 s against 2.0 – 2.2 s
-/// for a build into a new name); an exchange does not. Not synced: callers that need the file
+/// last bundle waited for the disk there (a 611 MB bundle: 0.21 – 0.52 s in `rename`, more on
+/// a busy disk); an exchange does not (0.06 ms). Not synced: callers that need the file
 /// durable sync it first, and `sync_dir` after.
 pub fn replace(tmp: NamedTempFile, path: &Path) -> io::Result<()> {
     use rustix::fs::{CWD, RenameFlags, renameat_with};

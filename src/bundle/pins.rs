@@ -5,7 +5,7 @@
 use super::manifest::{DebArtifact, FileArtifact, ModelArtifact, ModelFile, RpmArtifact, WheelArtifact};
 use crate::member_path::{MemberPath, MemberPathError};
 use crate::spec::FileSpec;
-use crate::spec::lock::{LockedDeb, LockedFile, LockedModel, LockedRpm, LockedWheel, TreeFile};
+use crate::spec::lock::{LockedDeb, LockedFile, LockedModel, LockedRpm, LockedWheel};
 
 /// Where a model file lives in a bundle: `models/ORG/NAME/COMMIT/PATH`.
 pub fn model_member(repo: &str, commit: &str, path: &str) -> Result<MemberPath, MemberPathError> {
@@ -120,12 +120,12 @@ impl TryFrom<&LockedModel> for ModelArtifact {
 }
 
 impl FileArtifact {
-    /// A `[[file]]` entry as its lock pinned it (the spec adds its kind and notes), with the
-    /// lock's listing of a directory (`files`, taken out of `locked`), each file at
-    /// `files/NAME/PATH`.
-    pub fn new(entry: &FileSpec, locked: &LockedFile, files: Vec<TreeFile>) -> Result<Self, MemberPathError> {
+    /// A `[[file]]` entry as its lock pinned it (the spec adds its kind and notes); a
+    /// directory's files, moved out of the pin, each at `files/NAME/PATH`.
+    pub fn new(entry: &FileSpec, locked: LockedFile) -> Result<Self, MemberPathError> {
         let path = entry.name.member_path();
-        let files = files
+        let files = locked
+            .files
             .into_iter()
             .map(|f| {
                 // Not held (`FileArtifact::member`), but it must be a member path.

@@ -152,31 +152,29 @@ fn tree(dir: &std::path::Path, name: &crate::spec::FileName) -> std::io::Result<
     Ok(files)
 }
 
-/// The artifacts and content members of every entry, from the lock. A directory's listing is
-/// moved out of the lock into its artifact, not copied: the lock is let go after the plan, and
-/// a listing of 200,000 files is 19 MB.
+/// The artifacts and content members of every entry, from the lock. Each pin is taken out of
+/// the lock, so a directory's listing is moved into its artifact, not copied: the lock is let
+/// go after the plan, and a listing of 200,000 files is 19 MB.
 pub async fn plan(sources: &Sources<'_>, lock: &mut LockFile) -> Result<Plan, SourceError> {
-    let mut sized = Vec::new();
+    let (mut sized, mut pins) = (Vec::new(), Vec::new());
     for entry in &sources.spec.spec.file {
         let entry = entry.get_ref();
-        let locked = lock.lock.locked_file(&entry.name).ok_or_else(|| LockError::Stale {
+        let locked = lock.lock.take_file(&entry.name).ok_or_else(|| LockError::Stale {
             path: lock.path.clone(),
             reason: format!("`[[file]]` `{}` is not locked", entry.name),
         })?;
         sized.push((entry, Some(locked.size)));
+        pins.push(locked);
     }
     let paths = origins(sources, &sized).await?;
     let mut plan = Plan::default();
-    for ((entry, _), origin) in sized.into_iter().zip(paths) {
-        let locked = lock.lock.locked_file_mut(&entry.name).expect("found above");
-        let files = std::mem::take(&mut locked.files);
-        let locked = &*locked;
+    for (((entry, _), locked), origin) in sized.into_iter().zip(pins).zip(paths) {
         let unpinnable = |e: MemberPathError| SourceError::Read {
             what: describe(entry),
             path: origin.clone(),
             source: std::io::Error::other(e.to_string()),
         };
-        let artifact = FileArtifact::new(entry, locked, files).map_err(unpinnable)?;
+        let artifact = FileArtifact::new(entry, locked).map_err(unpinnable)?;
         if !artifact.files.is_empty() {
             // One directory and one name for all its files; the messages name each file's path.
             let (dir, what): (Arc<Path>, Arc<str>) = (origin.as_path().into(), describe(entry).into());
@@ -193,7 +191,7 @@ pub async fn plan(sources: &Sources<'_>, lock: &mut LockFile) -> Result<Plan, So
             plan.artifacts.push(Artifact::File(artifact));
             continue;
         }
-        let (path, size, sha256, what) = (artifact.path.clone(), locked.size, locked.sha256, describe(entry));
+        let (path, size, sha256, what) = (artifact.path.clone(), artifact.size, artifact.sha256, describe(entry));
         plan.members.push(Member { path, size, sha256, origin: origin.into(), what: what.into() });
         plan.artifacts.push(Artifact::File(artifact));
     }

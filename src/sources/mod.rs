@@ -129,8 +129,8 @@ impl<'a> Sources<'a> {
     }
 
     /// The artifacts and content members for a spec whose lock covers it, every member's
-    /// bytes in the cache (or, for a local file, where it is), sorted by path. Directories'
-    /// listings are moved out of `lock` (`file::plan`): the caller lets it go afterwards.
+    /// bytes in the cache (or, for a local file, where it is), sorted by path. The
+    /// `[[file]]` pins are taken out of `lock` (`file::plan`): the caller lets it go afterwards.
     pub async fn plan(&self, lock: &mut LockFile) -> Result<Plan, SourceError> {
         tracing::debug!("plan: images, wheels, debs, rpms, models, files");
         let mut plan = oci::plan(self, lock).await?;

@@ -598,8 +598,11 @@ impl Lock {
         self.file.iter().find(|f| &f.name == name)
     }
 
-    pub fn locked_file_mut(&mut self, name: &FileName) -> Option<&mut LockedFile> {
-        self.file.iter_mut().find(|f| &f.name == name)
+    /// The `[[file]]` pin named `name`, taken out of the lock (a build's plan moves a
+    /// directory's listing into its artifact rather than copying it).
+    pub fn take_file(&mut self, name: &FileName) -> Option<LockedFile> {
+        let at = self.file.iter().position(|f| &f.name == name)?;
+        Some(self.file.swap_remove(at))
     }
 }
 
