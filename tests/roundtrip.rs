@@ -178,6 +178,55 @@ fn openssl_verifies_the_signature_and_tar_lists_the_members() {
 }
 
 #[test]
+fn a_member_zstd_cannot_shrink_is_stored_in_raw_frames_that_zstd_reads_and_damage_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let p = project(&t.path().join("proj"), "1.0.0");
+    // 3 MiB of a hash chain (nothing for zstd to find) as the last member, whose size is a
+    // multiple of 512: the archive's end follows its raw frame directly.
+    let weights = pattern(3 << 20, 5);
+    std::fs::write(t.path().join("proj/notes.txt"), &weights).unwrap();
+    let bundle = t.path().join("demo.airlock");
+    build(&p, &keys, &bundle).ok();
+    let bytes = std::fs::read(&bundle).unwrap();
+
+    // Its blocks are in the bundle as they are, each after a raw block header (128 KiB, not
+    // the last), in a frame of their own after the compressed frame of the tar headers.
+    let at = bytes.windows(4096).position(|w| w == &weights[..4096]).expect("the member's bytes as they are");
+    assert_eq!(&bytes[at - 9..at], &[0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38, 0x00, 0x00, 0x10]);
+    assert_eq!(&bytes[at..at + (128 << 10)], &weights[..128 << 10]);
+    // And the bundle is the content (with the 70 KB firmware, as incompressible) and little more.
+    assert!(bytes.len() < weights.len() + 70_000 + (64 << 10), "{} bytes", bytes.len());
+    // zstd reads every frame, and checks the compressed ones.
+    run(Command::new("zstd").arg("-tq").arg(&bundle)).ok();
+    let list = run(Command::new("sh").arg("-c").arg(format!("zstd -dc '{}' | tar -t", s(&bundle)))).ok().stdout;
+    assert!(list.lines().any(|l| l == "files/board.bin") && list.ends_with("files/notes.txt\n"), "{list}");
+    let x = t.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    run(Command::new("sh").arg("-c").arg(format!("zstd -dc '{}' | tar -x -C '{}'", s(&bundle), s(&x)))).ok();
+    assert!(std::fs::read(x.join("files/notes.txt")).unwrap() == weights);
+    airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+
+    // Cut inside a raw frame, cut where one ends (every member there, the archive's end
+    // missing), or a byte changed in a raw block: refused.
+    let end = at + weights.len() + ((weights.len() >> 17) - 1) * 3;
+    assert_eq!(&bytes[end..end + 3], &[0x01, 0x00, 0x00], "the empty last block");
+    let mut flipped = bytes.clone();
+    flipped[at + 1_000_000] ^= 0x40;
+    for (name, damaged, words) in [
+        ("inside", bytes[..at + 200_000].to_vec(), "truncated or corrupt stream"),
+        ("at the end of", bytes[..end + 3].to_vec(), "the archive ends without its two zero blocks"),
+        ("a byte changed in", flipped, "sha256"),
+    ] {
+        let path = t.path().join("damaged.airlock");
+        std::fs::write(&path, damaged).unwrap();
+        let refused = airlock_run(&["verify", s(&path), "--trust", s(&keys.public)]).code(3);
+        let said = format!("{}{}", refused.stdout, refused.stderr);
+        assert!(said.contains(words), "{name}: {said}");
+    }
+}
+
+#[test]
 fn locked_builds_refuse_missing_and_stale_locks_and_changed_content() {
     let t = tempfile::tempdir().unwrap();
     let keys = keygen(&t.path().join("keys"), "build");

@@ -3,6 +3,7 @@
 //! path. The writer is deterministic; the reader verifies while it streams.
 
 mod feed;
+mod frames;
 pub mod header;
 pub mod manifest;
 pub mod parts;

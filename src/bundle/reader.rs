@@ -461,20 +461,31 @@ impl Reader {
         if self.report.provenance.is_none() {
             self.problem(Some(PROVENANCE.into()), Rejection::Missing)?;
         }
-        // The rest of the stream must be tar padding (zeros) and a complete zstd frame whose
-        // checksum holds: reading to the end is what proves the stream was not cut.
-        let mut rest = archive.into_inner();
+        self.end_of_stream(archive.into_inner(), &budget)?;
+        self.report.manifest_sha256 = Some(manifest_sha256);
+        self.report.manifest = Some(manifest);
+        Ok(())
+    }
+
+    /// The rest of the stream after the archive's last member: the end of the archive (zeros:
+    /// tar stopped at the first of its two zero blocks) and a complete zstd frame (the last,
+    /// compressed, whose checksum holds). Reading to the end is what proves the stream was not
+    /// cut; a cut where a raw frame ends (`frames`) leaves no zero block to read.
+    fn end_of_stream(&mut self, mut rest: impl Read, budget: &Budget) -> Result<(), Halt> {
         let mut buf = vec![0u8; 64 << 10];
+        let mut zeros = 0usize;
         loop {
             match rest.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) if buf[..n].iter().all(|b| *b == 0) => {}
+                Ok(n) if buf[..n].iter().all(|b| *b == 0) => zeros += n,
                 Ok(_) => return Err(self.fatal(None, Rejection::TrailingData)),
                 Err(e) => return Err(self.fatal(None, budget.explain(&e, Rejection::Truncated))),
             }
         }
-        self.report.manifest_sha256 = Some(manifest_sha256);
-        self.report.manifest = Some(manifest);
+        if zeros < 512 {
+            let cut = "the archive ends without its two zero blocks".to_owned();
+            return Err(self.fatal(None, Rejection::Truncated(cut)));
+        }
         Ok(())
     }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 pub use super::feed::Arrivals;
 use super::feed::Feed;
+use super::frames::{self, Frames, RawFrame, Store};
 use super::header;
 use super::manifest::{Entry, MANIFEST, Manifest, PROVENANCE, SIGNATURE};
 use super::parts::{PartsFile, SplitWriter};
@@ -43,15 +44,14 @@ impl Default for Compression {
 /// The largest window a bundle may ask its reader for: 128 MiB, the default limit of zstd
 /// decoders (`zstd -d` included), so any bundle decompresses without extra flags.
 pub const MAX_WINDOW_LOG: u32 = 27;
-/// The input of one zstd job (see `BundleWriter::new`).
-const ZSTD_JOB_BYTES: u32 = 1 << 20;
 /// The level for members that are compressed already (image layers, wheels, packages): at
 /// level 3 zstd spends its time looking for matches that are not there (measured on 384 MiB of
 /// gzip layers: 0.53 s of CPU at level 3, 0.31 s at level 1, the output the same size).
 const COMPRESSED_LEVEL: i32 = 1;
-/// Members smaller than this keep whatever level is current: a change of level ends a zstd
-/// job early (a flush), which costs more than it saves on a small member.
-const LEVEL_SWITCH_BYTES: u64 = 1 << 20;
+/// Members smaller than this keep whatever level is current, and are compressed whatever their
+/// bytes: a change of level ends a zstd job early (a flush), and a member stored as it is ends
+/// a frame, which cost more than they save on a small member.
+const LARGE_MEMBER_BYTES: u64 = 1 << 20;
 
 /// Whether these leading bytes are those of a compressed format: gzip, zstd, xz, bzip2, lz4,
 /// zip (wheels), a Debian package or an rpm (their payloads are compressed).
@@ -278,11 +278,14 @@ impl Write for TargetWriter<'_> {
 
 /// A tar over zstd that only takes deterministic regular-file members.
 pub struct BundleWriter<W: Write> {
-    tar: tar::Builder<zstd::stream::write::Encoder<'static, W>>,
+    tar: tar::Builder<Frames<W>>,
     mtime: u64,
     /// The level asked for, and the one in effect (`COMPRESSED_LEVEL` during a run of large
     /// compressed members); `None` with `--long`, which keeps one level throughout.
     levels: Option<(i32, i32)>,
+    /// What stores large members zstd cannot shrink as they are (`frames`); `None` with
+    /// `--long`, whose window may find a member's bytes in another's.
+    store: Option<Store>,
 }
 
 impl<W: Write> BundleWriter<W> {
@@ -291,39 +294,23 @@ impl<W: Write> BundleWriter<W> {
     }
 
     fn with_workers(out: W, mtime: u64, compression: Compression, workers: u32) -> io::Result<Self> {
-        let mut zstd = zstd::stream::write::Encoder::new(out, compression.level)?;
-        zstd.include_checksum(true)?;
-        if let Some(log) = compression.long_window_log {
-            zstd.long_distance_matching(true)?;
-            zstd.window_log(log)?;
-        }
-        zstd.multithread(workers)?;
-        // Jobs of 1 MiB instead of zstd's 8 MiB default (for level 3): each job in flight holds
-        // its input and output, so this is what keeps a build within its memory budget
-        // (measured: 40 MiB peak against 58 MiB with 2 MiB jobs, the bundle no larger).
-        zstd.set_parameter(zstd::zstd_safe::CParameter::JobSize(ZSTD_JOB_BYTES))?;
-        let mut tar = tar::Builder::new(zstd);
+        let mut tar = tar::Builder::new(Frames::new(out, compression, workers)?);
         tar.follow_symlinks(false);
         tar.sparse(false);
         tar.mode(tar::HeaderMode::Deterministic);
-        let levels = compression.long_window_log.is_none().then_some((compression.level, compression.level));
-        Ok(Self { tar, mtime, levels })
+        let fixed = compression.long_window_log.is_some();
+        let levels = (!fixed).then_some((compression.level, compression.level));
+        let store = if fixed { None } else { Some(Store::new()?) };
+        Ok(Self { tar, mtime, levels, store })
     }
 
-    /// Before a member of `size` bytes starting with `head`: the level for it, if it must
-    /// change. Multithreaded zstd takes a new level at its next job; the flush ends the current
-    /// job here, so where the level changes depends on the members alone and the bundle stays
-    /// deterministic (and the same whatever the number of workers).
-    fn choose_level(&mut self, size: u64, head: &[u8]) -> io::Result<()> {
+    /// Before the bytes of a large member (`compressed`: whether it starts like a compressed
+    /// format): the level for it, if it must change.
+    fn choose_level(&mut self, compressed: bool) -> io::Result<()> {
         let Some((asked, current)) = self.levels else { return Ok(()) };
-        if size < LEVEL_SWITCH_BYTES {
-            return Ok(());
-        }
-        let wanted = if compressed_already(head) { asked.min(COMPRESSED_LEVEL) } else { asked };
+        let wanted = if compressed { asked.min(COMPRESSED_LEVEL) } else { asked };
         if wanted != current {
-            let zstd = self.tar.get_mut();
-            zstd.flush()?;
-            zstd.set_parameter(zstd::zstd_safe::CParameter::CompressionLevel(wanted))?;
+            self.tar.get_mut().set_level(wanted)?;
             self.levels = Some((asked, wanted));
         }
         Ok(())
@@ -331,18 +318,36 @@ impl<W: Write> BundleWriter<W> {
 
     /// Append `size` bytes from `data` as `path`. The caller guarantees `data` yields exactly
     /// `size` bytes (see `append_checked`); a short reader would corrupt the archive.
+    ///
+    /// A member of 1 MiB or more whose first block zstd cannot shrink is stored as it is
+    /// (`frames`): its header ends the frame, raw frames follow, and the first block zstd can
+    /// shrink sends the rest back through the compressor. The other large members set the
+    /// level (`COMPRESSED_LEVEL` for compressed formats).
     pub fn append(&mut self, path: &MemberPath, size: u64, mut data: impl BufRead) -> io::Result<()> {
         let head = data.fill_buf()?;
-        self.choose_level(size, head)?;
+        let large = size >= LARGE_MEMBER_BYTES;
+        let compressed = large && compressed_already(head);
+        let probe = head.len().min(frames::BLOCK);
+        let stored = large && self.store.as_mut().is_some_and(|s| !s.compresses(&head[..probe]));
+        if large && !stored {
+            self.choose_level(compressed)?;
+        }
         let h = header::regular_file(path, size, self.mtime);
         if !h.pax.is_empty() {
             self.tar.append_pax_extensions(h.pax.iter().map(|(k, v)| (*k, v.as_slice())))?;
         }
         // What `tar::Builder::append` writes (header, data, zeros to a 512-byte boundary), but
         // straight from the reader's buffer: tar copies through 8 KiB, one zstd call each.
-        let out = self.tar.get_mut();
-        out.write_all(h.header.as_bytes())?;
+        self.tar.get_mut().write_all(h.header.as_bytes())?;
         let mut copied = 0u64;
+        if stored {
+            let (n, whole) = self.store(&mut data, probe)?;
+            copied = n;
+            if !whole {
+                self.choose_level(compressed)?;
+            }
+        }
+        let out = self.tar.get_mut();
         loop {
             let chunk = match data.fill_buf() {
                 Ok([]) => break,
@@ -359,7 +364,44 @@ impl<W: Write> BundleWriter<W> {
         out.write_all(&[0u8; 512][..usize::try_from(padding).expect("less than 512")])
     }
 
-    /// Finish the tar and the zstd frame (without `finish` the frame is truncated).
+    /// Write `data` as it is, in raw frames, until its end or a block zstd can shrink (the
+    /// first `checked` bytes are known not to; of each later block, its first `SAMPLE` bytes
+    /// are tried): the bytes written, and whether that was all.
+    fn store(&mut self, data: &mut impl BufRead, mut checked: usize) -> io::Result<(u64, bool)> {
+        let Self { tar, store, .. } = self;
+        let store = store.as_mut().expect("members are stored only with a store");
+        let frames = tar.get_mut();
+        frames.end_frame()?;
+        let mut raw = RawFrame::start(frames.get_mut())?;
+        let mut written = 0u64;
+        let whole = loop {
+            let chunk = match data.fill_buf() {
+                Ok([]) => break true,
+                Ok(chunk) => chunk,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let mut take = 0;
+            for block in chunk.chunks(frames::BLOCK) {
+                if take >= checked && store.compresses(&block[..block.len().min(frames::SAMPLE)]) {
+                    break;
+                }
+                take += block.len();
+            }
+            checked = 0;
+            raw.write(&chunk[..take])?;
+            let full = take == chunk.len();
+            data.consume(take);
+            written += take as u64;
+            if !full {
+                break false;
+            }
+        };
+        raw.end()?;
+        Ok((written, whole))
+    }
+
+    /// Finish the tar and the last zstd frame (without `finish` the frame is truncated).
     pub fn finish(self) -> io::Result<W> {
         self.tar.into_inner()?.finish()
     }
@@ -428,8 +470,8 @@ pub fn pack(
         reporter.finish();
         // Not synced to disk: zstd, tar and skopeo do not either, and it would cost a second
         // pass at disk speed (measured: 0.3 s of 2.4 s for 755 MiB). A bundle cut short by a
-        // power loss fails `verify` and `install` (every member is hashed, the zstd frame
-        // carries a checksum); the site side, whose state must survive, syncs everything.
+        // power loss fails `verify` and `install` (every member is hashed, the last zstd frame
+        // must be complete); the site side, whose state must survive, syncs everything.
         writer.finish().and_then(WriteBehind::finish).map_err(write_err)?;
         Ok::<_, PackError>(packed)
     })?;
@@ -527,11 +569,25 @@ mod tests {
         magic.iter().copied().chain(words.iter().copied().cycle()).take(len).collect()
     }
 
-    /// The bundle-to-be for these members (by `workers` threads, at level 3, adaptive or not).
+    /// `len` bytes that zstd cannot shrink, after `magic`.
+    fn noise(magic: &[u8], seed: u64, len: usize) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[0]
+        };
+        magic.iter().copied().chain(std::iter::repeat_with(&mut next)).take(len).collect()
+    }
+
+    /// The bundle-to-be for these members (by `workers` threads, at level 3, adaptive or not:
+    /// one level, every member compressed).
     fn write(members: &[(&str, Vec<u8>)], workers: u32, adaptive: bool) -> Vec<u8> {
         let mut writer = BundleWriter::with_workers(Vec::new(), 0, Compression::default(), workers).unwrap();
         if !adaptive {
             writer.levels = None;
+            writer.store = None;
         }
         for (path, bytes) in members {
             writer.append(&MemberPath::new(*path).unwrap(), bytes.len() as u64, bytes.as_slice()).unwrap();
@@ -557,7 +613,12 @@ mod tests {
         // The magic members went through level 1: larger than level 3 makes them.
         assert!(one.len() > write(&members, 2, false).len());
         // And it is the same tar.
-        let mut tar = tar::Archive::new(zstd::stream::read::Decoder::new(one.as_slice()).unwrap());
+        assert_unpacks_to(&one, &members);
+    }
+
+    /// `bundle` decompresses (all its frames) to a tar of `members`.
+    fn assert_unpacks_to(bundle: &[u8], members: &[(&str, Vec<u8>)]) {
+        let mut tar = tar::Archive::new(zstd::stream::read::Decoder::new(bundle).unwrap());
         let got: Vec<(String, Vec<u8>)> = tar
             .entries()
             .unwrap()
@@ -569,8 +630,40 @@ mod tests {
                 (path, bytes)
             })
             .collect();
-        let want: Vec<(String, Vec<u8>)> = members.into_iter().map(|(p, b)| (p.to_owned(), b)).collect();
-        assert!(got == want);
+        let want: Vec<(String, Vec<u8>)> = members.iter().map(|(p, b)| ((*p).to_owned(), b.clone())).collect();
+        assert!(got == want, "the tar differs");
+    }
+
+    #[test]
+    fn large_members_zstd_cannot_shrink_are_stored_as_they_are() {
+        // Noise with and without a compressed format's magic, text, noise that turns into text
+        // after 2 MiB, and small noise (never stored: below 1 MiB).
+        let mut turns = noise(b"", 3, 2 << 20);
+        turns.extend(text(b"", 2 << 20));
+        let members = vec![
+            ("files/a.bin", noise(b"", 1, 3 << 20)),
+            ("files/b.txt", text(b"", 3 << 20)),
+            ("files/c.gz", noise(b"\x1f\x8b", 2, 2 << 20)),
+            ("files/d.turns", turns),
+            ("files/e.small", noise(b"", 4, 1000)),
+        ];
+        let one = write(&members, 1, true);
+        assert_eq!(write(&members, 2, true), one, "2 workers");
+        assert_eq!(write(&members, 4, true), one, "4 workers");
+        assert_unpacks_to(&one, &members);
+        // The noise is in the bundle as it is, block by block (a raw block's 128 KiB, between
+        // 3-byte headers), and the text compressed: 7 MiB of noise and a few KiB more.
+        let a = &members[0].1;
+        let at = one.windows(4096).position(|w| w == &a[..4096]).expect("the first block as it is");
+        assert_eq!(&one[at - 3..at], &[0x00, 0x00, 0x10], "a raw block of 128 KiB, not the last");
+        assert_eq!(&one[at..at + frames::BLOCK], &a[..frames::BLOCK]);
+        let last = &members[3].1[(2 << 20) - 4096..2 << 20];
+        assert!(one.windows(4096).any(|w| w == last), "the noise before the text, as it is");
+        assert!((7 << 20..(7 << 20) + (64 << 10)).contains(&one.len()), "{} bytes", one.len());
+        // Compressed instead, the same tar is no smaller.
+        let compressed = write(&members, 2, false);
+        assert_unpacks_to(&compressed, &members);
+        assert!(compressed.len() >= one.len() - 1024, "{} against {}", compressed.len(), one.len());
     }
 
     #[test]
