@@ -203,8 +203,9 @@ mod tests {
         let mut frames = Frames::new(Vec::new(), Compression::default(), 2).unwrap();
         frames.write_all(b"first, compressed ").unwrap();
         frames.end_frame().unwrap();
-        // Ending again writes nothing.
+        let ended = frames.get_mut().len();
         frames.end_frame().unwrap();
+        assert_eq!(frames.get_mut().len(), ended, "ending again writes nothing");
         let stored: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13).to_le_bytes()[0]).collect();
         let mut raw = RawFrame::start(frames.get_mut()).unwrap();
         raw.write(&stored[..1000]).unwrap();
