@@ -3,12 +3,13 @@
 //!
 //! [`Frames`] is libzstd's multithreaded streaming compressor over the output, whose frame can
 //! be ended between members. A member whose bytes zstd cannot shrink (image layers, wheels,
-//! packages, random weights) is then written by [`Store`] as a frame of raw blocks, each block
-//! straight from the reader's buffer: through libzstd it would be copied into a job's input,
-//! searched for matches that are not there, and copied again into a raw block of the output
-//! (`docs/performance.md`, "Members stored as they are"). libzstd has no call that writes a
-//! raw block from the caller's buffer, so the raw frame is written here, by hand: a 6-byte
-//! frame header and a 3-byte header per block (RFC 8878 §3.1.1).
+//! packages, random weights; [`Store`] tries them) is then written as a frame of raw blocks
+//! ([`RawFrame`]), each block from the reader's buffer to the output: through libzstd it would
+//! be copied into a job's input, searched for matches that are not there, and copied again
+//! into a raw block of the output (`docs/performance.md`, "Members stored as they are").
+//! libzstd has no call that writes a raw block from the caller's buffer, so the raw frame is
+//! written here, by hand: a 6-byte frame header and a 3-byte header per block (RFC 8878
+//! §3.1.1).
 
 use std::io::{self, Write};
 
