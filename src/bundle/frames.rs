@@ -26,8 +26,8 @@ fn zstd_err(code: usize) -> io::Error {
     io::Error::other(format!("zstd: {}", zstd::zstd_safe::get_error_name(code)))
 }
 
-/// libzstd's streaming compressor over `out`, whose frame can be ended ([`Frames::end_frame`])
-/// so that bytes can be written between frames ([`Frames::get_mut`]).
+/// libzstd's streaming compressor over `out`, whose frame can be ended and followed by a frame
+/// of raw blocks ([`Frames::raw_frame`]).
 pub struct Frames<W: Write> {
     out: W,
     cctx: CCtx<'static>,
@@ -63,28 +63,38 @@ impl<W: Write> Frames<W> {
         self.cctx.set_parameter(CParameter::CompressionLevel(level)).map(drop).map_err(zstd_err)
     }
 
-    /// End the frame in progress, if any, and write all of it: what is written to
-    /// [`Frames::get_mut`] next follows it.
+    /// End the frame in progress, if any, and write all of it.
     pub fn end_frame(&mut self) -> io::Result<()> {
         while self.open {
-            let mut output = OutBuffer::around(&mut self.buf[..]);
-            let left = self.cctx.end_stream(&mut output).map_err(zstd_err)?;
-            let n = output.pos();
-            self.out.write_all(&self.buf[..n])?;
+            let left = self.pump(CCtx::end_stream)?;
             self.open = left > 0;
         }
         Ok(())
     }
 
-    /// The output, between frames: call [`Frames::end_frame`] first.
-    pub fn get_mut(&mut self) -> &mut W {
-        &mut self.out
+    /// End the frame in progress and start a frame of raw blocks after it.
+    pub fn raw_frame(&mut self) -> io::Result<RawFrame<'_, W>> {
+        self.end_frame()?;
+        RawFrame::start(&mut self.out)
     }
 
     /// End the last frame and hand back the output.
     pub fn finish(mut self) -> io::Result<W> {
         self.end_frame()?;
         Ok(self.out)
+    }
+
+    /// One call into zstd with the output buffer, and what it wrote there written out: what
+    /// zstd says is left.
+    fn pump(
+        &mut self,
+        call: impl FnOnce(&mut CCtx<'static>, &mut OutBuffer<'_, [u8]>) -> zstd::zstd_safe::SafeResult,
+    ) -> io::Result<usize> {
+        let mut output = OutBuffer::around(&mut self.buf[..]);
+        let left = call(&mut self.cctx, &mut output).map_err(zstd_err)?;
+        let n = output.pos();
+        self.out.write_all(&self.buf[..n])?;
+        Ok(left)
     }
 }
 
@@ -96,26 +106,16 @@ impl<W: Write> Write for Frames<W> {
         let mut input = InBuffer::around(data);
         // Until zstd takes something: it may first have output to hand over.
         while input.pos() == 0 {
-            let mut output = OutBuffer::around(&mut self.buf[..]);
-            self.cctx.compress_stream(&mut output, &mut input).map_err(zstd_err)?;
-            let n = output.pos();
+            self.pump(|cctx, output| cctx.compress_stream(output, &mut input))?;
             self.open = true;
-            self.out.write_all(&self.buf[..n])?;
         }
         Ok(input.pos())
     }
 
     /// Compress and write everything given so far, keeping the frame open.
     fn flush(&mut self) -> io::Result<()> {
-        loop {
-            let mut output = OutBuffer::around(&mut self.buf[..]);
-            let left = self.cctx.flush_stream(&mut output).map_err(zstd_err)?;
-            let n = output.pos();
-            self.out.write_all(&self.buf[..n])?;
-            if left == 0 {
-                return Ok(());
-            }
-        }
+        while self.pump(CCtx::flush_stream)? > 0 {}
+        Ok(())
     }
 }
 
@@ -175,7 +175,7 @@ pub struct RawFrame<'w, W: Write> {
 
 impl<'w, W: Write> RawFrame<'w, W> {
     /// Start one: `out` must be between frames.
-    pub fn start(out: &'w mut W) -> io::Result<Self> {
+    fn start(out: &'w mut W) -> io::Result<Self> {
         out.write_all(&RAW_FRAME_HEADER)?;
         Ok(Self { out })
     }
@@ -204,11 +204,11 @@ mod tests {
         let mut frames = Frames::new(Vec::new(), Compression::default(), 2).unwrap();
         frames.write_all(b"first, compressed ").unwrap();
         frames.end_frame().unwrap();
-        let ended = frames.get_mut().len();
+        let ended = frames.out.len();
         frames.end_frame().unwrap();
-        assert_eq!(frames.get_mut().len(), ended, "ending again writes nothing");
+        assert_eq!(frames.out.len(), ended, "ending again writes nothing");
         let stored: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13).to_le_bytes()[0]).collect();
-        let mut raw = RawFrame::start(frames.get_mut()).unwrap();
+        let mut raw = frames.raw_frame().unwrap();
         raw.write(&stored[..1000]).unwrap();
         raw.write(&stored[1000..]).unwrap();
         raw.end().unwrap();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 pub use super::feed::Arrivals;
 use super::feed::Feed;
-use super::frames::{self, Frames, RawFrame, Store};
+use super::frames::{self, Frames, Store};
 use super::header;
 use super::manifest::{Entry, MANIFEST, Manifest, PROVENANCE, SIGNATURE};
 use super::parts::{PartsFile, SplitWriter};
@@ -44,9 +44,11 @@ impl Default for Compression {
 /// The largest window a bundle may ask its reader for: 128 MiB, the default limit of zstd
 /// decoders (`zstd -d` included), so any bundle decompresses without extra flags.
 pub const MAX_WINDOW_LOG: u32 = 27;
-/// The level for members that are compressed already (image layers, wheels, packages): at
-/// level 3 zstd spends its time looking for matches that are not there (measured on 384 MiB of
-/// gzip layers: 0.53 s of CPU at level 3, 0.31 s at level 1, the output the same size).
+/// The level for large members of compressed formats that still go through zstd (their first
+/// block shrinks: a zip with stored entries, a package whose payload is not compressed; the
+/// others are stored, `frames`): at level 3 zstd spends its time looking for matches that are
+/// rarely there (measured on 384 MiB of gzip layers: 0.53 s of CPU at level 3, 0.31 s at
+/// level 1, the output the same size).
 const COMPRESSED_LEVEL: i32 = 1;
 /// Members smaller than this keep whatever level is current, and are compressed whatever their
 /// bytes: a change of level ends a zstd job early (a flush), and a member stored as it is ends
@@ -372,9 +374,7 @@ impl<W: Write> BundleWriter<W> {
     fn store(&mut self, data: &mut impl BufRead, mut checked: usize) -> io::Result<(u64, bool)> {
         let Self { tar, store, .. } = self;
         let Some(store) = store.as_mut() else { return Ok((0, false)) };
-        let frames = tar.get_mut();
-        frames.end_frame()?;
-        let mut raw = RawFrame::start(frames.get_mut())?;
+        let mut raw = tar.get_mut().raw_frame()?;
         let mut written = 0u64;
         let whole = loop {
             let chunk = match data.fill_buf() {
