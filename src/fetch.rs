@@ -362,7 +362,7 @@ impl Landing for Streaming {
 async fn attempts<E, S, F, Fut>(
     landing: &mut impl Landing,
     (what, key): (&str, &str),
-    reporter: &dyn Reporter,
+    reporter: &(impl Reporter + ?Sized),
     options: &NetOptions,
     mut open: F,
 ) -> Result<bool, DownloadError<E>>
@@ -467,7 +467,7 @@ pub async fn download_into<E, S, F, Fut>(
     digest: Sha256,
     size: u64,
     what: &str,
-    reporter: &dyn Reporter,
+    reporter: &(impl Reporter + ?Sized),
     options: &NetOptions,
     open: F,
 ) -> Result<(), DownloadError<E>>

@@ -504,3 +504,40 @@ fn rollback_republishes_the_previous_bundles_images_to_the_remembered_registry()
     let checked = airlock_in(t.path(), &["check", "--root", s(&root), "--json"]);
     assert_eq!(checked.code, 0, "{}", checked.stdout);
 }
+
+#[test]
+fn a_build_after_lock_asks_the_registry_for_no_document_twice() {
+    let upstream = Registry::start(Mode::Plain);
+    upstream.push("app/one", "1", &["--layers", "2", "--layer-size", "300000"]);
+    // No faults: the proxy only records what is asked.
+    let proxy = flaky::start(&upstream.host, "none", 0, 0);
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let body = format!("[registries.\"{0}\"]\ninsecure = true\n\n[[image]]\nref = \"{0}/app/one:1\"\n", proxy.host);
+    let spec = write_spec(&t.path().join("p"), &body);
+    let cache = t.path().join("cache");
+    let asked = |from: usize| -> Vec<String> {
+        let heads = proxy.requests.lock().unwrap();
+        heads[from..].iter().filter_map(|h| h.lines().next()).map(str::to_owned).collect()
+    };
+    airlock_in(t.path(), &["lock", s(&spec), "--cache", s(&cache)]).ok();
+    let locked = asked(0);
+    let count = |lines: &[String], part: &str| lines.iter().filter(|l| l.contains(part)).count();
+    // The referrers tag schema (`sha256-HEX`) is asked for once, beside cosign's tags; the
+    // referrers API's 404 does not make it ask again.
+    // Cosign's tags end `.sig`, `.att`, `.sbom`; the tag schema's is the bare `sha256-HEX`.
+    let path = |l: &String| l.split_whitespace().nth(1).unwrap_or_default().to_owned();
+    let tag_schema = locked.iter().map(path).filter(|p| p.contains("/manifests/sha256-") && !p.contains('.')).count();
+    assert_eq!(tag_schema, 1, "{locked:#?}");
+    assert_eq!(count(&locked, "/referrers/"), 1, "{locked:#?}");
+
+    let bundle = t.path().join("one.airlock");
+    let from = proxy.requests.lock().unwrap().len();
+    let command = ["build", s(&spec), "--locked", "--cache", s(&cache), "--no-blob-cache", "--key", s(&keys.private)];
+    airlock_in(t.path(), &[&command[..], &["--out", s(&bundle)]].concat()).ok();
+    let built = asked(from);
+    // The manifest `lock` read is in the cache: the build asks for the config and layers only.
+    assert_eq!(count(&built, "/manifests/"), 0, "{built:#?}");
+    assert_eq!(count(&built, "/blobs/"), 3, "{built:#?}");
+    airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
+}

@@ -168,27 +168,37 @@ impl Connection {
         &self,
         reference: &oci_client::Reference,
     ) -> Result<oci_client::manifest::OciImageIndex, OciDistributionError> {
-        let digest = reference.digest().unwrap_or_default();
-        let accept = oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
-        let body = match self.get_small(reference, &format!("referrers/{digest}"), accept).await {
-            Ok(body) => body,
-            Err(e) if is_not_found(&e) => {
-                let tag = digest.replace(':', "-");
-                let tagged = oci_client::Reference::with_tag(
-                    reference.registry().to_owned(),
-                    reference.repository().to_owned(),
-                    tag,
-                );
-                match self.manifest(&tagged).await {
-                    Ok((body, _)) => body,
-                    // Neither the API nor the tag: no referrers.
-                    Err(e) if is_not_found(&e) => bytes::Bytes::from_static(br#"{"schemaVersion":2,"manifests":[]}"#),
-                    Err(e) => return Err(e),
-                }
-            }
+        if let Some(index) = self.referrers_api(reference).await? {
+            return Ok(index);
+        }
+        let tag = reference.digest().unwrap_or_default().replace(':', "-");
+        let tagged =
+            oci_client::Reference::with_tag(reference.registry().to_owned(), reference.repository().to_owned(), tag);
+        let body = match self.manifest(&tagged).await {
+            Ok((body, _)) => body,
+            // Neither the API nor the tag: no referrers.
+            Err(e) if is_not_found(&e) => bytes::Bytes::from_static(br#"{"schemaVersion":2,"manifests":[]}"#),
             Err(e) => return Err(e),
         };
         serde_json::from_slice(&body).map_err(|e| OciDistributionError::ManifestParsingError(e.to_string()))
+    }
+
+    /// The referrers API's answer for the manifest `reference` names by digest, read to a
+    /// limit; `None` where the registry has no such API (distribution 2.8: 404). For a caller
+    /// that reads the referrers tag schema itself.
+    pub async fn referrers_api(
+        &self,
+        reference: &oci_client::Reference,
+    ) -> Result<Option<oci_client::manifest::OciImageIndex>, OciDistributionError> {
+        let digest = reference.digest().unwrap_or_default();
+        let accept = oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
+        match self.get_small(reference, &format!("referrers/{digest}"), accept).await {
+            Ok(body) => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| OciDistributionError::ManifestParsingError(e.to_string())),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// `GET /v2/REPO/PATH`, with the pull authorization, its body read to `MAX_MANIFEST_BYTES`
@@ -253,6 +263,13 @@ impl Connection {
             }
             (None, _) => None,
         }
+    }
+
+    /// Authorize pulls from `reference`'s repository, once per command, for oci-client's own
+    /// blob requests, which answer a challenge they meet with 401 instead. A build whose
+    /// manifests are all in the cache (kept by `lock`) asks for blobs first.
+    pub async fn authorize_pull(&self, reference: &oci_client::Reference) -> Result<(), OciDistributionError> {
+        self.authorization(reference, false).await.map(drop)
     }
 
     /// The `Authorization` value for pulls from `reference`'s repository: none where the

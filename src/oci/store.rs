@@ -336,6 +336,7 @@ impl Store {
         let stream = match self {
             Self::Registry { conn, image, .. } => {
                 let digest = format!("sha256:{}", d.digest);
+                conn.authorize_pull(&repository(image)).await.map_err(|e| self.registry_err(&e))?;
                 let sized = conn
                     .client
                     .pull_blob_stream(&repository(image), &*digest)
@@ -396,7 +397,7 @@ impl Store {
         &self,
         d: &Descriptor,
         mut out: crate::overlap::Outflow,
-        reporter: &dyn Reporter,
+        reporter: &(impl Reporter + ?Sized),
     ) -> Result<(), StoreError> {
         let what = format!("{} blob sha256:{}", self.describe(), d.digest);
         match self {
@@ -436,13 +437,16 @@ impl Store {
     ) -> Result<Opened<impl Stream<Item = Result<Bytes, String>> + Unpin + use<>>, Failure<StoreError>> {
         let digest = format!("sha256:{}", d.digest);
         tracing::debug!("GET blob {digest} of {image} (from byte {offset})");
-        let response =
-            conn.client.pull_blob_stream_partial(&repository(image), &*digest, offset, None).await.map_err(|e| {
-                match retryable(&e) {
-                    Verdict::Fatal => Failure::Fatal(self.registry_err(&e)),
-                    Verdict::Retry | Verdict::RetryAfter(_) => Failure::Transient(e.to_string()),
-                }
-            })?;
+        let fatal_or_transient = |e: &OciDistributionError| match retryable(e) {
+            Verdict::Fatal => Failure::Fatal(self.registry_err(e)),
+            Verdict::Retry | Verdict::RetryAfter(_) => Failure::Transient(e.to_string()),
+        };
+        conn.authorize_pull(&repository(image)).await.map_err(|e| fatal_or_transient(&e))?;
+        let response = conn
+            .client
+            .pull_blob_stream_partial(&repository(image), &*digest, offset, None)
+            .await
+            .map_err(|e| fatal_or_transient(&e))?;
         let chunks = |s: oci_client::client::SizedStream| s.stream.map(|c| c.map_err(|e| e.to_string()));
         Ok(match response {
             BlobResponse::Partial(s) => Opened::Partial(chunks(s)),

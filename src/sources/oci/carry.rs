@@ -15,6 +15,7 @@ use crate::fetch::{Fetch, blocking};
 use crate::member_path::MemberPath;
 use crate::oci::Store;
 use crate::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
+use crate::progress::Silent;
 use crate::spec::lock::{LockedAttachment, LockedImage};
 
 /// What the images of one bundle gather while they are carried.
@@ -215,7 +216,7 @@ impl<'a> Carrier<'a> {
 }
 
 /// Keep manifest bytes in the cache by their own digest: the bytes back, and that digest.
-async fn keep(cache: &Cache, what: &str, bytes: Vec<u8>) -> Result<(Vec<u8>, Sha256), ImageError> {
+pub(super) async fn keep(cache: &Cache, what: &str, bytes: Vec<u8>) -> Result<(Vec<u8>, Sha256), ImageError> {
     let (digest, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
     let (cache, what) = (cache.clone(), what.to_owned());
     let bytes = blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice()).map(|_| bytes)).await?;
@@ -290,7 +291,20 @@ pub async fn fetch_blobs(
                 BlobRoute::Stream => {
                     let (out, inflow) = crate::overlap::flow();
                     if arrivals.flowing(&blob.member(), inflow) {
-                        blob.origin.blob_into_flow(&blob.descriptor, out, fetch.reporter).await?;
+                        // A task of its own, as the connection's is: the runtime's thread that
+                        // received a chunk passes it on, instead of waking the thread that
+                        // polls this stream for each one (`docs/performance.md`). Packing,
+                        // which reads the blob in bundle order, reports its progress.
+                        let (origin, descriptor) = (blob.origin.clone(), blob.descriptor.clone());
+                        let task = tokio::spawn(async move { origin.blob_into_flow(&descriptor, out, &Silent).await });
+                        match task.await {
+                            Ok(sent) => sent?,
+                            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                            Err(e) => {
+                                let detail = format!("the download stopped: {e}");
+                                return Err(ImageError::Manifest { reference: blob.describe(), detail });
+                            }
+                        }
                     }
                 }
             }

@@ -80,6 +80,11 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedImage>, SourceEr
 async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedImage, ImageError> {
     let (origin, reference) = sources.image_origin(entry).await?;
     let (bytes, digest) = origin.manifest(None).await?;
+    // Kept for the build that follows, which would ask the registry for it again by digest.
+    let bytes = match &origin {
+        Store::Registry { .. } => carry::keep(sources.fetch.cache, &format!("manifest of {reference}"), bytes).await?.0,
+        Store::Layout { .. } => bytes,
+    };
     let manifest_err = |detail| ImageError::Manifest { reference: reference.clone(), detail };
     let document = doc::parse(&bytes).map_err(manifest_err)?;
     let platforms = if document.is_index() {
@@ -152,9 +157,9 @@ async fn attachments(
     Ok(out)
 }
 
-/// Referrers from the API (or oci-client's own fallback to the tag schema) that the tagged
-/// attachments found so far do not already carry. The API is optional (distribution 2.8 lacks
-/// it), so its absence is normal.
+/// Referrers from the API that the tagged attachments found so far (the tag schema's index
+/// among them) do not already carry. The API is optional (distribution 2.8 lacks it), so its
+/// absence is normal.
 async fn api_referrers(
     conn: &Connection,
     image: &ImageRef,
@@ -173,10 +178,12 @@ async fn api_referrers(
     }
     let mut out = Vec::new();
     let at = image.at_digest(digest).to_client();
-    let referrers = || conn.referrers(&at);
+    // The API alone: the tag schema's index was asked for with cosign's tags.
+    let referrers = || conn.referrers_api(&at);
     match crate::fetch::with_retries(options, &format!("referrers of {image}"), referrers, crate::oci::retryable).await
     {
-        Ok(index) => {
+        Ok(None) => {}
+        Ok(Some(index)) => {
             for m in index.manifests {
                 let Ok(d) = crate::digest::prefixed::parse(&m.digest) else { continue };
                 if covered.insert(d) {
