@@ -11,11 +11,12 @@
 //! written here, by hand: a 6-byte frame header and a 3-byte header per block (RFC 8878
 //! §3.1.1).
 
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 
 use zstd::zstd_safe::{CCtx, CParameter, InBuffer, OutBuffer};
 
 use super::writer::Compression;
+use crate::overlap::write_all_vectored;
 
 /// The input of one zstd job: each job in flight holds its input and output, so this is what
 /// keeps a build within its memory budget (measured: 40 MiB peak against 58 MiB with 2 MiB
@@ -122,10 +123,12 @@ impl<W: Write> Write for Frames<W> {
 /// A zstd block's largest size (RFC 8878 §3.1.1.2.3), and the window of a raw frame.
 pub const BLOCK: usize = 128 << 10;
 
-/// What is tried of each block of a member being stored, after its first: a quarter, which
-/// finds where its bytes turn compressible for a quarter of the trial's cost (a trial of whole
-/// blocks was 5% of a cold mirror's CPU time).
-pub const SAMPLE: usize = 32 << 10;
+/// What is tried of each block of a member being stored, after its first: enough to find where
+/// its bytes turn compressible. Measured on 384 MiB of noise, 128 KiB blocks: 8 KiB tried of
+/// each cost 21 ms, 32 KiB 45 ms, whole blocks 55 ms (from 40 KiB of literals up, zstd
+/// itself looks at 8 KiB of them before it builds a table, so a small trial costs nearly what
+/// a whole block does).
+pub const SAMPLE: usize = 8 << 10;
 
 /// Magic number, then a frame header descriptor of 0 (no content size, no checksum, no
 /// dictionary, not single-segment), then a window descriptor of 0x38: 2^(10 + 7) = 128 KiB, so
@@ -180,11 +183,18 @@ impl<'w, W: Write> RawFrame<'w, W> {
         Ok(Self { out })
     }
 
-    /// Write `bytes` as they are, in blocks of at most [`BLOCK`].
+    /// Write `bytes` as they are, in blocks of at most [`BLOCK`]: one vectored write of the
+    /// headers and the caller's bytes (`WriteBehind` writes it without a copy), per 32 MiB
+    /// (the system takes 1,024 buffers in one call).
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        for block in bytes.chunks(BLOCK) {
-            self.out.write_all(&raw_block_header(block.len(), false))?;
-            self.out.write_all(block)?;
+        for group in bytes.chunks(BLOCK * 256) {
+            let headers: Vec<[u8; 3]> = group.chunks(BLOCK).map(|block| raw_block_header(block.len(), false)).collect();
+            let mut slices: Vec<IoSlice<'_>> = headers
+                .iter()
+                .zip(group.chunks(BLOCK))
+                .flat_map(|(header, block)| [IoSlice::new(header), IoSlice::new(block)])
+                .collect();
+            write_all_vectored(self.out, &mut slices)?;
         }
         Ok(())
     }

@@ -270,6 +270,14 @@ impl Write for TargetWriter<'_> {
         }
     }
 
+    /// One call for a raw frame's headers and blocks (`frames::RawFrame::write`).
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Self::Whole(f) => f.write_vectored(bufs),
+            Self::Split(s) => s.write_vectored(bufs),
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Self::Whole(f) => f.flush(),
