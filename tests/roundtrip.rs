@@ -208,15 +208,20 @@ fn a_member_zstd_cannot_shrink_is_stored_in_raw_frames_that_zstd_reads_and_damag
     airlock_run(&["verify", s(&bundle), "--trust", s(&keys.public)]).ok();
 
     // Cut inside a raw frame, cut where one ends (every member there, the archive's end
-    // missing), or a byte changed in a raw block: refused.
+    // missing), a byte changed in a raw block, or a block header changed: refused.
     let end = at + weights.len() + ((weights.len() >> 17) - 1) * 3;
     assert_eq!(&bytes[end..end + 3], &[0x01, 0x00, 0x00], "the empty last block");
     let mut flipped = bytes.clone();
     flipped[at + 1_000_000] ^= 0x40;
+    // The first block's header says "compressed" (type 2): zstd would try to decode it, the
+    // reader refuses a frame with raw frames' header that is not all raw blocks.
+    let mut typed = bytes.clone();
+    typed[at - 3] |= 0b100;
     for (name, damaged, words) in [
         ("inside", bytes[..at + 200_000].to_vec(), "truncated or corrupt stream"),
         ("at the end of", bytes[..end + 3].to_vec(), "the archive ends without its two zero blocks"),
         ("a byte changed in", flipped, "sha256"),
+        ("a compressed block in", typed, "a block of type 2"),
     ] {
         let path = t.path().join("damaged.airlock");
         std::fs::write(&path, damaged).unwrap();

@@ -13,7 +13,7 @@
 
 use std::io::{self, IoSlice, Write};
 
-use zstd::zstd_safe::{CCtx, CParameter, InBuffer, OutBuffer};
+use zstd::zstd_safe::{CCtx, CParameter, DCtx, DParameter, InBuffer, OutBuffer};
 
 use super::writer::Compression;
 use crate::overlap::write_all_vectored;
@@ -205,6 +205,164 @@ impl<'w, W: Write> RawFrame<'w, W> {
     }
 }
 
+/// A bundle's zstd stream, read: frames of raw blocks with [`RawFrame`]'s header by hand, each
+/// block copied once from the input to the caller; every other frame through libzstd's
+/// streaming decoder, which copies a raw block twice (into its window, then out: 21 of
+/// verify's 28% `memmove`, `docs/performance.md`).
+///
+/// Any zstd stream reads as it would through libzstd, with one refusal: a frame whose header
+/// is exactly raw frames' (no checksum, no content size, a 128 KiB window) must hold raw
+/// blocks only. `Frames` writes no other; a block of another type there is an error, as is a
+/// block over 128 KiB or a stream that ends inside a frame.
+pub struct FrameReader<R> {
+    input: R,
+    dctx: DCtx<'static>,
+    buf: Box<[u8]>,
+    /// The bytes of `buf` not read yet.
+    pos: usize,
+    end: usize,
+    state: Reading,
+    /// The first error, returned again.
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+#[derive(Clone, Copy)]
+enum Reading {
+    /// Between frames: the next bytes decide who reads the frame.
+    FrameStart,
+    /// In a raw frame, before a block header.
+    BlockStart,
+    /// In a raw block: `left` bytes of it, and whether it ends the frame.
+    Raw { left: usize, last: bool },
+    /// In a frame libzstd reads.
+    Zstd,
+}
+
+/// Bytes of input read at once.
+const INPUT_BYTES: usize = 256 << 10;
+
+impl<R: io::Read> FrameReader<R> {
+    /// Frames over `input`, libzstd's windows up to `2^window_log_max` bytes.
+    pub fn new(input: R, window_log_max: u32) -> io::Result<Self> {
+        let mut dctx = DCtx::try_create().ok_or_else(|| io::Error::other("zstd: cannot create a context"))?;
+        dctx.set_parameter(DParameter::WindowLogMax(window_log_max)).map_err(zstd_err)?;
+        let buf = vec![0u8; INPUT_BYTES].into_boxed_slice();
+        Ok(Self { input, dctx, buf, pos: 0, end: 0, state: Reading::FrameStart, failed: None })
+    }
+
+    /// At least `want` bytes in the buffer, unless the input ends first: the bytes there.
+    fn fill(&mut self, want: usize) -> io::Result<&[u8]> {
+        if self.end - self.pos < want {
+            self.buf.copy_within(self.pos..self.end, 0);
+            (self.end, self.pos) = (self.end - self.pos, 0);
+            while self.end < want {
+                match self.input.read(&mut self.buf[self.end..]) {
+                    Ok(0) => break,
+                    Ok(n) => self.end += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(&self.buf[self.pos..self.end])
+    }
+}
+
+fn cut(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, format!("the zstd stream ends inside {what}"))
+}
+
+impl<R: io::Read> io::Read for FrameReader<R> {
+    /// The first error comes again on every later read (`overlap::ReadAhead` asks again after
+    /// one), never a read from where the stream stopped making sense.
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if let Some((kind, message)) = &self.failed {
+            return Err(io::Error::new(*kind, message.clone()));
+        }
+        self.read_frames(out).inspect_err(|e| self.failed = Some((e.kind(), e.to_string())))
+    }
+}
+
+impl<R: io::Read> FrameReader<R> {
+    fn read_frames(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            match self.state {
+                Reading::FrameStart => {
+                    let head = self.fill(RAW_FRAME_HEADER.len())?;
+                    if head.is_empty() {
+                        return Ok(0);
+                    }
+                    if head.starts_with(&RAW_FRAME_HEADER) {
+                        self.pos += RAW_FRAME_HEADER.len();
+                        self.state = Reading::BlockStart;
+                    } else {
+                        self.state = Reading::Zstd;
+                    }
+                }
+                Reading::BlockStart => {
+                    let &[a, b, c, ..] = self.fill(3)? else { return Err(cut("a raw frame")) };
+                    self.pos += 3;
+                    let word = u32::from_le_bytes([a, b, c, 0]);
+                    let (last, kind, left) = (word & 1 == 1, (word >> 1) & 3, (word >> 3) as usize);
+                    if kind != 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("a zstd frame of raw blocks holds a block of type {kind}, not raw (0)"),
+                        ));
+                    }
+                    if left > BLOCK {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("a zstd raw block of {left} bytes, over the {BLOCK} a block may hold"),
+                        ));
+                    }
+                    self.state = Reading::Raw { left, last };
+                }
+                Reading::Raw { left: 0, last } => {
+                    self.state = if last { Reading::FrameStart } else { Reading::BlockStart };
+                }
+                Reading::Raw { left, last } => {
+                    let held = self.fill(1)?;
+                    if held.is_empty() {
+                        return Err(cut("a raw block"));
+                    }
+                    let n = held.len().min(left).min(out.len());
+                    out[..n].copy_from_slice(&held[..n]);
+                    self.pos += n;
+                    self.state = Reading::Raw { left: left - n, last };
+                    return Ok(n);
+                }
+                Reading::Zstd => {
+                    // `fill` may move the held bytes to the front: `pos` after it.
+                    let held = self.fill(1)?.len();
+                    let pos = self.pos;
+                    let mut input = InBuffer::around(&self.buf[pos..pos + held]);
+                    let mut output = OutBuffer::around(&mut *out);
+                    let hint = self.dctx.decompress_stream(&mut output, &mut input).map_err(zstd_err)?;
+                    let input_used = input.pos();
+                    self.pos = pos + input_used;
+                    if hint == 0 {
+                        self.state = Reading::FrameStart;
+                    }
+                    let produced = output.pos();
+                    if produced > 0 {
+                        return Ok(produced);
+                    }
+                    if held == 0 && hint != 0 {
+                        return Err(cut("a frame"));
+                    }
+                    if input_used == 0 && held > 0 && hint != 0 {
+                        return Err(io::Error::other("zstd took no input and gave no output"));
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +388,104 @@ mod tests {
         assert!(zstd::decode_all(out.as_slice()).unwrap() == want);
         // Three frames, the raw one 6 + 3 × (1 + 3) bytes of headers over its content.
         assert!(out.len() < want.len() + 64, "{} bytes", out.len());
+    }
+
+    /// A compressed frame, a raw one of three blocks, a compressed one: the stream and its
+    /// content.
+    fn mixed() -> (Vec<u8>, Vec<u8>) {
+        let mut frames = Frames::new(Vec::new(), Compression::default(), 2).unwrap();
+        let text: Vec<u8> = b"rocm hip runtime firmware ".iter().copied().cycle().take(5000).collect();
+        frames.write_all(&text).unwrap();
+        let stored: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13).to_le_bytes()[0]).collect();
+        let mut raw = frames.raw_frame().unwrap();
+        raw.write(&stored).unwrap();
+        raw.end().unwrap();
+        frames.write_all(&text).unwrap();
+        let want = [&text[..], &stored, &text].concat();
+        (frames.finish().unwrap(), want)
+    }
+
+    /// A reader that gives at most `most` bytes a call, as a pipe or a socket may.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        most: usize,
+    }
+
+    impl io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.bytes.len().min(self.most).min(out.len());
+            out[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    /// All of `stream` through a `FrameReader`, `step` bytes asked for at a time.
+    fn read_all(stream: &[u8], step: usize) -> io::Result<Vec<u8>> {
+        read_from(stream, step)
+    }
+
+    fn read_from(stream: impl io::Read, step: usize) -> io::Result<Vec<u8>> {
+        let mut reader = FrameReader::new(stream, 27)?;
+        let (mut out, mut buf) = (Vec::new(), vec![0u8; step]);
+        loop {
+            match io::Read::read(&mut reader, &mut buf)? {
+                0 => return Ok(out),
+                n => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    #[test]
+    fn the_frame_reader_reads_what_frames_wrote_and_any_other_zstd_stream() {
+        let (stream, want) = mixed();
+        for step in [1, 7, 4096, 1 << 20] {
+            assert!(read_all(&stream, step).unwrap() == want, "asked {step} bytes at a time");
+        }
+        // Input in pieces that end anywhere: inside headers, blocks and zstd's frames.
+        for most in [1, 5, 1000, 65_537] {
+            let got = read_from(Trickle { bytes: &stream, most }, 70_000).unwrap();
+            assert!(got == want, "input {most} bytes at a time");
+        }
+        // zstd's own: frames with checksums and content sizes, two of them back to back.
+        let other = [zstd::encode_all(&want[..], 3).unwrap(), zstd::encode_all(&b"second"[..], 19).unwrap()].concat();
+        assert!(read_all(&other, 1000).unwrap() == [&want[..], b"second"].concat());
+        assert!(read_all(&[], 10).unwrap().is_empty(), "no frames, no bytes");
+    }
+
+    #[test]
+    fn the_frame_reader_refuses_a_raw_frame_with_other_blocks_and_every_cut() {
+        let refused = |bytes: &[u8], words: &str| {
+            let e = read_all(bytes, 4096).unwrap_err();
+            assert!(e.to_string().contains(words), "{e}");
+        };
+        // Block type 2 (compressed) and 1 (RLE) under a raw frame's header.
+        refused(&[&RAW_FRAME_HEADER[..], &[0b101, 0, 0, 1]].concat(), "type 2");
+        refused(&[&RAW_FRAME_HEADER[..], &[0b011, 0, 0]].concat(), "type 1");
+        // Asked again, the same error, not a header read from the bytes after it.
+        let typed = [&RAW_FRAME_HEADER[..], &[0b101, 0, 0], &[0x88, 0xe4, 0x43, 0, 0]].concat();
+        let mut reader = FrameReader::new(&typed[..], 27).unwrap();
+        let mut buf = [0u8; 64];
+        for _ in 0..2 {
+            let e = io::Read::read(&mut reader, &mut buf).unwrap_err();
+            assert!(e.to_string().contains("type 2"), "{e}");
+        }
+        // A raw block over 128 KiB.
+        let over = raw_block_header(BLOCK, true);
+        let word = (u32::from_le_bytes([over[0], over[1], over[2], 0]) + 8).to_le_bytes();
+        refused(&[&RAW_FRAME_HEADER[..], &word[..3]].concat(), "over the");
+        // Cut anywhere: an error, or (at a frame's end) fewer bytes, never more or others.
+        let (stream, want) = mixed();
+        let ends = [0, stream.len()];
+        for at in (0..stream.len()).step_by(997).chain(ends).chain([stream.len() - 1]) {
+            match read_all(&stream[..at], 8192) {
+                Ok(got) => assert!(want.starts_with(&got) && (got.len() < want.len() || at == stream.len())),
+                Err(e) => assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "cut at {at}: {e}"),
+            }
+        }
+        let raw_start = stream.windows(6).position(|w| w == RAW_FRAME_HEADER).unwrap();
+        let e = read_all(&stream[..raw_start + 6 + 3 + 1000], 8192).unwrap_err();
+        assert!(e.to_string().contains("inside a raw block"), "{e}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
+use super::frames::FrameReader;
 use super::manifest::{
     ByPath, Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
 };
@@ -350,14 +351,10 @@ impl Reader {
         Halt::Stopped
     }
 
-    /// The zstd stream over `input`, with the largest window a bundle may ask for.
-    fn decoder<R: Read>(&mut self, input: R) -> Result<zstd::stream::read::Decoder<'static, io::BufReader<R>>, Halt> {
-        let mut decoder = zstd::stream::read::Decoder::new(input)
-            .map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        decoder
-            .window_log_max(MAX_WINDOW_LOG)
-            .map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        Ok(decoder)
+    /// The zstd stream over `input`, with the largest window a bundle may ask for; raw frames
+    /// read by hand (`frames::FrameReader`).
+    fn decoder<R: Read>(&mut self, input: R) -> Result<FrameReader<R>, Halt> {
+        FrameReader::new(input, MAX_WINDOW_LOG).map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))
     }
 
     /// Members 1 and 2 (the manifest, spooled, and the signature's bytes), bounded, before any trust.
