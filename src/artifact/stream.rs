@@ -30,17 +30,6 @@ pub fn open_stream(found: &Found, reach: &Reach, net: Arc<Net>) -> Result<Box<dy
         }
         Location::Registry(image) => {
             let conn = net.block_on(reach.connect(&image.registry))?;
-            // Blob requests carry no credentials of their own: authorise once, as a manifest
-            // request would have.
-            let reference = repository(image);
-            let authorise = || conn.client.auth(&reference, &conn.auth, oci_client::RegistryOperation::Pull);
-            net.block_on(crate::fetch::with_retries(
-                &reach.options,
-                "authorising the pull",
-                authorise,
-                crate::oci::retryable,
-            ))
-            .map_err(|e| ArtifactError::Registry { target: format!("oci://{image}"), detail: e.to_string() })?;
             let reader = LayerReader {
                 net,
                 conn,
@@ -82,7 +71,7 @@ impl LayerReader {
         let digest = format!("sha256:{}", layer.digest);
         let what = format!("{} layer {digest}", self.what);
         let options = self.options;
-        let get = || self.conn.client.pull_blob_stream_partial(&self.reference, &*digest, offset, None);
+        let get = || self.conn.blob_from(&self.reference, &digest, offset);
         let response = self
             .net
             .block_on(crate::fetch::with_retries(&options, &what, get, crate::oci::retryable))

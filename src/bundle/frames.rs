@@ -221,6 +221,8 @@ pub struct FrameReader<R> {
     /// The bytes of `buf` not read yet.
     pos: usize,
     end: usize,
+    /// Bytes read from `input` so far: where `buf[pos]` is in the stream, for the errors.
+    taken: u64,
     state: Reading,
     /// The first error, returned again.
     failed: Option<(io::ErrorKind, String)>,
@@ -247,7 +249,7 @@ impl<R: io::Read> FrameReader<R> {
         let mut dctx = DCtx::try_create().ok_or_else(|| io::Error::other("zstd: cannot create a context"))?;
         dctx.set_parameter(DParameter::WindowLogMax(window_log_max)).map_err(zstd_err)?;
         let buf = vec![0u8; INPUT_BYTES].into_boxed_slice();
-        Ok(Self { input, dctx, buf, pos: 0, end: 0, state: Reading::FrameStart, failed: None })
+        Ok(Self { input, dctx, buf, pos: 0, end: 0, taken: 0, state: Reading::FrameStart, failed: None })
     }
 
     /// At least `want` bytes in the buffer, unless the input ends first: the bytes there.
@@ -258,7 +260,10 @@ impl<R: io::Read> FrameReader<R> {
             while self.end < want {
                 match self.input.read(&mut self.buf[self.end..]) {
                     Ok(0) => break,
-                    Ok(n) => self.end += n,
+                    Ok(n) => {
+                        self.end += n;
+                        self.taken += n as u64;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
@@ -266,10 +271,17 @@ impl<R: io::Read> FrameReader<R> {
         }
         Ok(&self.buf[self.pos..self.end])
     }
-}
 
-fn cut(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::UnexpectedEof, format!("the zstd stream ends inside {what}"))
+    /// Where the next unread byte is in the stream.
+    fn offset(&self) -> u64 {
+        self.taken - (self.end - self.pos) as u64
+    }
+
+    /// The stream ends (at `offset`) inside `what`.
+    fn cut(&self, what: &str) -> io::Error {
+        let at = self.offset();
+        io::Error::new(io::ErrorKind::UnexpectedEof, format!("the zstd stream ends inside {what}, at byte {at}"))
+    }
 }
 
 impl<R: io::Read> io::Read for FrameReader<R> {
@@ -303,21 +315,18 @@ impl<R: io::Read> FrameReader<R> {
                     }
                 }
                 Reading::BlockStart => {
-                    let &[a, b, c, ..] = self.fill(3)? else { return Err(cut("a raw frame")) };
+                    let &[a, b, c, ..] = self.fill(3)? else { return Err(self.cut("a raw frame")) };
+                    let at = self.offset();
                     self.pos += 3;
                     let word = u32::from_le_bytes([a, b, c, 0]);
                     let (last, kind, left) = (word & 1 == 1, (word >> 1) & 3, (word >> 3) as usize);
+                    let refuse =
+                        |what: String| Err(io::Error::new(io::ErrorKind::InvalidData, format!("{what}, at byte {at}")));
                     if kind != 0 {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("a zstd frame of raw blocks holds a block of type {kind}, not raw (0)"),
-                        ));
+                        return refuse(format!("a zstd frame of raw blocks holds a block of type {kind}, not raw (0)"));
                     }
                     if left > BLOCK {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("a zstd raw block of {left} bytes, over the {BLOCK} a block may hold"),
-                        ));
+                        return refuse(format!("a zstd raw block of {left} bytes, over the {BLOCK} a block may hold"));
                     }
                     self.state = Reading::Raw { left, last };
                 }
@@ -325,10 +334,10 @@ impl<R: io::Read> FrameReader<R> {
                     self.state = if last { Reading::FrameStart } else { Reading::BlockStart };
                 }
                 Reading::Raw { left, last } => {
-                    let held = self.fill(1)?;
-                    if held.is_empty() {
-                        return Err(cut("a raw block"));
+                    if self.fill(1)?.is_empty() {
+                        return Err(self.cut("a raw block"));
                     }
+                    let held = &self.buf[self.pos..self.end];
                     let n = held.len().min(left).min(out.len());
                     out[..n].copy_from_slice(&held[..n]);
                     self.pos += n;
@@ -352,7 +361,7 @@ impl<R: io::Read> FrameReader<R> {
                         return Ok(produced);
                     }
                     if held == 0 && hint != 0 {
-                        return Err(cut("a frame"));
+                        return Err(self.cut("a frame"));
                     }
                     if input_used == 0 && held > 0 && hint != 0 {
                         return Err(io::Error::other("zstd took no input and gave no output"));
@@ -460,7 +469,7 @@ mod tests {
             assert!(e.to_string().contains(words), "{e}");
         };
         // Block type 2 (compressed) and 1 (RLE) under a raw frame's header.
-        refused(&[&RAW_FRAME_HEADER[..], &[0b101, 0, 0, 1]].concat(), "type 2");
+        refused(&[&RAW_FRAME_HEADER[..], &[0b101, 0, 0, 1]].concat(), "type 2, not raw (0), at byte 6");
         refused(&[&RAW_FRAME_HEADER[..], &[0b011, 0, 0]].concat(), "type 1");
         // Asked again, the same error, not a header read from the bytes after it.
         let typed = [&RAW_FRAME_HEADER[..], &[0b101, 0, 0], &[0x88, 0xe4, 0x43, 0, 0]].concat();

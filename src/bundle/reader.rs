@@ -761,7 +761,7 @@ const MAX_CARRIED_TRUST: usize = 256;
 /// bounded; reading stops at the first content member.
 pub fn leading_trust(input: impl Read) -> Result<Vec<(String, Vec<u8>)>, Problem> {
     let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(stream_words(&e)) };
-    let decoder = zstd::stream::read::Decoder::new(input).map_err(not_bundle)?;
+    let decoder = FrameReader::new(input, MAX_WINDOW_LOG).map_err(not_bundle)?;
     let budget = Budget::new(u64::MAX);
     let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
     let refused = |e: io::Error| Problem { member: None, reason: budget.explain(&e, Rejection::NotABundle) };
@@ -787,7 +787,7 @@ pub fn leading_trust(input: impl Read) -> Result<Vec<(String, Vec<u8>)>, Problem
 /// `wanted`, each read whole but bounded; nothing is verified. Content members are not read.
 pub fn leading_members(input: impl Read, wanted: &[&str]) -> Result<BTreeMap<String, Vec<u8>>, Problem> {
     let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(stream_words(&e)) };
-    let decoder = zstd::stream::read::Decoder::new(input).map_err(not_bundle)?;
+    let decoder = FrameReader::new(input, MAX_WINDOW_LOG).map_err(not_bundle)?;
     // No byte budget (nothing is trusted or kept past the first members), but the same
     // guard against extension records.
     let budget = Budget::new(u64::MAX);

@@ -265,11 +265,28 @@ impl Connection {
         }
     }
 
-    /// Authorize pulls from `reference`'s repository, once per command, for oci-client's own
-    /// blob requests, which answer a challenge they meet with 401 instead. A build whose
-    /// manifests are all in the cache (kept by `lock`) asks for blobs first.
-    pub async fn authorize_pull(&self, reference: &oci_client::Reference) -> Result<(), OciDistributionError> {
-        self.authorization(reference, false).await.map(drop)
+    /// A blob of `reference`'s repository, whole. Its pull is authorized first (once per
+    /// command): oci-client's blob requests carry only credentials obtained before and answer
+    /// a challenge with 401, and a build whose manifests are all in the cache (kept by `lock`)
+    /// asks for blobs first.
+    pub async fn blob(
+        &self,
+        reference: &oci_client::Reference,
+        digest: &str,
+    ) -> Result<oci_client::client::SizedStream, OciDistributionError> {
+        self.authorization(reference, false).await?;
+        self.client.pull_blob_stream(reference, digest).await
+    }
+
+    /// A blob from byte `offset` (`Range`), authorized as [`Connection::blob`] is.
+    pub async fn blob_from(
+        &self,
+        reference: &oci_client::Reference,
+        digest: &str,
+        offset: u64,
+    ) -> Result<oci_client::client::BlobResponse, OciDistributionError> {
+        self.authorization(reference, false).await?;
+        self.client.pull_blob_stream_partial(reference, digest, offset, None).await
     }
 
     /// The `Authorization` value for pulls from `reference`'s repository: none where the

@@ -336,12 +336,7 @@ impl Store {
         let stream = match self {
             Self::Registry { conn, image, .. } => {
                 let digest = format!("sha256:{}", d.digest);
-                conn.authorize_pull(&repository(image)).await.map_err(|e| self.registry_err(&e))?;
-                let sized = conn
-                    .client
-                    .pull_blob_stream(&repository(image), &*digest)
-                    .await
-                    .map_err(|e| self.registry_err(&e))?;
+                let sized = conn.blob(&repository(image), &digest).await.map_err(|e| self.registry_err(&e))?;
                 Box::pin(sized.stream.map_err(OciDistributionError::from)) as ByteStream
             }
             Self::Layout { dir, .. } => {
@@ -437,16 +432,10 @@ impl Store {
     ) -> Result<Opened<impl Stream<Item = Result<Bytes, String>> + Unpin + use<>>, Failure<StoreError>> {
         let digest = format!("sha256:{}", d.digest);
         tracing::debug!("GET blob {digest} of {image} (from byte {offset})");
-        let fatal_or_transient = |e: &OciDistributionError| match retryable(e) {
-            Verdict::Fatal => Failure::Fatal(self.registry_err(e)),
+        let response = conn.blob_from(&repository(image), &digest, offset).await.map_err(|e| match retryable(&e) {
+            Verdict::Fatal => Failure::Fatal(self.registry_err(&e)),
             Verdict::Retry | Verdict::RetryAfter(_) => Failure::Transient(e.to_string()),
-        };
-        conn.authorize_pull(&repository(image)).await.map_err(|e| fatal_or_transient(&e))?;
-        let response = conn
-            .client
-            .pull_blob_stream_partial(&repository(image), &*digest, offset, None)
-            .await
-            .map_err(|e| fatal_or_transient(&e))?;
+        })?;
         let chunks = |s: oci_client::client::SizedStream| s.stream.map(|c| c.map_err(|e| e.to_string()));
         Ok(match response {
             BlobResponse::Partial(s) => Opened::Partial(chunks(s)),

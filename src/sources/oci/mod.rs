@@ -136,46 +136,40 @@ async fn attachments(
             (tag, at, answer)
         }
     });
+    // What the tags carry: each tagged document and, of an index (the tag schema's), what it
+    // lists; the referrers API adds what is not among them.
+    let mut covered = BTreeSet::new();
     for (tag, at, answer) in futures_util::future::join_all(probes).await {
         match answer {
             Ok((bytes, _)) => {
-                let media_type = doc::parse(&bytes)
-                    .map_err(|detail| ImageError::Manifest { reference: at.to_string(), detail })?
-                    .media_type;
-                out.push(LockedAttachment {
-                    tag: Some(tag),
-                    digest: Sha256::of_bytes(&bytes),
-                    media_type,
-                    size: bytes.len() as u64,
-                });
+                let document =
+                    doc::parse(&bytes).map_err(|detail| ImageError::Manifest { reference: at.to_string(), detail })?;
+                let digest = Sha256::of_bytes(&bytes);
+                covered.insert(digest);
+                if document.is_index() {
+                    covered.extend(document.children.iter().map(|c| c.digest));
+                }
+                let media_type = document.media_type;
+                out.push(LockedAttachment { tag: Some(tag), digest, media_type, size: bytes.len() as u64 });
             }
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(StoreError::Registry { target: format!("oci://{at}"), detail: e.to_string() }.into()),
         }
     }
-    out.extend(api_referrers(conn, image, digest, &out, options).await);
+    out.extend(api_referrers(conn, image, digest, covered, options).await);
     Ok(out)
 }
 
-/// Referrers from the API that the tagged attachments found so far (the tag schema's index
-/// among them) do not already carry. The API is optional (distribution 2.8 lacks it), so its
-/// absence is normal.
+/// Referrers from the API that are not `covered` already (by the tagged attachments and the
+/// tag schema's index). The API is optional (distribution 2.8 lacks it), so its absence is
+/// normal.
 async fn api_referrers(
     conn: &Connection,
     image: &ImageRef,
     digest: Sha256,
-    tagged: &[LockedAttachment],
+    mut covered: BTreeSet<Sha256>,
     options: &NetOptions,
 ) -> Vec<LockedAttachment> {
-    let mut covered: BTreeSet<Sha256> = tagged.iter().map(|a| a.digest).collect();
-    for a in tagged.iter().filter(|a| doc::is_index(&a.media_type)) {
-        let at = image.at_digest(a.digest);
-        if let Ok((bytes, _)) = pull_manifest(conn, &at, options).await
-            && let Ok(index) = doc::parse(&bytes)
-        {
-            covered.extend(index.children.iter().map(|c| c.digest));
-        }
-    }
     let mut out = Vec::new();
     let at = image.at_digest(digest).to_client();
     // The API alone: the tag schema's index was asked for with cosign's tags.
