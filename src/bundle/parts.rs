@@ -269,11 +269,9 @@ impl SplitWriter {
     }
 }
 
-impl Write for SplitWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
+impl SplitWriter {
+    /// Bytes the open part has room for, the next part opened if none is.
+    fn room(&mut self) -> io::Result<usize> {
         if self.open.is_none() {
             if self.done.len() >= MAX_PARTS {
                 return Err(io::Error::other(format!(
@@ -284,20 +282,65 @@ impl Write for SplitWriter {
             let tmp = crate::atomic::temp_beside(&part_path(&self.bundle, self.done.len() + 1))?;
             self.open = Some(Open { tmp, written: 0, hash: sha2::Sha256::new(), head: sha2::Sha256::new() });
         }
-        let open = self.open.as_mut().expect("opened above");
-        let room = usize::try_from(self.part_size - open.written).unwrap_or(usize::MAX);
-        let n = open.tmp.as_file_mut().write(&buf[..buf.len().min(room)])?;
-        let written = &buf[..n];
+        let open = self.open.as_ref().expect("opened above");
+        Ok(usize::try_from(self.part_size - open.written).unwrap_or(usize::MAX))
+    }
+
+    /// Hash and count bytes just written to the open part; a full part is closed.
+    fn record(&mut self, written: &[u8]) {
+        let Some(open) = self.open.as_mut() else { return };
         open.hash.update(written);
         let head_left = usize::try_from(HEAD_BYTES.saturating_sub(open.written)).unwrap_or(usize::MAX);
-        open.head.update(&written[..n.min(head_left)]);
-        open.written += n as u64;
+        open.head.update(&written[..written.len().min(head_left)]);
+        open.written += written.len() as u64;
         self.total.update(written);
-        self.bytes += n as u64;
+        self.bytes += written.len() as u64;
         if open.written == self.part_size {
             self.close();
         }
+    }
+}
+
+impl Write for SplitWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let room = self.room()?;
+        let open = self.open.as_mut().expect("opened by room");
+        let n = open.tmp.as_file_mut().write(&buf[..buf.len().min(room)])?;
+        self.record(&buf[..n]);
         Ok(n)
+    }
+
+    /// One call for as many of `bufs` as the open part has room for: a raw frame's blocks
+    /// arrive as one vectored write of up to 32 MiB (`frames::RawFrame`).
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Ok(0);
+        }
+        let mut room = self.room()?;
+        let mut fit = Vec::with_capacity(bufs.len());
+        for buf in bufs {
+            if room == 0 {
+                break;
+            }
+            let take = buf.len().min(room);
+            fit.push(io::IoSlice::new(&buf[..take]));
+            room -= take;
+        }
+        let open = self.open.as_mut().expect("opened by room");
+        let written = open.tmp.as_file_mut().write_vectored(&fit)?;
+        let mut left = written;
+        for buf in &fit {
+            if left == 0 {
+                break;
+            }
+            let take = buf.len().min(left);
+            self.record(&buf[..take]);
+            left -= take;
+        }
+        Ok(written)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -637,6 +680,56 @@ impl Read for PartsReader {
                 self.end_part()?;
             }
             return Ok(n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{IoSlice, Write as _};
+
+    use sha2::Digest as _;
+
+    /// What a split records and writes: each part with its bytes, the whole stream's digest and
+    /// length.
+    type Split = (Vec<(super::Part, Vec<u8>)>, Vec<u8>, u64);
+
+    /// The split into parts of `part_size` of what `write` writes.
+    fn split(part_size: u64, write: impl FnOnce(&mut super::SplitWriter)) -> Split {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out = super::SplitWriter::new(&dir.path().join("b.airlock"), part_size);
+        write(&mut out);
+        out.close();
+        let parts = out.done.iter().map(|(tmp, part)| (part.clone(), std::fs::read(tmp.path()).unwrap())).collect();
+        (parts, out.total.clone().finalize().to_vec(), out.bytes)
+    }
+
+    #[test]
+    fn a_vectored_write_cuts_and_hashes_parts_as_plain_writes_do() {
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes()[1]).collect();
+        // Parts smaller and larger than the head (64 KiB) and than one write, and an odd cut.
+        for part_size in [1_000usize, 65_536, 70_001, 1 << 20] {
+            let plain = split(part_size as u64, |out| out.write_all(&bytes).unwrap());
+            // Slices of every size across the part boundaries, empty ones among them, written
+            // as the raw frames' writer does.
+            let vectored = split(part_size as u64, |out| {
+                let mut slices = Vec::new();
+                let mut at = 0;
+                for len in [0usize, 7, 131_072, 0, 3, 65_536, 1].iter().cycle() {
+                    let end = (at + len).min(bytes.len());
+                    slices.push(IoSlice::new(&bytes[at..end]));
+                    at = end;
+                    if at == bytes.len() {
+                        break;
+                    }
+                }
+                crate::overlap::write_all_vectored(out, &mut slices).unwrap();
+            });
+            assert_eq!(plain.0.len(), bytes.len().div_ceil(part_size), "parts of {part_size}");
+            assert_eq!(plain, vectored, "parts of {part_size}");
+            let joined: Vec<u8> = vectored.0.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            assert_eq!(joined, bytes);
+            assert_eq!(vectored.1, sha2::Sha256::digest(&bytes).to_vec());
         }
     }
 }
