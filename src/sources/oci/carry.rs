@@ -301,8 +301,7 @@ pub async fn fetch_blobs(
                             Ok(sent) => sent?,
                             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                             Err(e) => {
-                                let detail = format!("the download stopped: {e}");
-                                return Err(ImageError::Manifest { reference: blob.describe(), detail });
+                                return Err(ImageError::Cancelled { blob: blob.describe(), detail: e.to_string() });
                             }
                         }
                     }

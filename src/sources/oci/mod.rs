@@ -29,6 +29,9 @@ use crate::spec::lock::{LockError, LockFile, LockedAttachment, LockedImage, Lock
 pub enum ImageError {
     #[error("`{reference}`: {detail}")]
     Manifest { reference: String, detail: String },
+    /// A blob's download task ended before the blob did: cancelled, as the runtime shuts down.
+    #[error("`{blob}`: its download was cancelled before it finished ({detail})")]
+    Cancelled { blob: String, detail: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -42,7 +45,7 @@ impl Classify for ImageError {
         match self {
             ImageError::Store(e) => e.class(),
             ImageError::Cache(e) => e.class(),
-            ImageError::Manifest { .. } | ImageError::Client(_) => Class::Runtime,
+            ImageError::Manifest { .. } | ImageError::Cancelled { .. } | ImageError::Client(_) => Class::Runtime,
         }
     }
 }
