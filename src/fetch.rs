@@ -189,6 +189,35 @@ pub enum DownloadError<E: std::error::Error + 'static> {
     Fatal(E),
     #[error(transparent)]
     Cache(#[from] CacheError),
+    #[error(transparent)]
+    Overrun(#[from] Overrun),
+}
+
+/// A source that sent more than the size it declared (a descriptor's, a lock's): a
+/// verification failure, like a wrong digest. The bytes past the size are never kept.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{what}: the source sent more than the declared {limit} bytes; stopped there")]
+pub struct Overrun {
+    pub what: String,
+    pub limit: u64,
+}
+
+/// Why bytes could not land: where they go failed, or the source sent more than it declared.
+#[derive(Debug, thiserror::Error)]
+enum LandError {
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error(transparent)]
+    Overrun(#[from] Overrun),
+}
+
+impl<E: std::error::Error + 'static> From<LandError> for DownloadError<E> {
+    fn from(e: LandError) -> Self {
+        match e {
+            LandError::Cache(e) => DownloadError::Cache(e),
+            LandError::Overrun(e) => DownloadError::Overrun(e),
+        }
+    }
 }
 
 impl<E: std::error::Error + Classify + 'static> Classify for DownloadError<E> {
@@ -197,6 +226,7 @@ impl<E: std::error::Error + Classify + 'static> Classify for DownloadError<E> {
             DownloadError::GaveUp { .. } => Class::Runtime,
             DownloadError::Fatal(e) => e.class(),
             DownloadError::Cache(e) => e.class(),
+            DownloadError::Overrun(_) => Class::Verification,
         }
     }
 }
@@ -284,7 +314,7 @@ impl Receiving {
 /// its bytes land (never).
 enum Attempt<E> {
     Net(Failure<E>),
-    Land(CacheError),
+    Land(LandError),
 }
 
 /// Where a download's bytes land while it runs, across its attempts: a partial file in the
@@ -293,11 +323,11 @@ trait Landing {
     /// Bytes landed so far: where the next attempt resumes.
     fn offset(&mut self) -> u64;
     /// The server answered a resumed request from byte 0.
-    async fn restart_at_zero(&mut self) -> Result<(), CacheError>;
+    async fn restart_at_zero(&mut self) -> Result<(), LandError>;
     /// Land a chunk; `Ok(false)` when nobody wants more (a bundle whose packing stopped).
-    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError>;
+    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, LandError>;
     /// Between attempts: what was received stays for the next one to resume after.
-    async fn pause(&mut self) -> Result<(), CacheError>;
+    async fn pause(&mut self) -> Result<(), LandError>;
 }
 
 impl Landing for Receiving {
@@ -305,16 +335,16 @@ impl Landing for Receiving {
         Receiving::offset(self)
     }
 
-    async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
-        self.restart().await
+    async fn restart_at_zero(&mut self) -> Result<(), LandError> {
+        Ok(self.restart().await?)
     }
 
-    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError> {
-        self.write(&chunk).await.map(|()| true)
+    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, LandError> {
+        Ok(self.write(&chunk).await.map(|()| true)?)
     }
 
-    async fn pause(&mut self) -> Result<(), CacheError> {
-        self.flush().await
+    async fn pause(&mut self) -> Result<(), LandError> {
+        Ok(self.flush().await?)
     }
 }
 
@@ -336,23 +366,23 @@ impl Landing for Streaming {
         self.sent
     }
 
-    async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
+    async fn restart_at_zero(&mut self) -> Result<(), LandError> {
         self.skip = self.sent;
         Ok(())
     }
 
-    async fn land(&mut self, mut chunk: bytes::Bytes) -> Result<bool, CacheError> {
+    async fn land(&mut self, mut chunk: bytes::Bytes) -> Result<bool, LandError> {
         let skipped = usize::try_from(self.skip).unwrap_or(usize::MAX).min(chunk.len());
         bytes::Buf::advance(&mut chunk, skipped);
         self.skip -= skipped as u64;
         if self.sent + chunk.len() as u64 > self.limit {
-            return Err(CacheError::TooLong { what: self.what.clone(), expected: self.limit });
+            return Err(Overrun { what: self.what.clone(), limit: self.limit }.into());
         }
         self.sent += chunk.len() as u64;
         Ok(self.out.send(chunk).await.is_ok())
     }
 
-    async fn pause(&mut self) -> Result<(), CacheError> {
+    async fn pause(&mut self) -> Result<(), LandError> {
         Ok(())
     }
 }
@@ -409,7 +439,7 @@ where
         .await;
         let (detail, after) = match outcome {
             Ok(complete) => return Ok(complete),
-            Err(Attempt::Land(e)) => return Err(DownloadError::Cache(e)),
+            Err(Attempt::Land(e)) => return Err(e.into()),
             Err(Attempt::Net(Failure::Fatal(e))) => return Err(DownloadError::Fatal(e)),
             Err(Attempt::Net(Failure::Transient(detail))) => (detail, None),
             Err(Attempt::Net(Failure::RetryAfter(detail, after))) => (detail, Some(after)),
@@ -760,17 +790,17 @@ mod tests {
             self.0
         }
 
-        async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
+        async fn restart_at_zero(&mut self) -> Result<(), LandError> {
             self.0 = 0;
             Ok(())
         }
 
-        async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError> {
+        async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, LandError> {
             self.0 += chunk.len() as u64;
             Ok(true)
         }
 
-        async fn pause(&mut self) -> Result<(), CacheError> {
+        async fn pause(&mut self) -> Result<(), LandError> {
             Ok(())
         }
     }
@@ -804,18 +834,39 @@ mod tests {
     /// answers come from `answers` in turn.
     fn reported(mut landing: Tally, answers: Vec<Opened<Chunks>>) -> u64 {
         let counted = Counted::default();
-        let options = NetOptions { base_wait: Duration::from_millis(1), ..NetOptions::default() };
-        let mut answers = answers.into_iter();
-        let open = |_offset: u64| {
-            let next = answers.next();
-            async move { next.ok_or(Failure::<std::io::Error>::Transient("no more answers".into())) }
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        let done = runtime.block_on(attempts(&mut landing, ("blob", "key"), &counted, &options, open));
+        let done = run(&mut landing, answers, &counted);
         assert!(matches!(done, Ok(true)), "the download completes");
         assert_eq!(landing.0, 10, "every byte landed");
         assert_eq!(counted.item.get(), counted.bytes.get(), "the item and the phase count alike");
         counted.bytes.get()
+    }
+
+    /// `attempts` for `landing`, whose answers come from `answers` in turn.
+    fn run(
+        landing: &mut impl Landing,
+        answers: Vec<Opened<Chunks>>,
+        counted: &Counted,
+    ) -> Result<bool, DownloadError<HttpError>> {
+        let options = NetOptions { base_wait: Duration::from_millis(1), ..NetOptions::default() };
+        let mut answers = answers.into_iter();
+        let open = |_offset: u64| {
+            let next = answers.next();
+            async move { next.ok_or(Failure::<HttpError>::Transient("no more answers".into())) }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        runtime.block_on(attempts(landing, ("blob", "key"), counted, &options, open))
+    }
+
+    #[test]
+    fn a_stream_past_its_declared_size_is_refused_as_an_overrun_and_not_handed_over() {
+        let (out, _reader) = crate::overlap::flow();
+        let mut streaming = Streaming { out, sent: 0, skip: 0, limit: 8, what: "layer sha256:ab".into() };
+        let answers = vec![Opened::Full(chunks(&[Ok("01234"), Ok("56789")]))];
+        let done = run(&mut streaming, answers, &Counted::default());
+        let Err(DownloadError::Overrun(overrun)) = &done else { panic!("an overrun, not {done:?}") };
+        assert_eq!((overrun.what.as_str(), overrun.limit), ("layer sha256:ab", 8));
+        assert_eq!(done.as_ref().map_err(Classify::class).err(), Some(Class::Verification));
+        assert_eq!(streaming.sent, 5, "the chunk that would pass the size is not handed over");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use super::{ClientError, Connection, ImageRef, Transport, is_not_found, pull_man
 use crate::cache::{Cache, CacheError};
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
-use crate::fetch::{self, DownloadError, Failure, NetOptions, Opened, Verdict, blocking};
+use crate::fetch::{self, DownloadError, Failure, NetOptions, Opened, Overrun, Verdict, blocking};
 use crate::progress::Reporter;
 
 /// The annotation that names a referrer's subject in a layout's `index.json`.
@@ -153,17 +153,9 @@ pub fn repository(image: &ImageRef) -> oci_client::Reference {
 
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, OciDistributionError>> + Send>>;
 
-/// A blob source that sent more than its descriptor declared: a verification failure, like a
-/// wrong digest. Carried through a [`ByteStream`] as the `io::Error` inside
-/// `OciDistributionError::IoError`, and found there again by `Store::registry_err`.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{what}: the source sent more than the declared {limit} bytes; stopped there")]
-pub struct Overrun {
-    what: String,
-    limit: u64,
-}
-
-/// `stream`, ended with an error at the first byte past `limit`.
+/// `stream`, ended with an error at the first byte past `limit`: an [`Overrun`], carried
+/// through the [`ByteStream`] as the `io::Error` inside `OciDistributionError::IoError` and
+/// found there again by `Store::registry_err`.
 fn bounded(stream: ByteStream, limit: u64, what: String) -> ByteStream {
     // (bytes seen, ended): after the error, the stream ends.
     Box::pin(stream.scan((0u64, false), move |(seen, ended), chunk| {
@@ -450,6 +442,7 @@ impl Store {
             }
             DownloadError::Fatal(e) => e,
             DownloadError::Cache(e) => StoreError::Cache(e),
+            DownloadError::Overrun(e) => StoreError::Overrun(e),
         }
     }
 

@@ -38,6 +38,8 @@ pub enum SourceError {
     #[error(transparent)]
     Http(#[from] crate::fetch::HttpError),
     #[error(transparent)]
+    Overrun(#[from] crate::fetch::Overrun),
+    #[error(transparent)]
     Wheel(#[from] pypi::WheelError),
     #[error(transparent)]
     Model(#[from] hf::ModelError),
@@ -69,7 +71,7 @@ impl Classify for SourceError {
             SourceError::Deb(e) => e.class(),
             SourceError::Rpm(e) => e.class(),
             SourceError::Read { .. } => Class::Runtime,
-            SourceError::DigestMismatch { .. } => Class::Verification,
+            SourceError::Overrun(_) | SourceError::DigestMismatch { .. } => Class::Verification,
         }
     }
 }
@@ -153,6 +155,7 @@ impl From<DownloadError<HttpError>> for SourceError {
             }),
             DownloadError::Fatal(e) => SourceError::Http(e),
             DownloadError::Cache(e) => SourceError::Cache(e),
+            DownloadError::Overrun(e) => SourceError::Overrun(e),
         }
     }
 }
