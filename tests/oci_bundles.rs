@@ -433,6 +433,15 @@ fn a_registry_with_thousands_of_referrers_and_a_forged_cosignature_is_read_in_on
     let sig = pulled_to.with_file_name(format!("demo.airlock.{security_id}.sig"));
     assert_eq!(std::fs::read(&sig).unwrap(), real_sig);
 
+    // An install from the registry fetches only the co-signatures listed under a key its
+    // policy names (the real one and the forgery): the 1,500 others are never asked for.
+    let root = r.t.path().join("site");
+    let install =
+        [&["install", &target, "--root", s(&root), "--insecure-registry", "--json"][..], &r.both_keys()].concat();
+    let installed = run(airlock().args(&install).current_dir(r.t.path()).env("RUST_LOG", "info")).ok();
+    assert!(installed.stderr.contains("co-signatures: 2 of 1502 listed fetched"), "{}", installed.stderr);
+    assert_eq!(installed.json()["signers"].as_array().unwrap().len(), 2);
+
     // A copy carries every referrer, each listed once, however often it is repeated.
     let layout = r.t.path().join("layout");
     let to = format!("oci-layout:{}", layout.display());

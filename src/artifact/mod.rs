@@ -36,7 +36,7 @@ pub use crate::oci::upload::DEFAULT_CHUNK;
 pub use crate::oci::{Location, Reach};
 use crate::sign::KeyId;
 pub use stream::open_stream;
-pub use verbs::{Copied, Found, Pulled, Pushed, copy, pull, push, resolve};
+pub use verbs::{Copied, Found, Pulled, Pushed, copy, fetch_cosignatures, pull, push, resolve};
 
 pub const ARTIFACT_TYPE: &str = "application/vnd.airlock.bundle.v1";
 /// Layer 0: the signed `airlock/manifest.json`.

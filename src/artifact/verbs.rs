@@ -168,22 +168,47 @@ pub struct Found {
     pub artifact: ArtifactManifest,
     /// The artifact manifest's exact bytes (what `copy` stores again).
     pub bytes: Vec<u8>,
+    /// The co-signature referrers the registry lists (each once), in its order.
+    pub listed: Vec<Descriptor>,
+    /// Those fetched: every one (`copy`), those under a wanted key (`pull`), or none yet
+    /// (`resolve`: an install's keys are known only once the bundle's carried trust is read).
     pub cosignatures: Vec<CoSignature>,
     /// Where it is, pinned to its digest.
     pub pinned: Location,
 }
 
-/// Resolve `location` to a bundle artifact and fetch its co-signatures.
+/// Resolve `location` to a bundle artifact and list its co-signatures, fetching none of them
+/// ([`fetch_cosignatures`] does, for the keys that count).
 pub fn resolve(location: &Location, reach: &Reach, net: &Net) -> Result<Found, ArtifactError> {
     net.block_on(async {
         let store = Store::open(location, reach).await?;
-        find(&store, location, None).await
+        locate(&store, location).await
     })
 }
 
-/// `wanted`: the keys whose co-signatures can count (a pull's `--trust`); none when the policy
-/// is not known yet (an install's comes from the site and the bundle). Others are not fetched.
+/// The co-signatures `found` lists under a key in `wanted`, fetched and checked against their
+/// digests; the others are not asked for. One that cannot be fetched is skipped with a warning.
+pub fn fetch_cosignatures(
+    found: &Found,
+    wanted: &BTreeSet<KeyId>,
+    reach: &Reach,
+    net: &Net,
+) -> Result<Vec<CoSignature>, ArtifactError> {
+    net.block_on(async {
+        let store = Store::open(&found.pinned, reach).await?;
+        Ok(cosignatures(&store, &found.listed, Some(wanted)).await)
+    })
+}
+
+/// `locate`, then the co-signatures of the keys in `wanted` (all of them when `None`).
 async fn find(store: &Store, location: &Location, wanted: Option<&BTreeSet<KeyId>>) -> Result<Found, ArtifactError> {
+    let mut found = locate(store, location).await?;
+    found.cosignatures = cosignatures(store, &found.listed, wanted).await;
+    Ok(found)
+}
+
+/// The bundle artifact at `location` and the co-signature referrers listed for it.
+async fn locate(store: &Store, location: &Location) -> Result<Found, ArtifactError> {
     let (bytes, digest) = store.manifest(None).await?;
     let artifact = ArtifactManifest::parse_bundle(&bytes, &store.describe())?;
     let annotation = |k: &str| artifact.annotations.get(k).cloned().unwrap_or_default();
@@ -196,30 +221,34 @@ async fn find(store: &Store, location: &Location, wanted: Option<&BTreeSet<KeyId
         bytes: artifact.bundle_bytes(),
     };
     tracing::info!("{} is sha256:{digest} ({} {})", location, resolved.name, resolved.version);
-    // A busy registry lists thousands of referrers: their manifests and signatures are asked
-    // for `REFERRER_FETCHES` at a time, kept in the registry's order.
     let mut listed = store.referrers(digest).await?;
     listed.retain(|r| r.artifact_type.as_deref() == Some(COSIGNATURE_TYPE));
     let mut seen = BTreeSet::new();
     listed.retain(|r| seen.insert(r.digest));
+    let pinned = match location {
+        Location::Registry(image) => Location::Registry(image.at_digest(digest)),
+        Location::Layout { .. } => location.clone(),
+    };
+    Ok(Found { resolved, artifact, bytes, listed, cosignatures: Vec::new(), pinned })
+}
+
+/// The co-signatures among `listed` whose key is in `wanted` (all when `None`). A busy
+/// registry lists thousands of referrers: their manifests and signatures are asked for
+/// `REFERRER_FETCHES` at a time, kept in the registry's order.
+async fn cosignatures(store: &Store, listed: &[Descriptor], wanted: Option<&BTreeSet<KeyId>>) -> Vec<CoSignature> {
     // The listing's key id is the registry's claim: it only spares fetching what cannot count.
-    listed.retain(|r| match (wanted, r.annotations.get(KEY_ID).and_then(|k| KeyId::parse(k))) {
+    let asked = listed.iter().filter(|r| match (wanted, r.annotations.get(KEY_ID).and_then(|k| KeyId::parse(k))) {
         (Some(wanted), Some(key_id)) => wanted.contains(&key_id),
         _ => true,
     });
-    let cosignatures = futures_util::stream::iter(&listed)
+    futures_util::stream::iter(asked)
         .map(|r| async move { (r, cosignature(store, r, wanted).await) })
         .buffered(REFERRER_FETCHES)
         .filter_map(|(r, co)| async move {
             co.inspect_err(|e| tracing::warn!("skipping co-signature referrer sha256:{}: {e}", r.digest)).ok().flatten()
         })
         .collect::<Vec<_>>()
-        .await;
-    let pinned = match location {
-        Location::Registry(image) => Location::Registry(image.at_digest(digest)),
-        Location::Layout { .. } => location.clone(),
-    };
-    Ok(Found { resolved, artifact, bytes, cosignatures, pinned })
+        .await
 }
 
 /// A co-signature referrer's signature; none when its key is not `wanted`.

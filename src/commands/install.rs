@@ -149,14 +149,20 @@ impl Source<'_> {
         }
         let found = crate::artifact::resolve(location, &reach, net)?;
         tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
-        let cosignatures = found.cosignatures.clone();
         let name = std::path::PathBuf::from(found.pinned.to_string());
         let bytes = found.resolved.bytes;
-        let net = net.clone();
-        let open = move || crate::artifact::open_stream(&found, &reach, net.clone()).map_err(std::io::Error::other);
+        let (streamed, stream_net, stream_reach) = (found.clone(), net.clone(), reach.clone());
+        let open = move || {
+            crate::artifact::open_stream(&streamed, &stream_reach, stream_net.clone()).map_err(std::io::Error::other)
+        };
         let input = Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) }));
-        let policy = self.policy(cosignatures, || super::carried_trust(&input))?;
-        Ok((input, policy))
+        // The keys that count are known once the site has adopted the trust the bundle
+        // carries: only the co-signatures listed under one of them are fetched.
+        let policy = self.policy(Vec::new(), || super::carried_trust(&input))?;
+        let wanted = policy.key_ids().into_iter().collect();
+        let cosignatures = crate::artifact::fetch_cosignatures(&found, &wanted, &reach, net)?;
+        tracing::info!("co-signatures: {} of {} listed fetched", cosignatures.len(), found.listed.len());
+        Ok((input, policy.with_cosignatures(cosignatures)))
     }
 }
 
