@@ -186,17 +186,19 @@ pub fn resolve(location: &Location, reach: &Reach, net: &Net) -> Result<Found, A
     })
 }
 
-/// The co-signatures `found` lists under a key in `wanted`, fetched and checked against their
-/// digests; the others are not asked for. One that cannot be fetched is skipped with a warning.
+/// The co-signatures among `listed` (a [`Found`]'s) under a key in `wanted`, fetched from
+/// `pinned` and checked against their digests; the others are not asked for. One that cannot
+/// be fetched is skipped with a warning.
 pub fn fetch_cosignatures(
-    found: &Found,
+    pinned: &Location,
+    listed: &[Descriptor],
     wanted: &BTreeSet<KeyId>,
     reach: &Reach,
     net: &Net,
 ) -> Result<Vec<CoSignature>, ArtifactError> {
     net.block_on(async {
-        let store = Store::open(&found.pinned, reach).await?;
-        Ok(cosignatures(&store, &found.listed, Some(wanted)).await)
+        let store = Store::open(pinned, reach).await?;
+        Ok(cosignatures(&store, listed, Some(wanted)).await)
     })
 }
 

@@ -147,21 +147,22 @@ impl Source<'_> {
             let keys = super::load_trusted(&self.trust.trust)?;
             Policy::reachable(&keys, usize::try_from(self.trust.threshold).unwrap_or(usize::MAX))?;
         }
-        let found = crate::artifact::resolve(location, &reach, net)?;
+        let mut found = crate::artifact::resolve(location, &reach, net)?;
         tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
-        let name = std::path::PathBuf::from(found.pinned.to_string());
+        let (pinned, listed) = (found.pinned.clone(), std::mem::take(&mut found.listed));
+        let name = std::path::PathBuf::from(pinned.to_string());
         let bytes = found.resolved.bytes;
-        let (streamed, stream_net, stream_reach) = (found.clone(), net.clone(), reach.clone());
+        let (stream_net, stream_reach) = (net.clone(), reach.clone());
         let open = move || {
-            crate::artifact::open_stream(&streamed, &stream_reach, stream_net.clone()).map_err(std::io::Error::other)
+            crate::artifact::open_stream(&found, &stream_reach, stream_net.clone()).map_err(std::io::Error::other)
         };
         let input = Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) }));
         // The keys that count are known once the site has adopted the trust the bundle
         // carries: only the co-signatures listed under one of them are fetched.
         let policy = self.policy(Vec::new(), || super::carried_trust(&input))?;
         let wanted = policy.key_ids().into_iter().collect();
-        let cosignatures = crate::artifact::fetch_cosignatures(&found, &wanted, &reach, net)?;
-        tracing::info!("co-signatures: {} of {} listed fetched", cosignatures.len(), found.listed.len());
+        let cosignatures = crate::artifact::fetch_cosignatures(&pinned, &listed, &wanted, &reach, net)?;
+        tracing::info!("co-signatures: {} of {} listed fetched", cosignatures.len(), listed.len());
         Ok((input, policy.with_cosignatures(cosignatures)))
     }
 }
