@@ -36,15 +36,25 @@ pub enum CacheError {
     DigestMismatch { what: String, expected: Sha256, actual: Sha256 },
     #[error("{what}: expected {expected} bytes, got {actual}")]
     SizeMismatch { what: String, expected: u64, actual: u64 },
-    #[error("{what}: the source sent more than the declared {expected} bytes; stopped there")]
-    TooLong { what: String, expected: u64 },
+    #[error(transparent)]
+    Overrun(#[from] Overrun),
+}
+
+/// A source that sent more than the size it declared (a descriptor's, a lock's): a
+/// verification failure, like a wrong digest. The bytes past the size are never kept. Here,
+/// below both the cache and `fetch`, so that a partial file and a stream refuse the same way.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{what}: the source sent more than the declared {limit} bytes; stopped there")]
+pub struct Overrun {
+    pub what: String,
+    pub limit: u64,
 }
 
 impl Classify for CacheError {
     fn class(&self) -> Class {
         match self {
             CacheError::Io { .. } => Class::Runtime,
-            CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. } | CacheError::TooLong { .. } => {
+            CacheError::DigestMismatch { .. } | CacheError::SizeMismatch { .. } | CacheError::Overrun(_) => {
                 Class::Verification
             }
         }
@@ -159,7 +169,7 @@ impl Cache {
         let mut incoming = self.receive(file, partial.clone(), digest, size, what);
         incoming.written = io::copy(&mut BufReader::new(&mut incoming.file), &mut incoming.hasher).map_err(io_err)?;
         if size.is_some_and(|s| incoming.written > s) {
-            return Err(CacheError::TooLong { what: what.to_owned(), expected: size.unwrap_or_default() });
+            return Err(Overrun { what: what.to_owned(), limit: size.unwrap_or_default() }.into());
         }
         Ok(incoming)
     }
@@ -305,7 +315,7 @@ impl Incoming {
         if let Some(limit) = self.limit
             && self.written + bytes.len() as u64 > limit
         {
-            return Err(CacheError::TooLong { what: self.what.clone(), expected: limit });
+            return Err(Overrun { what: self.what.clone(), limit }.into());
         }
         self.file.write_all(bytes).map_err(|source| CacheError::Io { path: self.partial.clone(), source })?;
         self.hasher.update(bytes);
@@ -469,7 +479,7 @@ mod tests {
         let digest = Sha256::of_bytes(b"0123456789");
         let endless = std::io::repeat(0);
         let err = cache.put(digest, Some(10), "blob z", endless).unwrap_err();
-        assert!(matches!(err, CacheError::TooLong { expected: 10, .. }), "{err}");
+        assert!(matches!(err, CacheError::Overrun(Overrun { limit: 10, .. })), "{err}");
         assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0, "nothing is kept");
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt as _};
 
+pub use crate::cache::Overrun;
 use crate::cache::{Cache, CacheError, Incoming};
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
@@ -187,19 +188,20 @@ pub enum DownloadError<E: std::error::Error + 'static> {
     GaveUp { what: String, detail: String, attempts: u32 },
     #[error(transparent)]
     Fatal(E),
+    /// Never an overrun: that is `Overrun`, wherever it was found.
     #[error(transparent)]
-    Cache(#[from] CacheError),
+    Cache(CacheError),
     #[error(transparent)]
     Overrun(#[from] Overrun),
 }
 
-/// A source that sent more than the size it declared (a descriptor's, a lock's): a
-/// verification failure, like a wrong digest. The bytes past the size are never kept.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{what}: the source sent more than the declared {limit} bytes; stopped there")]
-pub struct Overrun {
-    pub what: String,
-    pub limit: u64,
+impl<E: std::error::Error + 'static> From<CacheError> for DownloadError<E> {
+    fn from(e: CacheError) -> Self {
+        match e {
+            CacheError::Overrun(e) => DownloadError::Overrun(e),
+            e => DownloadError::Cache(e),
+        }
+    }
 }
 
 /// Why bytes could not land: where they go failed, or the source sent more than it declared.
@@ -214,7 +216,7 @@ enum LandError {
 impl<E: std::error::Error + 'static> From<LandError> for DownloadError<E> {
     fn from(e: LandError) -> Self {
         match e {
-            LandError::Cache(e) => DownloadError::Cache(e),
+            LandError::Cache(e) => e.into(),
             LandError::Overrun(e) => DownloadError::Overrun(e),
         }
     }
