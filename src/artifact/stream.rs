@@ -14,28 +14,28 @@ use sha2::Digest as _;
 use super::{ArtifactError, Found};
 use crate::digest::Sha256;
 use crate::fetch::Net;
+use crate::oci::Connection;
 use crate::oci::doc::Descriptor;
-use crate::oci::store::repository;
-use crate::oci::{Connection, Location, Reach};
+use crate::oci::store::{Store, repository};
 
 type Chunks = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, String>> + Send>>;
 
-/// A reader over the bundle `found` names. The network runs on `net`'s runtime; reads block.
-pub fn open_stream(found: &Found, reach: &Reach, net: Arc<Net>) -> Result<Box<dyn Read + Send>, ArtifactError> {
+/// A reader over the bundle `found` names, through the connection `found` was found on. The
+/// network runs on `net`'s runtime (the one it was found with); reads block.
+pub fn open_stream(found: &Found, net: Arc<Net>) -> Result<Box<dyn Read + Send>, ArtifactError> {
     let layers = found.artifact.data_layers();
-    match &found.pinned {
-        Location::Layout { dir, .. } => {
+    match &found.store {
+        Store::Layout { dir, .. } => {
             let paths: Vec<_> = layers.iter().map(|l| dir.join("blobs/sha256").join(l.digest.to_string())).collect();
             super::chained(&paths)
         }
-        Location::Registry(image) => {
-            let conn = net.block_on(reach.connect(&image.registry))?;
+        Store::Registry { conn, image, options } => {
             let reader = LayerReader {
                 net,
-                conn,
+                conn: conn.clone(),
                 reference: repository(image),
                 what: format!("oci://{image}"),
-                options: reach.options,
+                options: *options,
                 layers,
                 next: 0,
                 open: None,

@@ -175,6 +175,9 @@ pub struct Found {
     pub cosignatures: Vec<CoSignature>,
     /// Where it is, pinned to its digest.
     pub pinned: Location,
+    /// The store it was found in, at `pinned`: what its layers and co-signatures are read
+    /// from without connecting again.
+    pub store: Store,
 }
 
 /// Resolve `location` to a bundle artifact and list its co-signatures, fetching none of them
@@ -187,19 +190,15 @@ pub fn resolve(location: &Location, reach: &Reach, net: &Net) -> Result<Found, A
 }
 
 /// The co-signatures among `listed` (a [`Found`]'s) under a key in `wanted`, fetched from
-/// `pinned` and checked against their digests; the others are not asked for. One that cannot
-/// be fetched is skipped with a warning.
+/// `store` (the `Found`'s) and checked against their digests; the others are not asked for.
+/// One that cannot be fetched is skipped with a warning.
 pub fn fetch_cosignatures(
-    pinned: &Location,
+    store: &Store,
     listed: &[Descriptor],
     wanted: &BTreeSet<KeyId>,
-    reach: &Reach,
     net: &Net,
-) -> Result<Vec<CoSignature>, ArtifactError> {
-    net.block_on(async {
-        let store = Store::open(pinned, reach).await?;
-        Ok(cosignatures(&store, listed, Some(wanted)).await)
-    })
+) -> Vec<CoSignature> {
+    net.block_on(cosignatures(store, listed, Some(wanted)))
 }
 
 /// `locate`, then the co-signatures of the keys in `wanted` (all of them when `None`).
@@ -231,7 +230,8 @@ async fn locate(store: &Store, location: &Location) -> Result<Found, ArtifactErr
         Location::Registry(image) => Location::Registry(image.at_digest(digest)),
         Location::Layout { .. } => location.clone(),
     };
-    Ok(Found { resolved, artifact, bytes, listed, cosignatures: Vec::new(), pinned })
+    let store = store.at_digest(digest);
+    Ok(Found { resolved, artifact, bytes, listed, cosignatures: Vec::new(), pinned, store })
 }
 
 /// The co-signatures among `listed` whose key is in `wanted` (all when `None`). A busy

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use super::install::Source;
+use super::install::{Opened, Source, WithReferrers};
 use crate::cli::{ApplyArgs, TerminalReporter};
 use crate::fetch::Net;
 use crate::site::trust::ExpiryRule;
@@ -20,7 +20,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     // A mirror's root: its co-signatures are the mirror's, found once its manifest is read.
     let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let wait = std::time::Duration::from_secs(args.site.wait);
-    let (input, policy, tag_version) = if let Some(source) = mirror {
+    let (input, policy, tag_version, referrers) = if let Some(source) = mirror {
         // A mirror's current bundle brings its trust metadata too (read only on a node that has
         // a trust root; an unreachable one is warned about, and the node's own decides).
         let carried = || {
@@ -31,7 +31,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
             })
         };
         let policy = super::site_policy(&args.root, &args.trust, Vec::new(), carried, &expiry, wait)?;
-        (None, policy, None)
+        (None, policy, None, None)
     } else {
         let from = Source {
             bundle: &args.source,
@@ -43,8 +43,8 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
             ca: args.registry_ca.as_ref(),
             net: &args.net,
         };
-        let (input, policy, tag) = from.open(&net)?;
-        (Some(input), policy, tag)
+        let Opened { input, policy, tag_version, referrers } = from.open(&net)?;
+        (Some(input), policy, tag_version, referrers)
     };
     let arrival = match &input {
         Some(input) => Arrival::Bundle(input),
@@ -69,10 +69,13 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     let done = apply(&arrival, &policy, &args.root, &opts, &node, &reporter)?;
     let code = if done.pending_reboot.is_some() { EXIT_PENDING_REBOOT } else { super::EXIT_OK };
     if args.json {
-        super::print_json(&done)?;
+        super::print_json(&WithReferrers { done: &done, cosignature_referrers: referrers })?;
         return Ok(code);
     }
     print(args, &done)?;
+    if let Some(r) = referrers {
+        writeln!(std::io::stdout(), "{r}")?;
+    }
     Ok(code)
 }
 

@@ -28,7 +28,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         ca: args.registry_ca.as_ref(),
         net: &args.net,
     };
-    let (input, policy, tag_version) = from.open(&net)?;
+    let Opened { input, policy, tag_version, referrers } = from.open(&net)?;
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
         host: host.clone(),
@@ -52,11 +52,48 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
     };
     let done = install(&input, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {
-        super::print_json(&done)?;
+        super::print_json(&WithReferrers { done: &done, cosignature_referrers: referrers })?;
     } else {
         print(args, &done)?;
+        if let Some(r) = referrers {
+            writeln!(std::io::stdout(), "{r}")?;
+        }
     }
     Ok(super::EXIT_OK)
+}
+
+/// How many co-signature referrers a registry listed for a bundle read from it, and how many
+/// were fetched: those under a key the site's policy holds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(super) struct Referrers {
+    pub listed: usize,
+    pub fetched: usize,
+}
+
+impl std::fmt::Display for Referrers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self { listed, fetched } = self;
+        write!(f, "co-signature referrers: {fetched} of {listed} listed fetched (those under a key the policy holds)")
+    }
+}
+
+/// A command's result, and the referrers of the bundle when it was read from a registry.
+#[derive(serde::Serialize)]
+pub(super) struct WithReferrers<'a, T> {
+    #[serde(flatten)]
+    pub done: &'a T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cosignature_referrers: Option<Referrers>,
+}
+
+/// A bundle opened for `install` or `apply`, with the policy that judges it.
+pub(super) struct Opened {
+    pub input: Input,
+    pub policy: Policy,
+    /// The tag it was read by (`oci://…:TAG`), if any.
+    pub tag_version: Option<String>,
+    /// For a bundle read from a registry or layout.
+    pub referrers: Option<Referrers>,
 }
 
 fn print(args: &InstallArgs, done: &crate::site::Installed) -> anyhow::Result<()> {
@@ -117,16 +154,17 @@ pub(super) struct Source<'a> {
 
 impl Source<'_> {
     /// The input, the policy it is verified under, and the tag it was named by.
-    pub(super) fn open(&self, net: &Arc<Net>) -> anyhow::Result<(Input, Policy, Option<String>)> {
+    pub(super) fn open(&self, net: &Arc<Net>) -> anyhow::Result<Opened> {
         if let Some(location) = self.bundle.to_str().filter(|b| Location::looks_like(b)) {
             let location = Location::parse(location)?;
-            let (input, policy) = self.streamed(&location, net)?;
-            return Ok((input, policy, location.tag().map(str::to_owned)));
+            let (input, policy, referrers) = self.streamed(&location, net)?;
+            let tag_version = location.tag().map(str::to_owned);
+            return Ok(Opened { input, policy, tag_version, referrers: Some(referrers) });
         }
         let input = Input::resolve(self.bundle)?;
         let cosignatures = super::cosignatures_beside(input.bundle());
         let policy = self.policy(cosignatures, || super::carried_trust(&input))?;
-        Ok((input, policy, None))
+        Ok(Opened { input, policy, tag_version: None, referrers: None })
     }
 
     fn policy(
@@ -139,7 +177,7 @@ impl Source<'_> {
 
     /// A bundle streamed from a registry (or layout), its tag resolved once; the
     /// co-signatures it holds as referrers count toward the threshold.
-    fn streamed(&self, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy)> {
+    fn streamed(&self, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy, Referrers)> {
         let insecure = if self.insecure { vec!["*".to_owned()] } else { Vec::new() };
         let reach = crate::oci::Reach { insecure, ca: self.ca.cloned(), options: self.net.options() };
         if !self.trust.trust.is_empty() {
@@ -149,21 +187,20 @@ impl Source<'_> {
         }
         let mut found = crate::artifact::resolve(location, &reach, net)?;
         tracing::info!("{location} is {} (bundle {})", found.resolved.digest, found.resolved.id);
-        let (pinned, listed) = (found.pinned.clone(), std::mem::take(&mut found.listed));
-        let name = std::path::PathBuf::from(pinned.to_string());
+        let (store, listed) = (found.store.clone(), std::mem::take(&mut found.listed));
+        let name = std::path::PathBuf::from(found.pinned.to_string());
         let bytes = found.resolved.bytes;
-        let (stream_net, stream_reach) = (net.clone(), reach.clone());
-        let open = move || {
-            crate::artifact::open_stream(&found, &stream_reach, stream_net.clone()).map_err(std::io::Error::other)
-        };
+        let stream_net = net.clone();
+        let open = move || crate::artifact::open_stream(&found, stream_net.clone()).map_err(std::io::Error::other);
         let input = Input::Remote(Box::new(Remote { name, bytes, open: Box::new(open) }));
         // The keys that count are known once the site has adopted the trust the bundle
         // carries: only the co-signatures listed under one of them are fetched.
         let policy = self.policy(Vec::new(), || super::carried_trust(&input))?;
         let wanted = policy.key_ids().into_iter().collect();
-        let cosignatures = crate::artifact::fetch_cosignatures(&pinned, &listed, &wanted, &reach, net)?;
-        tracing::info!("co-signatures: {} of {} listed fetched", cosignatures.len(), listed.len());
-        Ok((input, policy.with_cosignatures(cosignatures)))
+        let cosignatures = crate::artifact::fetch_cosignatures(&store, &listed, &wanted, net);
+        let referrers = Referrers { listed: listed.len(), fetched: cosignatures.len() };
+        tracing::info!("{referrers}");
+        Ok((input, policy.with_cosignatures(cosignatures), referrers))
     }
 }
 

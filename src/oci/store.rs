@@ -204,6 +204,18 @@ impl Store {
         })
     }
 
+    /// The same store (its connection and auth, not opened again) at the manifest `digest`
+    /// its tag resolved to; a layout's store is the same.
+    #[must_use]
+    pub fn at_digest(&self, digest: Sha256) -> Self {
+        match self {
+            Self::Registry { conn, image, options } => {
+                Self::Registry { conn: conn.clone(), image: image.at_digest(digest), options: *options }
+            }
+            Self::Layout { .. } => self.clone(),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Self::Registry { image, .. } => format!("oci://{image}"),
