@@ -133,7 +133,7 @@ pub const SAMPLE: usize = 8 << 10;
 /// Magic number, then a frame header descriptor of 0 (no content size, no checksum, no
 /// dictionary, not single-segment), then a window descriptor of 0x38: 2^(10 + 7) = 128 KiB, so
 /// a reader holds one block.
-const RAW_FRAME_HEADER: [u8; 6] = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+pub const RAW_FRAME_HEADER: [u8; 6] = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
 
 /// A block header: `Last_Block`, `Block_Type` 0 (raw), `Block_Size`, little-endian in 3 bytes.
 fn raw_block_header(len: usize, last: bool) -> [u8; 3] {
@@ -226,6 +226,9 @@ pub struct FrameReader<R> {
     state: Reading,
     /// The first error, returned again.
     failed: Option<(io::ErrorKind, String)>,
+    /// Raw blocks are given as spans of the input, not read ([`FrameReader::read_piece`]);
+    /// frame and block headers are then read alone, not with the bytes after them.
+    spans: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -249,16 +252,18 @@ impl<R: io::Read> FrameReader<R> {
         let mut dctx = DCtx::try_create().ok_or_else(|| io::Error::other("zstd: cannot create a context"))?;
         dctx.set_parameter(DParameter::WindowLogMax(window_log_max)).map_err(zstd_err)?;
         let buf = vec![0u8; INPUT_BYTES].into_boxed_slice();
-        Ok(Self { input, dctx, buf, pos: 0, end: 0, taken: 0, state: Reading::FrameStart, failed: None })
+        Ok(Self { input, dctx, buf, pos: 0, end: 0, taken: 0, state: Reading::FrameStart, failed: None, spans: false })
     }
 
-    /// At least `want` bytes in the buffer, unless the input ends first: the bytes there.
-    fn fill(&mut self, want: usize) -> io::Result<&[u8]> {
+    /// At least `want` bytes in the buffer, unless the input ends first: the bytes there. A
+    /// `header` is read alone when raw blocks are given as spans: the block after it is not.
+    fn fill(&mut self, want: usize, header: bool) -> io::Result<&[u8]> {
         if self.end - self.pos < want {
             self.buf.copy_within(self.pos..self.end, 0);
             (self.end, self.pos) = (self.end - self.pos, 0);
+            let most = if header && self.spans { want } else { self.buf.len() };
             while self.end < want {
-                match self.input.read(&mut self.buf[self.end..]) {
+                match self.input.read(&mut self.buf[self.end..most]) {
                     Ok(0) => break,
                     Ok(n) => {
                         self.end += n;
@@ -288,24 +293,85 @@ impl<R: io::Read> io::Read for FrameReader<R> {
     /// The first error comes again on every later read (`overlap::ReadAhead` asks again after
     /// one), never a read from where the stream stopped making sense.
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        match self.next(out)? {
+            Piece::Bytes(n) => Ok(n),
+            // Only with `spans`, which `FrameReader::spans` sets and `read_piece` reads.
+            Piece::Stored { .. } => Err(io::Error::other("a raw block given as a span to a plain read")),
+        }
+    }
+}
+
+/// What [`FrameReader::read_piece`] gives: bytes into the caller's buffer (0: the end of the
+/// stream), or where the content of a raw block lies in the input, not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    Bytes(usize),
+    /// `len` bytes of the stream from byte `offset` of the input, as they are there.
+    Stored {
+        offset: u64,
+        len: usize,
+    },
+}
+
+/// An input that can pass bytes without reading them (a file, by position).
+pub trait Skip: io::Read {
+    /// Pass the next `n` bytes; an error if the input ends before.
+    fn skip(&mut self, n: u64) -> io::Result<()>;
+}
+
+impl<R: Skip> FrameReader<R> {
+    /// Frames over `input` whose raw blocks [`FrameReader::read_piece`] gives as spans.
+    pub fn spans(input: R, window_log_max: u32) -> io::Result<Self> {
+        Ok(Self { spans: true, ..Self::new(input, window_log_max)? })
+    }
+
+    /// The next piece of the stream: decompressed bytes into `out`, or the content of a raw
+    /// block as a [`Piece::Stored`] span of the input, which is passed, not read (its
+    /// header was: the block type and size are checked as for `read`). The first error comes
+    /// again on every later call.
+    pub fn read_piece(&mut self, out: &mut [u8]) -> io::Result<Piece> {
+        let piece = self.next(out)?;
+        let (Piece::Stored { len, .. }, Reading::Raw { last, .. }) = (piece, self.state) else {
+            return Ok(piece);
+        };
+        let held = self.end - self.pos;
+        let passed = if held >= len {
+            self.pos += len;
+            Ok(())
+        } else {
+            self.pos = self.end;
+            self.taken += (len - held) as u64;
+            self.input.skip((len - held) as u64).map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof => self.cut("a raw block"),
+                _ => e,
+            })
+        };
+        passed.inspect_err(|e| self.failed = Some((e.kind(), e.to_string())))?;
+        self.state = Reading::Raw { left: 0, last };
+        Ok(piece)
+    }
+}
+
+impl<R: io::Read> FrameReader<R> {
+    fn next(&mut self, out: &mut [u8]) -> io::Result<Piece> {
         if let Some((kind, message)) = &self.failed {
             return Err(io::Error::new(*kind, message.clone()));
         }
         self.read_frames(out).inspect_err(|e| self.failed = Some((e.kind(), e.to_string())))
     }
-}
 
-impl<R: io::Read> FrameReader<R> {
-    fn read_frames(&mut self, out: &mut [u8]) -> io::Result<usize> {
+    /// With `spans`, a raw block's content is not read: its offset and length are given, the
+    /// state left at its start (`read_piece` passes it).
+    fn read_frames(&mut self, out: &mut [u8]) -> io::Result<Piece> {
         if out.is_empty() {
-            return Ok(0);
+            return Ok(Piece::Bytes(0));
         }
         loop {
             match self.state {
                 Reading::FrameStart => {
-                    let head = self.fill(RAW_FRAME_HEADER.len())?;
+                    let head = self.fill(RAW_FRAME_HEADER.len(), true)?;
                     if head.is_empty() {
-                        return Ok(0);
+                        return Ok(Piece::Bytes(0));
                     }
                     if head.starts_with(&RAW_FRAME_HEADER) {
                         self.pos += RAW_FRAME_HEADER.len();
@@ -315,7 +381,7 @@ impl<R: io::Read> FrameReader<R> {
                     }
                 }
                 Reading::BlockStart => {
-                    let &[a, b, c, ..] = self.fill(3)? else { return Err(self.cut("a raw frame")) };
+                    let &[a, b, c, ..] = self.fill(3, true)? else { return Err(self.cut("a raw frame")) };
                     let at = self.offset();
                     self.pos += 3;
                     let word = u32::from_le_bytes([a, b, c, 0]);
@@ -333,8 +399,11 @@ impl<R: io::Read> FrameReader<R> {
                 Reading::Raw { left: 0, last } => {
                     self.state = if last { Reading::FrameStart } else { Reading::BlockStart };
                 }
+                Reading::Raw { left, .. } if self.spans => {
+                    return Ok(Piece::Stored { offset: self.offset(), len: left });
+                }
                 Reading::Raw { left, last } => {
-                    if self.fill(1)?.is_empty() {
+                    if self.fill(1, false)?.is_empty() {
                         return Err(self.cut("a raw block"));
                     }
                     let held = &self.buf[self.pos..self.end];
@@ -342,11 +411,11 @@ impl<R: io::Read> FrameReader<R> {
                     out[..n].copy_from_slice(&held[..n]);
                     self.pos += n;
                     self.state = Reading::Raw { left: left - n, last };
-                    return Ok(n);
+                    return Ok(Piece::Bytes(n));
                 }
                 Reading::Zstd => {
                     // `fill` may move the held bytes to the front: `pos` after it.
-                    let held = self.fill(1)?.len();
+                    let held = self.fill(1, false)?.len();
                     let pos = self.pos;
                     let mut input = InBuffer::around(&self.buf[pos..pos + held]);
                     let mut output = OutBuffer::around(&mut *out);
@@ -358,7 +427,7 @@ impl<R: io::Read> FrameReader<R> {
                     }
                     let produced = output.pos();
                     if produced > 0 {
-                        return Ok(produced);
+                        return Ok(Piece::Bytes(produced));
                     }
                     if held == 0 && hint != 0 {
                         return Err(self.cut("a frame"));
@@ -373,7 +442,7 @@ impl<R: io::Read> FrameReader<R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -401,7 +470,7 @@ mod tests {
 
     /// A compressed frame, a raw one of three blocks, a compressed one: the stream and its
     /// content.
-    fn mixed() -> (Vec<u8>, Vec<u8>) {
+    pub(crate) fn mixed() -> (Vec<u8>, Vec<u8>) {
         let mut frames = Frames::new(Vec::new(), Compression::default(), 2).unwrap();
         let text: Vec<u8> = b"rocm hip runtime firmware ".iter().copied().cycle().take(5000).collect();
         frames.write_all(&text).unwrap();

@@ -10,6 +10,7 @@ pub mod parts;
 pub mod pins;
 pub mod provenance;
 pub mod reader;
+mod spans;
 pub mod tar_guard;
 pub mod writer;
 

@@ -472,6 +472,20 @@ impl Input {
         }
     }
 
+    /// The bundle as one regular file, opened, with its size: what can be read by position
+    /// (`reader::verify_file`). `None` for parts, a registry, or what is not a regular file
+    /// (a pipe is not opened here: it is read once, as a stream).
+    pub fn regular_file(&self) -> Result<Option<(File, u64)>, PartsError> {
+        let Self::Whole(p) = self else { return Ok(None) };
+        let read_err = |source| PartsError::Read { path: p.clone(), source };
+        if !std::fs::metadata(p).map_err(read_err)?.is_file() {
+            return Ok(None);
+        }
+        let file = File::open(p).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
+        Ok(Some((file, len)))
+    }
+
     /// Like [`Input::open`], after checking that a trusted key signed the parts file (that
     /// key is returned; none for one file).
     pub fn open_trusted(&self, keys: &[TrustedKey]) -> Result<(Box<dyn Read + Send>, Option<KeyId>), PartsError> {

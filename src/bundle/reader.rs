@@ -19,11 +19,12 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
-use super::frames::FrameReader;
+use super::frames::{FrameReader, Skip};
 use super::manifest::{
     ByPath, Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
 };
 use super::provenance;
+use super::spans;
 use super::tar_guard::Tracker;
 use super::writer::MAX_WINDOW_LOG;
 use crate::digest::{HashingReader, Sha256};
@@ -310,6 +311,25 @@ pub fn read_bundle(
     }
 }
 
+/// Read and verify a bundle file, keeping nothing (`verify`): as [`read_bundle`] with
+/// [`Discard`], but the members stored as they are (raw zstd blocks) are hashed from the file
+/// on a thread of their own while the stream goes on (`spans`). `len`: the file's size.
+pub fn verify_file(
+    file: File,
+    len: u64,
+    trust: &Policy,
+    on_problem: OnProblem,
+    reporter: &dyn Reporter,
+) -> Result<Report, SinkError> {
+    let mut reader = Reader { report: Report::default(), on_problem };
+    let file = std::sync::Arc::new(file);
+    let outcome = std::thread::scope(|scope| reader.run_file(scope, file, len, trust, reporter));
+    match outcome {
+        Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
+        Err(Halt::Sink(e)) => Err(e),
+    }
+}
+
 enum Halt {
     /// A problem was recorded and reading cannot, or must not, go on.
     Stopped,
@@ -334,6 +354,13 @@ impl Spooled {
 struct Reader {
     report: Report,
     on_problem: OnProblem,
+}
+
+/// Members taken from the stream as spans of the bundle file, and their digests, most of
+/// them found ahead of the stream.
+struct Deferred {
+    deferral: spans::Deferral,
+    scanner: spans::Scanner,
 }
 
 impl Reader {
@@ -389,8 +416,54 @@ impl Reader {
         let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
         let decoder = self.decoder(input)?;
         let mut archive = tar::Archive::new(Bounded::new(ReadAhead::spawn(scope, decoder), &budget));
-        let mut members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        let (mut spooled, signature) = self.head(&mut members, &budget, sink)?;
+        let members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
+        let checked = self.members(members, &budget, trust, sink, reporter, None)?;
+        self.end_of_stream(archive.into_inner(), &budget)?;
+        self.checked(checked);
+        Ok(())
+    }
+
+    /// `run` over a bundle file whose raw blocks are read as spans of it (`spans`).
+    fn run_file<'scope>(
+        &mut self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        file: std::sync::Arc<File>,
+        len: u64,
+        trust: &Policy,
+        reporter: &dyn Reporter,
+    ) -> Result<(), Halt> {
+        let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
+        let frames = FrameReader::spans(spans::Positional::new(file.clone(), len), MAX_WINDOW_LOG)
+            .map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
+        let (stream, deferral) = spans::spawn(scope, frames, file.clone());
+        let deferred = Deferred { deferral, scanner: spans::Scanner::spawn(scope, file, len) };
+        let mut archive = tar::Archive::new(Bounded::new(stream, &budget));
+        let members =
+            archive.entries_with_seek().map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
+        let checked = self.members(members, &budget, trust, &mut Discard, reporter, Some(deferred))?;
+        self.end_of_stream(archive.into_inner(), &budget)?;
+        self.checked(checked);
+        Ok(())
+    }
+
+    /// The stream read to its end: what the report keeps of the manifest.
+    fn checked(&mut self, (manifest, manifest_sha256): (Manifest, Sha256)) {
+        self.report.manifest_sha256 = Some(manifest_sha256);
+        self.report.manifest = Some(manifest);
+    }
+
+    /// The members, from the manifest on: the head, the signature check, then each member
+    /// against the manifest. The manifest and its digest, when every member was read.
+    fn members<R: Read>(
+        &mut self,
+        mut members: tar::Entries<'_, R>,
+        budget: &Budget,
+        trust: &Policy,
+        sink: &mut dyn MemberSink,
+        reporter: &dyn Reporter,
+        mut deferred: Option<Deferred>,
+    ) -> Result<(Manifest, Sha256), Halt> {
+        let (mut spooled, signature) = self.head(&mut members, budget, sink)?;
         let manifest_sha256 = spooled.sha256;
 
         let checked = trust.check(&manifest_sha256, &signature);
@@ -442,10 +515,13 @@ impl Reader {
         for item in members.by_ref() {
             let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
             if entry.path_bytes().as_ref() == PROVENANCE.as_bytes() && self.report.provenance.is_none() {
-                self.provenance_member(entry, trust, manifest_sha256, &manifest.builder.key_id, &budget, sink)?;
+                self.provenance_member(entry, trust, manifest_sha256, &manifest.builder.key_id, budget, sink)?;
                 continue;
             }
-            self.content_member(entry, &mut listing, &budget, sink, reporter)?;
+            self.content_member(entry, &mut listing, budget, sink, reporter, deferred.as_mut())?;
+        }
+        if let Some(deferred) = deferred {
+            self.hashed(deferred.scanner.finish())?;
         }
         reporter.finish();
         tracing::info!("members: {} of {} entries verified", self.report.entries_verified, manifest.carried().count());
@@ -458,9 +534,24 @@ impl Reader {
         if self.report.provenance.is_none() {
             self.problem(Some(PROVENANCE.into()), Rejection::Missing)?;
         }
-        self.end_of_stream(archive.into_inner(), &budget)?;
-        self.report.manifest_sha256 = Some(manifest_sha256);
-        self.report.manifest = Some(manifest);
+        Ok((manifest, manifest_sha256))
+    }
+
+    /// The members hashed from the file (`spans`), checked against the manifest.
+    fn hashed(&mut self, (hashed, ahead, here): (Vec<spans::Hashed>, usize, usize)) -> Result<(), Halt> {
+        tracing::info!(
+            "stored members: {} hashed from the bundle file beside the stream ({ahead} ahead of it, {here} as reached)",
+            hashed.len()
+        );
+        for done in hashed {
+            match done.actual {
+                Ok(actual) if actual == done.expected => self.report.entries_verified += 1,
+                Ok(actual) => {
+                    self.problem(Some(done.name), Rejection::DigestMismatch { expected: done.expected, actual })?;
+                }
+                Err(e) => return Err(self.fatal(Some(done.name), Rejection::Truncated(stream_words(&e)))),
+            }
+        }
         Ok(())
     }
 
@@ -551,6 +642,7 @@ impl Reader {
         budget: &Budget,
         sink: &mut dyn MemberSink,
         reporter: &dyn Reporter,
+        deferred: Option<&mut Deferred>,
     ) -> Result<(), Halt> {
         let raw = entry.path_bytes().into_owned();
         let name = crate::escape::bytes(&raw);
@@ -575,6 +667,19 @@ impl Reader {
         let actual_size = entry.size();
         if actual_size != expected.size {
             return self.problem(Some(name), Rejection::SizeMismatch { expected: expected.size, actual: actual_size });
+        }
+        // Stored as it is, in a file: hashed from there on a thread of its own; the `tar`
+        // crate skips its bytes.
+        if let Some(deferred) = deferred {
+            match deferred.deferral.take(actual_size) {
+                Ok(Some(spans)) => {
+                    reporter.advance(actual_size);
+                    deferred.scanner.push(spans::Job { name, expected: expected.sha256, spans });
+                    return Ok(());
+                }
+                Ok(None) => {}
+                Err(e) => return Err(self.fatal(Some(name), budget.explain(&e, Rejection::Truncated))),
+            }
         }
         // Hashed on the way to the sink; a read error is the bundle's fault, a write error the site's.
         let mut tap = Tracked::new(HashingReader::new(&mut entry), reporter);
@@ -956,6 +1061,29 @@ impl<R: Read> Read for Bounded<R> {
             return Err(e);
         }
         Ok(n)
+    }
+}
+
+/// Bytes passed unread (the data of a member taken as spans, or not wanted), as the `tar`
+/// crate's `entries_with_seek` skips them: within the budget, and only inside a member's data
+/// as `tar_guard` follows it. The position returned is the stream's, as `tar` counts it.
+impl<R: Read + Skip> Seek for Bounded<R> {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        let io::SeekFrom::Current(n) = pos else { return Err(io::Error::other("the stream only skips forward")) };
+        let n = u64::try_from(n).map_err(|_| io::Error::other("the stream only skips forward"))?;
+        let state = &self.budget.0;
+        if n > state.limit.get().saturating_sub(state.used.get()) {
+            state.tripped.set(true);
+            return Err(io::Error::other("decompressed stream exceeds its declared size"));
+        }
+        if let Err(why) = self.guard.pass(n) {
+            let e = io::Error::other(why.clone());
+            *state.refused.borrow_mut() = Some(why);
+            return Err(e);
+        }
+        self.inner.skip(n)?;
+        state.used.set(state.used.get().saturating_add(n));
+        Ok(state.used.get())
     }
 }
 

@@ -65,6 +65,16 @@ impl Tracker {
         Ok(())
     }
 
+    /// Follow `n` bytes passed without being read (a member's data and padding, skipped):
+    /// only inside an entry's data, never past it into a header the tracker did not see.
+    pub fn pass(&mut self, n: u64) -> Result<(), String> {
+        if self.lost || !self.header.is_empty() || self.pax.is_some() || n > self.skip {
+            return Err(format!("{n} bytes passed unread outside a member's data"));
+        }
+        self.skip -= n;
+        Ok(())
+    }
+
     fn header_done(&mut self, header: &[u8]) -> Result<(), String> {
         if header.iter().all(|&b| b == 0) {
             return Ok(()); // an end-of-archive block
@@ -148,6 +158,23 @@ mod tests {
     /// Feed `bytes` in small, odd-sized pieces, as a decompressor would.
     fn feed(t: &mut Tracker, bytes: &[u8]) -> Result<(), String> {
         bytes.chunks(77).try_for_each(|c| t.observe(c))
+    }
+
+    #[test]
+    fn bytes_pass_unread_only_inside_a_members_data_and_padding() {
+        let mut t = Tracker::default();
+        // Not before a header has been seen, nor inside one.
+        assert!(t.pass(1).is_err());
+        let member = header(tar::EntryType::Regular, 1000);
+        feed(&mut t, &member[..100]).unwrap();
+        assert!(t.pass(1).is_err());
+        feed(&mut t, &member[100..]).unwrap();
+        // 1000 bytes of data and 24 of padding: some read, the rest passed; no more.
+        feed(&mut t, &[7u8; 10]).unwrap();
+        assert!(t.pass(1015).is_err(), "past the padding, into the next header");
+        t.pass(1014).unwrap();
+        // The next header is followed again: a PAX record too large is still refused.
+        assert!(feed(&mut t, &header(tar::EntryType::XHeader, MAX_EXTENSION_BYTES + 1)).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::VerificationFailed;
 use crate::bundle::manifest::{BaseRef, SBOM, SIGNATURE};
 use crate::bundle::parts::{Input, PartsError};
-use crate::bundle::reader::{Discard, OnProblem, Problem, Rejection, Report, read_bundle};
+use crate::bundle::reader::{Discard, OnProblem, Problem, Rejection, Report, read_bundle, verify_file};
 use crate::cli::{TerminalReporter, VerifyArgs};
 use crate::failure::{Class, Classify};
 use crate::sign::KeyId;
@@ -80,6 +80,40 @@ struct VerifyJson<'a> {
     from_base: Option<usize>,
 }
 
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Parts(#[from] PartsError),
+    #[error(transparent)]
+    Sink(#[from] crate::bundle::reader::SinkError),
+}
+
+/// Read the bundle, keeping nothing: a regular file by position (its stored members hashed
+/// from it beside the stream, `verify_file`), anything else as a stream. A split bundle's
+/// parts file is checked against the manifest; the key that signed it, if any.
+fn read(
+    input: &Input,
+    policy: &crate::sign::Policy,
+    reporter: &TerminalReporter,
+) -> Result<(Report, Option<KeyId>), ReadError> {
+    let (mut report, signer) = if let Some((file, len)) = input.regular_file()? {
+        (verify_file(file, len, policy, OnProblem::Continue, reporter)?, None)
+    } else {
+        let (stream, signer) = input.open_trusted(&policy.keys)?;
+        (read_bundle(stream, policy, &mut Discard, OnProblem::Continue, reporter)?, signer)
+    };
+    if let Some(split) = input.split() {
+        let refused = |e: PartsError| Problem { member: None, reason: Rejection::Parts(e.to_string()) };
+        if let Some(sha256) = report.manifest_sha256
+            && let Err(e) = split.check_manifest(&sha256)
+        {
+            report.problems.push(refused(e));
+        }
+        split.name_damage(&mut report.problems);
+    }
+    Ok((report, signer))
+}
+
 pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
     let input = Input::resolve(&args.bundle)?;
     let rule = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
@@ -95,25 +129,15 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
         None => super::load_policy(&args.trust, input.bundle())?,
     };
     let reporter = TerminalReporter::new(args.json);
-    let refused = |e: PartsError| Problem { member: None, reason: Rejection::Parts(e.to_string()) };
-    let (mut report, parts_signer) = match input.open_trusted(&policy.keys) {
-        Ok((stream, signer)) => {
-            let mut report = read_bundle(stream, &policy, &mut Discard, OnProblem::Continue, &reporter)?;
-            if let (Some(split), Some(sha256)) = (input.split(), report.manifest_sha256)
-                && let Err(e) = split.check_manifest(&sha256)
-            {
-                report.problems.push(refused(e));
-            }
-            if let Some(split) = input.split() {
-                split.name_damage(&mut report.problems);
-            }
-            (report, signer)
-        }
+    let (mut report, parts_signer) = match read(&input, &policy, &reporter) {
+        Ok(read) => read,
+        Err(ReadError::Sink(e)) => return Err(e.into()),
         // A part missing, damaged or unsigned is the bundle's failure, reported like others.
-        Err(e) if e.class() == Class::Verification => {
-            (Report { problems: vec![refused(e)], ..Report::default() }, None)
+        Err(ReadError::Parts(e)) if e.class() == Class::Verification => {
+            let refused = Problem { member: None, reason: Rejection::Parts(e.to_string()) };
+            (Report { problems: vec![refused], ..Report::default() }, None)
         }
-        Err(e) => return Err(e.into()),
+        Err(ReadError::Parts(e)) => return Err(e.into()),
     };
     check_expiry(&mut report, &mut policy, &rule);
     let verified = report.verified();
