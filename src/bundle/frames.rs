@@ -245,6 +245,9 @@ enum Reading {
 
 /// Bytes of input read at once.
 const INPUT_BYTES: usize = 256 << 10;
+/// With spans, what is read after a block header with it: a raw block this small comes as
+/// bytes, not as a span.
+const SMALL_BLOCK: usize = 512;
 
 impl<R: io::Read> FrameReader<R> {
     /// Frames over `input`, libzstd's windows up to `2^window_log_max` bytes.
@@ -261,7 +264,7 @@ impl<R: io::Read> FrameReader<R> {
         if self.end - self.pos < want {
             self.buf.copy_within(self.pos..self.end, 0);
             (self.end, self.pos) = (self.end - self.pos, 0);
-            let most = if header && self.spans { want } else { self.buf.len() };
+            let most = if header && self.spans { want + SMALL_BLOCK } else { self.buf.len() };
             while self.end < want {
                 match self.input.read(&mut self.buf[self.end..most]) {
                     Ok(0) => break,
@@ -399,7 +402,9 @@ impl<R: io::Read> FrameReader<R> {
                 Reading::Raw { left: 0, last } => {
                     self.state = if last { Reading::FrameStart } else { Reading::BlockStart };
                 }
-                Reading::Raw { left, .. } if self.spans => {
+                // A small block already read is handed over as bytes: a stream of tiny blocks
+                // costs no call per block, and no span each.
+                Reading::Raw { left, .. } if self.spans && (left >= SMALL_BLOCK || self.end - self.pos < left) => {
                     return Ok(Piece::Stored { offset: self.offset(), len: left });
                 }
                 Reading::Raw { left, last } => {

@@ -43,6 +43,15 @@ use crate::overlap::{CHUNK, DEPTH, Pool};
 
 /// Spans handed over at once, at most.
 const SPANS_AT_ONCE: usize = 4096;
+/// Bytes per span, on average, below which a member is not taken, nor a frame hashed ahead
+/// (read as it comes instead): a stream of small blocks is not held as spans. `Frames`
+/// writes blocks of 128 KiB.
+const BYTES_PER_SPAN: u64 = 32 << 10;
+
+/// The most spans `bytes` may come in to be held as spans.
+fn most_spans(bytes: u64) -> usize {
+    usize::try_from(bytes / BYTES_PER_SPAN).unwrap_or(usize::MAX).saturating_add(2)
+}
 
 /// The content of a raw block: `len` bytes of the file from `offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,10 +321,11 @@ impl Lookahead {
         if self.owed > 0 || n == 0 {
             return Ok(None);
         }
-        // Receive until the queue covers `n` bytes or holds bytes among them.
+        // Receive until the queue covers `n` bytes or holds bytes among them, or more spans
+        // than so many bytes should take.
         let (mut covered, mut seen) = (0u64, 0usize);
         while covered < n {
-            if seen == self.queue.len() && !self.pull()? {
+            if seen > most_spans(n) || (seen == self.queue.len() && !self.pull()?) {
                 return Ok(None);
             }
             match &self.queue[seen] {
@@ -541,13 +551,16 @@ fn block_header(file: &File, at: u64, len: u64) -> io::Result<(bool, u32, u64)> 
 /// The blocks of a raw frame from `at` (after its header), hashed: their spans, the digest, and
 /// where the frame ends.
 fn raw_frame(file: &File, mut at: u64, len: u64, buf: &mut [u8]) -> io::Result<(Vec<Span>, Sha256, u64)> {
-    let (mut spans, mut hasher) = (Vec::new(), sha2::Sha256::new());
+    let (mut spans, mut hasher, start) = (Vec::new(), sha2::Sha256::new(), at);
     loop {
         let (last, kind, size) = block_header(file, at, len)?;
         if kind != 0 || size > BLOCK as u64 || size > len - at - 3 {
             return Err(io::Error::other(format!("not a raw block at byte {at}")));
         }
         at += 3;
+        if spans.len() > most_spans(at - start) {
+            return Err(io::Error::other(format!("a raw frame of small blocks at byte {start}")));
+        }
         if size > 0 {
             let span = Span { offset: at, len: size };
             let n = usize::try_from(size).unwrap_or(usize::MAX);
@@ -743,5 +756,43 @@ mod tests {
         assert_eq!(*done[0].actual.as_ref().unwrap(), Sha256::of_bytes(&content[stored.start..stored.end - 1]));
         let e = done[1].actual.as_ref().unwrap_err();
         assert!(e.to_string().contains("ends inside a stored block"), "{e}");
+    }
+
+    /// A raw frame of `content` in blocks of `block` bytes, written by hand, in a file.
+    fn small_blocks(content: &[u8], block: usize) -> (Arc<File>, u64) {
+        let mut bytes = RAW_FRAME_HEADER.to_vec();
+        for (i, chunk) in content.chunks(block).enumerate() {
+            let last = (i + 1) * block >= content.len();
+            let word = u32::try_from(chunk.len()).unwrap() << 3 | u32::from(last);
+            bytes.extend_from_slice(&word.to_le_bytes()[..3]);
+            bytes.extend_from_slice(chunk);
+        }
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&bytes).unwrap();
+        (Arc::new(file), bytes.len() as u64)
+    }
+
+    #[test]
+    fn small_blocks_are_not_held_as_spans_a_member_of_them_is_read_as_it_comes() {
+        let content: Vec<u8> =
+            (0..1_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11).to_le_bytes()[0]).collect();
+        for block in [100, 600] {
+            let (file, len) = small_blocks(&content, block);
+            std::thread::scope(|s| {
+                let (mut stream, deferral) = opened(s, &file, len);
+                assert!(deferral.take(content.len() as u64).unwrap().is_none(), "blocks of {block}");
+                let mut out = Vec::new();
+                stream.read_to_end(&mut out).unwrap();
+                assert!(out == content, "blocks of {block}");
+            });
+            // The scanner stops there: the member is hashed as it is reached.
+            let (done, ahead, here) = std::thread::scope(|s| {
+                let mut scanner = Scanner::spawn(s, file.clone(), len);
+                let spans = vec![Span { offset: 9, len: 100 }];
+                scanner.push(Job { name: "m".into(), expected: Sha256::of_bytes(b""), spans });
+                scanner.finish()
+            });
+            assert_eq!((ahead, here, done.len()), (0, 1, 1), "blocks of {block}");
+        }
     }
 }
