@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::VerificationFailed;
 use crate::bundle::parts::Input;
-use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head};
+use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head, verify_file};
 use crate::cli::{SignArgs, TerminalReporter};
 use crate::sign::policy::cosignature_path;
 use crate::sign::{KeyId, SigningKey};
@@ -30,8 +30,13 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
     if verified_first {
         let policy = super::load_policy(&args.trust, input.bundle())?;
         let reporter = TerminalReporter::new(args.json);
-        let (stream, _) = input.open_trusted(&policy.keys)?;
-        let report = read_bundle(stream, &policy, &mut Discard, OnProblem::Stop, &reporter)?;
+        // One file: its stored members hashed from it beside the stream, as `verify` does.
+        let report = if let Some((file, len)) = input.regular_file()? {
+            verify_file(file, len, &policy, OnProblem::Stop, &reporter)?
+        } else {
+            let (stream, _) = input.open_trusted(&policy.keys)?;
+            read_bundle(stream, &policy, &mut Discard, OnProblem::Stop, &reporter)?
+        };
         if !report.verified() {
             let why = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
             return Err(VerificationFailed(format!(
