@@ -305,10 +305,7 @@ pub fn read_bundle(
     let mut reader = Reader { report: Report::default(), on_problem };
     // Decompression runs on a thread of its own, overlapping hashing and the sink's writes.
     let outcome = std::thread::scope(|scope| reader.run(scope, input, trust, sink, reporter));
-    match outcome {
-        Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
-        Err(Halt::Sink(e)) => Err(e),
-    }
+    reader.report_of(outcome)
 }
 
 /// Read and verify a bundle file, keeping nothing (`verify`): as [`read_bundle`] with
@@ -324,10 +321,7 @@ pub fn verify_file(
     let mut reader = Reader { report: Report::default(), on_problem };
     let file = std::sync::Arc::new(file);
     let outcome = std::thread::scope(|scope| reader.run_file(scope, file, len, trust, reporter));
-    match outcome {
-        Ok(()) | Err(Halt::Stopped) => Ok(reader.report),
-        Err(Halt::Sink(e)) => Err(e),
-    }
+    reader.report_of(outcome)
 }
 
 enum Halt {
@@ -364,6 +358,15 @@ struct Deferred {
 }
 
 impl Reader {
+    /// The report of a reading that ended with `outcome`: a problem stopped it or none did;
+    /// the sink's failure is not the bundle's.
+    fn report_of(self, outcome: Result<(), Halt>) -> Result<Report, SinkError> {
+        match outcome {
+            Ok(()) | Err(Halt::Stopped) => Ok(self.report),
+            Err(Halt::Sink(e)) => Err(e),
+        }
+    }
+
     /// Record a problem; `Err` when reading must stop here.
     fn problem(&mut self, member: Option<String>, reason: Rejection) -> Result<(), Halt> {
         self.report.problems.push(Problem { member, reason });

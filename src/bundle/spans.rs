@@ -4,7 +4,7 @@
 //! order, `verify` hashes such a member on the thread that parses the tar stream while the
 //! decompressing thread idles, and then decompresses the text after it while the hashing
 //! thread idles: one thread's sha256 and one thread's zstd, one after the other
-//! (`docs/performance.md`, "Where verify's time goes"). From a file, the stored bytes need
+//! (`docs/performance.md`, "Stored members hashed ahead of the stream"). From a file, the stored bytes need
 //! not pass through the stream at all:
 //!
 //! - the reading thread ([`spawn`]) reads the frames with [`FrameReader::read_piece`]: a raw
@@ -255,8 +255,10 @@ impl Lookahead {
         if self.owed > 0 {
             return Err(io::Error::other("a taken member's bytes were read, not skipped"));
         }
-        let file = self.file.clone();
-        let Some(item) = self.front()? else { return Ok(0) };
+        if self.front()?.is_none() {
+            return Ok(0);
+        }
+        let (file, Some(item)) = (&self.file, self.queue.front_mut()) else { return Ok(0) };
         let n = match item {
             Item::Bytes { buf, pos, len } => {
                 let n = out.len().min(*len - *pos);
@@ -410,8 +412,8 @@ pub struct Scanner {
     file: Arc<File>,
     buf: Vec<u8>,
     /// Members the scanner hashed, and those hashed here.
-    pub ahead: usize,
-    pub here: usize,
+    ahead: usize,
+    here: usize,
 }
 
 /// A member taken as spans.

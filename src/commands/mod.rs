@@ -123,6 +123,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::sources::SourceError,
             crate::bundle::writer::PackError,
             crate::bundle::parts::PartsError,
+            ReadError,
             crate::build::base::BaseError,
             crate::artifact::ArtifactError,
             crate::oci::StoreError,
@@ -205,6 +206,41 @@ fn key_password() -> Option<Vec<u8>> {
 
 fn load_trusted(paths: &[PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
     paths.iter().map(|p| Ok(crate::sign::TrustedKey::load(p)?)).collect()
+}
+
+/// Why a bundle could not be read to its end by [`verify_discarding`].
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Parts(#[from] crate::bundle::parts::PartsError),
+    #[error(transparent)]
+    Sink(#[from] crate::bundle::reader::SinkError),
+}
+
+impl crate::failure::Classify for ReadError {
+    fn class(&self) -> Class {
+        match self {
+            Self::Parts(e) => e.class(),
+            Self::Sink(_) => Class::Runtime,
+        }
+    }
+}
+
+/// Read and verify `input`, keeping nothing: a regular file by position (its stored members
+/// hashed ahead of the stream, `reader::verify_file`), anything else (a pipe, parts, a
+/// registry) as a stream. The key that signed a split bundle's parts file, if any.
+fn verify_discarding(
+    input: &crate::bundle::parts::Input,
+    policy: &crate::sign::Policy,
+    on_problem: crate::bundle::reader::OnProblem,
+    reporter: &dyn crate::progress::Reporter,
+) -> Result<(crate::bundle::reader::Report, Option<crate::sign::KeyId>), ReadError> {
+    use crate::bundle::reader::{Discard, read_bundle, verify_file};
+    if let Some((file, len)) = input.regular_file()? {
+        return Ok((verify_file(file, len, policy, on_problem, reporter)?, None));
+    }
+    let (stream, signer) = input.open_trusted(&policy.keys)?;
+    Ok((read_bundle(stream, policy, &mut Discard, on_problem, reporter)?, signer))
 }
 
 /// The signature policy for `bundle`: the `--trust` keys, `--threshold`, and the co-signatures

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::VerificationFailed;
 use crate::bundle::parts::Input;
-use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head, verify_file};
+use crate::bundle::reader::{OnProblem, read_head};
 use crate::cli::{SignArgs, TerminalReporter};
 use crate::sign::policy::cosignature_path;
 use crate::sign::{KeyId, SigningKey};
@@ -30,13 +30,7 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
     if verified_first {
         let policy = super::load_policy(&args.trust, input.bundle())?;
         let reporter = TerminalReporter::new(args.json);
-        // One file: its stored members hashed from it beside the stream, as `verify` does.
-        let report = if let Some((file, len)) = input.regular_file()? {
-            verify_file(file, len, &policy, OnProblem::Stop, &reporter)?
-        } else {
-            let (stream, _) = input.open_trusted(&policy.keys)?;
-            read_bundle(stream, &policy, &mut Discard, OnProblem::Stop, &reporter)?
-        };
+        let (report, _) = super::verify_discarding(&input, &policy, OnProblem::Stop, &reporter)?;
         if !report.verified() {
             let why = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
             return Err(VerificationFailed(format!(

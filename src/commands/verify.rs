@@ -4,10 +4,11 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::ReadError;
 use super::VerificationFailed;
 use crate::bundle::manifest::{BaseRef, SBOM, SIGNATURE};
 use crate::bundle::parts::{Input, PartsError};
-use crate::bundle::reader::{Discard, OnProblem, Problem, Rejection, Report, read_bundle, verify_file};
+use crate::bundle::reader::{OnProblem, Problem, Rejection, Report};
 use crate::cli::{TerminalReporter, VerifyArgs};
 use crate::failure::{Class, Classify};
 use crate::sign::KeyId;
@@ -80,28 +81,14 @@ struct VerifyJson<'a> {
     from_base: Option<usize>,
 }
 
-#[derive(Debug, thiserror::Error)]
-enum ReadError {
-    #[error(transparent)]
-    Parts(#[from] PartsError),
-    #[error(transparent)]
-    Sink(#[from] crate::bundle::reader::SinkError),
-}
-
-/// Read the bundle, keeping nothing: a regular file by position (its stored members hashed
-/// from it beside the stream, `verify_file`), anything else as a stream. A split bundle's
-/// parts file is checked against the manifest; the key that signed it, if any.
+/// Read the bundle, keeping nothing (`super::verify_discarding`). A split bundle's parts file
+/// is checked against the manifest; the key that signed it, if any.
 fn read(
     input: &Input,
     policy: &crate::sign::Policy,
     reporter: &TerminalReporter,
 ) -> Result<(Report, Option<KeyId>), ReadError> {
-    let (mut report, signer) = if let Some((file, len)) = input.regular_file()? {
-        (verify_file(file, len, policy, OnProblem::Continue, reporter)?, None)
-    } else {
-        let (stream, signer) = input.open_trusted(&policy.keys)?;
-        (read_bundle(stream, policy, &mut Discard, OnProblem::Continue, reporter)?, signer)
-    };
+    let (mut report, signer) = super::verify_discarding(input, policy, OnProblem::Continue, reporter)?;
     if let Some(split) = input.split() {
         let refused = |e: PartsError| Problem { member: None, reason: Rejection::Parts(e.to_string()) };
         if let Some(sha256) = report.manifest_sha256
@@ -131,13 +118,12 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
     let reporter = TerminalReporter::new(args.json);
     let (mut report, parts_signer) = match read(&input, &policy, &reporter) {
         Ok(read) => read,
-        Err(ReadError::Sink(e)) => return Err(e.into()),
         // A part missing, damaged or unsigned is the bundle's failure, reported like others.
         Err(ReadError::Parts(e)) if e.class() == Class::Verification => {
             let refused = Problem { member: None, reason: Rejection::Parts(e.to_string()) };
             (Report { problems: vec![refused], ..Report::default() }, None)
         }
-        Err(ReadError::Parts(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
     };
     check_expiry(&mut report, &mut policy, &rule);
     let verified = report.verified();
