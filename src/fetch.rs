@@ -204,24 +204,6 @@ impl<E: std::error::Error + 'static> From<CacheError> for DownloadError<E> {
     }
 }
 
-/// Why bytes could not land: where they go failed, or the source sent more than it declared.
-#[derive(Debug, thiserror::Error)]
-enum LandError {
-    #[error(transparent)]
-    Cache(#[from] CacheError),
-    #[error(transparent)]
-    Overrun(#[from] Overrun),
-}
-
-impl<E: std::error::Error + 'static> From<LandError> for DownloadError<E> {
-    fn from(e: LandError) -> Self {
-        match e {
-            LandError::Cache(e) => e.into(),
-            LandError::Overrun(e) => DownloadError::Overrun(e),
-        }
-    }
-}
-
 impl<E: std::error::Error + Classify + 'static> Classify for DownloadError<E> {
     fn class(&self) -> Class {
         match self {
@@ -313,10 +295,11 @@ impl Receiving {
 }
 
 /// How one download attempt failed: on the network side (maybe worth another try), or where
-/// its bytes land (never).
+/// its bytes land (never): a partial file in the cache, or the source past its declared size
+/// (`CacheError::Overrun`, for a stream as for a partial file).
 enum Attempt<E> {
     Net(Failure<E>),
-    Land(LandError),
+    Land(CacheError),
 }
 
 /// Where a download's bytes land while it runs, across its attempts: a partial file in the
@@ -325,11 +308,11 @@ trait Landing {
     /// Bytes landed so far: where the next attempt resumes.
     fn offset(&mut self) -> u64;
     /// The server answered a resumed request from byte 0.
-    async fn restart_at_zero(&mut self) -> Result<(), LandError>;
+    async fn restart_at_zero(&mut self) -> Result<(), CacheError>;
     /// Land a chunk; `Ok(false)` when nobody wants more (a bundle whose packing stopped).
-    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, LandError>;
+    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError>;
     /// Between attempts: what was received stays for the next one to resume after.
-    async fn pause(&mut self) -> Result<(), LandError>;
+    async fn pause(&mut self) -> Result<(), CacheError>;
 }
 
 impl Landing for Receiving {
@@ -337,16 +320,16 @@ impl Landing for Receiving {
         Receiving::offset(self)
     }
 
-    async fn restart_at_zero(&mut self) -> Result<(), LandError> {
-        Ok(self.restart().await?)
+    async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
+        self.restart().await
     }
 
-    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, LandError> {
-        Ok(self.write(&chunk).await.map(|()| true)?)
+    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError> {
+        self.write(&chunk).await.map(|()| true)
     }
 
-    async fn pause(&mut self) -> Result<(), LandError> {
-        Ok(self.flush().await?)
+    async fn pause(&mut self) -> Result<(), CacheError> {
+        self.flush().await
     }
 }
 
@@ -368,12 +351,12 @@ impl Landing for Streaming {
         self.sent
     }
 
-    async fn restart_at_zero(&mut self) -> Result<(), LandError> {
+    async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
         self.skip = self.sent;
         Ok(())
     }
 
-    async fn land(&mut self, mut chunk: bytes::Bytes) -> Result<bool, LandError> {
+    async fn land(&mut self, mut chunk: bytes::Bytes) -> Result<bool, CacheError> {
         let skipped = usize::try_from(self.skip).unwrap_or(usize::MAX).min(chunk.len());
         bytes::Buf::advance(&mut chunk, skipped);
         self.skip -= skipped as u64;
@@ -384,7 +367,7 @@ impl Landing for Streaming {
         Ok(self.out.send(chunk).await.is_ok())
     }
 
-    async fn pause(&mut self) -> Result<(), LandError> {
+    async fn pause(&mut self) -> Result<(), CacheError> {
         Ok(())
     }
 }
@@ -792,17 +775,17 @@ mod tests {
             self.0
         }
 
-        async fn restart_at_zero(&mut self) -> Result<(), LandError> {
+        async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
             self.0 = 0;
             Ok(())
         }
 
-        async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, LandError> {
+        async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError> {
             self.0 += chunk.len() as u64;
             Ok(true)
         }
 
-        async fn pause(&mut self) -> Result<(), LandError> {
+        async fn pause(&mut self) -> Result<(), CacheError> {
             Ok(())
         }
     }

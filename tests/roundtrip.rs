@@ -250,7 +250,17 @@ fn a_member_zstd_cannot_shrink_is_stored_in_raw_frames_that_zstd_reads_and_damag
             let said = format!("{}{}", refused.stdout, refused.stderr);
             assert!(said.contains(words), "{name}: {said}");
         }
+        // `diff --trust` verifies each side as `verify` does, from the file.
+        let diffed = airlock_run(&["diff", s(&bundle), s(&path), "--trust", s(&keys.public)]).code(3);
+        assert!(
+            diffed.stderr.contains("damaged.airlock") && diffed.stderr.contains("does not verify"),
+            "{name}: {}",
+            diffed.stderr
+        );
     }
+    let same =
+        run(airlock().args(["diff", s(&bundle), s(&bundle), "--trust", s(&keys.public)]).env("RUST_LOG", "info"));
+    assert_eq!(same.ok().stderr.matches("(1 ahead of it, 0 as reached)").count(), 2);
 }
 
 #[test]

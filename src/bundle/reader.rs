@@ -416,14 +416,8 @@ impl Reader {
         sink: &mut dyn MemberSink,
         reporter: &dyn Reporter,
     ) -> Result<(), Halt> {
-        let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
         let decoder = self.decoder(input)?;
-        let mut archive = tar::Archive::new(Bounded::new(ReadAhead::spawn(scope, decoder), &budget));
-        let members = archive.entries().map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        let checked = self.members(members, &budget, trust, sink, reporter, None)?;
-        self.end_of_stream(archive.into_inner(), &budget)?;
-        self.checked(checked);
-        Ok(())
+        self.read_archive(ReadAhead::spawn(scope, decoder), tar::Archive::entries, trust, sink, reporter, None)
     }
 
     /// `run` over a bundle file whose raw blocks are read as spans of it (`spans`).
@@ -435,15 +429,28 @@ impl Reader {
         trust: &Policy,
         reporter: &dyn Reporter,
     ) -> Result<(), Halt> {
-        let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
         let frames = FrameReader::spans(spans::Positional::new(file.clone(), len), MAX_WINDOW_LOG)
             .map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
         let (stream, deferral) = spans::spawn(scope, frames, file.clone());
         let deferred = Deferred { deferral, scanner: spans::Scanner::spawn(scope, file, len) };
+        self.read_archive(stream, tar::Archive::entries_with_seek, trust, &mut Discard, reporter, Some(deferred))
+    }
+
+    /// The tar archive in `stream`, its members listed by `entries` (in order, or skipping
+    /// what can be sought past), then the stream to its end.
+    fn read_archive<S: Read>(
+        &mut self,
+        stream: S,
+        entries: ListEntries<S>,
+        trust: &Policy,
+        sink: &mut dyn MemberSink,
+        reporter: &dyn Reporter,
+        deferred: Option<Deferred>,
+    ) -> Result<(), Halt> {
+        let budget = Budget::new(HEAD_BUDGET);
         let mut archive = tar::Archive::new(Bounded::new(stream, &budget));
-        let members =
-            archive.entries_with_seek().map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        let checked = self.members(members, &budget, trust, &mut Discard, reporter, Some(deferred))?;
+        let members = entries(&mut archive).map_err(|e| self.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
+        let checked = self.members(members, &budget, trust, sink, reporter, deferred)?;
         self.end_of_stream(archive.into_inner(), &budget)?;
         self.checked(checked);
         Ok(())
@@ -822,7 +829,7 @@ pub struct Head {
 /// the bundle claims, and callers must say so.
 pub fn read_head(input: impl Read) -> Result<Head, Problem> {
     let mut reader = Reader { report: Report::default(), on_problem: OnProblem::Stop };
-    let budget = Budget::new(MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512);
+    let budget = Budget::new(HEAD_BUDGET);
     let head = reader.decoder(input).and_then(|decoder| {
         let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
         let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
@@ -859,6 +866,14 @@ pub fn read_outline(input: impl Read) -> Result<Outline, Problem> {
     });
     outline.map_err(|_| reader.last_problem())
 }
+
+/// How a tar archive over the stream `S` lists its members: `tar::Archive::entries`, or
+/// `entries_with_seek` where what is sought past is never read.
+type ListEntries<S> = for<'a> fn(&'a mut tar::Archive<Bounded<S>>) -> io::Result<tar::Entries<'a, Bounded<S>>>;
+
+/// What a bundle's stream may yield beyond its members' declared sizes: the manifest, the
+/// signature and the headers around them (`Budget`).
+const HEAD_BUDGET: u64 = MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512;
 
 /// The most trust metadata files a bundle's head is read for.
 const MAX_CARRIED_TRUST: usize = 256;

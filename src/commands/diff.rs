@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::VerificationFailed;
 use crate::bundle::Manifest;
 use crate::bundle::parts::Input;
-use crate::bundle::reader::{Discard, OnProblem, read_bundle, read_head};
+use crate::bundle::reader::{OnProblem, read_head};
 use crate::cli::{DiffArgs, TerminalReporter, TrustArgs};
 use crate::report::bom::{Diff, Inventory, compare, from_artifacts, from_lock};
 use crate::spec::lock::LockFile;
@@ -56,9 +56,8 @@ fn claimed_manifest(input: &Input) -> anyhow::Result<Manifest> {
 /// The bundle's manifest once the whole bundle verified under the `--trust` policy.
 fn verified_manifest(input: &Input, trust: &TrustArgs, json: bool) -> anyhow::Result<Manifest> {
     let policy = super::load_policy(trust, input.bundle())?;
-    let (stream, _) = input.open_trusted(&policy.keys)?;
     let reporter = TerminalReporter::new(json);
-    let report = read_bundle(stream, &policy, &mut Discard, OnProblem::Stop, &reporter)?;
+    let (report, _) = super::verify_discarding(input, &policy, OnProblem::Stop, &reporter)?;
     match report.manifest {
         Some(manifest) if report.problems.is_empty() => Ok(manifest),
         _ => {
