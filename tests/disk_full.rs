@@ -1,7 +1,8 @@
-//! A full disk: a small tmpfs (mounted in a private mount namespace with `unshare -rm`, so no
-//! privileges are needed) under the bundle being written, the download cache, or the site
-//! root. Each run gives a clear error naming the path, removes its temporary files, leaves no
-//! output and activates nothing.
+//! The file system under a bundle or a site. A full disk: a small tmpfs (mounted in a private
+//! mount namespace with `unshare -rm`, so no privileges are needed) under the bundle being
+//! written, the download cache, or the site root. Each run gives a clear error naming the path,
+//! removes its temporary files, leaves no output and activates nothing. And an XFS (a loop
+//! device, as root), whose files share blocks: the site's copy of a bundle is made that way.
 
 mod common;
 #[path = "common/http.rs"]
@@ -12,6 +13,18 @@ use std::path::Path;
 use std::process::Command;
 
 use common::*;
+
+/// `unshare ARGS`, with the environment `airlock()` sets (the probes' fixture host).
+fn unshare(args: &[&str]) -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args(args);
+    for (k, v) in airlock().get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd
+}
 
 /// Run `airlock ARGS` with a `size` tmpfs mounted at `mount`, then list what is left there
 /// (the namespace, and the tmpfs with it, is gone when the command returns).
@@ -25,14 +38,7 @@ fn on_small_disk(mount: &Path, size: &str, env: &[(&str, &Path)], args: &[&str])
         bin = bin.to_string_lossy(),
         args = quoted.join(" ")
     );
-    let mut cmd = Command::new("unshare");
-    cmd.args(["-rm", "sh", "-c", &script]);
-    // The probes' fixture host, as `airlock()` sets it.
-    for (k, v) in airlock().get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
+    let mut cmd = unshare(&["-rm", "sh", "-c", &script]);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -132,4 +138,74 @@ fn installing_onto_a_full_disk_activates_nothing() {
             .all(|l| [".lock", "staging", "records"].contains(&l) || is_record(l)),
         "{left:?}"
     );
+}
+
+/// On a file system whose files can share blocks (XFS with reflink, RHEL's default), the site's
+/// copy of the bundle shares the bundle file's blocks and is what is verified: install and
+/// rollback write the tree, not the bundle a second time. A damaged bundle is still refused.
+#[test]
+fn on_xfs_the_retained_copy_shares_the_bundle_files_blocks() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let (mut bundles, mut size) = (Vec::new(), 0);
+    for version in ["1.0.0", "1.1.0"] {
+        let p = project(&t.path().join(version), version);
+        std::fs::write(p.dir.join("fw/board.bin"), pattern(4 << 20, 7)).unwrap();
+        let out = t.path().join(format!("{version}.airlock"));
+        build(&p, &keys, &out).ok();
+        size = std::fs::metadata(&out).unwrap().len();
+        bundles.push(out);
+    }
+    // The last member's bytes damaged: refused on the copy as on the file.
+    let mut damaged = std::fs::read(&bundles[0]).unwrap();
+    let at = damaged.len() - 100_000;
+    damaged[at] ^= 1;
+    std::fs::write(t.path().join("damaged.airlock"), damaged).unwrap();
+
+    let (image, m) = (t.path().join("xfs.img"), t.path().join("xfs"));
+    std::fs::create_dir(&m).unwrap();
+    let bin = airlock().get_program().to_string_lossy().into_owned();
+    let (pubkey, dir) = (s(&keys.public), s(t.path()));
+    let script = format!(
+        r#"truncate -s 512M '{image}' && mkfs.xfs -q '{image}' || exit 98
+mount -o loop '{image}' '{m}' || exit 99
+cp '{dir}/1.0.0.airlock' '{dir}/1.1.0.airlock' '{dir}/damaged.airlock' '{m}/'
+used() {{ df -B1 --output=used '{m}' | tail -1; }}
+a=$(used)
+RUST_LOG=info '{bin}' install '{m}/1.0.0.airlock' --trust '{pubkey}' --root '{m}/site' || exit 1
+echo "GREW $(( $(used) - a ))"
+filefrag -v '{m}'/site/bundles/*/bundle.airlock | grep -c shared | sed 's/^/SHARED /'
+'{bin}' install '{m}/damaged.airlock' --trust '{pubkey}' --root '{m}/site'; echo "DAMAGED $?"
+ls '{m}/site/bundles' '{m}/site/staging' | sed 's/^/LEFT /'
+'{bin}' install '{m}/1.1.0.airlock' --trust '{pubkey}' --root '{m}/site' || exit 1
+a=$(used)
+RUST_LOG=info '{bin}' rollback --root '{m}/site' || exit 1
+echo "ROLLED $(( $(used) - a ))"
+"#,
+        image = s(&image),
+        m = s(&m),
+    );
+    let r = run(&mut unshare(&["-m", "sh", "-c", &script]));
+    assert_ne!(r.code, 98, "mkfs.xfs (scripts/test.sh installs xfsprogs): {}", r.stderr);
+    assert_ne!(r.code, 99, "a loop device (the tests run as root): {}", r.stderr);
+    let r = r.ok();
+    let said = |key: &str| -> Vec<String> {
+        r.stdout.lines().filter_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_owned()).collect()
+    };
+    let number = |key: &str| -> u64 { said(key)[0].parse().unwrap() };
+    // Install and rollback each verified the copy, which shares the file's blocks.
+    assert_eq!(
+        r.stderr.matches("the copy shares the bundle file's blocks; verifying the copy").count(),
+        2,
+        "{}",
+        r.stderr
+    );
+    assert_eq!(said("SHARED "), ["1"], "{}", r.stdout);
+    // The disk took the tree (the 4 MiB member and the rest), not the bundle again.
+    assert!(number("GREW ") < size + size / 2, "{} of a {size}-byte bundle", number("GREW "));
+    assert!(number("ROLLED ") < size + size / 2, "{} of a {size}-byte bundle", number("ROLLED "));
+    // The damaged bundle: refused (exit 3), nothing retained or left staged.
+    assert_eq!(said("DAMAGED "), ["3"], "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("damaged.airlock") && r.stderr.contains("sha256"), "{}", r.stderr);
+    assert_eq!(said("LEFT ").iter().filter(|l| !l.is_empty() && !l.ends_with(':')).count(), 1, "{}", r.stdout);
 }

@@ -8,7 +8,6 @@
 //! under `bundles/ID`, whose `debs/` or `rpms/` is the view apt, dnf or zypper installs from) → packages → validate →
 //! switch → record.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::activate::{activate, prune};
@@ -17,7 +16,7 @@ use super::packages::{self, Change, Changes, Node, Plan};
 use super::records;
 use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
-use super::stage::{Staged, stage, write_views};
+use super::stage::{Source, Staged, stage, write_views};
 use super::state::{Pending, State};
 use super::{Amber, Options, SiteError, crash_point};
 use crate::bundle::Manifest;
@@ -97,15 +96,15 @@ pub fn apply(
     node: &NodeOptions,
     reporter: &dyn Reporter,
 ) -> Result<Applied, SiteError> {
-    let stream = match arrival {
-        Arrival::Bundle(input) => Some(input.open_trusted(&trust.keys)?.0),
+    let source = match arrival {
+        Arrival::Bundle(input) => Some(Source::open(input, &trust.keys)?),
         Arrival::Mirror { .. } => None,
     };
     let root = &SiteRoot::new(root);
     let _lock = root.open_for_writing("apply", opts.wait)?;
     let mut attempt = Attempt::new(records::Action::Apply, "verify", arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
-    let applied = apply_locked(arrival, stream, trust, root, opts, node, reporter, &mut attempt);
+    let applied = apply_locked(arrival, source, trust, root, opts, node, reporter, &mut attempt);
     // A dry run changes nothing, not even the records.
     if !node.dry_run {
         return applied.inspect_err(|e| attempt.record_failure(root, e));
@@ -116,16 +115,16 @@ pub fn apply(
 /// The bundle verified into `staging/`, and the policy that verified it.
 fn arrive(
     arrival: &Arrival<'_>,
-    stream: Option<Box<dyn Read + Send>>,
+    source: Option<Source>,
     trust: &Policy,
     root: &SiteRoot,
     state: &State,
     reporter: &dyn Reporter,
 ) -> Result<(Staged, Option<Policy>), SiteError> {
-    match (arrival, stream) {
-        (Arrival::Bundle(input), Some(stream)) => {
+    match (arrival, source) {
+        (Arrival::Bundle(input), Some(source)) => {
             preflight(input, root, state)?;
-            let staged = stage(input.bundle(), stream, trust, root, state, reporter);
+            let staged = stage(input.bundle(), source, trust, root, state, reporter);
             let staged = staged.map_err(|e| name_damaged_part(e, input))?;
             if let Some(split) = input.split() {
                 split.check_manifest(&staged.verified.manifest_sha256)?;
@@ -145,7 +144,7 @@ fn arrive(
 #[allow(clippy::too_many_arguments, reason = "apply's phases, with the attempt they report to")]
 fn apply_locked(
     arrival: &Arrival<'_>,
-    stream: Option<Box<dyn Read + Send>>,
+    source: Option<Source>,
     trust: &Policy,
     root: &SiteRoot,
     opts: &Options,
@@ -157,7 +156,7 @@ fn apply_locked(
     if let Some(p) = &state.pending {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
-    let (Staged { dir, verified }, fetched_policy) = arrive(arrival, stream, trust, root, &state, reporter)?;
+    let (Staged { dir, verified }, fetched_policy) = arrive(arrival, source, trust, root, &state, reporter)?;
     let partial = fetched_policy.is_some();
     let trust = fetched_policy.as_ref().unwrap_or(trust);
     if let Some(tag) = &opts.tag_version {

@@ -21,7 +21,7 @@ use super::registry::{self, publish_images};
 use super::retain::retain;
 pub use super::retained::Trust;
 use super::root::{BundleId, Link, SiteRoot};
-use super::stage::{Staged, Verified, stage, write_views};
+use super::stage::{Source, Staged, Verified, stage, write_views};
 use super::state::State;
 use super::{Amber, SiteError, crash_point, retained, views};
 use crate::fetch::Net;
@@ -97,8 +97,7 @@ fn rollback_locked(
         let bundle = root.retained_file(&id);
         tracing::info!("verify: the retained bundle `{}`", bundle.display());
         let input = File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source })?;
-        let input = Box::new(std::io::BufReader::with_capacity(1 << 20, input));
-        let Staged { dir: staged, verified } = stage(&bundle, input, &policy, root, &state, reporter)?;
+        let Staged { dir: staged, verified } = stage(&bundle, Source::File(input), &policy, root, &state, reporter)?;
         retained::check_id(&id, &verified.manifest_sha256, || {
             format!("{} {}", verified.manifest.name, verified.manifest.version)
         })?;

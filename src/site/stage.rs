@@ -3,7 +3,7 @@
 //! synced; nothing there is visible until `retain` names it under `bundles/`.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::records;
@@ -12,6 +12,7 @@ use super::state::{Event, State};
 use super::{SiteError, base, io_err, views};
 use crate::atomic::WriteBack;
 use crate::bundle::Manifest;
+use crate::bundle::parts::{Input, PartsError};
 use crate::bundle::reader::{MemberSink, OnProblem, Problem, Report, read_bundle};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
@@ -19,7 +20,7 @@ use crate::member_path::MemberPath;
 use crate::overlap::fill;
 use crate::progress::Reporter;
 use crate::sign::policy::SignatureCheck;
-use crate::sign::{KeyId, Policy};
+use crate::sign::{KeyId, Policy, TrustedKey};
 use crate::tee::{Tee, TeeError};
 
 /// Writes members below a staging directory that this process created and nobody else
@@ -123,7 +124,7 @@ impl Verified {
 /// directory under `staging/`; a delta's omitted members come from its base, verified again.
 pub(super) fn stage(
     bundle: &Path,
-    input: Box<dyn Read + Send>,
+    source: Source,
     trust: &Policy,
     root: &SiteRoot,
     state: &State,
@@ -133,11 +134,24 @@ pub(super) fn stage(
     // Private (0700) until the tree is complete; `retain` gives it the usual mode.
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
     let copy_path = dir.path().join(RETAINED_BUNDLE);
-    let copy = File::create_new(&copy_path).map_err(io_err(&copy_path))?;
-    let mut tee = Tee::new(input, copy);
+    let copy = File::options().read(true).write(true).create_new(true).open(&copy_path).map_err(io_err(&copy_path))?;
+    let stream = match source {
+        Source::File(file) if shares_blocks(&copy, &file, &copy_path)? => None,
+        Source::File(file) => Some(Box::new(BufReader::with_capacity(1 << 20, file)) as Box<dyn Read + Send>),
+        Source::Stream(stream) => Some(stream),
+    };
     let mut sink = StageSink::new(dir.path());
-    let report = read_bundle(&mut tee, trust, &mut sink, OnProblem::Stop, reporter)
-        .map_err(|e| SiteError::Io { path: e.path.under(dir.path()), source: e.source })?;
+    let mut read = |input: &mut (dyn Read + Send)| {
+        read_bundle(input, trust, &mut sink, OnProblem::Stop, reporter)
+            .map_err(|e| SiteError::Io { path: e.path.under(dir.path()), source: e.source })
+    };
+    let (report, tee) = if let Some(stream) = stream {
+        let mut tee = Tee::new(stream, copy);
+        (read(&mut tee)?, Some(tee))
+    } else {
+        tracing::info!("stage: the copy shares the bundle file's blocks; verifying the copy");
+        (read(&mut BufReader::with_capacity(1 << 20, copy))?, None)
+    };
     let Report {
         manifest: Some(manifest), manifest_sha256: Some(manifest_sha256), signers, signatures, problems, ..
     } = report
@@ -150,7 +164,7 @@ pub(super) fn stage(
     // The rest of the file (past the zstd frame's end) is kept too; a read failure there is
     // the bundle's, a write failure the site's. Not synced here: the copy is part of the
     // staged tree, which `retain` syncs whole.
-    match tee.finish() {
+    match tee.map_or(Ok(()), Tee::finish) {
         Ok(()) => {}
         Err(TeeError::Read(e)) => {
             let reason = crate::bundle::reader::Rejection::Truncated(e.to_string());
@@ -163,6 +177,41 @@ pub(super) fn stage(
     }
     let base = base::fill(root, state, &manifest, dir.path(), reporter)?;
     Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures, base } })
+}
+
+/// Where [`stage`] reads a bundle from.
+pub(super) enum Source {
+    /// A bundle file. Where its file system shares blocks between files (`FICLONE`: XFS with
+    /// reflink, btrfs), the site's copy is made by sharing them, and that copy, which nobody
+    /// else writes, is what is read and verified: the bundle's bytes are not written again. On
+    /// any other file system (ext4, tmpfs, NFS, another mount) it is read as a stream.
+    File(File),
+    /// A split bundle's parts, a pipe, a registry: copied into the site as it is read.
+    Stream(Box<dyn Read + Send>),
+}
+
+impl Source {
+    /// `input` opened; a split bundle's parts file is checked against `keys` first.
+    pub fn open(input: &Input, keys: &[TrustedKey]) -> Result<Self, PartsError> {
+        match input.regular_file()? {
+            Some((file, _)) => Ok(Self::File(file)),
+            None => Ok(Self::Stream(input.open_trusted(keys)?.0)),
+        }
+    }
+}
+
+/// Whether `copy` (new, empty) now shares all of `file`'s blocks, the file system copying on
+/// write from here on. Where the file system refuses, `copy` is left empty.
+fn shares_blocks(copy: &File, file: &File, copy_path: &Path) -> Result<bool, SiteError> {
+    match rustix::fs::ioctl_ficlone(copy, file) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::debug!("stage: the bundle file's blocks cannot be shared ({e}); copying it as it is read");
+            // A clone that failed part way (out of space) may have shared some blocks.
+            copy.set_len(0).map_err(io_err(copy_path))?;
+            Ok(false)
+        }
+    }
 }
 
 /// Views derived from verified content are part of the staged tree, so they appear with it.
