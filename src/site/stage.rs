@@ -120,8 +120,9 @@ impl Verified {
     }
 }
 
-/// Verify the bundle while extracting it (and a copy of the file) into a new private
-/// directory under `staging/`; a delta's omitted members come from its base, verified again.
+/// Verify the bundle while extracting it into a new private directory under `staging/`, beside
+/// the site's copy of its file (which shares the file's blocks where it can, and is then what
+/// is read: [`Source`]); a delta's omitted members come from its base, verified again.
 pub(super) fn stage(
     bundle: &Path,
     source: Source,
