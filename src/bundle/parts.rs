@@ -472,18 +472,21 @@ impl Input {
         }
     }
 
-    /// The bundle as one regular file, opened, with its size: what can be read by position
-    /// (`reader::verify_file`). `None` for parts, a registry, or what is not a regular file
-    /// (a pipe is not opened here: it is read once, as a stream).
-    pub fn regular_file(&self) -> Result<Option<(File, u64)>, PartsError> {
-        let Self::Whole(p) = self else { return Ok(None) };
-        let read_err = |source| PartsError::Read { path: p.clone(), source };
-        if !std::fs::metadata(p).map_err(read_err)?.is_file() {
-            return Ok(None);
+    /// The bundle opened for one read: as a regular file where it is one (what can be read by
+    /// position, `reader::verify_file`, or shared block for block, `site::stage`), else as a
+    /// stream ([`Input::open_trusted`]: a split bundle's parts file checked against `keys`
+    /// first; a pipe, not opened twice, is read once as it comes).
+    pub fn open_for_reading(&self, keys: &[TrustedKey]) -> Result<Opened, PartsError> {
+        if let Self::Whole(p) = self {
+            let read_err = |source| PartsError::Read { path: p.clone(), source };
+            if std::fs::metadata(p).map_err(read_err)?.is_file() {
+                let file = File::open(p).map_err(read_err)?;
+                let len = file.metadata().map_err(read_err)?.len();
+                return Ok(Opened::File { file, len });
+            }
         }
-        let file = File::open(p).map_err(read_err)?;
-        let len = file.metadata().map_err(read_err)?.len();
-        Ok(Some((file, len)))
+        let (stream, signer) = self.open_trusted(keys)?;
+        Ok(Opened::Stream { stream, signer })
     }
 
     /// Like [`Input::open`], after checking that a trusted key signed the parts file (that
@@ -495,6 +498,14 @@ impl Input {
         };
         Ok((self.open()?, signer))
     }
+}
+
+/// A bundle opened for one read ([`Input::open_for_reading`]).
+pub enum Opened {
+    /// A regular file, with its size.
+    File { file: File, len: u64 },
+    /// Parts, a pipe, a registry; the key that signed a split bundle's parts file, if any.
+    Stream { stream: Box<dyn Read + Send>, signer: Option<KeyId> },
 }
 
 impl Split {

@@ -235,12 +235,12 @@ fn verify_discarding(
     on_problem: crate::bundle::reader::OnProblem,
     reporter: &dyn crate::progress::Reporter,
 ) -> Result<(crate::bundle::reader::Report, Option<crate::sign::KeyId>), ReadError> {
+    use crate::bundle::parts::Opened;
     use crate::bundle::reader::{Discard, read_bundle, verify_file};
-    if let Some((file, len)) = input.regular_file()? {
-        return Ok((verify_file(file, len, policy, on_problem, reporter)?, None));
-    }
-    let (stream, signer) = input.open_trusted(&policy.keys)?;
-    Ok((read_bundle(stream, policy, &mut Discard, on_problem, reporter)?, signer))
+    Ok(match input.open_for_reading(&policy.keys)? {
+        Opened::File { file, len } => (verify_file(file, len, policy, on_problem, reporter)?, None),
+        Opened::Stream { stream, signer } => (read_bundle(stream, policy, &mut Discard, on_problem, reporter)?, signer),
+    })
 }
 
 /// The signature policy for `bundle`: the `--trust` keys, `--threshold`, and the co-signatures

@@ -16,11 +16,11 @@ use super::packages::{self, Change, Changes, Node, Plan};
 use super::records;
 use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
-use super::stage::{Source, Staged, stage, write_views};
+use super::stage::{Staged, stage, write_views};
 use super::state::{Pending, State};
 use super::{Amber, Options, SiteError, crash_point};
 use crate::bundle::Manifest;
-use crate::bundle::parts::Input;
+use crate::bundle::parts::{Input, Opened};
 use crate::clock::Timestamp;
 use crate::progress::Reporter;
 use crate::sign::{KeyId, Policy};
@@ -96,15 +96,15 @@ pub fn apply(
     node: &NodeOptions,
     reporter: &dyn Reporter,
 ) -> Result<Applied, SiteError> {
-    let source = match arrival {
-        Arrival::Bundle(input) => Some(Source::open(input, &trust.keys)?),
+    let opened = match arrival {
+        Arrival::Bundle(input) => Some(input.open_for_reading(&trust.keys)?),
         Arrival::Mirror { .. } => None,
     };
     let root = &SiteRoot::new(root);
     let _lock = root.open_for_writing("apply", opts.wait)?;
     let mut attempt = Attempt::new(records::Action::Apply, "verify", arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
-    let applied = apply_locked(arrival, source, trust, root, opts, node, reporter, &mut attempt);
+    let applied = apply_locked(arrival, opened, trust, root, opts, node, reporter, &mut attempt);
     // A dry run changes nothing, not even the records.
     if !node.dry_run {
         return applied.inspect_err(|e| attempt.record_failure(root, e));
@@ -115,16 +115,16 @@ pub fn apply(
 /// The bundle verified into `staging/`, and the policy that verified it.
 fn arrive(
     arrival: &Arrival<'_>,
-    source: Option<Source>,
+    opened: Option<Opened>,
     trust: &Policy,
     root: &SiteRoot,
     state: &State,
     reporter: &dyn Reporter,
 ) -> Result<(Staged, Option<Policy>), SiteError> {
-    match (arrival, source) {
-        (Arrival::Bundle(input), Some(source)) => {
+    match (arrival, opened) {
+        (Arrival::Bundle(input), Some(opened)) => {
             preflight(input, root, state)?;
-            let staged = stage(input.bundle(), source, trust, root, state, reporter);
+            let staged = stage(input.bundle(), opened, trust, root, state, reporter);
             let staged = staged.map_err(|e| name_damaged_part(e, input))?;
             if let Some(split) = input.split() {
                 split.check_manifest(&staged.verified.manifest_sha256)?;
@@ -144,7 +144,7 @@ fn arrive(
 #[allow(clippy::too_many_arguments, reason = "apply's phases, with the attempt they report to")]
 fn apply_locked(
     arrival: &Arrival<'_>,
-    source: Option<Source>,
+    opened: Option<Opened>,
     trust: &Policy,
     root: &SiteRoot,
     opts: &Options,
@@ -156,7 +156,7 @@ fn apply_locked(
     if let Some(p) = &state.pending {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
-    let (Staged { dir, verified }, fetched_policy) = arrive(arrival, source, trust, root, &state, reporter)?;
+    let (Staged { dir, verified }, fetched_policy) = arrive(arrival, opened, trust, root, &state, reporter)?;
     let partial = fetched_policy.is_some();
     let trust = fetched_policy.as_ref().unwrap_or(trust);
     if let Some(tag) = &opts.tag_version {

@@ -10,11 +10,11 @@ use super::records::{self, Phases};
 use super::registry::{self, publish_images};
 use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
-use super::stage::{Source, Staged, Verified, stage, write_views};
+use super::stage::{Staged, Verified, stage, write_views};
 use super::state::{self, RegistryMemo, State};
 use super::{Amber, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
 use crate::bundle::Manifest;
-use crate::bundle::parts::Input;
+use crate::bundle::parts::{Input, Opened};
 use crate::bundle::reader::read_outline;
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
@@ -64,11 +64,11 @@ pub fn install(
     net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<Installed, SiteError> {
-    let source = Source::open(input, &trust.keys)?;
+    let opened = input.open_for_reading(&trust.keys)?;
     let root = &SiteRoot::new(root);
     let _lock = root.open_for_writing("install", opts.wait)?;
     let mut attempt = Attempt::new(records::Action::Install, "verify", input.display().to_string(), Some(trust));
-    let installed = install_locked(input, source, trust, root, opts, net, reporter, &mut attempt);
+    let installed = install_locked(input, opened, trust, root, opts, net, reporter, &mut attempt);
     // Once the lock is held, every outcome is on record: a refused or failed install too.
     installed.inspect_err(|e| attempt.record_failure(root, e))
 }
@@ -167,7 +167,7 @@ impl Attempt {
 #[allow(clippy::too_many_arguments, reason = "install's phases, with the attempt they report to")]
 fn install_locked(
     input: &Input,
-    source: Source,
+    opened: Opened,
     trust: &Policy,
     root: &SiteRoot,
     opts: &Options,
@@ -178,7 +178,7 @@ fn install_locked(
     let mut state = State::load_for_writer(root)?;
     preflight(input, root, &state)?;
     tracing::info!("stage: verifying `{}` into `{}`", input.display(), root.staging().display());
-    let staged = stage(input.bundle(), source, trust, root, &state, reporter);
+    let staged = stage(input.bundle(), opened, trust, root, &state, reporter);
     let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
     if let Some(split) = input.split() {
         split.check_manifest(&verified.manifest_sha256)?;

@@ -21,9 +21,10 @@ use super::registry::{self, publish_images};
 use super::retain::retain;
 pub use super::retained::Trust;
 use super::root::{BundleId, Link, SiteRoot};
-use super::stage::{Source, Staged, Verified, stage, write_views};
+use super::stage::{Staged, Verified, stage, write_views};
 use super::state::State;
 use super::{Amber, SiteError, crash_point, retained, views};
+use crate::bundle::parts::Opened;
 use crate::fetch::Net;
 use crate::progress::Reporter;
 use crate::sign::KeyId;
@@ -96,8 +97,10 @@ fn rollback_locked(
     } else {
         let bundle = root.retained_file(&id);
         tracing::info!("verify: the retained bundle `{}`", bundle.display());
-        let input = File::open(&bundle).map_err(|source| SiteError::Open { path: bundle.clone(), source })?;
-        let Staged { dir: staged, verified } = stage(&bundle, Source::File(input), &policy, root, &state, reporter)?;
+        let open_err = |source| SiteError::Open { path: bundle.clone(), source };
+        let file = File::open(&bundle).map_err(open_err)?;
+        let opened = Opened::File { len: file.metadata().map_err(open_err)?.len(), file };
+        let Staged { dir: staged, verified } = stage(&bundle, opened, &policy, root, &state, reporter)?;
         retained::check_id(&id, &verified.manifest_sha256, || {
             format!("{} {}", verified.manifest.name, verified.manifest.version)
         })?;

@@ -12,7 +12,7 @@ use super::state::{Event, State};
 use super::{SiteError, base, io_err, views};
 use crate::atomic::WriteBack;
 use crate::bundle::Manifest;
-use crate::bundle::parts::{Input, PartsError};
+use crate::bundle::parts::Opened;
 use crate::bundle::reader::{MemberSink, OnProblem, Problem, Report, read_bundle};
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
@@ -20,7 +20,7 @@ use crate::member_path::MemberPath;
 use crate::overlap::fill;
 use crate::progress::Reporter;
 use crate::sign::policy::SignatureCheck;
-use crate::sign::{KeyId, Policy, TrustedKey};
+use crate::sign::{KeyId, Policy};
 use crate::tee::{Tee, TeeError};
 
 /// Writes members below a staging directory that this process created and nobody else
@@ -121,11 +121,11 @@ impl Verified {
 }
 
 /// Verify the bundle while extracting it into a new private directory under `staging/`, beside
-/// the site's copy of its file (which shares the file's blocks where it can, and is then what
-/// is read: [`Source`]); a delta's omitted members come from its base, verified again.
+/// the site's copy of its file (which shares the file's blocks where the file system can:
+/// XFS with reflink, btrfs; and is then what is read); a delta's omitted members come from its base, verified again.
 pub(super) fn stage(
     bundle: &Path,
-    source: Source,
+    opened: Opened,
     trust: &Policy,
     root: &SiteRoot,
     state: &State,
@@ -136,10 +136,13 @@ pub(super) fn stage(
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
     let copy_path = dir.path().join(RETAINED_BUNDLE);
     let copy = File::options().read(true).write(true).create_new(true).open(&copy_path).map_err(io_err(&copy_path))?;
-    let stream = match source {
-        Source::File(file) if shares_blocks(&copy, &file, &copy_path)? => None,
-        Source::File(file) => Some(Box::new(BufReader::with_capacity(1 << 20, file)) as Box<dyn Read + Send>),
-        Source::Stream(stream) => Some(stream),
+    // A file whose blocks the copy shares is read from the copy, which nobody else writes: the
+    // bundle's bytes are not written again. Elsewhere (ext4, tmpfs, NFS, another file system)
+    // the copy is written as the bundle is read.
+    let stream = match opened {
+        Opened::File { file, .. } if shares_blocks(&copy, &file, &copy_path)? => None,
+        Opened::File { file, .. } => Some(Box::new(BufReader::with_capacity(1 << 20, file)) as Box<dyn Read + Send>),
+        Opened::Stream { stream, .. } => Some(stream),
     };
     let mut sink = StageSink::new(dir.path());
     let mut read = |input: &mut (dyn Read + Send)| {
@@ -178,27 +181,6 @@ pub(super) fn stage(
     }
     let base = base::fill(root, state, &manifest, dir.path(), reporter)?;
     Ok(Staged { dir, verified: Verified { manifest, manifest_sha256, signers, signatures, base } })
-}
-
-/// Where [`stage`] reads a bundle from.
-pub(super) enum Source {
-    /// A bundle file. Where its file system shares blocks between files (`FICLONE`: XFS with
-    /// reflink, btrfs), the site's copy is made by sharing them, and that copy, which nobody
-    /// else writes, is what is read and verified: the bundle's bytes are not written again. On
-    /// any other file system (ext4, tmpfs, NFS, another mount) it is read as a stream.
-    File(File),
-    /// A split bundle's parts, a pipe, a registry: copied into the site as it is read.
-    Stream(Box<dyn Read + Send>),
-}
-
-impl Source {
-    /// `input` opened; a split bundle's parts file is checked against `keys` first.
-    pub fn open(input: &Input, keys: &[TrustedKey]) -> Result<Self, PartsError> {
-        match input.regular_file()? {
-            Some((file, _)) => Ok(Self::File(file)),
-            None => Ok(Self::Stream(input.open_trusted(keys)?.0)),
-        }
-    }
 }
 
 /// Whether `copy` (new, empty) now shares all of `file`'s blocks, the file system copying on
