@@ -2,7 +2,8 @@
 //! mount namespace with `unshare -rm`, so no privileges are needed) under the bundle being
 //! written, the download cache, or the site root. Each run gives a clear error naming the path,
 //! removes its temporary files, leaves no output and activates nothing. And an XFS (a loop
-//! device, as root), whose files share blocks: the site's copy of a bundle is made that way.
+//! device, as root), whose files share blocks: the site's copy of a bundle is made that way,
+//! and the space check before install counts the content alone.
 
 mod common;
 #[path = "common/http.rs"]
@@ -49,6 +50,27 @@ fn on_small_disk(mount: &Path, size: &str, env: &[(&str, &Path)], args: &[&str])
     let code: i32 = lines.next().and_then(|c| c.trim().parse().ok()).unwrap();
     let left = lines.map(str::to_owned).collect();
     (Run { code, stdout: before.to_owned(), stderr: r.stderr }, left)
+}
+
+/// Run `script` (sh) as root in a private mount namespace with a new 512 MiB XFS mounted at
+/// `m` (its image beside it); what it printed, once it exited 0.
+fn on_xfs(m: &Path, script: &str) -> Run {
+    std::fs::create_dir(m).unwrap();
+    let image = m.with_extension("img");
+    let script = format!(
+        "truncate -s 512M '{image}' && mkfs.xfs -q '{image}' || exit 98\nmount -o loop '{image}' '{m}' || exit 99\n{script}",
+        image = s(&image),
+        m = s(m)
+    );
+    let r = run(&mut unshare(&["-m", "sh", "-c", &script]));
+    assert_ne!(r.code, 98, "mkfs.xfs (scripts/test.sh installs xfsprogs): {}", r.stderr);
+    assert_ne!(r.code, 99, "a loop device (the tests run as root): {}", r.stderr);
+    r.ok()
+}
+
+/// What `out`'s lines that begin with `key` say after it.
+fn said(out: &str, key: &str) -> Vec<String> {
+    out.lines().filter_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_owned()).collect()
 }
 
 #[test]
@@ -162,14 +184,11 @@ fn on_xfs_the_retained_copy_shares_the_bundle_files_blocks() {
     damaged[at] ^= 1;
     std::fs::write(t.path().join("damaged.airlock"), damaged).unwrap();
 
-    let (image, m) = (t.path().join("xfs.img"), t.path().join("xfs"));
-    std::fs::create_dir(&m).unwrap();
+    let m = t.path().join("xfs");
     let bin = airlock().get_program().to_string_lossy().into_owned();
     let (pubkey, dir) = (s(&keys.public), s(t.path()));
     let script = format!(
-        r#"truncate -s 512M '{image}' && mkfs.xfs -q '{image}' || exit 98
-mount -o loop '{image}' '{m}' || exit 99
-cp '{dir}/1.0.0.airlock' '{dir}/1.1.0.airlock' '{dir}/damaged.airlock' '{m}/'
+        r#"cp '{dir}/1.0.0.airlock' '{dir}/1.1.0.airlock' '{dir}/damaged.airlock' '{m}/'
 used() {{ df -B1 --output=used '{m}' | tail -1; }}
 a=$(used)
 RUST_LOG=info '{bin}' install '{m}/1.0.0.airlock' --trust '{pubkey}' --root '{m}/site' || exit 1
@@ -182,16 +201,10 @@ a=$(used)
 RUST_LOG=info '{bin}' rollback --root '{m}/site' || exit 1
 echo "ROLLED $(( $(used) - a ))"
 "#,
-        image = s(&image),
         m = s(&m),
     );
-    let r = run(&mut unshare(&["-m", "sh", "-c", &script]));
-    assert_ne!(r.code, 98, "mkfs.xfs (scripts/test.sh installs xfsprogs): {}", r.stderr);
-    assert_ne!(r.code, 99, "a loop device (the tests run as root): {}", r.stderr);
-    let r = r.ok();
-    let said = |key: &str| -> Vec<String> {
-        r.stdout.lines().filter_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_owned()).collect()
-    };
+    let r = on_xfs(&m, &script);
+    let said = |key: &str| said(&r.stdout, key);
     let number = |key: &str| -> u64 { said(key)[0].parse().unwrap() };
     // Install and rollback each verified the copy, which shares the file's blocks.
     assert_eq!(
@@ -208,4 +221,52 @@ echo "ROLLED $(( $(used) - a ))"
     assert_eq!(said("DAMAGED "), ["3"], "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("damaged.airlock") && r.stderr.contains("sha256"), "{}", r.stderr);
     assert_eq!(said("LEFT ").iter().filter(|l| !l.is_empty() && !l.ends_with(':')).count(), 1, "{}", r.stdout);
+}
+
+/// The space check before install counts what the install will take: on XFS, with the bundle
+/// file on the root's own file system, its content alone (the kept copy shares the file's
+/// blocks); from another file system, the copy as well. The disk is filled to leave room for
+/// 1.5 times the bundle: the first install is refused before anything is written, the second
+/// fits and is made.
+#[test]
+fn on_xfs_the_space_check_counts_the_content_alone() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let p = project(&t.path().join("p"), "1.0.0");
+    std::fs::write(p.dir.join("fw/board.bin"), pattern(16 << 20, 9)).unwrap();
+    let out = t.path().join("b.airlock");
+    build(&p, &keys, &out).ok();
+    let size = std::fs::metadata(&out).unwrap().len();
+
+    let m = t.path().join("xfs");
+    let bin = airlock().get_program().to_string_lossy().into_owned();
+    let (pubkey, bundle) = (s(&keys.public), s(&out));
+    let script = format!(
+        r#"cp '{bundle}' '{m}/b.airlock' && mkdir '{m}/site/'
+avail=$(df -B1 --output=avail '{m}' | tail -1)
+fallocate -l $(( avail - {size} * 3 / 2 )) '{m}/filler' || exit 1
+'{bin}' install '{bundle}' --trust '{pubkey}' --root '{m}/site'; echo "ELSEWHERE $?"
+ls -A '{m}/site' '{m}/site/staging' | sed 's/^/LEFT /'
+RUST_LOG=debug '{bin}' install '{m}/b.airlock' --trust '{pubkey}' --root '{m}/site'; echo "HERE $?"
+ls '{m}/site/bundles' | sed 's/^/RETAINED /'
+"#,
+        m = s(&m),
+    );
+    let r = on_xfs(&m, &script);
+    let said = |key: &str| said(&r.stdout, key);
+    // From the test's own file system: the copy is written, and it does not fit with the content.
+    assert_eq!(said("ELSEWHERE "), ["1"], "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("not enough space under") && r.stderr.contains("(the file kept and its content unpacked)"),
+        "{}",
+        r.stderr
+    );
+    // Refused before anything was written: the lock file and an empty staging, a record.
+    let left: Vec<String> = said("LEFT ").into_iter().filter(|l| !l.is_empty() && !l.ends_with(':')).collect();
+    assert!(left.iter().all(|l| [".lock", "staging", "records"].contains(&l.as_str())), "{left:?}");
+    // From the root's file system: the content alone is counted, and the install is made.
+    assert_eq!(said("HERE "), ["0"], "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("the site's copy will share the bundle file's blocks"), "{}", r.stderr);
+    assert!(r.stderr.contains("the copy shares the bundle file's blocks; verifying the copy"), "{}", r.stderr);
+    assert_eq!(said("RETAINED ").len(), 1, "{}", r.stdout);
 }

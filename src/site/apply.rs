@@ -123,7 +123,7 @@ fn arrive(
 ) -> Result<(Staged, Option<Policy>), SiteError> {
     match (arrival, opened) {
         (Arrival::Bundle(input), Some(opened)) => {
-            preflight(input, root, state)?;
+            preflight(input, &opened, root, state)?;
             let staged = stage(input.bundle(), opened, trust, root, state, reporter);
             let staged = staged.map_err(|e| name_damaged_part(e, input))?;
             if let Some(split) = input.split() {

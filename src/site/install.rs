@@ -10,7 +10,7 @@ use super::records::{self, Phases};
 use super::registry::{self, publish_images};
 use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
-use super::stage::{Staged, Verified, stage, write_views};
+use super::stage::{Staged, Verified, stage, would_share_blocks, write_views};
 use super::state::{self, RegistryMemo, State};
 use super::{Amber, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
 use crate::bundle::Manifest;
@@ -176,7 +176,7 @@ fn install_locked(
     attempt: &mut Attempt,
 ) -> Result<Installed, SiteError> {
     let mut state = State::load_for_writer(root)?;
-    preflight(input, root, &state)?;
+    preflight(input, &opened, root, &state)?;
     tracing::info!("stage: verifying `{}` into `{}`", input.display(), root.staging().display());
     let staged = stage(input.bundle(), opened, trust, root, &state, reporter);
     let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
@@ -302,8 +302,9 @@ pub(super) fn name_damaged_part(e: SiteError, input: &Input) -> SiteError {
 }
 
 /// Fail early, before anything is written, when the bundle will not fit (its file is kept and
-/// its content unpacked once) or is a delta whose base this site does not have.
-pub(super) fn preflight(input: &Input, root: &SiteRoot, state: &State) -> Result<(), SiteError> {
+/// its content unpacked once) or is a delta whose base this site does not have. The kept file
+/// takes no new space where its copy will share the bundle file's blocks (`stage`).
+pub(super) fn preflight(input: &Input, opened: &Opened, root: &SiteRoot, state: &State) -> Result<(), SiteError> {
     let file_bytes = input.bytes()?;
     // The head is read unverified, only to refuse early; a lie there fails verification later
     // (a manifest that does not parse or claims absurd sizes is left to verification too).
@@ -313,11 +314,12 @@ pub(super) fn preflight(input: &Input, root: &SiteRoot, state: &State) -> Result
     if let Some(b) = &outline.base {
         base::find(root, state, b)?;
     }
-    let needed = file_bytes.saturating_add(content_bytes);
+    let shares = matches!(opened, Opened::File { file, .. } if would_share_blocks(file, &root.staging()));
+    let needed = if shares { content_bytes } else { file_bytes.saturating_add(content_bytes) };
     let stat = rustix::fs::statvfs(root.path()).map_err(|e| io_err(root.path())(e.into()))?;
     let available = stat.f_bavail.saturating_mul(stat.f_frsize);
     if needed > available {
-        return Err(SiteError::NoSpace { root: root.path().to_owned(), needed, available });
+        return Err(SiteError::NoSpace { root: root.path().to_owned(), needed, available, shares });
     }
     Ok(())
 }

@@ -67,11 +67,13 @@ pub enum SiteError {
     )]
     Downgrade { name: String, version: semver::Version, high_water: semver::Version },
     #[error(
-        "not enough space under `{}`: the bundle needs about {needed} bytes (the file kept and its content \
-         unpacked), {available} are available; the site was not changed",
-        root.display()
+        "not enough space under `{}`: the bundle needs about {needed} bytes ({}), {available} are available; \
+         the site was not changed",
+        root.display(),
+        if *shares { "its content unpacked; the kept file shares the bundle file's blocks" }
+        else { "the file kept and its content unpacked" }
     )]
-    NoSpace { root: PathBuf, needed: u64, available: u64 },
+    NoSpace { root: PathBuf, needed: u64, available: u64, shares: bool },
     #[error(
         "this is a delta bundle: it needs its base, {base}, retained on this site (current or previous); \
          retained here: {retained}; install the base first, or the full bundle; the site was not changed"

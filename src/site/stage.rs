@@ -197,6 +197,14 @@ fn shares_blocks(copy: &File, file: &File, copy_path: &Path) -> Result<bool, Sit
     }
 }
 
+/// Whether a copy of `file` made under `dir` will share its blocks, as `stage` makes it: tried
+/// on an unnamed file there, gone when dropped (the blocks stay the bundle file's alone).
+pub(super) fn would_share_blocks(file: &File, dir: &Path) -> bool {
+    let shares = tempfile::tempfile_in(dir).is_ok_and(|probe| rustix::fs::ioctl_ficlone(&probe, file).is_ok());
+    tracing::debug!("stage: the site's copy will {}share the bundle file's blocks", if shares { "" } else { "not " });
+    shares
+}
+
 /// Views derived from verified content are part of the staged tree, so they appear with it.
 pub(super) fn write_views(
     dir: &Path,
