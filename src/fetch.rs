@@ -763,9 +763,8 @@ impl Http {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-
     use super::*;
+    use crate::progress::Counted;
 
     /// Lands bytes as a partial file does: from `offset`, or again from 0 after a full answer.
     struct Tally(u64);
@@ -787,23 +786,6 @@ mod tests {
 
         async fn pause(&mut self) -> Result<(), CacheError> {
             Ok(())
-        }
-    }
-
-    #[derive(Default)]
-    struct Counted {
-        bytes: Cell<u64>,
-        item: Cell<u64>,
-    }
-
-    impl Reporter for Counted {
-        fn start(&self, _: &str, _: u64) {}
-        fn advance(&self, bytes: u64) {
-            self.bytes.set(self.bytes.get() + bytes);
-        }
-        fn finish(&self) {}
-        fn item_advance(&self, _: &str, bytes: u64) {
-            self.item.set(self.item.get() + bytes);
         }
     }
 

@@ -26,6 +26,26 @@ impl Reporter for Silent {
     fn finish(&self) {}
 }
 
+/// A reporter that counts the bytes it is told of, in all and for items (tests).
+#[cfg(test)]
+#[derive(Default)]
+pub struct Counted {
+    pub bytes: std::cell::Cell<u64>,
+    pub item: std::cell::Cell<u64>,
+}
+
+#[cfg(test)]
+impl Reporter for Counted {
+    fn start(&self, _: &str, _: u64) {}
+    fn advance(&self, bytes: u64) {
+        self.bytes.set(self.bytes.get() + bytes);
+    }
+    fn finish(&self) {}
+    fn item_advance(&self, _: &str, bytes: u64) {
+        self.item.set(self.item.get() + bytes);
+    }
+}
+
 /// A reader that tells a `Reporter` about every read and remembers a read error, so that the
 /// code copying from it can tell a failing source from a failing destination.
 pub struct Tracked<'r, R> {

@@ -531,7 +531,7 @@ impl Reader {
             self.content_member(entry, &mut listing, budget, sink, reporter, deferred.as_mut())?;
         }
         if let Some(deferred) = deferred {
-            self.hashed(deferred.scanner.finish())?;
+            self.hashed(deferred.scanner.finish(reporter))?;
         }
         reporter.finish();
         tracing::info!("members: {} of {} entries verified", self.report.entries_verified, manifest.carried().count());
@@ -683,8 +683,7 @@ impl Reader {
         if let Some(deferred) = deferred {
             match deferred.deferral.take(actual_size) {
                 Ok(Some(spans)) => {
-                    reporter.advance(actual_size);
-                    deferred.scanner.push(spans::Job { name, expected: expected.sha256, spans });
+                    deferred.scanner.push(spans::Job { name, expected: expected.sha256, spans }, reporter);
                     return Ok(());
                 }
                 Ok(None) => {}

@@ -18,7 +18,8 @@
 //!   ahead of the stream, and hashes every raw frame it finds: a member whose spans are one
 //!   such frame takes its digest (the weights at a bundle's end are hashed while the text
 //!   before them is decompressed). Digests are checked against the manifest when the stream
-//!   has ended.
+//!   has ended. Progress counts such a member once its digest is known, not when it is taken,
+//!   so a bar does not stand full while the weights are still being hashed.
 //!
 //! Every stored byte is read and hashed once, by the scanner (or, for a member that is not
 //! one whole frame, on the tar side); memory holds the spans of the members and frames not
@@ -40,6 +41,7 @@ use sha2::Digest as _;
 use super::frames::{BLOCK, FrameReader, Piece, RAW_FRAME_HEADER, Skip};
 use crate::digest::Sha256;
 use crate::overlap::{CHUNK, DEPTH, Pool};
+use crate::progress::Reporter;
 
 /// Spans handed over at once, at most.
 const SPANS_AT_ONCE: usize = 4096;
@@ -409,6 +411,8 @@ pub struct Scanner {
     next: Option<Ahead>,
     /// Members whose digests are known, in the order they were resolved.
     done: Vec<Hashed>,
+    /// How many of `done` the progress has counted.
+    reported: usize,
     file: Arc<File>,
     buf: Vec<u8>,
     /// Members the scanner hashed, and those hashed here.
@@ -424,11 +428,19 @@ pub struct Job {
     pub spans: Vec<Span>,
 }
 
+impl Job {
+    fn bytes(&self) -> u64 {
+        self.spans.iter().map(|s| s.len).sum()
+    }
+}
+
 /// A member's outcome: the digest of its spans' bytes, or why they could not be read.
 pub struct Hashed {
     pub name: String,
     pub expected: Sha256,
     pub actual: io::Result<Sha256>,
+    /// The member's size: what the spans covered.
+    pub bytes: u64,
 }
 
 /// Raw frames found ahead and not yet matched, at most.
@@ -443,27 +455,30 @@ impl Scanner {
                 tracing::debug!("the scan ahead of the stream stopped: {e}");
             }
         });
-        Self { found, waiting: VecDeque::new(), next: None, done: Vec::new(), file, buf: Vec::new(), ahead: 0, here: 0 }
+        let (waiting, done) = (VecDeque::new(), Vec::new());
+        Self { found, waiting, next: None, done, reported: 0, file, buf: Vec::new(), ahead: 0, here: 0 }
     }
 
     /// A member taken as spans: matched with what the scanner found so far, without waiting.
-    pub fn push(&mut self, job: Job) {
+    /// `progress` advances by the members hashed, as they are.
+    pub fn push(&mut self, job: Job, progress: &dyn Reporter) {
         self.waiting.push_back(job);
-        self.match_found(false);
+        self.match_found(false, progress);
     }
 
     /// Every member's outcome, waiting for the scanner to reach the last one's frame.
-    pub fn finish(mut self) -> (Vec<Hashed>, usize, usize) {
-        self.match_found(true);
+    pub fn finish(mut self, progress: &dyn Reporter) -> (Vec<Hashed>, usize, usize) {
+        self.match_found(true, progress);
         while let Some(job) = self.waiting.pop_front() {
             self.hash_here(job);
+            self.report(progress);
         }
         (self.done, self.ahead, self.here)
     }
 
     /// Match the frames the scanner found with the members waiting, while some wait: those
     /// found so far, or (`wait`) until the scanner has ended.
-    fn match_found(&mut self, wait: bool) {
+    fn match_found(&mut self, wait: bool, progress: &dyn Reporter) {
         while !self.waiting.is_empty() {
             let next = match self.next.take() {
                 Some(next) => Some(next),
@@ -472,6 +487,16 @@ impl Scanner {
             };
             let Some(next) = next else { return };
             self.meet(next);
+            self.report(progress);
+        }
+    }
+
+    /// The bytes of the members hashed since the last report, to `progress`.
+    fn report(&mut self, progress: &dyn Reporter) {
+        let bytes: u64 = self.done[self.reported..].iter().map(|h| h.bytes).sum();
+        self.reported = self.done.len();
+        if bytes > 0 {
+            progress.advance(bytes);
         }
     }
 
@@ -486,7 +511,8 @@ impl Scanner {
             let Some(job) = self.waiting.pop_front() else { return };
             if frame_at == member_at && frame.spans == job.spans {
                 self.ahead += 1;
-                self.done.push(Hashed { name: job.name, expected: job.expected, actual: Ok(frame.sha256) });
+                let bytes = job.bytes();
+                self.done.push(Hashed { name: job.name, expected: job.expected, actual: Ok(frame.sha256), bytes });
                 return;
             }
             // The scanner passed this member's start without a frame of the same extent.
@@ -504,7 +530,8 @@ impl Scanner {
         }
         let actual = hash_spans(&self.file, &job.spans, &mut self.buf);
         self.here += 1;
-        self.done.push(Hashed { name: job.name, expected: job.expected, actual });
+        let bytes = job.bytes();
+        self.done.push(Hashed { name: job.name, expected: job.expected, actual, bytes });
     }
 }
 
@@ -629,6 +656,7 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
+    use crate::progress::{Counted, Silent};
 
     /// `frames`' stream of compressed text, a stored member of 2.3 blocks and compressed text
     /// again, in a file; its content, and where the stored bytes are in the content.
@@ -735,24 +763,29 @@ mod tests {
             deferral.take(stored.len() as u64).unwrap().unwrap()
         });
         let job = |name: &str, spans: Vec<Span>| Job { name: name.into(), expected: want, spans };
+        let progress = Counted::default();
         let (done, ahead, here) = std::thread::scope(|s| {
             let mut scanner = Scanner::spawn(s, file.clone(), len);
-            scanner.push(job("whole", spans.clone()));
-            scanner.finish()
+            scanner.push(job("whole", spans.clone()), &progress);
+            scanner.finish(&progress)
         });
         assert_eq!((ahead, here), (1, 0));
+        // Counted once, when hashed.
+        assert_eq!(progress.bytes.get(), stored.len() as u64);
         assert_eq!(*done[0].actual.as_ref().unwrap(), want);
         // A member that is part of a frame, and one past the end of the file: hashed here.
         let mut part = spans.clone();
         part.last_mut().unwrap().len -= 1;
         let beyond = vec![Span { offset: len - 10, len: 20 }];
+        let progress = Counted::default();
         let (done, ahead, here) = std::thread::scope(|s| {
             let mut scanner = Scanner::spawn(s, file.clone(), len);
-            scanner.push(job("part", part));
-            scanner.push(job("past", beyond));
-            scanner.finish()
+            scanner.push(job("part", part), &progress);
+            scanner.push(job("past", beyond), &progress);
+            scanner.finish(&progress)
         });
         assert_eq!((ahead, here), (0, 2));
+        assert_eq!(progress.bytes.get(), stored.len() as u64 - 1 + 20);
         let names: Vec<_> = done.iter().map(|h| h.name.as_str()).collect();
         assert_eq!(names, ["part", "past"]);
         assert_eq!(*done[0].actual.as_ref().unwrap(), Sha256::of_bytes(&content[stored.start..stored.end - 1]));
@@ -791,8 +824,8 @@ mod tests {
             let (done, ahead, here) = std::thread::scope(|s| {
                 let mut scanner = Scanner::spawn(s, file.clone(), len);
                 let spans = vec![Span { offset: 9, len: 100 }];
-                scanner.push(Job { name: "m".into(), expected: Sha256::of_bytes(b""), spans });
-                scanner.finish()
+                scanner.push(Job { name: "m".into(), expected: Sha256::of_bytes(b""), spans }, &Silent);
+                scanner.finish(&Silent)
             });
             assert_eq!((ahead, here, done.len()), (0, 1, 1), "blocks of {block}");
         }
