@@ -411,8 +411,8 @@ pub struct Scanner {
     next: Option<Ahead>,
     /// Members whose digests are known, in the order they were resolved.
     done: Vec<Hashed>,
-    /// How many of `done` the progress has counted.
-    reported: usize,
+    /// Bytes of the members resolved since progress was last told.
+    unreported: u64,
     file: Arc<File>,
     buf: Vec<u8>,
     /// Members the scanner hashed, and those hashed here.
@@ -439,8 +439,6 @@ pub struct Hashed {
     pub name: String,
     pub expected: Sha256,
     pub actual: io::Result<Sha256>,
-    /// The member's size: what the spans covered.
-    pub bytes: u64,
 }
 
 /// Raw frames found ahead and not yet matched, at most.
@@ -456,7 +454,7 @@ impl Scanner {
             }
         });
         let (waiting, done) = (VecDeque::new(), Vec::new());
-        Self { found, waiting, next: None, done, reported: 0, file, buf: Vec::new(), ahead: 0, here: 0 }
+        Self { found, waiting, next: None, done, unreported: 0, file, buf: Vec::new(), ahead: 0, here: 0 }
     }
 
     /// A member taken as spans: matched with what the scanner found so far, without waiting.
@@ -491,10 +489,9 @@ impl Scanner {
         }
     }
 
-    /// The bytes of the members hashed since the last report, to `progress`.
+    /// The bytes of the members resolved since the last report, to `progress`.
     fn report(&mut self, progress: &dyn Reporter) {
-        let bytes: u64 = self.done[self.reported..].iter().map(|h| h.bytes).sum();
-        self.reported = self.done.len();
+        let bytes = std::mem::take(&mut self.unreported);
         if bytes > 0 {
             progress.advance(bytes);
         }
@@ -511,8 +508,8 @@ impl Scanner {
             let Some(job) = self.waiting.pop_front() else { return };
             if frame_at == member_at && frame.spans == job.spans {
                 self.ahead += 1;
-                let bytes = job.bytes();
-                self.done.push(Hashed { name: job.name, expected: job.expected, actual: Ok(frame.sha256), bytes });
+                self.unreported += job.bytes();
+                self.done.push(Hashed { name: job.name, expected: job.expected, actual: Ok(frame.sha256) });
                 return;
             }
             // The scanner passed this member's start without a frame of the same extent.
@@ -530,8 +527,8 @@ impl Scanner {
         }
         let actual = hash_spans(&self.file, &job.spans, &mut self.buf);
         self.here += 1;
-        let bytes = job.bytes();
-        self.done.push(Hashed { name: job.name, expected: job.expected, actual, bytes });
+        self.unreported += job.bytes();
+        self.done.push(Hashed { name: job.name, expected: job.expected, actual });
     }
 }
 

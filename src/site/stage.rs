@@ -201,7 +201,10 @@ fn shares_blocks(copy: &File, file: &File, copy_path: &Path) -> Result<bool, Sit
 /// on an unnamed file there, gone when dropped (the blocks stay the bundle file's alone).
 pub(super) fn would_share_blocks(file: &File, dir: &Path) -> bool {
     let shares = tempfile::tempfile_in(dir).is_ok_and(|probe| rustix::fs::ioctl_ficlone(&probe, file).is_ok());
-    tracing::debug!("stage: the site's copy will {}share the bundle file's blocks", if shares { "" } else { "not " });
+    tracing::debug!(
+        "preflight: the site's copy will {}share the bundle file's blocks",
+        if shares { "" } else { "not " }
+    );
     shares
 }
 
