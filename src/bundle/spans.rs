@@ -198,6 +198,50 @@ enum Item {
     Span(Span),
 }
 
+impl Item {
+    /// Up to `out.len()` of the item's next bytes (a span's read from `file`): how many, and
+    /// whether the item is spent.
+    fn read(&mut self, file: &File, out: &mut [u8]) -> io::Result<(usize, bool)> {
+        match self {
+            Item::Bytes { buf, pos, len } => {
+                let n = out.len().min(*len - *pos);
+                out[..n].copy_from_slice(&buf[*pos..*pos + n]);
+                *pos += n;
+                Ok((n, pos == len))
+            }
+            Item::Span(span) => {
+                let want = usize::try_from(span.len).unwrap_or(usize::MAX).min(out.len());
+                let n = file.read_at(&mut out[..want], span.offset)?;
+                if n == 0 && want > 0 {
+                    let at = span.offset;
+                    let e = format!("the bundle file ends inside a stored block, at byte {at}");
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, e));
+                }
+                span.offset += n as u64;
+                span.len -= n as u64;
+                Ok((n, span.len == 0))
+            }
+        }
+    }
+
+    /// Pass up to `left` of the item's bytes: how many, and whether the item is spent.
+    fn skip(&mut self, left: u64) -> (u64, bool) {
+        match self {
+            Item::Bytes { pos, len, .. } => {
+                let k = (*len - *pos).min(usize::try_from(left).unwrap_or(usize::MAX));
+                *pos += k;
+                (k as u64, pos == len)
+            }
+            Item::Span(span) => {
+                let k = left.min(span.len);
+                span.offset += k;
+                span.len -= k;
+                (k, span.len == 0)
+            }
+        }
+    }
+}
+
 enum State {
     Reading,
     Ended,
@@ -257,33 +301,10 @@ impl Lookahead {
         if self.owed > 0 {
             return Err(io::Error::other("a taken member's bytes were read, not skipped"));
         }
-        if self.front()?.is_none() {
-            return Ok(0);
-        }
-        let (file, Some(item)) = (&self.file, self.queue.front_mut()) else { return Ok(0) };
-        let n = match item {
-            Item::Bytes { buf, pos, len } => {
-                let n = out.len().min(*len - *pos);
-                out[..n].copy_from_slice(&buf[*pos..*pos + n]);
-                *pos += n;
-                n
-            }
-            Item::Span(span) => {
-                let want = usize::try_from(span.len).unwrap_or(usize::MAX).min(out.len());
-                let n = file.read_at(&mut out[..want], span.offset)?;
-                if n == 0 && want > 0 {
-                    let at = span.offset;
-                    let e = format!("the bundle file ends inside a stored block, at byte {at}");
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, e));
-                }
-                span.offset += n as u64;
-                span.len -= n as u64;
-                n
-            }
-        };
-        if matches!(self.queue.front(), Some(Item::Bytes { pos, len, .. }) if pos == len)
-            || matches!(self.queue.front(), Some(Item::Span(s)) if s.len == 0)
-        {
+        let file = Arc::clone(&self.file);
+        let Some(item) = self.front()? else { return Ok(0) };
+        let (n, spent) = item.read(&file, out)?;
+        if spent {
             self.pop();
         }
         Ok(n)
@@ -298,21 +319,9 @@ impl Lookahead {
             let Some(item) = self.front()? else {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ends inside a member"));
             };
-            let (passed, done) = match item {
-                Item::Bytes { pos, len, .. } => {
-                    let k = (*len - *pos).min(usize::try_from(left).unwrap_or(usize::MAX));
-                    *pos += k;
-                    (k as u64, pos == len)
-                }
-                Item::Span(span) => {
-                    let k = left.min(span.len);
-                    span.offset += k;
-                    span.len -= k;
-                    (k, span.len == 0)
-                }
-            };
+            let (passed, spent) = item.skip(left);
             left -= passed;
-            if done {
+            if spent {
                 self.pop();
             }
         }
