@@ -279,14 +279,16 @@ impl Lookahead {
         }
     }
 
-    /// The front item, receiving one when none is held; `None` at the end of the stream.
-    fn front(&mut self) -> io::Result<Option<&mut Item>> {
+    /// The front item, receiving one when none is held, and the file its span is read from;
+    /// `None` at the end of the stream.
+    fn front(&mut self) -> io::Result<Option<(&File, &mut Item)>> {
         while self.queue.is_empty() {
             if !self.pull()? {
                 return Ok(None);
             }
         }
-        Ok(self.queue.front_mut())
+        let Self { file, queue, .. } = self;
+        Ok(queue.front_mut().map(|item| (&**file, item)))
     }
 
     /// Drop the front item, handing a chunk back to the reading thread.
@@ -301,9 +303,8 @@ impl Lookahead {
         if self.owed > 0 {
             return Err(io::Error::other("a taken member's bytes were read, not skipped"));
         }
-        let file = Arc::clone(&self.file);
-        let Some(item) = self.front()? else { return Ok(0) };
-        let (n, spent) = item.read(&file, out)?;
+        let Some((file, item)) = self.front()? else { return Ok(0) };
+        let (n, spent) = item.read(file, out)?;
         if spent {
             self.pop();
         }
@@ -316,7 +317,7 @@ impl Lookahead {
             n.checked_sub(self.owed).ok_or_else(|| io::Error::other("a skip shorter than a taken member"))?;
         self.owed = 0;
         while left > 0 {
-            let Some(item) = self.front()? else {
+            let Some((_, item)) = self.front()? else {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ends inside a member"));
             };
             let (passed, spent) = item.skip(left);
