@@ -358,7 +358,7 @@ pub(crate) fn write_all_vectored(out: &mut impl Write, mut bufs: &mut [io::IoSli
 }
 
 /// Bytes the sending side of a [`flow`] gathers before it hands them over.
-const FLOW_BATCH: usize = 128 << 10;
+pub(crate) const FLOW_BATCH: usize = 128 << 10;
 /// Batches handed over and not yet read, at most: memory per flow is about
 /// `(FLOW_DEPTH + 2) * FLOW_BATCH`, whatever the size of what passes. With 1, sender and
 /// reader woke each other for nearly every batch; 4 took a cold mirror from about 14,000
@@ -378,13 +378,18 @@ enum Batch {
 /// into batches of 128 KiB and waits while one is not read yet; [`Inflow`] reads them on a
 /// thread of its own, and hands each batch it has read back to be filled again, so a flow
 /// allocates its few batches once (3,072 of 128 KiB for the mirror row's 384 MiB before).
+/// A reader that passes the bytes on takes each batch whole instead
+/// ([`Inflow::next_batch`]), and whoever reads it last hands it back ([`Returns`]).
 /// Copied, not passed on: a network chunk can hold its connection's whole
 /// read buffer alive (measured: about 2 MiB a download). A sender dropped without
 /// [`Outflow::end`] is an error to the reader, never a short end.
 pub fn flow() -> (Outflow, Inflow) {
     let (tx, rx) = tokio::sync::mpsc::channel(FLOW_DEPTH);
     let (back, spent) = std::sync::mpsc::channel();
-    (Outflow { tx, batch: Vec::new(), spent }, Inflow { rx, back, current: Vec::new(), pos: 0, state: State::Reading })
+    (
+        Outflow { tx, batch: Vec::new(), spent },
+        Inflow { rx, back: Returns(back), current: Vec::new(), pos: 0, state: State::Reading },
+    )
 }
 
 /// The reader of a flow is gone: nobody wants what is sent any more.
@@ -445,10 +450,56 @@ impl Outflow {
 /// an async runtime's threads (it blocks).
 pub struct Inflow {
     rx: tokio::sync::mpsc::Receiver<Batch>,
-    back: std::sync::mpsc::Sender<Vec<u8>>,
+    back: Returns,
     current: Vec<u8>,
     pos: usize,
     state: State,
+}
+
+impl Inflow {
+    /// The next batch the sender handed over, whole and in place of a copy; `Ok(None)` at the
+    /// end. Every batch but the last holds exactly [`FLOW_BATCH`] bytes, so where a batch
+    /// starts depends on the stream alone. The caller sends the batch on to whoever reads it,
+    /// who hands it back through [`Inflow::returns`].
+    pub fn next_batch(&mut self) -> io::Result<Option<Vec<u8>>> {
+        loop {
+            if self.pos < self.current.len() {
+                // What `read` left of a batch.
+                let mut rest = std::mem::take(&mut self.current);
+                rest.drain(..self.pos);
+                self.pos = 0;
+                return Ok(Some(rest));
+            }
+            if let Some(replayed) = self.state.replay() {
+                return replayed.map(|_| None);
+            }
+            self.state = match self.rx.blocking_recv() {
+                Some(Batch::Data(batch)) => return Ok(Some(batch)),
+                Some(Batch::End) => State::Ended,
+                Some(Batch::Failed(why)) => State::Failed(io::ErrorKind::Other, why),
+                None => State::Failed(io::ErrorKind::UnexpectedEof, "the sender stopped before the end".into()),
+            };
+        }
+    }
+
+    /// Where a batch from [`Inflow::next_batch`] goes once it is read: back to the sender, to
+    /// be filled again (cleared by [`Returns::give`]).
+    pub fn returns(&self) -> Returns {
+        Returns(self.back.0.clone())
+    }
+}
+
+/// The way back to a flow's sender for the batches read in place (see [`Inflow::next_batch`]).
+pub struct Returns(std::sync::mpsc::Sender<Vec<u8>>);
+
+impl Returns {
+    pub fn give(&self, mut batch: Vec<u8>) {
+        if batch.capacity() > 0 {
+            batch.clear();
+            // A sender gone needs no batch back.
+            let _ = self.0.send(batch);
+        }
+    }
 }
 
 impl Read for Inflow {
@@ -460,24 +511,10 @@ impl Read for Inflow {
                 self.pos += n;
                 return Ok(n);
             }
-            if let Some(replayed) = self.state.replay() {
-                return replayed;
-            }
-            self.state = match self.rx.blocking_recv() {
-                Some(Batch::Data(batch)) => {
-                    let mut read = std::mem::replace(&mut self.current, batch);
-                    self.pos = 0;
-                    if read.capacity() > 0 {
-                        read.clear();
-                        // A sender gone needs no batch back.
-                        let _ = self.back.send(read);
-                    }
-                    State::Reading
-                }
-                Some(Batch::End) => State::Ended,
-                Some(Batch::Failed(why)) => State::Failed(io::ErrorKind::Other, why),
-                None => State::Failed(io::ErrorKind::UnexpectedEof, "the sender stopped before the end".into()),
-            };
+            let Some(batch) = self.next_batch()? else { return Ok(0) };
+            let read = std::mem::replace(&mut self.current, batch);
+            self.pos = 0;
+            self.back.give(read);
         }
     }
 }
@@ -674,30 +711,55 @@ mod tests {
     #[test]
     fn a_flow_hands_over_every_byte_in_order_then_the_end() {
         let len = 5 * FLOW_BATCH + 999;
-        let got = through_a_flow(
-            move |mut out| {
-                Box::pin(async move {
-                    let mut pos = 0;
-                    // Chunks of odd sizes, as a network delivers them, some empty.
-                    for size in (0..).map(|i| [0, 1, 16_384, 77_777, 300_000][i % 5]) {
-                        let end = (pos + size).min(len);
-                        let chunk: Vec<u8> = (pos..end).map(pattern).collect();
-                        out.send(chunk.into()).await.unwrap();
-                        pos = end;
-                        if pos == len {
-                            break;
-                        }
-                    }
-                    out.end(&Ok::<_, String>(true)).await;
-                })
-            },
-            |mut inflow| {
-                let mut got = Vec::new();
-                inflow.read_to_end(&mut got).unwrap();
-                got
-            },
-        );
+        let got = through_a_flow(send_pattern(len), |mut inflow| {
+            let mut got = Vec::new();
+            inflow.read_to_end(&mut got).unwrap();
+            got
+        });
         assert_eq!(got.len(), 5 * FLOW_BATCH + 999);
+        assert!(got.iter().enumerate().all(|(i, b)| *b == pattern(i)));
+    }
+
+    /// Sends `len` bytes of the pattern in chunks of odd sizes, as a network delivers them,
+    /// some empty; then the end.
+    fn send_pattern(
+        len: usize,
+    ) -> impl FnOnce(Outflow) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        move |mut out| {
+            Box::pin(async move {
+                let mut pos = 0;
+                for size in (0..).map(|i| [0, 1, 16_384, 77_777, 300_000][i % 5]) {
+                    let end = (pos + size).min(len);
+                    let chunk: Vec<u8> = (pos..end).map(pattern).collect();
+                    out.send(chunk.into()).await.unwrap();
+                    pos = end;
+                    if pos == len {
+                        break;
+                    }
+                }
+                out.end(&Ok::<_, String>(true)).await;
+            })
+        }
+    }
+
+    #[test]
+    fn a_flow_read_in_place_hands_over_whole_batches_that_start_where_the_stream_says() {
+        let len = 5 * FLOW_BATCH + 999;
+        let (got, sizes) = through_a_flow(send_pattern(len), |mut inflow| {
+            // What `read` leaves of a batch comes first, then whole batches.
+            let mut got = vec![0u8; 1000];
+            inflow.read_exact(&mut got).unwrap();
+            let mut sizes = Vec::new();
+            while let Some(batch) = inflow.next_batch().unwrap() {
+                sizes.push(batch.len());
+                got.extend_from_slice(&batch);
+                inflow.returns().give(batch);
+            }
+            assert!(inflow.next_batch().unwrap().is_none(), "the end, again");
+            (got, sizes)
+        });
+        assert_eq!(sizes, [FLOW_BATCH - 1000, FLOW_BATCH, FLOW_BATCH, FLOW_BATCH, FLOW_BATCH, 999]);
+        assert_eq!(got.len(), len);
         assert!(got.iter().enumerate().all(|(i, b)| *b == pattern(i)));
     }
 

@@ -11,11 +11,14 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::Scope;
 
+use sha2::Digest as _;
+
+use super::frames::BLOCK;
 use super::writer::{PackError, Packing};
 use crate::digest::HashingReader;
 use crate::digest::Sha256;
 use crate::member_path::MemberPath;
-use crate::overlap::{CHUNK, DEPTH, Inflow, Pool, fill};
+use crate::overlap::{CHUNK, DEPTH, FLOW_BATCH, Inflow, Pool, Returns, fill};
 use crate::progress::Reporter;
 
 /// Members whose origins are still on their way: downloads running beside `pack`, in bundle
@@ -138,8 +141,9 @@ pub struct Streamed {
 
 /// One hand-over, in order.
 enum Piece {
-    /// Bytes of the current member: the buffer and how many of its bytes are filled.
-    Data(Vec<u8>, usize),
+    /// Bytes of the current member: the buffer, how many of its bytes are filled, and where
+    /// it goes once read: back to a flow's sender, or (`None`) to the reading thread's pool.
+    Data(Vec<u8>, usize, Option<Returns>),
     /// The current member ended.
     End(Streamed),
     /// The current member's origin could not be read; nothing follows.
@@ -151,6 +155,8 @@ pub struct Feed<'r> {
     pieces: Receiver<Piece>,
     spent: SyncSender<Vec<u8>>,
     current: Vec<u8>,
+    /// Where `current` goes once read, if not to the pool: a flow's batch, read in place.
+    returns: Option<Returns>,
     pos: usize,
     len: usize,
     /// How the current member ended, once it has.
@@ -169,7 +175,7 @@ impl<'r> Feed<'r> {
         let (pieces_tx, pieces) = sync_channel(DEPTH);
         let (spent, spent_rx) = sync_channel(DEPTH + 2);
         scope.spawn(move || produce(members, arrivals, &pieces_tx, spent_rx));
-        Self { pieces, spent, current: Vec::new(), pos: 0, len: 0, ended: None, reporter }
+        Self { pieces, spent, current: Vec::new(), returns: None, pos: 0, len: 0, ended: None, reporter }
     }
 
     /// After the current member's bytes have been read to their end: how it ended. The next
@@ -207,12 +213,16 @@ impl BufRead for Feed<'_> {
                 };
             }
             let spent = std::mem::take(&mut self.current);
-            if !spent.is_empty() {
+            if let Some(returns) = self.returns.take() {
+                returns.give(spent);
+            } else if !spent.is_empty() {
                 // Full only when the reading thread has stopped: then nobody needs it.
                 let _ = self.spent.try_send(spent);
             }
             match self.pieces.recv() {
-                Ok(Piece::Data(buf, n)) => (self.current, self.pos, self.len) = (buf, 0, n),
+                Ok(Piece::Data(buf, n, returns)) => {
+                    (self.current, self.returns, self.pos, self.len) = (buf, returns, 0, n);
+                }
                 Ok(Piece::End(streamed)) => self.ended = Some(Ok(streamed)),
                 Ok(Piece::Failed(e)) => self.ended = Some(Err(e)),
                 // Only if it panicked, which the scope raises again when it ends.
@@ -283,29 +293,63 @@ fn read_member(
     let read_err =
         |source| PackError::Read { what: member.what.to_owned(), origin: member.origin().into_owned(), source };
     let verified_now = matches!(arrival, Arrival::Verified);
-    // A flow's size is known once it ends; past the declared size, its sender fails it.
-    let (source, file_size): (Box<dyn Read>, Option<u64>) = if let Arrival::Flowing(inflow) = arrival {
-        (Box::new(inflow), None)
-    } else {
-        let file = File::open(member.origin()).map_err(read_err)?;
-        let size = file.metadata().map_err(read_err)?.len();
-        (Box::new(file), Some(size))
-    };
-    let streamed = |sha256, (within_size, more): (u64, bool)| Streamed {
-        sha256,
-        within_size,
-        more,
-        file_size: file_size.unwrap_or(within_size + u64::from(more)),
-    };
+    if let Arrival::Flowing(inflow) = arrival {
+        // A flow's size is known once it ends; past the declared size, its sender fails it.
+        let handed = hand_over_flow(member.entry.size, inflow, pieces).map_err(read_err)?;
+        return Ok(handed.map(|(sha256, within_size, more)| Streamed {
+            sha256,
+            within_size,
+            more,
+            file_size: within_size + u64::from(more),
+        }));
+    }
+    let file = File::open(member.origin()).map_err(read_err)?;
+    let file_size = file.metadata().map_err(read_err)?.len();
+    let streamed = |sha256, (within_size, more)| Streamed { sha256, within_size, more, file_size };
     if verified_now {
-        let handed = hand_over(member.entry.size, source, pieces, pool).map_err(read_err)?;
+        let handed = hand_over(member.entry.size, file, pieces, pool).map_err(read_err)?;
         return Ok(handed.map(|h| streamed(member.entry.sha256, h)));
     }
-    let mut hashing = HashingReader::new(source);
+    let mut hashing = HashingReader::new(file);
     let Some(handed) = hand_over(member.entry.size, &mut hashing, pieces, pool).map_err(read_err)? else {
         return Ok(None);
     };
     Ok(Some(streamed(hashing.finish().0, handed)))
+}
+
+// The writer stores a member's blocks where its chunks start (`writer::BundleWriter::store`):
+// a flow's batches and the pool's chunks must both start on a block, or a layer streamed from
+// its registry would be stored otherwise than the same layer read from the cache.
+const _: () = assert!(FLOW_BATCH.is_multiple_of(BLOCK) && CHUNK.is_multiple_of(BLOCK));
+
+/// Hand over `size` bytes of a flowing member, its batches as they are (no copy into a chunk),
+/// hashing them on the way: the digest and count of the bytes handed over, and whether the
+/// flow held more; `None` when the consumer is gone.
+fn hand_over_flow(
+    size: u64,
+    mut inflow: Inflow,
+    pieces: &SyncSender<Piece>,
+) -> io::Result<Option<(Sha256, u64, bool)>> {
+    let mut hasher = sha2::Sha256::new();
+    let mut left = size;
+    let mut more = false;
+    while let Some(batch) = inflow.next_batch()? {
+        let n = usize::try_from(left).map_or(batch.len(), |left| left.min(batch.len()));
+        more = n < batch.len();
+        if n == 0 {
+            inflow.returns().give(batch);
+        } else {
+            hasher.update(&batch[..n]);
+            left -= n as u64;
+            if pieces.send(Piece::Data(batch, n, Some(inflow.returns()))).is_err() {
+                return Ok(None);
+            }
+        }
+        if more {
+            break;
+        }
+    }
+    Ok(Some((Sha256::from_raw(hasher.finalize().into()), size - left, more)))
 }
 
 /// Hand over `size` bytes of `source` (fewer if it ends first), then ask for one more, to
@@ -326,7 +370,7 @@ fn hand_over(
             break;
         }
         left -= n as u64;
-        if pieces.send(Piece::Data(buf, n)).is_err() {
+        if pieces.send(Piece::Data(buf, n, None)).is_err() {
             return Ok(None);
         }
     }
