@@ -377,8 +377,9 @@ impl<W: Write> BundleWriter<W> {
     /// Write `data` as it is, in raw frames, until its end or a block zstd can shrink (the
     /// first `checked` bytes are known not to; of each later block, its first `SAMPLE` bytes
     /// are tried): the bytes written, and whether that was all. Blocks start where `data`'s
-    /// chunks do; the feed's are `overlap::CHUNK` bytes of a member, a multiple of a block, so
-    /// where they start depends on the member alone.
+    /// chunks do; the feed's are `overlap::CHUNK` bytes of a member read from a file, or a
+    /// flow's batches of `overlap::FLOW_BATCH` of one streamed from its registry, each a
+    /// multiple of a block, so where they start depends on the member alone.
     fn store(&mut self, data: &mut impl BufRead, mut checked: usize) -> io::Result<(u64, bool)> {
         let Self { tar, store, .. } = self;
         let Some(store) = store.as_mut() else { return Ok((0, false)) };
