@@ -378,11 +378,11 @@ enum Batch {
 /// into batches of 128 KiB and waits while one is not read yet; [`Inflow`] reads them on a
 /// thread of its own, and hands each batch it has read back to be filled again, so a flow
 /// allocates its few batches once (3,072 of 128 KiB for the mirror row's 384 MiB before).
-/// A reader that passes the bytes on takes each batch whole instead
-/// ([`Inflow::next_batch`]), and whoever reads it last hands it back ([`Returns`]).
-/// Copied, not passed on: a network chunk can hold its connection's whole
-/// read buffer alive (measured: about 2 MiB a download). A sender dropped without
-/// [`Outflow::end`] is an error to the reader, never a short end.
+/// The sender copies, not passes on, the network's chunks: a chunk can hold its connection's
+/// whole read buffer alive (measured: about 2 MiB a download). A sender dropped without
+/// [`Outflow::end`] is an error to the reader, never a short end. A reader that passes the
+/// bytes on takes each batch whole instead of reading it ([`Inflow::next_batch`]), and
+/// whoever reads it last hands it back ([`Returns`]).
 pub fn flow() -> (Outflow, Inflow) {
     let (tx, rx) = tokio::sync::mpsc::channel(FLOW_DEPTH);
     let (back, spent) = std::sync::mpsc::channel();
