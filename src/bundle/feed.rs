@@ -4,7 +4,7 @@
 //! zstd's own workers behind it) overlap; each origin is read once; the chunks are recycled,
 //! so memory is fixed whatever the bundle's size or member count.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -14,7 +14,7 @@ use std::thread::Scope;
 use sha2::Digest as _;
 
 use super::frames::BLOCK;
-use super::writer::{PackError, Packing};
+use super::writer::{Buffers, PackError, Packing};
 use crate::digest::HashingReader;
 use crate::digest::Sha256;
 use crate::member_path::MemberPath;
@@ -141,24 +141,27 @@ pub struct Streamed {
 
 /// One hand-over, in order.
 enum Piece {
-    /// Bytes of the current member: the buffer, how many of its bytes are filled, and where
-    /// it goes once read: back to a flow's sender, or (`None`) to the reading thread's pool.
-    Data(Vec<u8>, usize, Option<Returns>),
+    /// Bytes of the current member: one or more buffers, each with how many of its bytes are
+    /// filled, and where they go once read: back to a flow's sender, or (`None`) to the reading
+    /// thread's pool.
+    Data(Vec<(Vec<u8>, usize)>, Option<Returns>),
     /// The current member ended.
     End(Streamed),
     /// The current member's origin could not be read; nothing follows.
     Failed(PackError),
 }
 
-/// The consumer's end: the members' bytes, one member at a time (`BufRead` without a copy).
+/// The consumer's end: the members' bytes, one member at a time (`BufRead` without a copy,
+/// and [`Buffers`] for all of a piece's buffers at once).
 pub struct Feed<'r> {
     pieces: Receiver<Piece>,
     spent: SyncSender<Vec<u8>>,
-    current: Vec<u8>,
-    /// Where `current` goes once read, if not to the pool: a flow's batch, read in place.
+    /// The current piece's buffers not read to their end yet, each with its filled length.
+    held: VecDeque<(Vec<u8>, usize)>,
+    /// Where they go once read, if not to the pool: a flow's batches, read in place.
     returns: Option<Returns>,
+    /// Bytes read of the first held buffer.
     pos: usize,
-    len: usize,
     /// How the current member ended, once it has.
     ended: Option<Result<Streamed, PackError>>,
     reporter: &'r dyn Reporter,
@@ -175,7 +178,7 @@ impl<'r> Feed<'r> {
         let (pieces_tx, pieces) = sync_channel(DEPTH);
         let (spent, spent_rx) = sync_channel(DEPTH + 2);
         scope.spawn(move || produce(members, arrivals, &pieces_tx, spent_rx));
-        Self { pieces, spent, current: Vec::new(), returns: None, pos: 0, len: 0, ended: None, reporter }
+        Self { pieces, spent, held: VecDeque::new(), returns: None, pos: 0, ended: None, reporter }
     }
 
     /// After the current member's bytes have been read to their end: how it ended. The next
@@ -203,26 +206,39 @@ impl<'r> Feed<'r> {
     }
 }
 
+impl Feed<'_> {
+    /// A buffer read to its end goes back where it came from.
+    fn give_back(&self, buf: Vec<u8>) {
+        if let Some(returns) = &self.returns {
+            returns.give(buf);
+        } else {
+            // Full only when the reading thread has stopped: then nobody needs it.
+            let _ = self.spent.try_send(buf);
+        }
+    }
+}
+
 impl BufRead for Feed<'_> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        while self.pos == self.len {
+        loop {
+            if let Some(&(_, len)) = self.held.front() {
+                if self.pos < len {
+                    break;
+                }
+                if let Some((spent, _)) = self.held.pop_front() {
+                    self.pos = 0;
+                    self.give_back(spent);
+                }
+                continue;
+            }
             if let Some(ended) = &self.ended {
                 return match ended {
                     Ok(_) => Ok(&[]),
                     Err(e) => Err(io::Error::other(e.to_string())),
                 };
             }
-            let spent = std::mem::take(&mut self.current);
-            if let Some(returns) = self.returns.take() {
-                returns.give(spent);
-            } else if !spent.is_empty() {
-                // Full only when the reading thread has stopped: then nobody needs it.
-                let _ = self.spent.try_send(spent);
-            }
             match self.pieces.recv() {
-                Ok(Piece::Data(buf, n, returns)) => {
-                    (self.current, self.returns, self.pos, self.len) = (buf, returns, 0, n);
-                }
+                Ok(Piece::Data(bufs, returns)) => (self.held, self.returns) = (bufs.into(), returns),
                 Ok(Piece::End(streamed)) => self.ended = Some(Ok(streamed)),
                 Ok(Piece::Failed(e)) => self.ended = Some(Err(e)),
                 // Only if it panicked, which the scope raises again when it ends.
@@ -233,11 +249,40 @@ impl BufRead for Feed<'_> {
                 }
             }
         }
-        Ok(&self.current[self.pos..self.len])
+        let (buf, len) = &self.held[0];
+        Ok(&buf[self.pos..*len])
     }
 
     fn consume(&mut self, n: usize) {
-        self.pos = (self.pos + n).min(self.len);
+        if let Some(&(_, len)) = self.held.front() {
+            self.pos = (self.pos + n).min(len);
+        }
+        self.reporter.advance(n as u64);
+    }
+}
+
+impl Buffers for Feed<'_> {
+    fn fill_bufs(&mut self) -> io::Result<Vec<&[u8]>> {
+        if self.fill_buf()?.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pos = self.pos;
+        Ok(self.held.iter().enumerate().map(|(i, (buf, len))| &buf[if i == 0 { pos } else { 0 }..*len]).collect())
+    }
+
+    fn consume_bufs(&mut self, n: usize) {
+        let mut left = n;
+        while let Some(&(_, len)) = self.held.front() {
+            let k = (len - self.pos).min(left);
+            (self.pos, left) = (self.pos + k, left - k);
+            if left == 0 {
+                break;
+            }
+            if let Some((spent, _)) = self.held.pop_front() {
+                self.pos = 0;
+                self.give_back(spent);
+            }
+        }
         self.reporter.advance(n as u64);
     }
 }
@@ -322,9 +367,13 @@ fn read_member(
 // its registry would be stored otherwise than the same layer read from the cache.
 const _: () = assert!(FLOW_BATCH.is_multiple_of(BLOCK) && CHUNK.is_multiple_of(BLOCK));
 
+/// Batches of a flow handed over together: a chunk's worth, so the packing thread wakes, and
+/// writes through the writing thread, per 1 MiB whatever the source.
+const GATHERED: usize = CHUNK / FLOW_BATCH;
+
 /// Hand over `size` bytes of a flowing member, its batches as they are (no copy into a chunk),
-/// hashing them on the way: the digest and count of the bytes handed over, and whether the
-/// flow held more; `None` when the consumer is gone.
+/// a chunk's worth at a time, hashing them on the way: the digest and count of the bytes
+/// handed over, and whether the flow held more; `None` when the consumer is gone.
 fn hand_over_flow(
     size: u64,
     mut inflow: Inflow,
@@ -333,6 +382,7 @@ fn hand_over_flow(
     let mut hasher = sha2::Sha256::new();
     let mut left = size;
     let mut more = false;
+    let mut gathered = Vec::with_capacity(GATHERED);
     while let Some(batch) = inflow.next_batch()? {
         let n = usize::try_from(left).map_or(batch.len(), |left| left.min(batch.len()));
         more = n < batch.len();
@@ -341,13 +391,21 @@ fn hand_over_flow(
         } else {
             hasher.update(&batch[..n]);
             left -= n as u64;
-            if pieces.send(Piece::Data(batch, n, Some(inflow.returns()))).is_err() {
-                return Ok(None);
-            }
+            gathered.push((batch, n));
         }
         if more {
             break;
         }
+        if gathered.len() == GATHERED {
+            let piece =
+                Piece::Data(std::mem::replace(&mut gathered, Vec::with_capacity(GATHERED)), Some(inflow.returns()));
+            if pieces.send(piece).is_err() {
+                return Ok(None);
+            }
+        }
+    }
+    if !gathered.is_empty() && pieces.send(Piece::Data(gathered, Some(inflow.returns()))).is_err() {
+        return Ok(None);
     }
     Ok(Some((Sha256::from_raw(hasher.finalize().into()), size - left, more)))
 }
@@ -370,7 +428,7 @@ fn hand_over(
             break;
         }
         left -= n as u64;
-        if pieces.send(Piece::Data(buf, n, None)).is_err() {
+        if pieces.send(Piece::Data(vec![(buf, n)], None)).is_err() {
             return Ok(None);
         }
     }

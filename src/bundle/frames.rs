@@ -183,15 +183,17 @@ impl<'w, W: Write> RawFrame<'w, W> {
         Ok(Self { out })
     }
 
-    /// Write `bytes` as they are, in blocks of at most [`BLOCK`]: one vectored write of the
-    /// headers and the caller's bytes (`WriteBehind` writes it without a copy), per 32 MiB
-    /// (the system takes 1,024 buffers in one call).
-    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        for group in bytes.chunks(BLOCK * 256) {
-            let headers: Vec<[u8; 3]> = group.chunks(BLOCK).map(|block| raw_block_header(block.len(), false)).collect();
+    /// Write `parts` as they are, one after another, each in blocks of at most [`BLOCK`]: one
+    /// vectored write of the headers and the caller's bytes (`WriteBehind` writes it without a
+    /// copy), per 32 MiB (the system takes 1,024 buffers in one call). Blocks start where parts
+    /// do: every part but the last a multiple of a block keeps them where one part's would be.
+    pub fn write(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        let blocks: Vec<&[u8]> = parts.iter().flat_map(|part| part.chunks(BLOCK)).collect();
+        for group in blocks.chunks(256) {
+            let headers: Vec<[u8; 3]> = group.iter().map(|block| raw_block_header(block.len(), false)).collect();
             let mut slices: Vec<IoSlice<'_>> = headers
                 .iter()
-                .zip(group.chunks(BLOCK))
+                .zip(group)
                 .flat_map(|(header, block)| [IoSlice::new(header), IoSlice::new(block)])
                 .collect();
             write_all_vectored(self.out, &mut slices)?;
@@ -460,8 +462,9 @@ pub(crate) mod tests {
         assert_eq!(frames.out.len(), ended, "ending again writes nothing");
         let stored: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13).to_le_bytes()[0]).collect();
         let mut raw = frames.raw_frame().unwrap();
-        raw.write(&stored[..1000]).unwrap();
-        raw.write(&stored[1000..]).unwrap();
+        raw.write(&[&stored[..1000]]).unwrap();
+        // Two parts, cut where one part's blocks would be.
+        raw.write(&[&stored[1000..1000 + BLOCK], &stored[1000 + BLOCK..]]).unwrap();
         raw.end().unwrap();
         frames.write_all(b" and last").unwrap();
         let out = frames.finish().unwrap();
@@ -481,7 +484,7 @@ pub(crate) mod tests {
         frames.write_all(&text).unwrap();
         let stored: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13).to_le_bytes()[0]).collect();
         let mut raw = frames.raw_frame().unwrap();
-        raw.write(&stored).unwrap();
+        raw.write(&[&stored]).unwrap();
         raw.end().unwrap();
         frames.write_all(&text).unwrap();
         let want = [&text[..], &stored, &text].concat();

@@ -333,7 +333,7 @@ impl<W: Write> BundleWriter<W> {
     /// (`frames`): its header ends the frame, raw frames follow, and the first block zstd can
     /// shrink sends the rest back through the compressor. The other large members set the
     /// level (`COMPRESSED_LEVEL` for compressed formats).
-    pub fn append(&mut self, path: &MemberPath, size: u64, mut data: impl BufRead) -> io::Result<()> {
+    pub fn append(&mut self, path: &MemberPath, size: u64, mut data: impl Buffers) -> io::Result<()> {
         let head = data.fill_buf()?;
         let large = size >= LARGE_MEMBER_BYTES;
         let compressed = large && compressed_already(head);
@@ -379,30 +379,41 @@ impl<W: Write> BundleWriter<W> {
     /// are tried): the bytes written, and whether that was all. Blocks start where `data`'s
     /// chunks do; the feed's are `overlap::CHUNK` bytes of a member read from a file, or a
     /// flow's batches of `overlap::FLOW_BATCH` of one streamed from its registry, each a
-    /// multiple of a block, so where they start depends on the member alone.
-    fn store(&mut self, data: &mut impl BufRead, mut checked: usize) -> io::Result<(u64, bool)> {
+    /// multiple of a block, so where they start depends on the member alone. All the buffers
+    /// at hand go out in one write: a write of 256 KiB or more is not copied (`WriteBehind`).
+    fn store(&mut self, data: &mut impl Buffers, mut checked: usize) -> io::Result<(u64, bool)> {
         let Self { tar, store, .. } = self;
         let Some(store) = store.as_mut() else { return Ok((0, false)) };
         let mut raw = tar.get_mut().raw_frame()?;
         let mut written = 0u64;
         let whole = loop {
-            let chunk = match data.fill_buf() {
-                Ok([]) => break true,
-                Ok(chunk) => chunk,
+            let bufs = match data.fill_bufs() {
+                Ok(bufs) if bufs.is_empty() => break true,
+                Ok(bufs) => bufs,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            let mut take = 0;
-            for block in chunk.chunks(frames::BLOCK) {
-                if take >= checked && store.compresses(&block[..block.len().min(frames::SAMPLE)]) {
+            // Each buffer's blocks up to the first zstd can shrink, in one write.
+            let (mut take, mut full) = (0, true);
+            let mut parts = Vec::with_capacity(bufs.len());
+            for buf in bufs {
+                let mut n = 0;
+                for block in buf.chunks(frames::BLOCK) {
+                    if take + n >= checked && store.compresses(&block[..block.len().min(frames::SAMPLE)]) {
+                        full = false;
+                        break;
+                    }
+                    n += block.len();
+                }
+                parts.push(&buf[..n]);
+                take += n;
+                if !full {
                     break;
                 }
-                take += block.len();
             }
             checked = 0;
-            raw.write(&chunk[..take])?;
-            let full = take == chunk.len();
-            data.consume(take);
+            raw.write(&parts)?;
+            data.consume_bufs(take);
             written += take as u64;
             if !full {
                 break false;
@@ -415,6 +426,36 @@ impl<W: Write> BundleWriter<W> {
     /// Finish the tar and the last zstd frame (without `finish` the frame is truncated).
     pub fn finish(self) -> io::Result<W> {
         self.tar.into_inner()?.finish()
+    }
+}
+
+/// A member's bytes as [`BundleWriter::append`] reads them: a `BufRead` that may hold more
+/// than one buffer at once, so that bytes stored as they are go out in one vectored write
+/// however they arrived (the feed's batches of a layer streamed from its registry).
+pub trait Buffers: BufRead {
+    /// The bytes at hand, in order, `fill_buf`'s first; none at the end.
+    fn fill_bufs(&mut self) -> io::Result<Vec<&[u8]>> {
+        let buf = self.fill_buf()?;
+        Ok(if buf.is_empty() { Vec::new() } else { vec![buf] })
+    }
+
+    /// Mark `n` bytes of [`Buffers::fill_bufs`]'s read, across its buffers.
+    fn consume_bufs(&mut self, n: usize) {
+        self.consume(n);
+    }
+}
+
+impl Buffers for &[u8] {}
+
+impl<R: io::Read> Buffers for io::BufReader<R> {}
+
+impl<B: Buffers + ?Sized> Buffers for &mut B {
+    fn fill_bufs(&mut self) -> io::Result<Vec<&[u8]>> {
+        (**self).fill_bufs()
+    }
+
+    fn consume_bufs(&mut self, n: usize) {
+        (**self).consume_bufs(n);
     }
 }
 
@@ -675,6 +716,87 @@ mod tests {
         let compressed = write(&members, 2, false);
         assert_unpacks_to(&compressed, &members);
         assert!(compressed.len() >= one.len() - 1024, "{} against {}", compressed.len(), one.len());
+    }
+
+    /// A member's bytes in pieces of `per_piece` buffers of `buf` bytes each (the last ones
+    /// shorter), every piece's buffers at hand at once, as the feed hands over a flow's batches.
+    struct Pieces {
+        bufs: std::collections::VecDeque<Vec<u8>>,
+        per_piece: usize,
+        /// Bytes read of the first buffer.
+        pos: usize,
+    }
+
+    impl Pieces {
+        fn new(bytes: &[u8], buf: usize, per_piece: usize) -> Self {
+            Self { bufs: bytes.chunks(buf).map(<[u8]>::to_vec).collect(), per_piece, pos: 0 }
+        }
+    }
+
+    impl io::Read for Pieces {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.fill_buf()?.len().min(out.len());
+            out[..n].copy_from_slice(&self.fill_buf()?[..n]);
+            self.consume(n);
+            Ok(n)
+        }
+    }
+
+    impl BufRead for Pieces {
+        fn fill_buf(&mut self) -> io::Result<&[u8]> {
+            if self.bufs.front().is_some_and(|b| self.pos == b.len()) {
+                self.bufs.pop_front();
+                self.pos = 0;
+            }
+            Ok(self.bufs.front().map_or(&[], |b| &b[self.pos..]))
+        }
+
+        fn consume(&mut self, n: usize) {
+            self.pos += n;
+        }
+    }
+
+    impl Buffers for Pieces {
+        fn fill_bufs(&mut self) -> io::Result<Vec<&[u8]>> {
+            self.fill_buf()?;
+            let pos = self.pos;
+            Ok(self
+                .bufs
+                .iter()
+                .take(self.per_piece)
+                .enumerate()
+                .map(|(i, b)| &b[if i == 0 { pos } else { 0 }..])
+                .collect())
+        }
+
+        fn consume_bufs(&mut self, mut n: usize) {
+            while n > 0 {
+                let k = (self.bufs[0].len() - self.pos).min(n);
+                (self.pos, n) = (self.pos + k, n - k);
+                if n > 0 {
+                    self.bufs.pop_front();
+                    self.pos = 0;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_member_handed_over_in_pieces_of_several_buffers_is_stored_as_one_slice_is() {
+        // Noise, and noise that turns into text within a piece: the piece's first buffers are
+        // stored, the rest compressed.
+        let mut turns = noise(b"", 3, 2 << 20);
+        turns.extend(text(b"", 2 << 20));
+        let members = vec![("files/a.bin", noise(b"", 1, (3 << 20) + 999)), ("files/d.turns", turns)];
+        let want = write(&members, 1, true);
+        for per_piece in [1, 3, 8] {
+            let mut writer = BundleWriter::with_workers(Vec::new(), 0, Compression::default(), 1).unwrap();
+            for (path, bytes) in &members {
+                let pieces = Pieces::new(bytes, frames::BLOCK, per_piece);
+                writer.append(&MemberPath::new(*path).unwrap(), bytes.len() as u64, pieces).unwrap();
+            }
+            assert!(writer.finish().unwrap() == want, "{per_piece} buffers a piece");
+        }
     }
 
     #[test]
