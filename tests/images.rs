@@ -353,6 +353,29 @@ fn tls_registries_verify_against_the_spec_ca() {
     );
     airlock_in(t.path(), &["lock", s(&spec)]).ok();
     assert!(std::fs::read_to_string(t.path().join("ok/airlock.lock")).unwrap().contains(&digest));
+
+    // The system's roots are trusted too: with the registry's CA as the one root the system
+    // has (`SSL_CERT_FILE`, and an empty `SSL_CERT_DIR`), a spec naming no CA locks, and
+    // builds with the layers streamed over TLS.
+    let no_certs = t.path().join("no-certs");
+    std::fs::create_dir_all(&no_certs).unwrap();
+    let system_ca = |args: &[&str]| {
+        run(airlock()
+            .env("AIRLOCK_CACHE", t.path().join("system-cache"))
+            .env("DOCKER_CONFIG", t.path().join("docker"))
+            .env("HOME", t.path())
+            .env("SSL_CERT_FILE", &ca)
+            .env("SSL_CERT_DIR", &no_certs)
+            .args(args))
+    };
+    let spec = write_spec(&t.path().join("system"), &image);
+    system_ca(&["lock", s(&spec)]).ok();
+    assert!(std::fs::read_to_string(t.path().join("system/airlock.lock")).unwrap().contains(&digest));
+    let keys = keygen(&t.path().join("keys"), "build");
+    let out = t.path().join("system.airlock");
+    let key = s(&keys.private);
+    system_ca(&["build", s(&spec), "--locked", "--no-blob-cache", "--key", key, "--out", s(&out)]).ok();
+    airlock_run(&["verify", s(&out), "--trust", s(&keys.public)]).ok();
 }
 
 #[test]
