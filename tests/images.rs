@@ -360,13 +360,7 @@ fn tls_registries_verify_against_the_spec_ca() {
     let no_certs = t.path().join("no-certs");
     std::fs::create_dir_all(&no_certs).unwrap();
     let system_ca = |args: &[&str]| {
-        run(airlock()
-            .env("AIRLOCK_CACHE", t.path().join("system-cache"))
-            .env("DOCKER_CONFIG", t.path().join("docker"))
-            .env("HOME", t.path())
-            .env("SSL_CERT_FILE", &ca)
-            .env("SSL_CERT_DIR", &no_certs)
-            .args(args))
+        run(airlock_at(&t.path().join("system")).env("SSL_CERT_FILE", &ca).env("SSL_CERT_DIR", &no_certs).args(args))
     };
     let spec = write_spec(&t.path().join("system"), &image);
     system_ca(&["lock", s(&spec)]).ok();

@@ -68,13 +68,19 @@ pub fn airlock_run(args: &[&str]) -> Run {
 /// and a fixed `SOURCE_DATE_EPOCH`.
 #[allow(dead_code)]
 pub fn airlock_in(dir: &Path, args: &[&str]) -> Run {
-    run(airlock()
-        .env("AIRLOCK_CACHE", dir.join("cache"))
+    run(airlock_at(dir).args(args))
+}
+
+/// `airlock_in`'s command, for a test that sets more of its environment.
+#[allow(dead_code)]
+pub fn airlock_at(dir: &Path) -> Command {
+    let mut c = airlock();
+    c.env("AIRLOCK_CACHE", dir.join("cache"))
         .env("DOCKER_CONFIG", dir.join("docker"))
         .env_remove("REGISTRY_AUTH_FILE")
         .env("HOME", dir)
-        .env("SOURCE_DATE_EPOCH", EPOCH)
-        .args(args))
+        .env("SOURCE_DATE_EPOCH", EPOCH);
+    c
 }
 
 pub struct Keys {
