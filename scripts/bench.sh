@@ -15,7 +15,9 @@
 #   many     airlock install of MANY small files in one `[[file]]` directory
 #                                     ÷  zstd -dc | tar -x of the same bundle (LINEAR=1: and 4 x
 #                                        MANY, which must take at most 1.2 x 4 times as long;
-#                                        4 x MANY must fit one manifest: MANY=50000 LINEAR=1)
+#                                        4 x MANY must fit one manifest: MANY=50000 LINEAR=1;
+#                                        as root, each run from an emptied page cache with the
+#                                        bundle read back in)
 #   apply    airlock apply of APPLY packages on a node (a copy of the debootstrap system of
 #            scripts/node-fixture.sh, offline in `unshare -n chroot`, as root), then of their
 #            update, then rollback: airlock's own share of each (every phase but the package
@@ -273,15 +275,25 @@ EOF
     # Moved aside, not removed, between runs: ext4 allocates inodes slowly right after 100k
     # were freed (tar and airlock alike took 35 to 60 s instead of 3 and 7); removed at the end.
     aside="mkdir -p '$dir/old'; for d in x site; do [[ ! -e '$dir/'\$d ]] || mv '$dir/'\$d \"\$(mktemp -u -p '$dir/old')\"; done"
-    compare many 3.0 "$aside; mkdir '$dir/x'" \
+    # Each run starts from the same memory, the page cache emptied and the bundle read back
+    # into it. Without this the runs slowed one after another, both sides alike, as the trees
+    # moved aside filled the cache: the same 200,000-file install on the same tree took 9.53,
+    # 10.54, 10.62, 10.57, 10.77 and 12.30 s in a row, then 7.65 and 7.40 s after a
+    # `drop_caches`, and in the eleventh full run 9.52 to 13.33 s (`tar -x` 7.81 to 11.31 s),
+    # which put linearity at 1.47 where six runs from the same state gave 0.91.
+    fresh=":"
+    [[ $(id -u) -ne 0 ]] || fresh="sync; echo 3 > /proc/sys/vm/drop_caches; cat '$dir/b.airlock' > /dev/null"
+    compare many 3.0 "$aside; mkdir '$dir/x'; $fresh" \
       "zstd -dc '$dir/b.airlock' | tar -x -C '$dir/x'" \
       "'$airlock' install '$dir/b.airlock' --trust '$work/keys/bench.pub' --root '$dir/site'"
     cp "$work/many.air" "$work/many$n.times"
-    rm -rf "$dir"
-    # The next count's first create (its pipeline's `tar -x`) would follow this delete of
-    # tens of thousands of inodes: 39.81 and 42.44 s against 5.2 - 5.8 s for the others.
-    [[ $n == "${counts##* }" ]] || { sync; sleep 61; }
   done
+  # Removed once both counts are done: the next count's first create would follow the delete
+  # of this one's trees, and ext4 without a journal skips every inode freed in the last 60 s
+  # (300 s once its inode table block is dirty again, which the creates make it) when it
+  # allocates one. With a `sleep 61` between them the larger count's first pair still took
+  # 46.71 / 60.22 s against 9.52 - 13.33 s for the others.
+  for n in $counts; do rm -rf "$work/many$n"; done
   if ((LINEAR)); then
     python3 - "$work/many$MANY.times" "$work/many$((MANY * 4)).times" "$MANY" <<'EOF'
 import statistics, sys
