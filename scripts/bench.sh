@@ -128,12 +128,15 @@ header() { printf '  %-8s %9s %9s %7s  %-8s %-7s %11s %11s  %s\n' figure airlock
 printf 'airlock bench: %s cores (%s), %s GiB RAM, %s, %s; airlock %s\n' "$cores" \
   "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(awk '/MemTotal/ {printf "%d", $2 / 1048576}' /proc/meminfo)" \
   "$(zstd --version | grep -o 'v[0-9.]*')" "$(skopeo --version)" "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?')"
+# empty_cache: as root, write back and drop the page cache (a no-op otherwise, which
+# `cache_note` says).
+empty_cache() { [[ $(id -u) -ne 0 ]] || { sync && echo 3 > /proc/sys/vm/drop_caches; }; }
+cache_note="each run from an emptied page cache with the bundle read back in"
+[[ $(id -u) -eq 0 ]] || cache_note="page cache as it was (not root)"
 # Start with free memory: with the page cache full of earlier runs' files (436 MB free of
 # 24 GB), every page a command writes is first reclaimed from someone else, and the same
 # binary's build measured 1.05 / 1.13 x the pipeline where it measures 0.76 / 0.79 after this.
-if [[ $(id -u) -eq 0 ]]; then
-  sync && echo 3 > /proc/sys/vm/drop_caches
-fi
+empty_cache
 printf 'median of %s runs each, alternating with the baseline; page cache warm; %s MiB free at the start; %s\n' \
   "$RUNS" "$(awk '/MemFree/ {printf "%d", $2 / 1024}' /proc/meminfo)" "$reporting_note"
 
@@ -270,7 +273,7 @@ EOF
     "$airlock" lock "$dir/airlock.toml" >/dev/null 2>&1
     "$airlock" build "$dir/airlock.toml" --locked --key "$work/keys/bench.key" --out "$dir/b.airlock" >/dev/null 2>&1
     echo
-    echo "many: $n small files in one [[file]] directory ($(stat -c %s "$dir/b.airlock") byte bundle)"
+    echo "many: $n small files in one [[file]] directory ($(stat -c %s "$dir/b.airlock") byte bundle); $cache_note"
     header
     # Moved aside, not removed, between runs: ext4 allocates inodes slowly right after 100k
     # were freed (tar and airlock alike took 35 to 60 s instead of 3 and 7); removed at the end.
@@ -280,10 +283,9 @@ EOF
     # moved aside filled the cache: the same 200,000-file install on the same tree took 9.53,
     # 10.54, 10.62, 10.57, 10.77 and 12.30 s in a row, then 7.65 and 7.40 s after a
     # `drop_caches`, and in the eleventh full run 9.52 to 13.33 s (`tar -x` 7.81 to 11.31 s),
-    # which put linearity at 1.47 where six runs from the same state gave 0.91.
-    fresh=":"
-    [[ $(id -u) -ne 0 ]] || fresh="sync; echo 3 > /proc/sys/vm/drop_caches; cat '$dir/b.airlock' > /dev/null"
-    compare many 3.0 "$aside; mkdir '$dir/x'; $fresh" \
+    # which put linearity at 1.47 where three rounds of both counts from the same state gave
+    # 0.91.
+    compare many 3.0 "$aside; mkdir '$dir/x'; empty_cache; cat '$dir/b.airlock' > /dev/null" \
       "zstd -dc '$dir/b.airlock' | tar -x -C '$dir/x'" \
       "'$airlock' install '$dir/b.airlock' --trust '$work/keys/bench.pub' --root '$dir/site'"
     cp "$work/many.air" "$work/many$n.times"
