@@ -27,7 +27,8 @@
 #            against the same pipelines as above over the same content (the images as skopeo
 #            copied them into an OCI layout beforehand), three pairs of each, every run from
 #            an emptied page cache with only its own input read back in, the trees of the
-#            runs before moved aside, not deleted; needs about 35 GB free
+#            runs before moved aside, not deleted; needs about 35 GB free, 45 GB with the
+#            many rows (their trees are kept until the bench exits)
 #   referrers  REFERRERS referrers of one bundle (`pull`) and of one image (`lock` + `build`,
 #            cold cache) in a local docker-registry: at most 10 s each, no baseline
 #
@@ -42,7 +43,7 @@
 #                                               100k small files, 5,000 referrers
 #   SCALES=1 RUNS=1 IMAGES=0 MANY=0 REFERRERS=0 APPLY=0 scripts/bench.sh   a quick look
 #   SCALES= MANY=0 scripts/bench.sh             the registry figures only
-#   SCALES= MANY=50000 LINEAR=1 TEN=1 scripts/bench.sh   linearity and the 10 GB bundle (about 35 GB free)
+#   SCALES= MANY=50000 LINEAR=1 TEN=1 scripts/bench.sh   linearity and the 10 GB bundle (about 45 GB free)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=${RUNS:-5} SCALES=${SCALES-1 2} IMAGES=${IMAGES:-12} LAYER_MIB=${LAYER_MIB:-8}
@@ -132,7 +133,7 @@ printf 'airlock bench: %s cores (%s), %s GiB RAM, %s, %s; airlock %s\n' "$cores"
 # empty_cache: as root, write back and drop the page cache (a no-op otherwise, which
 # `cache_note` says).
 empty_cache() { [[ $(id -u) -ne 0 ]] || { sync && echo 3 > /proc/sys/vm/drop_caches; }; }
-cache_note="each run from an emptied page cache with the bundle read back in"
+cache_note="each run from an emptied page cache with its input read back in"
 [[ $(id -u) -eq 0 ]] || cache_note="page cache as it was (not root)"
 # Start with free memory: with the page cache full of earlier runs' files (436 MB free of
 # 24 GB), every page a command writes is first reclaimed from someone else, and the same
@@ -329,7 +330,7 @@ EOF
   done
   "$airlock" lock "$t/airlock.toml" --cache "$t/cache" >/dev/null 2>&1
   echo
-  echo "ten: $(du -sm --apparent-size "$t/data" | cut -f1) MiB: one 6 GiB file, 50,000 small files, 20 images (cache warm); build, verify and install three times each"
+  echo "ten: $(du -sm --apparent-size "$t/data" | cut -f1) MiB: one 6 GiB file, 50,000 small files, 20 images (cache warm); build, verify and install three times each; $cache_note"
   header
   # Build three times too, each run from the same memory: its own last output deleted, the
   # page cache emptied and only its own input read back in (the pipeline's the content, with
