@@ -339,9 +339,13 @@ pub struct ReportArgs {
     #[arg(long, conflicts_with = "fleet")]
     pub root: Option<PathBuf>,
     /// A fleet's evidence directory (the Ansible collection's `airlock_evidence_dir`): one page
-    /// for the whole rollout.
+    /// for one rollout run.
     #[arg(long, value_name = "DIR")]
     pub fleet: Option<PathBuf>,
+    /// With `--fleet`: the run to judge (its id, as the records and `DIR/runs/` name it)
+    /// [default: the newest].
+    #[arg(long, value_name = "ID", requires = "fleet")]
+    pub run: Option<crate::site::records::RunId>,
     /// Verify the bundle (and the base) with these keys; without, the page says NOT verified.
     #[command(flatten)]
     pub trust: TrustArgs,
@@ -725,6 +729,8 @@ pub struct InstallArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub site: SiteArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -790,9 +796,20 @@ pub struct ApplyArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub site: SiteArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The rollout run a command that writes a record belongs to.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The rollout run this action is part of, kept in its record (`airlock report --fleet
+    /// DIR --run ID` judges one run); the Ansible collection passes its own.
+    #[arg(long = "run-id", value_name = "ID", env = "AIRLOCK_RUN_ID")]
+    pub id: Option<crate::site::records::RunId>,
 }
 
 /// How a command shares the site root: `install`, `rollback`, `validate` and `check` take its lock.
@@ -825,6 +842,8 @@ pub struct RollbackArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub site: SiteArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -863,6 +882,8 @@ pub struct ValidateArgs {
     pub baseline: bool,
     #[command(flatten)]
     pub site: SiteArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

@@ -3,7 +3,8 @@
 //! playbook `airlock.site.rollout` run with `ansible-core` over an inventory of nodes on this
 //! machine (`ansible_connection=local`), each with its own site root and its own recorded GPU
 //! host (`airlock_environment`), in three hardware tuples, plus a tuple whose firmware is below
-//! the bundle's floor. Fails, never skips, when ansible-core is missing.
+//! the bundle's floor. Fails, never skips, when ansible-core is missing. Each rollout run's
+//! evidence lands under `EVIDENCE/runs/ID/`; `report --fleet` judges the newest run.
 
 mod common;
 
@@ -176,14 +177,17 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     let evidence = f.dir.path().join("evidence");
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--out", s(&page), "--json"])).ok().json();
     assert_eq!(report["verdict"], "green");
+    assert_eq!(report["bundle"]["version"], "2026.11.0", "{report}");
     assert_eq!(report["tuples"].as_array().unwrap().len(), 3, "{report}");
+    assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
+    assert_final_state(&f, &report, &GREEN);
     let waves: Vec<(String, Vec<String>, String)> = report["waves"]
         .as_array()
         .unwrap()
         .iter()
         .map(|w| {
             let nodes = w["nodes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
-            (w["wave"].as_str().unwrap().to_owned(), nodes, w["to"].as_str().unwrap().to_owned())
+            (w["name"].as_str().unwrap().to_owned(), nodes, w["to"].as_str().unwrap().to_owned())
         })
         .collect();
     let names: Vec<&str> = waves.iter().map(|w| w.0.as_str()).collect();
@@ -193,6 +197,13 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     assert!(waves[0].2.as_str() <= froms[1] && waves[1].2.as_str() <= froms[2], "waves in order: {report}");
     let dom = chromium_dom(&page);
     assert!(dom.contains("GREEN") && dom.contains("batch 2") && dom.contains("CPX/NPS4"), "{dom}");
+    assert!(dom.contains("Rollout of rocm10-demo 2026.11.0"), "the page names the bundle: {dom}");
+    // Each node's approval pack is in the evidence, linked from the page, and opens.
+    let pack = report["nodes"][0]["pack"].as_str().expect("an approval pack per node");
+    let run_dir = Path::new(report["dir"].as_str().unwrap());
+    let pack_dom = chromium_dom(&run_dir.join(pack));
+    assert!(pack_dom.contains("rocm10-demo 2026.11.0") && pack_dom.contains("GREEN"), "{pack_dom}");
+    assert!(dom.contains("report.html"), "{dom}");
 
     // The same bundle again: nothing changes.
     let r = f.rollout(&inventory, "2026.11.0", "evidence-again", &[]);
@@ -210,6 +221,17 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
         "{}",
         r.stdout
     );
+    // The stopped run is red, and its capacity table names the numbers.
+    let evidence = f.dir.path().join("evidence-capacity");
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!((report["verdict"].as_str(), report["run"]["aborted"].as_bool()), (Some("red"), Some(true)));
+    let broken: Vec<(i64, bool)> = report["capacity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["available"].as_i64().unwrap(), c["ok"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(broken, [(3, true), (2, false)], "{report}");
     let versions = f.versions(&GREEN);
     assert_eq!(
         (versions["n2"].as_str(), versions["n4"].as_str(), versions["n6"].as_str()),
@@ -238,11 +260,17 @@ fn a_red_canary_stops_the_rollout_before_any_expansion() {
     }
     // Evidence for every touched node, and the red reason on the fleet page.
     let evidence = f.dir.path().join("evidence");
-    for n in ["n1", "n3", "n7"] {
-        assert!(evidence.join(n).join("records").is_dir(), "evidence for {n}");
-    }
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    let run_dir = Path::new(report["dir"].as_str().unwrap());
+    for n in ["n1", "n3", "n7"] {
+        assert!(run_dir.join("nodes").join(n).join("records").is_dir(), "evidence for {n}");
+    }
     assert_eq!(report["verdict"], "red");
+    // Only this run: n7's records of the earlier run stay out of it.
+    let n7 = report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "n7").unwrap();
+    assert_eq!((n7["verdict"].as_str(), n7["version"].as_str()), (Some("red"), Some("2026.11.0")), "{report}");
+    let n7_records = std::fs::read_dir(run_dir.join("nodes/n7/records")).unwrap().count();
+    assert_eq!(n7_records, f.records("n7") - before["n7"], "n7's records of this run only");
     let reasons: Vec<&str> =
         report["problems"].as_array().unwrap().iter().map(|p| p["reason"].as_str().unwrap()).collect();
     assert!(reasons.iter().any(|r| r.contains("PLDM_BUNDLE")), "{reasons:?}");
@@ -268,17 +296,56 @@ fn a_failed_batch_is_rolled_back_and_stops_the_rollout() {
     }
     let evidence = f.dir.path().join("evidence");
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
-    let mut rolled: Vec<&str> = report["tuples"]
+    assert_eq!(rolled_back(&report), ["n4", "n6"], "{report}");
+    assert!(report["tuples"].as_array().unwrap().iter().any(|t| t["rollbacks"]["count"] == 1), "{report}");
+    assert_final_state(&f, &report, &GREEN);
+
+    // n2 is mended and the same release rolls out again: the new run is green, whatever red
+    // history the nodes' roots and the evidence directory hold; the red run is history.
+    let inventory = f.inventory("green-again.ini", &GREEN);
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &[]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!(report["verdict"], "green", "{report}");
+    assert_eq!(report["problems"].as_array().unwrap().len(), 0, "{report}");
+    assert_eq!(report["earlier"][0]["verdict"], "red", "{report}");
+    assert_final_state(&f, &report, &GREEN);
+    // The earlier run can still be judged by its id.
+    let earlier = report["earlier"][0]["id"].as_str().unwrap();
+    let again = run(airlock().args(["report", "--fleet", s(&evidence), "--run", earlier, "--json"])).ok().json();
+    assert_eq!(again["verdict"], "red");
+    let page = f.dir.path().join("again.html");
+    run(airlock().args(["report", "--fleet", s(&evidence), "--out", s(&page)])).ok();
+    let dom = chromium_dom(&page);
+    assert!(dom.contains("GREEN") && dom.contains("Earlier runs in this evidence directory"), "{dom}");
+}
+
+/// The nodes the report shows as rolled back in its run.
+fn rolled_back(report: &serde_json::Value) -> Vec<&str> {
+    let mut rolled: Vec<&str> = report["nodes"]
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|t| t["nodes"].as_array().unwrap())
-        .filter(|n| n["rolled_back"] == true)
+        .filter(|n| n["rolled_back_s"].as_f64().is_some())
         .map(|n| n["node"].as_str().unwrap())
         .collect();
     rolled.sort_unstable();
-    assert_eq!(rolled, ["n4", "n6"], "{report}");
-    assert!(report["tuples"].as_array().unwrap().iter().any(|t| t["rollbacks"]["count"] == 1), "{report}");
+    rolled
+}
+
+/// Every node of the report shows the version its `status` says now, and its waves fall inside
+/// the run's window.
+fn assert_final_state(f: &Fleet, report: &serde_json::Value, nodes: &[(&str, &str)]) {
+    let versions = f.versions(nodes);
+    for n in report["nodes"].as_array().unwrap() {
+        let node = n["node"].as_str().unwrap();
+        assert_eq!(n["version"].as_str().unwrap_or("-"), versions[node], "{node}: {report}");
+    }
+    let (started, ended) = (report["run"]["started"].as_str().unwrap(), report["run"]["ended"].as_str().unwrap());
+    for w in report["waves"].as_array().unwrap() {
+        let (from, to) = (w["from"].as_str().unwrap(), w["to"].as_str().unwrap());
+        assert!(started <= from && from <= to && to <= ended, "wave outside the run {started}..{ended}: {w}");
+    }
 }
 
 #[test]
@@ -292,6 +359,17 @@ fn with_rollback_scope_all_an_abort_takes_back_every_node_the_run_changed() {
     assert_ne!(r.code, 0, "{}", r.stdout);
     // The canaries changed earlier in this run are rolled back too: the fleet is as it was.
     assert_eq!(f.versions(&GREEN), all("2026.11.0", &GREEN), "{}", r.stdout);
+    // The evidence was collected after those rollbacks: every node's final version is its
+    // status, the canaries are shown rolled back with their seconds, the failed node red.
+    let evidence = f.dir.path().join("evidence");
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
+    assert_eq!((report["verdict"].as_str(), report["run"]["aborted"].as_bool()), (Some("red"), Some(true)));
+    assert_eq!(report["bundle"]["version"], "2026.11.1", "{report}");
+    assert_final_state(&f, &report, &GREEN);
+    assert_eq!(rolled_back(&report), ["n1", "n3", "n4", "n5", "n6"], "{report}");
+    let n2 = report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "n2").unwrap();
+    assert_eq!((n2["verdict"].as_str(), n2["version"].as_str()), (Some("red"), Some("2026.11.0")), "{report}");
 }
 
 #[test]

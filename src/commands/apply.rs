@@ -58,6 +58,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
         wait,
         tag_version,
         expiry,
+        run: args.run.id.clone(),
         ..Options::default()
     };
     let node = NodeOptions {

@@ -49,6 +49,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         wait: std::time::Duration::from_secs(args.site.wait),
         tag_version,
         expiry,
+        run: args.run.id.clone(),
     };
     let done = install(&input, &policy, &args.root, &opts, &net, &reporter)?;
     if args.json {

@@ -55,8 +55,12 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
 /// `report --fleet DIR`: one page for a fleet's rollout (exit 0 even when it shows red: the
 /// page is the evidence of what happened).
 fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
-    let fleet = crate::report::fleet::fleet(dir)?;
-    output(args, &crate::report::fleet::render(&fleet), &fleet)?;
+    let fleet = crate::report::fleet::fleet(dir, args.run.as_ref())?;
+    let page_dir = args
+        .out
+        .as_deref()
+        .map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| std::path::Path::new(".")));
+    output(args, &crate::report::fleet::render(&fleet, page_dir), &fleet)?;
     Ok(super::EXIT_OK)
 }
 

@@ -18,8 +18,8 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
     let apt_key = args.apt_signing_key.as_deref().map(super::install::load_apt_key).transpose()?;
     let reporter = TerminalReporter::new(args.json);
     let net = Net::new(args.net.options())?;
-    let wait = std::time::Duration::from_secs(args.site.wait);
-    let done = rollback(&args.root, trust, &expiry, apt_key.as_ref(), wait, &net, &reporter)?;
+    let writer = crate::site::Writer { wait: std::time::Duration::from_secs(args.site.wait), run: args.run.id.clone() };
+    let done = rollback(&args.root, trust, &expiry, apt_key.as_ref(), &writer, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
         return Ok(super::EXIT_OK);

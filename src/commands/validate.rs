@@ -62,6 +62,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         }),
     );
     record.validation = Some(RecordedValidation::Evidence(Box::new(evidence.clone())));
+    record.run_id.clone_from(&args.run.id);
     let record = crate::site::records::write(&root, &record)?;
     if args.json {
         // The evidence as the record holds it, and where the record is.
@@ -99,7 +100,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
 /// `validate --commit`: a pending apply committed (exit 0) or the host restored (exit 4).
 fn commit(args: &ValidateArgs) -> anyhow::Result<u8> {
     let reporter = crate::cli::TerminalReporter::new(args.json);
-    let done = crate::site::commit_pending(&args.root, Duration::from_secs(args.site.wait), &reporter)?;
+    let writer = crate::site::Writer { wait: Duration::from_secs(args.site.wait), run: args.run.id.clone() };
+    let done = crate::site::commit_pending(&args.root, &writer, &reporter)?;
     if args.json {
         super::print_json(&done)?;
         return Ok(super::EXIT_OK);

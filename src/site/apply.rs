@@ -104,6 +104,7 @@ pub fn apply(
     let _lock = root.open_for_writing("apply", opts.wait)?;
     let mut attempt = Attempt::new(records::Action::Apply, "verify", arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
+    attempt.record.run_id.clone_from(&opts.run);
     let applied = apply_locked(arrival, opened, trust, root, opts, node, reporter, &mut attempt);
     // A dry run changes nothing, not even the records.
     if !node.dry_run {
@@ -520,17 +521,18 @@ pub struct Committed {
 /// After the reboot a pending apply waited for: its bundle verified again, the stack now
 /// running judged; green (or amber accepted at apply) commits, anything else restores the
 /// host's packages (exit 4), as an apply without a reboot would have.
-pub fn commit_pending(root: &Path, wait: std::time::Duration, reporter: &dyn Reporter) -> Result<Committed, SiteError> {
+pub fn commit_pending(root: &Path, writer: &super::Writer, reporter: &dyn Reporter) -> Result<Committed, SiteError> {
     let root = &SiteRoot::new(root);
     if !root.is_site() {
         return Err(SiteError::NotASite { root: root.path().to_owned() });
     }
-    let _lock = root.open_for_writing("validate --commit", wait)?;
+    let _lock = root.open_for_writing("validate --commit", writer.wait)?;
     let mut state = State::load_for_writer(root)?;
     let pending = state.pending.clone().ok_or_else(|| SiteError::NotPending { root: root.path().to_owned() })?;
     let file = root.retained_file(&pending.id).display().to_string();
     let mut attempt = Attempt::new(records::Action::Apply, "verify", file, None);
     attempt.record.role = Some("node".to_owned());
+    attempt.record.run_id.clone_from(&writer.run);
     attempt.record.packages = Some(Changes::of(&pending.changes));
     let committed = commit_locked(root, &mut state, &pending, reporter, &mut attempt);
     committed.inspect_err(|e| attempt.record_failure(root, e))

@@ -68,6 +68,7 @@ pub fn install(
     let root = &SiteRoot::new(root);
     let _lock = root.open_for_writing("install", opts.wait)?;
     let mut attempt = Attempt::new(records::Action::Install, "verify", input.display().to_string(), Some(trust));
+    attempt.record.run_id.clone_from(&opts.run);
     let installed = install_locked(input, opened, trust, root, opts, net, reporter, &mut attempt);
     // Once the lock is held, every outcome is on record: a refused or failed install too.
     installed.inspect_err(|e| attempt.record_failure(root, e))

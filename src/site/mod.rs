@@ -338,6 +338,16 @@ pub struct Options {
     pub tag_version: Option<String>,
     /// What a bundle past its `expires` does.
     pub expiry: trust::ExpiryRule,
+    /// The rollout run this action is part of (`--run-id`), kept in its record.
+    pub run: Option<records::RunId>,
+}
+
+/// How a command writes the root: how long it waits for another writer's lock, and the
+/// rollout run its record belongs to.
+#[derive(Debug, Clone, Default)]
+pub struct Writer {
+    pub wait: Duration,
+    pub run: Option<records::RunId>,
 }
 
 /// The policy a retained bundle was installed under: the keys and threshold `state.json`

@@ -31,6 +31,9 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
     pub at: Timestamp,
+    /// The rollout run it was part of (`--run-id`): the fleet report judges one run's records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
     /// What the action was about; for a refusal before verification, only the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle: Option<RecordBundle>,
@@ -160,6 +163,7 @@ impl Record {
             action,
             outcome: Some(outcome),
             at: Timestamp::now(),
+            run_id: None,
             bundle,
             signers: Vec::new(),
             trust: None,
@@ -180,6 +184,55 @@ impl Record {
             phases: PhaseTimes::default(),
             seconds: None,
         }
+    }
+}
+
+/// A rollout run's name (`--run-id`, `airlock_run_id`): the Ansible collection gives each run
+/// one (`20261204T101500Z-3f9c2a`) and passes it to every airlock call of that run. Checked when
+/// built: it names a directory of the fleet's evidence and is matched in records.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+impl RunId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        let first_ok = value.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        let rest_ok = value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+        if first_ok && rest_ok && value.len() <= 64 {
+            Ok(Self(value))
+        } else {
+            Err(format!(
+                "`{value}` is not a run id: 1 to 64 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
+            ))
+        }
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> Self {
+        id.0
+    }
+}
+
+impl std::str::FromStr for RunId {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::try_from(s.to_owned())
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -501,4 +554,22 @@ pub fn open_acceptance(root: &SiteRoot, current: &BundleId) -> Option<(PathBuf, 
         .clone()
         .or_else(|| record.accepted_amber.clone().map(|reason| Acceptance { reason, owner: None, expires: None }))?;
     Some((path, acceptance))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunId;
+
+    #[test]
+    fn a_run_id_is_a_short_plain_name() {
+        for good in ["20261204T101500Z-3f9c2a", "rollout-2026.12.4", "a", "x:y_z"] {
+            assert_eq!(good.parse::<RunId>().unwrap().as_str(), good);
+        }
+        let long = "a".repeat(65);
+        for bad in ["", "-leading", "../etc", "a/b", "with space", "é", long.as_str()] {
+            assert!(bad.parse::<RunId>().is_err(), "{bad}");
+        }
+        // A record naming a bad id does not parse (evidence is read, never trusted).
+        assert!(serde_json::from_str::<RunId>("\"../../x\"").is_err());
+    }
 }

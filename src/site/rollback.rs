@@ -10,7 +10,6 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::time::Duration;
 
 use super::activate::activate;
 use super::apply::{failed_change, judge, retained_views};
@@ -55,7 +54,7 @@ pub fn rollback(
     trust: Trust,
     expiry: &super::trust::ExpiryRule,
     apt_key: Option<&views::AptSigningKey>,
-    wait: Duration,
+    writer: &super::Writer,
     net: &Net,
     reporter: &dyn Reporter,
 ) -> Result<RolledBack, SiteError> {
@@ -64,9 +63,10 @@ pub fn rollback(
     if !root.is_site() {
         return Err(SiteError::NotASite { root: root.path().to_owned() });
     }
-    let _lock = root.open_for_writing("rollback", wait)?;
+    let _lock = root.open_for_writing("rollback", writer.wait)?;
     let mut attempt =
         Attempt::new(Action::Rollback, "verify", root.link_path(Link::Previous).display().to_string(), None);
+    attempt.record.run_id.clone_from(&writer.run);
     let rolled = rollback_locked(root, trust, expiry, apt_key, net, reporter, &mut attempt);
     // A refused or failed rollback is on record too.
     rolled.inspect_err(|e| attempt.record_failure(root, e))

@@ -11,4 +11,5 @@ options:
   root: {description: The node's airlock site root., type: path, required: true}
   binary: {description: The airlock executable., type: str, default: airlock}
   environment: {description: Environment variables for every airlock call., type: dict, default: {}}
+  run_id: {description: "The rollout run this call is part of (C(--run-id)); airlock keeps it in the record it writes.", type: str}
 """

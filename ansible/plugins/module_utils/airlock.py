@@ -17,6 +17,7 @@ COMMON_ARGS = dict(
     root=dict(type="path", required=True),
     binary=dict(type="str", default="airlock"),
     environment=dict(type="dict", default={}),
+    run_id=dict(type="str"),
 )
 
 
@@ -42,6 +43,12 @@ def error_message(doc, stderr):
         return doc["error"].get("message", "airlock failed")
     lines = [line for line in stderr.splitlines() if line.strip()]
     return lines[-1] if lines else "airlock failed"
+
+
+def run_args(module):
+    """--run-id for the calls that write a record, when the play names its run."""
+    run_id = module.params.get("run_id")
+    return ["--run-id", run_id] if run_id else []
 
 
 def trust_args(trust, threshold):

@@ -50,6 +50,7 @@ from ansible_collections.airlock.site.plugins.module_utils.airlock import (
     current_bundle,
     error_message,
     run_airlock,
+    run_args,
     trust_args,
 )
 
@@ -81,7 +82,7 @@ def main():
         required_if=[("accept_amber", True, ["reason"]), ("accept_unrestorable", True, ["reason"])],
     )
     p = module.params
-    args = ["apply", p["source"], "--root", p["root"]] + trust_args(p["trust"], p["threshold"])
+    args = ["apply", p["source"], "--root", p["root"]] + trust_args(p["trust"], p["threshold"]) + run_args(module)
     if p["accept_amber"]:
         args.append("--accept-amber")
         if p["owner"]:

@@ -29,7 +29,7 @@ result: {description: "airlock rollback --json, whole.", type: dict, returned: a
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, error_message, run_airlock
+from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, error_message, run_airlock, run_args
 
 
 def main():
@@ -38,7 +38,7 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     if module.check_mode:
         module.exit_json(changed=True, msg="would roll back")
-    rc, doc, err = run_airlock(module, ["rollback", "--root", module.params["root"]])
+    rc, doc, err = run_airlock(module, ["rollback", "--root", module.params["root"]] + run_args(module))
     if rc != 0:
         module.fail_json(msg=error_message(doc, err), rc=rc, result=doc)
     seconds = doc.get("seconds", 0.0)

@@ -28,7 +28,7 @@ result: {description: "airlock validate --json, whole.", type: dict, returned: a
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, error_message, run_airlock
+from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, error_message, run_airlock, run_args
 
 
 def main():
@@ -37,7 +37,7 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     if module.check_mode and module.params["commit"]:
         module.exit_json(changed=True, msg="would commit the pending apply")
-    args = ["validate", "--root", module.params["root"]] + (["--commit"] if module.params["commit"] else [])
+    args = ["validate", "--root", module.params["root"]] + (["--commit"] if module.params["commit"] else []) + run_args(module)
     rc, doc, err = run_airlock(module, args)
     if rc != 0:
         module.fail_json(msg=error_message(doc, err), rc=rc, result=doc)

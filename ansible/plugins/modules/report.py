@@ -1,0 +1,63 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: report
+short_description: This node's approval pack, read only
+description:
+  - Runs C(airlock report --root ROOT --out PAGE --json) into a private temporary file and returns the page.
+    airlock verifies the node's active bundle again (or, on a node fed from a mirror, the part of it
+    the node keeps) and shows its records and validation evidence.
+  - Never fails the task; a page whose bundle did not verify (airlock exit 3) comes back with
+    C(verified=false), and a root with nothing current comes back without a page and with the reason.
+extends_documentation_fragment: airlock.site.common
+author: airlock maintainers
+"""
+
+EXAMPLES = r"""
+- airlock.site.report:
+    root: /var/lib/airlock
+  register: pack
+"""
+
+RETURN = r"""
+page: {description: "The HTML page, or null when airlock wrote none.", type: str, returned: always}
+verified: {description: Whether the active bundle and its tree verified again., type: bool, returned: always}
+verdict: {description: "The validation verdict the page leads with (green, amber, red), or null.", type: str, returned: always}
+reason: {description: Why there is no page, or why it did not verify., type: str, returned: when not verified}
+"""
+
+import os
+import shutil
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, error_message, run_airlock
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(COMMON_ARGS), supports_check_mode=True)
+    tmp = tempfile.mkdtemp(prefix="airlock-report-")
+    try:
+        out = os.path.join(tmp, "report.html")
+        rc, doc, err = run_airlock(module, ["report", "--root", module.params["root"], "--out", out])
+        page = None
+        if os.path.isfile(out):
+            with open(out, "r", encoding="utf-8") as f:
+                page = f.read()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    doc = doc if isinstance(doc, dict) else {}
+    verified = rc == 0 and bool((doc.get("bundle") or {}).get("verified"))
+    validation = (doc.get("site") or {}).get("validation") or {}
+    result = dict(changed=False, page=page, verified=verified, verdict=validation.get("verdict"))
+    if not verified:
+        result["reason"] = error_message(doc, err) if rc not in (0, 3) else "; ".join((doc.get("bundle") or {}).get("problems") or []) or "not verified"
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

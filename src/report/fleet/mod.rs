@@ -1,0 +1,599 @@
+//! `airlock report --fleet DIR [--run ID]`: one rollout run judged from the evidence the Ansible
+//! collection `airlock.site` collects on its controller, one directory per run:
+//!
+//! ```text
+//! DIR/runs/RUN/run.json                 the run: id, started, ended, aborted and why
+//! DIR/runs/RUN/plan.json                the rollout: source, batches, capacity rule, canaries
+//! DIR/runs/RUN/batches/TIME.json        each expansion batch: its nodes, when, the capacity figures
+//! DIR/runs/RUN/nodes/NODE/node.json     the node's hardware tuple and wave
+//! DIR/runs/RUN/nodes/NODE/status.json   `airlock status --json` at the end of the run
+//! DIR/runs/RUN/nodes/NODE/records/      the node's records of this run (`run_id`), nothing older
+//! DIR/runs/RUN/nodes/NODE/report.html   the node's approval pack (`airlock report --root`)
+//! ```
+//!
+//! The run's verdict is its outcome (red when it aborted or did not end), each node is shown in
+//! the state the run left it in (its status, rolled back or not), and only this run's records
+//! are judged: earlier runs in DIR are summarised apart. Everything is read back bounded; the
+//! result depends only on the evidence, so the same evidence gives the same page and JSON (the
+//! contract: `schemas/fleet-report.v1.json`).
+
+mod page;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use page::render;
+
+use super::ReportError;
+use crate::clock::Timestamp;
+use crate::site::SiteRoot;
+use crate::site::records::{Action, Outcome, Record, RunId};
+use crate::site::status::Rehearsals;
+
+pub const SCHEMA: &str = "airlock.fleet-report/v1";
+/// The largest evidence document read (run, plan, batch, node, status): a few kilobytes each.
+const MAX_EVIDENCE_BYTES: u64 = 1 << 20;
+/// Earlier runs summarised beside the one judged (the newest of them).
+const MAX_EARLIER_RUNS: usize = 20;
+
+/// One run, judged.
+#[derive(Debug, Serialize)]
+pub struct Fleet {
+    pub schema: &'static str,
+    /// The run's directory.
+    pub dir: PathBuf,
+    /// green: every node ended green; amber: some ended on an accepted amber; red: the run
+    /// aborted, did not end, or a node ended refused, restored or failed.
+    pub verdict: &'static str,
+    pub run: RunFacts,
+    /// The bundle this run rolled out, as the nodes' records name it.
+    pub bundle: Option<BundleFacts>,
+    /// Where the nodes took it from (the playbook's `airlock_source`).
+    pub source: String,
+    pub nodes: Vec<NodeLine>,
+    pub tuples: Vec<Tuple>,
+    /// Canaries, then batches, in the order they ran.
+    pub waves: Vec<Wave>,
+    pub capacity: Vec<Capacity>,
+    /// This run's refusals, restores, failures and accepted ambers, and why it stopped.
+    pub problems: Vec<Problem>,
+    /// Earlier runs in the same evidence directory: history, not judged here.
+    pub earlier: Vec<EarlierRun>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFacts {
+    pub id: String,
+    pub started: Option<Timestamp>,
+    pub ended: Option<Timestamp>,
+    pub aborted: bool,
+    /// Why it stopped, as the playbook said it.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BundleFacts {
+    pub name: String,
+    pub version: String,
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeLine {
+    pub node: String,
+    pub tuple: String,
+    pub wave: String,
+    /// The version it runs at the end of the run, as its `status` says (none: nothing current).
+    pub version: Option<String>,
+    /// Its own change in this run: green, amber, skipped (no matrix), pending (a reboot), red
+    /// (refused, restored or failed), or untouched (no record of this run).
+    pub verdict: String,
+    /// How long its rollback in this run took; null when it was not rolled back.
+    pub rolled_back_s: Option<f64>,
+    /// The record that decided its verdict (its file name under `records/`).
+    pub record: Option<String>,
+    /// Its approval pack, relative to the run's directory, when the evidence holds one.
+    pub pack: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tuple {
+    pub tuple: String,
+    pub nodes: Vec<String>,
+    /// Rollback durations of this tuple's nodes in this run.
+    pub rollbacks: Option<Rehearsals>,
+    /// The results sheet of the tuple: each metric's median over its nodes' latest validation.
+    pub results: Vec<MetricMedian>,
+}
+
+/// One metric over a tuple's nodes: the medians of the current and candidate values, and how
+/// many nodes met the threshold.
+#[derive(Debug, Serialize)]
+pub struct MetricMedian {
+    pub check: String,
+    pub metric: String,
+    pub nodes: usize,
+    pub current_median: Option<f64>,
+    pub candidate_median: Option<f64>,
+    pub change_percent: Option<f64>,
+    pub threshold: String,
+    pub passed: usize,
+    pub failed: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Wave {
+    pub name: String,
+    pub nodes: Vec<String>,
+    /// The first and last time a change of this wave's nodes was recorded.
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
+}
+
+/// The capacity rule as it stood before a batch.
+#[derive(Debug, Serialize)]
+pub struct Capacity {
+    pub before_wave: String,
+    pub total: i64,
+    pub reserved: i64,
+    pub in_change: i64,
+    pub per_node: i64,
+    pub demand: i64,
+    pub headroom: i64,
+    /// total - in_change × per_node - reserved.
+    pub available: i64,
+    /// available ≥ demand + headroom.
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    pub node: String,
+    pub at: String,
+    pub action: String,
+    pub outcome: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EarlierRun {
+    pub id: String,
+    pub started: Option<Timestamp>,
+    pub verdict: &'static str,
+    pub problems: Vec<Problem>,
+}
+
+/// `run.json`, as the playbook writes it.
+#[derive(Debug, Default, Deserialize)]
+struct RunFile {
+    #[serde(default)]
+    started: Option<Timestamp>,
+    #[serde(default)]
+    ended: Option<Timestamp>,
+    #[serde(default)]
+    aborted: bool,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+/// A node's part, as the playbook writes it.
+#[derive(Debug, Default, Deserialize)]
+struct NodeFile {
+    #[serde(default)]
+    tuple: String,
+    #[serde(default)]
+    wave: String,
+}
+
+/// The fields of `airlock status --json` the page shows.
+#[derive(Debug, Default, Deserialize)]
+struct StatusFile {
+    #[serde(default)]
+    current: Option<StatusEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusEntry {
+    #[serde(default)]
+    version: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct BatchFile {
+    #[serde(default)]
+    nodes: Vec<String>,
+    #[serde(default)]
+    capacity: Option<CapacityFile>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CapacityFile {
+    total: i64,
+    #[serde(default)]
+    reserved: i64,
+    #[serde(default)]
+    in_change: i64,
+    #[serde(default = "one")]
+    per_node: i64,
+    demand: i64,
+    #[serde(default)]
+    headroom: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
+    let bad = |detail: String| ReportError::Records { path: path.to_owned(), detail };
+    let Some(bytes) = crate::site::state::read_bounded(path, MAX_EVIDENCE_BYTES)? else { return Ok(None) };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| bad(e.to_string()))
+}
+
+fn sorted_dirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, ReportError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ReportError::Records { path: dir.to_owned(), detail: e.to_string() }),
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| Some((e.file_name().to_str()?.to_owned(), e.path())))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The run `run` (the newest by its start when none is named) of the evidence under `dir`,
+/// judged, with the earlier runs summarised.
+pub fn fleet(dir: &Path, run: Option<&RunId>) -> Result<Fleet, ReportError> {
+    let mut runs = Vec::new();
+    for (name, path) in sorted_dirs(&dir.join("runs"))? {
+        let Ok(id) = name.parse::<RunId>() else { continue };
+        let file: RunFile = read_json(&path.join("run.json"))?.unwrap_or_default();
+        runs.push((file.started, id, path));
+    }
+    if runs.is_empty() {
+        return Err(ReportError::Records {
+            path: dir.to_owned(),
+            detail: "no rollout run here (runs/RUN/run.json): is it an airlock_evidence_dir?".into(),
+        });
+    }
+    runs.sort();
+    let chosen = match run {
+        Some(id) => runs.iter().position(|(_, r, _)| r == id).ok_or_else(|| ReportError::Records {
+            path: dir.join("runs"),
+            detail: format!(
+                "no run `{id}` here; the runs are: {}",
+                runs.iter().map(|(_, r, _)| r.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        })?,
+        None => runs.len() - 1,
+    };
+    let (_, id, path) = &runs[chosen];
+    let mut fleet = judge(id, path)?;
+    for (_, id, path) in runs[..chosen].iter().rev().take(MAX_EARLIER_RUNS) {
+        let earlier = judge(id, path)?;
+        fleet.earlier.push(EarlierRun {
+            id: earlier.run.id,
+            started: earlier.run.started,
+            verdict: earlier.verdict,
+            problems: earlier.problems,
+        });
+    }
+    Ok(fleet)
+}
+
+/// Everything one node's evidence says about this run.
+struct NodeEvidence {
+    line: NodeLine,
+    records: Vec<(PathBuf, Record)>,
+}
+
+/// One run's directory, judged on its own.
+fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
+    let file: RunFile = read_json(&dir.join("run.json"))?.unwrap_or_default();
+    let plan: Option<serde_json::Value> = read_json(&dir.join("plan.json"))?;
+    let batches = read_batches(dir)?;
+    let mut nodes = Vec::new();
+    for (name, path) in sorted_dirs(&dir.join("nodes"))? {
+        nodes.push(node_evidence(id, &name, &path, &batches)?);
+    }
+    let mut problems: Vec<Problem> = nodes.iter().flat_map(|n| problems_of(&n.line.node, &n.records)).collect();
+    problems.sort_by(|a, b| (&a.at, &a.node).cmp(&(&b.at, &b.node)));
+    if file.aborted || file.ended.is_none() {
+        problems.push(Problem {
+            node: String::new(),
+            at: file.ended.map(|t| t.to_string()).unwrap_or_default(),
+            action: "rollout".to_owned(),
+            outcome: if file.aborted { "aborted" } else { "not ended" }.to_owned(),
+            reason: file.reason.clone().unwrap_or_else(|| {
+                "the evidence has no end of this run: it was interrupted, or is still running".to_owned()
+            }),
+        });
+    }
+    let verdict = if file.aborted || file.ended.is_none() || nodes.iter().any(|n| n.line.verdict == "red") {
+        "red"
+    } else if nodes.iter().any(|n| matches!(n.line.verdict.as_str(), "amber" | "pending")) {
+        "amber"
+    } else {
+        "green"
+    };
+    let source = file
+        .source
+        .clone()
+        .or_else(|| plan.as_ref()?.get("source")?.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    Ok(Fleet {
+        schema: SCHEMA,
+        dir: dir.to_owned(),
+        verdict,
+        run: RunFacts {
+            id: id.to_string(),
+            started: file.started,
+            ended: file.ended,
+            aborted: file.aborted,
+            reason: file.reason,
+        },
+        bundle: bundle_of(&nodes),
+        source,
+        tuples: tuples(&nodes),
+        waves: waves(&nodes, &batches),
+        capacity: capacity(&batches),
+        nodes: nodes.into_iter().map(|n| n.line).collect(),
+        problems,
+        earlier: Vec::new(),
+    })
+}
+
+fn node_evidence(
+    run: &RunId,
+    node: &str,
+    dir: &Path,
+    batches: &[(String, BatchFile)],
+) -> Result<NodeEvidence, ReportError> {
+    let file: NodeFile = read_json(&dir.join("node.json"))?.unwrap_or_default();
+    let status: Option<StatusFile> = read_json(&dir.join("status.json"))?;
+    // Only this run's records count, whatever else was collected beside them.
+    let records: Vec<(PathBuf, Record)> = crate::site::records::read_all(&SiteRoot::new(dir))?
+        .into_iter()
+        .filter(|(_, r)| r.run_id.as_ref() == Some(run))
+        .collect();
+    let change = records.iter().rev().find(|(_, r)| matches!(r.action, Action::Apply | Action::Install));
+    let verdict = match change {
+        None => "untouched".to_owned(),
+        Some((_, r)) => match r.outcome() {
+            Outcome::Activated | Outcome::Validated => activated_verdict(r),
+            Outcome::PendingReboot => "pending".to_owned(),
+            Outcome::Refused | Outcome::Failed | Outcome::Restored => "red".to_owned(),
+        },
+    };
+    let rolled_back_s = records
+        .iter()
+        .rev()
+        .find(|(_, r)| r.action == Action::Rollback && r.outcome() == Outcome::Activated)
+        .map(|(_, r)| r.seconds.unwrap_or(0.0));
+    let wave = batches
+        .iter()
+        .find(|(_, b)| b.nodes.iter().any(|n| n == node))
+        .map(|(name, _)| name.clone())
+        .unwrap_or_else(|| if file.wave.is_empty() { "untouched".to_owned() } else { file.wave.clone() });
+    let pack = dir.join("report.html").is_file().then(|| format!("nodes/{node}/report.html"));
+    let line = NodeLine {
+        node: node.to_owned(),
+        tuple: if file.tuple.is_empty() { "unknown".to_owned() } else { file.tuple },
+        wave,
+        version: status.and_then(|s| s.current?.version),
+        verdict,
+        rolled_back_s,
+        record: change.and_then(|(p, _)| Some(p.file_name()?.to_string_lossy().into_owned())),
+        pack,
+    };
+    Ok(NodeEvidence { line, records })
+}
+
+/// The word for an activation: its validation verdict, `skipped` when the bundle names no
+/// matrix.
+fn activated_verdict(r: &Record) -> String {
+    if let Some(e) = r.validation.as_ref().and_then(|v| v.evidence()) {
+        return crate::validate::word(e.verdict).to_owned();
+    }
+    let recorded = r.verdict.as_ref().and_then(|v| v.validation);
+    match recorded {
+        Some(crate::site::records::ValidationVerdict::Green) => "green",
+        Some(crate::site::records::ValidationVerdict::Amber) => "amber",
+        Some(crate::site::records::ValidationVerdict::Red) => "red",
+        Some(crate::site::records::ValidationVerdict::Skipped) | None => "skipped",
+    }
+    .to_owned()
+}
+
+/// The bundle the run rolled out: the first change of the run that names it whole.
+fn bundle_of(nodes: &[NodeEvidence]) -> Option<BundleFacts> {
+    let mut changes: Vec<&Record> = nodes
+        .iter()
+        .flat_map(|n| &n.records)
+        .map(|(_, r)| r)
+        .filter(|r| matches!(r.action, Action::Apply | Action::Install))
+        .collect();
+    changes.sort_by_key(|r| r.at);
+    changes.iter().find_map(|r| {
+        let b = r.bundle.as_ref()?;
+        Some(BundleFacts {
+            name: b.name.clone()?,
+            version: b.version.clone()?,
+            id: b.id.as_ref().map(ToString::to_string),
+        })
+    })
+}
+
+/// This node's refusals, restores, failures and accepted ambers in this run.
+fn problems_of(node: &str, records: &[(PathBuf, Record)]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (_, r) in records {
+        let word = match r.outcome() {
+            Outcome::Refused => "refused",
+            Outcome::Failed => "failed",
+            Outcome::Restored => "restored",
+            Outcome::PendingReboot => "pending reboot",
+            Outcome::Activated | Outcome::Validated => {
+                if let Some(reason) = &r.accepted_amber {
+                    let terms = r.amber.as_ref().map_or_else(String::new, |a| format!(" ({})", a.terms()));
+                    out.push(Problem {
+                        node: node.to_owned(),
+                        at: r.at.to_string(),
+                        action: r.action.as_str().to_owned(),
+                        outcome: "activated".to_owned(),
+                        reason: format!("amber accepted{terms}: {reason}"),
+                    });
+                }
+                continue;
+            }
+        };
+        out.push(Problem {
+            node: node.to_owned(),
+            at: r.at.to_string(),
+            action: r.action.as_str().to_owned(),
+            outcome: word.to_owned(),
+            reason: r.reason.clone().unwrap_or_default(),
+        });
+    }
+    out
+}
+
+fn read_batches(dir: &Path) -> Result<Vec<(String, BatchFile)>, ReportError> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir.join("batches")) else { return Ok(out) };
+    let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    paths.sort();
+    for path in &paths {
+        if let Some(b) = read_json::<BatchFile>(path)? {
+            out.push((format!("batch {}", out.len() + 1), b));
+        }
+    }
+    Ok(out)
+}
+
+fn tuples(nodes: &[NodeEvidence]) -> Vec<Tuple> {
+    let mut by_tuple: BTreeMap<&str, Vec<&NodeEvidence>> = BTreeMap::new();
+    for n in nodes {
+        by_tuple.entry(&n.line.tuple).or_default().push(n);
+    }
+    by_tuple
+        .into_iter()
+        .map(|(tuple, nodes)| {
+            let rollbacks = Rehearsals::of_seconds(nodes.iter().filter_map(|n| n.line.rolled_back_s).collect());
+            let mut rows: MetricRows = BTreeMap::new();
+            for n in &nodes {
+                // The node's latest validation evidence with metrics in this run.
+                let latest = n.records.iter().rev().find_map(|(_, r)| {
+                    let e = r.validation.as_ref()?.evidence()?;
+                    e.checks.iter().any(|c| !c.metrics.is_empty()).then_some(e)
+                });
+                for c in latest.iter().flat_map(|e| &e.checks) {
+                    for m in &c.metrics {
+                        rows.entry((c.name.clone(), m.name.clone())).or_default().push(m.clone());
+                    }
+                }
+            }
+            Tuple {
+                tuple: tuple.to_owned(),
+                nodes: nodes.iter().map(|n| n.line.node.clone()).collect(),
+                rollbacks,
+                results: medians(rows),
+            }
+        })
+        .collect()
+}
+
+/// The waves in the order they ran: the canaries, then each batch, with the first and last
+/// time one of its nodes' changes was recorded in this run.
+fn waves(nodes: &[NodeEvidence], batches: &[(String, BatchFile)]) -> Vec<Wave> {
+    let mut by_wave: BTreeMap<&str, Vec<&NodeEvidence>> = BTreeMap::new();
+    for n in nodes {
+        by_wave.entry(&n.line.wave).or_default().push(n);
+    }
+    let mut out: Vec<Wave> = by_wave
+        .into_iter()
+        .filter(|(wave, _)| *wave != "untouched")
+        .map(|(wave, nodes)| {
+            let times: Vec<Timestamp> = nodes
+                .iter()
+                .flat_map(|n| &n.records)
+                .filter(|(_, r)| matches!(r.action, Action::Apply | Action::Install))
+                .map(|(_, r)| r.at)
+                .collect();
+            let mut names: Vec<String> = nodes.iter().map(|n| n.line.node.clone()).collect();
+            names.sort();
+            Wave { name: wave.to_owned(), nodes: names, from: times.iter().min().copied(), to: times.iter().max().copied() }
+        })
+        .collect();
+    let order = |w: &Wave| {
+        let batch = batches.iter().position(|(name, _)| *name == w.name);
+        (w.name != "canary", batch, w.from, w.name.clone())
+    };
+    out.sort_by_key(order);
+    out
+}
+
+fn capacity(batches: &[(String, BatchFile)]) -> Vec<Capacity> {
+    batches
+        .iter()
+        .filter_map(|(name, b)| {
+            let c = b.capacity.as_ref()?;
+            let available = c.total - c.in_change * c.per_node - c.reserved;
+            Some(Capacity {
+                before_wave: name.clone(),
+                total: c.total,
+                reserved: c.reserved,
+                in_change: c.in_change,
+                per_node: c.per_node,
+                demand: c.demand,
+                headroom: c.headroom,
+                available,
+                ok: available >= c.demand + c.headroom,
+            })
+        })
+        .collect()
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 { values[n / 2] } else { f64::midpoint(values[n / 2 - 1], values[n / 2]) })
+}
+
+/// Per (check, metric): every node's latest metric row.
+type MetricRows = BTreeMap<(String, String), Vec<crate::validate::metrics::MetricResult>>;
+
+fn medians(rows: MetricRows) -> Vec<MetricMedian> {
+    rows.into_iter()
+        .map(|((check, metric), rows)| {
+            let current_median = median(rows.iter().filter_map(|r| r.current).collect());
+            let candidate_median = median(rows.iter().filter_map(|r| r.candidate).collect());
+            let change_percent = match (current_median, candidate_median) {
+                (Some(c), Some(v)) if c != 0.0 => Some((v - c) / c * 100.0),
+                _ => None,
+            };
+            MetricMedian {
+                check,
+                metric,
+                nodes: rows.len(),
+                current_median,
+                candidate_median,
+                change_percent,
+                threshold: rows.first().map(|r| r.threshold.clone()).unwrap_or_default(),
+                passed: rows.iter().filter(|r| r.decision == "pass").count(),
+                failed: rows.iter().filter(|r| r.decision != "pass").count(),
+            }
+        })
+        .collect()
+}
