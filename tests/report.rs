@@ -284,3 +284,130 @@ fn matrix_rows_show_their_provenance_and_the_impact_register_its_checks_verdict(
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("the row names no source, date, reviewer or status"), "the demo's row has none");
 }
+
+#[test]
+fn a_bundle_that_does_not_verify_under_the_keys_given_leads_with_not_verified_and_exits_3() {
+    let d = demo();
+    let other = keygen(&d.t.path().join("keys"), "other");
+    let page = d.t.path().join("wrong-key.html");
+    let r = airlock_run(&["report", s(&d.bundle), "--trust", s(&other.public), "--out", s(&page), "--json"]).code(3);
+    let data = r.json();
+    assert_eq!(data["bundle"]["verified"], false);
+    assert!(r.stderr.contains("did not verify"), "{}", r.stderr);
+    let dom = render(&page, "bundle-not-verified.png");
+    let body = &dom[dom.find("<body>").expect("a body")..];
+    let banner = body.find("id=\"not-verified\"").expect("the NOT VERIFIED banner");
+    assert!(banner < body.find("<h1").unwrap(), "the banner is the page's first element: {body}");
+    assert!(body.contains("NOT VERIFIED") && body.contains("untrusted or bad signature"), "{body}");
+    assert!(!body.contains("data-verdict"), "no verdict badge over a failed verification: {body}");
+    // Without --trust nothing was checked: the page says so, and that is no failure.
+    let claims = d.t.path().join("claims.html");
+    airlock_run(&["report", s(&d.bundle), "--out", s(&claims)]).ok();
+    assert!(std::fs::read_to_string(&claims).unwrap().contains("no --trust key was given"));
+}
+
+#[test]
+fn a_node_fed_from_a_mirror_has_an_approval_pack_of_the_part_it_holds_and_so_has_the_mirror() {
+    let d = demo();
+    let mirror = d.t.path().join("mirror");
+    let node = d.t.path().join("node");
+    let key = s(&d.keys.public);
+    airlock_run(&["install", s(&d.bundle), "--role", "mirror", "--trust", key, "--root", s(&mirror)]).ok();
+    let source = format!("file://{}/", mirror.display());
+    airlock_run(&["apply", &source, "--trust", key, "--root", s(&node)]).ok();
+    assert!(!node.join("current/bundle.airlock").exists(), "a node fed from a mirror keeps no bundle file");
+
+    let (data, dom) = site_report(&node, "site-node-from-mirror.png");
+    assert_eq!(data["bundle"]["verified"], true, "{data}");
+    assert_eq!(data["site"]["check"]["ok"], true, "{data}");
+    assert_eq!(data["site"]["validation"]["verdict"], "green", "{data}");
+    let held = &data["bundle"]["held"];
+    // The demo carries files only: the node holds its signed manifest and no package member.
+    assert_eq!((held["entries"].as_u64(), held["on_mirror_entries"].as_u64()), (Some(0), Some(3)), "{data}");
+    assert!(dom.contains("Held here") && dom.contains("stayed on the mirror"), "{dom}");
+    assert!(dom.contains("8 × AMD Instinct MI300X (gfx942) (amd 0–7)"), "identical GPUs once, counted: {dom}");
+    assert!(dom.contains("data-verdict=\"green\"") && !dom.contains("NOT VERIFIED"), "{dom}");
+
+    // The mirror holds the whole bundle: its pack verifies all of it.
+    let (data, _) = site_report(&mirror, "site-mirror.png");
+    assert_eq!(data["bundle"]["verified"], true, "{data}");
+    assert!(data["bundle"]["held"].is_null(), "{data}");
+
+    // A kept member altered on the node: the node's pack leads with NOT VERIFIED, exit 3.
+    let kept = walkdir_files(&node.join("current"));
+    let manifest = kept.iter().find(|p| p.ends_with("airlock/manifest.json")).expect("the kept manifest");
+    let mut bytes = std::fs::read(manifest).unwrap();
+    bytes.extend_from_slice(b" ");
+    std::fs::write(manifest, bytes).unwrap();
+    let page = node.with_extension("damaged.html");
+    airlock_run(&["report", "--root", s(&node), "--out", s(&page)]).code(3);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("id=\"not-verified\"") && !html.contains("data-verdict"), "{html}");
+    assert!(
+        html.contains("DAMAGED") && !html.contains("NOT TRUSTED NOW"),
+        "altered bytes are damage, not policy: {html}"
+    );
+}
+
+/// Every regular file under `dir`, following the `current` link.
+fn walkdir_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![std::fs::canonicalize(dir).unwrap()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().filter_map(Result::ok) {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_raised_firmware_floor_alone_is_a_change_in_diff_and_in_the_reports_changes_since() {
+    let d = demo();
+    let next = d.t.path().join("next");
+    run(Command::new("cp").args(["-r", s(&repo("testdata/demo")), s(&next)])).ok();
+    let spec = std::fs::read_to_string(next.join("airlock.toml")).unwrap();
+    let raised = spec.replace("PLDM_BUNDLE = \">=01.25.05.00\"", "PLDM_BUNDLE = \">=01.25.06.00\"");
+    assert_ne!(spec, raised, "the demo names the floor");
+    std::fs::write(next.join("airlock.toml"), raised).unwrap();
+    let bundle = d.t.path().join("next.airlock");
+    run(airlock_at(&next).current_dir(&next).args([
+        "build",
+        "airlock.toml",
+        "--key",
+        s(&d.keys.private),
+        "--out",
+        s(&bundle),
+    ]))
+    .ok();
+
+    let floor = |changed: &serde_json::Value| {
+        changed.as_array().unwrap().iter().any(|c| {
+            c["kind"] == "target"
+                && c["name"] == "MI300X: firmware.PLDM_BUNDLE"
+                && c["from"] == ">=01.25.05.00"
+                && c["to"] == ">=01.25.06.00"
+        })
+    };
+    let json = airlock_run(&["diff", s(&d.bundle), s(&bundle), "--trust", s(&d.keys.public), "--json"]).ok().json();
+    assert!(floor(&json["changed"]), "{json}");
+    let text = airlock_run(&["diff", s(&d.bundle), s(&bundle)]).ok().stdout;
+    assert!(text.contains("MI300X: firmware.PLDM_BUNDLE  >=01.25.05.00 -> >=01.25.06.00"), "{text}");
+    assert!(text.contains("0 added, 0 removed, 1 changed"), "{text}");
+    // The locks too, each read with the spec beside it.
+    let locks = airlock_run(&["diff", s(&repo("testdata/demo/airlock.lock")), s(&next.join("airlock.lock")), "--json"]);
+    assert!(floor(&locks.ok().json()["changed"]), "a lock diff names the matrix change too");
+
+    let page = d.t.path().join("changes.html");
+    let trust = ["--trust", s(&d.keys.public)];
+    let args = [&["report", s(&bundle), "--base", s(&d.bundle), "--out", s(&page), "--json"][..], &trust].concat();
+    let data = airlock_run(&args).ok().json();
+    assert!(floor(&data["diff"]["changed"]), "{}", data["diff"]);
+    let dom = render(&page, "changes-matrix.png");
+    assert!(dom.contains("1 changed") && dom.contains("firmware.PLDM_BUNDLE"), "{dom}");
+}

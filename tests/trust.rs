@@ -326,6 +326,37 @@ fn a_revoked_key_no_longer_counts_at_install_nor_at_rollback_of_a_retained_bundl
 }
 
 #[test]
+fn a_site_whose_current_bundle_lost_its_signer_to_a_revocation_reports_the_policy_not_damage() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let site = t.site("site");
+    let b1 = t.bundle("1.0.0", &[&t.sec1], "", &[]);
+    airlock_run(&["install", s(&b1), "--root", s(&site)]).ok();
+    let page = t.path("before.html");
+    airlock_run(&["report", "--root", s(&site), "--out", s(&page)]).ok();
+    assert!(!std::fs::read_to_string(&page).unwrap().contains("NOT VERIFIED"));
+    let signers = ["--sign", s(&t.root1.private), "--sign", s(&t.root2.private)];
+    airlock_run(&[&["trust", "revoke", "--root", s(&t.auth), "--key", s(&t.sec1.public)][..], &signers].concat()).ok();
+    airlock_run(&["trust", "update", "--root", s(&site), s(&t.auth.join("trust/targets.json"))]).ok();
+
+    // The page is still written, led by NOT VERIFIED naming the key and the targets version;
+    // no verdict badge sits above it, and nothing calls the tree damaged. Exit 3.
+    let page = t.path("after.html");
+    let r = airlock_run(&["report", "--root", s(&site), "--out", s(&page), "--json"]).code(3);
+    let policy = r.json()["site"]["check"]["policy"].as_str().unwrap_or_default().to_owned();
+    // sec1's key id: the one signer when only its key is trusted (the build key is not).
+    let sec1 = airlock_run(&["verify", s(&b1), "--trust", s(&t.sec1.public), "--json"]).code(3).json();
+    let sec1 = sec1["signers"][0].as_str().unwrap()[..16].to_owned();
+    assert!(policy.contains(&format!("key `{sec1}`")), "names the revoked key: {policy}");
+    assert!(policy.contains("revoked") && policy.contains("targets version 2"), "{policy}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let body = &html[html.find("<body>").unwrap()..];
+    assert!(body.find("id=\"not-verified\"").unwrap() < body.find("<h1").unwrap(), "{body}");
+    assert!(!body.contains("data-verdict") && !body.contains("DAMAGED"), "{body}");
+    assert!(body.contains("NOT TRUSTED NOW"), "{body}");
+}
+
+#[test]
 fn expired_metadata_and_an_expired_bundle_are_refused_unless_accepted_on_record() {
     let t = Trust::new();
     t.init(&t.auth, "3s").ok();

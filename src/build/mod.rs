@@ -290,7 +290,7 @@ fn provenance(
 
 /// The manifest's `validation`: the spec's `[validation]` section verbatim, with the impact
 /// register (`[[impact]]`) as its `impact` list (readers that do not know it pass it by).
-fn validation_section(spec: &SpecFile) -> Result<serde_json::Value, BuildError> {
+pub fn validation_section(spec: &SpecFile) -> Result<serde_json::Value, BuildError> {
     let mut section = serde_json::to_value(&spec.spec.validation).map_err(|e| BuildError::Validation(e.to_string()))?;
     if !spec.spec.impact.is_empty() {
         let impact: Vec<&crate::spec::Impact> = spec.spec.impact.iter().map(toml::Spanned::get_ref).collect();

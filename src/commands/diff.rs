@@ -22,9 +22,12 @@ use crate::spec::lock::LockFile;
 /// The first bytes of every zstd frame (RFC 8878 §3.1.1): a bundle, never a lock.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
-/// What one side of the diff is: its inventory and, for a bundle, its name and version.
+/// What one side of the diff is: its inventory, its support matrix (the manifest's
+/// `validation`; for a lock, its spec's, when the spec is beside it), and, for a bundle, its
+/// name and version.
 struct Side {
     inventory: Inventory,
+    validation: serde_json::Value,
     bundle: Option<(String, String)>,
 }
 
@@ -38,12 +41,23 @@ fn side(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Side> {
     };
     if !is_bundle {
         let lock = LockFile::load(path)?.with_context(|| format!("cannot open `{}`", path.display()))?;
-        return Ok(Side { inventory: from_lock(&lock.lock), bundle: None });
+        return Ok(Side { inventory: from_lock(&lock.lock), validation: spec_validation(path)?, bundle: None });
     }
     let manifest =
         if trust.trust.is_empty() { claimed_manifest(&input)? } else { verified_manifest(&input, trust, json)? };
     let bundle = Some((manifest.name.to_string(), manifest.version.to_string()));
-    Ok(Side { inventory: from_artifacts(&manifest.artifacts), bundle })
+    Ok(Side { inventory: from_artifacts(&manifest.artifacts), validation: manifest.validation, bundle })
+}
+
+/// The `validation` a bundle built from the spec beside `lock` would carry (`X.lock` →
+/// `X.toml`), or nothing when there is no such spec: a lock pins inputs, its spec holds the matrix.
+fn spec_validation(lock: &Path) -> anyhow::Result<serde_json::Value> {
+    let spec = lock.with_extension("toml");
+    if !spec.is_file() {
+        return Ok(serde_json::Value::Null);
+    }
+    let spec = crate::spec::SpecFile::load(&spec)?;
+    Ok(crate::build::validation_section(&spec)?)
 }
 
 /// What the bundle's manifest says, nothing verified.
@@ -94,7 +108,8 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<u8> {
             crate::escape::value(new_name)
         );
     }
-    let diff = compare(&old.inventory, &new.inventory);
+    let mut diff = compare(&old.inventory, &new.inventory);
+    diff.extend(crate::report::bom::compare_validation(&old.validation, &new.validation));
     if args.json {
         let name = |s: &Side| s.bundle.as_ref().map(|(n, v)| serde_json::json!({ "name": n, "version": v }));
         super::print_json(&DiffJson { verified, old: name(&old), new: name(&new), diff: &diff })?;

@@ -37,16 +37,20 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
         (None, None) => unreachable!("clap requires BUNDLE or --root"),
     };
     output(args, &crate::report::html::render(&report), &report)?;
-    // A site whose active bundle no longer verifies, or whose tree is not what verified, gets
-    // its page (the evidence) and exit 3.
-    if let Some(site) = &report.site
-        && (!report.bundle.verified || !site.check.ok)
-    {
-        tracing::error!(
-            "the active bundle of `{}` is not as it was verified: run `airlock check --root {}`",
-            site.root.display(),
-            site.root.display()
-        );
+    // A site whose active bundle no longer verifies, or whose tree is not what verified, and a
+    // bundle that does not verify under the keys given, get their page (the evidence, led by
+    // NOT VERIFIED) and exit 3. Without `--trust` nothing was checked: the page says so.
+    let checked = report.site.is_some() || !args.trust.trust.is_empty();
+    if checked && let Some(reason) = crate::report::html::not_verified(&report) {
+        if let Some(site) = &report.site {
+            tracing::error!(
+                "the active bundle of `{}` is not as it was verified ({reason}): run `airlock check --root {}`",
+                site.root.display(),
+                site.root.display()
+            );
+        } else {
+            tracing::error!("`{}` did not verify: {reason}", report.bundle.source);
+        }
         return Ok(crate::failure::Class::Verification.exit_code());
     }
     Ok(super::EXIT_OK)

@@ -107,3 +107,162 @@ pub fn compare(old: &Inventory, new: &Inventory) -> Diff {
     }
     diff
 }
+
+/// What changed in the support matrix and what goes with it (the manifest's `validation`
+/// section): target rows by their `gpu`, checks by name, their metrics by check and name, the
+/// impact register by component, and any other field of the section. A row added or removed
+/// is one item; a row in both is compared field by field (`MI300X: firmware.PLDM_BUNDLE`
+/// `>=01.23` -> `>=01.24`).
+pub fn compare_validation(old: &serde_json::Value, new: &serde_json::Value) -> Diff {
+    let mut diff = Diff::default();
+    // A check's metrics are compared as rows of their own.
+    for (section, key, skip) in
+        [("target", "gpu", &[][..]), ("check", "name", &["metric"][..]), ("impact", "component", &[][..])]
+    {
+        rows_diff(&mut diff, section, &rows(&old[section], key, skip), &rows(&new[section], key, skip));
+    }
+    rows_diff(&mut diff, "metric", &metrics(old), &metrics(new));
+    let others = |v: &serde_json::Value| -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (k, v) in v.as_object().into_iter().flatten() {
+            if !["target", "check", "impact"].contains(&k.as_str()) {
+                flatten(k, v, &mut out);
+            }
+        }
+        out
+    };
+    let (o, n) = (others(old), others(new));
+    fields_diff(&mut diff, "validation", "[validation]", &o, &n);
+    diff
+}
+
+/// A section's rows by their key (`gpu`, `name`, `component`; `KEY #N` for the Nth row with
+/// the same key), each flattened to its fields, without the fields named in `skip`.
+fn rows(section: &serde_json::Value, key: &str, skip: &[&str]) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for row in section.as_array().into_iter().flatten() {
+        let base = row[key].as_str().map_or_else(|| row[key].to_string(), str::to_owned);
+        let mut name = base.clone();
+        let mut n = 1;
+        while out.contains_key(&name) {
+            n += 1;
+            name = format!("{base} #{n}");
+        }
+        let mut fields = BTreeMap::new();
+        for (k, v) in row.as_object().into_iter().flatten() {
+            if !skip.contains(&k.as_str()) {
+                flatten(k, v, &mut fields);
+            }
+        }
+        out.insert(name, fields);
+    }
+    out
+}
+
+/// Every check's metrics, named `CHECK/METRIC`.
+fn metrics(validation: &serde_json::Value) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for check in validation["check"].as_array().into_iter().flatten() {
+        let name = check["name"].as_str().unwrap_or("?");
+        for (metric, fields) in rows(&check["metric"], "name", &[]) {
+            out.insert(format!("{name}/{metric}"), fields);
+        }
+    }
+    out
+}
+
+/// `value` as dotted field paths (`firmware.PLDM_BUNDLE`); lists and scalars as their text.
+fn flatten(path: &str, value: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                flatten(&format!("{path}.{k}"), v, out);
+            }
+        }
+        serde_json::Value::Array(items) if items.iter().all(serde_json::Value::is_string) => {
+            let items: Vec<&str> = items.iter().filter_map(serde_json::Value::as_str).collect();
+            out.insert(path.to_owned(), items.join(" | "));
+        }
+        serde_json::Value::String(s) => {
+            out.insert(path.to_owned(), s.clone());
+        }
+        other => {
+            out.insert(path.to_owned(), other.to_string());
+        }
+    }
+}
+
+fn rows_diff(
+    diff: &mut Diff,
+    kind: &str,
+    old: &BTreeMap<String, BTreeMap<String, String>>,
+    new: &BTreeMap<String, BTreeMap<String, String>>,
+) {
+    let summary = |fields: &BTreeMap<String, String>| {
+        fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    };
+    for (name, fields) in new {
+        match old.get(name) {
+            None => diff.added.push(Item { kind: kind.to_owned(), name: name.clone(), version: summary(fields) }),
+            Some(before) => fields_diff(diff, kind, name, before, fields),
+        }
+    }
+    for (name, fields) in old {
+        if !new.contains_key(name) {
+            diff.removed.push(Item { kind: kind.to_owned(), name: name.clone(), version: summary(fields) });
+        }
+    }
+}
+
+/// One row's fields compared: each field that differs, appeared or went is a change.
+fn fields_diff(diff: &mut Diff, kind: &str, row: &str, old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) {
+    let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for k in keys {
+        let (from, to) = (old.get(k), new.get(k));
+        if from != to {
+            diff.changed.push(Change {
+                kind: kind.to_owned(),
+                name: format!("{row}: {k}"),
+                from: from.cloned().unwrap_or_else(|| "(none)".to_owned()),
+                to: to.cloned().unwrap_or_else(|| "(none)".to_owned()),
+            });
+        }
+    }
+}
+
+impl Diff {
+    /// `other`'s added, removed and changed after this one's.
+    pub fn extend(&mut self, other: Diff) {
+        self.added.extend(other.added);
+        self.removed.extend(other.removed);
+        self.changed.extend(other.changed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_raised_firmware_floor_is_a_change_of_that_field() {
+        let old = json!({"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.23"}, "os": ["ubuntu 24.04"]}],
+                         "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 250"}]}]});
+        let new = json!({"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.24"}, "os": ["ubuntu 24.04"]},
+                                    {"gpu": "MI325X", "gfx": "gfx942"}],
+                         "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 200"}]}],
+                         "impact": [{"component": "amd-smi", "decision": "accept"}]});
+        let d = super::compare_validation(&old, &new);
+        let changed: Vec<(&str, &str, &str, &str)> =
+            d.changed.iter().map(|c| (c.kind.as_str(), c.name.as_str(), c.from.as_str(), c.to.as_str())).collect();
+        assert_eq!(
+            changed,
+            [
+                ("target", "MI300X: firmware.PLDM_BUNDLE", ">=01.23", ">=01.24"),
+                ("metric", "rvs/ttft: threshold", "<= 250", "<= 200")
+            ]
+        );
+        let added: Vec<(&str, &str)> = d.added.iter().map(|i| (i.kind.as_str(), i.name.as_str())).collect();
+        assert_eq!(added, [("target", "MI325X"), ("impact", "amd-smi")]);
+        assert!(super::compare_validation(&new, &new).changed.is_empty());
+    }
+}

@@ -22,7 +22,8 @@ pre{background:#f6f8fa;padding:.5em;overflow-x:auto;white-space:pre-wrap;word-br
 .verdict{display:inline-block;padding:.3em .9em;border-radius:.3em;color:#fff;font-weight:700;letter-spacing:.05em}\
 .green{background:#1a7f37}.amber{background:#9a6700}.red{background:#cf222e}.unknown{background:#6e7781}\
 td.green,td.amber,td.red{color:#fff;font-weight:600}.warn{color:#9a6700;font-weight:600}.bad{color:#cf222e;font-weight:600}\
-.ok{color:#1a7f37;font-weight:600}.muted{color:#656d76}@media print{body{margin:0;max-width:none}h2{break-after:avoid}}";
+.ok{color:#1a7f37;font-weight:600}.muted{color:#656d76}\
+.banner{border:2px solid #cf222e;background:#ffebe9;padding:.6em;margin:.5em 0;font-weight:600}@media print{body{margin:0;max-width:none}h2{break-after:avoid}}";
 
 /// The page.
 pub fn render(r: &Report) -> String {
@@ -34,6 +35,14 @@ pub fn render(r: &Report) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>\n",
         esc(&title)
     );
+    // A bundle or site that did not verify leads with that, and shows no verdict colour.
+    if let Some(reason) = not_verified(r) {
+        let _ = writeln!(
+            o,
+            "<div id=\"not-verified\" class=\"banner\"><span class=\"verdict red\">NOT VERIFIED</span> {}</div>",
+            esc(&reason)
+        );
+    }
     let _ = writeln!(o, "<h1>{} {}</h1>", esc(&b.name), esc(&b.version));
     if let Some(d) = &b.description {
         let _ = writeln!(o, "<p>{}</p>", esc(d));
@@ -63,7 +72,29 @@ pub fn render(r: &Report) -> String {
     o
 }
 
+/// Why the page must not be read as verified: the bundle's signatures, threshold, roles or
+/// members did not verify here, or the site's tree is not what verified; `None` when all did.
+pub fn not_verified(r: &Report) -> Option<String> {
+    let b = &r.bundle;
+    let check = r.site.as_ref().map(|s| &s.check).filter(|c| !c.ok);
+    if b.verified && check.is_none() {
+        return None;
+    }
+    if let Some(policy) = check.and_then(|c| c.policy.as_ref()) {
+        return Some(policy.clone());
+    }
+    let mut reasons: Vec<String> = if b.verified { Vec::new() } else { b.problems.clone() };
+    if let Some(c) = check {
+        reasons.extend(c.damage.iter().map(|d| format!("{}: {}", d.path, d.problem)));
+    }
+    reasons.dedup();
+    Some(reasons.join("; "))
+}
+
 fn verdict_of(r: &Report) -> (&str, String) {
+    if not_verified(r).is_some() {
+        return ("", String::new());
+    }
     match r.site.as_ref().and_then(|s| s.validation.as_ref()) {
         Some(v) => (crate::validate::word(v.evidence.verdict), v.evidence.summary.clone()),
         None if r.site.is_some() => ("unknown", "no validation evidence on this site".to_owned()),
@@ -92,7 +123,10 @@ fn header(o: &mut String, r: &Report) {
             );
         }
     }
-    let verified = if b.verified {
+    let verified = if b.verified && b.held.is_some() {
+        "<span class=\"ok\" id=\"verified\">verified</span>: signatures, threshold and every member this node keeps"
+            .to_owned()
+    } else if b.verified {
         "<span class=\"ok\" id=\"verified\">verified</span>: signatures, threshold and every member".to_owned()
     } else {
         format!("<span class=\"bad\" id=\"verified\">NOT verified</span>: {}", esc(&b.problems.join("; ")))
@@ -111,6 +145,14 @@ fn header(o: &mut String, r: &Report) {
     if let Some(base) = &b.base {
         let _ = writeln!(o, "<tr><th>Delta against</th><td>{}</td></tr>", esc(base));
     }
+    if let Some(h) = &b.held {
+        let _ = writeln!(
+            o,
+            "<tr><th>Held here</th><td id=\"held\">the package part of the bundle: {} member(s), {} bytes; {} member(s), {} bytes \
+             (images, wheels, models, files) stayed on the mirror, which keeps and verifies the whole bundle</td></tr>",
+            h.entries, h.bytes, h.on_mirror_entries, h.on_mirror_bytes
+        );
+    }
     if let Some(site) = &r.site {
         let _ = writeln!(
             o,
@@ -122,6 +164,8 @@ fn header(o: &mut String, r: &Report) {
         let c = &site.check;
         let found = if c.ok {
             format!("as verified ({} files compared)", c.files_checked)
+        } else if let Some(policy) = &c.policy {
+            format!("<strong>NOT TRUSTED NOW</strong>: {}", esc(policy))
         } else {
             let first = c.damage.first().map(|d| format!(": <code>{}</code> {}", esc(&d.path), esc(&d.problem)));
             format!("<strong>DAMAGED</strong>, {} finding(s){}", c.damage.len(), first.unwrap_or_default())
@@ -218,8 +262,7 @@ fn validation(o: &mut String, site: &super::SiteFacts) {
     };
     let _ = writeln!(o, "<p>From record <code>{}</code>.</p>", esc(&v.record));
     let e = &v.evidence;
-    let gpus: Vec<String> = e.detected.iter().map(|d| esc(d)).collect();
-    let _ = writeln!(o, "<p>Detected: {}</p>", gpus.join("; "));
+    let _ = writeln!(o, "<p id=\"detected\">Detected: {}</p>", esc(&grouped_gpus(&e.detected)));
     results_sheet(o, &e.checks);
     if !e.checks.is_empty() {
         let _ = writeln!(
@@ -565,4 +608,59 @@ fn sbom(o: &mut String, r: &Report) {
         types.join(", "),
         s.with_purl
     );
+}
+
+/// Identical GPUs once, with their count and indexes: `8 × AMD Instinct MI300X (gfx942) (amd
+/// 0–7)` for `amd 0 AMD Instinct MI300X (gfx942)` … `amd 7 …`, in the order first seen.
+fn grouped_gpus(detected: &[String]) -> String {
+    let mut groups: Vec<(String, String, Vec<u64>)> = Vec::new();
+    for d in detected {
+        let mut parts = d.splitn(3, ' ');
+        let (vendor, index, model) = (parts.next(), parts.next().and_then(|i| i.parse::<u64>().ok()), parts.next());
+        let (Some(vendor), Some(index), Some(model)) = (vendor, index, model) else {
+            groups.push((d.clone(), String::new(), Vec::new()));
+            continue;
+        };
+        match groups.iter_mut().find(|(m, v, _)| m == model && v == vendor) {
+            Some((_, _, indexes)) => indexes.push(index),
+            None => groups.push((model.to_owned(), vendor.to_owned(), vec![index])),
+        }
+    }
+    let spans = |indexes: &[u64]| {
+        let mut out: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < indexes.len() {
+            let mut j = i;
+            while j + 1 < indexes.len() && indexes[j + 1] == indexes[j] + 1 {
+                j += 1;
+            }
+            out.push(if i == j { indexes[i].to_string() } else { format!("{}–{}", indexes[i], indexes[j]) });
+            i = j + 1;
+        }
+        out.join(", ")
+    };
+    groups
+        .iter()
+        .map(|(model, vendor, indexes)| match indexes.len() {
+            0 => model.clone(),
+            n => format!("{n} × {model} ({vendor} {})", spans(indexes)),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn identical_gpus_are_shown_once_with_their_count() {
+        let detected: Vec<String> = (0..8)
+            .map(|i| format!("amd {i} AMD Instinct MI300X (gfx942)"))
+            .chain(["nvidia 0 NVIDIA H200 (sm_90)".to_owned(), "nvidia 2 NVIDIA H200 (sm_90)".to_owned()])
+            .collect();
+        assert_eq!(
+            super::grouped_gpus(&detected),
+            "8 × AMD Instinct MI300X (gfx942) (amd 0–7); 2 × NVIDIA H200 (sm_90) (nvidia 0, 2)"
+        );
+        assert_eq!(super::grouped_gpus(&["odd".to_owned()]), "odd");
+    }
 }

@@ -68,6 +68,21 @@ pub struct BundleFacts {
     /// A delta's base, as its manifest names it.
     pub base: Option<String>,
     pub source: String,
+    /// On a node that applied from a mirror: the part it holds (its packages), verified in
+    /// place, and what stayed on the mirror. Absent where the whole bundle is held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
+}
+
+/// The part of a bundle a node fed from a mirror holds.
+#[derive(Debug, Serialize)]
+pub struct Held {
+    /// Members kept here (the manifest, its signature, `debs/` and `rpms/`), and their bytes.
+    pub entries: usize,
+    pub bytes: u64,
+    /// Members that stayed on the mirror (images, wheels, models, files), and their bytes.
+    pub on_mirror_entries: usize,
+    pub on_mirror_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -164,6 +179,10 @@ pub struct SiteCheck {
     pub ok: bool,
     pub files_checked: usize,
     pub damage: Vec<crate::site::check::Damage>,
+    /// When every finding is the site's policy, not damaged bytes: which keys no longer count
+    /// and under which trust metadata (a revocation), in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -205,10 +224,14 @@ pub fn bundle(
             Some(DiffFacts {
                 base: format!("{} {}", old.0.name, old.0.version),
                 base_verified: old.1,
-                diff: bom::compare(
-                    &bom::from_artifacts(&old.0.artifacts),
-                    &bom::from_artifacts(&read.manifest.artifacts),
-                ),
+                diff: {
+                    let mut d = bom::compare(
+                        &bom::from_artifacts(&old.0.artifacts),
+                        &bom::from_artifacts(&read.manifest.artifacts),
+                    );
+                    d.extend(bom::compare_validation(&old.0.validation, &read.manifest.validation));
+                    d
+                },
             })
         }
     };
@@ -223,21 +246,37 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         return Err(ReportError::NoCurrent(path.to_owned()));
     }
     let (current, checked) = crate::site::check::current(root, reporter)?;
-    let check = SiteCheck {
-        how: format!(
+    let policy = crate::site::retained_policy(root, &current)?;
+    let kept = crate::site::check::kept_part(root, &current, &policy)?;
+    let how = if kept.is_some() {
+        format!(
+            "`airlock check`: the manifest this node kept in bundles/{current} (it applied from a mirror and holds \
+             only the package part) verified again under the keys and threshold state.json recorded at apply, its \
+             digest matched the id bundles/{current}, and every member it keeps was compared with it (sha256)"
+        )
+    } else {
+        format!(
             "`airlock check`: bundles/{current}/bundle.airlock verified again from its first byte under the keys and \
              threshold state.json recorded at install, its manifest digest matched the id bundles/{current}, and its \
              staged tree was compared file by file (sha256 of every member, views made again from the verified \
              manifest)"
-        ),
+        )
+    };
+    let read = match kept {
+        // A node fed from a mirror holds only the package part: verified in place.
+        Some((kept, Some((manifest, manifest_sha256)))) => read_kept(root, &kept, manifest, manifest_sha256, &policy),
+        Some((kept, None)) => read_kept_unverified(root, &kept, &policy)?,
+        None => read(&crate::bundle::parts::Input::Whole(root.retained_file(&current)), Some(&policy), reporter)?,
+    };
+    let records = records(root)?;
+    let policy_only = !checked.ok() && checked.damage.iter().all(|d| d.policy);
+    let check = SiteCheck {
+        how,
         ok: checked.ok(),
         files_checked: checked.files_checked,
         damage: checked.damage,
+        policy: if policy_only { policy_failure(root, &current, &policy, &records) } else { None },
     };
-    let policy = crate::site::retained_policy(root, &current)?;
-    let file = root.retained_file(&current);
-    let read = read(&crate::bundle::parts::Input::Whole(file), Some(&policy), reporter)?;
-    let records = records(root)?;
     let validation = records.iter().rev().find_map(|(line, record)| {
         let evidence = record.validation.as_ref()?.evidence()?;
         Some(Validation { record: line.file.clone(), evidence: evidence.clone() })
@@ -308,6 +347,8 @@ struct ReadBundle {
     manifest: Manifest,
     manifest_sha256: Sha256,
     report: Option<Read_>,
+    /// The part a node fed from a mirror keeps, checked in place (then `report` is `None`).
+    kept: Option<Kept>,
     threshold: usize,
     required: String,
     met: bool,
@@ -346,12 +387,118 @@ fn read(
         manifest: head.manifest,
         manifest_sha256: head.manifest_sha256,
         report,
+        kept: None,
         threshold,
         required,
         met,
         trust_root,
         source,
         sbom,
+    })
+}
+
+/// The part of a bundle a node fed from a mirror keeps, as `check` found it.
+struct Kept {
+    ok: bool,
+    signers: Vec<crate::sign::KeyId>,
+    problems: Vec<String>,
+    held: Held,
+}
+
+/// The report's view of the part a node keeps: its manifest verified under `policy` and its
+/// kept members compared with it (`check`); no SBOM or provenance, which stayed on the mirror.
+fn read_kept(
+    root: &SiteRoot,
+    kept: &crate::site::check::BundleCheck,
+    manifest: Manifest,
+    manifest_sha256: Sha256,
+    policy: &Policy,
+) -> ReadBundle {
+    let (mut held, mut away) = ((0, 0), (0, 0));
+    for e in &manifest.entries {
+        let side = if crate::site::mirror::kept_by_node(e.path.as_str()) { &mut held } else { &mut away };
+        side.0 += 1;
+        side.1 += e.size;
+    }
+    let problems = kept.damage.iter().map(|d| format!("{}: {}", d.path, d.problem)).collect();
+    ReadBundle {
+        source: format!(
+            "{} (the part this node keeps: the manifest, its signature and the packages; the rest stayed on the mirror)",
+            root.bundle_dir(&kept.id).display()
+        ),
+        manifest,
+        manifest_sha256,
+        report: None,
+        kept: Some(Kept {
+            ok: kept.ok(),
+            signers: kept.signers.clone(),
+            problems,
+            held: Held { entries: held.0, bytes: held.1, on_mirror_entries: away.0, on_mirror_bytes: away.1 },
+        }),
+        threshold: policy.least_signers(),
+        required: policy.describe(),
+        met: kept.verified,
+        trust_root: policy.origin,
+        sbom: None,
+    }
+}
+
+/// A kept part whose manifest no longer verifies (a revoked key, damage): its manifest read
+/// as it claims, so that the page can say what it is and why it failed; bounded like any
+/// manifest, and never trusted (the page leads with NOT VERIFIED).
+fn read_kept_unverified(
+    root: &SiteRoot,
+    kept: &crate::site::check::BundleCheck,
+    policy: &Policy,
+) -> Result<ReadBundle, ReportError> {
+    let path = root.bundle_dir(&kept.id).join(crate::bundle::manifest::MANIFEST);
+    let unreadable = |detail: String| ReportError::Bundle(path.display().to_string(), detail);
+    let bytes = crate::site::state::read_bounded(&path, MAX_MANIFEST_BYTES)?
+        .ok_or_else(|| unreadable("missing: nothing to report on".into()))?;
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
+    let mut read = read_kept(root, kept, manifest, Sha256::of_bytes(&bytes), policy);
+    read.met = false;
+    Ok(read)
+}
+
+/// Why the active bundle fails the site's policy now: the keys that signed it and counted when
+/// it was installed but count no more, and the trust metadata then and now. `None` when every
+/// key that signed it still counts: then its signature no longer verifying is damage.
+fn policy_failure(root: &SiteRoot, id: &BundleId, policy: &Policy, records: &[(RecordLine, Record)]) -> Option<String> {
+    let now: std::collections::BTreeSet<_> = policy.key_ids().into_iter().collect();
+    let signers = crate::site::state::State::load(root)
+        .ok()
+        .and_then(|s| s.bundles.get(id).map(|b| b.signers.clone()))
+        .unwrap_or_default();
+    let gone: Vec<String> = signers.iter().filter(|k| !now.contains(k)).map(|k| format!("`{}`", k.short())).collect();
+    let installed_under = records
+        .iter()
+        .rev()
+        .filter(|(_, r)| {
+            r.outcome() == RecordOutcome::Activated && r.bundle.as_ref().and_then(|b| b.id.as_ref()) == Some(id)
+        })
+        .find_map(|(_, r)| r.trust.as_ref()?.trust_root);
+    if gone.is_empty() {
+        return None;
+    }
+    let rule = policy.describe();
+    Some(match policy.origin {
+        Some(o) => {
+            let then = installed_under.map_or_else(String::new, |t| {
+                format!(" (it counted under targets version {} when installed)", t.targets_version)
+            });
+            format!(
+                "policy: key {} signed this bundle and was revoked by the site's trust root: targets version {} (root \
+                 version {}) no longer lists it{then}; the bundle now fails {rule}",
+                gone.join(", "),
+                o.targets_version,
+                o.root_version
+            )
+        }
+        None => format!(
+            "policy: key {} signed this bundle and is no longer among the keys recorded for it; the bundle now fails {rule}",
+            gone.join(", ")
+        ),
     })
 }
 
@@ -369,10 +516,14 @@ fn read_manifest(
 
 fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site: Option<SiteFacts>) -> Report {
     let m = &read.manifest;
-    let verified = read.report.as_ref().is_some_and(Read_::verified);
-    let problems = match &read.report {
-        Some(r) => r.problems.iter().map(ToString::to_string).collect(),
-        None => vec!["no --trust key was given, so this is what the bundle claims".to_owned()],
+    let verified = match &read.kept {
+        Some(k) => k.ok,
+        None => read.report.as_ref().is_some_and(Read_::verified),
+    };
+    let problems = match (&read.report, &read.kept) {
+        (Some(r), _) => r.problems.iter().map(ToString::to_string).collect(),
+        (None, Some(k)) => k.problems.clone(),
+        (None, None) => vec!["no --trust key was given, so this is what the bundle claims".to_owned()],
     };
     let signatures = signatures(read);
     let mut contents: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
@@ -405,6 +556,7 @@ fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site
             problems,
             base: m.base.as_ref().map(ToString::to_string),
             source: read.source.clone(),
+            held: read.kept.as_ref().map(|k| Held { ..k.held }),
         },
         signatures,
         contents: contents
@@ -422,6 +574,25 @@ fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site
 
 fn signatures(read: &ReadBundle) -> Signatures {
     let m = &read.manifest;
+    if let Some(k) = &read.kept {
+        let signers: Vec<String> = k.signers.iter().map(ToString::to_string).collect();
+        return Signatures {
+            threshold: read.threshold,
+            required: read.required.clone(),
+            met: read.met,
+            trust_root: read.trust_root,
+            checked: signers
+                .iter()
+                .map(|s| SignatureLine {
+                    source: crate::bundle::manifest::SIGNATURE.to_owned(),
+                    key_id: Some(s.clone()),
+                    status: "valid".to_owned(),
+                })
+                .collect(),
+            signers,
+            provenance: Vec::new(),
+        };
+    }
     match &read.report {
         Some(r) => Signatures {
             threshold: read.threshold,

@@ -60,6 +60,10 @@ pub struct Damage {
     /// Relative to `bundles/ID/`.
     pub path: String,
     pub problem: String,
+    /// Not damaged bytes but the site's policy: the signers no longer meet what its trust
+    /// root or recorded keys require now (a revoked key, a raised threshold).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub policy: bool,
 }
 
 impl BundleCheck {
@@ -121,7 +125,7 @@ fn stray(bundles: &mut Vec<BundleCheck>, id: Option<BundleId>, link: Link, probl
         verified: false,
         signers: Vec::new(),
         files_checked: 0,
-        damage: vec![Damage { path: String::new(), problem }],
+        damage: vec![Damage { path: String::new(), problem, policy: false }],
     });
 }
 
@@ -172,6 +176,18 @@ pub fn current(root: &SiteRoot, reporter: &dyn Reporter) -> Result<(BundleId, Bu
     Ok((id, checked))
 }
 
+/// A kept part checked: what `check` found, and its manifest and digest when they verified.
+pub type KeptPart = (BundleCheck, Option<(Manifest, Sha256)>);
+
+/// What a node keeps of a bundle it applied from a mirror (`None` for a bundle retained
+/// whole): the check of that part under `policy`, and its verified manifest and digest.
+pub fn kept_part(root: &SiteRoot, id: &BundleId, policy: &crate::sign::Policy) -> Result<Option<KeptPart>, SiteError> {
+    if !State::load(root)?.bundles.get(id).is_some_and(|b| b.partial) {
+        return Ok(None);
+    }
+    partial(root, id, policy, BundleCheck::unchecked(id)).map(Some)
+}
+
 /// Check one retained bundle; its verified manifest when the file verified.
 fn bundle(
     root: &SiteRoot,
@@ -210,12 +226,12 @@ fn bundle(
             .map_err(|e| SiteError::Io { path: file.clone(), source: e.source })?;
     let (Some(manifest), Some(sha256)) = (report.manifest, report.manifest_sha256) else {
         for p in &report.problems {
-            out.damage.push(out_damage(RETAINED_BUNDLE, format!("failed verification: {p}")));
+            out.damage.push(verification_damage(p));
         }
         return Ok((out, None));
     };
     for p in &report.problems {
-        out.damage.push(out_damage(RETAINED_BUNDLE, format!("failed verification: {p}")));
+        out.damage.push(verification_damage(p));
     }
     if let Err(e) = retained::check_id(id, &sha256, || format!("{} {}", manifest.name, manifest.version)) {
         out.damage.push(out_damage(RETAINED_BUNDLE, e.to_string()));
@@ -281,7 +297,9 @@ fn partial(
             short.need,
             short.role
         );
-        out.damage.push(out_damage(MANIFEST, problem));
+        let altered = checked.embedded_error.is_some()
+            || checked.signatures.iter().any(|c| matches!(c.outcome, crate::sign::policy::Outcome::Invalid { .. }));
+        out.damage.push(Damage { policy: !altered, ..out_damage(MANIFEST, problem) });
         return Ok((out, None));
     }
     let sha256 = Sha256::of_bytes(&bytes);
@@ -318,7 +336,21 @@ fn partial(
 }
 
 fn out_damage(path: &str, problem: String) -> Damage {
-    Damage { path: path.to_owned(), problem }
+    Damage { path: path.to_owned(), problem, policy: false }
+}
+
+/// A verification problem of a retained bundle file: a refusal by policy (no trusted key, a
+/// role not met) is told apart from damaged bytes.
+fn verification_damage(p: &crate::bundle::reader::Problem) -> Damage {
+    use crate::bundle::reader::Rejection;
+    // A signature that a trusted key made and that no longer verifies is altered bytes; a
+    // signer the policy does not count (any more) is the policy.
+    let policy = match &p.reason {
+        Rejection::Untrusted { tried, claimed, .. } => !claimed.as_ref().is_some_and(|k| tried.contains(k)),
+        Rejection::Threshold { .. } => true,
+        _ => false,
+    };
+    Damage { policy, ..out_damage(RETAINED_BUNDLE, format!("failed verification: {p}")) }
 }
 
 /// What one path of a staged tree must be.

@@ -209,9 +209,7 @@ impl TryFrom<String> for RunId {
         if first_ok && rest_ok && value.len() <= 64 {
             Ok(Self(value))
         } else {
-            Err(format!(
-                "`{value}` is not a run id: 1 to 64 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
-            ))
+            Err(format!("`{value}` is not a run id: 1 to 64 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"))
         }
     }
 }

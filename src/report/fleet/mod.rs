@@ -142,7 +142,7 @@ pub struct Capacity {
     pub per_node: i64,
     pub demand: i64,
     pub headroom: i64,
-    /// total - in_change × per_node - reserved.
+    /// `total - in_change × per_node - reserved`.
     pub available: i64,
     /// available ≥ demand + headroom.
     pub ok: bool,
@@ -324,11 +324,8 @@ fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
     } else {
         "green"
     };
-    let source = file
-        .source
-        .clone()
-        .or_else(|| plan.as_ref()?.get("source")?.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let source =
+        file.source.clone().or_else(|| plan.as_ref()?.get("source")?.as_str().map(str::to_owned)).unwrap_or_default();
     Ok(Fleet {
         schema: SCHEMA,
         dir: dir.to_owned(),
@@ -378,11 +375,10 @@ fn node_evidence(
         .rev()
         .find(|(_, r)| r.action == Action::Rollback && r.outcome() == Outcome::Activated)
         .map(|(_, r)| r.seconds.unwrap_or(0.0));
-    let wave = batches
-        .iter()
-        .find(|(_, b)| b.nodes.iter().any(|n| n == node))
-        .map(|(name, _)| name.clone())
-        .unwrap_or_else(|| if file.wave.is_empty() { "untouched".to_owned() } else { file.wave.clone() });
+    let wave = batches.iter().find(|(_, b)| b.nodes.iter().any(|n| n == node)).map_or_else(
+        || if file.wave.is_empty() { "untouched".to_owned() } else { file.wave.clone() },
+        |(name, _)| name.clone(),
+    );
     let pack = dir.join("report.html").is_file().then(|| format!("nodes/{node}/report.html"));
     let line = NodeLine {
         node: node.to_owned(),
@@ -530,7 +526,12 @@ fn waves(nodes: &[NodeEvidence], batches: &[(String, BatchFile)]) -> Vec<Wave> {
                 .collect();
             let mut names: Vec<String> = nodes.iter().map(|n| n.line.node.clone()).collect();
             names.sort();
-            Wave { name: wave.to_owned(), nodes: names, from: times.iter().min().copied(), to: times.iter().max().copied() }
+            Wave {
+                name: wave.to_owned(),
+                nodes: names,
+                from: times.iter().min().copied(),
+                to: times.iter().max().copied(),
+            }
         })
         .collect();
     let order = |w: &Wave| {

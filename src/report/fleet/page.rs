@@ -40,10 +40,10 @@ pub fn render(f: &Fleet, page_dir: Option<&Path>) -> String {
 }
 
 fn head(o: &mut String, f: &Fleet) {
-    let bundle = f.bundle.as_ref().map_or_else(
-        || "no bundle named by this run's records".to_owned(),
-        |b| format!("{} {}", b.name, b.version),
-    );
+    let bundle = f
+        .bundle
+        .as_ref()
+        .map_or_else(|| "no bundle named by this run's records".to_owned(), |b| format!("{} {}", b.name, b.version));
     let _ = writeln!(o, "<h1>Rollout of {}</h1>", esc(&bundle));
     let red_nodes = f.nodes.iter().filter(|n| n.verdict == "red").count();
     let _ = writeln!(
