@@ -282,3 +282,27 @@ fn an_unreachable_threshold_is_a_usage_error_before_any_registry_is_asked() {
     let install = airlock_run(&[&["install", nowhere, "--root", s(&root)][..], &two].concat()).code(2);
     assert!(install.stderr.contains("can never be met"), "{}", install.stderr);
 }
+
+#[test]
+fn on_a_node_an_amber_refusal_names_apply_and_a_rollback_with_nothing_older_names_apply() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let bundle = t.path().join("demo.airlock");
+    let spec = repo("testdata/demo/airlock.toml");
+    run(airlock().args(["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)])).ok();
+    let root = t.path().join("node");
+    let apply = ["apply", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)];
+    // An inbox driver: amber, refused; the way on is the same apply with an acceptance.
+    let amber = run(on_host("mi300x-inbox").args(apply)).code(4);
+    assert!(amber.stderr.contains("run the same `airlock apply` again with --accept-amber"), "{}", amber.stderr);
+    assert!(!amber.stderr.contains("airlock validate"), "nothing is current to validate: {}", amber.stderr);
+    assert!(amber.stderr.contains("GPU 0 (AMD Instinct MI300X)"), "{}", amber.stderr);
+    // The only release this node ran: nothing older to roll back to, and what to do instead.
+    run(airlock().args(apply)).ok();
+    let r = airlock_run(&["rollback", "--root", s(&root)]).code(1);
+    assert!(
+        r.stderr.contains("has run no older release") && r.stderr.contains("`airlock apply` the release"),
+        "{}",
+        r.stderr
+    );
+}

@@ -56,6 +56,8 @@ impl Node {
         }
         std::os::unix::fs::symlink("/etc", root.join("host/etc")).unwrap();
         std::os::unix::fs::symlink("/opt", root.join("host/opt")).unwrap();
+        // dpkg's status: the inventory, and the stack's version from its packages.
+        std::os::unix::fs::symlink("/var", root.join("host/var")).unwrap();
         std::fs::create_dir_all(root.join("work")).unwrap();
         Self { _dir: dir, root }
     }
@@ -74,10 +76,10 @@ impl Node {
 
     /// `airlock ARGS` inside the system, in a network namespace of its own where `dir` is
     /// served on 127.0.0.1:8765 by `python3 -m http.server`: the node reaches that mirror and
-    /// nothing else.
+    /// nothing else. The server's request log is appended to `DIR.log`.
     fn airlock_beside_server(&self, dir: &Path, args: &[&str]) -> Run {
         let script = r#"ip link set lo up
-cd "$1" && python3 -m http.server --bind 127.0.0.1 8765 > /dev/null 2>&1 &
+cd "$1" && python3 -m http.server --bind 127.0.0.1 8765 > /dev/null 2>> "$1.log" &
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8765) 2>/dev/null && break; sleep 0.1; done
 root=$2; shift 2
 chroot "$root" /usr/bin/env -i PATH=/opt/recorded/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -139,6 +141,11 @@ impl Stack {
     /// Bundle `version` carrying the archive's `jq` and `libfile-which-perl` closure and
     /// `stack` (`name=version` pins from the stack repository).
     fn bundle(&self, version: &str, stack: &[&str]) -> PathBuf {
+        self.bundle_with(version, stack, VALIDATION)
+    }
+
+    /// The same with another `[validation]` (its TOML, tables included).
+    fn bundle_with(&self, version: &str, stack: &[&str], validation: &str) -> PathBuf {
         let p = self.dir.path().join(format!("p-{version}"));
         std::fs::create_dir_all(&p).unwrap();
         let suite = std::fs::read_to_string(fixture().join("ready")).unwrap();
@@ -166,21 +173,7 @@ arch = "amd64"
 packages = [{stack_list}]
 keyring = "{keyring}"
 
-[[validation.target]]
-gpu = "MI300X"
-gfx = "gfx942"
-os = ["debian 12"]
-kernel = ["6.8.*"]
-amdgpu = ">=6.12"
-rocm = "10.0.*"
-partition = {{ compute = ["SPX"], memory = ["NPS1"] }}
-virtualization = ["baremetal"]
-
-[[validation.check]]
-name = "rvs-gst"
-run = ["/opt/rocm/bin/rvs", "-c", "gst_single.conf"]
-timeout_s = 60
-"#,
+{validation}"#,
             archive = self.archive_url,
             stack_repo = self.repo_url,
             keyring = self.dir.path().join("stack/keyring.gpg").display(),
@@ -194,6 +187,23 @@ timeout_s = 60
         out
     }
 }
+
+/// The stack's matrix row and check: the recorded MI300X host on this Debian system.
+const VALIDATION: &str = r#"[[validation.target]]
+gpu = "MI300X"
+gfx = "gfx942"
+os = ["debian 12"]
+kernel = ["6.8.*"]
+amdgpu = ">=6.12"
+rocm = "10.0.*"
+partition = { compute = ["SPX"], memory = ["NPS1"] }
+virtualization = ["baremetal"]
+
+[[validation.check]]
+name = "rvs-gst"
+run = ["/opt/rocm/bin/rvs", "-c", "gst_single.conf"]
+timeout_s = 60
+"#;
 
 /// Every `.deb` under `dir`.
 fn walk_debs(dir: &Path) -> Vec<PathBuf> {
@@ -275,7 +285,12 @@ fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
     assert_eq!(last["validation"]["verdict"], "red");
     assert_eq!(last["packages"]["upgraded"][0]["after"], "10.0.2-1");
     assert_eq!(last["restored"]["downgraded"][0]["after"], "10.0.1-1");
+    // The step that failed, the restore timed as its own phase, and the restored host judged
+    // against the bundle it went back to (2.0.0, whose stack passes): green.
+    assert_eq!(last["failed_in"], "validate", "{last}");
+    assert!(last["phases"]["restore"].as_f64().is_some(), "{}", last["phases"]);
     assert_eq!(last["restored_validation"]["verdict"], "green");
+    assert!(last["restored_validation"]["checks"][0]["summary"].as_str().unwrap_or("").contains("passed"), "{last}");
     // Nor is bundle 3 kept: retained, it would raise the anti-downgrade mark to a release this
     // node never ran.
     let retained = std::fs::read_dir(node.root.join("var/lib/airlock/bundles")).unwrap().count();
@@ -483,4 +498,104 @@ fn changes_that_cannot_be_undone_are_refused_and_a_failed_change_is_put_back() {
         "{}",
         last["reason"]
     );
+}
+
+#[test]
+fn a_host_below_a_firmware_floor_is_refused_before_any_package_is_fetched_or_changed() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let raised = VALIDATION.replace(
+        "virtualization = [\"baremetal\"]",
+        "virtualization = [\"baremetal\"]\nfirmware = { PLDM_BUNDLE = \">=01.26.00.00\" }",
+    );
+    let bundle = stack.bundle_with("1.0.0", &["airlock-rocm-core=10.0.0-1"], &raised);
+    let site = stack.dir.path().join("mirror");
+    run(on_host("nogpu").args([
+        "install",
+        s(&bundle),
+        "--trust",
+        s(&stack.keys.public),
+        "--root",
+        s(&site),
+        "--role",
+        "mirror",
+    ]))
+    .ok();
+    let node = Node::new(&fixture);
+    let key = node.put(&stack.keys.public);
+    let (dpkg_log, before) = (std::fs::read(node.root.join("var/log/dpkg.log")).unwrap_or_default(), node.packages());
+    let apply = |extra: &[&str]| {
+        let args = [&["apply", "http://127.0.0.1:8765/", "--trust", &key, "--root", "/var/lib/airlock"][..], extra];
+        node.airlock_beside_server(&site, &args.concat())
+    };
+
+    // The recorded MI300X reports PLDM_BUNDLE 01.25.05.00: no package can change that, so the
+    // apply is refused (exit 4) before a package is fetched from the mirror or apt runs.
+    let r = apply(&[]).code(4);
+    assert!(r.stderr.contains("pre-flight") && r.stderr.contains("PLDM_BUNDLE"), "{}", r.stderr);
+    assert!(r.stderr.contains("GPU 0 (AMD Instinct MI300X)"), "the GPU by its index and name: {}", r.stderr);
+    assert_eq!(std::fs::read(node.root.join("var/log/dpkg.log")).unwrap_or_default(), dpkg_log, "dpkg.log unchanged");
+    assert_eq!(node.packages(), before);
+    let served = std::fs::read_to_string(site.with_extension("log")).unwrap();
+    assert!(served.contains("manifest.json"), "{served}");
+    assert!(!served.contains("/debs/"), "no package was fetched: {served}");
+    let last = node.records().pop().expect("the refusal is on record");
+    assert_eq!((last["outcome"].as_str(), last["failed_in"].as_str()), (Some("refused"), Some("preflight")), "{last}");
+    assert_eq!(last["preflight"]["verdict"], "red", "{last}");
+    assert_eq!(last["bundle"]["version"], "1.0.0", "{last}");
+    let rows = last["preflight"]["rows"][0]["fields"].as_array().unwrap();
+    assert!(rows.iter().all(|f| f["field"] != "rocm"), "the stack's version waits for the change: {last}");
+    assert_eq!(schema_errors(&validator("record.v1.json"), &last), Vec::<String>::new());
+
+    // A dry run says the pre-flight verdict too, and is refused alike.
+    let r = apply(&["--dry-run"]).code(4);
+    assert!(r.stderr.contains("pre-flight"), "{}", r.stderr);
+    // Where the floor is met, the dry run shows the pre-flight verdict before what would change.
+    let met = stack.bundle_with("1.0.1", &["airlock-rocm-core=10.0.0-1"], VALIDATION);
+    let file = node.put(&met);
+    let r = node.airlock(&["apply", &file, "--trust", &key, "--root", "/var/lib/airlock", "--dry-run"]).ok();
+    assert!(r.stdout.starts_with("pre-flight green"), "{}", r.stdout);
+}
+
+#[test]
+fn the_stacks_version_comes_from_its_packages_where_no_version_file_is() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let without_checks = VALIDATION.split("\n[[validation.check]]").next().unwrap();
+    let node = Node::new(&fixture);
+    let key = node.put(&stack.keys.public);
+    let apply = |bundle: &Path| {
+        let file = node.put(bundle);
+        node.airlock(&["apply", &file, "--trust", &key, "--root", "/var/lib/airlock", "--json"])
+    };
+    let rocm = |done: &serde_json::Value| {
+        let field = done["validation"]["rows"][0]["fields"].as_array().unwrap().iter().find(|f| f["field"] == "rocm");
+        let field = field.cloned().unwrap_or_default();
+        (field["actual"].as_str().unwrap_or("").to_owned(), field["reason"].as_str().unwrap_or("").to_owned())
+    };
+
+    // Debian's own HIP runtime: no /opt/rocm/.info/version, no rocm-core. Without
+    // `rocm_from` nothing says which ROCm this is: red, and the reason says what to name.
+    let distro = without_checks.replace("rocm = \"10.0.*\"", "rocm = \"5.2.*\"");
+    let r = apply(&stack.bundle_with("1.0.0", &["libamdhip64-5=5.2.3-3"], &distro)).code(4);
+    assert!(r.stderr.contains("rocm_from"), "{}", r.stderr);
+    // With `rocm_from = "libamdhip64-5"`: its installed 5.2.3-3 is ROCm 5.2.3, green.
+    let named = format!("[validation]\nrocm_from = \"libamdhip64-5\"\n\n{distro}");
+    let r = apply(&stack.bundle_with("1.0.1", &["libamdhip64-5=5.2.3-3"], &named)).ok();
+    let done = r.json();
+    assert_eq!(done["validation"]["verdict"], "green", "{}", r.stdout);
+    let (actual, reason) = rocm(&done);
+    assert_eq!(actual, "5.2.3");
+    assert!(reason.contains("libamdhip64-5 5.2.3-3 (dpkg, rocm_from)"), "the evidence names its source: {reason}");
+    let probe = node.airlock(&["probe", "--json", "--root", "/var/lib/airlock"]).ok().json();
+    assert_eq!(probe["inventory"]["packages"]["libamdhip64-5"]["version"], "5.2.3-3", "{probe}");
+
+    // AMD's rocm-core without the version file: 10.0.0.100000-42~24.04 is ROCm 10.0.0.
+    let r = apply(&stack.bundle_with("2.0.0", &["rocm-core=10.0.0.100000-42~24.04"], without_checks)).ok();
+    let done = r.json();
+    assert_eq!(done["validation"]["verdict"], "green", "{}", r.stdout);
+    let (actual, reason) = rocm(&done);
+    assert_eq!(actual, "10.0.0");
+    assert!(reason.contains("from rocm-core 10.0.0.100000-42~24.04 (dpkg)"), "{reason}");
+    assert!(!node.root.join("opt/rocm/.info/version").exists());
 }

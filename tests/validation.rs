@@ -420,7 +420,7 @@ fn metrics_compare_the_candidate_with_the_current_stack_under_a_declared_thresho
 
     // Within the threshold: green, and the results sheet shows the row.
     p99("104");
-    let done = install("mi300x", &second, &keys, &root, &["--json"]).ok().json();
+    let done = install("mi300x", &second, &keys, &root, &["--json", "--run-id", "r1"]).ok().json();
     let green = record(&done);
     assert_eq!(metric(&green["validation"])["decision"], "pass");
     let page = t.path().join("report.html");
@@ -437,16 +437,23 @@ fn metrics_compare_the_candidate_with_the_current_stack_under_a_declared_thresho
     install("mi300x", &first, &keys, &other, &["--accept-amber", "--reason", "first release: no baseline"]).ok();
     airlock_run(&["validate", "--root", s(&other), "--baseline"]).ok();
     p99("102");
-    install("mi300x", &second, &keys, &other, &[]).ok();
+    install("mi300x", &second, &keys, &other, &["--run-id", "r1"]).ok();
+    // The evidence of run `r1` as the collection lays it out (every record copied: the page
+    // judges only those of the run).
     let evidence = t.path().join("evidence");
+    let run_dir = evidence.join("runs/r1");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::write(
+        run_dir.join("run.json"),
+        r#"{"id": "r1", "started": "2020-01-01T00:00:00Z", "ended": "2099-01-01T00:00:00Z", "aborted": false}"#,
+    )
+    .unwrap();
     for (node, site) in [("gpu-a", &root), ("gpu-b", &other)] {
-        std::fs::create_dir_all(evidence.join(node)).unwrap();
-        run(std::process::Command::new("cp").args(["-r", s(&site.join("records")), s(&evidence.join(node))])).ok();
-        std::fs::write(
-            evidence.join(node).join("node.json"),
-            r#"{"tuple": "MI300X gfx942 | ubuntu 24.04", "wave": "canary"}"#,
-        )
-        .unwrap();
+        let dir = run_dir.join("nodes").join(node);
+        std::fs::create_dir_all(&dir).unwrap();
+        run(std::process::Command::new("cp").args(["-r", s(&site.join("records")), s(&dir)])).ok();
+        std::fs::write(dir.join("node.json"), r#"{"tuple": "MI300X gfx942 | ubuntu 24.04", "wave": "canary"}"#)
+            .unwrap();
     }
     let fleet = airlock_run(&["report", "--fleet", s(&evidence), "--json"]).ok().json();
     let sheet = &fleet["tuples"][0]["results"][0];

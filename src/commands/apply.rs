@@ -84,6 +84,13 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let what = format!("{} {} ({})", done.name, done.version, done.id);
     if done.dry_run {
+        if let Some(p) = &done.preflight {
+            // `pre-flight amber: …`: what the probe already knows, before any change.
+            writeln!(out, "{}", crate::escape::value(&p.summary))?;
+            for line in crate::validate::not_green(&p.rows) {
+                writeln!(out, "{}", crate::escape::value(&line))?;
+            }
+        }
         writeln!(out, "dry run: applying {what} would change: {}", done.packages.summary())?;
     } else {
         writeln!(out, "applied {what}: {}", done.packages.summary())?;
@@ -139,7 +146,7 @@ pub(super) fn phases(times: &crate::site::records::PhaseTimes) -> Option<String>
     let mut own = 0.0;
     let mut parts = Vec::new();
     for (name, seconds) in &times.0 {
-        if !matches!(name.as_str(), "plan" | "packages" | "baseline" | "validate" | "restore") {
+        if !matches!(name.as_str(), "preflight" | "plan" | "packages" | "baseline" | "validate" | "restore") {
             own += seconds;
         }
         parts.push(format!("{name} {seconds:.2} s"));

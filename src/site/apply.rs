@@ -51,6 +51,9 @@ pub struct Applied {
     /// The package manager's own simulation, for `--dry-run`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulation: Option<String>,
+    /// The pre-flight verdict: the matrix on what the probe knew before anything changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<crate::validate::Evidence>,
     /// Why the change waits for a reboot (`validate --commit` after it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_reboot: Option<String>,
@@ -113,7 +116,9 @@ pub fn apply(
     applied
 }
 
-/// The bundle verified into `staging/`, and the policy that verified it.
+/// The bundle verified into `staging/`, and the policy that verified it; `verified` runs on
+/// its verified manifest before any package is fetched from a mirror or changed (the
+/// pre-flight).
 fn arrive(
     arrival: &Arrival<'_>,
     opened: Option<Opened>,
@@ -121,6 +126,7 @@ fn arrive(
     root: &SiteRoot,
     state: &State,
     reporter: &dyn Reporter,
+    verified: &mut dyn FnMut(&Manifest, &crate::digest::Sha256) -> Result<(), SiteError>,
 ) -> Result<(Staged, Option<Policy>), SiteError> {
     match (arrival, opened) {
         (Arrival::Bundle(input), Some(opened)) => {
@@ -130,10 +136,11 @@ fn arrive(
             if let Some(split) = input.split() {
                 split.check_manifest(&staged.verified.manifest_sha256)?;
             }
+            verified(&staged.verified.manifest, &staged.verified.manifest_sha256)?;
             Ok((staged, None))
         }
         (Arrival::Mirror { source, net }, _) => {
-            let (staged, policy) = super::mirror::stage_packages(source, trust, root, net, reporter)?;
+            let (staged, policy) = super::mirror::stage_packages(source, trust, root, net, reporter, verified)?;
             Ok((staged, Some(policy)))
         }
         (Arrival::Bundle(input), None) => {
@@ -157,14 +164,20 @@ fn apply_locked(
     if let Some(p) = &state.pending {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
-    let (Staged { dir, verified }, fetched_policy) = arrive(arrival, opened, trust, root, &state, reporter)?;
+    let mut preflight_evidence = None;
+    let mut before_packages = |m: &Manifest, sha256: &crate::digest::Sha256| {
+        preflight_evidence = judge_before(m, sha256, attempt)?;
+        Ok(())
+    };
+    let arrived = arrive(arrival, opened, trust, root, &state, reporter, &mut before_packages);
+    let (Staged { dir, verified }, fetched_policy) = arrived?;
     let partial = fetched_policy.is_some();
     let trust = fetched_policy.as_ref().unwrap_or(trust);
     if let Some(tag) = &opts.tag_version {
         verified.manifest.check_tag(tag)?;
     }
     attempt.verified(&verified, &opts.expiry)?;
-    attempt.phases.mark("verify", "plan");
+    attempt.phases.mark("preflight", "plan");
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
     write_node_views(dir.path(), &verified.manifest, partial, opts)?;
@@ -174,7 +187,9 @@ fn apply_locked(
     let plan = node.plan(&dir.path().join(node.area()), &wanted, &views)?;
     tracing::info!("plan: {}", plan.changes.summary());
     if node_opts.dry_run {
-        return Ok(dry_run(&verified.manifest, id, verified.signers, plan, attempt.phases.total()));
+        let mut applied = dry_run(&verified.manifest, id, verified.signers, plan, attempt.phases.total());
+        applied.preflight = preflight_evidence;
+        return Ok(applied);
     }
     if !plan.unrestorable.is_empty() {
         match &node_opts.accept_unrestorable {
@@ -208,6 +223,50 @@ fn apply_locked(
         forget(root, &mut state, &retained.id);
     }
     outcome
+}
+
+/// The pre-flight (the guide's "intersect"): the verified manifest's matrix judged on what the
+/// probe already knows, before any package is fetched or changed. Red refuses (exit 4) with
+/// nothing downloaded and nothing changed, on record; amber goes on (the gate after the change
+/// decides, where `--accept-amber` counts).
+fn judge_before(
+    manifest: &Manifest,
+    sha256: &crate::digest::Sha256,
+    attempt: &mut Attempt,
+) -> Result<Option<crate::validate::Evidence>, SiteError> {
+    use crate::validate::matrix::Verdict;
+    attempt.phases.mark("verify", "preflight");
+    // What a refusal here is about: the verified manifest names it.
+    let file = attempt.record.bundle.take().and_then(|b| b.file);
+    attempt.record.bundle = Some(records::RecordBundle {
+        id: Some(BundleId::of(sha256)),
+        name: Some(manifest.name.to_string()),
+        version: Some(manifest.version.to_string()),
+        manifest_sha256: Some(*sha256),
+        file,
+        ..records::RecordBundle::default()
+    });
+    let host = crate::validate::probe::HostRoot::from_env();
+    let evidence = crate::validate::preflight(manifest, &host).map_err(|e| SiteError::Validation {
+        verdict: Verdict::Red,
+        summary: e.0,
+        hint: "; an airlock as new as the one that built the bundle can read it",
+    })?;
+    let Some(evidence) = evidence else { return Ok(None) };
+    tracing::info!("{}", crate::escape::value(&evidence.summary));
+    attempt.record.preflight = Some(records::Validation::Evidence(Box::new(evidence.clone())));
+    if evidence.verdict == Verdict::Red {
+        let word = "pre-flight red: ";
+        let summary =
+            crate::escape::value(evidence.summary.strip_prefix(word).unwrap_or(&evidence.summary)).into_owned();
+        return Err(SiteError::Validation {
+            verdict: Verdict::Red,
+            summary,
+            hint: "; found before anything was fetched or changed (pre-flight): this host can never meet the bundle's \
+                   matrix, so no package was touched",
+        });
+    }
+    Ok(Some(evidence))
 }
 
 /// The packages, the gate, and the commit or the wait for a reboot.
@@ -260,7 +319,7 @@ fn change(
             ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
         });
     }
-    let validation = judge(node, &changes, &views, m, &opts.amber, attempt)?;
+    let validation = judge(root, state, node, &changes, &views, m, &opts.amber, attempt)?;
     let commit = Commit { id: &retained.id, manifest: m, changes: &changes, downgrade, keep: opts.keep };
     let (previous, pruned, record) = commit.run(root, state, validation.as_ref(), &opts.amber, attempt)?;
     Ok(Applied {
@@ -329,9 +388,14 @@ fn wait_for_reboot(
 }
 
 /// The gate on the stack now installed. Anything but green (or accepted amber) puts the
-/// packages back, validates the restored host, and puts both on the record before the
-/// verdict's error is returned.
+/// packages back (its own timed phase, `restore`), validates the restored host against the
+/// bundle it went back to, and puts both on the record before the verdict's error is
+/// returned; `failed_in` names the step that failed (`validate`, or `metrics` when only the
+/// checks' metrics missed).
+#[allow(clippy::too_many_arguments, reason = "the gate, what it restores, and where the record goes")]
 pub(super) fn judge(
+    root: &SiteRoot,
+    state: &State,
     node: &Node,
     changes: &[Change],
     views: &[PathBuf],
@@ -345,29 +409,76 @@ pub(super) fn judge(
     match gate(manifest, amber, &mut attempt.record, baseline.as_ref()) {
         Ok(v) => Ok(v),
         Err(verdict @ SiteError::Validation { .. }) => {
+            attempt.failed_in = Some(failed_step(attempt.record.validation.as_ref()));
             attempt.phases.mark("validate", "restore");
             tracing::warn!("{verdict}; putting the host's packages back");
-            let restored =
-                node.restore(changes, views).map_err(|source| SiteError::Packages { source, restore: None })?;
-            attempt.record.restored = Some(Changes::of(&restored));
-            let host = crate::validate::probe::HostRoot::from_env();
-            attempt.record.restored_validation = match crate::validate::validate(
-                &manifest.validation,
-                &host,
-                baseline.as_ref(),
-                &crate::validate::scope_of(manifest),
-            ) {
-                Ok(Some(e)) => Some(records::Validation::Evidence(Box::new(e))),
-                Ok(None) => Some(records::Validation::skipped()),
-                Err(e) => {
-                    tracing::warn!("the restored host could not be validated: {}", e.0);
-                    None
-                }
+            let restored = node.restore(changes, views);
+            attempt.phases.mark("restore", "record");
+            let restored = match restored {
+                Ok(restored) => restored,
+                Err(source) => return Err(restore_failed(node, changes, source, attempt)),
             };
+            attempt.record.restored = Some(Changes::of(&restored));
+            attempt.record.restored_validation = Some(validate_restored(root, state, baseline.as_ref()));
             Err(verdict)
         }
         Err(e) => Err(e),
     }
+}
+
+/// `metrics` when the matrix held and only a check's metric missed its threshold, else
+/// `validate`.
+fn failed_step(validation: Option<&records::Validation>) -> &'static str {
+    use crate::validate::matrix::Verdict;
+    let Some(e) = validation.and_then(records::Validation::evidence) else { return "validate" };
+    let matrix_held = e.rows.iter().all(|r| r.verdict != Verdict::Red);
+    let red_checks: Vec<_> = e.checks.iter().filter(|c| c.verdict == Verdict::Red).collect();
+    let only_metrics = !red_checks.is_empty()
+        && red_checks.iter().all(|c| c.exit_code == Some(0) && c.metrics.iter().any(|m| m.decision != "pass"));
+    if matrix_held && only_metrics { "metrics" } else { "validate" }
+}
+
+/// The restored host judged against the bundle it went back to (the one still current: its
+/// matrix and its checks), verified again first; skipped when nothing was current.
+fn validate_restored(
+    root: &SiteRoot,
+    state: &State,
+    baseline: Option<&crate::validate::metrics::Baseline>,
+) -> records::Validation {
+    let skipped =
+        |reason: String| records::Validation::Skipped { verdict: records::ValidationVerdict::Skipped, reason };
+    let Some(current) = root.link(super::root::Link::Current) else {
+        return skipped("nothing was current before: the host went back to packages no bundle describes".into());
+    };
+    let back_to = match super::check::verified(root, state, &current, &crate::progress::Silent) {
+        Ok((m, _)) => m,
+        Err(e) => return skipped(format!("bundles/{current}, the bundle the host went back to, does not verify: {e}")),
+    };
+    let host = crate::validate::probe::HostRoot::from_env();
+    match crate::validate::validate(&back_to.validation, &host, baseline, &crate::validate::scope_of(&back_to)) {
+        Ok(Some(e)) => records::Validation::Evidence(Box::new(e)),
+        Ok(None) => records::Validation::skipped(),
+        Err(e) => skipped(format!("the matrix of bundles/{current} cannot be read: {}", e.0)),
+    }
+}
+
+/// A restore that failed: red on the record, with what is left installed of the change.
+fn restore_failed(node: &Node, changes: &[Change], source: packages::PackageError, attempt: &mut Attempt) -> SiteError {
+    let left: Vec<String> = match node.installed() {
+        Ok(now) => changes
+            .iter()
+            .filter(|c| c.after.as_ref().is_some_and(|after| now.get(&c.name) == Some(after)))
+            .map(ToString::to_string)
+            .collect(),
+        Err(e) => vec![format!("(what is installed cannot be read: {e})")],
+    };
+    let left =
+        if left.is_empty() { "none of the change, as far as the package manager says".into() } else { left.join(", ") };
+    attempt.record.restored_validation = Some(records::Validation::Skipped {
+        verdict: records::ValidationVerdict::Red,
+        reason: format!("the restore failed ({source}); still installed from the change: {left}"),
+    });
+    SiteError::Packages { source, restore: None }
 }
 
 /// A green (or accepted) apply made final: the mark raised, `current` switched, older bundles
@@ -483,6 +594,7 @@ fn outcome(m: &Manifest, id: BundleId, signers: Vec<KeyId>, packages: Changes, s
         packages,
         unrestorable: Vec::new(),
         simulation: None,
+        preflight: None,
         pending_reboot: None,
         previous: None,
         validation: None,
@@ -560,7 +672,7 @@ fn commit_locked(
     let node = Node::for_manifest(root.path(), packages::DEFAULT_LOCK_TIMEOUT, &manifest)?;
     let views = retained_views(root, state, None, node.area());
     let amber = pending.accept_amber.clone().map_or(Amber::Refuse, Amber::Accept);
-    let validation = match judge(&node, &pending.changes, &views, &manifest, &amber, attempt) {
+    let validation = match judge(root, state, &node, &pending.changes, &views, &manifest, &amber, attempt) {
         Ok(v) => v,
         Err(e) => {
             // Restored: nothing waits any more, and a bundle retained for that apply goes.

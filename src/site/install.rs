@@ -78,13 +78,16 @@ pub fn install(
 pub(super) struct Attempt {
     pub record: records::Record,
     pub phases: Phases,
+    /// The step that failed, where it is not the phase running when the error came back (a
+    /// red verdict found in `validate`, returned after the `restore` phase).
+    pub failed_in: Option<&'static str>,
 }
 
 impl Attempt {
     pub(super) fn new(action: records::Action, first: &'static str, file: String, trust: Option<&Policy>) -> Self {
         let bundle = records::RecordBundle { file: Some(file), ..records::RecordBundle::default() };
         let record = records::Record::new(action, records::Outcome::Failed, Some(bundle));
-        let mut attempt = Self { record, phases: Phases::start(first) };
+        let mut attempt = Self { record, phases: Phases::start(first), failed_in: None };
         if let Some(trust) = trust {
             attempt.trusted(trust);
         }
@@ -155,7 +158,7 @@ impl Attempt {
             Class::Usage | Class::Verification | Class::ValidationRed => records::Outcome::Refused,
         });
         r.reason = Some(crate::failure::chain(e));
-        r.failed_in = Some(self.phases.running.to_owned());
+        r.failed_in = Some(self.failed_in.unwrap_or(self.phases.running).to_owned());
         r.phases = self.phases.times();
         r.seconds = Some(self.phases.total());
         r.at = Timestamp::now();
@@ -386,7 +389,16 @@ pub(super) fn gate(
         (Verdict::Amber, Amber::Refuse) => Err(SiteError::Validation {
             verdict: Verdict::Amber,
             summary,
-            hint: "; review `airlock validate`, then pass --accept-amber --reason TEXT to activate it",
+            hint: match record.action {
+                records::Action::Apply => {
+                    "; review the verdict above, then run the same `airlock apply` again with --accept-amber --reason \
+                     TEXT (--owner NAME --expires DATE) to commit it"
+                }
+                _ => {
+                    "; review the verdict above, then run the same `airlock install` again with --accept-amber \
+                     --reason TEXT (--owner NAME --expires DATE) to activate it"
+                }
+            },
         }),
         (Verdict::Red, _) => {
             Err(SiteError::Validation { verdict: Verdict::Red, summary, hint: "; a red stack never activates" })

@@ -200,16 +200,20 @@ impl Place {
 /// under `staging/`: the signed manifest, its signature, and every member under `debs/` and
 /// `rpms/`; and
 /// the policy that verified it (the co-signatures the mirror holds for the node's keys).
+/// `before_fetch` runs on the verified manifest before any member is fetched (apply's
+/// pre-flight): its error stops the staging with nothing downloaded.
 pub(super) fn stage_packages(
     source: &str,
     trust: &Policy,
     root: &SiteRoot,
     net: &Net,
     reporter: &dyn Reporter,
+    before_fetch: &mut dyn FnMut(&Manifest, &Sha256) -> Result<(), SiteError>,
 ) -> Result<(Staged, Policy), SiteError> {
     let place = Place::parse(source)?;
     let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked } =
         net.block_on(verified_manifest(&place, trust, net))?;
+    before_fetch(&manifest, &manifest_sha256)?;
     let staging = root.staging();
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
     for (rel, content) in [(MANIFEST, &bytes), (SIGNATURE, &signature)] {

@@ -121,8 +121,17 @@ pub enum SiteError {
         file.display()
     )]
     NoOlder { name: String, previous: semver::Version, current: semver::Version, file: PathBuf },
-    #[error("`{}` has no previous bundle to roll back to", root.display())]
-    NoPrevious { root: PathBuf },
+    #[error(
+        "`{}` has no previous bundle to roll back to{}",
+        root.display(),
+        if *node {
+            ": this node has run no older release; to go back, `airlock apply` the release to go back to \
+             (from its mirror, or its bundle file) with --allow-downgrade --reason TEXT"
+        } else {
+            ""
+        }
+    )]
+    NoPrevious { root: PathBuf, node: bool },
     #[error("validation is {}: {summary}; `current` was not changed{hint}", crate::validate::word(*verdict))]
     Validation { verdict: Verdict, summary: String, hint: &'static str },
     #[error("`{}` is a symbolic link; the site root's own directories must be real directories", path.display())]

@@ -70,9 +70,12 @@ pub struct Record {
     /// After a red verdict or a failed change: what was done to put the host back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored: Option<super::packages::Changes>,
-    /// The validation of the host once restored.
+    /// The validation of the host once restored, against the bundle it went back to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_validation: Option<Validation>,
+    /// A node's pre-flight: the matrix judged on what the probe knows before anything changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<Validation>,
     /// Why it was refused or failed: the whole error, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -179,6 +182,7 @@ impl Record {
             packages: None,
             restored: None,
             restored_validation: None,
+            preflight: None,
             reason: None,
             failed_in: None,
             phases: PhaseTimes::default(),

@@ -83,7 +83,11 @@ fn rollback_locked(
     attempt: &mut Attempt,
 ) -> Result<RolledBack, SiteError> {
     let mut state = State::load_for_writer(root)?;
-    let id = root.link(Link::Previous).ok_or_else(|| SiteError::NoPrevious { root: root.path().to_owned() })?;
+    let id = root.link(Link::Previous).ok_or_else(|| SiteError::NoPrevious {
+        root: root.path().to_owned(),
+        // A node applies releases (it may keep no bundle file to install from).
+        node: state.history.last().is_some_and(|e| e.action == "apply"),
+    })?;
     refuse_forward(root, &state, &id)?;
     let policy = retained::policy(root, &state, &id, trust)?;
     attempt.trusted(&policy);
@@ -192,7 +196,7 @@ fn node_packages(
     attempt.phases.mark("packages", "validate");
     // The bundle ran here before: amber does not stop the way back; red does.
     let amber = Amber::because("rolling back to a bundle this node ran before");
-    judge(&node, &changes, &views, manifest, &amber, attempt)?;
+    judge(root, state, &node, &changes, &views, manifest, &amber, attempt)?;
     Ok(Some(changes))
 }
 

@@ -288,6 +288,11 @@ impl FileSpec {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Validation {
+    /// The installed package whose version is the stack's `rocm` where neither
+    /// `/opt/rocm/.info/version` nor `rocm-core` is there (a distribution's build:
+    /// Debian's `libamdhip64-5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rocm_from: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target: Vec<Target>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

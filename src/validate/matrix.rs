@@ -173,7 +173,15 @@ fn amd_fields(t: &Target, gpu: &Gpu, probe: &Probe, fields: &mut Vec<FieldResult
         Some(g) => field("gfx", g.as_str(), &gpu.gfx, Verdict::Red, "another LLVM target"),
     });
     fields.push(version_field("amdgpu", t.amdgpu.as_ref(), &host.amdgpu, Radix::Decimal, live));
-    fields.push(version_field("rocm", t.rocm.as_ref(), &host.rocm, Radix::Decimal, false));
+    let mut rocm = version_field("rocm", t.rocm.as_ref(), &host.rocm, Radix::Decimal, false);
+    if !host.rocm_source.is_empty() {
+        rocm.reason = format!("{} (from {})", rocm.reason, host.rocm_source);
+    } else if rocm.verdict == Verdict::Red && host.rocm == UNKNOWN {
+        "no evidence of it on this host: no /opt/rocm/.info/version, no rocm-core installed, and the bundle \
+         names no `[validation] rocm_from` package"
+            .clone_into(&mut rocm.reason);
+    }
+    fields.push(rocm);
     for (fw_id, want) in &t.firmware {
         let actual = gpu.firmware.get(fw_id).map_or(UNKNOWN, String::as_str);
         let mut f = version_field(&format!("firmware.{fw_id}"), Some(want), actual, Radix::of_firmware(fw_id), false);
@@ -195,8 +203,8 @@ fn nvidia_fields(t: &Target, gpu: &Gpu, fields: &mut Vec<FieldResult>) {
     fields.push(mode_field("mig", &mig, &gpu.mig, true));
 }
 
-/// One row against one GPU of the host.
-fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe) -> RowResult {
+/// One row against one GPU of the host, without the fields `defer` names (judged later).
+fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe, defer: &dyn Fn(&str) -> bool) -> RowResult {
     let host = &probe.host;
     let mut fields = vec![if names(&t.gpu, &gpu.market_name) {
         field("gpu", t.gpu.as_str(), &gpu.market_name, Verdict::Green, "named by the row")
@@ -212,12 +220,19 @@ fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe) -> RowResult {
         "nvidia" => nvidia_fields(t, gpu, &mut fields),
         _ => amd_fields(t, gpu, probe, &mut fields),
     }
+    fields.retain(|f| !defer(&f.field));
     let verdict = fields.iter().map(|f| f.verdict).max().unwrap_or(Verdict::Red);
     RowResult { target: index, gpu: t.gpu.clone(), detected: format!("{} {}", gpu.vendor, gpu.index), verdict, fields }
 }
 
 /// The site verdict for `probe` under `targets` (`None` when the bundle has no targets).
 pub fn classify(targets: &[Target], probe: &Probe) -> Option<Outcome> {
+    classify_without(targets, probe, &|_| false)
+}
+
+/// The verdict on the fields `defer` does not name: what the probe can already answer before
+/// a bundle's packages change the stack (the guide's "intersect"), the rest judged after.
+pub fn classify_without(targets: &[Target], probe: &Probe, defer: &dyn Fn(&str) -> bool) -> Option<Outcome> {
     if targets.is_empty() {
         return None;
     }
@@ -232,13 +247,13 @@ pub fn classify(targets: &[Target], probe: &Probe) -> Option<Outcome> {
     let mut host_verdict = Verdict::Green;
     let mut deciding: Option<(String, RowResult)> = None;
     for gpu in &probe.gpus {
-        let results: Vec<RowResult> = targets.iter().enumerate().map(|(i, t)| row(i, t, gpu, probe)).collect();
+        let results: Vec<RowResult> = targets.iter().enumerate().map(|(i, t)| row(i, t, gpu, probe, defer)).collect();
         let best = results.iter().min_by_key(|r| r.verdict).cloned();
         if let Some(best) = best
             && (deciding.is_none() || best.verdict > host_verdict)
         {
             host_verdict = host_verdict.max(best.verdict);
-            deciding = Some((format!("{} {} {}", gpu.vendor, gpu.index, gpu.market_name), best));
+            deciding = Some((format!("GPU {} ({})", gpu.index, gpu.market_name), best));
         }
         rows.extend(results);
     }

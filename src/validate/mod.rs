@@ -70,6 +70,57 @@ pub fn validate(
     }))
 }
 
+/// The pre-flight: this host against the matrix before anything changes, on every field the
+/// probe can already answer (GPU, gfx, device, OS, kernel, firmware, partition modes,
+/// virtualization, and the driver when `manifest` does not carry one). The fields its
+/// packages decide (`deferred`) and its checks wait for the stack they install. `None` when
+/// it names no targets.
+pub fn preflight(manifest: &crate::bundle::Manifest, host: &probe::HostRoot) -> Result<Option<Evidence>, Unreadable> {
+    let targets: Vec<crate::spec::Target> =
+        serde_json::from_value(manifest.validation.get("target").cloned().unwrap_or_else(|| serde_json::json!([])))
+            .map_err(|e| Unreadable(format!("the bundle's `validation.target` cannot be read: {e}")))?;
+    let deferred = deferred(manifest);
+    let probed = probe::probe(host, &scope_of(manifest));
+    let Some(outcome) = matrix::classify_without(&targets, &probed, &|f| deferred.contains(&f)) else {
+        return Ok(None);
+    };
+    Ok(Some(Evidence {
+        verdict: outcome.verdict,
+        summary: format!("pre-flight {}", outcome.summary),
+        detected: outcome.detected,
+        rows: outcome.rows,
+        checks: Vec::new(),
+        probe: probed,
+    }))
+}
+
+/// The matrix fields a bundle's packages decide, judged only after they are installed: the
+/// stack's version always, and the driver (`amdgpu`, NVIDIA's `driver`) when it carries one.
+pub fn deferred(manifest: &crate::bundle::Manifest) -> Vec<&'static str> {
+    use crate::bundle::manifest::Artifact;
+    let names: Vec<&str> = manifest
+        .artifacts
+        .iter()
+        .filter_map(|a| match a {
+            Artifact::Deb(d) => Some(d.name.as_str()),
+            Artifact::Rpm(r) => Some(r.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut out = vec!["rocm"];
+    if names.iter().any(|n| n.starts_with("amdgpu") || n.starts_with("kmod-amdgpu")) {
+        out.push("amdgpu");
+    }
+    if names.iter().any(|n| {
+        ["nvidia-driver", "nvidia-kernel", "nvidia-open", "kmod-nvidia", "cuda-drivers"]
+            .iter()
+            .any(|p| n.starts_with(p))
+    }) {
+        out.push("driver");
+    }
+    out
+}
+
 pub fn word(v: Verdict) -> &'static str {
     match v {
         Verdict::Green => "green",
@@ -111,7 +162,12 @@ pub fn scope_of(manifest: &crate::bundle::Manifest) -> probe::inventory::Scope {
             _ => None,
         })
         .collect();
-    probe::inventory::Scope::from_env(carried)
+    let mut scope = probe::inventory::Scope::from_env(carried);
+    scope.rocm_from = manifest.validation.get("rocm_from").and_then(|v| v.as_str()).map(str::to_owned);
+    if let Some(name) = &scope.rocm_from {
+        scope.carried.insert(name.clone());
+    }
+    scope
 }
 
 /// The checks a manifest's `validation` section declares (for a baseline run).

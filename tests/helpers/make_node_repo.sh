@@ -6,7 +6,11 @@
 #     10.0.2-1's run reports FAIL (a stack the gate must find red);
 #   airlock-amdgpu-dkms 1.0-1: its postinst asks for a reboot as Debian's packages do
 #     (/var/run/reboot-required and .pkgs);
-#   airlock-broken 1.0-1: its postinst fails (dpkg leaves it half-configured).
+#   airlock-broken 1.0-1: its postinst fails (dpkg leaves it half-configured);
+#   rocm-core 10.0.0.100000-42~24.04: named and versioned as AMD's, without
+#     /opt/rocm/.info/version (the stack's version is the package's);
+#   libamdhip64-5 5.2.3-3: named and versioned as Debian's own HIP runtime (a distribution's
+#     ROCm, which ships no version file and no rocm-core).
 # DIR/keyring.gpg: the suite's public key.
 set -euo pipefail
 dir=$1 recorded=$2
@@ -48,5 +52,15 @@ root=$(mkdeb airlock-broken 1.0-1)
 printf '#!/bin/sh\necho "airlock-broken: cannot configure the device" >&2\nexit 1\n' > "$root/DEBIAN/postinst"
 chmod 755 "$root/DEBIAN/postinst"
 dpkg-deb --root-owner-group -Zgzip --build "$root" "$dir/repo/pool/main/a/airlock-broken/airlock-broken_1.0-1_all.deb" > /dev/null
+
+root=$(mkdeb rocm-core 10.0.0.100000-42~24.04)
+mkdir -p "$root/opt/rocm-10.0.0/lib"
+echo "10.0.0-42" > "$root/opt/rocm-10.0.0/lib/rocm-core.txt"
+dpkg-deb --root-owner-group -Zgzip --build "$root" "$dir/repo/pool/main/r/rocm-core/rocm-core_10.0.0.100000-42~24.04_all.deb" > /dev/null
+
+root=$(mkdeb libamdhip64-5 5.2.3-3 $'Source: rocm-hipamd\n')
+mkdir -p "$root/usr/share/doc/libamdhip64-5"
+echo "HIP runtime (test stand-in)" > "$root/usr/share/doc/libamdhip64-5/README"
+dpkg-deb --root-owner-group -Zgzip --build "$root" "$dir/repo/pool/main/l/libamdhip64-5/libamdhip64-5_5.2.3-3_all.deb" > /dev/null
 
 "$(dirname "$0")/sign_suite.sh" "$dir/repo" node airlock-tests node@airlock.test

@@ -20,6 +20,10 @@ pub struct Host {
     /// `/sys/module/amdgpu/initstate` is `live`.
     pub amdgpu_live: bool,
     pub rocm: String,
+    /// Where `rocm` comes from: `/opt/rocm/.info/version`, `rocm-core 10.0.0.100000-42~24.04
+    /// (dpkg)`, or the `rocm_from` package; empty when nothing evidences it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rocm_source: String,
     pub virtualization: Virtualization,
     /// DMI `sys_vendor` and `product_name`.
     pub vendor: String,
@@ -134,6 +138,11 @@ pub fn collect(root: &HostRoot) -> Host {
         amdgpu: unknown_if_absent(root.read("/sys/module/amdgpu/version")),
         amdgpu_live: root.read("/sys/module/amdgpu/initstate").as_deref() == Some("live"),
         rocm: unknown_if_absent(root.read("/opt/rocm/.info/version")),
+        rocm_source: if root.read("/opt/rocm/.info/version").is_some() {
+            "/opt/rocm/.info/version".to_owned()
+        } else {
+            String::new()
+        },
         virtualization: Virtualization { mode: mode.to_owned(), hypervisor },
         vendor: unknown_if_absent(root.read("/sys/class/dmi/id/sys_vendor")),
         product: unknown_if_absent(root.read("/sys/class/dmi/id/product_name")),

@@ -169,6 +169,11 @@ pub fn probe(root: &HostRoot, scope: &inventory::Scope) -> Probe {
     }
     let inventory = inventory::collect(root, scope);
     let mut host = host;
+    if host.rocm == UNKNOWN
+        && let Some((version, source)) = stack_version(&inventory, scope)
+    {
+        (host.rocm, host.rocm_source) = (version, source);
+    }
     host.packages = inventory
         .packages
         .iter()
@@ -176,6 +181,29 @@ pub fn probe(root: &HostRoot, scope: &inventory::Scope) -> Probe {
         .map(|(name, i)| format!("{name}={}", i.version))
         .collect();
     Probe { host, gpus, amd_smi_version, tools, inventory }
+}
+
+/// The stack's version from what is installed, where `/opt/rocm/.info/version` is not there:
+/// `rocm-core`'s, else the `rocm_from` package's (a distribution's build), as its upstream
+/// version (`10.0.0.100000-42~24.04` is 10.0.0, Debian's `5.2.3-3` is 5.2.3), with its source.
+fn stack_version(inventory: &inventory::Inventory, scope: &inventory::Scope) -> Option<(String, String)> {
+    let candidates = std::iter::once(("rocm-core", "")).chain(scope.rocm_from.as_deref().map(|n| (n, ", rocm_from")));
+    candidates.into_iter().find_map(|(name, why)| {
+        let installed = inventory.packages.get(name)?;
+        let version = upstream_version(&installed.version)?;
+        Some((version, format!("{name} {} ({}{why})", installed.version, installed.manager)))
+    })
+}
+
+/// A package version's upstream part as the stack's version: the epoch and the packaging
+/// revision dropped (`1:6.4.1-1.el9` is 6.4.1), and AMD's build number after the third
+/// component too (`10.0.0.100000` is 10.0.0).
+fn upstream_version(package: &str) -> Option<String> {
+    let v = package.split_once(':').map_or(package, |(_, v)| v);
+    let v = v.rsplit_once('-').map_or(v, |(v, _)| v);
+    let parts: Vec<&str> = v.split('.').take(3).collect();
+    let numeric = |p: &&str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
+    (!parts.is_empty() && parts.iter().all(numeric)).then(|| parts.join("."))
 }
 
 /// AMD GPUs from amd-smi, with their firmware.
@@ -325,6 +353,21 @@ fn nvidia_gpus(tools: &mut BTreeMap<String, Tool>) -> Vec<Gpu> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_packages_upstream_version_is_the_stacks() {
+        for (package, stack) in [
+            ("10.0.0.100000-42~24.04", Some("10.0.0")),
+            ("5.2.3-3", Some("5.2.3")),
+            ("1:6.4.1-1.el9", Some("6.4.1")),
+            ("7.0.2", Some("7.0.2")),
+            ("6.4", Some("6.4")),
+            ("5.2.3~rc1-1", None),
+            ("", None),
+        ] {
+            assert_eq!(super::upstream_version(package).as_deref(), stack, "{package}");
+        }
+    }
     use super::*;
 
     fn fixture(path: &str) -> String {
