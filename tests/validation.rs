@@ -270,6 +270,14 @@ mig = "disabled""#;
     let old = bundle(t.path(), &keys, "h200-new-driver", &nvidia.replace(">=570", ">=575"), "");
     let r = install("h200", &old, &keys, &root, &[]).code(4);
     assert!(r.stderr.contains("driver: 570.86.15 does not satisfy >=575"), "{}", r.stderr);
+    // The CUDA toolkit's version, from its own version.json, named as the evidence.
+    let cuda = bundle(t.path(), &keys, "h200-cuda", &format!("{nvidia}\ncuda = \"12.8.*\""), "");
+    let done = install("h200", &cuda, &keys, &root, &["--json"]).ok().json();
+    let reasons = done["validation"]["rows"][0]["fields"].to_string();
+    assert!(reasons.contains("12.8.1 satisfies 12.8.* (from /usr/local/cuda/version.json)"), "{reasons}");
+    let newer = bundle(t.path(), &keys, "h200-cuda-13", &format!("{nvidia}\ncuda = \"13.0.*\""), "");
+    let r = install("h200", &newer, &keys, &root, &[]).code(4);
+    assert!(r.stderr.contains("cuda: 12.8.1 does not satisfy"), "{}", r.stderr);
 }
 
 #[test]

@@ -293,6 +293,9 @@ pub struct Validation {
     /// Debian's `libamdhip64-5`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rocm_from: Option<String>,
+    /// The same for the CUDA toolkit, where `/usr/local/cuda/version.json` is not there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_from: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target: Vec<Target>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -330,6 +333,9 @@ pub struct Target {
     pub compute_cap: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig: Option<String>,
+    /// NVIDIA: the CUDA toolkit's version requirement (`12.8.*`), judged after the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
     /// Where the row comes from: the vendor's compatibility page (a URL), the date it was read,
     /// who reviewed the row, and its status (`supported`, `preview`, `deprecated`…): shown in
     /// the approval pack, never used to decide a verdict.

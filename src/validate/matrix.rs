@@ -196,11 +196,22 @@ fn amd_fields(t: &Target, gpu: &Gpu, probe: &Probe, fields: &mut Vec<FieldResult
 }
 
 /// The fields only NVIDIA GPUs have.
-fn nvidia_fields(t: &Target, gpu: &Gpu, fields: &mut Vec<FieldResult>) {
+fn nvidia_fields(t: &Target, gpu: &Gpu, host: &super::probe::Host, fields: &mut Vec<FieldResult>) {
     fields.push(version_field("driver", t.driver.as_ref(), &gpu.driver, Radix::Decimal, true));
     fields.push(version_field("compute_cap", t.compute_cap.as_ref(), &gpu.compute_cap, Radix::Decimal, true));
     let mig: Vec<String> = t.mig.iter().cloned().collect();
     fields.push(mode_field("mig", &mig, &gpu.mig, true));
+    if t.cuda.is_some() {
+        let mut cuda = version_field("cuda", t.cuda.as_ref(), &host.cuda, Radix::Decimal, false);
+        if !host.cuda_source.is_empty() {
+            cuda.reason = format!("{} (from {})", cuda.reason, host.cuda_source);
+        } else if cuda.verdict == Verdict::Red {
+            "no evidence of it on this host: no /usr/local/cuda/version.json, and the bundle names no \
+             `[validation] cuda_from` package"
+                .clone_into(&mut cuda.reason);
+        }
+        fields.push(cuda);
+    }
 }
 
 /// One row against one GPU of the host, without the fields `defer` names (judged later).
@@ -217,7 +228,7 @@ fn row(index: usize, t: &Target, gpu: &Gpu, probe: &Probe, defer: &dyn Fn(&str) 
     fields.push(list_field("kernel", &t.kernel, &host.kernel, glob));
     fields.push(virtualization_field(&t.virtualization, &gpu.virtualization, &host.virtualization.hypervisor));
     match gpu.vendor.as_str() {
-        "nvidia" => nvidia_fields(t, gpu, &mut fields),
+        "nvidia" => nvidia_fields(t, gpu, host, &mut fields),
         _ => amd_fields(t, gpu, probe, &mut fields),
     }
     fields.retain(|f| !defer(&f.field));

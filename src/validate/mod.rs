@@ -95,7 +95,7 @@ pub fn preflight(manifest: &crate::bundle::Manifest, host: &probe::HostRoot) -> 
 }
 
 /// The matrix fields a bundle's packages decide, judged only after they are installed: the
-/// stack's version always, and the driver (`amdgpu`, NVIDIA's `driver`) when it carries one.
+/// stack's version (`rocm`, `cuda`) always, and the driver (`amdgpu`, NVIDIA's `driver`) when it carries one.
 pub fn deferred(manifest: &crate::bundle::Manifest) -> Vec<&'static str> {
     use crate::bundle::manifest::Artifact;
     let names: Vec<&str> = manifest
@@ -107,7 +107,7 @@ pub fn deferred(manifest: &crate::bundle::Manifest) -> Vec<&'static str> {
             _ => None,
         })
         .collect();
-    let mut out = vec!["rocm"];
+    let mut out = vec!["rocm", "cuda"];
     if names.iter().any(|n| n.starts_with("amdgpu") || n.starts_with("kmod-amdgpu")) {
         out.push("amdgpu");
     }
@@ -163,8 +163,9 @@ pub fn scope_of(manifest: &crate::bundle::Manifest) -> probe::inventory::Scope {
         })
         .collect();
     let mut scope = probe::inventory::Scope::from_env(carried);
-    scope.rocm_from = manifest.validation.get("rocm_from").and_then(|v| v.as_str()).map(str::to_owned);
-    if let Some(name) = &scope.rocm_from {
+    let named = |key: &str| manifest.validation.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    (scope.rocm_from, scope.cuda_from) = (named("rocm_from"), named("cuda_from"));
+    for name in scope.rocm_from.iter().chain(&scope.cuda_from) {
         scope.carried.insert(name.clone());
     }
     scope

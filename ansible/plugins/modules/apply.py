@@ -94,12 +94,15 @@ def main():
     if p["reason"]:
         args += ["--reason", p["reason"]]
     rc, plan, err = run_airlock(module, args + ["--dry-run"])
-    if rc != 0:
+    if rc != 0 and module.check_mode:
         module.fail_json(msg=error_message(plan, err), rc=rc, result=plan)
+    # A dry run that fails writes no record: the apply below refuses the same way, on record
+    # (a pre-flight red, a bundle that does not verify), so the node's evidence holds it.
+    plan = plan if rc == 0 and isinstance(plan, dict) else {}
     changes = plan.get("packages") or {}
     diff = dict(before=lines(changes, "before"), after=lines(changes, "after"))
     current = current_bundle(module) or {}
-    if current.get("id") == plan.get("id") and not any(changes.values()):
+    if plan and current.get("id") == plan.get("id") and not any(changes.values()):
         module.exit_json(changed=False, id=plan.get("id"), msg="already runs %s %s" % (plan.get("name"), plan.get("version")), result=plan)
     if module.check_mode:
         module.exit_json(changed=True, id=plan.get("id"), diff=diff, msg="would apply %s %s" % (plan.get("name"), plan.get("version")), result=plan)

@@ -24,6 +24,12 @@ pub struct Host {
     /// (dpkg)`, or the `rocm_from` package; empty when nothing evidences it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub rocm_source: String,
+    /// The CUDA toolkit's version (`/usr/local/cuda/version.json`, `version.txt`, or the
+    /// `cuda_from` package), and where it comes from; absent on hosts recorded before.
+    #[serde(default = "super::unknown")]
+    pub cuda: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cuda_source: String,
     pub virtualization: Virtualization,
     /// DMI `sys_vendor` and `product_name`.
     pub vendor: String,
@@ -37,6 +43,20 @@ pub struct Host {
     /// Installed `ROCm`, amdgpu and NVIDIA driver packages, `name=version` (the inventory's
     /// family, from dpkg's status and on an rpm host `rpm -qa`).
     pub packages: Vec<String>,
+}
+
+/// The CUDA toolkit's version from its own files: `/usr/local/cuda/version.json` (11.1 and
+/// newer: `{"cuda": {"version": "12.8.1"}}`), else `version.txt` (`CUDA Version 11.0.228`).
+fn cuda_version(root: &HostRoot) -> Option<(String, String)> {
+    if let Some(text) = root.read("/usr/local/cuda/version.json")
+        && let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text)
+        && let Some(v) = doc["cuda"]["version"].as_str()
+    {
+        return Some((v.to_owned(), "/usr/local/cuda/version.json".to_owned()));
+    }
+    let text = root.read("/usr/local/cuda/version.txt")?;
+    let v = text.trim().strip_prefix("CUDA Version ")?.trim();
+    (!v.is_empty()).then(|| (v.to_owned(), "/usr/local/cuda/version.txt".to_owned()))
 }
 
 /// Whether `rpm` runs here and `root` has an rpm database where rpm's `%_dbpath` says.
@@ -112,6 +132,7 @@ fn dmi_hypervisor(values: &[String]) -> Option<&'static str> {
 
 pub fn collect(root: &HostRoot) -> Host {
     let os = root.read("/etc/os-release").unwrap_or_default();
+    let cuda = cuda_version(root);
     let dmi: Vec<String> = ["product_name", "sys_vendor", "board_vendor", "bios_vendor", "product_version"]
         .iter()
         .filter_map(|f| root.read(&format!("/sys/class/dmi/id/{f}")))
@@ -143,6 +164,8 @@ pub fn collect(root: &HostRoot) -> Host {
         } else {
             String::new()
         },
+        cuda: unknown_if_absent(cuda.as_ref().map(|(v, _)| v.clone())),
+        cuda_source: cuda.map(|(_, s)| s).unwrap_or_default(),
         virtualization: Virtualization { mode: mode.to_owned(), hypervisor },
         vendor: unknown_if_absent(root.read("/sys/class/dmi/id/sys_vendor")),
         product: unknown_if_absent(root.read("/sys/class/dmi/id/product_name")),

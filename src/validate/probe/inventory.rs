@@ -78,6 +78,9 @@ pub struct Scope {
     /// `[validation] rocm_from`: the package whose version is the stack's, after the version
     /// file and `rocm-core`.
     pub rocm_from: Option<String>,
+    /// `[validation] cuda_from`: the package whose version is the CUDA toolkit's, after its
+    /// version file.
+    pub cuda_from: Option<String>,
 }
 
 impl Scope {
@@ -85,7 +88,7 @@ impl Scope {
     pub fn from_env(carried: BTreeSet<String>) -> Self {
         let venvs =
             std::env::var_os("AIRLOCK_PROBE_VENVS").map(|v| std::env::split_paths(&v).collect()).unwrap_or_default();
-        Self { carried, venvs, rocm_from: None }
+        Self { carried, venvs, rocm_from: None, cuda_from: None }
     }
 }
 
@@ -266,7 +269,7 @@ mod tests {
     #[test]
     fn dpkg_status_gives_installed_family_and_carried_packages_with_their_source() {
         let status = "Package: libamdhip64-6\nStatus: install ok installed\nVersion: 6.4.1-1\nSource: hip (6.4.1)\n\nPackage: hello\nStatus: install ok installed\nVersion: 2.10-3\n\nPackage: rocblas\nStatus: deinstall ok config-files\nVersion: 4.1-1\n\nPackage: bash\nStatus: install ok installed\nVersion: 5.2\n";
-        let scope = Scope { carried: ["hello".to_owned()].into(), venvs: Vec::new(), rocm_from: None };
+        let scope = Scope { carried: ["hello".to_owned()].into(), venvs: Vec::new(), rocm_from: None, cuda_from: None };
         let mut out = BTreeMap::new();
         dpkg(status, &scope, &mut out);
         assert_eq!(out.keys().collect::<Vec<_>>(), ["hello", "libamdhip64-6"]);

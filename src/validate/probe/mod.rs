@@ -22,6 +22,11 @@ pub use host::{Host, HostRoot};
 /// What a record says where it has nothing to say.
 pub const UNKNOWN: &str = "unknown";
 
+/// "unknown", for a field a record written before it existed does not have.
+pub fn unknown() -> String {
+    UNKNOWN.to_owned()
+}
+
 /// A value, or "unknown" when the tool gave none (or `N/A`).
 pub fn unknown_if_absent(v: Option<String>) -> String {
     match v {
@@ -170,9 +175,14 @@ pub fn probe(root: &HostRoot, scope: &inventory::Scope) -> Probe {
     let inventory = inventory::collect(root, scope);
     let mut host = host;
     if host.rocm == UNKNOWN
-        && let Some((version, source)) = stack_version(&inventory, scope)
+        && let Some(found) = stack_version(&inventory, Some("rocm-core"), scope.rocm_from.as_deref(), "rocm_from")
     {
-        (host.rocm, host.rocm_source) = (version, source);
+        (host.rocm, host.rocm_source) = found;
+    }
+    if host.cuda == UNKNOWN
+        && let Some(found) = stack_version(&inventory, None, scope.cuda_from.as_deref(), "cuda_from")
+    {
+        (host.cuda, host.cuda_source) = found;
     }
     host.packages = inventory
         .packages
@@ -183,11 +193,18 @@ pub fn probe(root: &HostRoot, scope: &inventory::Scope) -> Probe {
     Probe { host, gpus, amd_smi_version, tools, inventory }
 }
 
-/// The stack's version from what is installed, where `/opt/rocm/.info/version` is not there:
-/// `rocm-core`'s, else the `rocm_from` package's (a distribution's build), as its upstream
-/// version (`10.0.0.100000-42~24.04` is 10.0.0, Debian's `5.2.3-3` is 5.2.3), with its source.
-fn stack_version(inventory: &inventory::Inventory, scope: &inventory::Scope) -> Option<(String, String)> {
-    let candidates = std::iter::once(("rocm-core", "")).chain(scope.rocm_from.as_deref().map(|n| (n, ", rocm_from")));
+/// A stack's version from what is installed, where its version file is not there: `core`'s
+/// (`rocm-core`), else the package the spec names (`rocm_from`, `cuda_from`: a distribution's
+/// build), as its upstream version (`10.0.0.100000-42~24.04` is 10.0.0, Debian's `5.2.3-3` is
+/// 5.2.3), with its source.
+fn stack_version(
+    inventory: &inventory::Inventory,
+    core: Option<&str>,
+    named: Option<&str>,
+    key: &str,
+) -> Option<(String, String)> {
+    let named = named.map(|n| (n, format!(", {key}")));
+    let candidates = core.map(|c| (c, String::new())).into_iter().chain(named);
     candidates.into_iter().find_map(|(name, why)| {
         let installed = inventory.packages.get(name)?;
         let version = upstream_version(&installed.version)?;
@@ -353,6 +370,20 @@ fn nvidia_gpus(tools: &mut BTreeMap<String, Tool>) -> Vec<Gpu> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_cuda_toolkits_version_from_its_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let cuda = dir.path().join("usr/local/cuda");
+        std::fs::create_dir_all(&cuda).unwrap();
+        let host = || super::host::collect(&super::HostRoot::at(dir.path()));
+        assert_eq!(host().cuda, super::UNKNOWN);
+        std::fs::write(cuda.join("version.txt"), "CUDA Version 11.0.228\n").unwrap();
+        assert_eq!((host().cuda.as_str(), host().cuda_source.as_str()), ("11.0.228", "/usr/local/cuda/version.txt"));
+        let json = r#"{"cuda": {"name": "CUDA SDK", "version": "12.8.1"}, "cuda_cudart": {"version": "12.8.90"}}"#;
+        std::fs::write(cuda.join("version.json"), json).unwrap();
+        assert_eq!((host().cuda.as_str(), host().cuda_source.as_str()), ("12.8.1", "/usr/local/cuda/version.json"));
+    }
 
     #[test]
     fn a_packages_upstream_version_is_the_stacks() {
