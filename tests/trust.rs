@@ -397,3 +397,55 @@ fn expired_metadata_and_an_expired_bundle_are_refused_unless_accepted_on_record(
     assert_eq!(waiver["expired"], serde_json::json!(["bundle demo 0.9.0 expired at 2020-07-01T00:00:00Z"]));
     assert_eq!(python_tuf(&site.join("trust")).ok().stdout.trim(), "2 2 [('build', 1, 1), ('security', 1, 2)]");
 }
+
+/// `evil`'s trust root (its own root keys and roles) copied over `site/trust/`: what someone
+/// with write access to the root and no key of the site's can plant.
+fn plant(evil: &Trust, site: &Path) {
+    std::fs::remove_dir_all(site.join("trust")).unwrap();
+    std::fs::create_dir_all(site.join("trust")).unwrap();
+    for f in ["1.root.json", "targets.json"] {
+        std::fs::copy(evil.auth.join("trust").join(f), site.join("trust").join(f)).unwrap();
+    }
+}
+
+#[test]
+fn a_trust_root_planted_over_a_provisioned_one_is_refused_though_no_trust_command_ever_ran() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    // Provisioned as the docs say (the metadata copied in), then used: no `trust` command ran,
+    // and the bundle carried no metadata.
+    let site = t.site("site");
+    airlock_run(&["install", s(&t.bundle("1.0.0", &[&t.sec1], "", &[])), "--root", s(&site)]).ok();
+    assert!(
+        std::fs::read_to_string(site.join("state.json")).unwrap().contains("\"anchor\""),
+        "the first command that read the trust root pinned it"
+    );
+    let evil = Trust::new();
+    evil.init(&evil.auth, "30d").ok();
+    plant(&evil, &site);
+    let bad = evil.bundle("1.1.0", &[&evil.sec1], "", &[]);
+    for verb in ["install", "apply"] {
+        let r = airlock_run(&[verb, s(&bad), "--root", s(&site)]).code(3);
+        assert!(r.stderr.contains("is not the trust root this site was provisioned with"), "{verb}: {}", r.stderr);
+    }
+    let status = airlock_run(&["status", "--root", s(&site), "--json"]).ok().json();
+    assert_eq!(status["current"]["version"], "1.0.0");
+}
+
+#[test]
+fn deleting_the_trust_root_does_not_let_trust_keys_back_in() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let site = t.site("site");
+    airlock_run(&["install", s(&t.bundle("1.0.0", &[&t.sec1], "", &[])), "--root", s(&site)]).ok();
+    std::fs::remove_dir_all(site.join("trust")).unwrap();
+    // A bundle the attacker signed with a key of their own, offered with `--trust`.
+    let evil = Trust::new();
+    let bad = evil.bundle("1.1.0", &[], "", &[]);
+    for verb in ["install", "apply"] {
+        let r = airlock_run(&[verb, s(&bad), "--root", s(&site), "--trust", s(&evil.build.public)]).code(3);
+        assert!(r.stderr.contains("trust") && r.stderr.contains("root version 1"), "{verb}: {}", r.stderr);
+    }
+    let status = airlock_run(&["status", "--root", s(&site), "--json"]).ok().json();
+    assert_eq!(status["current"]["version"], "1.0.0");
+}

@@ -20,6 +20,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     // A mirror's root: its co-signatures are the mirror's, found once its manifest is read.
     let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let wait = std::time::Duration::from_secs(args.site.wait);
+    let writes = if args.dry_run { super::Writes::No } else { super::Writes::Yes };
     let (input, policy, tag_version, referrers) = if let Some(source) = mirror {
         // A mirror's current bundle brings its trust metadata too (read only on a node that has
         // a trust root; an unreachable one is warned about, and the node's own decides).
@@ -30,7 +31,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
                 Vec::new()
             })
         };
-        let policy = super::site_policy(&args.root, &args.trust, Vec::new(), carried, &expiry, wait)?;
+        let policy = super::site_policy(&args.root, &args.trust, Vec::new(), carried, &expiry, wait, writes)?;
         (None, policy, None, None)
     } else {
         let from = Source {
@@ -42,6 +43,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
             insecure: args.insecure_registry,
             ca: args.registry_ca.as_ref(),
             net: &args.net,
+            writes,
         };
         let Opened { input, policy, tag_version, referrers } = from.open(&net)?;
         (Some(input), policy, tag_version, referrers)

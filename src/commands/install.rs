@@ -27,6 +27,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         insecure: args.insecure_registry,
         ca: args.registry_ca.as_ref(),
         net: &args.net,
+        writes: super::Writes::Yes,
     };
     let Opened { input, policy, tag_version, referrers } = from.open(&net)?;
     let reporter = TerminalReporter::new(args.json);
@@ -151,6 +152,8 @@ pub(super) struct Source<'a> {
     pub insecure: bool,
     pub ca: Option<&'a std::path::PathBuf>,
     pub net: &'a crate::cli::NetArgs,
+    /// `Writes::No` for a dry run: no trust metadata adopted, nothing pinned.
+    pub writes: super::Writes,
 }
 
 impl Source<'_> {
@@ -173,7 +176,7 @@ impl Source<'_> {
         cosignatures: Vec<crate::sign::CoSignature>,
         carried: impl FnOnce() -> Vec<(std::path::PathBuf, Vec<u8>)>,
     ) -> anyhow::Result<Policy> {
-        super::site_policy(self.root, self.trust, cosignatures, carried, self.expiry, self.wait)
+        super::site_policy(self.root, self.trust, cosignatures, carried, self.expiry, self.wait, self.writes)
     }
 
     /// A bundle streamed from a registry (or layout), its tag resolved once; the

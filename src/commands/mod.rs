@@ -254,7 +254,9 @@ fn load_policy(trust: &TrustArgs, bundle: &Path) -> anyhow::Result<crate::sign::
 
 /// The policy for a bundle activated on the site at `root` (install, apply): `--trust` on a site
 /// without a trust root; else the site's signing roles, after the site adopted the newer trust
-/// metadata the bundle carries (`carried`, read lazily: only a site with a trust root asks).
+/// metadata the bundle carries (`carried`, read lazily: only a site with a trust root asks) and
+/// pinned its trust root if nothing had (its first use). With `Writes::No` (`apply --dry-run`)
+/// nothing is adopted or pinned: the site's trust as it stands decides.
 fn site_policy(
     root: &Path,
     trust: &TrustArgs,
@@ -262,6 +264,7 @@ fn site_policy(
     carried: impl FnOnce() -> Vec<(PathBuf, Vec<u8>)>,
     rule: &crate::site::trust::ExpiryRule,
     wait: std::time::Duration,
+    writes: Writes,
 ) -> anyhow::Result<crate::sign::Policy> {
     let site = crate::site::root::SiteRoot::new(root);
     let has_root = crate::trust::SiteTrust::exists(root);
@@ -269,12 +272,18 @@ fn site_policy(
         if has_root {
             return Err(crate::site::SiteError::TrustGiven { dir: root.join(crate::trust::TRUST_DIR) }.into());
         }
+        // A site that has used a trust root keeps deciding by it: with `trust/` gone, `--trust`
+        // is refused (exit 3, naming the repair), never taken instead.
+        if site.path().is_dir() {
+            crate::site::trust::load(&site, &crate::site::state::State::load(&site)?)?;
+        }
         let keys = load_trusted(&trust.trust)?;
         let threshold = usize::try_from(trust.threshold).unwrap_or(usize::MAX);
         return Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?);
     }
-    if has_root {
+    if has_root && writes == Writes::Yes {
         crate::site::trust::adopt(root, wait, &carried(), crate::trust::Presented::Carried)?;
+        crate::site::trust::pin_first_use(root, wait)?;
     }
     let state = crate::site::state::State::load(&site)?;
     match crate::site::trust::policy(&site, &state, cosignatures, rule)? {
@@ -285,6 +294,14 @@ fn site_policy(
         ))
         .into()),
     }
+}
+
+/// Whether a command may write the site root (adopt trust metadata, pin the trust root): not a
+/// dry run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writes {
+    Yes,
+    No,
 }
 
 /// The trust metadata a bundle carries (`airlock/trust/…`, leading members read without

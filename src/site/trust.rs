@@ -165,6 +165,34 @@ pub fn change(
     Ok(after)
 }
 
+/// Pin the site's trust root at its first use: `1.root.json`'s sha256 and the versions in
+/// `state.json`, under the root's lock, when nothing pinned it yet (a site provisioned by copying
+/// the metadata into `ROOT/trust/`, then used). From then on another trust root planted in its
+/// place is refused (`TrustAnchor`), and a deleted one cannot let `--trust` back in. Nothing to
+/// do on a site without a trust root, or one already pinned.
+pub fn pin_first_use(root_dir: &Path, wait: Duration) -> Result<(), SiteError> {
+    let root = SiteRoot::new(root_dir);
+    if !SiteTrust::exists(root_dir) || State::load(&root)?.trust.is_some() {
+        return Ok(());
+    }
+    let _lock = root.open_for_writing("trust", wait)?;
+    let mut state = State::load_for_writer(&root)?;
+    if state.trust.is_some() {
+        return Ok(());
+    }
+    // Verified from `1.root.json` up, and not below the versions the records name.
+    let Some(trust) = load(&root, &state)? else { return Ok(()) };
+    let origin = trust.origin();
+    state.trust = Some(TrustPin {
+        anchor: trust.anchor,
+        root_version: origin.root_version,
+        targets_version: origin.targets_version,
+    });
+    state.save(&root)?;
+    tracing::info!("trust: pinned this site's trust root (1.root.json sha256 {})", trust.anchor);
+    Ok(())
+}
+
 /// Adopt the trust metadata a bundle carries (`airlock/trust/…`) or an operator names
 /// (`trust update`): newer root versions one at a time, a newer targets version. A site without
 /// a trust root ignores carried metadata (it trusts what `--trust` says).
