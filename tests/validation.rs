@@ -387,6 +387,27 @@ fn bench_check(file: &Path) -> String {
     )
 }
 
+/// The evidence of run `r1` as the collection lays it out, from `nodes`' site roots (every
+/// record copied: the page judges only those of the run).
+fn fleet_evidence(dir: &Path, nodes: &[(&str, &Path)]) -> std::path::PathBuf {
+    let evidence = dir.join("evidence");
+    let run_dir = evidence.join("runs/r1");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::write(
+        run_dir.join("run.json"),
+        r#"{"id": "r1", "started": "2020-01-01T00:00:00Z", "ended": "2099-01-01T00:00:00Z", "aborted": false}"#,
+    )
+    .unwrap();
+    for (node, site) in nodes {
+        let dir = run_dir.join("nodes").join(node);
+        std::fs::create_dir_all(&dir).unwrap();
+        run(std::process::Command::new("cp").args(["-r", s(&site.join("records")), s(&dir)])).ok();
+        std::fs::write(dir.join("node.json"), r#"{"tuple": "MI300X gfx942 | ubuntu 24.04", "wave": "canary"}"#)
+            .unwrap();
+    }
+    evidence
+}
+
 #[test]
 fn metrics_compare_the_candidate_with_the_current_stack_under_a_declared_threshold() {
     let t = tempfile::tempdir().unwrap();
@@ -446,23 +467,7 @@ fn metrics_compare_the_candidate_with_the_current_stack_under_a_declared_thresho
     airlock_run(&["validate", "--root", s(&other), "--baseline"]).ok();
     p99("102");
     install("mi300x", &second, &keys, &other, &["--run-id", "r1"]).ok();
-    // The evidence of run `r1` as the collection lays it out (every record copied: the page
-    // judges only those of the run).
-    let evidence = t.path().join("evidence");
-    let run_dir = evidence.join("runs/r1");
-    std::fs::create_dir_all(&run_dir).unwrap();
-    std::fs::write(
-        run_dir.join("run.json"),
-        r#"{"id": "r1", "started": "2020-01-01T00:00:00Z", "ended": "2099-01-01T00:00:00Z", "aborted": false}"#,
-    )
-    .unwrap();
-    for (node, site) in [("gpu-a", &root), ("gpu-b", &other)] {
-        let dir = run_dir.join("nodes").join(node);
-        std::fs::create_dir_all(&dir).unwrap();
-        run(std::process::Command::new("cp").args(["-r", s(&site.join("records")), s(&dir)])).ok();
-        std::fs::write(dir.join("node.json"), r#"{"tuple": "MI300X gfx942 | ubuntu 24.04", "wave": "canary"}"#)
-            .unwrap();
-    }
+    let evidence = fleet_evidence(t.path(), &[("gpu-a", &root), ("gpu-b", &other)]);
     let fleet = airlock_run(&["report", "--fleet", s(&evidence), "--json"]).ok().json();
     let sheet = &fleet["tuples"][0]["results"][0];
     assert_eq!(
