@@ -807,3 +807,32 @@ fn spliced_extension_records_are_refused_before_they_are_read_with_memory_flat()
         std::fs::remove_file(&bundle).unwrap();
     }
 }
+
+#[test]
+fn a_sparse_terabyte_file_in_a_retained_tree_is_named_by_its_size_not_hashed() {
+    let Built { t, keys, bundle, .. } = built_project();
+    let root = t.path().join("site");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    // Someone with write access to the root swaps a member for a 1 TiB sparse file: hashing it
+    // would hold the root's lock for hours. Its size is compared with the manifest's first.
+    let current = std::fs::canonicalize(root.join("current")).unwrap();
+    let member = std::fs::read_dir(current.join("files"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_file())
+        .expect("a file member");
+    std::fs::OpenOptions::new().write(true).open(&member).unwrap().set_len(1 << 40).unwrap();
+    let name = member.file_name().unwrap().to_string_lossy().into_owned();
+    // `timeout`: on code that hashes first this would not end for hours; 120 s is no speed
+    // target, only the bound after which the attack has worked.
+    let bounded = |args: &[&str]| {
+        let mut c = std::process::Command::new("timeout");
+        c.arg("120").arg(env!("CARGO_BIN_EXE_airlock")).args(args);
+        run(&mut c)
+    };
+    let r = bounded(&["check", "--root", s(&root)]);
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains(&name) && r.stdout.contains("wrong size"), "{}", r.stdout);
+    let r = bounded(&["report", "--root", s(&root), "--out", s(&t.path().join("r.html"))]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+}

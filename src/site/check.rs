@@ -322,10 +322,13 @@ fn partial(
     out.version = Some(manifest.version.to_string());
     let kept = super::mirror::kept(&manifest);
     let members = BTreeMap::from([
-        (MemberPath::new(MANIFEST).map_err(|e| SiteError::State { path: dir.clone(), detail: e.to_string() })?, sha256),
+        (
+            MemberPath::new(MANIFEST).map_err(|e| SiteError::State { path: dir.clone(), detail: e.to_string() })?,
+            (sha256, bytes.len() as u64),
+        ),
         (
             MemberPath::new(SIGNATURE).map_err(|e| SiteError::State { path: dir.clone(), detail: e.to_string() })?,
-            Sha256::of_bytes(&signature),
+            (Sha256::of_bytes(&signature), signature.len() as u64),
         ),
     ]);
     let expected = expected_tree(&dir, &kept, members)?;
@@ -353,22 +356,23 @@ fn verification_damage(p: &crate::bundle::reader::Problem) -> Damage {
     Damage { policy, ..out_damage(RETAINED_BUNDLE, format!("failed verification: {p}")) }
 }
 
-/// What one path of a staged tree must be.
+/// What one path of a staged tree must be: a file's size (when known) is compared before it
+/// is hashed, so that a huge or sparse file planted in a tree is named at once, not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Expect {
-    File(Sha256),
+    File(Sha256, Option<u64>),
     Link(PathBuf),
 }
 
 /// Records each member's digest as it streams past (verified by the reader against the
 /// manifest before the report is clean).
 #[derive(Default)]
-struct Hashes(BTreeMap<MemberPath, Sha256>);
+struct Hashes(BTreeMap<MemberPath, (Sha256, u64)>);
 
 impl MemberSink for Hashes {
     fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> io::Result<()> {
-        let (sha256, _) = hash_reader(data)?;
-        self.0.insert(path.clone(), sha256);
+        let (sha256, size) = hash_reader(data)?;
+        self.0.insert(path.clone(), (sha256, size));
         Ok(())
     }
 }
@@ -379,14 +383,14 @@ impl MemberSink for Hashes {
 fn expected_tree(
     dir: &Path,
     manifest: &Manifest,
-    members: BTreeMap<MemberPath, Sha256>,
+    members: BTreeMap<MemberPath, (Sha256, u64)>,
 ) -> Result<BTreeMap<PathBuf, Expect>, SiteError> {
     let mut expected: BTreeMap<PathBuf, Expect> = BTreeMap::new();
-    for (path, sha256) in members {
-        expected.insert(PathBuf::from(path.as_str()), Expect::File(sha256));
+    for (path, (sha256, size)) in members {
+        expected.insert(PathBuf::from(path.as_str()), Expect::File(sha256, Some(size)));
     }
     for e in &manifest.entries {
-        expected.insert(PathBuf::from(e.path.as_str()), Expect::File(e.sha256));
+        expected.insert(PathBuf::from(e.path.as_str()), Expect::File(e.sha256, Some(e.size)));
     }
     // The views, written as install writes them over placeholders of the members; the package
     // views need the real carried indexes (their digests are checked as members').
@@ -402,7 +406,8 @@ fn expected_tree(
         File::create(&at).map_err(io_err(&at))?;
     }
     for index in views::CARRIED_INDEXES.map(Path::new) {
-        if let Some(Expect::File(want)) = expected.get(index)
+        if let Some(Expect::File(want, size)) = expected.get(index)
+            && file_size(&dir.join(index)) == *size
             && hash_file(&dir.join(index)).is_ok_and(|got| got == *want)
         {
             std::fs::copy(dir.join(index), scratch.path().join(index)).map_err(io_err(&dir.join(index)))?;
@@ -420,8 +425,11 @@ fn expected_tree(
         } else if entry.file_type().is_file() {
             // A Hugging Face blob is named by its digest; other views are what was written.
             match hf_blob_digest(&rel) {
-                Some(d) => Expect::File(d),
-                None => Expect::File(hash_file(entry.path()).map_err(io_err(entry.path()))?),
+                Some(d) => Expect::File(d, manifest.entries.iter().find(|e| e.sha256 == d).map(|e| e.size)),
+                None => {
+                    let size = entry.metadata().ok().map(|m| m.len());
+                    Expect::File(hash_file(entry.path()).map_err(io_err(entry.path()))?, size)
+                }
             }
         } else {
             continue;
@@ -484,9 +492,17 @@ fn compare(dir: &Path, expected: &BTreeMap<PathBuf, Expect>) -> (usize, Vec<Dama
                     .push(out_damage(&shown, format!("links to `{}`, expected `{}`", t.display(), target.display()))),
                 Err(_) => damage.push(out_damage(&shown, format!("is not a link to `{}`", target.display()))),
             },
-            Expect::File(sha256) => {
+            Expect::File(sha256, size) => {
                 if !entry.file_type().is_file() {
                     damage.push(out_damage(&shown, "is not a regular file".into()));
+                    continue;
+                }
+                // The size first: a file of the wrong size is damage without reading a byte.
+                let found = entry.metadata().ok().map(|m| m.len());
+                if let (Some(want), Some(found)) = (size, found)
+                    && *want != found
+                {
+                    damage.push(out_damage(&shown, format!("wrong size: expected {want} bytes, found {found}")));
                     continue;
                 }
                 let inode = entry.metadata().ok().map(|m| {
@@ -515,6 +531,11 @@ fn compare(dir: &Path, expected: &BTreeMap<PathBuf, Expect>) -> (usize, Vec<Dama
         damage.push(out_damage(&path.display().to_string(), "is missing".into()));
     }
     (seen, damage)
+}
+
+/// A file's size, as `symlink_metadata` says (`None` when it cannot be read).
+fn file_size(path: &Path) -> Option<u64> {
+    std::fs::symlink_metadata(path).ok().map(|m| m.len())
 }
 
 fn hash_file(path: &Path) -> io::Result<Sha256> {
