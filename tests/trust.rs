@@ -3,6 +3,8 @@
 //! expiry of metadata and of bundles, and a site pinned against replayed or planted metadata.
 
 mod common;
+#[path = "common/http.rs"]
+mod http;
 
 use std::path::{Path, PathBuf};
 
@@ -448,4 +450,31 @@ fn deleting_the_trust_root_does_not_let_trust_keys_back_in() {
     }
     let status = airlock_run(&["status", "--root", s(&site), "--json"]).ok().json();
     assert_eq!(status["current"]["version"], "1.0.0");
+}
+
+#[test]
+fn a_mirror_that_serves_every_root_version_cannot_hold_a_node_nor_fill_its_memory() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let mirror = t.site("mirror");
+    let bundle = t.bundle("1.0.0", &[&t.sec1], "", &[]);
+    airlock_run(&["install", s(&bundle), "--root", s(&mirror), "--role", "mirror"]).ok();
+    // The mirror answers 200 (1 MiB each) for 2.root.json, 3.root.json, … without end.
+    let count = t.path("root-requests.txt");
+    let server = http::HttpServer::spawn(&mirror, |port| {
+        vec![helper("endless_roots.py"), port.to_string(), count.display().to_string()]
+    });
+    let node = t.site("node");
+    // `timeout`: code that reads "until a 404" never ends here (11 GB in 45 s was seen); 120 s
+    // is no speed target, only the bound after which the attack has worked.
+    let probes = repo("testdata/probes/mi300x");
+    let path = format!("{}:{}", probes.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let r = run(std::process::Command::new("timeout")
+        .env("PATH", path)
+        .env("AIRLOCK_HOST_ROOT", probes.join("root"))
+        .args(["120", env!("CARGO_BIN_EXE_airlock"), "apply", &format!("{}/", server.url), "--root", s(&node)]));
+    let asked = std::fs::read_to_string(&count).unwrap_or_default().lines().count();
+    assert_ne!(r.code, 124, "the apply never ended: {asked} root versions asked for");
+    assert!(asked <= 1, "it stops at the first root version that does not verify: {asked} asked for");
+    assert_eq!(r.code, 0, "the node's own trust root decides: {}", r.stderr);
 }

@@ -25,8 +25,8 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
         // A mirror's current bundle brings its trust metadata too (read only on a node that has
         // a trust root; an unreachable one is warned about, and the node's own decides).
         let carried = || {
-            let have = crate::trust::SiteTrust::load(&args.root).map_or(0, |t| t.root.signed.version);
-            crate::site::mirror::carried_trust(source, have, &net).unwrap_or_else(|e| {
+            let Ok(have) = crate::trust::SiteTrust::load(&args.root) else { return Vec::new() };
+            crate::site::mirror::carried_trust(source, &have.root, &net).unwrap_or_else(|e| {
                 tracing::warn!("cannot read the trust metadata of the mirror's current bundle: {e}");
                 Vec::new()
             })

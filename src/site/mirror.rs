@@ -96,18 +96,48 @@ enum Place {
     Dir(PathBuf),
 }
 
-/// The trust metadata a mirror's current bundle carries (`current/airlock/trust/`): the root
-/// versions above `root_version`, one at a time until the mirror has no next one, and its
-/// targets metadata. Nothing is trusted here: the node verifies each against what it has.
-pub fn carried_trust(source: &str, root_version: u64, net: &Net) -> Result<Vec<(PathBuf, Vec<u8>)>, SiteError> {
+/// The most root versions a node takes from a mirror in one apply, and the most bytes of trust
+/// metadata: a site rotates its root a few times a year, each version a few KiB.
+pub const MAX_CARRIED_ROOTS: u64 = 64;
+pub const MAX_CARRIED_TRUST_BYTES: usize = 4 << 20;
+
+/// The trust metadata the mirror's current bundle carries (`current/airlock/trust/`): the root
+/// versions after `current` (the node's own root), each bounded and verified by the one before
+/// and by itself as it arrives, stopping at the first that is missing or does not verify, at
+/// most `MAX_CARRIED_ROOTS` of them and `MAX_CARRIED_TRUST_BYTES` in all; and its targets
+/// metadata. A mirror answering for every version cannot hold a node nor fill its memory: what
+/// it sends past a good chain is never read. The node verifies the whole again when it adopts.
+pub fn carried_trust(
+    source: &str,
+    current: &crate::trust::metadata::Signed<crate::trust::metadata::Root>,
+    net: &Net,
+) -> Result<Vec<(PathBuf, Vec<u8>)>, SiteError> {
     let place = Place::parse(source)?;
     let limit = crate::trust::MAX_METADATA_BYTES;
     net.block_on(async {
         let mut found = Vec::new();
-        for n in root_version + 1.. {
+        let mut total = 0usize;
+        let mut last = current.clone();
+        for _ in 0..MAX_CARRIED_ROOTS {
+            let n = last.signed.version + 1;
             let rel = format!("{}{}", crate::bundle::manifest::TRUST_PREFIX, crate::trust::root_file(n));
             let Some(bytes) = place.small(net, &rel, limit).await? else { break };
-            found.push((PathBuf::from(place.url(&rel)), bytes));
+            total += bytes.len();
+            let path = PathBuf::from(place.url(&rel));
+            match crate::trust::next_root(&last, &bytes, &path) {
+                Ok(doc) if total <= MAX_CARRIED_TRUST_BYTES => {
+                    last = doc;
+                    found.push((path, bytes));
+                }
+                Ok(_) => {
+                    tracing::warn!("the mirror's trust metadata passes {MAX_CARRIED_TRUST_BYTES} bytes: no more read");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!("the mirror's root version {n} does not verify, none after it is read: {e}");
+                    break;
+                }
+            }
         }
         let rel = format!("{}{}", crate::bundle::manifest::TRUST_PREFIX, crate::trust::TARGETS_FILE);
         if let Some(bytes) = place.small(net, &rel, limit).await? {

@@ -304,6 +304,14 @@ fn require<T: serde::Serialize + serde::de::DeserializeOwned>(
 
 /// Verify `next` as the successor of `current` (§5.3.4): version exactly one more, a threshold
 /// of the current root keys and a threshold of its own.
+/// Root version `current.version + 1`, from untrusted bytes (a mirror's), parsed and verified
+/// by `current` and by itself before anything else is read.
+pub fn next_root(current: &Signed<Root>, bytes: &[u8], path: &Path) -> Result<Signed<Root>, TrustError> {
+    let doc = parse_root(path, bytes)?;
+    verify_successor(&current.signed, &doc, path)?;
+    Ok(doc)
+}
+
 fn verify_successor(current: &Root, next: &Signed<Root>, path: &Path) -> Result<(), TrustError> {
     if next.signed.version != current.version + 1 {
         return Err(TrustError::Sequence {
