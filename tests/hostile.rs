@@ -836,3 +836,50 @@ fn a_sparse_terabyte_file_in_a_retained_tree_is_named_by_its_size_not_hashed() {
     let r = bounded(&["report", "--root", s(&root), "--out", s(&t.path().join("r.html"))]);
     assert_eq!(r.code, 3, "{}", r.stderr);
 }
+
+#[test]
+fn a_fifo_in_a_mounted_mirror_is_refused_not_waited_on() {
+    let Built { t, keys, bundle, .. } = built_project();
+    let mirror = t.path().join("mirror");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&mirror), "--role", "mirror"]).ok();
+    let current = std::fs::canonicalize(mirror.join("current")).unwrap();
+    // Each in turn: the manifest, its signature, and a co-signature named for the trusted key
+    // are FIFOs nobody writes to. Opening one for reading waits for a writer, forever.
+    let key_id = airlock::sign::TrustedKey::load(&keys.public).unwrap().key_id().to_string();
+    for rel in ["airlock/manifest.json", "airlock/manifest.json.sig", &format!("bundle.airlock.{key_id}.sig")] {
+        let path = current.join(rel);
+        let saved = std::fs::read(&path).ok();
+        let _ = std::fs::remove_file(&path);
+        run(std::process::Command::new("mkfifo").arg(&path)).ok();
+        let node = t.path().join(format!("node-{}", rel.replace('/', "-")));
+        let r = run(std::process::Command::new("timeout").args(["60", env!("CARGO_BIN_EXE_airlock")]).args([
+            "apply",
+            &format!("file://{}/", mirror.display()),
+            "--trust",
+            s(&keys.public),
+            "--root",
+            s(&node),
+        ]));
+        assert_ne!(r.code, 124, "{rel}: apply waited on a FIFO");
+        assert_eq!(r.code, 3, "{rel}: {}", r.stderr);
+        assert!(r.stderr.contains("not a regular file"), "{rel}: {}", r.stderr);
+        std::fs::remove_file(&path).unwrap();
+        if let Some(bytes) = saved {
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    // A mirror whose manifest has no signature is an integrity failure (exit 3), not a
+    // runtime error.
+    std::fs::remove_file(current.join("airlock/manifest.json.sig")).unwrap();
+    let node = t.path().join("node-unsigned");
+    let r = airlock_run(&[
+        "apply",
+        &format!("file://{}/", mirror.display()),
+        "--trust",
+        s(&keys.public),
+        "--root",
+        s(&node),
+    ])
+    .code(3);
+    assert!(r.stderr.contains("its manifest is unsigned"), "{}", r.stderr);
+}

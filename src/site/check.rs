@@ -424,12 +424,11 @@ fn expected_tree(
             Expect::Link(std::fs::read_link(entry.path()).map_err(io_err(entry.path()))?)
         } else if entry.file_type().is_file() {
             // A Hugging Face blob is named by its digest; other views are what was written.
-            match hf_blob_digest(&rel) {
-                Some(d) => Expect::File(d, manifest.entries.iter().find(|e| e.sha256 == d).map(|e| e.size)),
-                None => {
-                    let size = entry.metadata().ok().map(|m| m.len());
-                    Expect::File(hash_file(entry.path()).map_err(io_err(entry.path()))?, size)
-                }
+            if let Some(d) = hf_blob_digest(&rel) {
+                Expect::File(d, manifest.entries.iter().find(|e| e.sha256 == d).map(|e| e.size))
+            } else {
+                let size = entry.metadata().ok().map(|m| m.len());
+                Expect::File(hash_file(entry.path()).map_err(io_err(entry.path()))?, size)
             }
         } else {
             continue;

@@ -58,6 +58,12 @@ pub enum MirrorError {
     Read { url: String, detail: String },
     #[error("the mirror has no `{url}`: is it a site root with a current bundle?")]
     Missing { url: String },
+    #[error("the mirror's `{url}` is missing: its manifest is unsigned; nothing was downloaded")]
+    Unsigned { url: String },
+    #[error("the mirror's `{url}` is not a regular file (a FIFO, a device or a directory): refused, not read")]
+    NotRegular { url: String },
+    #[error("the mirror's `{url}` is larger than the {limit} bytes allowed: refused; nothing was downloaded")]
+    TooLarge { url: String, limit: u64 },
     #[error("the mirror's current manifest `{url}` is not a manifest: {detail}")]
     Manifest { url: String, detail: String },
     #[error(
@@ -76,9 +82,12 @@ impl crate::failure::Classify for MirrorError {
         use crate::failure::Class;
         match self {
             MirrorError::NotAMirror(_) => Class::Usage,
-            MirrorError::Manifest { .. } | MirrorError::Untrusted { .. } | MirrorError::Member { .. } => {
-                Class::Verification
-            }
+            MirrorError::Manifest { .. }
+            | MirrorError::Untrusted { .. }
+            | MirrorError::Member { .. }
+            | MirrorError::Unsigned { .. }
+            | MirrorError::NotRegular { .. }
+            | MirrorError::TooLarge { .. } => Class::Verification,
             MirrorError::Http(e) => e.class(),
             MirrorError::Read { .. } | MirrorError::Missing { .. } => Class::Runtime,
         }
@@ -177,7 +186,11 @@ impl Place {
             Self::Dir(_) => {
                 let path = PathBuf::from(&url);
                 let read = crate::fetch::blocking(move || super::state::read_bounded(&path, limit)).await;
-                read.map_err(|e| MirrorError::Read { url, detail: e.to_string() })
+                read.map_err(|e| match e {
+                    SiteError::NotRegular { .. } => MirrorError::NotRegular { url },
+                    SiteError::TooLarge { limit, .. } => MirrorError::TooLarge { url, limit },
+                    e => MirrorError::Read { url, detail: e.to_string() },
+                })
             }
         }
     }
@@ -199,7 +212,13 @@ impl Place {
                     Box::pin(response.bytes_stream().map(|c| c.map_err(|e| crate::fetch::with_causes(&e))))
                 }
                 Self::Dir(_) => {
-                    let file = tokio::fs::File::open(&url).await.map_err(io_err(Path::new(&url)))?;
+                    // Opened without waiting, regular files only: a FIFO is refused, not read.
+                    let path = PathBuf::from(&url);
+                    let opened = crate::fetch::blocking(move || crate::sign::policy::open_regular(&path)).await;
+                    let file = match opened.map_err(io_err(Path::new(&url)))? {
+                        Some(f) => tokio::fs::File::from_std(f),
+                        None => return Err(MirrorError::NotRegular { url }.into()),
+                    };
                     Box::pin(
                         tokio_util::io::ReaderStream::with_capacity(file, 1 << 20)
                             .map(|c| c.map_err(|e| e.to_string())),
@@ -280,7 +299,10 @@ async fn verified_manifest(place: &Place, trust: &Policy, net: &Net) -> Result<M
     let url = place.url(MANIFEST);
     let need = |rel: &str, got: Option<Vec<u8>>| got.ok_or_else(|| MirrorError::Missing { url: place.url(rel) });
     let bytes = need(MANIFEST, place.small(net, MANIFEST, MAX_MANIFEST_BYTES).await?)?;
-    let signature = need(SIGNATURE, place.small(net, SIGNATURE, MAX_SIGNATURE_BYTES).await?)?;
+    let signature = place
+        .small(net, SIGNATURE, MAX_SIGNATURE_BYTES)
+        .await?
+        .ok_or_else(|| MirrorError::Unsigned { url: place.url(SIGNATURE) })?;
     let mut cosignatures = Vec::new();
     for key in &trust.keys {
         let name = format!("{RETAINED_BUNDLE}.{}.sig", key.key_id());

@@ -146,6 +146,8 @@ pub enum SiteError {
     StateMissing { root: PathBuf, records: usize },
     #[error("`{}` is larger than {limit} bytes: it is not a file airlock wrote", path.display())]
     TooLarge { path: PathBuf, limit: u64 },
+    #[error("`{}` is not a regular file (a FIFO, a device or a directory where a file belongs): refused, not read", path.display())]
+    NotRegular { path: PathBuf },
     #[error("site state `{}`: {detail}", path.display())]
     State { path: PathBuf, detail: String },
     #[error(transparent)]
@@ -241,6 +243,7 @@ impl Classify for SiteError {
             | SiteError::StateMissing { .. }
             | SiteError::Damaged { .. }
             | SiteError::TrustRootGone { .. }
+            | SiteError::NotRegular { .. }
             | SiteError::TrustAnchor { .. }
             | SiteError::TrustRolledBack { .. }
             | SiteError::BundleExpired { .. }
