@@ -473,6 +473,32 @@ pub struct NetArgs {
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub connect_timeout: u64,
+    /// The slowest a transfer from a mirror may go (`64K`: bytes per second, K/M/G powers of
+    /// 1024), averaged from its start once `--min-rate-window` has passed; slower is given up
+    /// (`0`: no floor).
+    #[arg(long, value_name = "RATE", default_value = "64K", value_parser = parse_rate)]
+    pub min_rate: u64,
+    /// Seconds a transfer runs before `--min-rate` is judged.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub min_rate_window: u64,
+}
+
+/// A rate in bytes per second: a number, with K, M or G for powers of 1024 (`64K`).
+fn parse_rate(value: &str) -> Result<u64, String> {
+    let v = value.trim();
+    let (digits, unit) = match v.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => v.split_at(i),
+        None => (v, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KIB" => 10,
+        "M" | "MIB" => 20,
+        "G" | "GIB" => 30,
+        _ => return Err(format!("`{value}` is not a rate: a number of bytes per second, with K, M or G (`64K`)")),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{value}` is not a rate: bytes per second, such as `64K`"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("`{value}` is too large a rate"))
 }
 
 impl NetArgs {
@@ -481,6 +507,8 @@ impl NetArgs {
             attempts: self.retries.saturating_add(1),
             connect_timeout: std::time::Duration::from_secs(self.connect_timeout),
             read_timeout: std::time::Duration::from_secs(self.timeout),
+            min_rate: self.min_rate,
+            rate_window: std::time::Duration::from_secs(self.min_rate_window),
             ..crate::fetch::NetOptions::default()
         }
     }

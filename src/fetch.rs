@@ -38,6 +38,45 @@ pub struct NetOptions {
     pub connect_timeout: Duration,
     /// Longest silence while reading a response.
     pub read_timeout: Duration,
+    /// The slowest a transfer may go, in bytes per second averaged from its start, once
+    /// `rate_window` has passed (0: no floor). A mirror that sends a byte a second is given up
+    /// instead of holding a node's lock for days.
+    pub min_rate: u64,
+    pub rate_window: Duration,
+}
+
+/// A transfer's rate floor (`--min-rate`): `check` fails once the transfer has run for the
+/// window and its average rate since it started is below the floor.
+#[derive(Debug, Clone, Copy)]
+pub struct RateFloor {
+    started: std::time::Instant,
+    floor: u64,
+    window: Duration,
+}
+
+impl RateFloor {
+    pub fn start(options: &NetOptions) -> Self {
+        Self { started: std::time::Instant::now(), floor: options.min_rate, window: options.rate_window }
+    }
+
+    /// `Err` with why, when `bytes` so far is below the floor after the window.
+    pub fn check(&self, bytes: u64) -> Result<(), String> {
+        let elapsed = self.started.elapsed();
+        if self.floor == 0 || elapsed < self.window {
+            return Ok(());
+        }
+        #[allow(clippy::cast_precision_loss, reason = "a rate in words")]
+        let rate = bytes as f64 / elapsed.as_secs_f64();
+        #[allow(clippy::cast_precision_loss, reason = "a rate in words")]
+        if rate < self.floor as f64 {
+            return Err(format!(
+                "{bytes} bytes in {:.1} s ({rate:.0} B/s) is below the floor of {} B/s (--min-rate): given up",
+                elapsed.as_secs_f64(),
+                self.floor
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for NetOptions {
@@ -48,6 +87,8 @@ impl Default for NetOptions {
             max_wait: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(30),
             read_timeout: Duration::from_secs(300),
+            min_rate: 0,
+            rate_window: Duration::from_secs(30),
         }
     }
 }
@@ -529,6 +570,8 @@ pub enum HttpError {
     Status { url: String, status: u16, retry_after: Option<Duration> },
     #[error("GET {url}: larger than {limit} bytes")]
     TooLarge { url: String, limit: u64 },
+    #[error("GET {url}: {detail}")]
+    TooSlow { url: String, detail: String },
     #[error("cannot set up the HTTP client: {0}")]
     Client(String),
 }
@@ -539,6 +582,7 @@ impl Classify for HttpError {
             HttpError::Request { .. }
             | HttpError::Status { .. }
             | HttpError::TooLarge { .. }
+            | HttpError::TooSlow { .. }
             | HttpError::Client(_) => Class::Runtime,
         }
     }
@@ -683,11 +727,13 @@ impl Http {
             .to_owned();
         let mut body = Vec::new();
         let mut stream = resp.bytes_stream();
+        let floor = RateFloor::start(&self.options);
         while let Some(chunk) = stream.next().await {
             body.extend_from_slice(&chunk.map_err(req_err)?);
             if body.len() as u64 > limit {
                 return Err(HttpError::TooLarge { url: url.to_owned(), limit });
             }
+            floor.check(body.len() as u64).map_err(|detail| HttpError::TooSlow { url: url.to_owned(), detail })?;
         }
         Ok((body, content_type))
     }

@@ -4,6 +4,8 @@
 //! leaving the site root (and everything around it) exactly as it was.
 
 mod common;
+#[path = "common/http.rs"]
+mod http;
 
 use std::path::PathBuf;
 
@@ -882,4 +884,33 @@ fn a_fifo_in_a_mounted_mirror_is_refused_not_waited_on() {
     ])
     .code(3);
     assert!(r.stderr.contains("its manifest is unsigned"), "{}", r.stderr);
+}
+
+#[test]
+fn a_mirror_that_sends_a_byte_a_second_is_given_up_at_the_rate_floor() {
+    let Built { t, keys, bundle, .. } = built_project();
+    let mirror = t.path().join("mirror");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&mirror), "--role", "mirror"]).ok();
+    for slow in ["/current/airlock/manifest.json", "/current/airlock/manifest.json.sig"] {
+        let server =
+            http::HttpServer::spawn(&mirror, |port| vec![helper("trickle_http.py"), port.to_string(), slow.into()]);
+        let node = t.path().join("node");
+        // `timeout`: at a byte a second the manifest alone takes most of an hour; 60 s is no
+        // speed target, only the bound after which the attack has worked.
+        let r = run(std::process::Command::new("timeout").args(["60", env!("CARGO_BIN_EXE_airlock")]).args([
+            "apply",
+            &format!("{}/", server.url),
+            "--trust",
+            s(&keys.public),
+            "--root",
+            s(&node),
+            "--min-rate",
+            "1K",
+            "--min-rate-window",
+            "2",
+        ]));
+        assert_ne!(r.code, 124, "{slow}: the apply waited on a byte a second");
+        assert_eq!(r.code, 1, "{slow}: {}", r.stderr);
+        assert!(r.stderr.contains("below the floor of 1024 B/s"), "{slow}: {}", r.stderr);
+    }
 }

@@ -225,9 +225,11 @@ impl Place {
                     )
                 }
             };
+        let floor = crate::fetch::RateFloor::start(net.http().options());
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|detail| MirrorError::Read { url: url.clone(), detail })?;
             size += chunk.len() as u64;
+            floor.check(size).map_err(|detail| MirrorError::Read { url: url.clone(), detail })?;
             if size > entry.size {
                 break;
             }
