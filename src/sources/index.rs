@@ -38,6 +38,14 @@ pub struct Index {
     pub limit: u64,
 }
 
+/// The most an index may decompress to: the size its signed listing declares (rpm's
+/// `open-size`, a `Release`'s size of the uncompressed file), never more than `cap`. A small
+/// file that expands past what was declared is refused as it streams, at the declared size,
+/// not at the cap.
+pub fn plain_limit(declared: Option<u64>, cap: u64) -> u64 {
+    declared.map_or(cap, |d| d.min(cap))
+}
+
 impl Index {
     /// Hand the decompressed stream to `consume`. The decompressed bytes are hashed while
     /// they stream past and checked against `plain` at the end; a decompression error or a
@@ -183,6 +191,32 @@ pub(crate) mod tests {
         assert!(matches!(names(&bad).unwrap_err(), ReadError::Mismatch { .. }));
         bad.bytes = b"not gzip".to_vec();
         assert!(names(&bad).is_err());
+    }
+
+    #[test]
+    fn the_declared_size_bounds_the_stream_below_the_cap() {
+        assert_eq!(plain_limit(Some(1000), 2 << 30), 1000);
+        assert_eq!(plain_limit(Some(3 << 30), 2 << 30), 2 << 30);
+        assert_eq!(plain_limit(None, 2 << 30), 2 << 30);
+        // A zstd bomb: 64 MiB of zeros in a few KiB, declared as 1000 bytes. It is refused at
+        // the declared size, its consumer having seen no more than that.
+        let bomb = vec![0u8; 64 << 20];
+        let mut index = index(&bomb, Compression::Zst, plain_limit(Some(1000), 2 << 30));
+        index.plain = None;
+        assert!(index.bytes.len() < 64 << 10, "a bomb: {} bytes", index.bytes.len());
+        let mut seen = 0;
+        let r = index.stream(|input| {
+            let mut buf = [0u8; 4096];
+            loop {
+                match std::io::Read::read(input, &mut buf) {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => seen += n,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        });
+        assert!(matches!(r, Err(ReadError::Unreadable(ref why)) if why.contains("more than 1000 bytes")), "{r:?}");
+        assert!(seen <= 1000, "{seen}");
     }
 
     #[test]

@@ -239,7 +239,8 @@ async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &s
         };
         check_sum(&url, &bytes, hash, *size)?;
         let plain = plain.filter(|_| compression != Compression::Plain).cloned();
-        return Ok(Index { url, bytes, compression, plain, limit: MAX_INDEX });
+        let limit = crate::sources::index::plain_limit(plain.as_ref().map(|(_, size)| *size), MAX_INDEX);
+        return Ok(Index { url, bytes, compression, plain, limit });
     }
     let detail = if not_served.is_empty() {
         format!("lists no form of `{base}`")

@@ -178,7 +178,8 @@ async fn metadata(sources: &Sources<'_>, repo: &Repo, data: &RepoData) -> Result
     };
     let compression = compression(&data.location);
     let plain = plain.filter(|_| compression != Compression::Plain);
-    Ok(Index { url, bytes, compression, plain, limit: MAX_PLAIN })
+    let limit = crate::sources::index::plain_limit(data.open_size, MAX_PLAIN);
+    Ok(Index { url, bytes, compression, plain, limit })
 }
 
 fn read_error(url: &str, e: ReadError) -> RpmError {
