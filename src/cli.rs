@@ -294,6 +294,19 @@ pub struct SelfUpgradeArgs {
     /// The binary to replace [default: this one].
     #[arg(long, value_name = "PATH")]
     pub to: Option<PathBuf>,
+    /// The site root whose trust root (`ROOT/trust/`), when it has one, decides, as for
+    /// `install` (then no `--trust`).
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    /// Use a bundle past its `expires` anyway; needs `--reason`.
+    #[arg(long, requires = "reason")]
+    pub allow_expired: bool,
+    /// Replace a newer airlock with this older one; needs `--reason`.
+    #[arg(long, requires = "reason")]
+    pub allow_downgrade: bool,
+    /// Why a waiver holds here (logged).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

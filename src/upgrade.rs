@@ -30,6 +30,19 @@ pub enum UpgradeError {
     Rejected { path: PathBuf, detail: String },
     #[error("the airlock `{}` carries does not run here (`--version`: {detail}); nothing was replaced", path.display())]
     NotRunnable { path: PathBuf, detail: String },
+    #[error(
+        "`{}` expired at {expires} (this command started at {now}): an old bundle replayed is refused, as \
+         `install` refuses it; nothing was replaced (--allow-expired --reason TEXT to use it on purpose)",
+        path.display()
+    )]
+    Expired { path: PathBuf, expires: crate::clock::Timestamp, now: crate::clock::Timestamp },
+    #[error(
+        "`{}` carries airlock {new}, older than the {current} at `{}`: refused; nothing was replaced \
+         (--allow-downgrade --reason TEXT to go back on purpose)",
+        path.display(),
+        to.display()
+    )]
+    Older { path: PathBuf, to: PathBuf, new: semver::Version, current: semver::Version },
     #[error("`{}`", path.display())]
     Io {
         path: PathBuf,
@@ -42,7 +55,9 @@ impl Classify for UpgradeError {
     fn class(&self) -> Class {
         match self {
             UpgradeError::Parts(e) => e.class(),
-            UpgradeError::Rejected { .. } => Class::Verification,
+            UpgradeError::Rejected { .. } | UpgradeError::Expired { .. } | UpgradeError::Older { .. } => {
+                Class::Verification
+            }
             UpgradeError::NoBinary { .. } | UpgradeError::NotRunnable { .. } | UpgradeError::Io { .. } => {
                 Class::Runtime
             }
@@ -92,10 +107,20 @@ impl MemberSink for Capture {
     }
 }
 
+/// What `self-upgrade` lets through on purpose, each on the operator's word (`--reason`).
+#[derive(Debug, Clone, Default)]
+pub struct Waivers {
+    /// `--allow-expired`: a bundle past its `expires`.
+    pub expired: Option<String>,
+    /// `--allow-downgrade`: an airlock older than the one it replaces.
+    pub downgrade: Option<String>,
+}
+
 pub fn self_upgrade(
     input: &Input,
     policy: &Policy,
     to: &Path,
+    waivers: &Waivers,
     reporter: &dyn Reporter,
 ) -> Result<Upgraded, UpgradeError> {
     let bundle = input.bundle().to_owned();
@@ -133,6 +158,14 @@ pub fn self_upgrade(
         );
         return Err(UpgradeError::Rejected { path: bundle, detail });
     }
+    // The same policy as `install`: an expired bundle is refused unless waived on purpose.
+    let now = crate::clock::Timestamp::started();
+    if let Some(expires) = report.manifest.as_ref().and_then(|m| m.expires).filter(|e| *e <= now) {
+        match &waivers.expired {
+            None => return Err(UpgradeError::Expired { path: bundle, expires, now }),
+            Some(reason) => tracing::warn!("--allow-expired ({reason}): the bundle expired at {expires}"),
+        }
+    }
     tmp.flush().map_err(io_err(to))?;
     tmp.as_file().sync_all().map_err(io_err(to))?;
     // Every handle open for writing is closed before the file is run (else: text file busy).
@@ -140,11 +173,26 @@ pub fn self_upgrade(
     let tmp = tmp.into_temp_path();
     std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(io_err(&tmp))?;
     let version = runs(&tmp).map_err(|detail| UpgradeError::NotRunnable { path: bundle.clone(), detail })?;
+    // Never an older airlock over a newer one, unless on purpose: the one there now says its
+    // version (`airlock X.Y.Z …`); one that says none is replaced.
+    if let (Some(new), Some(current)) = (semver_of(&version), runs(to).ok().as_deref().and_then(semver_of))
+        && new < current
+    {
+        match &waivers.downgrade {
+            None => return Err(UpgradeError::Older { path: bundle, to: to.to_owned(), new, current }),
+            Some(reason) => tracing::warn!("--allow-downgrade ({reason}): airlock {new} replaces {current}"),
+        }
+    }
     let previous = keep_previous(to).map_err(io_err(to))?;
     tmp.persist(to).map_err(|e| io_err(to)(e.error))?;
     crate::atomic::sync_dir(to.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
         .map_err(io_err(to))?;
     Ok(Upgraded { path: to.to_owned(), version, previous, member: member.to_string() })
+}
+
+/// The version in `airlock X.Y.Z (…)`.
+fn semver_of(version: &str) -> Option<semver::Version> {
+    version.strip_prefix("airlock ")?.split_whitespace().next()?.parse().ok()
 }
 
 /// `PATH --version`, which must succeed and name airlock.

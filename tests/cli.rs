@@ -196,18 +196,27 @@ fn version_completions_and_man_pages_describe_the_cli_itself() {
 
 /// A bundle carrying this airlock binary as a `[[file]]` of kind `airlock` for this target.
 fn carrying_airlock(dir: &std::path::Path, keys: &Keys) -> std::path::PathBuf {
-    let p = dir.join("carrier");
+    carrying_airlock_with(dir, keys, "")
+}
+
+/// The same, with `bundle` lines added to its `[bundle]` table (`expires = …`).
+fn carrying_airlock_with(dir: &std::path::Path, keys: &Keys, bundle: &str) -> std::path::PathBuf {
+    let p = dir.join(format!("carrier{}", bundle.len()));
     std::fs::create_dir_all(&p).unwrap();
     let target = airlock_run(&["version", "--json"]).ok().json()["target"].as_str().unwrap().to_owned();
     std::fs::copy(env!("CARGO_BIN_EXE_airlock"), p.join("airlock-bin")).unwrap();
     std::fs::write(
         p.join("airlock.toml"),
         format!(
-            "[bundle]\nname = \"site-tools\"\nversion = \"1.0.0\"\n\n[[file]]\nname = \"airlock-{target}\"\nsource = \"airlock-bin\"\nkind = \"airlock\"\nnotes = {{ target = \"{target}\" }}\n"
+            "[bundle]\nname = \"site-tools\"\nversion = \"1.0.0\"\n{bundle}\n[[file]]\nname = \"airlock-{target}\"\nsource = \"airlock-bin\"\nkind = \"airlock\"\nnotes = {{ target = \"{target}\" }}\n"
         ),
     )
     .unwrap();
-    let bundle = dir.join("rocm10-2026.11.1.airlock");
+    let bundle = dir.join(if bundle.is_empty() {
+        "rocm10-2026.11.1.airlock".to_owned()
+    } else {
+        format!("carrier-{}.airlock", bundle.len())
+    });
     let spec = p.join("airlock.toml");
     airlock_in(&p, &["lock", s(&spec)]).ok();
     airlock_in(&p, &["build", s(&spec), "--locked", "--key", s(&keys.private), "--out", s(&bundle)]).ok();
@@ -276,4 +285,39 @@ open(dst, "wb").write(subprocess.run(["zstd", "-q", "-c"], input=out.getvalue(),
     let r = airlock_run(&["self-upgrade", s(&tampered), "--trust", s(&keys.public), "--to", s(&installed)]).code(3);
     assert!(r.stderr.contains("failed verification") && r.stderr.contains("nothing was replaced"), "{}", r.stderr);
     assert_eq!(std::fs::read(&installed).unwrap(), before);
+}
+
+#[test]
+fn self_upgrade_refuses_an_expired_bundle_an_older_airlock_and_trust_keys_where_a_site_root_decides() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let installed = t.path().join("bin/airlock");
+    std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    let upgrade = |bundle: &std::path::Path, extra: &[&str]| {
+        let args = [&["self-upgrade", s(bundle), "--trust", s(&keys.public), "--to", s(&installed)][..], extra];
+        airlock_run(&args.concat())
+    };
+    // An expired bundle (one `verify` refuses) is refused here too, unless waived on purpose.
+    std::fs::write(&installed, "#!/bin/sh\necho old airlock\n").unwrap();
+    let expired = carrying_airlock_with(t.path(), &keys, "expires = \"2020-06-30\"\n");
+    let r = upgrade(&expired, &[]).code(3);
+    assert!(r.stderr.contains("expired"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&installed).unwrap(), "#!/bin/sh\necho old airlock\n");
+    upgrade(&expired, &["--allow-expired", "--reason", "CAB-7: no newer release yet"]).ok();
+
+    // An older airlock over a newer one: refused unless --allow-downgrade --reason.
+    std::fs::write(&installed, "#!/bin/sh\necho airlock 9.9.9\n").unwrap();
+    std::fs::set_permissions(&installed, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bundle = carrying_airlock(t.path(), &keys);
+    let r = upgrade(&bundle, &[]).code(3);
+    assert!(r.stderr.contains("older") && r.stderr.contains("9.9.9"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&installed).unwrap(), "#!/bin/sh\necho airlock 9.9.9\n");
+    upgrade(&bundle, &["--allow-downgrade", "--reason", "9.9.9 breaks the exporter"]).ok();
+
+    // A site with a trust root decides with it: --trust is refused there.
+    let site = t.path().join("site");
+    std::fs::create_dir_all(site.join("trust")).unwrap();
+    std::fs::write(site.join("trust/1.root.json"), "{}").unwrap();
+    let r = upgrade(&bundle, &["--root", s(&site)]).code(2);
+    assert!(r.stderr.contains("has a trust root"), "{}", r.stderr);
 }

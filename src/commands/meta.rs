@@ -61,13 +61,24 @@ pub fn man(args: &ManArgs) -> anyhow::Result<u8> {
 /// `self-upgrade`: the carried airlock for this target, verified, run, and put in place.
 pub fn self_upgrade(args: &SelfUpgradeArgs) -> anyhow::Result<u8> {
     let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
-    let policy = super::load_policy(&args.trust, input.bundle())?;
+    // The same policy as `install`: the site's trust root decides where it has one (and a
+    // site that used one refuses `--trust` once it is gone), else `--trust`.
+    let expiry = crate::site::trust::ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
+    let cosignatures = super::cosignatures_beside(input.bundle());
+    let carried = || super::carried_trust(&input);
+    let wait = std::time::Duration::ZERO;
+    let policy = super::site_policy(&args.root, &args.trust, cosignatures, carried, &expiry, wait, super::Writes::No)?;
+    let reason = || args.reason.clone().unwrap_or_default();
+    let waivers = crate::upgrade::Waivers {
+        expired: args.allow_expired.then(reason),
+        downgrade: args.allow_downgrade.then(reason),
+    };
     let to = match &args.to {
         Some(p) => p.clone(),
         None => std::env::current_exe()?,
     };
     let reporter = crate::cli::TerminalReporter::new(args.json);
-    let done = crate::upgrade::self_upgrade(&input, &policy, &to, &reporter)?;
+    let done = crate::upgrade::self_upgrade(&input, &policy, &to, &waivers, &reporter)?;
     if args.json {
         super::print_json(&done)?;
     } else {
