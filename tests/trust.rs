@@ -478,3 +478,30 @@ fn a_mirror_that_serves_every_root_version_cannot_hold_a_node_nor_fill_its_memor
     assert!(asked <= 1, "it stops at the first root version that does not verify: {asked} asked for");
     assert_eq!(r.code, 0, "the node's own trust root decides: {}", r.stderr);
 }
+
+#[test]
+fn metadata_a_command_is_given_is_read_bounded_and_a_symlinked_trust_dir_is_refused() {
+    let t = Trust::new();
+    t.init(&t.auth, "30d").ok();
+    let site = t.site("site");
+    // `trust update` with a link to /dev/zero: read forever on the old code.
+    let zero = t.path("targets.json");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let r = run(std::process::Command::new("timeout").args(["60", env!("CARGO_BIN_EXE_airlock")]).args([
+        "trust",
+        "update",
+        "--root",
+        s(&site),
+        s(&zero),
+    ]));
+    assert_ne!(r.code, 124, "trust update read /dev/zero without end");
+    assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
+    // A site whose trust/ is a symbolic link (to a directory someone else controls): refused.
+    let elsewhere = t.path("elsewhere");
+    std::fs::rename(site.join("trust"), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, site.join("trust")).unwrap();
+    let bundle = t.bundle("1.0.0", &[&t.sec1], "", &[]);
+    let r = airlock_run(&["install", s(&bundle), "--root", s(&site)]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+}

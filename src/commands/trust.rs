@@ -49,7 +49,9 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<u8> {
                 .files
                 .iter()
                 .map(|p| {
-                    std::fs::read(p).map(|b| (p.clone(), b)).with_context(|| format!("cannot read `{}`", p.display()))
+                    let bytes = crate::trust::read_metadata(p)?;
+                    let bytes = bytes.with_context(|| format!("cannot read `{}`: no such file", p.display()))?;
+                    Ok((p.clone(), bytes))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let wait = std::time::Duration::from_secs(a.common.site.wait);
@@ -227,10 +229,15 @@ pub fn carried_files(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     for n in 1..=trust.root.signed.version {
         let name = crate::trust::root_file(n);
         let path = trust.dir.join(&name);
-        files.push((name, std::fs::read(&path).with_context(|| format!("cannot read `{}`", path.display()))?));
+        let bytes = crate::trust::read_metadata(&path)?;
+        files.push((name, bytes.with_context(|| format!("cannot read `{}`: no such file", path.display()))?));
     }
     let path = trust.dir.join(crate::trust::TARGETS_FILE);
-    files.push((crate::trust::TARGETS_FILE.to_owned(), std::fs::read(&path)?));
+    let bytes = crate::trust::read_metadata(&path)?;
+    files.push((
+        crate::trust::TARGETS_FILE.to_owned(),
+        bytes.with_context(|| format!("cannot read `{}`: no such file", path.display()))?,
+    ));
     Ok(files)
 }
 

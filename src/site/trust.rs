@@ -41,6 +41,11 @@ impl ExpiryRule {
 /// The site's trust root, verified and checked against the pin (`state.json`'s, raised by every
 /// record); `None` when the site has none and never had one.
 pub fn load(root: &SiteRoot, state: &State) -> Result<Option<SiteTrust>, SiteError> {
+    // The site's trust root is its own directory: a link to one elsewhere is refused.
+    let dir = root.path().join(crate::trust::TRUST_DIR);
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(SiteError::Symlink { path: dir });
+    }
     let pin = pin_of(root, state)?;
     if !SiteTrust::exists(root.path()) {
         return match pin {

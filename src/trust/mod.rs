@@ -187,11 +187,25 @@ pub struct TargetsChange {
     pub expires: Option<Timestamp>,
 }
 
+/// A metadata file's bytes, at most `MAX_METADATA_BYTES`, from a regular file only (opened
+/// without waiting: a FIFO, `/dev/zero` or another device is refused, not read); `None` when
+/// it does not exist. Every metadata file airlock reads goes through it, the site's and those
+/// a command is given (`trust update`, `build --trust-root`).
+pub fn read_metadata(path: &Path) -> Result<Option<Vec<u8>>, TrustError> {
+    read_bounded(path)
+}
+
 fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, TrustError> {
     use std::io::Read as _;
     let io = |source| TrustError::Io { path: path.to_owned(), source };
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
+    let file = match crate::sign::policy::open_regular(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, a device or a directory): refused, not read",
+            )));
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(e)),
     };
