@@ -830,6 +830,10 @@ pub struct ApplyArgs {
     /// Verify and say what would change (with apt's own simulation); change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Let a mirror (`http(s)://…`) redirect to this other host (`HOST` or `HOST:PORT`); again
+    /// for more. Without it a mirror's redirects stay on its own origin.
+    #[arg(long, value_name = "HOST")]
+    pub allow_redirect_host: Vec<String>,
     /// Seconds to wait for the dpkg lock held by another package manager.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::site::packages::DEFAULT_LOCK_TIMEOUT)]
     pub lock_timeout: u64,

@@ -174,8 +174,13 @@ pub enum NetError {
 
 impl Net {
     pub fn new(options: NetOptions) -> Result<Self, NetError> {
+        Self::with_redirects(options, Redirects::Anywhere)
+    }
+
+    /// One whose HTTP client follows redirects only as `redirects` allows (a site mirror).
+    pub fn with_redirects(options: NetOptions, redirects: Redirects) -> Result<Self, NetError> {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(NetError::Runtime)?;
-        Ok(Self { runtime, http: Http::new(options) })
+        Ok(Self { runtime, http: Http::with_redirects(options, redirects) })
     }
 
     pub fn http(&self) -> &Http {
@@ -560,6 +565,44 @@ pub struct Http {
     /// `/etc/ssl/certs`).
     client: std::sync::OnceLock<Result<reqwest::Client, String>>,
     options: NetOptions,
+    redirects: Redirects,
+}
+
+/// Where a redirect may lead: anywhere (a registry sends blobs to its storage), or, for a
+/// site mirror, only to the same origin (scheme, host, port) as the request, or to the hosts
+/// named with `--allow-redirect-host`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Redirects {
+    #[default]
+    Anywhere,
+    SameOrigin {
+        /// `HOST` or `HOST:PORT` also allowed.
+        also: Vec<String>,
+    },
+}
+
+impl Redirects {
+    fn policy(&self) -> reqwest::redirect::Policy {
+        let Redirects::SameOrigin { also } = self.clone() else { return reqwest::redirect::Policy::limited(10) };
+        reqwest::redirect::Policy::custom(move |attempt| {
+            let to = attempt.url().clone();
+            let from = attempt.previous().first().cloned();
+            let host_port = format!("{}:{}", to.host_str().unwrap_or(""), to.port_or_known_default().unwrap_or(0));
+            let named = also.iter().any(|h| *h == host_port || Some(h.as_str()) == to.host_str());
+            if attempt.previous().len() >= 10 {
+                attempt.error("more than 10 redirects")
+            } else if from.as_ref().is_some_and(|f| f.origin() == to.origin()) || named {
+                attempt.follow()
+            } else {
+                let from = from.map_or_else(String::new, |f| f.origin().ascii_serialization());
+                attempt.error(format!(
+                    "the mirror at {from} redirects to another host, {}: refused (--allow-redirect-host {host_port} \
+                     to follow it)",
+                    to.origin().ascii_serialization()
+                ))
+            }
+        })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -609,7 +652,12 @@ pub fn transient_http(e: &HttpError) -> Verdict {
 
 impl Http {
     pub fn new(options: NetOptions) -> Self {
-        Self { client: std::sync::OnceLock::new(), options }
+        Self { client: std::sync::OnceLock::new(), options, redirects: Redirects::Anywhere }
+    }
+
+    /// The same, following redirects only as `redirects` allows.
+    pub fn with_redirects(options: NetOptions, redirects: Redirects) -> Self {
+        Self { client: std::sync::OnceLock::new(), options, redirects }
     }
 
     fn client(&self) -> Result<&reqwest::Client, HttpError> {
@@ -619,6 +667,7 @@ impl Http {
                     .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
                     .connect_timeout(self.options.connect_timeout)
                     .read_timeout(self.options.read_timeout)
+                    .redirect(self.redirects.policy())
             };
             builder().build().or_else(|e| {
                 // No CA certificates on this system (a minbase node): plain HTTP and files still

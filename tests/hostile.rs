@@ -914,3 +914,24 @@ fn a_mirror_that_sends_a_byte_a_second_is_given_up_at_the_rate_floor() {
         assert!(r.stderr.contains("below the floor of 1024 B/s"), "{slow}: {}", r.stderr);
     }
 }
+
+#[test]
+fn a_mirror_that_redirects_to_another_host_is_refused_unless_that_host_is_named() {
+    let Built { t, keys, bundle, .. } = built_project();
+    let mirror = t.path().join("mirror");
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&mirror), "--role", "mirror"]).ok();
+    let elsewhere = http::HttpServer::start(&mirror);
+    let front = http::HttpServer::spawn(&mirror, |port| {
+        vec![helper("redirect_http.py"), port.to_string(), elsewhere.url.clone()]
+    });
+    let apply = |node: &str, extra: &[&str]| {
+        let (root, url) = (t.path().join(node), format!("{}/", front.url));
+        let args = [&["apply", &url, "--trust", s(&keys.public), "--root", s(&root)][..], extra];
+        airlock_run(&args.concat())
+    };
+    let r = apply("node-a", &[]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stderr.contains("redirects to another host"), "{}", r.stderr);
+    let host = elsewhere.url.trim_start_matches("http://").to_owned();
+    apply("node-b", &["--allow-redirect-host", &host]).ok();
+}

@@ -15,8 +15,13 @@ use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
 pub const EXIT_PENDING_REBOOT: u8 = 5;
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
-    let net = std::sync::Arc::new(Net::new(args.net.options())?);
     let mirror = args.source.to_str().filter(|s| crate::site::mirror::is_mirror(s));
+    // A mirror's redirects stay on its origin (or go to the hosts named on purpose).
+    let redirects = match mirror {
+        Some(_) => crate::fetch::Redirects::SameOrigin { also: args.allow_redirect_host.clone() },
+        None => crate::fetch::Redirects::Anywhere,
+    };
+    let net = std::sync::Arc::new(Net::with_redirects(args.net.options(), redirects)?);
     // A mirror's root: its co-signatures are the mirror's, found once its manifest is read.
     let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let wait = std::time::Duration::from_secs(args.site.wait);
