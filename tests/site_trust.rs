@@ -267,3 +267,35 @@ fn an_install_or_rollback_stopped_dead_at_any_point_leaves_a_consistent_root() {
         assert_consistent(&r, point);
     }
 }
+
+#[test]
+fn a_node_stopped_between_retaining_and_judging_a_release_is_not_held_to_it() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let release = |version: &str| {
+        let p = t.path().join(version);
+        run(std::process::Command::new("cp").args(["-r", s(&repo("testdata/demo")), s(&p)])).ok();
+        let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap().replace("2026.11.0", version);
+        std::fs::write(p.join("airlock.toml"), spec).unwrap();
+        let out = t.path().join(format!("{version}.airlock"));
+        run(airlock().current_dir(&p).args(["build", "airlock.toml", "--key", s(&keys.private), "--out", s(&out)]))
+            .ok();
+        out
+    };
+    let node = t.path().join("node");
+    let apply = |bundle: &std::path::Path| {
+        let mut c = airlock();
+        c.args(["apply", s(bundle), "--trust", s(&keys.public), "--root", s(&node)]);
+        c
+    };
+    run(&mut apply(&release("2026.11.0"))).ok();
+    // Power lost after 2026.12.0 was retained, before its packages and its gate: it never ran.
+    let crashed = run(apply(&release("2026.12.0")).env("AIRLOCK_TEST_CRASH_AT", "retained"));
+    assert_ne!(crashed.code, 0);
+    // A release between the two is no downgrade: 2026.12.0 never ran here.
+    let r = run(&mut apply(&release("2026.11.5")));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // What did run still holds the mark.
+    let r = run(&mut apply(&release("2026.11.1"))).code(3);
+    assert!(r.stderr.contains("2026.11.5"), "{}", r.stderr);
+}

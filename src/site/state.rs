@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::root::{BundleId, SiteRoot};
+use super::root::{BundleId, Link, SiteRoot};
 use super::{SiteError, records};
 use crate::clock::Timestamp;
 use crate::sign::KeyId;
@@ -197,7 +197,17 @@ impl State {
                 raise(a.version);
             }
         }
-        for (n, v) in retained_versions(root) {
+        // A retained bundle counts once it ran here: named by `current` or `previous`, in the
+        // history, or waiting for its reboot. One retained for an apply that was stopped before
+        // its gate (power lost between retaining and judging it) never ran, and must not hold
+        // the node to its version; records and the links still raise the mark if state.json is
+        // edited.
+        let ran = |id: &BundleId| {
+            [Link::Current, Link::Previous].iter().any(|l| root.link(*l).as_ref() == Some(id))
+                || self.history.iter().any(|e| e.id == *id)
+                || self.pending.as_ref().is_some_and(|p| p.id == *id)
+        };
+        for (n, v) in retained_versions(root, &ran) {
             if n == name {
                 raise(v);
             }
@@ -241,7 +251,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, SiteErro
 
 /// The name and version each retained tree's manifest claims (unverified; unreadable ones
 /// are skipped).
-fn retained_versions(root: &SiteRoot) -> Vec<(String, semver::Version)> {
+fn retained_versions(root: &SiteRoot, ran: &dyn Fn(&BundleId) -> bool) -> Vec<(String, semver::Version)> {
     #[derive(Deserialize)]
     struct Head {
         name: String,
@@ -249,6 +259,7 @@ fn retained_versions(root: &SiteRoot) -> Vec<(String, semver::Version)> {
     }
     root.retained()
         .into_iter()
+        .filter(|id| ran(id))
         .filter_map(|id| {
             let path = root.bundle_dir(&id).join(crate::bundle::manifest::MANIFEST);
             let bytes = read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES).ok().flatten()?;
