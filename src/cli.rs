@@ -486,9 +486,7 @@ pub struct NetArgs {
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub connect_timeout: u64,
-    /// The slowest a transfer from a mirror may go (`64K`: bytes per second, K/M/G powers of
-    /// 1024), averaged from its start once `--min-rate-window` has passed; slower is given up
-    /// (`0`: no floor).
+    /// Give up a mirror or index transfer averaging fewer bytes a second (K, M, G: 1024s; 0: none).
     #[arg(long, value_name = "RATE", default_value = "64K", value_parser = parse_rate)]
     pub min_rate: u64,
     /// Seconds a transfer runs before `--min-rate` is judged.
