@@ -432,6 +432,13 @@ fn a_trust_root_planted_over_a_provisioned_one_is_refused_though_no_trust_comman
     }
     let status = airlock_run(&["status", "--root", s(&site), "--json"]).ok().json();
     assert_eq!(status["current"]["version"], "1.0.0");
+    // Refused before the root's lock, and on record all the same.
+    let refusals: Vec<String> = std::fs::read_dir(site.join("records"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .filter(|r| r.contains("\"refused\"") && r.contains("not the trust root this site was provisioned with"))
+        .collect();
+    assert_eq!(refusals.len(), 2, "an install and an apply refusal on record");
 }
 
 #[test]

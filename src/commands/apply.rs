@@ -8,6 +8,7 @@ use std::io::Write;
 use super::install::{Opened, Source, WithReferrers};
 use crate::cli::{ApplyArgs, TerminalReporter};
 use crate::fetch::Net;
+use crate::site::records::Action;
 use crate::site::trust::ExpiryRule;
 use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
 
@@ -26,33 +27,43 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let wait = std::time::Duration::from_secs(args.site.wait);
     let writes = if args.dry_run { super::Writes::No } else { super::Writes::Yes };
-    let (input, policy, tag_version, referrers) = if let Some(source) = mirror {
-        // A mirror's current bundle brings its trust metadata too (read only on a node that has
-        // a trust root; an unreachable one is warned about, and the node's own decides).
-        let carried = || {
-            let Ok(have) = crate::trust::SiteTrust::load(&args.root) else { return Vec::new() };
-            crate::site::mirror::carried_trust(source, &have.root, &net).unwrap_or_else(|e| {
-                tracing::warn!("cannot read the trust metadata of the mirror's current bundle: {e}");
-                Vec::new()
-            })
-        };
-        let policy = super::site_policy(&args.root, &args.trust, Vec::new(), carried, &expiry, wait, writes)?;
-        (None, policy, None, None)
-    } else {
-        let from = Source {
-            bundle: &args.source,
-            trust: &args.trust,
-            root: &args.root,
-            expiry: &expiry,
-            wait,
-            insecure: args.insecure_registry,
-            ca: args.registry_ca.as_ref(),
-            net: &args.net,
-            writes,
-        };
-        let Opened { input, policy, tag_version, referrers } = from.open(&net)?;
-        (Some(input), policy, tag_version, referrers)
-    };
+    let opened = (|| -> anyhow::Result<_> {
+        Ok(if let Some(source) = mirror {
+            // A mirror's current bundle brings its trust metadata too (read only on a node that has
+            // a trust root; an unreachable one is warned about, and the node's own decides).
+            let carried = || {
+                let Ok(have) = crate::trust::SiteTrust::load(&args.root) else { return Vec::new() };
+                crate::site::mirror::carried_trust(source, &have.root, &net).unwrap_or_else(|e| {
+                    tracing::warn!("cannot read the trust metadata of the mirror's current bundle: {e}");
+                    Vec::new()
+                })
+            };
+            let policy = super::site_policy(&args.root, &args.trust, Vec::new(), carried, &expiry, wait, writes)?;
+            (None, policy, None, None)
+        } else {
+            let from = Source {
+                bundle: &args.source,
+                trust: &args.trust,
+                root: &args.root,
+                expiry: &expiry,
+                wait,
+                insecure: args.insecure_registry,
+                ca: args.registry_ca.as_ref(),
+                net: &args.net,
+                writes,
+            };
+            let Opened { input, policy, tag_version, referrers } = from.open(&net)?;
+            (Some(input), policy, tag_version, referrers)
+        })
+    })();
+    // A refusal before the root's lock (its trust root, the metadata carried, the bundle
+    // unreadable) is on record too, on a site; a dry run writes nothing.
+    if let Err(e) = &opened
+        && writes == super::Writes::Yes
+    {
+        super::record_early(&args.root, Action::Apply, &args.source, args.run.id.as_ref(), e);
+    }
+    let (input, policy, tag_version, referrers) = opened?;
     let arrival = match &input {
         Some(input) => Arrival::Bundle(input),
         None => Arrival::Mirror { source: mirror.unwrap_or_default(), net: &net },

@@ -29,7 +29,13 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         net: &args.net,
         writes: super::Writes::Yes,
     };
-    let Opened { input, policy, tag_version, referrers } = from.open(&net)?;
+    let opened = from.open(&net);
+    // A refusal before the root's lock (its trust root, the metadata carried, the bundle
+    // unreadable) is on record too, on a site.
+    if let Err(e) = &opened {
+        super::record_early(&args.root, crate::site::records::Action::Install, &args.bundle, args.run.id.as_ref(), e);
+    }
+    let Opened { input, policy, tag_version, referrers } = opened?;
     let reporter = TerminalReporter::new(args.json);
     let registry = args.registry.as_ref().map(|host| SiteRegistry {
         host: host.clone(),

@@ -296,6 +296,35 @@ fn site_policy(
     }
 }
 
+/// A refusal or failure of `install` or `apply` before the root's lock was taken (the site's
+/// trust root, trust metadata the bundle or mirror carries, a bundle that cannot be opened),
+/// written as a record when `root` is a site: what stopped it is evidence like any refusal.
+/// Written whole under a name no other writer uses, so no lock is needed; a record that cannot
+/// be written is warned about, the error that stopped the command is the one reported.
+fn record_early(
+    root: &Path,
+    action: crate::site::records::Action,
+    source: &Path,
+    run: Option<&crate::site::records::RunId>,
+    e: &anyhow::Error,
+) {
+    use crate::site::records::{Outcome, Record, RecordBundle};
+    let site = crate::site::root::SiteRoot::new(root);
+    if !site.is_site() {
+        return;
+    }
+    let outcome =
+        if exit_code(e) == crate::failure::Class::Runtime.exit_code() { Outcome::Failed } else { Outcome::Refused };
+    let bundle = RecordBundle { file: Some(source.display().to_string()), ..RecordBundle::default() };
+    let mut record = Record::new(action, outcome, Some(bundle));
+    record.reason = Some(format!("{e:#}"));
+    record.failed_in = Some("verify".to_owned());
+    record.run_id = run.cloned();
+    if let Err(w) = crate::site::records::write(&site, &record) {
+        tracing::warn!("the record of this refusal could not be written: {w}");
+    }
+}
+
 /// Whether a command may write the site root (adopt trust metadata, pin the trust root): not a
 /// dry run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
