@@ -259,6 +259,7 @@ fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
 
     // A dry run of bundle 2 says what would change, with apt's simulation, and changes nothing.
     let records_before = node.records().len();
+    let site_before = snapshot(&node.root.join("var/lib/airlock"));
     let r = apply(&b2, &["--dry-run"]).ok();
     assert!(
         r.stdout.contains("airlock-rocm-core 10.0.0-1 → 10.0.1-1") && r.stdout.contains("Inst airlock-rocm-core"),
@@ -267,6 +268,11 @@ fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
     );
     assert_eq!(node.packages(), after1);
     assert_eq!(node.records().len(), records_before, "a dry run writes no record");
+    assert_eq!(snapshot(&node.root.join("var/lib/airlock")), site_before, "a dry run writes nothing under the root");
+    // Nor does it make a root that is not there.
+    let file = node.put(&b2);
+    node.airlock(&["apply", &file, "--trust", &key, "--root", "/var/lib/fresh", "--dry-run"]).ok();
+    assert!(!node.root.join("var/lib/fresh").exists(), "a dry run made the root it was pointed at");
 
     // Bundle 2: upgraded.
     let r = apply(&b2, &["--json"]).ok();

@@ -18,7 +18,7 @@ use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
 use super::stage::{Staged, stage, write_views};
 use super::state::{Pending, State};
-use super::{Amber, Options, SiteError, crash_point};
+use super::{Amber, Options, SiteError, crash_point, io_err};
 use crate::bundle::Manifest;
 use crate::bundle::parts::{Input, Opened};
 use crate::clock::Timestamp;
@@ -103,17 +103,24 @@ pub fn apply(
         Arrival::Bundle(input) => Some(input.open_for_reading(&trust.keys)?),
         Arrival::Mirror { .. } => None,
     };
-    let root = &SiteRoot::new(root);
-    let _lock = root.open_for_writing("apply", opts.wait)?;
     let mut attempt = Attempt::new(records::Action::Apply, "verify", arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
     attempt.record.run_id.clone_from(&opts.run);
-    let applied = apply_locked(arrival, opened, trust, root, opts, node, reporter, &mut attempt);
-    // A dry run changes nothing, not even the records.
-    if !node.dry_run {
-        return applied.inspect_err(|e| attempt.record_failure(root, e));
+    if node.dry_run {
+        // A dry run writes nothing under the root (no skeleton, no record, no state): the root
+        // is read under its lock where it exists; the bundle is staged and apt's private
+        // configuration made in a directory of its own outside it, removed after.
+        let work =
+            tempfile::Builder::new().prefix("airlock-dry-run-").tempdir().map_err(io_err(&std::env::temp_dir()))?;
+        std::fs::create_dir(work.path().join("staging")).map_err(io_err(work.path()))?;
+        let root = &SiteRoot::read_only(root, work.path());
+        let _lock = if root.is_site() { Some(root.lock_for_reading("apply --dry-run", opts.wait)?) } else { None };
+        return apply_locked(arrival, opened, trust, root, opts, node, reporter, &mut attempt);
     }
-    applied
+    let root = &SiteRoot::new(root);
+    let _lock = root.open_for_writing("apply", opts.wait)?;
+    let applied = apply_locked(arrival, opened, trust, root, opts, node, reporter, &mut attempt);
+    applied.inspect_err(|e| attempt.record_failure(root, e))
 }
 
 /// The bundle verified into `staging/`, and the policy that verified it; `verified` runs on
@@ -181,7 +188,7 @@ fn apply_locked(
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
     write_node_views(dir.path(), &verified.manifest, partial, opts)?;
-    let node = Node::for_manifest(root.path(), node_opts.lock_timeout, &verified.manifest)?;
+    let node = Node::for_manifest(root.packages_home(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
     let views = retained_views(root, &state, None, node.area());
     let plan = node.plan(&dir.path().join(node.area()), &wanted, &views)?;

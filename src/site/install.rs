@@ -320,7 +320,9 @@ pub(super) fn preflight(input: &Input, opened: &Opened, root: &SiteRoot, state: 
     }
     let shares = matches!(opened, Opened::File { file, .. } if would_share_blocks(file, &root.staging()));
     let needed = if shares { content_bytes } else { file_bytes.saturating_add(content_bytes) };
-    let stat = rustix::fs::statvfs(root.path()).map_err(|e| io_err(root.path())(e.into()))?;
+    // The space where the bundle is staged: the root's own `staging/` (a dry run's is elsewhere).
+    let staging = root.staging();
+    let stat = rustix::fs::statvfs(&staging).map_err(|e| io_err(&staging)(e.into()))?;
     let available = stat.f_bavail.saturating_mul(stat.f_frsize);
     if needed > available {
         return Err(SiteError::NoSpace { root: root.path().to_owned(), needed, available, shares });

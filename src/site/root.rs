@@ -121,11 +121,26 @@ impl Link {
 #[derive(Debug, Clone)]
 pub struct SiteRoot {
     path: PathBuf,
+    /// Where a reader that must write nothing under the root (`apply --dry-run`) stages and
+    /// keeps its package manager's private configuration instead of `staging/` and `apt/`.
+    work: Option<PathBuf>,
 }
 
 impl SiteRoot {
     pub fn new(path: &Path) -> Self {
-        Self { path: path.to_owned() }
+        Self { path: path.to_owned(), work: None }
+    }
+
+    /// The root at `path`, read only: staging and the package manager's private configuration
+    /// go under `work`, a directory outside it.
+    pub fn read_only(path: &Path, work: &Path) -> Self {
+        Self { path: path.to_owned(), work: Some(work.to_owned()) }
+    }
+
+    /// Where the package manager's private configuration lives (`ROOT/apt/`, `ROOT/dnf/`…):
+    /// the root, or the work directory of a read-only root.
+    pub fn packages_home(&self) -> &Path {
+        self.work.as_deref().unwrap_or(&self.path)
     }
 
     pub fn path(&self) -> &Path {
@@ -146,7 +161,7 @@ impl SiteRoot {
     }
 
     pub fn staging(&self) -> PathBuf {
-        self.path.join("staging")
+        self.work.as_deref().unwrap_or(&self.path).join("staging")
     }
 
     pub fn records(&self) -> PathBuf {
