@@ -870,6 +870,17 @@ fn a_fifo_in_a_mounted_mirror_is_refused_not_waited_on() {
             std::fs::write(&path, bytes).unwrap();
         }
     }
+    // A manifest past the 64 MiB a manifest can be, mounted or served: exit 3, refused unread.
+    let manifest = current.join("airlock/manifest.json");
+    let saved = std::fs::read(&manifest).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&manifest).unwrap().set_len((64 << 20) + 1).unwrap();
+    let served = http::HttpServer::start(&mirror);
+    for (n, source) in [format!("file://{}/", mirror.display()), format!("{}/", served.url)].iter().enumerate() {
+        let node = t.path().join(format!("node-large-{n}"));
+        let r = airlock_run(&["apply", source, "--trust", s(&keys.public), "--root", s(&node)]).code(3);
+        assert!(r.stderr.contains("larger than the 67108864 bytes allowed"), "{source}: {}", r.stderr);
+    }
+    std::fs::write(&manifest, saved).unwrap();
     // A mirror whose manifest has no signature is an integrity failure (exit 3), not a
     // runtime error.
     std::fs::remove_file(current.join("airlock/manifest.json.sig")).unwrap();

@@ -181,6 +181,8 @@ impl Place {
             Self::Http(_) => match net.http().fetch_small(&url, "*/*", None, limit).await {
                 Ok((bytes, _)) => Ok(Some(bytes)),
                 Err(HttpError::Status { status: 404, .. }) => Ok(None),
+                // Past what a manifest or signature can be: integrity, not the network.
+                Err(HttpError::TooLarge { limit, .. }) => Err(MirrorError::TooLarge { url, limit }),
                 Err(e) => Err(e.into()),
             },
             Self::Dir(_) => {
