@@ -325,6 +325,7 @@ fn a_node_fed_from_a_mirror_has_an_approval_pack_of_the_part_it_holds_and_so_has
     // The demo carries files only: the node holds its signed manifest and no package member.
     assert_eq!((held["entries"].as_u64(), held["on_mirror_entries"].as_u64()), (Some(0), Some(3)), "{data}");
     assert!(dom.contains("Held here") && dom.contains("stayed on the mirror"), "{dom}");
+    assert!(dom.contains("SLSA provenance: kept on the mirror"), "{dom}");
     assert!(dom.contains("8 × AMD Instinct MI300X (gfx942) (amd 0–7)"), "identical GPUs once, counted: {dom}");
     assert!(dom.contains("data-verdict=\"green\"") && !dom.contains("NOT VERIFIED"), "{dom}");
 

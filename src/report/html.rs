@@ -207,7 +207,10 @@ fn signatures(o: &mut String, r: &Report) {
         );
     }
     let _ = writeln!(o, "</tbody></table>");
-    let provenance = if s.provenance.is_empty() {
+    let provenance = if r.bundle.held.is_some() {
+        // A node fed from a mirror keeps no provenance: the mirror's pack shows it verified.
+        "kept on the mirror (this node holds the package part only; the mirror's approval pack verifies it)".to_owned()
+    } else if s.provenance.is_empty() {
         "<span class=\"bad\">not verified</span>".to_owned()
     } else {
         format!("signed by <span class=\"mono\">{}</span>", esc(&s.provenance.join(", ")))
