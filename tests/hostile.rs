@@ -825,25 +825,17 @@ fn a_sparse_terabyte_file_in_a_retained_tree_is_named_by_its_size_not_hashed() {
         .expect("a file member");
     std::fs::OpenOptions::new().write(true).open(&member).unwrap().set_len(1 << 40).unwrap();
     let name = member.file_name().unwrap().to_string_lossy().into_owned();
-    // `timeout`: on code that hashes first this would not end for hours; 120 s is no speed
-    // target, only the bound after which the attack has worked.
-    let bounded = |args: &[&str]| {
-        let mut c = std::process::Command::new("timeout");
-        c.arg("120").arg(env!("CARGO_BIN_EXE_airlock")).args(args);
-        run(&mut c)
-    };
-    let r = bounded(&["check", "--root", s(&root)]);
+    // On code that hashes first this would not end for hours.
+    let r = bounded(120, &["check", "--root", s(&root)]);
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains(&name) && r.stdout.contains("wrong size"), "{}", r.stdout);
-    let r = bounded(&["report", "--root", s(&root), "--out", s(&t.path().join("r.html"))]);
+    let r = bounded(120, &["report", "--root", s(&root), "--out", s(&t.path().join("r.html"))]);
     assert_eq!(r.code, 3, "{}", r.stderr);
 }
 
 #[test]
 fn a_fifo_in_a_mounted_mirror_is_refused_not_waited_on() {
-    let Built { t, keys, bundle, .. } = built_project();
-    let mirror = t.path().join("mirror");
-    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&mirror), "--role", "mirror"]).ok();
+    let (Built { t, keys, .. }, mirror) = a_mirror();
     let current = std::fs::canonicalize(mirror.join("current")).unwrap();
     // Each in turn: the manifest, its signature, and a co-signature named for the trusted key
     // are FIFOs nobody writes to. Opening one for reading waits for a writer, forever.
@@ -854,14 +846,8 @@ fn a_fifo_in_a_mounted_mirror_is_refused_not_waited_on() {
         let _ = std::fs::remove_file(&path);
         run(std::process::Command::new("mkfifo").arg(&path)).ok();
         let node = t.path().join(format!("node-{}", rel.replace('/', "-")));
-        let r = run(std::process::Command::new("timeout").args(["60", env!("CARGO_BIN_EXE_airlock")]).args([
-            "apply",
-            &format!("file://{}/", mirror.display()),
-            "--trust",
-            s(&keys.public),
-            "--root",
-            s(&node),
-        ]));
+        let source = format!("file://{}/", mirror.display());
+        let r = bounded(60, &["apply", &source, "--trust", s(&keys.public), "--root", s(&node)]);
         assert_ne!(r.code, 124, "{rel}: apply waited on a FIFO");
         assert_eq!(r.code, 3, "{rel}: {}", r.stderr);
         assert!(r.stderr.contains("not a regular file"), "{rel}: {}", r.stderr);
@@ -899,27 +885,16 @@ fn a_fifo_in_a_mounted_mirror_is_refused_not_waited_on() {
 
 #[test]
 fn a_mirror_that_sends_a_byte_a_second_is_given_up_at_the_rate_floor() {
-    let Built { t, keys, bundle, .. } = built_project();
-    let mirror = t.path().join("mirror");
-    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&mirror), "--role", "mirror"]).ok();
+    let (Built { t, keys, .. }, mirror) = a_mirror();
     for slow in ["/current/airlock/manifest.json", "/current/airlock/manifest.json.sig"] {
         let server =
             http::HttpServer::spawn(&mirror, |port| vec![helper("trickle_http.py"), port.to_string(), slow.into()]);
         let node = t.path().join("node");
-        // `timeout`: at a byte a second the manifest alone takes most of an hour; 60 s is no
-        // speed target, only the bound after which the attack has worked.
-        let r = run(std::process::Command::new("timeout").args(["60", env!("CARGO_BIN_EXE_airlock")]).args([
-            "apply",
-            &format!("{}/", server.url),
-            "--trust",
-            s(&keys.public),
-            "--root",
-            s(&node),
-            "--min-rate",
-            "1K",
-            "--min-rate-window",
-            "2",
-        ]));
+        // At a byte a second the manifest alone takes most of an hour.
+        let source = format!("{}/", server.url);
+        let floor = ["--min-rate", "1K", "--min-rate-window", "2"];
+        let args = [&["apply", &source, "--trust", s(&keys.public), "--root", s(&node)][..], &floor].concat();
+        let r = bounded(60, &args);
         assert_ne!(r.code, 124, "{slow}: the apply waited on a byte a second");
         assert_eq!(r.code, 1, "{slow}: {}", r.stderr);
         assert!(r.stderr.contains("below the floor of 1024 B/s"), "{slow}: {}", r.stderr);
@@ -928,9 +903,7 @@ fn a_mirror_that_sends_a_byte_a_second_is_given_up_at_the_rate_floor() {
 
 #[test]
 fn a_mirror_that_redirects_to_another_host_is_refused_unless_that_host_is_named() {
-    let Built { t, keys, bundle, .. } = built_project();
-    let mirror = t.path().join("mirror");
-    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&mirror), "--role", "mirror"]).ok();
+    let (Built { t, keys, .. }, mirror) = a_mirror();
     let elsewhere = http::HttpServer::start(&mirror);
     let front = http::HttpServer::spawn(&mirror, |port| {
         vec![helper("redirect_http.py"), port.to_string(), elsewhere.url.clone()]
@@ -945,4 +918,21 @@ fn a_mirror_that_redirects_to_another_host_is_refused_unless_that_host_is_named(
     assert!(r.stderr.contains("redirects to another host"), "{}", r.stderr);
     let host = elsewhere.url.trim_start_matches("http://").to_owned();
     apply("node-b", &["--allow-redirect-host", &host]).ok();
+}
+
+/// The test project's bundle installed as a mirror (`--role mirror`), and the mirror's root.
+fn a_mirror() -> (Built, PathBuf) {
+    let built = built_project();
+    let mirror = built.t.path().join("mirror");
+    let (bundle, key) = (s(&built.bundle), s(&built.keys.public));
+    airlock_run(&["install", bundle, "--trust", key, "--root", s(&mirror), "--role", "mirror"]).ok();
+    (built, mirror)
+}
+
+/// `airlock ARGS` killed after `secs` (exit 124): the bound after which an attack that holds a
+/// command has worked; no speed target.
+fn bounded(secs: u32, args: &[&str]) -> Run {
+    let mut c = std::process::Command::new("timeout");
+    c.arg(secs.to_string()).arg(env!("CARGO_BIN_EXE_airlock")).args(args);
+    run(&mut c)
 }

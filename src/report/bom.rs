@@ -241,16 +241,23 @@ impl Diff {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    /// A manifest's `validation` section, as a spec's `[validation]` is carried.
+    fn section(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).expect("a test section")
+    }
 
     #[test]
     fn a_raised_firmware_floor_is_a_change_of_that_field() {
-        let old = json!({"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.23"}, "os": ["ubuntu 24.04"]}],
-                         "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 250"}]}]});
-        let new = json!({"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.24"}, "os": ["ubuntu 24.04"]},
-                                    {"gpu": "MI325X", "gfx": "gfx942"}],
-                         "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 200"}]}],
-                         "impact": [{"component": "amd-smi", "decision": "accept"}]});
+        let old = section(
+            r#"{"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.23"}, "os": ["ubuntu 24.04"]}],
+                "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 250"}]}]}"#,
+        );
+        let new = section(
+            r#"{"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.24"}, "os": ["ubuntu 24.04"]},
+                           {"gpu": "MI325X", "gfx": "gfx942"}],
+                "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 200"}]}],
+                "impact": [{"component": "amd-smi", "decision": "accept"}]}"#,
+        );
         let d = super::compare_validation(&old, &new);
         let changed: Vec<(&str, &str, &str, &str)> =
             d.changed.iter().map(|c| (c.kind.as_str(), c.name.as_str(), c.from.as_str(), c.to.as_str())).collect();

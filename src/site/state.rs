@@ -53,6 +53,14 @@ pub struct TrustPin {
     pub targets_version: u64,
 }
 
+impl TrustPin {
+    /// What pins `trust`: its anchor and the versions it holds now.
+    pub fn of(trust: &crate::trust::SiteTrust) -> Self {
+        let origin = trust.origin();
+        Self { anchor: trust.anchor, root_version: origin.root_version, targets_version: origin.targets_version }
+    }
+}
+
 /// A retained bundle and the policy it was installed under.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Retained {

@@ -160,12 +160,7 @@ pub fn change(
         SiteTrust::write(root.path(), &update)?;
     }
     let after = SiteTrust::load(root.path())?;
-    let origin = after.origin();
-    state.trust = Some(TrustPin {
-        anchor: after.anchor,
-        root_version: origin.root_version,
-        targets_version: origin.targets_version,
-    });
+    state.trust = Some(TrustPin::of(&after));
     state.save(&root)?;
     Ok(after)
 }
@@ -187,12 +182,7 @@ pub fn pin_first_use(root_dir: &Path, wait: Duration) -> Result<(), SiteError> {
     }
     // Verified from `1.root.json` up, and not below the versions the records name.
     let Some(trust) = load(&root, &state)? else { return Ok(()) };
-    let origin = trust.origin();
-    state.trust = Some(TrustPin {
-        anchor: trust.anchor,
-        root_version: origin.root_version,
-        targets_version: origin.targets_version,
-    });
+    state.trust = Some(TrustPin::of(&trust));
     state.save(&root)?;
     tracing::info!("trust: pinned this site's trust root (1.root.json sha256 {})", trust.anchor);
     Ok(())
