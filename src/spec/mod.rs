@@ -4,6 +4,7 @@
 //! Unknown keys and unknown entry kinds are errors naming the file, line and key.
 
 pub mod lock;
+pub mod metric;
 mod names;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -649,8 +650,8 @@ impl SpecFile {
                 return Err(self.invalid(&span, format!("duplicate `[[validation.check]]` name `{}`", c.name)));
             }
             for m in &c.metric {
-                crate::validate::metrics::Threshold::parse(&m.threshold)
-                    .and_then(|_| crate::validate::metrics::Source::parse(&m.from).map(drop))
+                metric::Threshold::parse(&m.threshold)
+                    .and_then(|_| metric::Source::parse(&m.from).map(drop))
                     .map_err(|why| self.invalid(&span, format!("check `{}` metric `{}`: {why}", c.name, m.name)))?;
             }
         }
