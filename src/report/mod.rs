@@ -75,7 +75,7 @@ pub struct BundleFacts {
 }
 
 /// The part of a bundle a node fed from a mirror holds.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct Held {
     /// Members kept here (the manifest, its signature, `debs/` and `rpms/`), and their bytes.
     pub entries: usize,
@@ -556,7 +556,7 @@ fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site
             problems,
             base: m.base.as_ref().map(ToString::to_string),
             source: read.source.clone(),
-            held: read.kept.as_ref().map(|k| Held { ..k.held }),
+            held: read.kept.as_ref().map(|k| k.held),
         },
         signatures,
         contents: contents
