@@ -34,6 +34,7 @@ impl Cli {
             Command::Apply(a) => a.json,
             Command::Diff(a) => a.json,
             Command::Rollback(a) => a.json,
+            Command::Promote(a) => a.json,
             Command::Status(a) => a.json,
             Command::Check(a) => a.json,
             Command::Probe(a) => a.json,
@@ -76,6 +77,9 @@ pub enum Command {
     Diff(DiffArgs),
     /// Make the retained previous bundle current again, verified and republished.
     Rollback(RollbackArgs),
+    /// A mirror: make a retained release (a candidate, `install --candidate`) its current,
+    /// verified again; nodes that follow the mirror's current then take it.
+    Promote(PromoteArgs),
     /// What a site root has: current, previous, retained bundles, history, the last rollback.
     Status(StatusArgs),
     /// Verify every retained bundle again and compare each staged tree with it, file by file
@@ -494,6 +498,10 @@ pub struct NetArgs {
     pub min_rate_window: u64,
 }
 
+fn parse_release(value: &str) -> Result<crate::site::mirror::Release, String> {
+    crate::site::mirror::Release::parse(value)
+}
+
 /// A rate in bytes per second: a number, with K, M or G for powers of 1024 (`64K`).
 fn parse_rate(value: &str) -> Result<u64, String> {
     let v = value.trim();
@@ -740,9 +748,15 @@ pub struct InstallArgs {
     /// from `AIRLOCK_APT_KEY_PASSWORD`).
     #[arg(long, value_name = "KEY.asc")]
     pub apt_signing_key: Option<PathBuf>,
-    /// Bundles kept under the root: the newest N, and never fewer than current and previous.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
-    pub keep: u16,
+    /// Bundles kept under the root: the newest N, and never fewer than current and previous
+    /// (default 2; 3 for a mirror, which serves every one it keeps as a release).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub keep: Option<u16>,
+    /// A mirror's candidate release (`--role mirror`): retained and served by version and id
+    /// (`public/releases/`), not made current; nodes pinned to it (`apply URL --release`) take
+    /// it, and `airlock promote` makes it the mirror's current.
+    #[arg(long)]
+    pub candidate: bool,
     /// Install a lower version than this site has already activated for that bundle name
     /// (logged and recorded); `airlock rollback` is the usual way back.
     #[arg(long)]
@@ -773,6 +787,16 @@ pub struct InstallArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+impl InstallArgs {
+    /// `--keep`, or its default for the role.
+    pub fn kept(&self) -> u16 {
+        self.keep.unwrap_or(match self.role {
+            RoleArg::Host => 2,
+            RoleArg::Mirror => 3,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -825,9 +849,19 @@ pub struct ApplyArgs {
     pub reason: Option<String>,
     #[command(flatten)]
     pub amber: AmberArgs,
-    /// Verify and say what would change (with apt's own simulation); change nothing.
-    #[arg(long)]
+    /// Verify and say what would change (with apt's own simulation); change nothing. From a
+    /// mirror only the package indexes are fetched, no package.
+    #[arg(long, conflicts_with = "download_only")]
     pub dry_run: bool,
+    /// A mirror's release by version or bundle id (its `releases/VERSION|ID/`), instead of its
+    /// current: a canary takes the candidate while the mirror's current stays the qualified one.
+    #[arg(long, value_name = "VERSION|ID", value_parser = parse_release)]
+    pub release: Option<crate::site::mirror::Release>,
+    /// Fetch and verify the release's packages into `ROOT/downloads/` ahead of the maintenance
+    /// window (no package manager call, nothing activated; recorded as staged): the later apply
+    /// of that release fetches nothing.
+    #[arg(long)]
+    pub download_only: bool,
     /// Let a mirror (`http(s)://…`) redirect to this other host (`HOST` or `HOST:PORT`); again
     /// for more. Without it a mirror's redirects stay on its own origin.
     #[arg(long, value_name = "HOST")]
@@ -876,6 +910,37 @@ pub struct RollbackArgs {
     pub apt_signing_key: Option<PathBuf>,
     /// Use expired trust metadata or an expired bundle anyway (the freeze-attack guard waived
     /// on purpose); needs `--reason`, which the record keeps.
+    #[arg(long, requires = "reason")]
+    pub allow_expired: bool,
+    /// Why the expired metadata or bundle is acceptable here; the record keeps it.
+    #[arg(long, value_name = "TEXT", requires = "allow_expired")]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub net: NetArgs,
+    #[command(flatten)]
+    pub site: SiteArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    /// The mirror's site root.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    /// The retained release: its version, or its bundle id (`airlock status`).
+    #[arg(value_name = "VERSION|ID")]
+    pub release: String,
+    /// Promote a lower version than the mirror has had current (logged and recorded).
+    #[arg(long)]
+    pub allow_downgrade: bool,
+    /// Sign the restaged apt and rpm views with this armored `OpenPGP` secret key, as at install.
+    #[arg(long, value_name = "KEY.asc")]
+    pub apt_signing_key: Option<PathBuf>,
+    /// Use expired trust metadata or an expired bundle anyway; needs `--reason`.
     #[arg(long, requires = "reason")]
     pub allow_expired: bool,
     /// Why the expired metadata or bundle is acceptable here; the record keeps it.

@@ -418,6 +418,103 @@ impl Landing for Streaming {
     }
 }
 
+/// A download into a file of its own (a mirror's member on a node): hashed as it lands,
+/// never past the declared size; a resumed attempt appends, one answered from byte 0 starts
+/// the file and the hash over.
+struct IntoFile {
+    file: tokio::fs::File,
+    path: PathBuf,
+    hash: sha2::Sha256,
+    written: u64,
+    limit: u64,
+    what: String,
+}
+
+impl IntoFile {
+    fn io(&self) -> impl Fn(std::io::Error) -> CacheError + '_ {
+        |source| CacheError::Io { path: self.path.clone(), source }
+    }
+}
+
+impl Landing for IntoFile {
+    fn offset(&mut self) -> u64 {
+        self.written
+    }
+
+    async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
+        use tokio::io::AsyncSeekExt as _;
+        self.file.set_len(0).await.map_err(self.io())?;
+        self.file.seek(std::io::SeekFrom::Start(0)).await.map_err(self.io())?;
+        self.hash = <sha2::Sha256 as sha2::Digest>::new();
+        self.written = 0;
+        Ok(())
+    }
+
+    async fn land(&mut self, chunk: bytes::Bytes) -> Result<bool, CacheError> {
+        use tokio::io::AsyncWriteExt as _;
+        if self.written + chunk.len() as u64 > self.limit {
+            return Err(Overrun { what: self.what.clone(), limit: self.limit }.into());
+        }
+        sha2::Digest::update(&mut self.hash, &chunk);
+        self.file.write_all(&chunk).await.map_err(self.io())?;
+        self.written += chunk.len() as u64;
+        Ok(true)
+    }
+
+    async fn pause(&mut self) -> Result<(), CacheError> {
+        use tokio::io::AsyncWriteExt as _;
+        self.file.flush().await.map_err(self.io())
+    }
+}
+
+/// Download `size` bytes at most into the new file `path`, with retries resumed at the byte
+/// reached (`open(offset)`), and synced; returns the sha256 and size of what landed, for the
+/// caller to compare with what it expects (nothing here is verified but the size bound).
+pub async fn download_to_file<E, S, F, Fut>(
+    path: &std::path::Path,
+    size: u64,
+    what: &str,
+    reporter: &(impl Reporter + ?Sized),
+    options: &NetOptions,
+    open: F,
+) -> Result<(Sha256, u64), DownloadError<E>>
+where
+    E: std::error::Error + 'static,
+    S: Stream<Item = Result<bytes::Bytes, String>> + Unpin,
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = Result<Opened<S>, Failure<E>>>,
+{
+    let io = |source| CacheError::Io { path: path.to_owned(), source };
+    let file = tokio::fs::File::create(path).await.map_err(io)?;
+    let mut landing = IntoFile {
+        file,
+        path: path.to_owned(),
+        hash: <sha2::Sha256 as sha2::Digest>::new(),
+        written: 0,
+        limit: size,
+        what: what.to_owned(),
+    };
+    attempts(&mut landing, (what, what), reporter, options, open).await?;
+    landing.file.sync_all().await.map_err(io)?;
+    Ok((Sha256::from_raw(sha2::Digest::finalize(landing.hash).into()), landing.written))
+}
+
+/// Chunks of one attempt, failed (a transient error: the next attempt resumes) once the
+/// attempt has run for the rate window below the floor (`--min-rate`).
+pub fn floored<S>(stream: S, options: &NetOptions) -> impl Stream<Item = Result<bytes::Bytes, String>> + Unpin
+where
+    S: Stream<Item = Result<bytes::Bytes, String>> + Unpin,
+{
+    let floor = RateFloor::start(options);
+    let mut bytes = 0u64;
+    stream.map(move |chunk| {
+        let chunk = chunk?;
+        bytes += chunk.len() as u64;
+        floor.check(bytes)?;
+        Ok(chunk)
+    })
+}
+
 /// Download into `landing` with retries: `open(offset)` starts a stream of chunks at
 /// `offset`; chunk errors count as transient. `Ok(false)`: the landing wanted no more.
 async fn attempts<E, S, F, Fut>(
@@ -797,33 +894,50 @@ impl Http {
         fetch: &Fetch<'_>,
         what: &str,
     ) -> Result<PathBuf, DownloadError<HttpError>> {
-        let open = |offset: u64| async move {
-            tracing::debug!("GET {url} (from byte {offset})");
-            let mut req = self.get(url, bearer).map_err(Failure::Fatal)?;
-            if offset > 0 {
-                req = req.header(reqwest::header::RANGE, format!("bytes={offset}-"));
-            }
-            let resp = req.send().await.map_err(|e| Failure::Transient(with_causes(&e)))?;
-            let status = resp.status();
-            if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-                let detail = format!("HTTP {}", status.as_u16());
-                return Err(match retry_after(resp.headers()) {
-                    Some(after) => Failure::RetryAfter(detail, after),
-                    None => Failure::Transient(detail),
-                });
-            }
-            if !status.is_success() {
-                let status = status.as_u16();
-                return Err(Failure::Fatal(HttpError::Status { url: url.to_owned(), status, retry_after: None }));
-            }
-            let stream = resp.bytes_stream().map(|c| c.map_err(|e| with_causes(&e)));
-            Ok(if status == reqwest::StatusCode::PARTIAL_CONTENT {
-                Opened::Partial(stream)
-            } else {
-                Opened::Full(stream)
-            })
-        };
+        let open = |offset: u64| self.open_at(url, bearer, offset);
         download(fetch.cache, digest, size, what, fetch.reporter, &self.options, open).await
+    }
+
+    /// A GET of `url` from byte `offset` (a `Range` request past 0): the rest of the body when
+    /// the server honours the range, the whole body when it answers 200.
+    pub async fn open_at(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+        offset: u64,
+    ) -> Result<Opened<impl Stream<Item = Result<bytes::Bytes, String>> + Unpin + use<>>, Failure<HttpError>> {
+        tracing::debug!("GET {url} (from byte {offset})");
+        let mut req = self.get(url, bearer).map_err(Failure::Fatal)?;
+        if offset > 0 {
+            req = req.header(reqwest::header::RANGE, format!("bytes={offset}-"));
+        }
+        let resp = req.send().await.map_err(|e| Failure::Transient(with_causes(&e)))?;
+        let status = resp.status();
+        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            let detail = format!("HTTP {}", status.as_u16());
+            return Err(match retry_after(resp.headers()) {
+                Some(after) => Failure::RetryAfter(detail, after),
+                None => Failure::Transient(detail),
+            });
+        }
+        if !status.is_success() {
+            let status = status.as_u16();
+            return Err(Failure::Fatal(HttpError::Status { url: url.to_owned(), status, retry_after: None }));
+        }
+        // A 206 must start where it was asked to; one that does not is taken as a restart.
+        let starts_at = resp
+            .headers()
+            .get(reqwest::header::CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("bytes "))
+            .and_then(|v| v.split('-').next())
+            .and_then(|v| v.parse::<u64>().ok());
+        let partial = status == reqwest::StatusCode::PARTIAL_CONTENT;
+        if partial && starts_at.is_some_and(|at| at != offset) {
+            return Err(Failure::Transient(format!("HTTP 206 not starting at byte {offset}")));
+        }
+        let stream = resp.bytes_stream().map(|c| c.map_err(|e| with_causes(&e)));
+        Ok(if partial { Opened::Partial(stream) } else { Opened::Full(stream) })
     }
 }
 

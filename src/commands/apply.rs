@@ -16,7 +16,7 @@ use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
 pub const EXIT_PENDING_REBOOT: u8 = 5;
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
-    let mirror = args.source.to_str().filter(|s| crate::site::mirror::is_mirror(s));
+    let (mirror, release) = mirror_of(args)?;
     // A mirror's redirects stay on its origin (or go to the hosts named on purpose).
     let redirects = match mirror {
         Some(_) => crate::fetch::Redirects::SameOrigin { also: args.allow_redirect_host.clone() },
@@ -33,7 +33,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
             // a trust root; an unreachable one is warned about, and the node's own decides).
             let carried = || {
                 let Ok(have) = crate::trust::SiteTrust::load(&args.root) else { return Vec::new() };
-                crate::site::mirror::carried_trust(source, &have.root, &net).unwrap_or_else(|e| {
+                crate::site::mirror::carried_trust(source, &release, &have.root, &net).unwrap_or_else(|e| {
                     tracing::warn!("cannot read the trust metadata of the mirror's current bundle: {e}");
                     Vec::new()
                 })
@@ -66,7 +66,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     let (input, policy, tag_version, referrers) = opened?;
     let arrival = match &input {
         Some(input) => Arrival::Bundle(input),
-        None => Arrival::Mirror { source: mirror.unwrap_or_default(), net: &net },
+        None => Arrival::Mirror { source: mirror.unwrap_or_default(), release: &release, net: &net },
     };
     let reason = args.reason.clone().unwrap_or_default();
     let opts = Options {
@@ -82,6 +82,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     let node = NodeOptions {
         accept_unrestorable: args.accept_unrestorable.then_some(reason),
         dry_run: args.dry_run,
+        download_only: args.download_only,
         lock_timeout: args.lock_timeout,
     };
     let reporter = TerminalReporter::new(args.json);
@@ -98,9 +99,33 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     Ok(code)
 }
 
+/// The mirror `SOURCE` names, if it is one, and the release asked of it (`--release` and
+/// `--download-only` are a mirror's).
+fn mirror_of(args: &ApplyArgs) -> Result<(Option<&str>, crate::site::mirror::Release), super::UsageError> {
+    let mirror = args.source.to_str().filter(|s| crate::site::mirror::is_mirror(s));
+    if mirror.is_none() && (args.release.is_some() || args.download_only) {
+        return Err(super::UsageError(format!(
+            "--release and --download-only take a mirror's URL (http(s)://HOST/PATH/ or file:///PATH/), not `{}`",
+            args.source.display()
+        )));
+    }
+    Ok((mirror, args.release.clone().unwrap_or_default()))
+}
+
 fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let what = format!("{} {} ({})", done.name, done.version, done.id);
+    if let Some(t) = &done.transfer {
+        writeln!(
+            out,
+            "from the mirror: {} file(s) fetched ({} bytes), {} taken from what this node holds ({} bytes)",
+            t.fetched.files, t.fetched.bytes, t.reused.files, t.reused.bytes
+        )?;
+    }
+    if let Some(dir) = &done.staged {
+        writeln!(out, "staged {what} in `{}`: its apply fetches nothing more", dir.display())?;
+        return Ok(());
+    }
     if done.dry_run {
         if let Some(p) = &done.preflight {
             // `pre-flight amber: …`: what the probe already knows, before any change.

@@ -1,5 +1,5 @@
 //! `airlock install BUNDLE --trust PUB [--threshold N] --root DIR [--registry HOST[:PORT]]
-//! [--keep N] [--allow-downgrade] [--wait SECONDS] [--json]`
+//! [--keep N] [--allow-downgrade] [--role mirror [--candidate]] [--wait SECONDS] [--json]`
 
 use std::io::Write;
 
@@ -16,6 +16,10 @@ use crate::site::trust::ExpiryRule;
 use crate::site::{Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
+    if args.candidate && args.role != crate::cli::RoleArg::Mirror {
+        let why = "--candidate is a mirror's (--role mirror): a host installs what it runs";
+        return Err(super::UsageError(why.to_owned()).into());
+    }
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
     let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let from = Source {
@@ -51,7 +55,8 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
         amber,
         registry,
         apt_key,
-        keep: usize::from(args.keep),
+        keep: usize::from(args.kept()),
+        candidate: args.candidate,
         downgrade: if args.allow_downgrade { Downgrade::Allow } else { Downgrade::Refuse },
         wait: std::time::Duration::from_secs(args.site.wait),
         tag_version,
@@ -138,7 +143,23 @@ fn print(args: &InstallArgs, done: &crate::site::Installed) -> anyhow::Result<()
         writeln!(out, "downgrade: installed below the version this site ran before (--allow-downgrade)")?;
     }
     for id in &done.pruned {
-        writeln!(out, "pruned bundles/{id} (--keep {})", args.keep)?;
+        writeln!(out, "pruned bundles/{id} (--keep {})", args.kept())?;
+    }
+    if done.candidate {
+        writeln!(
+            out,
+            "candidate {} {} ({}): served as public/releases/{} and public/releases/{}; current unchanged until \
+             `airlock promote --root {} {}`",
+            done.name,
+            done.version,
+            done.id,
+            done.version,
+            done.id,
+            args.root.display(),
+            done.version
+        )?;
+        writeln!(out, "record: {}", done.record.display())?;
+        return Ok(());
     }
     if done.images_not_published > 0 {
         writeln!(out, "{} image manifest(s) not published: no --registry given", done.images_not_published)?;

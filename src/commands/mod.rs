@@ -61,6 +61,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Diff(a) => diff::run(&a),
         Command::Sign(a) => sign::run(&a),
         Command::Rollback(a) => rollback::run(&a),
+        Command::Promote(a) => rollback::promote(&a),
         Command::Status(a) => status::run(&a),
         Command::Check(a) => check::run(&a),
         Command::Probe(a) => probe::run(&a),

@@ -1,11 +1,13 @@
-//! `airlock rollback --root DIR [--trust PUB … [--threshold N]] [--wait SECONDS] [--json]`
+//! `airlock rollback --root DIR [--trust PUB … [--threshold N]] [--wait SECONDS] [--json]`;
+//! `airlock promote --root MIRROR VERSION|ID [--allow-downgrade] [--json]`, the same switch to
+//! a mirror's retained release.
 
 use std::io::Write;
 
 use crate::cli::{RollbackArgs, TerminalReporter};
 use crate::fetch::Net;
 use crate::sign::KeyId;
-use crate::site::rollback::{Trust, rollback};
+use crate::site::rollback::{RolledBack, Switch, Trust, rollback, switch};
 
 pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
     let expiry = crate::site::trust::ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
@@ -24,11 +26,32 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
         super::print_json(&done)?;
         return Ok(super::EXIT_OK);
     }
+    print("rolled back to", &done)
+}
+
+pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<u8> {
+    let expiry = crate::site::trust::ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
+    let reporter = TerminalReporter::new(args.json);
+    let net = Net::new(args.net.options())?;
+    let writer = crate::site::Writer { wait: std::time::Duration::from_secs(args.site.wait), run: args.run.id.clone() };
+    let downgrade = if args.allow_downgrade { crate::site::Downgrade::Allow } else { crate::site::Downgrade::Refuse };
+    let to = Switch::Promote { release: args.release.clone(), downgrade };
+    let apt_key = args.apt_signing_key.as_deref().map(super::install::load_apt_key).transpose()?;
+    let trust = Trust::Site(expiry.clone());
+    let done = switch(&args.root, &to, trust, &expiry, apt_key.as_ref(), &writer, &net, &reporter)?;
+    if args.json {
+        super::print_json(&done)?;
+        return Ok(super::EXIT_OK);
+    }
+    print("promoted", &done)
+}
+
+fn print(verb: &str, done: &RolledBack) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     let signers: Vec<_> = done.signers.iter().map(KeyId::short).collect();
     writeln!(
         out,
-        "rolled back to {} {} (bundles/{}), verified, signed by {}",
+        "{verb} {} {} (bundles/{}), verified, signed by {}",
         done.name,
         done.version,
         done.id,

@@ -713,5 +713,6 @@ fn outcome_word(o: RecordOutcome) -> &'static str {
         RecordOutcome::Validated => "validated",
         RecordOutcome::PendingReboot => "pending reboot",
         RecordOutcome::Restored => "restored",
+        RecordOutcome::Staged => "staged",
     }
 }

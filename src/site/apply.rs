@@ -31,6 +31,9 @@ pub struct NodeOptions {
     /// `--accept-unrestorable --reason TEXT`.
     pub accept_unrestorable: Option<String>,
     pub dry_run: bool,
+    /// `--download-only`: fetch and verify the release's packages into `downloads/ID`, for
+    /// the later apply of that release; no package manager, no activation.
+    pub download_only: bool,
     /// Seconds to wait for the dpkg lock.
     pub lock_timeout: u64,
 }
@@ -43,6 +46,12 @@ pub struct Applied {
     pub version: String,
     pub signers: Vec<KeyId>,
     pub dry_run: bool,
+    /// `--download-only`: where the release's packages wait for its apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staged: Option<PathBuf>,
+    /// What was fetched from a mirror, and what was taken from what this node held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<records::Transfer>,
     /// What changed (or would change).
     pub packages: Changes,
     /// Changes whose before-version no retained view holds.
@@ -78,14 +87,15 @@ pub enum Arrival<'a> {
     /// A mirror's site root (`http(s)://…/`, `file:///…/`): its signed manifest checked
     /// under the node's policy, then only the members under `debs/` and `rpms/`, each checked against it
     /// (`mirror`); the node retains that part.
-    Mirror { source: &'a str, net: &'a crate::fetch::Net },
+    Mirror { source: &'a str, release: &'a super::mirror::Release, net: &'a crate::fetch::Net },
 }
 
 impl Arrival<'_> {
     fn describe(&self) -> String {
         match self {
             Arrival::Bundle(input) => input.display().to_string(),
-            Arrival::Mirror { source, .. } => (*source).to_owned(),
+            Arrival::Mirror { source, release: super::mirror::Release::Current, .. } => (*source).to_owned(),
+            Arrival::Mirror { source, release, .. } => format!("{source} --release {release}"),
         }
     }
 }
@@ -123,18 +133,27 @@ pub fn apply(
     applied.inspect_err(|e| attempt.record_failure(root, e))
 }
 
-/// The bundle verified into `staging/`, and the policy that verified it; `verified` runs on
-/// its verified manifest before any package is fetched from a mirror or changed (the
-/// pre-flight).
+/// What arrived: the bundle verified into `staging/`, with (from a mirror) the policy that
+/// verified it and what was fetched.
+struct Arrived {
+    staged: Staged,
+    fetched: Option<(Policy, records::Transfer)>,
+}
+
+/// The bundle verified into `staging/`; `verified` runs on its verified manifest before any
+/// package is fetched from a mirror or changed (the pre-flight). `packages`: false for a dry
+/// run, which takes only a mirror's indexes.
+#[allow(clippy::too_many_arguments, reason = "where the bundle comes from and what runs as it arrives")]
 fn arrive(
     arrival: &Arrival<'_>,
     opened: Option<Opened>,
     trust: &Policy,
     root: &SiteRoot,
     state: &State,
+    packages: bool,
     reporter: &dyn Reporter,
     verified: &mut dyn FnMut(&Manifest, &crate::digest::Sha256) -> Result<(), SiteError>,
-) -> Result<(Staged, Option<Policy>), SiteError> {
+) -> Result<Arrived, SiteError> {
     match (arrival, opened) {
         (Arrival::Bundle(input), Some(opened)) => {
             preflight(input, &opened, root, state)?;
@@ -144,11 +163,14 @@ fn arrive(
                 split.check_manifest(&staged.verified.manifest_sha256)?;
             }
             verified(&staged.verified.manifest, &staged.verified.manifest_sha256)?;
-            Ok((staged, None))
+            Ok(Arrived { staged, fetched: None })
         }
-        (Arrival::Mirror { source, net }, _) => {
-            let (staged, policy) = super::mirror::stage_packages(source, trust, root, net, reporter, verified)?;
-            Ok((staged, Some(policy)))
+        (Arrival::Mirror { source, release, net }, _) => {
+            let from = super::mirror::Fetching { source, release, net, packages };
+            let held = super::mirror::Held::of(root);
+            let (staged, policy, transfer) =
+                super::mirror::stage_packages(&from, trust, root, &held, reporter, verified)?;
+            Ok(Arrived { staged, fetched: Some((policy, transfer)) })
         }
         (Arrival::Bundle(input), None) => {
             Err(SiteError::Open { path: input.bundle().to_owned(), source: std::io::Error::other("not opened") })
@@ -168,7 +190,8 @@ fn apply_locked(
     attempt: &mut Attempt,
 ) -> Result<Applied, SiteError> {
     let mut state = State::load_for_writer(root)?;
-    if let Some(p) = &state.pending {
+    // Fetching ahead changes nothing a pending reboot waits on.
+    if let Some(p) = state.pending.as_ref().filter(|_| !node_opts.download_only) {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
     let mut preflight_evidence = None;
@@ -176,10 +199,13 @@ fn apply_locked(
         preflight_evidence = judge_before(m, sha256, attempt)?;
         Ok(())
     };
-    let arrived = arrive(arrival, opened, trust, root, &state, reporter, &mut before_packages);
-    let (Staged { dir, verified }, fetched_policy) = arrived?;
-    let partial = fetched_policy.is_some();
-    let trust = fetched_policy.as_ref().unwrap_or(trust);
+    let packages = !node_opts.dry_run;
+    let arrived = arrive(arrival, opened, trust, root, &state, packages, reporter, &mut before_packages)?;
+    let Arrived { staged: Staged { dir, verified }, fetched } = arrived;
+    let partial = fetched.is_some();
+    let transfer = fetched.as_ref().map(|(_, t)| *t);
+    attempt.record.transfer = transfer;
+    let trust = fetched.as_ref().map_or(trust, |(policy, _)| policy);
     if let Some(tag) = &opts.tag_version {
         verified.manifest.check_tag(tag)?;
     }
@@ -187,6 +213,15 @@ fn apply_locked(
     attempt.phases.mark("preflight", "plan");
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
+    if node_opts.download_only {
+        let (staged, record) = keep_downloaded(root, dir, &id, attempt)?;
+        let m = &verified.manifest;
+        let seconds = attempt.phases.total();
+        let mut applied = outcome(m, id, verified.signers, Changes::default(), seconds);
+        (applied.staged, applied.transfer, applied.preflight) = (Some(staged), transfer, preflight_evidence);
+        applied.record = Some(record);
+        return Ok(applied);
+    }
     write_node_views(dir.path(), &verified.manifest, partial, opts)?;
     let node = Node::for_manifest(root.packages_home(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
@@ -195,7 +230,7 @@ fn apply_locked(
     tracing::info!("plan: {}", plan.changes.summary());
     if node_opts.dry_run {
         let mut applied = dry_run(&verified.manifest, id, verified.signers, plan, attempt.phases.total());
-        applied.preflight = preflight_evidence;
+        (applied.preflight, applied.transfer) = (preflight_evidence, transfer);
         return Ok(applied);
     }
     if !plan.unrestorable.is_empty() {
@@ -213,6 +248,7 @@ fn apply_locked(
     let retained = retain(dir, &verified, trust, root)?;
     attempt.phases.mark("stage", "baseline");
     crash_point("retained");
+    drop_downloaded(root, &retained.id);
     if let Err(e) = measure_baseline(root, &state, &verified.manifest) {
         if !retained.already_present {
             forget(root, &mut state, &retained.id);
@@ -357,6 +393,52 @@ fn measure_baseline(root: &SiteRoot, state: &State, manifest: &Manifest) -> Resu
 
 /// A bundle retained for an apply that did not commit, removed again (with its policy in
 /// `state.json`); a failure here is warned about, the apply's own error is the one reported.
+/// `--download-only`: the verified part moved to `downloads/ID` (replacing an older copy; other
+/// releases fetched ahead are dropped: a node waits for one), synced, and on record as staged.
+fn keep_downloaded(
+    root: &SiteRoot,
+    dir: tempfile::TempDir,
+    id: &BundleId,
+    attempt: &mut Attempt,
+) -> Result<(PathBuf, PathBuf), SiteError> {
+    let downloads = root.downloads();
+    std::fs::create_dir_all(&downloads).map_err(io_err(&downloads))?;
+    let target = downloads.join(id.as_str());
+    super::stage::sync_tree(dir.path()).map_err(io_err(dir.path()))?;
+    for old in std::fs::read_dir(&downloads).map_err(io_err(&downloads))? {
+        let old = old.map_err(io_err(&downloads))?.path();
+        let aside = root.staging().join(format!("dropped-{}", old.file_name().unwrap_or_default().to_string_lossy()));
+        std::fs::rename(&old, &aside).map_err(io_err(&old))?;
+    }
+    let kept = dir.keep();
+    std::fs::rename(&kept, &target).map_err(io_err(&target))?;
+    root.commit_dir(&downloads)?;
+    let r = &mut attempt.record;
+    r.outcome = Some(records::Outcome::Staged);
+    r.phases = attempt.phases.times();
+    r.seconds = Some(attempt.phases.total());
+    r.at = Timestamp::now();
+    let record = records::write(root, r)?;
+    // What was dropped went aside into `staging/`, which the next writer cleans anyway.
+    for left in std::fs::read_dir(root.staging()).into_iter().flatten().filter_map(Result::ok) {
+        if left.file_name().to_string_lossy().starts_with("dropped-") {
+            let _ = std::fs::remove_dir_all(left.path());
+        }
+    }
+    tracing::info!("staged: {} waits for the apply of its release", target.display());
+    Ok((target, record))
+}
+
+/// Once a release is retained, its copy fetched ahead is not needed any more.
+fn drop_downloaded(root: &SiteRoot, id: &BundleId) {
+    let dir = root.downloads().join(id.as_str());
+    if dir.exists()
+        && let Err(e) = std::fs::remove_dir_all(&dir)
+    {
+        tracing::warn!("`{}` could not be removed: {e}", dir.display());
+    }
+}
+
 fn forget(root: &SiteRoot, state: &mut State, id: &BundleId) {
     let removed = super::activate::discard(root, state, id).and_then(|()| state.save(root));
     match removed {
@@ -598,6 +680,8 @@ fn outcome(m: &Manifest, id: BundleId, signers: Vec<KeyId>, packages: Changes, s
         version: m.version.to_string(),
         signers,
         dry_run: false,
+        staged: None,
+        transfer: None,
         packages,
         unrestorable: Vec::new(),
         simulation: None,

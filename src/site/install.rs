@@ -40,6 +40,8 @@ pub struct Installed {
     pub base: Option<BundleId>,
     /// The same bundle was already retained; it was restaged from the verified file and activated.
     pub already_present: bool,
+    /// Retained and served as a candidate release (`--candidate`), not made current.
+    pub candidate: bool,
     /// Installed below the site's high-water version, with `--allow-downgrade`.
     pub downgrade: bool,
     /// Images pushed to the site registry.
@@ -194,40 +196,32 @@ fn install_locked(
     attempt.phases.mark("verify", "validate");
     crash_point("verified");
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
-    let validation = match opts.role {
-        Role::Host => {
-            gate(&verified.manifest, &opts.amber, &mut attempt.record, super::load_baseline(root.path()).as_ref())?
-        }
-        Role::Mirror => {
-            // A mirror serves the views; its nodes judge their own stacks (`apply`).
-            tracing::info!("validate: not on a mirror; the matrix is kept for the nodes");
-            attempt.record.role = Some("mirror".to_owned());
-            attempt.record.validation = Some(records::Validation::Skipped {
-                verdict: records::ValidationVerdict::Skipped,
-                reason: "installed with --role mirror: the nodes validate their own stacks".to_owned(),
-            });
-            None
-        }
-    };
+    let validation = judge_here(&verified.manifest, root, opts, attempt)?;
     attempt.phases.mark("validate", "stage");
     tracing::info!("views: {}", views::describe(&verified.manifest));
     write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
     // What rollback and anti-downgrade rely on is durable before the tree is named under
     // `bundles/` (and so long before `current` moves): a retained bundle always has its policy.
     remember_retained(&mut state, &verified, &BundleId::of(&verified.manifest_sha256), trust, opts);
-    raise_mark(&mut state, &verified.manifest);
+    // A candidate has not run here yet: it raises the mark when it is promoted.
+    if !opts.candidate {
+        raise_mark(&mut state, &verified.manifest);
+    }
     state.save(root)?;
     crash_point("remembered");
     let retained = retain(dir, &verified, trust, root)?;
     tracing::info!("retain: bundles/{}", retained.id);
     attempt.phases.mark("stage", "publish");
     crash_point("retained");
+    if opts.candidate {
+        return keep_candidate(root, &mut state, &verified, retained, opts, attempt);
+    }
     let (images, images_not_published) = publish_images(&retained, opts.registry.as_ref(), net)?;
     attempt.phases.mark("publish", "switch");
     crash_point("published");
     let previous = activate(root, &retained.id)?;
     crash_point("activated");
-    let pruned = prune(root, &mut state, opts.keep.max(2))?;
+    let pruned = keep_releases(root, &mut state, opts)?;
     attempt.phases.mark("switch", "record");
 
     let m = &verified.manifest;
@@ -254,6 +248,7 @@ fn install_locked(
         previous,
         base: verified.base.clone(),
         already_present: retained.already_present,
+        candidate: false,
         downgrade,
         images,
         images_not_published,
@@ -261,6 +256,84 @@ fn install_locked(
         record,
         seconds: event.seconds,
         validation,
+    })
+}
+
+/// The gate on this host (`--role host`), or none on a mirror (recorded as skipped).
+fn judge_here(
+    manifest: &Manifest,
+    root: &SiteRoot,
+    opts: &Options,
+    attempt: &mut Attempt,
+) -> Result<Option<crate::validate::Evidence>, SiteError> {
+    Ok(match opts.role {
+        Role::Host => gate(manifest, &opts.amber, &mut attempt.record, super::load_baseline(root.path()).as_ref())?,
+        Role::Mirror => {
+            // A mirror serves the views; its nodes judge their own stacks (`apply`).
+            tracing::info!("validate: not on a mirror; the matrix is kept for the nodes");
+            attempt.record.role = Some("mirror".to_owned());
+            attempt.record.validation = Some(records::Validation::Skipped {
+                verdict: records::ValidationVerdict::Skipped,
+                reason: "installed with --role mirror: the nodes validate their own stacks".to_owned(),
+            });
+            None
+        }
+    })
+}
+
+/// The newest `--keep` bundles kept (never `current` and `previous`), and a mirror's public tree
+/// made to say so.
+fn keep_releases(root: &SiteRoot, state: &mut State, opts: &Options) -> Result<Vec<BundleId>, SiteError> {
+    let pruned = prune(root, state, opts.keep.max(2))?;
+    if opts.role == Role::Mirror || super::public::served(root) {
+        super::public::refresh(root, state)?;
+    }
+    Ok(pruned)
+}
+
+/// A mirror's candidate release: retained and served under `public/releases/` by version and
+/// id, `current` unchanged (nodes pinned to it with `apply --release` take it; `airlock
+/// promote` makes it current), and on record as staged. Its images wait for the promotion:
+/// the registry's tags stay those of the qualified release.
+fn keep_candidate(
+    root: &SiteRoot,
+    state: &mut State,
+    verified: &Verified,
+    retained: super::retain::Retained,
+    opts: &Options,
+    attempt: &mut Attempt,
+) -> Result<Installed, SiteError> {
+    let pruned = keep_releases(root, state, opts)?;
+    state.save(root)?;
+    attempt.phases.mark("publish", "record");
+    let m = &verified.manifest;
+    let r = &mut attempt.record;
+    r.outcome = Some(records::Outcome::Staged);
+    r.pruned.clone_from(&pruned);
+    r.phases = attempt.phases.times();
+    r.seconds = Some(attempt.phases.total());
+    r.at = Timestamp::now();
+    let record = records::write(root, r)?;
+    tracing::info!("candidate: {} {} served as public/releases/{} and /{}", m.name, m.version, m.version, retained.id);
+    Ok(Installed {
+        id: retained.id,
+        name: m.name.to_string(),
+        version: m.version.to_string(),
+        manifest_sha256: verified.manifest_sha256,
+        signers: verified.signers.clone(),
+        path: retained.path,
+        cosignatures: retained.cosignatures,
+        previous: None,
+        base: verified.base.clone(),
+        already_present: retained.already_present,
+        candidate: true,
+        downgrade: false,
+        images: Vec::new(),
+        images_not_published: 0,
+        pruned,
+        record,
+        seconds: attempt.phases.total(),
+        validation: None,
     })
 }
 

@@ -1,7 +1,8 @@
-//! A node reads a mirror's site root, served by any web server (`http(s)://HOST/PATH/`) or
-//! mounted (`file:///PATH/`): the active bundle's tree is `current/`, its signed manifest
-//! `current/airlock/manifest.json` (and `.sig`), its co-signatures
-//! `current/bundle.airlock.KEYID.sig`, its packages under `current/debs/` and `current/rpms/`.
+//! A node reads a mirror's public tree (`ROOT/public/`), served by any web server
+//! (`http(s)://HOST/PATH/`) or mounted (`file:///PATH/`): the qualified release's tree is
+//! `current/`, every retained release's `releases/VERSION/` and `releases/ID/` (`--release`);
+//! in each, the signed manifest `airlock/manifest.json` (and `.sig`), the co-signatures
+//! `bundle.airlock.KEYID.sig`, the packages under `debs/` and `rpms/`.
 //!
 //! The mirror is trusted for nothing. The manifest and its signatures are fetched first
 //! (bounded) and checked under the node's policy; then only the members a node installs from,
@@ -9,12 +10,13 @@
 //! and checked against its sha256 before it is kept. Images, models and wheels stay on the
 //! mirror. The node retains that part of the bundle (`State` marks it `partial`): its check
 //! and its rollback verify the manifest's signatures and every kept file again.
+//!
+//! Only what changed crosses the network: a member whose sha256 the node already holds (in a
+//! release it retains, or fetched ahead into `downloads/`) is linked from there (else copied)
+//! and verified like a fetched one. A fetch cut mid-way resumes with `Range` from the byte it
+//! reached; one slower than `--min-rate` over its window is given up and tried again.
 
 use std::path::{Path, PathBuf};
-
-use futures_util::StreamExt as _;
-use sha2::Digest as _;
-use tokio::io::AsyncWriteExt as _;
 
 use super::root::{RETAINED_BUNDLE, SiteRoot};
 use super::stage::{Staged, Verified};
@@ -56,7 +58,9 @@ pub enum MirrorError {
     Http(#[from] HttpError),
     #[error("the mirror's `{url}`: {detail}")]
     Read { url: String, detail: String },
-    #[error("the mirror has no `{url}`: is it a site root with a current bundle?")]
+    #[error(
+        "the mirror has no `{url}`: is it a mirror's public tree, with a current release (and the one named by --release)?"
+    )]
     Missing { url: String },
     #[error("the mirror's `{url}` is missing: its manifest is unsigned; nothing was downloaded")]
     Unsigned { url: String },
@@ -72,6 +76,11 @@ pub enum MirrorError {
     )]
     Untrusted { url: String, whose: String, signers: usize, threshold: usize },
     #[error(
+        "the mirror's `{url}` is release {version} ({id}), not the {asked} asked for (--release): refused; nothing was \
+         downloaded"
+    )]
+    WrongRelease { url: String, asked: String, version: String, id: super::root::BundleId },
+    #[error(
         "the mirror's `{url}`: expected {expected_size} bytes with sha256 {expected}, got {size} bytes with sha256 {actual}; nothing was changed"
     )]
     Member { url: String, expected: Sha256, expected_size: u64, actual: Sha256, size: u64 },
@@ -85,6 +94,7 @@ impl crate::failure::Classify for MirrorError {
             MirrorError::Manifest { .. }
             | MirrorError::Untrusted { .. }
             | MirrorError::Member { .. }
+            | MirrorError::WrongRelease { .. }
             | MirrorError::Unsigned { .. }
             | MirrorError::NotRegular { .. }
             | MirrorError::TooLarge { .. } => Class::Verification,
@@ -99,7 +109,54 @@ pub fn is_mirror(source: &str) -> bool {
     ["http://", "https://", "file://"].iter().any(|p| source.starts_with(p))
 }
 
-/// Where a mirror's `current/` is.
+/// Which of a mirror's releases a node reads: its current, or one it serves by version or
+/// by id (`--release`), checked against the manifest it serves there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Release {
+    #[default]
+    Current,
+    Named(String),
+}
+
+impl Release {
+    /// A release as `--release` names it: a version or a bundle id, one plain path segment.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '~' | '-');
+        if name.is_empty() || name.len() > 128 || name.starts_with('.') || !name.chars().all(plain) {
+            return Err(format!("`{name}` is not a release: a version (`2026.11.0`) or a bundle id (16 hex digits)"));
+        }
+        Ok(Self::Named(name.to_owned()))
+    }
+
+    /// The release's directory in the mirror's public tree.
+    fn dir(&self) -> String {
+        match self {
+            Release::Current => "current".to_owned(),
+            Release::Named(name) => format!("releases/{name}"),
+        }
+    }
+
+    /// Whether the verified manifest is the release asked for.
+    fn is(&self, manifest: &Manifest, sha256: &Sha256) -> bool {
+        match self {
+            Release::Current => true,
+            Release::Named(name) => {
+                *name == manifest.version.to_string() || *name == super::root::BundleId::of(sha256).as_str()
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Release {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Release::Current => f.write_str("current"),
+            Release::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+/// Where a release's tree is.
 enum Place {
     Http(String),
     Dir(PathBuf),
@@ -118,10 +175,11 @@ pub const MAX_CARRIED_TRUST_BYTES: usize = 4 << 20;
 /// it sends past a good chain is never read. The node verifies the whole again when it adopts.
 pub fn carried_trust(
     source: &str,
+    release: &Release,
     current: &crate::trust::metadata::Signed<crate::trust::metadata::Root>,
     net: &Net,
 ) -> Result<Vec<(PathBuf, Vec<u8>)>, SiteError> {
-    let place = Place::parse(source)?;
+    let place = Place::parse(source, release)?;
     let limit = crate::trust::MAX_METADATA_BYTES;
     net.block_on(async {
         let mut found = Vec::new();
@@ -157,14 +215,14 @@ pub fn carried_trust(
 }
 
 impl Place {
-    fn parse(source: &str) -> Result<Self, MirrorError> {
+    fn parse(source: &str, release: &Release) -> Result<Self, MirrorError> {
         if let Some(path) = source.strip_prefix("file://") {
             if !path.starts_with('/') {
                 return Err(MirrorError::NotAMirror(source.to_owned()));
             }
-            return Ok(Self::Dir(Path::new(path).join("current")));
+            return Ok(Self::Dir(Path::new(path).join(release.dir())));
         }
-        Ok(Self::Http(format!("{}/current/", source.trim_end_matches('/'))))
+        Ok(Self::Http(format!("{}/{}/", source.trim_end_matches('/'), release.dir())))
     }
 
     fn url(&self, rel: &str) -> String {
@@ -197,49 +255,44 @@ impl Place {
         }
     }
 
-    /// A member into `dest`, at most `entry.size` bytes, checked against its sha256.
-    async fn member(&self, net: &Net, entry: &Entry, dest: &Path) -> Result<(), SiteError> {
+    /// A member into `dest`, at most `entry.size` bytes, checked against its sha256: over
+    /// HTTP with retries that resume where the last one stopped (`Range`), each attempt held
+    /// to the rate floor.
+    async fn member(&self, net: &Net, entry: &Entry, dest: &Path, reporter: &dyn Reporter) -> Result<(), SiteError> {
         let url = self.url(entry.path.as_str());
         if let Some(parent) = dest.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(io_err(parent))?;
         }
-        // tokio's files do their work on the blocking pool.
-        let mut out = tokio::fs::File::create(dest).await.map_err(io_err(dest))?;
-        let mut hash = sha2::Sha256::new();
-        let mut size = 0u64;
-        let mut chunks: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, String>> + Send>> =
-            match self {
-                Self::Http(_) => {
-                    let response = net.http().stream(&url).await.map_err(MirrorError::from)?;
-                    Box::pin(response.bytes_stream().map(|c| c.map_err(|e| crate::fetch::with_causes(&e))))
-                }
-                Self::Dir(_) => {
-                    // Opened without waiting, regular files only: a FIFO is refused, not read.
-                    let path = PathBuf::from(&url);
-                    let opened = crate::fetch::blocking(move || crate::sign::policy::open_regular(&path)).await;
-                    let file = match opened.map_err(io_err(Path::new(&url)))? {
-                        Some(f) => tokio::fs::File::from_std(f),
-                        None => return Err(MirrorError::NotRegular { url }.into()),
-                    };
-                    Box::pin(
-                        tokio_util::io::ReaderStream::with_capacity(file, 1 << 20)
-                            .map(|c| c.map_err(|e| e.to_string())),
-                    )
-                }
-            };
-        let floor = crate::fetch::RateFloor::start(net.http().options());
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|detail| MirrorError::Read { url: url.clone(), detail })?;
-            size += chunk.len() as u64;
-            floor.check(size).map_err(|detail| MirrorError::Read { url: url.clone(), detail })?;
-            if size > entry.size {
-                break;
+        let (actual, size) = match self {
+            Self::Http(_) => {
+                let http = net.http();
+                let open = |offset: u64| {
+                    let url = url.clone();
+                    async move {
+                        Ok(match http.open_at(&url, None, offset).await? {
+                            crate::fetch::Opened::Partial(s) => {
+                                crate::fetch::Opened::Partial(crate::fetch::floored(s, http.options()))
+                            }
+                            crate::fetch::Opened::Full(s) => {
+                                crate::fetch::Opened::Full(crate::fetch::floored(s, http.options()))
+                            }
+                        })
+                    }
+                };
+                let fetched = crate::fetch::download_to_file(dest, entry.size, &url, reporter, http.options(), open);
+                fetched.await.map_err(|e| match e {
+                    crate::fetch::DownloadError::Overrun(_) => MirrorError::Member {
+                        url: url.clone(),
+                        expected: entry.sha256,
+                        expected_size: entry.size,
+                        actual: Sha256::of_bytes(b""),
+                        size: entry.size + 1,
+                    },
+                    e => MirrorError::Read { url: url.clone(), detail: crate::fetch::with_causes(&e) },
+                })?
             }
-            hash.update(&chunk);
-            out.write_all(&chunk).await.map_err(io_err(dest))?;
-        }
-        out.sync_all().await.map_err(io_err(dest))?;
-        let actual = Sha256::from_raw(hash.finalize().into());
+            Self::Dir(_) => self.copied(entry, &url, dest).await?,
+        };
         if size != entry.size || actual != entry.sha256 {
             return Err(
                 MirrorError::Member { url, expected: entry.sha256, expected_size: entry.size, actual, size }.into()
@@ -247,25 +300,111 @@ impl Place {
         }
         Ok(())
     }
+
+    /// A mounted mirror's member copied into `dest`, at most `entry.size` bytes (one more is
+    /// read, to see an overrun), hashed on the way; regular files only (a FIFO is refused).
+    async fn copied(&self, entry: &Entry, url: &str, dest: &Path) -> Result<(Sha256, u64), SiteError> {
+        let (path, dest, limit) = (PathBuf::from(url), dest.to_owned(), entry.size);
+        let url = url.to_owned();
+        crate::fetch::blocking(move || {
+            use std::io::Read as _;
+            let Some(file) = crate::sign::policy::open_regular(&path).map_err(io_err(&path))? else {
+                return Err(MirrorError::NotRegular { url }.into());
+            };
+            let out = std::fs::File::create(&dest).map_err(io_err(&dest))?;
+            let mut writer = crate::digest::HashingWriter::new(out);
+            std::io::copy(&mut file.take(limit + 1), &mut writer).map_err(io_err(&dest))?;
+            let (sha, size, out) = writer.finish();
+            out.sync_all().map_err(io_err(&dest))?;
+            Ok((sha, size))
+        })
+        .await
+    }
 }
 
-/// The part of a mirror's current bundle a node installs from, verified into a directory
-/// under `staging/`: the signed manifest, its signature, and every member under `debs/` and
-/// `rpms/`; and
-/// the policy that verified it (the co-signatures the mirror holds for the node's keys).
+/// Package files a node already holds, by sha256: those of the releases it retains
+/// (`bundles/ID/`) and of those it fetched ahead (`downloads/ID/`), as their manifests list
+/// them. Only a hint of where to look: what is taken from here is verified again.
+#[derive(Debug, Default)]
+pub(super) struct Held(std::collections::HashMap<Sha256, PathBuf>);
+
+impl Held {
+    pub(super) fn of(root: &SiteRoot) -> Self {
+        let mut held = std::collections::HashMap::new();
+        for parent in [root.bundles(), root.downloads()] {
+            let Ok(dirs) = std::fs::read_dir(&parent) else { continue };
+            for dir in dirs.filter_map(Result::ok).map(|e| e.path()) {
+                let manifest = dir.join(MANIFEST);
+                let Ok(Some(bytes)) = super::state::read_bounded(&manifest, MAX_MANIFEST_BYTES) else { continue };
+                let Ok(m) = serde_json::from_slice::<Manifest>(&bytes) else { continue };
+                for e in m.entries.iter().filter(|e| kept_by_node(e.path.as_str())) {
+                    held.entry(e.sha256).or_insert_with(|| e.path.under(&dir));
+                }
+            }
+        }
+        Self(held)
+    }
+
+    /// `entry` put at `dest` from what is held, linked (else copied) and verified: `false`
+    /// (and nothing at `dest`) when it is not held or what is held does not verify.
+    fn take(&self, entry: &Entry, dest: &Path) -> bool {
+        let Some(from) = self.0.get(&entry.sha256) else { return false };
+        if !std::fs::symlink_metadata(from).is_ok_and(|m| m.is_file()) {
+            return false;
+        }
+        if let Some(parent) = dest.parent()
+            && std::fs::create_dir_all(parent).is_err()
+        {
+            return false;
+        }
+        if std::fs::hard_link(from, dest).is_err() && std::fs::copy(from, dest).is_err() {
+            let _ = std::fs::remove_file(dest);
+            return false;
+        }
+        let verified = crate::sign::policy::open_regular(dest)
+            .ok()
+            .flatten()
+            .and_then(|f| crate::digest::hash_reader(f).ok())
+            .is_some_and(|(sha, size)| sha == entry.sha256 && size == entry.size);
+        if !verified {
+            tracing::warn!("`{}` held here does not verify; fetching it", from.display());
+            let _ = std::fs::remove_file(dest);
+        }
+        verified
+    }
+}
+
+/// What of a mirror a node fetches: which release, and whether its package files too (a dry
+/// run takes only the indexes the package manager's simulation reads).
+pub(super) struct Fetching<'a> {
+    pub source: &'a str,
+    pub release: &'a Release,
+    pub net: &'a Net,
+    pub packages: bool,
+}
+
+/// A package file (what a dry run leaves on the mirror).
+fn is_package(path: &str) -> bool {
+    Path::new(path).extension().is_some_and(|x| x.eq_ignore_ascii_case("deb") || x.eq_ignore_ascii_case("rpm"))
+}
+
+/// The part of a mirror's release a node installs from, verified into a directory under
+/// `staging/`: the signed manifest, its signature, and every member under `debs/` and
+/// `rpms/` (fetched, or taken from what the node `held`); the policy that verified it (the
+/// co-signatures the mirror holds for the node's keys); and what was fetched and reused.
 /// `before_fetch` runs on the verified manifest before any member is fetched (apply's
 /// pre-flight): its error stops the staging with nothing downloaded.
 pub(super) fn stage_packages(
-    source: &str,
+    from: &Fetching<'_>,
     trust: &Policy,
     root: &SiteRoot,
-    net: &Net,
+    held: &Held,
     reporter: &dyn Reporter,
     before_fetch: &mut dyn FnMut(&Manifest, &Sha256) -> Result<(), SiteError>,
-) -> Result<(Staged, Policy), SiteError> {
-    let place = Place::parse(source)?;
+) -> Result<(Staged, Policy, super::records::Transfer), SiteError> {
+    let (place, net) = (Place::parse(from.source, from.release)?, from.net);
     let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked } =
-        net.block_on(verified_manifest(&place, trust, net))?;
+        net.block_on(verified_manifest(&place, from.release, trust, net))?;
     before_fetch(&manifest, &manifest_sha256)?;
     let staging = root.staging();
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
@@ -274,19 +413,39 @@ pub(super) fn stage_packages(
         std::fs::create_dir_all(path.parent().unwrap_or(dir.path())).map_err(io_err(&path))?;
         std::fs::write(&path, content).map_err(io_err(&path))?;
     }
-    let wanted: Vec<&Entry> = manifest.entries.iter().filter(|e| kept_by_node(e.path.as_str())).collect();
-    reporter.start("fetching", wanted.iter().map(|e| e.size).sum());
+    let wanted: Vec<&Entry> = manifest
+        .entries
+        .iter()
+        .filter(|e| kept_by_node(e.path.as_str()) && (from.packages || !is_package(e.path.as_str())))
+        .collect();
+    let mut transfer = super::records::Transfer::default();
+    let mut fetch = Vec::new();
+    for e in wanted {
+        if held.take(e, &e.path.under(dir.path())) {
+            transfer.reused.add(e.size);
+        } else {
+            fetch.push(e);
+        }
+    }
+    reporter.start("fetching", fetch.iter().map(|e| e.size).sum());
     net.block_on(async {
-        for e in &wanted {
-            place.member(net, e, &e.path.under(dir.path())).await?;
-            reporter.advance(e.size);
+        for e in &fetch {
+            place.member(net, e, &e.path.under(dir.path()), reporter).await?;
+            transfer.fetched.add(e.size);
         }
         Ok::<_, SiteError>(())
     })?;
     reporter.finish();
+    tracing::info!(
+        "fetched {} file(s), {} bytes; reused {} file(s), {} bytes held here",
+        transfer.fetched.files,
+        transfer.fetched.bytes,
+        transfer.reused.files,
+        transfer.reused.bytes
+    );
     let verified =
         Verified { manifest, manifest_sha256, signers: checked.signers, signatures: checked.signatures, base: None };
-    Ok((Staged { dir, verified }, policy))
+    Ok((Staged { dir, verified }, policy, transfer))
 }
 
 /// The mirror's current manifest and signature, with the policy they met and what it found.
@@ -299,7 +458,12 @@ struct MirrorHead {
     checked: Checked,
 }
 
-async fn verified_manifest(place: &Place, trust: &Policy, net: &Net) -> Result<MirrorHead, SiteError> {
+async fn verified_manifest(
+    place: &Place,
+    release: &Release,
+    trust: &Policy,
+    net: &Net,
+) -> Result<MirrorHead, SiteError> {
     let url = place.url(MANIFEST);
     let need = |rel: &str, got: Option<Vec<u8>>| got.ok_or_else(|| MirrorError::Missing { url: place.url(rel) });
     let bytes = need(MANIFEST, place.small(net, MANIFEST, MAX_MANIFEST_BYTES).await?)?;
@@ -327,6 +491,10 @@ async fn verified_manifest(place: &Place, trust: &Policy, net: &Net) -> Result<M
     }
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
-    manifest.check().map_err(|detail| MirrorError::Manifest { url, detail })?;
+    manifest.check().map_err(|detail| MirrorError::Manifest { url: url.clone(), detail })?;
+    if !release.is(&manifest, &manifest_sha256) {
+        let (version, id) = (manifest.version.to_string(), super::root::BundleId::of(&manifest_sha256));
+        return Err(MirrorError::WrongRelease { url, asked: release.to_string(), version, id }.into());
+    }
     Ok(MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked })
 }

@@ -19,6 +19,7 @@ mod install;
 mod lock;
 pub mod mirror;
 pub mod packages;
+pub mod public;
 pub mod records;
 pub mod registry;
 mod retain;
@@ -132,6 +133,14 @@ pub enum SiteError {
         }
     )]
     NoPrevious { root: PathBuf, node: bool },
+    #[error("`{}` retains no release `{release}`; it retains: {retained}", root.display())]
+    NoRelease { root: PathBuf, release: String, retained: String },
+    #[error(
+        "`{}` is a node's root (its current release changed this host's packages): promote is a mirror's; a node \
+         applies a release (`airlock apply URL --release VERSION`) and rolls back",
+        root.display()
+    )]
+    NotAMirror { root: PathBuf },
     #[error("validation is {}: {summary}; `current` was not changed{hint}", crate::validate::word(*verdict))]
     Validation { verdict: Verdict, summary: String, hint: &'static str },
     #[error("`{}` is a symbolic link; the site root's own directories must be real directories", path.display())]
@@ -248,7 +257,7 @@ impl Classify for SiteError {
             | SiteError::TrustRolledBack { .. }
             | SiteError::BundleExpired { .. }
             | SiteError::TagMismatch(_) => Class::Verification,
-            SiteError::TrustGiven { .. } => Class::Usage,
+            SiteError::TrustGiven { .. } | SiteError::NoRelease { .. } | SiteError::NotAMirror { .. } => Class::Usage,
             SiteError::Trust(e) => e.class(),
             SiteError::Parts(e) => e.class(),
             SiteError::Validation { .. } => Class::ValidationRed,
@@ -342,6 +351,9 @@ pub struct Options {
     pub apt_key: Option<views::AptSigningKey>,
     /// Bundles kept under `bundles/` (at least `current` and `previous` always are).
     pub keep: usize,
+    /// A mirror's candidate release (`install --candidate`): retained and served by version
+    /// and id, not made current (`airlock promote` does).
+    pub candidate: bool,
     pub downgrade: Downgrade,
     /// How long to wait for another writer's `.lock`.
     pub wait: Duration,

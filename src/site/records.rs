@@ -76,6 +76,9 @@ pub struct Record {
     /// A node's pre-flight: the matrix judged on what the probe knows before anything changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<Validation>,
+    /// What a node fetched from its mirror and what it took from what it already held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<Transfer>,
     /// Why it was refused or failed: the whole error, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -89,10 +92,31 @@ pub struct Record {
     pub seconds: Option<f64>,
 }
 
+/// What a node's apply from a mirror fetched, and what it took from what it already held (the
+/// packages of a release it retains, or fetched ahead): files and bytes of each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    pub fetched: Tally,
+    pub reused: Tally,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Tally {
+    pub fn add(&mut self, bytes: u64) {
+        self.files += 1;
+        self.bytes += bytes;
+    }
+}
+
 /// A record's outcome; records written before outcomes were are activations or validations.
 fn outcome_of(action: Action, outcome: Option<Outcome>) -> Outcome {
     outcome.unwrap_or(match action {
-        Action::Install | Action::Apply | Action::Rollback => Outcome::Activated,
+        Action::Install | Action::Apply | Action::Rollback | Action::Promote => Outcome::Activated,
         Action::Validate => Outcome::Validated,
     })
 }
@@ -122,6 +146,8 @@ pub enum Action {
     Apply,
     Rollback,
     Validate,
+    /// A mirror: a retained release made its current (`airlock promote`).
+    Promote,
 }
 
 impl Action {
@@ -131,6 +157,7 @@ impl Action {
             Action::Apply => "apply",
             Action::Rollback => "rollback",
             Action::Validate => "validate",
+            Action::Promote => "promote",
         }
     }
 }
@@ -151,6 +178,9 @@ pub enum Outcome {
     PendingReboot,
     /// The new stack was red, or the change failed: the host's packages were put back.
     Restored,
+    /// Verified and kept ahead, not made current: a mirror's candidate release (`install
+    /// --candidate`), a node's packages fetched before its window (`apply --download-only`).
+    Staged,
 }
 
 impl Record {
@@ -183,6 +213,7 @@ impl Record {
             restored: None,
             restored_validation: None,
             preflight: None,
+            transfer: None,
             reason: None,
             failed_in: None,
             phases: PhaseTimes::default(),

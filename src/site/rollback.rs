@@ -7,6 +7,11 @@
 //! (tags back to its digests), `current` and `previous` swapped, and the rollback recorded
 //! with its duration. A retained bundle that fails verification is refused (exit 3) and the
 //! site is left as it was.
+//!
+//! `airlock promote` on a mirror is the same switch to a retained release named by version or
+//! id (a candidate, `install --candidate`): verified again the same way, refused below the
+//! mirror's high-water mark without `--allow-downgrade`, recorded as `promote`; its `public/`
+//! tree follows.
 
 use std::fs::File;
 use std::path::Path;
@@ -49,8 +54,41 @@ pub struct RolledBack {
     pub seconds: f64,
 }
 
+/// Which retained bundle becomes current.
+#[derive(Debug, Clone)]
+pub enum Switch {
+    /// `previous` (`airlock rollback`).
+    Rollback,
+    /// A mirror's retained release by version or id (`airlock promote`).
+    Promote { release: String, downgrade: super::Downgrade },
+}
+
+impl Switch {
+    fn action(&self) -> Action {
+        match self {
+            Switch::Rollback => Action::Rollback,
+            Switch::Promote { .. } => Action::Promote,
+        }
+    }
+}
+
 pub fn rollback(
     root: &Path,
+    trust: Trust,
+    expiry: &super::trust::ExpiryRule,
+    apt_key: Option<&views::AptSigningKey>,
+    writer: &super::Writer,
+    net: &Net,
+    reporter: &dyn Reporter,
+) -> Result<RolledBack, SiteError> {
+    switch(root, &Switch::Rollback, trust, expiry, apt_key, writer, net, reporter)
+}
+
+/// Make a retained bundle current: `previous`, or a mirror's release (`promote`).
+#[allow(clippy::too_many_arguments, reason = "the switch's inputs, with how it writes the root")]
+pub fn switch(
+    root: &Path,
+    to: &Switch,
     trust: Trust,
     expiry: &super::trust::ExpiryRule,
     apt_key: Option<&views::AptSigningKey>,
@@ -63,11 +101,15 @@ pub fn rollback(
     if !root.is_site() {
         return Err(SiteError::NotASite { root: root.path().to_owned() });
     }
-    let _lock = root.open_for_writing("rollback", writer.wait)?;
-    let mut attempt =
-        Attempt::new(Action::Rollback, "verify", root.link_path(Link::Previous).display().to_string(), None);
+    let action = to.action();
+    let _lock = root.open_for_writing(action.as_str(), writer.wait)?;
+    let what = match to {
+        Switch::Rollback => root.link_path(Link::Previous).display().to_string(),
+        Switch::Promote { release, .. } => format!("{} {release}", root.path().display()),
+    };
+    let mut attempt = Attempt::new(action, "verify", what, None);
     attempt.record.run_id.clone_from(&writer.run);
-    let rolled = rollback_locked(root, trust, expiry, apt_key, net, reporter, &mut attempt);
+    let rolled = rollback_locked(root, to, trust, expiry, apt_key, net, reporter, &mut attempt);
     // A refused or failed rollback is on record too.
     rolled.inspect_err(|e| attempt.record_failure(root, e))
 }
@@ -75,6 +117,7 @@ pub fn rollback(
 #[allow(clippy::too_many_arguments, reason = "rollback's inputs, with the attempt it reports to")]
 fn rollback_locked(
     root: &SiteRoot,
+    to: &Switch,
     trust: Trust,
     expiry: &super::trust::ExpiryRule,
     apt_key: Option<&views::AptSigningKey>,
@@ -83,40 +126,22 @@ fn rollback_locked(
     attempt: &mut Attempt,
 ) -> Result<RolledBack, SiteError> {
     let mut state = State::load_for_writer(root)?;
-    let id = root.link(Link::Previous).ok_or_else(|| SiteError::NoPrevious {
-        root: root.path().to_owned(),
-        // A node applies releases (it may keep no bundle file to install from).
-        node: state.history.last().is_some_and(|e| e.action == "apply"),
-    })?;
-    refuse_forward(root, &state, &id)?;
+    let id = target(root, &state, to)?;
     let policy = retained::policy(root, &state, &id, trust)?;
     attempt.trusted(&policy);
-    let (verified, tree, retained) = if state.bundles.get(&id).is_some_and(|b| b.partial) {
-        // A node's part of a bundle it applied from a mirror: verified again in place (there
-        // is no file to restage from); damage refuses (exit 3).
-        tracing::info!("verify: the part of bundles/{id} this node keeps");
-        let (manifest, manifest_sha256, signers) = super::check::verify_kept(root, &id, &policy)?;
-        let verified = Verified { manifest, manifest_sha256, signers, signatures: Vec::new(), base: None };
-        (verified, root.bundle_dir(&id), None)
-    } else {
-        let bundle = root.retained_file(&id);
-        tracing::info!("verify: the retained bundle `{}`", bundle.display());
-        let open_err = |source| SiteError::Open { path: bundle.clone(), source };
-        let file = File::open(&bundle).map_err(open_err)?;
-        let opened = Opened::File { len: file.metadata().map_err(open_err)?.len(), file };
-        let Staged { dir: staged, verified } = stage(&bundle, opened, &policy, root, &state, reporter)?;
-        retained::check_id(&id, &verified.manifest_sha256, || {
-            format!("{} {}", verified.manifest.name, verified.manifest.version)
-        })?;
-        write_views(staged.path(), &verified.manifest, apt_key)?;
-        let retained = retain(staged, &verified, &policy, root)?;
-        (verified, retained.path.clone(), Some(retained))
-    };
+    let (verified, tree, retained) = verify_again(root, &state, &id, &policy, apt_key, reporter)?;
     attempt.verified(&verified, expiry)?;
+    let mut downgrade = None;
+    if let Switch::Promote { downgrade: policy, .. } = to {
+        downgrade = Some(super::install::check_downgrade(root, &state, &verified.manifest, *policy)?);
+    }
     attempt.phases.mark("verify", "stage");
     crash_point("verified");
     crash_point("retained");
-    let packages = node_packages(root, &state, &tree, &verified.manifest, attempt)?;
+    let packages = match to {
+        Switch::Rollback => node_packages(root, &state, &tree, &verified.manifest, attempt)?,
+        Switch::Promote { .. } => None,
+    };
     attempt.phases.mark(if packages.is_some() { "validate" } else { "stage" }, "publish");
     let site = state.registry.as_ref().map(registry::SiteRegistry::from);
     let images = match &retained {
@@ -135,15 +160,24 @@ fn rollback_locked(
     crash_point("remembered");
     let from = activate(root, &id)?;
     crash_point("activated");
+    if super::public::served(root) {
+        super::public::refresh(root, &state)?;
+    }
     attempt.phases.mark("switch", "record");
 
     let m = &verified.manifest;
-    let event = verified.event("rollback", &id, attempt.phases.total());
+    let event = verified.event(attempt.record.action.as_str(), &id, attempt.phases.total());
     state.history.push(event.clone());
-    state.last_rollback = Some(event.clone());
+    match to {
+        Switch::Rollback => state.last_rollback = Some(event.clone()),
+        Switch::Promote { .. } => super::install::raise_mark(&mut state, m),
+    }
     state.save(root)?;
     crash_point("saved");
     let r = attempt.activated(&event, from.as_ref(), &images);
+    if let Some(v) = r.verdict.as_mut() {
+        v.downgrade = downgrade;
+    }
     if let Some(changes) = &packages {
         r.packages = Some(Changes::of(changes));
     }
@@ -198,6 +232,91 @@ fn node_packages(
     let amber = Amber::because("rolling back to a bundle this node ran before");
     judge(root, state, &node, &changes, &views, manifest, &amber, attempt)?;
     Ok(Some(changes))
+}
+
+/// The retained bundle verified again from its first byte and restaged (or, for a node's part
+/// of a mirror's bundle, verified in place): what it is, its tree, and the retained copy.
+fn verify_again(
+    root: &SiteRoot,
+    state: &State,
+    id: &BundleId,
+    policy: &crate::sign::Policy,
+    apt_key: Option<&views::AptSigningKey>,
+    reporter: &dyn Reporter,
+) -> Result<(Verified, std::path::PathBuf, Option<super::retain::Retained>), SiteError> {
+    Ok(if state.bundles.get(id).is_some_and(|b| b.partial) {
+        // A node's part of a bundle it applied from a mirror: verified again in place (there
+        // is no file to restage from); damage refuses (exit 3).
+        tracing::info!("verify: the part of bundles/{id} this node keeps");
+        let (manifest, manifest_sha256, signers) = super::check::verify_kept(root, id, policy)?;
+        let verified = Verified { manifest, manifest_sha256, signers, signatures: Vec::new(), base: None };
+        (verified, root.bundle_dir(id), None)
+    } else {
+        let bundle = root.retained_file(id);
+        tracing::info!("verify: the retained bundle `{}`", bundle.display());
+        let open_err = |source| SiteError::Open { path: bundle.clone(), source };
+        let file = File::open(&bundle).map_err(open_err)?;
+        let opened = Opened::File { len: file.metadata().map_err(open_err)?.len(), file };
+        let Staged { dir: staged, verified } = stage(&bundle, opened, policy, root, state, reporter)?;
+        retained::check_id(id, &verified.manifest_sha256, || {
+            format!("{} {}", verified.manifest.name, verified.manifest.version)
+        })?;
+        write_views(staged.path(), &verified.manifest, apt_key)?;
+        let retained = retain(staged, &verified, policy, root)?;
+        (verified, retained.path.clone(), Some(retained))
+    })
+}
+
+/// The retained bundle a switch makes current.
+fn target(root: &SiteRoot, state: &State, to: &Switch) -> Result<BundleId, SiteError> {
+    match to {
+        Switch::Rollback => {
+            let id = root.link(Link::Previous).ok_or_else(|| SiteError::NoPrevious {
+                root: root.path().to_owned(),
+                // A node applies releases (it may keep no bundle file to install from).
+                node: state.history.last().is_some_and(|e| e.action == "apply"),
+            })?;
+            refuse_forward(root, state, &id)?;
+            Ok(id)
+        }
+        Switch::Promote { release, .. } => find_release(root, state, release),
+    }
+}
+
+/// The retained release a promotion names: its id, or its version (one bundle name only);
+/// promotion is a mirror's (a node applies releases, and rolls back).
+fn find_release(root: &SiteRoot, state: &State, release: &str) -> Result<BundleId, SiteError> {
+    if let Some(current) = root.link(Link::Current).and_then(|c| state.bundles.get(&c))
+        && (current.partial || !current.applied.is_empty())
+    {
+        return Err(SiteError::NotAMirror { root: root.path().to_owned() });
+    }
+    let retained = root.retained();
+    let found: Vec<&BundleId> = state
+        .bundles
+        .iter()
+        .filter(|(id, b)| retained.contains(id) && (id.as_str() == release || b.version.to_string() == release))
+        .map(|(id, _)| id)
+        .collect();
+    match found.as_slice() {
+        [id] => Ok((*id).clone()),
+        [] => Err(SiteError::NoRelease {
+            root: root.path().to_owned(),
+            release: release.to_owned(),
+            retained: state
+                .bundles
+                .iter()
+                .filter(|(id, _)| retained.contains(id))
+                .map(|(id, b)| format!("{} {} ({id})", b.name, b.version))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+        many => Err(SiteError::NoRelease {
+            root: root.path().to_owned(),
+            release: format!("{release} (ambiguous: name it by id)"),
+            retained: many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        }),
+    }
 }
 
 /// A rollback goes back: to an older release of the same bundle (or another bundle). A newer

@@ -11,6 +11,10 @@
 //! ROOT/state.json               policies, high-water versions, history (written atomically)
 //! ROOT/records/TIME-ACTION.json as-built evidence of every install, rollback and validate
 //! ROOT/staging/                 private (0700) work space; whatever is left there is cleaned
+//! ROOT/downloads/ID/            a node's packages of a release fetched ahead (`apply
+//!                               --download-only`), taken by the apply of that release
+//! ROOT/public/                  a mirror's served tree: `current`, `releases/VERSION` and
+//!                               `releases/ID` (links into `bundles/`); nothing else
 //! ROOT/.lock                    one writer at a time (flock; never unlinked)
 //! ```
 
@@ -168,6 +172,16 @@ impl SiteRoot {
         self.path.join("records")
     }
 
+    /// `downloads/`: releases a node fetched ahead of its window, one directory each.
+    pub fn downloads(&self) -> PathBuf {
+        self.path.join("downloads")
+    }
+
+    /// `public/`: what a mirror serves to its nodes.
+    pub fn public(&self) -> PathBuf {
+        self.path.join("public")
+    }
+
     pub fn link_path(&self, link: Link) -> PathBuf {
         self.path.join(link.name())
     }
@@ -215,7 +229,7 @@ impl SiteRoot {
     pub fn open_for_writing(&self, action: &str, wait: Duration) -> Result<RootLock, SiteError> {
         let root = &self.path;
         std::fs::create_dir_all(root).map_err(io_err(root))?;
-        for name in [".lock", "staging", "bundles", "records", "state.json"] {
+        for name in [".lock", "staging", "bundles", "records", "state.json", "downloads", "public"] {
             let path = root.join(name);
             if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
                 return Err(SiteError::Symlink { path });

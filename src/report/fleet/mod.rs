@@ -361,13 +361,18 @@ fn node_evidence(
         .into_iter()
         .filter(|(_, r)| r.run_id.as_ref() == Some(run))
         .collect();
-    let change = records.iter().rev().find(|(_, r)| matches!(r.action, Action::Apply | Action::Install));
+    // Packages fetched ahead (`--download-only`) changed nothing.
+    let change = records
+        .iter()
+        .rev()
+        .find(|(_, r)| matches!(r.action, Action::Apply | Action::Install) && r.outcome() != Outcome::Staged);
     let verdict = match change {
         None => "untouched".to_owned(),
         Some((_, r)) => match r.outcome() {
             Outcome::Activated | Outcome::Validated => activated_verdict(r),
             Outcome::PendingReboot => "pending".to_owned(),
             Outcome::Refused | Outcome::Failed | Outcome::Restored => "red".to_owned(),
+            Outcome::Staged => "untouched".to_owned(),
         },
     };
     let rolled_back_s = records
@@ -437,6 +442,7 @@ fn problems_of(node: &str, records: &[(PathBuf, Record)]) -> Vec<Problem> {
             Outcome::Failed => "failed",
             Outcome::Restored => "restored",
             Outcome::PendingReboot => "pending reboot",
+            Outcome::Staged => continue,
             Outcome::Activated | Outcome::Validated => {
                 if let Some(reason) = &r.accepted_amber {
                     let terms = r.amber.as_ref().map_or_else(String::new, |a| format!(" ({})", a.terms()));

@@ -1,0 +1,84 @@
+//! A mirror's served tree, `ROOT/public/`: what its nodes read and nothing else. Serve this
+//! directory (never the root: `state.json`, `records/`, `staging/`, `downloads/` and the lock
+//! are the mirror's own).
+//!
+//! ```text
+//! public/current -> ../bundles/ID               the qualified release (what `apply URL` takes)
+//! public/releases/VERSION -> ../../bundles/ID   every retained release by version …
+//! public/releases/ID -> ../../bundles/ID        … and by id (`apply URL --release VERSION|ID`)
+//! ```
+//!
+//! Each entry is a relative symbolic link into `bundles/`, replaced by renaming a new link
+//! over it (a reader sees the old release or the new, never none), its directory synced after.
+//! A web server follows them (nginx and `python3 -m http.server` do by default); what they
+//! lead to is a retained tree: the signed manifest, co-signatures, trust keys and views, all of
+//! which nodes verify and none of which is secret.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+
+use super::root::{BundleId, Link, SiteRoot};
+use super::state::State;
+use super::{SiteError, io_err};
+
+/// Where nodes find the releases, under `public/`.
+pub const RELEASES: &str = "releases";
+
+/// Make `public/` say what the root holds now: `current`, and every retained release by version
+/// and by id; links to releases no longer retained are removed. Where two retained bundles of
+/// different names share a version, the one installed last answers for it (by id, both do).
+pub(super) fn refresh(root: &SiteRoot, state: &State) -> Result<(), SiteError> {
+    let public = root.public();
+    let releases = public.join(RELEASES);
+    std::fs::create_dir_all(&releases).map_err(io_err(&releases))?;
+    let retained = root.retained();
+    let mut wanted: BTreeMap<String, BundleId> = BTreeMap::new();
+    let mut by_time: Vec<_> = state.bundles.iter().filter(|(id, _)| retained.contains(id)).collect();
+    by_time.sort_by_key(|(_, b)| b.installed_at);
+    for (id, b) in by_time {
+        wanted.insert(b.version.to_string(), id.clone());
+        wanted.insert(id.to_string(), id.clone());
+    }
+    for (name, id) in &wanted {
+        set_link(&releases, name, &format!("../../bundles/{id}")).map_err(io_err(&releases.join(name)))?;
+    }
+    for entry in std::fs::read_dir(&releases).map_err(io_err(&releases))? {
+        let entry = entry.map_err(io_err(&releases))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !wanted.contains_key(&name) {
+            std::fs::remove_file(entry.path()).map_err(io_err(&entry.path()))?;
+        }
+    }
+    root.commit_dir(&releases)?;
+    match root.link(Link::Current) {
+        Some(id) => set_link(&public, "current", &format!("../bundles/{id}")).map_err(io_err(&public))?,
+        None => remove_if_present(&public.join("current")).map_err(io_err(&public))?,
+    }
+    root.commit_dir(&public)?;
+    root.commit_dir(root.path())
+}
+
+/// Whether the root serves a public tree (a mirror's).
+pub(super) fn served(root: &SiteRoot) -> bool {
+    std::fs::symlink_metadata(root.public()).is_ok_and(|m| m.is_dir())
+}
+
+/// `dir/name` made a link to `target`, by renaming a new link over it when it differs.
+fn set_link(dir: &Path, name: &str, target: &str) -> io::Result<()> {
+    let path = dir.join(name);
+    if std::fs::read_link(&path).is_ok_and(|t| t == Path::new(target)) {
+        return Ok(());
+    }
+    let tmp = dir.join(format!(".{name}.new"));
+    remove_if_present(&tmp)?;
+    std::os::unix::fs::symlink(target, &tmp)?;
+    std::fs::rename(&tmp, &path)
+}
+
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

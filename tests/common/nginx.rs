@@ -1,0 +1,123 @@
+//! Debian's nginx (nginx-light, installed by `scripts/test.sh`) serving a directory on a
+//! loopback port, one process (`master_process off`), with an access log that says what each
+//! request was sent: `URI STATUS BYTES "RANGE"`. What a mirror's nodes really talk to.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Nginx {
+    child: Child,
+    dir: tempfile::TempDir,
+    pub url: String,
+}
+
+/// One line of the access log.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub uri: String,
+    pub status: u16,
+    pub bytes: u64,
+    pub range: String,
+}
+
+impl Nginx {
+    /// nginx serving `root` (as root, its workers read files in 0700 temporary directories).
+    pub fn serve(root: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let user = if rustix::process::geteuid().is_root() { "user root;" } else { "" };
+        for _ in 0..10 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let d = dir.path().display();
+            let conf = format!(
+                r#"{user}
+daemon off;
+master_process off;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    log_format bytes '$request_uri $status $body_bytes_sent "$http_range"';
+    access_log {d}/access.log bytes;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    default_type application/octet-stream;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"#,
+                root = root.display()
+            );
+            std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+            let mut child = Command::new("nginx")
+                .args(["-e", &format!("{d}/error.log"), "-c"])
+                .arg(dir.path().join("nginx.conf"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("nginx is installed by scripts/test.sh (nginx-light)");
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Self { child, dir, url: format!("http://127.0.0.1:{port}") };
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let log = std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default();
+        panic!("nginx did not start: {log}");
+    }
+
+    pub fn access_log(&self) -> PathBuf {
+        self.dir.path().join("access.log")
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Request> {
+        let text = std::fs::read_to_string(self.access_log()).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| {
+                let mut parts = l.splitn(4, ' ');
+                Some(Request {
+                    uri: parts.next()?.to_owned(),
+                    status: parts.next()?.parse().ok()?,
+                    bytes: parts.next()?.parse().ok()?,
+                    range: parts.next()?.trim_matches('"').to_owned(),
+                })
+            })
+            .collect()
+    }
+
+    /// Forget the requests so far (the next `requests` starts here).
+    pub fn clear(&self) {
+        std::fs::write(self.access_log(), "").unwrap();
+    }
+
+    /// The status `path` is answered with.
+    pub fn status_of(&self, path: &str) -> u16 {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "--path-as-is", "-w", "%{http_code}"])
+            .arg(format!("{}{path}", self.url))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).parse().unwrap_or(0)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

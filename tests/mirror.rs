@@ -1,0 +1,292 @@
+//! A mirror at a site's scale, served by a real nginx: only its public tree is served; a
+//! candidate release is served by version and id while the qualified one stays current until
+//! it is promoted; nodes stage releases ahead of their window (`--download-only`), fetch only
+//! the package files they do not hold, resume a cut transfer with `Range`, and give up a mirror
+//! slower than the rate floor. Nothing here changes this host's packages (the node tests in a
+//! Debian system apply them: `tests/node.rs`).
+
+#[path = "common/apt.rs"]
+mod apt;
+mod common;
+#[path = "common/http.rs"]
+mod http;
+#[path = "common/nginx.rs"]
+mod nginx;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use apt::signed_repo;
+use common::*;
+use nginx::Nginx;
+
+/// Two releases of a bundle from the signed test archive: 1.0.0 with hello-airlock 2.10-3,
+/// 2.0.0 with 2.11-1; both carry airlock-docs 1.0, unchanged.
+struct Releases {
+    t: tempfile::TempDir,
+    keys: Keys,
+    v1: PathBuf,
+    v2: PathBuf,
+    mirror: PathBuf,
+    _repo: apt::Repo,
+}
+
+fn releases() -> Releases {
+    let repo = signed_repo();
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let build = |version: &str, hello: &str| {
+        let dir = t.path().join(format!("p-{version}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = format!(
+            "[bundle]\nname = \"stack\"\nversion = \"{version}\"\n\n[[deb]]\nrepo = \"{}\"\nsuite = \"stable\"\n\
+             components = [\"main\"]\narch = \"amd64\"\npackages = [\"hello-airlock={hello}\", \"airlock-docs\"]\n\
+             keyring = \"{}\"\n",
+            repo.server.url,
+            repo.dir.path().join("keyring.gpg").display()
+        );
+        std::fs::write(dir.join("airlock.toml"), spec).unwrap();
+        let out = t.path().join(format!("stack-{version}.airlock"));
+        airlock_in(t.path(), &["lock", s(&dir.join("airlock.toml"))]).ok();
+        let key = s(&keys.private);
+        airlock_in(t.path(), &["build", s(&dir.join("airlock.toml")), "--key", key, "--out", s(&out)]).ok();
+        out
+    };
+    let (v1, v2) = (build("1.0.0", "2.10-3"), build("2.0.0", "2.11-1"));
+    let mirror = t.path().join("mirror");
+    Releases { keys, v1, v2, mirror, t, _repo: repo }
+}
+
+impl Releases {
+    fn install(&self, bundle: &Path, extra: &[&str]) -> Run {
+        let base = ["install", s(bundle), "--trust", s(&self.keys.public), "--root", s(&self.mirror)];
+        run(airlock().args(base).args(["--role", "mirror", "--json"]).args(extra))
+    }
+
+    /// `airlock apply URL ARGS --root NODE` as a node would run it (on this host: only what
+    /// changes no package, `--download-only` and `--dry-run`).
+    fn node(&self, url: &str, node: &str, args: &[&str]) -> Run {
+        let root = self.t.path().join(node);
+        let base = ["apply", url, "--trust", s(&self.keys.public), "--root", s(&root), "--json"];
+        run(airlock().args(base).args(args))
+    }
+}
+
+/// Every name directly under `dir`.
+fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+}
+
+/// The package files requested (`.deb`), in order.
+fn debs(server: &Nginx) -> Vec<String> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| Path::new(&r.uri).extension().is_some_and(|x| x == "deb"))
+        .map(|r| r.uri)
+        .collect()
+}
+
+/// Every file under `dir` with its bytes, links as their targets: a tree compared before and
+/// after.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.unwrap();
+        let bytes = if e.path_is_symlink() {
+            std::fs::read_link(e.path()).unwrap().into_os_string().into_encoded_bytes()
+        } else if e.file_type().is_file() {
+            std::fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        out.push((e.path().strip_prefix(dir).unwrap().to_owned(), bytes));
+    }
+    out
+}
+
+#[test]
+fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() {
+    let r = releases();
+    let one = r.install(&r.v1, &[]).ok().json();
+    let two = r.install(&r.v2, &["--candidate"]).ok().json();
+    assert_eq!(two["candidate"], true, "{two}");
+    let (id1, id2) = (one["id"].as_str().unwrap().to_owned(), two["id"].as_str().unwrap().to_owned());
+    // The public tree: the qualified release as current, every retained one by version and id.
+    let public = r.mirror.join("public");
+    assert_eq!(names(&public), BTreeSet::from(["current".to_owned(), "releases".to_owned()]));
+    assert_eq!(
+        names(&public.join("releases")),
+        BTreeSet::from(["1.0.0".into(), "2.0.0".into(), id1.clone(), id2.clone()])
+    );
+    assert_eq!(std::fs::read_link(public.join("current")).unwrap(), Path::new(&format!("../bundles/{id1}")));
+    let status = airlock_run(&["status", "--root", s(&r.mirror), "--json"]).ok().json();
+    assert_eq!(status["current"]["version"], "1.0.0", "{status}");
+    let last = std::fs::read_dir(r.mirror.join("records")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap();
+    assert_eq!(record["outcome"], "staged", "{record}");
+
+    // nginx serving public/: the releases, and nothing of the mirror's own.
+    let server = Nginx::serve(&public);
+    assert_eq!(server.status_of("/current/airlock/manifest.json"), 200);
+    assert_eq!(server.status_of("/releases/2.0.0/airlock/manifest.json"), 200);
+    assert_eq!(server.status_of(&format!("/releases/{id1}/airlock/manifest.json")), 200);
+    for private in ["/state.json", "/records/", "/staging/", "/.lock", "/downloads/", "/trust/", "/../state.json"] {
+        let status = server.status_of(private);
+        assert!(status == 404 || status == 400, "{private} is answered {status}");
+    }
+
+    // A node pinned to the candidate takes it; one that follows current takes the qualified.
+    let url = format!("{}/", server.url);
+    let pinned = r.node(&url, "pinned", &["--release", "2.0.0", "--download-only"]).ok().json();
+    assert_eq!(pinned["version"], "2.0.0", "{pinned}");
+    let by_id = r.node(&url, "by-id", &["--release", &id2, "--download-only"]).ok().json();
+    assert_eq!(by_id["id"], id2.as_str());
+    let follows = r.node(&url, "follows", &["--download-only"]).ok().json();
+    assert_eq!(follows["version"], "1.0.0");
+    // A mirror that serves another release where one is asked for is refused (exit 3).
+    std::fs::remove_file(public.join("releases/2.0.0")).unwrap();
+    std::os::unix::fs::symlink(format!("../../bundles/{id1}"), public.join("releases/2.0.0")).unwrap();
+    let lied = r.node(&url, "lied", &["--release", "2.0.0", "--download-only"]).code(3);
+    assert!(
+        lied.stderr.contains("is release 1.0.0") && lied.stderr.contains("not the 2.0.0 asked for"),
+        "{}",
+        lied.stderr
+    );
+    let r2 = r.node(&url, "bad-name", &["--release", "../state.json"]);
+    assert_eq!(r2.code, 2, "{}", r2.stderr);
+
+    // Promotion: verified again, recorded; current and the public tree follow; going back down
+    // is a downgrade, refused without --allow-downgrade.
+    let promoted = airlock_run(&["promote", "--root", s(&r.mirror), "2.0.0", "--json"]).ok().json();
+    assert_eq!(promoted["version"], "2.0.0", "{promoted}");
+    assert_eq!(std::fs::read_link(public.join("current")).unwrap(), Path::new(&format!("../bundles/{id2}")));
+    assert_eq!(
+        std::fs::read_link(public.join("releases/2.0.0")).unwrap(),
+        Path::new(&format!("../../bundles/{id2}")),
+        "the public tree is made again from the root"
+    );
+    let last = std::fs::read_dir(r.mirror.join("records")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap();
+    assert_eq!((record["action"].as_str(), record["outcome"].as_str()), (Some("promote"), Some("activated")));
+    let down = airlock_run(&["promote", "--root", s(&r.mirror), "1.0.0"]).code(3);
+    assert!(down.stderr.contains("1.0.0"), "{}", down.stderr);
+    airlock_run(&["promote", "--root", s(&r.mirror), "1.0.0", "--allow-downgrade"]).ok();
+    let missing = airlock_run(&["promote", "--root", s(&r.mirror), "9.9.9"]).code(2);
+    assert!(missing.stderr.contains("retains no release `9.9.9`"), "{}", missing.stderr);
+    airlock_run(&["check", "--root", s(&r.mirror)]).ok();
+}
+
+#[test]
+fn nodes_stage_ahead_fetch_only_what_changed_resume_cut_transfers_and_give_up_slow_mirrors() {
+    let r = releases();
+    r.install(&r.v1, &[]).ok();
+    let public = r.mirror.join("public");
+    let server = Nginx::serve(&public);
+    let url = format!("{}/", server.url);
+    let package_files = |v: &serde_json::Value| v["transfer"]["fetched"]["files"].as_u64().unwrap();
+
+    // Twelve nodes stage the release at once: each fetches every package file once.
+    let nodes: Vec<String> = (0..12).map(|n| format!("node-{n}")).collect();
+    let staged: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = nodes.iter().map(|n| scope.spawn(|| r.node(&url, n, &["--download-only"]))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (n, run) in nodes.iter().zip(staged) {
+        let v = run.ok().json();
+        assert!(v["staged"].as_str().unwrap().contains("downloads"), "{n}: {v}");
+        assert_eq!(v["transfer"]["reused"]["files"], 0, "{n}: {v}");
+        let root = r.t.path().join(n);
+        assert!(!root.join("current").exists(), "{n}: staging activates nothing");
+    }
+    let requested = debs(&server);
+    assert_eq!(requested.len(), 2 * 12, "two package files, once per node: {requested:?}");
+
+    // The release on one of them again: nothing more is fetched (its staged copy is taken).
+    server.clear();
+    let again = r.node(&url, "node-0", &["--download-only"]).ok().json();
+    assert_eq!((package_files(&again), again["transfer"]["reused"]["files"].as_u64()), (0, Some(3)), "{again}");
+    assert_eq!(debs(&server), Vec::<String>::new());
+
+    // Release 2 changes one package: a node that holds release 1 fetches exactly that one.
+    r.install(&r.v2, &["--candidate"]).ok();
+    server.clear();
+    let update = r.node(&url, "node-1", &["--release", "2.0.0", "--download-only"]).ok().json();
+    let fetched = debs(&server);
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    assert!(fetched[0].contains("hello-airlock_2.11-1"), "{fetched:?}");
+    assert_eq!(update["transfer"]["reused"]["files"], 1, "airlock-docs is taken from what the node holds: {update}");
+    let changed = std::fs::metadata(
+        walkdir::WalkDir::new(r.mirror.join("bundles"))
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .find(|p| p.to_string_lossy().ends_with("hello-airlock_2.11-1_amd64.deb"))
+            .unwrap(),
+    )
+    .unwrap()
+    .len();
+    let bytes_sent: u64 = server.requests().iter().map(|q| q.bytes).sum();
+    let index_and_head = bytes_sent - changed;
+    assert!(
+        index_and_head < 16 << 10,
+        "beyond the changed package, only the manifest, signatures and index: {bytes_sent}"
+    );
+
+    // A dry run fetches no package and leaves the node's root as it was.
+    let before = tree(&r.t.path().join("node-2"));
+    server.clear();
+    let dry = r.node(&url, "node-2", &["--release", "2.0.0", "--dry-run"]).ok().json();
+    assert_eq!(dry["dry_run"], true, "{dry}");
+    assert!(dry["packages"]["installed"].as_array().is_some_and(|a| !a.is_empty()), "{dry}");
+    assert_eq!(debs(&server), Vec::<String>::new(), "a dry run fetches no package");
+    assert_eq!(tree(&r.t.path().join("node-2")), before, "a dry run changes nothing under the root");
+
+    // A transfer cut half-way resumes from the byte it reached (nginx answers the range).
+    let proxy = http::HttpServer::spawn(&public, |port| {
+        vec![
+            helper("fault_proxy.py"),
+            port.to_string(),
+            server.url.clone(),
+            "--truncate".into(),
+            "hello-airlock".into(),
+        ]
+    });
+    server.clear();
+    let resumed = r.node(&format!("{}/", proxy.url), "fresh", &["--release", "2.0.0", "--download-only"]).ok().json();
+    assert_eq!(package_files(&resumed), 3, "two packages and their index: {resumed}");
+    let ranged: Vec<_> = server.requests().into_iter().filter(|q| q.uri.contains("hello-airlock")).collect();
+    assert!(
+        ranged.iter().any(|q| q.status == 206 && q.range.starts_with("bytes=") && q.range != "bytes=0-"),
+        "the second request asks for the rest: {ranged:?}"
+    );
+    airlock_run(&["check", "--root", s(&r.mirror)]).ok();
+}
+
+#[test]
+fn a_mirror_that_sends_a_package_a_byte_a_second_is_given_up_at_the_floor_tries_included() {
+    let r = releases();
+    r.install(&r.v1, &[]).ok();
+    let public = r.mirror.join("public");
+    // A mirror that sends a package a byte a second is given up at the floor, tries included.
+    let deb = public.join("current").canonicalize().unwrap();
+    let rel = walkdir::WalkDir::new(&deb)
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .unwrap();
+    let slow = format!("/current/{}", rel.strip_prefix(&deb).unwrap().display());
+    let trickle =
+        http::HttpServer::spawn(&public, |port| vec![helper("trickle_http.py"), port.to_string(), slow.clone()]);
+    let started = std::time::Instant::now();
+    let mut c = std::process::Command::new("timeout");
+    let root = r.t.path().join("slow");
+    c.args(["90", env!("CARGO_BIN_EXE_airlock"), "apply", &format!("{}/", trickle.url), "--download-only"])
+        .args(["--trust", s(&r.keys.public), "--root", s(&root)])
+        .args(["--min-rate", "1K", "--min-rate-window", "2", "--retries", "2"]);
+    let given_up = run(&mut c);
+    assert_ne!(given_up.code, 124, "the apply waited on a byte a second");
+    assert_eq!(given_up.code, 1, "{}", given_up.stderr);
+    assert!(given_up.stderr.contains("below the floor of 1024 B/s"), "{}", given_up.stderr);
+    assert!(given_up.stderr.contains("after 3 tries"), "{}", given_up.stderr);
+    assert!(started.elapsed().as_secs() < 60, "3 tries of a 2 s window and their waits: {:?}", started.elapsed());
+}
