@@ -10,6 +10,8 @@
 mod common;
 #[path = "common/http.rs"]
 mod http;
+#[path = "common/nginx.rs"]
+mod nginx;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -74,21 +76,26 @@ impl Node {
         run(c.args(args))
     }
 
-    /// `airlock ARGS` inside the system, in a network namespace of its own where `dir` is
-    /// served on 127.0.0.1:8765 by `python3 -m http.server`: the node reaches that mirror and
-    /// nothing else. The server's request log is appended to `DIR.log`.
+    /// `airlock ARGS` inside the system, in a network namespace of its own where `dir` (a
+    /// mirror's `public/`) is served on 127.0.0.1:8765 by nginx: the node reaches that mirror
+    /// and nothing else. nginx's access log (`URI STATUS BYTES "RANGE"` a line) is appended to
+    /// `DIR.log`.
     fn airlock_beside_server(&self, dir: &Path, args: &[&str]) -> Run {
+        let conf_dir = tempfile::tempdir().unwrap();
+        std::fs::write(conf_dir.path().join("nginx.conf"), nginx::conf(dir, 8765, conf_dir.path())).unwrap();
         let script = r#"ip link set lo up
-cd "$1" && python3 -m http.server --bind 127.0.0.1 8765 > /dev/null 2>> "$1.log" &
+nginx -e "$1/error.log" -c "$1/nginx.conf" &
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8765) 2>/dev/null && break; sleep 0.1; done
-root=$2; shift 2
+conf=$1; root=$2; log=$3; shift 3
 chroot "$root" /usr/bin/env -i PATH=/opt/recorded/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   AIRLOCK_HOST_ROOT=/host RUST_LOG=warn /usr/local/bin/airlock "$@" < /dev/null
 status=$?
 kill %1; wait
+cat "$conf/access.log" >> "$log" 2>/dev/null
 exit $status"#;
+        let log = format!("{}.log", dir.display());
         let mut c = Command::new("unshare");
-        c.args(["-n", "bash", "-c", script, "node", s(dir), s(&self.root)]);
+        c.args(["-n", "bash", "-c", script, "node", s(conf_dir.path()), s(&self.root), &log]);
         run(c.args(args))
     }
 
@@ -386,7 +393,7 @@ fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
     let key = node.put(&stack.keys.public);
     let served = node
         .airlock_beside_server(
-            &site,
+            &site.join("public"),
             &["apply", "http://127.0.0.1:8765/", "--trust", &key, "--root", "/var/lib/airlock", "--json"],
         )
         .ok();
@@ -442,7 +449,7 @@ fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
     let other_key = node.put(&other.public);
     let r = node
         .airlock_beside_server(
-            &site,
+            &site.join("public"),
             &["apply", "http://127.0.0.1:8765/", "--trust", &other_key, "--root", "/var/lib/airlock"],
         )
         .code(3);
@@ -532,7 +539,7 @@ fn a_host_below_a_firmware_floor_is_refused_before_any_package_is_fetched_or_cha
     let (dpkg_log, before) = (std::fs::read(node.root.join("var/log/dpkg.log")).unwrap_or_default(), node.packages());
     let apply = |extra: &[&str]| {
         let args = [&["apply", "http://127.0.0.1:8765/", "--trust", &key, "--root", "/var/lib/airlock"][..], extra];
-        node.airlock_beside_server(&site, &args.concat())
+        node.airlock_beside_server(&site.join("public"), &args.concat())
     };
 
     // The recorded MI300X reports PLDM_BUNDLE 01.25.05.00: no package can change that, so the
@@ -542,7 +549,7 @@ fn a_host_below_a_firmware_floor_is_refused_before_any_package_is_fetched_or_cha
     assert!(r.stderr.contains("GPU 0 (AMD Instinct MI300X)"), "the GPU by its index and name: {}", r.stderr);
     assert_eq!(std::fs::read(node.root.join("var/log/dpkg.log")).unwrap_or_default(), dpkg_log, "dpkg.log unchanged");
     assert_eq!(node.packages(), before);
-    let served = std::fs::read_to_string(site.with_extension("log")).unwrap();
+    let served = std::fs::read_to_string(site.join("public.log")).unwrap();
     assert!(served.contains("manifest.json"), "{served}");
     assert!(!served.contains("/debs/"), "no package was fetched: {served}");
     let last = node.records().pop().expect("the refusal is on record");
@@ -604,4 +611,77 @@ fn the_stacks_version_comes_from_its_packages_where_no_version_file_is() {
     assert_eq!(actual, "10.0.0");
     assert!(reason.contains("from rocm-core 10.0.0.100000-42~24.04 (dpkg)"), "{reason}");
     assert!(!node.root.join("opt/rocm/.info/version").exists());
+}
+
+#[test]
+fn a_node_takes_the_release_it_is_pinned_to_and_its_update_fetches_only_what_changed() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let b1 = stack.bundle("1.0.0", &["airlock-rocm-core=10.0.0-1"]);
+    let b2 = stack.bundle("2.0.0", &["airlock-rocm-core=10.0.1-1"]);
+    let site = stack.dir.path().join("mirror");
+    for b in [&b1, &b2] {
+        run(on_host("nogpu").args([
+            "install",
+            s(b),
+            "--trust",
+            s(&stack.keys.public),
+            "--root",
+            s(&site),
+            "--role",
+            "mirror",
+        ]))
+        .ok();
+    }
+    let public = site.join("public");
+    let log = site.join("public.log");
+    let node = Node::new(&fixture);
+    let key = node.put(&stack.keys.public);
+    let apply = |extra: &[&str]| {
+        let args =
+            [&["apply", "http://127.0.0.1:8765/", "--trust", &key, "--root", "/var/lib/airlock", "--json"][..], extra];
+        node.airlock_beside_server(&public, &args.concat())
+    };
+    let debs_served = || -> Vec<String> {
+        let requests = nginx::read_log(&log);
+        std::fs::write(&log, "").unwrap();
+        requests
+            .into_iter()
+            .filter(|r| Path::new(&r.uri).extension().is_some_and(|x| x == "deb"))
+            .map(|r| r.uri)
+            .collect()
+    };
+
+    // The mirror's current is 2.0.0; the node is pinned to 1.0.0 and takes it.
+    let r = apply(&["--release", "1.0.0"]).ok();
+    assert_eq!(r.json()["version"], "1.0.0", "{}", r.stdout);
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
+    let first = debs_served();
+    assert!(first.len() > 2, "the whole package set the first time: {first:?}");
+
+    // A dry run of the update fetches no package and changes nothing: state, records, packages.
+    let var = node.root.join("var/lib/airlock");
+    let (state, records, packages) =
+        (std::fs::read(var.join("state.json")).unwrap(), node.records().len(), node.packages());
+    let r = apply(&["--dry-run"]).ok();
+    assert!(r.json()["packages"]["upgraded"].as_array().is_some_and(|u| u.len() == 1), "{}", r.stdout);
+    assert_eq!(debs_served(), Vec::<String>::new(), "a dry run fetches no package");
+    assert_eq!(std::fs::read(var.join("state.json")).unwrap(), state);
+    assert_eq!((node.records().len(), node.packages()), (records, packages));
+
+    // The update fetches exactly the package that changed; the rest is taken from what the
+    // node retains, verified, and says so on record.
+    let r = apply(&[]).ok();
+    assert_eq!(r.json()["packages"]["upgraded"][0]["after"], "10.0.1-1", "{}", r.stdout);
+    let fetched = debs_served();
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    assert!(fetched[0].contains("airlock-rocm-core_10.0.1-1"), "{fetched:?}");
+    let last = node.records().pop().unwrap();
+    assert_eq!(last["transfer"]["fetched"]["files"], 2, "the package and the index: {last}");
+    assert_eq!(last["transfer"]["reused"]["files"].as_u64(), Some(first.len() as u64 - 1), "{last}");
+    assert_eq!(schema_errors(&validator("record.v1.json"), &last), Vec::<String>::new());
+    node.airlock(&["check", "--root", "/var/lib/airlock"]).ok();
+    let r = node.airlock(&["rollback", "--root", "/var/lib/airlock", "--json"]).ok();
+    assert_eq!(r.json()["version"], "1.0.0", "{}", r.stdout);
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
 }

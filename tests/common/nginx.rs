@@ -22,16 +22,13 @@ pub struct Request {
     pub range: String,
 }
 
-impl Nginx {
-    /// nginx serving `root` (as root, its workers read files in 0700 temporary directories).
-    pub fn serve(root: &Path) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let user = if rustix::process::geteuid().is_root() { "user root;" } else { "" };
-        for _ in 0..10 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let d = dir.path().display();
-            let conf = format!(
-                r#"{user}
+/// A one-process nginx's configuration: `root` served on 127.0.0.1:`port`, its log, pid and
+/// temporary files under `dir` (the access log `dir/access.log`).
+pub fn conf(root: &Path, port: u16, dir: &Path) -> String {
+    let user = if rustix::process::geteuid().is_root() { "user root;" } else { "" };
+    let d = dir.display();
+    format!(
+        r#"{user}
 daemon off;
 master_process off;
 pid {d}/nginx.pid;
@@ -52,11 +49,38 @@ http {{
     }}
 }}
 "#,
-                root = root.display()
-            );
+        root = root.display()
+    )
+}
+
+/// The requests of an access log written with `conf`'s format.
+pub fn read_log(path: &Path) -> Vec<Request> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(4, ' ');
+            Some(Request {
+                uri: parts.next()?.to_owned(),
+                status: parts.next()?.parse().ok()?,
+                bytes: parts.next()?.parse().ok()?,
+                range: parts.next()?.trim_matches('"').to_owned(),
+            })
+        })
+        .collect()
+}
+
+impl Nginx {
+    /// nginx serving `root` (as root, its workers read files in 0700 temporary directories).
+    pub fn serve(root: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..10 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let conf = conf(root, port, dir.path());
             std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
             let mut child = Command::new("nginx")
-                .args(["-e", &format!("{d}/error.log"), "-c"])
+                .arg("-e")
+                .arg(dir.path().join("error.log"))
+                .arg("-c")
                 .arg(dir.path().join("nginx.conf"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -85,18 +109,7 @@ http {{
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Request> {
-        let text = std::fs::read_to_string(self.access_log()).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| {
-                let mut parts = l.splitn(4, ' ');
-                Some(Request {
-                    uri: parts.next()?.to_owned(),
-                    status: parts.next()?.parse().ok()?,
-                    bytes: parts.next()?.parse().ok()?,
-                    range: parts.next()?.trim_matches('"').to_owned(),
-                })
-            })
-            .collect()
+        read_log(&self.access_log())
     }
 
     /// Forget the requests so far (the next `requests` starts here).
