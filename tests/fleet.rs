@@ -240,6 +240,45 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
 }
 
 #[test]
+fn a_pinned_candidate_is_staged_on_every_node_first_then_rolled_out_while_the_mirror_keeps_its_current() {
+    let f = Fleet::new();
+    let nodes = &GREEN[..4];
+    let inventory = f.inventory("pinned.ini", nodes);
+    // The mirror: 2026.11.0 qualified (current), 2026.11.1 a candidate served by version.
+    let mirror = f.dir.path().join("mirror");
+    for (version, extra) in [("2026.11.0", None), ("2026.11.1", Some("--candidate"))] {
+        let bundle = f.dir.path().join(format!("{version}.airlock"));
+        let args = ["install", s(&bundle), "--trust", s(&f.keys.public), "--root", s(&mirror), "--role", "mirror"];
+        run(airlock().args(args).args(extra)).ok();
+    }
+    let vars = serde_json::json!({
+        "airlock_source": format!("file://{}/", mirror.join("public").display()),
+        "airlock_release": "2026.11.1",
+        "airlock_stage": true,
+        "airlock_run_id": "pinned-1",
+    });
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", &vars.to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(f.versions(nodes), all("2026.11.1", nodes));
+    let status = run(airlock().args(["status", "--root", s(&mirror), "--json"])).ok().json();
+    assert_eq!(status["current"]["version"], "2026.11.0", "the mirror's current stays the qualified release");
+    // Every node staged the release in this run before any node changed.
+    let stage = r.stdout.find("Stage the release on every node").expect("the stage play runs");
+    let canaries = r.stdout.find("Canaries, one per hardware tuple").unwrap();
+    assert!(stage < canaries, "{}", r.stdout);
+    for (node, _) in nodes {
+        let records = std::fs::read_dir(f.root(node).join("records")).unwrap();
+        let staged = records
+            .map(|e| serde_json::from_slice::<serde_json::Value>(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+            .filter(|r| r["outcome"] == "staged" && r["run_id"] == "pinned-1")
+            .count();
+        assert_eq!(staged, 1, "{node} staged once in the run");
+    }
+    let report = run(airlock().args(["report", "--fleet", s(&f.dir.path().join("evidence")), "--json"])).ok().json();
+    assert_eq!((report["verdict"].as_str(), report["bundle"]["version"].as_str()), (Some("green"), Some("2026.11.1")));
+}
+
+#[test]
 fn a_red_canary_stops_the_rollout_before_any_expansion() {
     let f = Fleet::new();
     // n7 and n8 are alike, and their firmware is below the bundle's floor. n7 ran 2026.11.0

@@ -22,6 +22,17 @@ options:
   reason: {description: Why an acceptance holds (kept in the record)., type: str}
   owner: {description: Who owns an amber acceptance (kept in the record)., type: str}
   expires: {description: "Until when an amber acceptance holds: a date (2027-03-31) or a duration (90d).", type: str}
+  release:
+    description:
+      - A mirror's release by version or bundle id (C(--release)), instead of the mirror's current.
+      - The rollout pins the release it rolls out, so canaries take a candidate while the mirror's current stays the qualified one.
+    type: str
+  download_only:
+    description:
+      - Fetch and verify the release's packages into the node's root ahead of the window (C(--download-only)); nothing is installed or activated.
+      - The later apply of that release fetches nothing.
+    type: bool
+    default: false
 extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
@@ -40,6 +51,7 @@ verdict: {description: "green, amber or skipped; the failure message says red.",
 pending_reboot: {description: "Why the node waits for a reboot (airlock exit 5), or null.", type: str, returned: success}
 packages: {description: Installed, upgraded, downgraded and removed packages., type: dict, returned: success}
 record: {description: The record airlock wrote on the node., type: str, returned: success}
+transfer: {description: "From a mirror: package files and bytes fetched, and those taken from what the node held.", type: dict, returned: success}
 result: {description: "airlock apply --json, whole.", type: dict, returned: always}
 """
 
@@ -64,6 +76,26 @@ def lines(changes, side):
     return "".join(sorted(out))
 
 
+def stage(module, args):
+    """--download-only: fetch and verify ahead; in check mode, nothing is fetched."""
+    if module.check_mode:
+        module.exit_json(changed=True, msg="would fetch the release's packages ahead")
+    rc, done, err = run_airlock(module, args)
+    if rc != 0:
+        module.fail_json(msg=error_message(done, err), rc=rc, result=done)
+    transfer = done.get("transfer") or {}
+    fetched = (transfer.get("fetched") or {}).get("files", 0)
+    module.exit_json(
+        changed=True,
+        id=done.get("id"),
+        staged=done.get("staged"),
+        transfer=transfer,
+        record=done.get("record"),
+        msg="staged %s %s: %d file(s) fetched" % (done.get("name"), done.get("version"), fetched),
+        result=done,
+    )
+
+
 def main():
     spec = dict(COMMON_ARGS)
     spec.update(
@@ -75,6 +107,8 @@ def main():
         reason=dict(type="str"),
         owner=dict(type="str"),
         expires=dict(type="str"),
+        release=dict(type="str"),
+        download_only=dict(type="bool", default=False),
     )
     module = AnsibleModule(
         argument_spec=spec,
@@ -93,6 +127,10 @@ def main():
         args.append("--accept-unrestorable")
     if p["reason"]:
         args += ["--reason", p["reason"]]
+    if p["release"]:
+        args += ["--release", p["release"]]
+    if p["download_only"]:
+        stage(module, args + ["--download-only"])
     rc, plan, err = run_airlock(module, args + ["--dry-run"])
     if rc != 0 and module.check_mode:
         module.fail_json(msg=error_message(plan, err), rc=rc, result=plan)
@@ -117,6 +155,7 @@ def main():
         pending_reboot=done.get("pending_reboot"),
         packages=done.get("packages"),
         record=done.get("record"),
+        transfer=done.get("transfer"),
         seconds=done.get("seconds"),
         diff=diff,
         result=done,
