@@ -29,6 +29,11 @@
 #            an emptied page cache with only its own input read back in, the trees of the
 #            runs before moved aside, not deleted; needs about 35 GB free, 45 GB with the
 #            many rows (their trees are kept until the bench exits)
+#   serve    SERVE_MIB (1024) MiB of packages on a mirror served by nginx to NODES ("1 8 32") nodes
+#            staging it at once, then an update changing 5% (scripts/bench-mirror.sh); SERVE_MIB=0
+#            leaves it out
+#   rollout  ansible-playbook airlock.site.rollout over ROLLOUT ("8 32 64") local nodes: controller
+#            seconds per node (<= 0.4 s at the largest); ROLLOUT= leaves it out
 #   referrers  REFERRERS referrers of one bundle (`pull`) and of one image (`lock` + `build`,
 #            cold cache) in a local docker-registry: at most 10 s each, no baseline
 #
@@ -41,7 +46,8 @@
 # memory does not grow with the bundle. Every airlock figure must stay within 64 MiB RSS.
 #   scripts/bench.sh                            everything: scales 1 and 2, 5 runs, 12 images,
 #                                               100k small files, 5,000 referrers
-#   SCALES=1 RUNS=1 IMAGES=0 MANY=0 REFERRERS=0 APPLY=0 scripts/bench.sh   a quick look
+#   SCALES=1 RUNS=1 IMAGES=0 MANY=0 REFERRERS=0 APPLY=0 SERVE_MIB=0 ROLLOUT= scripts/bench.sh   a quick look
+#   SCALES= IMAGES=0 MANY=0 REFERRERS=0 APPLY=0 scripts/bench.sh   the mirror and rollout figures only
 #   SCALES= MANY=0 scripts/bench.sh             the registry figures only
 #   SCALES= MANY=50000 LINEAR=1 TEN=1 scripts/bench.sh   linearity and the 10 GB bundle (about 45 GB free)
 set -euo pipefail
@@ -49,6 +55,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=${RUNS:-5} SCALES=${SCALES-1 2} IMAGES=${IMAGES:-12} LAYER_MIB=${LAYER_MIB:-8}
 MANY=${MANY:-100000} LINEAR=${LINEAR:-0} REFERRERS=${REFERRERS:-5000} APPLY=${APPLY:-100}
 TEN=${TEN:-0}
+export SERVE_MIB=${SERVE_MIB:-1024} NODES=${NODES:-1 8 32} ROLLOUT=${ROLLOUT-8 32 64}
 if ((LINEAR && MANY > 60000)); then
   echo "LINEAR=1 builds 4 x MANY files into one bundle, whose manifest is bounded at 64 MiB (about 240,000 of" \
     "these files): use MANY=50000 LINEAR=1" >&2
@@ -56,7 +63,7 @@ if ((LINEAR && MANY > 60000)); then
 fi
 
 missing=()
-for pair in time:/usr/bin/time zstd:zstd openssl:openssl skopeo:skopeo docker-registry:docker-registry; do
+for pair in time:/usr/bin/time nginx-light:nginx zstd:zstd openssl:openssl skopeo:skopeo docker-registry:docker-registry; do
   command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
 done
 if ((${#missing[@]})); then
@@ -444,6 +451,8 @@ EOF
   done
   rm -rf "$node"
 fi
+
+"$repo/scripts/bench-mirror.sh" "$airlock" "$work"
 
 echo
 printf 'release binary: %s bytes (target <= 25 MB)\n' "$(stat -c %s "$airlock")"
