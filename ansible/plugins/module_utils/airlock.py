@@ -68,3 +68,30 @@ def current_bundle(module):
     if rc != 0 or not isinstance(doc, dict):
         return None
     return doc.get("current")
+
+
+def approval_pack(module):
+    """`airlock report --root ROOT` into a private temporary file: (page or None, verified,
+    verdict, reason or None). A page whose bundle did not verify (exit 3) comes back too."""
+    import os
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="airlock-report-")
+    try:
+        out = os.path.join(tmp, "report.html")
+        rc, doc, err = run_airlock(module, ["report", "--root", module.params["root"], "--out", out])
+        page = None
+        if os.path.isfile(out):
+            with open(out, "r", encoding="utf-8") as f:
+                page = f.read()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    doc = doc if isinstance(doc, dict) else {}
+    verified = rc == 0 and bool((doc.get("bundle") or {}).get("verified"))
+    verdict = ((doc.get("site") or {}).get("validation") or {}).get("verdict")
+    reason = None
+    if not verified:
+        problems = "; ".join((doc.get("bundle") or {}).get("problems") or [])
+        reason = error_message(doc, err) if rc not in (0, 3) else problems or "not verified"
+    return page, verified, verdict, reason

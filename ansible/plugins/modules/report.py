@@ -30,32 +30,16 @@ verdict: {description: "The validation verdict the page leads with (green, amber
 reason: {description: Why there is no page, or why it did not verify., type: str, returned: when not verified}
 """
 
-import os
-import shutil
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, error_message, run_airlock
+from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, approval_pack
 
 
 def main():
     module = AnsibleModule(argument_spec=dict(COMMON_ARGS), supports_check_mode=True)
-    tmp = tempfile.mkdtemp(prefix="airlock-report-")
-    try:
-        out = os.path.join(tmp, "report.html")
-        rc, doc, err = run_airlock(module, ["report", "--root", module.params["root"], "--out", out])
-        page = None
-        if os.path.isfile(out):
-            with open(out, "r", encoding="utf-8") as f:
-                page = f.read()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    doc = doc if isinstance(doc, dict) else {}
-    verified = rc == 0 and bool((doc.get("bundle") or {}).get("verified"))
-    validation = (doc.get("site") or {}).get("validation") or {}
-    result = dict(changed=False, page=page, verified=verified, verdict=validation.get("verdict"))
+    page, verified, verdict, reason = approval_pack(module)
+    result = dict(changed=False, page=page, verified=verified, verdict=verdict)
     if not verified:
-        result["reason"] = error_message(doc, err) if rc not in (0, 3) else "; ".join((doc.get("bundle") or {}).get("problems") or []) or "not verified"
+        result["reason"] = reason
     module.exit_json(**result)
 
 
