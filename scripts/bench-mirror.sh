@@ -14,13 +14,13 @@
 #   update   release 2 changes 2 of the 40 packages (5% of the bytes), a candidate on the mirror;
 #            the largest N's roots stage it (`--release 2.0.0 --download-only`): bytes sent per
 #            node <= 1.02 x the changed packages' bytes + the manifest, signatures and index.
-#   rollout  `ansible-playbook airlock.site.rollout` over each N in ROLLOUT local nodes (one tuple,
+#   rollout  `ansible-playbook airlock.site.rollout -f FORKS` (5, Ansible's default) over each N in ROLLOUT local nodes (one tuple,
 #            the demo's files-only bundle, batches [1, "25%", "100%"]): controller seconds per
 #            node (wall / N), target <= 0.4 s at the largest N; and airlock's own share.
 set -euo pipefail
 airlock=$1 work=$2
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SERVE_MIB=${SERVE_MIB:-1024} NODES=${NODES:-1 8 32} ROLLOUT=${ROLLOUT:-8 32 64}
+SERVE_MIB=${SERVE_MIB:-1024} NODES=${NODES:-1 8 32} ROLLOUT=${ROLLOUT:-8 32 64} FORKS=${FORKS:-5}
 m="$work/mirror-bench"
 mkdir -p "$m"
 nginx_pid="" repo_pid=""
@@ -204,7 +204,7 @@ if [[ -n ${ROLLOUT} ]]; then
   probes=$repo/testdata/probes/mi300x
   python=$(python3 -c 'import sys; print(sys.executable)')
   echo
-  echo "rollout: ansible-playbook airlock.site.rollout over N local nodes (one tuple, a files-only bundle, batches [1, \"25%\", \"100%\"])"
+  echo "rollout: ansible-playbook airlock.site.rollout -f $FORKS over N local nodes (one tuple, a files-only bundle, batches [1, \"25%\", \"100%\"])"
   printf '  %-4s %8s %10s %12s  %s\n' N wall "s / node" "airlock's" "target <= 0.4 s / node"
   largest=$(echo $ROLLOUT | awk '{print $NF}')
   for n in $ROLLOUT; do
@@ -220,7 +220,7 @@ if [[ -n ${ROLLOUT} ]]; then
 EOF
     start=$(date +%s.%N)
     ANSIBLE_COLLECTIONS_PATH="$r/collections" ANSIBLE_HOME="$r/home" ANSIBLE_LOCAL_TEMP="$r/tmp" ANSIBLE_NOCOLOR=1 \
-      ansible-playbook airlock.site.rollout -i "$r/inventory.ini" -e "@$r/vars.json" > "$r/out.$n" 2>&1 ||
+      ansible-playbook airlock.site.rollout -f "$FORKS" -i "$r/inventory.ini" -e "@$r/vars.json" > "$r/out.$n" 2>&1 ||
       { echo "rollout failed:" >&2; tail -n 40 "$r/out.$n" >&2; exit 1; }
     wall=$(python3 -c "import time; print(time.time() - $start)")
     own=$(cat "$r"/nodes/*/records/*-apply.json | python3 -c '
