@@ -20,7 +20,7 @@
 set -euo pipefail
 airlock=$1 work=$2
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SERVE_MIB=${SERVE_MIB:-1024} NODES=${NODES:-1 8 32} ROLLOUT=${ROLLOUT:-8 32 64} FORKS=${FORKS:-5}
+SERVE_MIB=${SERVE_MIB:-1024} NODES=${NODES:-1 8 32} ROLLOUT=${ROLLOUT-8 32 64} FORKS=${FORKS:-5}
 m="$work/mirror-bench"
 mkdir -p "$m"
 nginx_pid="" repo_pid=""
@@ -115,7 +115,7 @@ print(sum(int(f[11]) + int(f[12]) for f in (open(f"/proc/{p}/stat").read().split
 EOF
   }
   current=$(readlink -f "$m/root/public/current")
-  pkg_bytes=$(find "$current/debs" -name '*.deb' -printf '%s\n' | awk '{s += $1} END {print s}')
+  pkg_bytes=$(find "$current/debs" -name '*.deb' -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')
   mapfile -t deb_urls < <(cd "$current" && find debs -name '*.deb' | sort | sed "s|^|${url}current/|")
   echo
   echo "serve: nginx, a release of $((pkg_bytes / 1048576)) MiB in ${#deb_urls[@]} packages, N nodes staging it at once (--download-only)"
@@ -133,7 +133,7 @@ EOF
     for p in "${pids[@]}"; do wait "$p" || { echo "a node failed:" >&2; cat "$m"/nodes/err.* >&2; exit 1; }; done
     wall=$(python3 -c "import time; print(time.time() - $start)")
     cpu1=$(nginx_cpu)
-    sent=$(awk '{s += $3} END {print s}' "$m/access.log")
+    sent=$(awk '{s += $3} END {printf "%.0f", s}' "$m/access.log")
     rm -rf "$m/nodes/"[0-9]*; sync
     # The same bytes by curl: N clients, each fetching every package in turn, into its directory.
     cstart=$(date +%s.%N)
@@ -179,8 +179,8 @@ EOF
   done
   for p in "${pids[@]}"; do wait "$p"; done
   wall=$(python3 -c "import time; print(time.time() - $start)")
-  changed=$(find "$(readlink -f "$m/root/public/releases/2.0.0")/debs" -name '*1.1-1*.deb' -printf '%s\n' | awk '{s += $1} END {print s}')
-  sent=$(awk '{s += $3} END {print s}' "$m/access.log")
+  changed=$(find "$(readlink -f "$m/root/public/releases/2.0.0")/debs" -name '*1.1-1*.deb' -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')
+  sent=$(awk '{s += $3} END {printf "%.0f", s}' "$m/access.log")
   python3 - "$n" "$sent" "$changed" "$pkg_bytes" "$wall" <<'EOF'
 import sys
 n, sent, changed, pkgs, wall = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])

@@ -420,9 +420,10 @@ impl Landing for Streaming {
 
 /// A download into a file of its own (a mirror's member on a node): hashed as it lands,
 /// never past the declared size; a resumed attempt appends, one answered from byte 0 starts
-/// the file and the hash over.
+/// the file and the hash over. Written through a 1 MiB buffer: each write of tokio's file is a
+/// trip to the blocking pool, and the network hands over chunks of a few KiB.
 struct IntoFile {
-    file: tokio::fs::File,
+    file: tokio::io::BufWriter<tokio::fs::File>,
     path: PathBuf,
     hash: sha2::Sha256,
     written: u64,
@@ -442,8 +443,9 @@ impl Landing for IntoFile {
     }
 
     async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
-        use tokio::io::AsyncSeekExt as _;
-        self.file.set_len(0).await.map_err(self.io())?;
+        use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
+        self.file.flush().await.map_err(self.io())?;
+        self.file.get_mut().set_len(0).await.map_err(self.io())?;
         self.file.seek(std::io::SeekFrom::Start(0)).await.map_err(self.io())?;
         self.hash = <sha2::Sha256 as sha2::Digest>::new();
         self.written = 0;
@@ -468,8 +470,9 @@ impl Landing for IntoFile {
 }
 
 /// Download `size` bytes at most into the new file `path`, with retries resumed at the byte
-/// reached (`open(offset)`), and synced; returns the sha256 and size of what landed, for the
-/// caller to compare with what it expects (nothing here is verified but the size bound).
+/// reached (`open(offset)`); returns the sha256 and size of what landed, for the caller to
+/// compare with what it expects (nothing here is verified but the size bound). Not synced
+/// here: the caller syncs the tree it lands in once, before the tree is renamed into place.
 pub async fn download_to_file<E, S, F, Fut>(
     path: &std::path::Path,
     size: u64,
@@ -487,7 +490,7 @@ where
     let io = |source| CacheError::Io { path: path.to_owned(), source };
     let file = tokio::fs::File::create(path).await.map_err(io)?;
     let mut landing = IntoFile {
-        file,
+        file: tokio::io::BufWriter::with_capacity(1 << 20, file),
         path: path.to_owned(),
         hash: <sha2::Sha256 as sha2::Digest>::new(),
         written: 0,
@@ -495,7 +498,7 @@ where
         what: what.to_owned(),
     };
     attempts(&mut landing, (what, what), reporter, options, open).await?;
-    landing.file.sync_all().await.map_err(io)?;
+    tokio::io::AsyncWriteExt::flush(&mut landing.file).await.map_err(io)?;
     Ok((Sha256::from_raw(sha2::Digest::finalize(landing.hash).into()), landing.written))
 }
 

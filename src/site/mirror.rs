@@ -314,8 +314,8 @@ impl Place {
             let out = std::fs::File::create(&dest).map_err(io_err(&dest))?;
             let mut writer = crate::digest::HashingWriter::new(out);
             std::io::copy(&mut file.take(limit + 1), &mut writer).map_err(io_err(&dest))?;
-            let (sha, size, out) = writer.finish();
-            out.sync_all().map_err(io_err(&dest))?;
+            // Synced with the tree it lands in, before that is renamed into place.
+            let (sha, size, _) = writer.finish();
             Ok((sha, size))
         })
         .await
