@@ -26,6 +26,7 @@ impl Cli {
         match &self.command {
             Command::Keygen(a) => a.json,
             Command::Lock(a) => a.json,
+            Command::Freeze(a) => a.json,
             Command::Build(a) => a.json,
             Command::Verify(a) => a.json,
             Command::Sign(a) => a.json,
@@ -60,6 +61,10 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// Resolve every input of the spec to a digest and write the lock.
     Lock(LockArgs),
+    /// A node's running stack as a baseline: from its inventory (`airlock probe --json`) and the
+    /// spec that names the stack, a spec and lock pinning every named package and its installed
+    /// closure at exactly the node's versions (exit 3 naming each version no archive serves).
+    Freeze(FreezeArgs),
     /// Build a signed bundle from the spec and its lock.
     Build(BuildArgs),
     /// Verify a bundle offline against trusted public keys.
@@ -602,6 +607,27 @@ pub struct LockArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct FreezeArgs {
+    /// The node's inventory: `airlock probe --json > NODE.json` on the node.
+    #[arg(value_name = "NODE.json")]
+    pub node: PathBuf,
+    /// The spec that names the stack: its `[[deb]]` entries and their archives.
+    #[arg(long, value_name = "SPEC")]
+    pub spec: PathBuf,
+    /// The baseline spec to write, beside SPEC; its lock is written beside it (`BASE.lock`).
+    #[arg(long, value_name = "BASE.toml")]
+    pub out: PathBuf,
+    /// The baseline's bundle version (below every release of the stack).
+    #[arg(long, default_value = crate::build::freeze::BASELINE_VERSION)]
+    pub version: semver::Version,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct BuildArgs {
     /// The spec: what to carry.
     #[arg(default_value = "airlock.toml")]
@@ -862,6 +888,13 @@ pub struct ApplyArgs {
     /// of that release fetches nothing.
     #[arg(long)]
     pub download_only: bool,
+    /// Adopt the stack this node already runs: verify the bundle (a baseline from `airlock
+    /// freeze`), check that every package it pins is installed at exactly that version (exit 3
+    /// naming each difference, nothing changed), then retain it as the node's current bundle
+    /// without calling the package manager or judging the stack. Later releases restore those
+    /// packages from it.
+    #[arg(long, conflicts_with_all = ["dry_run", "download_only"])]
+    pub adopt: bool,
     /// Let a mirror (`http(s)://…`) redirect to this other host (`HOST` or `HOST:PORT`); again
     /// for more. Without it a mirror's redirects stay on its own origin.
     #[arg(long, value_name = "HOST")]
@@ -962,6 +995,11 @@ pub struct ProbeArgs {
     /// Compare with an earlier record (`airlock probe --json > OLD.json`), field by field.
     #[arg(long, value_name = "OLD.json")]
     pub diff: Option<PathBuf>,
+    /// Compare the installed packages of two nodes' records (`airlock probe --json`), this host
+    /// not probed: exit 0 when they run the same set (one baseline per tuple is enough), 10
+    /// when they differ.
+    #[arg(long, num_args = 2, value_names = ["A.json", "B.json"], conflicts_with = "diff")]
+    pub inventory_diff: Vec<PathBuf>,
     /// A site root: the packages its active bundle carries are listed too, whatever their names.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,

@@ -279,6 +279,48 @@ fn a_pinned_candidate_is_staged_on_every_node_first_then_rolled_out_while_the_mi
 }
 
 #[test]
+fn the_first_rollout_adopts_the_baseline_each_node_runs_before_it_changes_any() {
+    let f = Fleet::new();
+    let nodes = &GREEN[..3];
+    let inventory = f.inventory("adopt.ini", nodes);
+    // The baseline: the stack as the nodes run it before airlock (here the demo's files at an
+    // earlier version, no packages to check), built from its own spec.
+    let p = f.dir.path().join("project");
+    let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap();
+    let version = spec.lines().find(|l| l.starts_with("version")).unwrap().to_owned();
+    std::fs::write(p.join("base.toml"), spec.replacen(&version, "version = \"0.0.0-baseline\"", 1)).unwrap();
+    let base = f.dir.path().join("base.airlock");
+    run(airlock().current_dir(&p).args(["build", "base.toml", "--key", s(&f.keys.private), "--out", s(&base)])).ok();
+    let vars = serde_json::json!({ "airlock_adopt": base, "airlock_run_id": "first-1" });
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(f.versions(nodes), all("2026.11.0", nodes));
+    for (node, _) in nodes {
+        let status = run(airlock().args(["status", "--root", s(&f.root(node)), "--json"])).ok().json();
+        assert_eq!(status["previous"]["version"], "0.0.0-baseline", "{node}: the baseline is kept to go back to");
+        let mut records: Vec<PathBuf> =
+            std::fs::read_dir(f.root(node).join("records")).unwrap().map(|e| e.unwrap().path()).collect();
+        records.sort();
+        let actions: Vec<String> = records
+            .iter()
+            .map(|p| serde_json::from_slice::<serde_json::Value>(&std::fs::read(p).unwrap()).unwrap())
+            .map(|r| format!("{} {}", r["action"].as_str().unwrap(), r["outcome"].as_str().unwrap()))
+            .collect();
+        assert_eq!(actions, ["adopt activated", "apply activated"], "{node}");
+    }
+    // The adoption is not the run's change: the page judges the release.
+    let report = run(airlock().args(["report", "--fleet", s(&f.dir.path().join("evidence")), "--json"])).ok().json();
+    assert_eq!((report["verdict"].as_str(), report["bundle"]["version"].as_str()), (Some("green"), Some("2026.11.0")));
+    // A later run with the same variables adopts nothing: the nodes have a current bundle.
+    let vars = serde_json::json!({ "airlock_adopt": base, "airlock_run_id": "second-1" });
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", &vars.to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for (node, _) in nodes {
+        assert_eq!(f.records(node), 3, "{node}: one apply more, no second adoption");
+    }
+}
+
+#[test]
 fn a_red_canary_stops_the_rollout_before_any_expansion() {
     let f = Fleet::new();
     // n7 and n8 are alike, and their firmware is below the bundle's floor. n7 ran 2026.11.0

@@ -153,6 +153,12 @@ impl Stack {
 
     /// The same with another `[validation]` (its TOML, tables included).
     fn bundle_with(&self, version: &str, stack: &[&str], validation: &str) -> PathBuf {
+        let spec = self.spec(version, stack, validation);
+        self.build(&spec, &format!("gpu-stack-{version}"))
+    }
+
+    /// The spec of bundle `version` (`p-VERSION/airlock.toml`).
+    fn spec(&self, version: &str, stack: &[&str], validation: &str) -> PathBuf {
         let p = self.dir.path().join(format!("p-{version}"));
         std::fs::create_dir_all(&p).unwrap();
         let suite = std::fs::read_to_string(fixture().join("ready")).unwrap();
@@ -186,11 +192,20 @@ keyring = "{keyring}"
             keyring = self.dir.path().join("stack/keyring.gpg").display(),
         );
         std::fs::write(p.join("airlock.toml"), spec).unwrap();
-        let out = self.dir.path().join(format!("gpu-stack-{version}.airlock"));
-        let cache = self.dir.path().join("cache");
-        let with = |args: &[&str]| run(airlock().env("AIRLOCK_CACHE", &cache).current_dir(&p).args(args));
-        with(&["lock", "airlock.toml"]).ok();
-        with(&["build", "airlock.toml", "--locked", "--key", s(&self.keys.private), "--out", s(&out)]).ok();
+        p.join("airlock.toml")
+    }
+
+    /// `airlock ARGS` on the build host, with this stack's cache.
+    fn host(&self, dir: &Path, args: &[&str]) -> Run {
+        run(airlock().env("AIRLOCK_CACHE", self.dir.path().join("cache")).current_dir(dir).args(args))
+    }
+
+    /// `spec` locked and built into `NAME.airlock`.
+    fn build(&self, spec: &Path, name: &str) -> PathBuf {
+        let out = self.dir.path().join(format!("{name}.airlock"));
+        let dir = spec.parent().unwrap();
+        self.host(dir, &["lock", s(spec)]).ok();
+        self.host(dir, &["build", s(spec), "--locked", "--key", s(&self.keys.private), "--out", s(&out)]).ok();
         out
     }
 }
@@ -684,4 +699,138 @@ fn a_node_takes_the_release_it_is_pinned_to_and_its_update_fetches_only_what_cha
     let r = node.airlock(&["rollback", "--root", "/var/lib/airlock", "--json"]).ok();
     assert_eq!(r.json()["version"], "1.0.0", "{}", r.stdout);
     assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "the guide's adoption, probe to first release, on two nodes, step by step")]
+fn a_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_own_stack_back() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let release = stack.spec("3.0.0", &["airlock-rocm-core=10.0.2-1"], VALIDATION);
+    let b3 = stack.build(&release, "gpu-stack-3.0.0");
+    let rocm = stack.dir.path().join("stack/repo/pool/main/a/airlock-rocm-core/airlock-rocm-core_10.0.0-1_all.deb");
+    // Two nodes whose admin installed the stack by hand: jq and its libraries from the real
+    // archive, at the suite's version, and ROCm 10.0.0-1 from the signed vendor repository.
+    let by_hand = |node: &Node| {
+        let mut debs: Vec<String> = walk_debs(&fixture.join("archive/pool"))
+            .iter()
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                ["jq_", "libjq1_", "libonig5_"].iter().any(|w| name.starts_with(w))
+            })
+            .map(|p| node.put(p))
+            .collect();
+        debs.push(node.put(&rocm));
+        run(Command::new("chroot").arg(&node.root).args(["dpkg", "-i"]).args(&debs)).ok();
+    };
+    let node = Node::new(&fixture);
+    by_hand(&node);
+    let key = node.put(&stack.keys.public);
+    let before = node.packages();
+    for p in ["jq", "libjq1", "libonig5"] {
+        assert!(before.contains_key(p), "{p} installed by hand");
+    }
+
+    // The inventory: every installed package, with its architecture and source.
+    let probed = node.airlock(&["probe", "--json"]).ok();
+    let inventory = &probed.json()["inventory"]["packages"];
+    assert_eq!(inventory["jq"]["version"].as_str(), before.get("jq").map(String::as_str), "{inventory}");
+    assert_eq!(inventory["jq"]["architecture"], "amd64");
+    assert_eq!(inventory["libonig5"]["source"], "libonig");
+    assert_eq!(inventory["airlock-rocm-core"]["version"], "10.0.0-1");
+    for (name, version) in before.iter().filter(|(_, v)| !v.is_empty()) {
+        assert_eq!(inventory[name]["version"].as_str(), Some(version.as_str()), "every installed package: {name}");
+    }
+    let p = release.parent().unwrap();
+    std::fs::write(p.join("node-a.json"), &probed.stdout).unwrap();
+
+    // One baseline per tuple: two nodes with the same set say so, a node that differs says how.
+    let other = Node::new(&fixture);
+    by_hand(&other);
+    std::fs::write(p.join("node-b.json"), other.airlock(&["probe", "--json"]).ok().stdout).unwrap();
+    let same = stack.host(p, &["probe", "--inventory-diff", "node-a.json", "node-b.json"]).ok();
+    assert!(same.stdout.contains("one baseline serves both"), "{}", same.stdout);
+    let mut moved: serde_json::Value = probed.json();
+    moved["inventory"]["packages"]["jq"]["version"] = "1.5+local-1".into();
+    std::fs::write(p.join("node-c.json"), serde_json::to_vec(&moved).unwrap()).unwrap();
+    let differs = stack.host(p, &["probe", "--inventory-diff", "node-a.json", "node-c.json"]).code(10);
+    assert!(differs.stdout.contains("~ jq: ") && differs.stdout.contains("-> 1.5+local-1"), "{}", differs.stdout);
+
+    // A by-hand version no archive serves: exit 3 naming it, and nothing written.
+    let r = stack.host(p, &["freeze", "node-c.json", "--spec", "airlock.toml", "--out", "base-c.toml"]).code(3);
+    assert!(r.stderr.contains("jq 1.5+local-1") && r.stderr.contains("add an archive"), "{}", r.stderr);
+    assert!(!p.join("base-c.toml").exists() && !p.join("base-c.lock").exists());
+
+    // Freeze: the spec's packages and their installed closure, at exactly the node's versions.
+    let r = stack.host(p, &["freeze", "node-a.json", "--spec", "airlock.toml", "--out", "base.toml", "--json"]).ok();
+    let frozen = r.json();
+    let pinned: Vec<String> = frozen["pinned"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|v| v.as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_owned()))
+        .collect();
+    let mut expected: Vec<String> =
+        ["jq", "libjq1", "libonig5"].iter().map(|n| format!("{n}={}", before[*n])).collect();
+    expected.push("airlock-rocm-core=10.0.0-1".into());
+    for e in &expected {
+        assert!(pinned.contains(e), "{e} pinned: {pinned:?}");
+    }
+    assert_eq!(pinned.len(), expected.len(), "nothing else: {pinned:?}");
+    assert_eq!(frozen["absent"], serde_json::json!(["libfile-which-perl"]), "{frozen}");
+    let spec = std::fs::read_to_string(p.join("base.toml")).unwrap();
+    assert!(spec.contains("version = \"0.0.0-baseline\"") && spec.contains("resolve = false"), "{spec}");
+    assert!(spec.contains("[[validation.check]]"), "the matrix and checks carry over: {spec}");
+    let lock = std::fs::read_to_string(p.join("base.lock")).unwrap();
+    assert!(lock.contains("airlock-rocm-core_10.0.0-1_all.deb"), "{lock}");
+    let base = stack.build(&p.join("base.toml"), "gpu-stack-baseline");
+
+    // Adopt: verified, checked package by package, current, and dpkg never called.
+    let dpkg_log = |n: &Node| std::fs::read_to_string(n.root.join("var/log/dpkg.log")).unwrap_or_default();
+    let log_before = dpkg_log(&node);
+    let fb = node.put(&base);
+    let adopted =
+        node.airlock(&["apply", &fb, "--adopt", "--trust", &key, "--root", "/var/lib/airlock", "--json"]).ok();
+    assert_eq!(adopted.json()["version"], "0.0.0-baseline", "{}", adopted.stdout);
+    assert_eq!(dpkg_log(&node), log_before, "adopting ran no package manager");
+    assert_eq!(node.packages(), before);
+    let status = node.airlock(&["status", "--root", "/var/lib/airlock", "--json"]).ok().json();
+    assert_eq!(status["current"]["version"], "0.0.0-baseline", "{status}");
+    let record = node.records().pop().unwrap();
+    assert_eq!((record["action"].as_str(), record["outcome"].as_str()), (Some("adopt"), Some("activated")));
+    assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
+
+    // The other node's ROCm was upgraded by hand since it was probed: adopting the baseline
+    // there is refused, naming the difference, and nothing changes.
+    let key_b = other.put(&stack.keys.public);
+    let fb_b = other.put(&base);
+    let pool = stack.dir.path().join("stack/repo/pool/main/a/airlock-rocm-core");
+    let newer = walk_debs(&pool).into_iter().find(|d| d.to_string_lossy().contains("10.0.1-1")).unwrap();
+    let newer = other.put(&newer);
+    run(Command::new("chroot").arg(&other.root).args(["dpkg", "-i", &newer])).ok();
+    let other_before = other.packages();
+    let r = other.airlock(&["apply", &fb_b, "--adopt", "--trust", &key_b, "--root", "/var/lib/airlock"]).code(3);
+    assert!(r.stderr.contains("airlock-rocm-core 10.0.1-1 → 10.0.0-1"), "{}", r.stderr);
+    assert_eq!(other.packages(), other_before);
+    assert!(!other.root.join("var/lib/airlock/current").exists(), "not adopted");
+
+    // The first release is red after its change: the by-hand stack is put back from the
+    // baseline's view, no --accept-unrestorable needed.
+    let f3 = node.put(&b3);
+    let r = node.airlock(&["apply", &f3, "--trust", &key, "--root", "/var/lib/airlock"]).code(4);
+    assert!(r.stderr.contains("red"), "{}", r.stderr);
+    assert_eq!(node.packages(), before, "the host runs its by-hand stack again");
+    let last = node.records().pop().unwrap();
+    assert_eq!(last["outcome"], "restored", "{last}");
+    assert_eq!(last["restored"]["downgraded"][0]["after"], "10.0.0-1", "{last}");
+
+    // The same release on a node without the baseline is refused as before adoption existed.
+    let release_there = other.put(&b3);
+    let r = other.airlock(&["apply", &release_there, "--trust", &key_b, "--root", "/var/lib/airlock"]).code(1);
+    assert!(r.stderr.contains("--accept-unrestorable"), "{}", r.stderr);
+    assert_eq!(other.packages(), other_before);
+
+    // The approval pack shows the baseline as the freeze of the guide's first step.
+    let pack = node.airlock(&["report", "--root", "/var/lib/airlock", "--json"]).ok().json();
+    assert_eq!(pack["site"]["baseline"]["version"], "0.0.0-baseline", "{}", pack["site"]);
 }

@@ -6,6 +6,7 @@
 //! Nothing here parses arguments or prints; `commands::build` is the glue.
 
 pub mod base;
+pub mod freeze;
 pub mod lock;
 pub mod outdated;
 

@@ -83,6 +83,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
         accept_unrestorable: args.accept_unrestorable.then_some(reason),
         dry_run: args.dry_run,
         download_only: args.download_only,
+        adopt: args.adopt,
         lock_timeout: args.lock_timeout,
     };
     let reporter = TerminalReporter::new(args.json);

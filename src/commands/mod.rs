@@ -6,6 +6,7 @@ mod build;
 mod check;
 mod copy;
 mod diff;
+mod freeze;
 mod inspect;
 mod install;
 mod keygen;
@@ -51,6 +52,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Keygen(a) => keygen::run(&a),
         Command::Lock(a) => lock::run(&a),
+        Command::Freeze(a) => freeze::run(&a),
         Command::Build(a) => build::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Inspect(a) => inspect::run(&a),
@@ -119,6 +121,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         first_of!(
             VerificationFailed,
             UsageError,
+            crate::build::freeze::FreezeError,
             crate::build::BuildError,
             crate::site::SiteError,
             crate::sources::SourceError,

@@ -5,12 +5,23 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
 use crate::cli::ProbeArgs;
-use crate::validate::probe::{HostRoot, probe};
+use crate::validate::probe::inventory::{Installed, family};
+use crate::validate::probe::{HostRoot, Probe, probe};
+
+/// The most of a probe record read (a node with every package listed is well under 4 MiB).
+const MAX_RECORD: u64 = 64 << 20;
 
 pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
+    if let [a, b] = args.inventory_diff.as_slice() {
+        return inventory_diff(a, b, args.json);
+    }
     let mut scope = crate::validate::probe::inventory::Scope::from_env(carried(args.root.as_deref()));
     scope.venvs.extend(args.venv.iter().cloned());
+    scope.everything = true;
     let p = probe(&HostRoot::from_env(), &scope);
     if let Some(old_path) = &args.diff {
         let text = std::fs::read(old_path).with_context(|| format!("cannot read `{}`", old_path.display()))?;
@@ -61,8 +72,11 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
         let _ = writeln!(t, "tool {name}: {}", tool.status);
     }
     let inv = &p.inventory;
-    let _ = writeln!(t, "packages:  {}", inv.packages.len());
-    for (name, i) in &inv.packages {
+    // Every installed package is in `--json`; the text shows the stack's and the bundle's.
+    let shown: Vec<_> = inv.packages.iter().filter(|(n, i)| i.carried || family(n)).collect();
+    let others = inv.packages.len() - shown.len();
+    let _ = writeln!(t, "packages:  {} installed ({others} outside the GPU stack: see --json)", inv.packages.len());
+    for (name, i) in shown {
         let source = if i.source == *name { String::new() } else { format!(" (source {})", i.source) };
         let carried = if i.carried { ", carried by the bundle" } else { "" };
         let _ = writeln!(t, "  {name} {}{source} [{}{carried}]", i.version, i.manager);
@@ -78,6 +92,57 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
     }
     std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
     Ok(super::EXIT_OK)
+}
+
+/// One node's installed packages, from its probe record.
+fn inventory_of(path: &Path) -> anyhow::Result<BTreeMap<String, Installed>> {
+    let text = crate::site::state::read_bounded(path, MAX_RECORD)
+        .with_context(|| format!("cannot read `{}`", path.display()))?
+        .with_context(|| format!("`{}` does not exist", path.display()))?;
+    let record: Probe = serde_json::from_slice(&text)
+        .with_context(|| format!("`{}` is not a probe record (`airlock probe --json`)", path.display()))?;
+    anyhow::ensure!(
+        !record.inventory.packages.is_empty(),
+        "`{}` lists no installed package: probe the node with this airlock (`airlock probe --json`)",
+        path.display()
+    );
+    Ok(record.inventory.packages)
+}
+
+/// `--inventory-diff A B`: what one node has installed that the other has not, or at another
+/// version (exit 10 when anything differs).
+fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<u8> {
+    let (left, right) = (inventory_of(a)?, inventory_of(b)?);
+    let version = |m: &BTreeMap<String, Installed>, n: &str| m.get(n).map(|i| i.version.clone());
+    let names: BTreeSet<&String> = left.keys().chain(right.keys()).collect();
+    let changes: Vec<crate::validate::probe::diff::Change> = names
+        .into_iter()
+        .filter(|n| version(&left, n) != version(&right, n))
+        .map(|n| crate::validate::probe::diff::Change {
+            path: n.clone(),
+            old: version(&left, n),
+            new: version(&right, n),
+        })
+        .collect();
+    let same = changes.is_empty();
+    if json {
+        super::print_json(
+            &serde_json::json!({ "same": same, "packages": [left.len(), right.len()], "changes": changes }),
+        )?;
+    } else {
+        let mut t = String::new();
+        for c in &changes {
+            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(not installed)".into());
+            let _ = writeln!(t, "~ {}: {} -> {}", c.path, show(&c.old), show(&c.new));
+        }
+        let _ = if same {
+            writeln!(t, "the same {} package(s): one baseline serves both", left.len())
+        } else {
+            writeln!(t, "{} package(s) differ between `{}` and `{}`", changes.len(), a.display(), b.display())
+        };
+        std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
+    }
+    Ok(if same { super::EXIT_OK } else { super::outdated::EXIT_MOVED })
 }
 
 /// The package names the active bundle under `root` carries (its manifest read unverified:

@@ -562,6 +562,23 @@ fn record_row(o: &mut String, l: &RecordLine) {
 }
 
 fn records(o: &mut String, site: &super::SiteFacts) {
+    if let Some(b) = &site.baseline {
+        let kept = if b.retained {
+            "still retained: what it pins can be put back"
+        } else {
+            "no longer retained (pruned): a restore below the releases kept is not possible"
+        };
+        let _ = writeln!(
+            o,
+            "<h2>Baseline</h2><p id=\"baseline\">The freeze of the guide's first step: {} {} (what this node ran \
+             before airlock changed it, frozen with <code>airlock freeze</code>) adopted {} without a package \
+             change ({}); {kept}.</p>",
+            esc(&b.name),
+            esc(&b.version),
+            esc(&b.at),
+            esc(&b.record)
+        );
+    }
     let _ = writeln!(o, "<h2>Rollback</h2>");
     match &site.rollback {
         Some(l) => {

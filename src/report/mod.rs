@@ -169,6 +169,23 @@ pub struct SiteFacts {
     pub accepted_amber: Option<crate::site::status::OpenAcceptance>,
     /// What was checked of the active bundle on disk, how, and what was found.
     pub check: SiteCheck,
+    /// The stack this node ran before airlock changed it (the guide's first step, the freeze):
+    /// the latest baseline adopted (`apply --adopt`), and whether it is still retained for a
+    /// restore or a rollback.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineLine>,
+}
+
+/// The baseline a node adopted.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineLine {
+    pub record: String,
+    pub at: String,
+    pub name: String,
+    pub version: String,
+    pub id: Option<BundleId>,
+    /// Still under `bundles/`: what it pins can be put back.
+    pub retained: bool,
 }
 
 /// The active bundle checked as `airlock check` does.
@@ -287,8 +304,23 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
     let rollbacks = crate::site::status::Rehearsals::of_seconds(
         records.iter().filter(|(_, r)| rolled_back(r)).filter_map(|(_, r)| r.seconds).collect(),
     );
+    let baseline =
+        records.iter().rev().find(|(_, r)| r.action == Action::Adopt && r.outcome() == RecordOutcome::Activated).map(
+            |(line, r)| {
+                let b = r.bundle.clone().unwrap_or_default();
+                BaselineLine {
+                    record: line.file.clone(),
+                    at: line.at.clone(),
+                    name: b.name.unwrap_or_default(),
+                    version: b.version.unwrap_or_default(),
+                    retained: b.id.as_ref().is_some_and(|id| root.retained().contains(id)),
+                    id: b.id,
+                }
+            },
+        );
     let site = SiteFacts {
         root: path.to_owned(),
+        baseline,
         current: Some(current),
         previous: root.link(Link::Previous),
         validation,

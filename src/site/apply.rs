@@ -34,6 +34,9 @@ pub struct NodeOptions {
     /// `--download-only`: fetch and verify the release's packages into `downloads/ID`, for
     /// the later apply of that release; no package manager, no activation.
     pub download_only: bool,
+    /// `--adopt`: the bundle pins what the node already runs (a baseline from `freeze`):
+    /// checked package by package, then retained and made current with nothing changed.
+    pub adopt: bool,
     /// Seconds to wait for the dpkg lock.
     pub lock_timeout: u64,
 }
@@ -113,7 +116,8 @@ pub fn apply(
         Arrival::Bundle(input) => Some(input.open_for_reading(&trust.keys)?),
         Arrival::Mirror { .. } => None,
     };
-    let mut attempt = Attempt::new(records::Action::Apply, "verify", arrival.describe(), Some(trust));
+    let action = if node.adopt { records::Action::Adopt } else { records::Action::Apply };
+    let mut attempt = Attempt::new(action, "verify", arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
     attempt.record.run_id.clone_from(&opts.run);
     if node.dry_run {
@@ -195,8 +199,13 @@ fn apply_locked(
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
     let mut preflight_evidence = None;
+    // Adopting records what runs: a baseline's matrix (often the release's, carried over by
+    // `freeze`) does not decide whether the node's own stack is recorded.
+    let adopting = node_opts.adopt;
     let mut before_packages = |m: &Manifest, sha256: &crate::digest::Sha256| {
-        preflight_evidence = judge_before(m, sha256, attempt)?;
+        if !adopting {
+            preflight_evidence = judge_before(m, sha256, attempt)?;
+        }
         Ok(())
     };
     let packages = !node_opts.dry_run;
@@ -225,6 +234,9 @@ fn apply_locked(
     write_node_views(dir.path(), &verified.manifest, partial, opts)?;
     let node = Node::for_manifest(root.packages_home(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
+    if node_opts.adopt {
+        return adopt(root, &mut state, &node, &wanted, dir, &verified, trust, partial, downgrade, opts, attempt);
+    }
     let views = retained_views(root, &state, None, node.area());
     let plan = node.plan(&dir.path().join(node.area()), &wanted, &views)?;
     tracing::info!("plan: {}", plan.changes.summary());
@@ -266,6 +278,57 @@ fn apply_locked(
         forget(root, &mut state, &retained.id);
     }
     outcome
+}
+
+/// `--adopt`: every package the baseline pins is installed at exactly its version (else exit 3
+/// naming each difference, nothing written but the refusal's record), then the baseline is
+/// retained and made current as an apply would, with no package changed and no gate: the node's
+/// stack is what it is; from now on a release's changes to those packages can be put back from
+/// the baseline's view.
+#[allow(clippy::too_many_arguments, reason = "apply's state, handed over at the point adopt diverges")]
+fn adopt(
+    root: &SiteRoot,
+    state: &mut State,
+    node: &Node,
+    wanted: &[packages::Wanted],
+    dir: tempfile::TempDir,
+    verified: &super::stage::Verified,
+    trust: &Policy,
+    partial: bool,
+    downgrade: bool,
+    opts: &Options,
+    attempt: &mut Attempt,
+) -> Result<Applied, SiteError> {
+    let installed = node.installed()?;
+    let differences: Vec<Change> = wanted
+        .iter()
+        .filter(|w| installed.get(&w.name) != w.version.as_ref())
+        .map(|w| Change { name: w.name.clone(), before: installed.get(&w.name).cloned(), after: w.version.clone() })
+        .collect();
+    if !differences.is_empty() {
+        return Err(SiteError::NotAdoptable { differences });
+    }
+    tracing::info!("adopt: the {} package(s) the baseline pins are installed at its versions", wanted.len());
+    attempt.phases.mark("plan", "stage");
+    let id = BundleId::of(&verified.manifest_sha256);
+    remember_retained(state, verified, &id, trust, opts);
+    if let Some(entry) = state.bundles.get_mut(&id) {
+        entry.partial = partial;
+    }
+    state.save(root)?;
+    let retained = retain(dir, verified, trust, root)?;
+    drop_downloaded(root, &retained.id);
+    attempt.phases.mark("stage", "validate");
+    let m = &verified.manifest;
+    let commit = Commit { id: &retained.id, manifest: m, changes: &[], downgrade, keep: opts.keep };
+    let (previous, pruned, record) = commit.run(root, state, None, &opts.amber, attempt)?;
+    Ok(Applied {
+        previous,
+        pruned,
+        record: Some(record),
+        phases: attempt.phases.times(),
+        ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::default(), attempt.phases.total())
+    })
 }
 
 /// The pre-flight (the guide's "intersect"): the verified manifest's matrix judged on what the
@@ -601,7 +664,7 @@ impl Commit<'_> {
         let pruned = prune(root, state, self.keep.max(2))?;
         attempt.phases.mark("switch", "record");
         let event = super::state::Event {
-            action: "apply".to_owned(),
+            action: attempt.record.action.as_str().to_owned(),
             id: self.id.clone(),
             name: self.manifest.name.to_string(),
             version: self.manifest.version.clone(),

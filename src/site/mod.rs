@@ -211,6 +211,19 @@ pub enum SiteError {
     )]
     Unrestorable { changes: Vec<packages::Change> },
     #[error(
+        "not adopted: this node does not run what the baseline pins ({} package(s) differ: {}; installed → pinned); \
+         freeze this node's own inventory (`airlock probe --json`, `airlock freeze`), or bring it to the baseline \
+         first; nothing was changed",
+        differences.len(),
+        differences.iter().map(|c| format!(
+            "{} {} → {}",
+            c.name,
+            c.before.as_deref().unwrap_or("(not installed)"),
+            c.after.as_deref().unwrap_or("(none)")
+        )).collect::<Vec<_>>().join(", ")
+    )]
+    NotAdoptable { differences: Vec<packages::Change> },
+    #[error(
         "applying the packages failed; {}",
         match restore {
             None => "the host's packages were put back as they were".to_owned(),
@@ -256,6 +269,7 @@ impl Classify for SiteError {
             | SiteError::TrustAnchor { .. }
             | SiteError::TrustRolledBack { .. }
             | SiteError::BundleExpired { .. }
+            | SiteError::NotAdoptable { .. }
             | SiteError::TagMismatch(_) => Class::Verification,
             SiteError::TrustGiven { .. } | SiteError::NoRelease { .. } | SiteError::NotAMirror { .. } => Class::Usage,
             SiteError::Trust(e) => e.class(),

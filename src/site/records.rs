@@ -116,7 +116,7 @@ impl Tally {
 /// A record's outcome; records written before outcomes were are activations or validations.
 fn outcome_of(action: Action, outcome: Option<Outcome>) -> Outcome {
     outcome.unwrap_or(match action {
-        Action::Install | Action::Apply | Action::Rollback | Action::Promote => Outcome::Activated,
+        Action::Install | Action::Apply | Action::Rollback | Action::Promote | Action::Adopt => Outcome::Activated,
         Action::Validate => Outcome::Validated,
     })
 }
@@ -148,6 +148,9 @@ pub enum Action {
     Validate,
     /// A mirror: a retained release made its current (`airlock promote`).
     Promote,
+    /// A node: the stack it already ran recorded as its current bundle (`apply --adopt`, a
+    /// baseline from `airlock freeze`); no package changed.
+    Adopt,
 }
 
 impl Action {
@@ -158,6 +161,7 @@ impl Action {
             Action::Rollback => "rollback",
             Action::Validate => "validate",
             Action::Promote => "promote",
+            Action::Adopt => "adopt",
         }
     }
 }

@@ -478,6 +478,11 @@ impl SpecFile {
         Ok(file)
     }
 
+    /// The spec as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// The directory that relative paths in the spec are resolved against.
     pub fn base_dir(&self) -> &Path {
         self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))

@@ -27,6 +27,13 @@ options:
       - A mirror's release by version or bundle id (C(--release)), instead of the mirror's current.
       - The rollout pins the release it rolls out, so canaries take a candidate while the mirror's current stays the qualified one.
     type: str
+  adopt:
+    description:
+      - The node already runs what the bundle pins (a baseline from C(airlock freeze)); C(--adopt) checks each package's
+        installed version and records the bundle as the node's current without calling the package manager.
+      - Unchanged when the node's current bundle is already this one; fails (airlock exit 3) naming each difference.
+    type: bool
+    default: false
   download_only:
     description:
       - Fetch and verify the release's packages into the node's root ahead of the window (C(--download-only)); nothing is installed or activated.
@@ -96,6 +103,22 @@ def stage(module, args):
     )
 
 
+def adopt(module, args):
+    """--adopt: record the stack the node runs as its current bundle; nothing installed."""
+    if module.check_mode:
+        module.exit_json(changed=True, msg="would adopt the baseline")
+    rc, done, err = run_airlock(module, args)
+    if rc != 0:
+        module.fail_json(msg=error_message(done, err), rc=rc, result=done)
+    module.exit_json(
+        changed=True,
+        id=done.get("id"),
+        record=done.get("record"),
+        msg="adopted %s %s: the node's own stack, no package changed" % (done.get("name"), done.get("version")),
+        result=done,
+    )
+
+
 def main():
     spec = dict(COMMON_ARGS)
     spec.update(
@@ -109,6 +132,7 @@ def main():
         expires=dict(type="str"),
         release=dict(type="str"),
         download_only=dict(type="bool", default=False),
+        adopt=dict(type="bool", default=False),
     )
     module = AnsibleModule(
         argument_spec=spec,
@@ -131,6 +155,8 @@ def main():
         args += ["--release", p["release"]]
     if p["download_only"]:
         stage(module, args + ["--download-only"])
+    if p["adopt"]:
+        adopt(module, args + ["--adopt"])
     rc, plan, err = run_airlock(module, args + ["--dry-run"])
     if rc != 0 and module.check_mode:
         module.fail_json(msg=error_message(plan, err), rc=rc, result=plan)

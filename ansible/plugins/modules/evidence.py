@@ -8,10 +8,10 @@ DOCUMENTATION = r"""
 module: evidence
 short_description: A rollout run's evidence, gathered on each node in one call and written on the controller in one
 description:
-  - On a node (no O(nodes)), reads in one call what the run's evidence holds of it, read only
+  - "On a node (no O(nodes)), reads in one call what the run's evidence holds of it, read only
     (C(changed=false)): its records whose C(run_id) is O(run_id), C(airlock status --json), and its approval
     pack (C(airlock report --root), when O(pack)). O(node) is returned as given (the playbook's facts
-    about the node: tuple, wave, whether it changed or failed).
+    about the node: tuple, wave, whether it changed or failed)."
   - On the controller (O(nodes) and O(dir)), writes every node's part under O(dir)C(/nodes/NODE/)
     (C(node.json), C(status.json), C(report.html), C(records/)) in one call, so that a fleet's evidence
     costs one module run per node, not one per file. Nothing is written in check mode.

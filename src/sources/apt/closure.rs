@@ -143,7 +143,7 @@ fn is_certain(universe: &Universe, group: &[Relation]) -> bool {
 
 /// Whether `p` satisfies `r`: by name (with `r`'s architecture qualifier) or through a
 /// `Provides` (a versioned relation only through a versioned `Provides`).
-fn satisfies(p: &Pkg, r: &Relation, arch: &str) -> bool {
+pub(super) fn satisfies(p: &Pkg, r: &Relation, arch: &str) -> bool {
     let arch_ok = match r.archqual.as_deref() {
         None | Some("native") => true,
         // `:any` is for packages that declare they can serve any architecture.

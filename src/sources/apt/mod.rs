@@ -6,6 +6,7 @@
 //! unsigned repository is refused unless the spec says `allow_unsigned = true`.
 
 mod closure;
+pub mod freeze;
 mod index;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,6 +57,14 @@ pub enum DebError {
     Base { path: PathBuf, detail: String },
     #[error("the {arch} dependency closure cannot be made: {detail}")]
     Unsolvable { arch: String, detail: String },
+    #[error(
+        "the node runs {} package version(s) no archive of the spec serves: {}; add an archive that still has them as a \
+         [[deb]] entry (the vendor's repository for that release, a snapshot of the distribution's archive); searched: {}",
+        packages.len(),
+        packages.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        archives.join(", ")
+    )]
+    Unserved { packages: Vec<freeze::Unserved>, archives: Vec<String> },
 }
 
 impl Classify for DebError {
@@ -65,7 +74,8 @@ impl Classify for DebError {
             DebError::Signature { .. }
             | DebError::Unsigned { .. }
             | DebError::Mismatch { .. }
-            | DebError::Expired { .. } => Class::Verification,
+            | DebError::Expired { .. }
+            | DebError::Unserved { .. } => Class::Verification,
             DebError::NoKeyring { .. }
             | DebError::Keyring { .. }
             | DebError::Index { .. }

@@ -1,10 +1,12 @@
 //! What is installed that the stack is made of: every `ROCm`-family package (by the names AMD's
 //! packages use, `lib` prefix or not: `rocm*`, `roc*`, `hip*`, `hsa*`, `amdrocm-*`, `amd-smi*`,
 //! `rccl*`, `miopen*`, `migraphx*`, `amdgpu*`, `amdhip*`, and NVIDIA's driver packages) and every
-//! package the bundle carries, with version and source package, from dpkg's status file and,
-//! on an rpm host, `rpm -qa`; the Python environments configured (`pip list --format json`);
-//! the container images present with their digests (`crictl` or `docker`, where installed).
-//! Keyed by name, so `probe --diff` shows each package's change on a path of its own.
+//! package the bundle carries — or, for `airlock probe` (`Scope::everything`), every installed
+//! package: the node's inventory `freeze` pins — with version, architecture and source package,
+//! from dpkg's status file and, on an rpm host, `rpm -qa`; the Python environments configured
+//! (`pip list --format json`); the container images present with their digests (`crictl` or
+//! `docker`, where installed). Keyed by name (`name:arch` where a name is installed for several
+//! architectures), so `probe --diff` shows each package's change on a path of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,6 +32,23 @@ pub struct Inventory {
     pub images: BTreeMap<String, String>,
 }
 
+impl Inventory {
+    /// The dpkg packages by architecture, each `name → version` (`all` ones, and those of a
+    /// record that kept no architecture, under each of `arches`): what `freeze` pins.
+    pub fn dpkg_by_arch(&self, arches: &[&str]) -> BTreeMap<String, BTreeMap<String, String>> {
+        let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for (key, p) in self.packages.iter().filter(|(_, p)| p.manager == "dpkg") {
+            let name = key.split_once(':').map_or(key.as_str(), |(n, _)| n);
+            for arch in arches {
+                if p.architecture == *arch || p.architecture == "all" || p.architecture.is_empty() {
+                    out.entry((*arch).to_owned()).or_default().insert(name.to_owned(), p.version.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Installed {
     pub version: String,
@@ -37,6 +56,10 @@ pub struct Installed {
     pub source: String,
     /// `dpkg` or `rpm`.
     pub manager: String,
+    /// The package's architecture (`amd64`, `all`, `x86_64`, `noarch`); empty in a record
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub architecture: String,
     /// The bundle carries a package of this name.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub carried: bool,
@@ -81,6 +104,15 @@ pub struct Scope {
     /// `[validation] cuda_from`: the package whose version is the CUDA toolkit's, after its
     /// version file.
     pub cuda_from: Option<String>,
+    /// Every installed package, not only the stack's (`airlock probe`: the inventory `freeze`
+    /// and `probe --inventory-diff` read).
+    pub everything: bool,
+}
+
+impl Scope {
+    fn wants(&self, name: &str) -> bool {
+        self.everything || family(name) || self.carried.contains(name)
+    }
 }
 
 impl Scope {
@@ -88,7 +120,7 @@ impl Scope {
     pub fn from_env(carried: BTreeSet<String>) -> Self {
         let venvs =
             std::env::var_os("AIRLOCK_PROBE_VENVS").map(|v| std::env::split_paths(&v).collect()).unwrap_or_default();
-        Self { carried, venvs, rocm_from: None, cuda_from: None }
+        Self { carried, venvs, rocm_from: None, cuda_from: None, everything: false }
     }
 }
 
@@ -107,21 +139,39 @@ pub fn collect(root: &HostRoot, scope: &Scope) -> Inventory {
 
 /// Installed stanzas of a dpkg status file.
 pub fn dpkg(status: &str, scope: &Scope, out: &mut BTreeMap<String, Installed>) {
+    let mut found = Vec::new();
     for stanza in status.split("\n\n") {
         let field =
             |k: &str| stanza.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix(':'))).map(str::trim);
         let (Some(name), Some(version)) = (field("Package"), field("Version")) else { continue };
         let installed = field("Status").is_some_and(|s| s.ends_with(" installed") && !s.contains("not-installed"));
-        let carried = scope.carried.contains(name);
-        if !installed || !(family(name) || carried) {
+        if !installed || !scope.wants(name) {
             continue;
         }
         // `Source: hip (6.4.1)` names the source package and, when it differs, its version.
         let source = field("Source").and_then(|s| s.split_whitespace().next()).unwrap_or(name);
-        out.insert(
-            name.to_owned(),
-            Installed { version: version.to_owned(), source: source.to_owned(), manager: "dpkg".into(), carried },
-        );
+        let installed = Installed {
+            version: version.to_owned(),
+            source: source.to_owned(),
+            manager: "dpkg".into(),
+            architecture: field("Architecture").unwrap_or_default().to_owned(),
+            carried: scope.carried.contains(name),
+        };
+        found.push((name.to_owned(), installed));
+    }
+    keyed(found, out);
+}
+
+/// Packages keyed by name, or by `name:arch` for a name installed for several architectures
+/// (`libc6:amd64` and `libc6:i386`, as dpkg-query names them).
+fn keyed(found: Vec<(String, Installed)>, out: &mut BTreeMap<String, Installed>) {
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    for (name, _) in &found {
+        *count.entry(name.clone()).or_default() += 1;
+    }
+    for (name, installed) in found {
+        let key = if count[&name] > 1 { format!("{name}:{}", installed.architecture) } else { name };
+        out.insert(key, installed);
     }
 }
 
@@ -130,23 +180,28 @@ fn rpm(root: &Path, scope: &Scope, out: &mut BTreeMap<String, Installed>) {
     if !super::host::has_rpmdb(root) {
         return;
     }
-    let format = "%{NAME}\\t%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\t%{SOURCERPM}\\n";
+    let format = "%{NAME}\\t%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\t%{SOURCERPM}\\t%{ARCH}\\n";
     let root_arg = root.display().to_string();
     let Some(text) = tool("rpm", &["--root", &root_arg, "-qa", "--qf", format]) else { return };
+    let mut found = Vec::new();
     for line in text.lines() {
         let mut f = line.split('\t');
         let (Some(name), Some(evr), Some(srpm)) = (f.next(), f.next(), f.next()) else { continue };
-        let carried = scope.carried.contains(name);
-        if !(family(name) || carried) {
+        if !scope.wants(name) {
             continue;
         }
-        // `hip-6.4.1-1.el9.src.rpm` → `hip`.
+        // `hip-6.4.1-1.el9.src.rpm` → `hip`; `gpg-pubkey` has no source rpm (`(none)`).
         let source = srpm.strip_suffix(".src.rpm").and_then(|s| s.rsplitn(3, '-').nth(2)).unwrap_or(name);
-        out.insert(
-            name.to_owned(),
-            Installed { version: evr.to_owned(), source: source.to_owned(), manager: "rpm".into(), carried },
-        );
+        let installed = Installed {
+            version: evr.to_owned(),
+            source: source.to_owned(),
+            manager: "rpm".into(),
+            architecture: f.next().unwrap_or_default().trim().to_owned(),
+            carried: scope.carried.contains(name),
+        };
+        found.push((name.to_owned(), installed));
     }
+    keyed(found, out);
 }
 
 /// A tool's standard output, bounded in time and size; `None` when it is missing or fails.
@@ -269,11 +324,26 @@ mod tests {
     #[test]
     fn dpkg_status_gives_installed_family_and_carried_packages_with_their_source() {
         let status = "Package: libamdhip64-6\nStatus: install ok installed\nVersion: 6.4.1-1\nSource: hip (6.4.1)\n\nPackage: hello\nStatus: install ok installed\nVersion: 2.10-3\n\nPackage: rocblas\nStatus: deinstall ok config-files\nVersion: 4.1-1\n\nPackage: bash\nStatus: install ok installed\nVersion: 5.2\n";
-        let scope = Scope { carried: ["hello".to_owned()].into(), venvs: Vec::new(), rocm_from: None, cuda_from: None };
+        let mut scope = Scope { carried: ["hello".to_owned()].into(), ..Scope::default() };
         let mut out = BTreeMap::new();
         dpkg(status, &scope, &mut out);
         assert_eq!(out.keys().collect::<Vec<_>>(), ["hello", "libamdhip64-6"]);
         assert_eq!((out["libamdhip64-6"].source.as_str(), out["libamdhip64-6"].carried), ("hip", false));
         assert!(out["hello"].carried);
+        // `airlock probe`: every installed package, whatever its name.
+        scope.everything = true;
+        let mut all = BTreeMap::new();
+        dpkg(status, &scope, &mut all);
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["bash", "hello", "libamdhip64-6"]);
+    }
+
+    #[test]
+    fn a_name_installed_for_two_architectures_is_keyed_by_both() {
+        let status = "Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2.36-9\n\nPackage: libc6\nStatus: install ok installed\nArchitecture: i386\nVersion: 2.36-9\n\nPackage: jq\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.6-2.1\n";
+        let scope = Scope { everything: true, ..Scope::default() };
+        let mut out = BTreeMap::new();
+        dpkg(status, &scope, &mut out);
+        assert_eq!(out.keys().collect::<Vec<_>>(), ["jq", "libc6:amd64", "libc6:i386"]);
+        assert_eq!(out["jq"].architecture, "amd64");
     }
 }

@@ -1,0 +1,198 @@
+//! `airlock freeze NODE.json --spec SPEC --out BASE.toml`: the upgrade guide's first step on a
+//! cluster that predates airlock. A node's inventory (`airlock probe --json`) and the spec that
+//! names the stack give a baseline spec and its lock: every `[[deb]]` package the spec names,
+//! and every installed package of their closure (`sources::apt::freeze`), pinned at exactly the
+//! node's version in the spec's archives. The spec's `[[wheel]]`, `[[file]]`, `[validation]`
+//! and `[[impact]]` carry over; `[[image]]` and `[[model]]` do not (they are the release's, not
+//! what the node runs). Nothing is written when a version cannot be found.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::BuildError;
+use super::lock::{Outcome, Refresh, ensure, lock_path};
+use crate::failure::{Class, Classify};
+use crate::fetch::Net;
+use crate::sources::Sources;
+use crate::sources::apt::freeze::{Frozen, Installed};
+use crate::spec::lock::LockFile;
+
+/// The baseline's version when none is given: below any release of the stack.
+pub const BASELINE_VERSION: &str = "0.0.0-baseline";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FreezeError {
+    #[error(
+        "`{}` is not beside the spec `{}`: the spec's relative paths (keyrings, files) are relative to its directory; \
+         write the baseline there",
+        out.display(),
+        spec.display()
+    )]
+    NotBeside { out: PathBuf, spec: PathBuf },
+    #[error("`{}` lists no dpkg package: {detail}", node.display())]
+    NoInventory { node: PathBuf, detail: String },
+    #[error(
+        "`{}` has {count} [[rpm]] entr(y/ies): freeze pins [[deb]] packages only so far; freeze an rpm node's stack \
+         with a spec of its [[deb]]-free parts and pin its rpms as `name-EVR` by hand",
+        spec.display()
+    )]
+    Rpm { spec: PathBuf, count: usize },
+    #[error("`{}`: {detail}", spec.display())]
+    Spec { spec: PathBuf, detail: String },
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+impl Classify for FreezeError {
+    fn class(&self) -> Class {
+        match self {
+            FreezeError::NotBeside { .. } | FreezeError::NoInventory { .. } | FreezeError::Spec { .. } => Class::Usage,
+            FreezeError::Rpm { .. } | FreezeError::Write { .. } => Class::Runtime,
+            FreezeError::Build(e) => e.class(),
+        }
+    }
+}
+
+impl From<crate::sources::SourceError> for FreezeError {
+    fn from(e: crate::sources::SourceError) -> Self {
+        FreezeError::Build(e.into())
+    }
+}
+
+/// What was frozen and written.
+#[derive(Debug, serde::Serialize)]
+pub struct Baseline {
+    pub spec: PathBuf,
+    pub lock: PathBuf,
+    pub version: String,
+    /// `name=version` by entry (`REPO SUITE`).
+    pub pinned: BTreeMap<String, Vec<String>>,
+    /// Named by the spec, not installed on the node: not in the baseline.
+    pub absent: Vec<String>,
+    /// The lock's digest.
+    pub lock_sha256: String,
+}
+
+/// Freeze the node's `installed` dpkg packages (by architecture, read from `node`) with
+/// `sources`' spec into `out` and its lock.
+pub fn freeze(
+    sources: &Sources<'_>,
+    net: &Net,
+    node: &Path,
+    installed: &BTreeMap<String, Installed>,
+    out: &Path,
+    version: Option<&semver::Version>,
+) -> Result<Baseline, FreezeError> {
+    let spec = sources.spec;
+    let beside = |p: &Path| {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::canonicalize(dir).ok()
+    };
+    if beside(out).is_none() || beside(out) != beside(&spec.path) {
+        return Err(FreezeError::NotBeside { out: out.to_owned(), spec: spec.path.clone() });
+    }
+    if !spec.spec.rpm.is_empty() {
+        return Err(FreezeError::Rpm { spec: spec.path.clone(), count: spec.spec.rpm.len() });
+    }
+    if installed.is_empty() {
+        let detail = "probe the node with `airlock probe --json` (every installed package is listed)".to_owned();
+        return Err(FreezeError::NoInventory { node: node.to_owned(), detail });
+    }
+    let frozen = net.block_on(crate::sources::apt::freeze::freeze(sources, installed))?;
+    let version = version.map_or_else(|| BASELINE_VERSION.to_owned(), ToString::to_string);
+    let text = baseline_spec(spec.text(), &frozen, &version, node)
+        .map_err(|detail| FreezeError::Spec { spec: spec.path.clone(), detail })?;
+    crate::atomic::write(out, text.as_bytes()).map_err(|source| FreezeError::Write { path: out.to_owned(), source })?;
+    let lock = lock_path(out, None);
+    let locked = lock_baseline(sources, net, out, &lock);
+    let locked = match locked {
+        Ok(l) => l,
+        Err(e) => {
+            // Nothing half-written: a baseline spec without its lock is not one.
+            let _ = std::fs::remove_file(out);
+            return Err(e);
+        }
+    };
+    let pinned = frozen
+        .entries
+        .iter()
+        .map(|(e, pins)| {
+            (format!("{} {}", e.repo.trim_end_matches('/'), e.suite), pins.iter().map(ToString::to_string).collect())
+        })
+        .collect();
+    Ok(Baseline {
+        spec: out.to_owned(),
+        lock,
+        version,
+        pinned,
+        absent: frozen.absent,
+        lock_sha256: locked.sha256.to_string(),
+    })
+}
+
+/// `airlock lock` on the baseline spec just written.
+fn lock_baseline(sources: &Sources<'_>, net: &Net, spec: &Path, lock: &Path) -> Result<LockFile, FreezeError> {
+    let loaded = crate::spec::SpecFile::load(spec)
+        .map_err(|e| FreezeError::Spec { spec: spec.to_owned(), detail: e.to_string() })?;
+    let f = &sources.fetch;
+    let fetch = crate::fetch::Fetch { cache: f.cache, jobs: f.jobs, http: f.http, reporter: f.reporter };
+    let base = Sources::new(&loaded, fetch);
+    let (locked, outcome) = ensure(&base, net, lock, Refresh::Always)?;
+    tracing::info!("{}: {}", lock.display(), if outcome == Outcome::Written { "written" } else { "up to date" });
+    Ok(locked)
+}
+
+/// The spec's text with its `[[deb]]` entries replaced by the frozen pins (exact, no closure
+/// resolved again), `[[image]]` and `[[model]]` dropped, and the bundle's version set.
+fn baseline_spec(text: &str, frozen: &Frozen, version: &str, node: &Path) -> Result<String, String> {
+    let mut doc: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    let originals: Vec<toml::Table> = match doc.remove("deb") {
+        Some(toml::Value::Array(a)) => a.into_iter().filter_map(|v| v.as_table().cloned()).collect(),
+        _ => Vec::new(),
+    };
+    doc.remove("image");
+    doc.remove("model");
+    let bundle = doc.get_mut("bundle").and_then(toml::Value::as_table_mut).ok_or("no [bundle] table")?;
+    bundle.insert("version".into(), toml::Value::String(version.to_owned()));
+    let node_name = node.file_name().map_or_else(|| node.display().to_string(), |n| n.to_string_lossy().into_owned());
+    bundle.insert(
+        "description".into(),
+        toml::Value::String(format!("baseline: the stack {node_name} ran when it was frozen (airlock freeze)")),
+    );
+    let mut entries = Vec::new();
+    for (entry, pins) in &frozen.entries {
+        let same = |t: &&toml::Table, suite: &str| {
+            let field = |k: &str| t.get(k).and_then(toml::Value::as_str).unwrap_or_default().to_owned();
+            field("repo") == entry.repo && field("suite") == suite && field("arch") == entry.arch
+        };
+        // A security twin takes its configured entry's settings (keyring, components).
+        let configured = entry.suite.strip_suffix("-security").unwrap_or(&entry.suite);
+        let original = originals
+            .iter()
+            .find(|t| same(t, &entry.suite))
+            .or_else(|| originals.iter().find(|t| same(t, configured)))
+            .ok_or_else(|| format!("no [[deb]] entry for {} {}", entry.repo, entry.suite))?;
+        let mut table = original.clone();
+        table.insert("suite".into(), toml::Value::String(entry.suite.clone()));
+        table.insert(
+            "packages".into(),
+            toml::Value::Array(pins.iter().map(|p| toml::Value::String(p.to_string())).collect()),
+        );
+        table.insert("resolve".into(), toml::Value::Boolean(false));
+        table.remove("base_status");
+        entries.push(toml::Value::Table(table));
+    }
+    doc.insert("deb".into(), toml::Value::Array(entries));
+    let body = toml::to_string(&doc).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "# Written by `airlock freeze {}`: the packages this node ran, pinned exactly (resolve = false).\n\
+         # Adopt it on the nodes with `airlock apply BASE.airlock --adopt` (docs/site-operator.md).\n{body}",
+        node.display()
+    ))
+}

@@ -1,0 +1,196 @@
+//! `airlock freeze`: a node's installed packages pinned in the spec's archives. From the
+//! packages each `[[deb]]` entry names, the node's installed versions, and — for an entry that
+//! resolves — every installed package their `Pre-Depends` and `Depends` reach, the base
+//! excepted as `lock` excepts it (the entry's `base_status`, else the suite's `Priority:
+//! required`): the same closure `lock` would carry, at the versions the node runs instead of
+//! the newest. Each version is looked up in the entries' verified indexes and in each suite's
+//! security twin (`SUITE-security`, where served: a by-hand install often came from there).
+//!
+//! Written here, not by a solver: nothing is chosen, every package is the one installed; what
+//! is followed is which installed package satisfies a dependency.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use debversion::Version;
+
+use super::closure::{Universe, satisfies};
+use super::index::relations;
+use super::{DebError, base, load, universe, with_security_twins};
+use crate::sources::{SourceError, Sources};
+use crate::spec::{DebPin, DebSpec};
+
+/// A node's installed version of a package, by name, for one architecture (`all` included).
+pub type Installed = BTreeMap<String, String>;
+
+/// The pins: for each entry (the spec's, then any security twin a version was found in only),
+/// the packages it serves at the node's versions.
+#[derive(Debug, Default)]
+pub struct Frozen {
+    pub entries: Vec<(DebSpec, Vec<DebPin>)>,
+    /// Named by the spec but not installed on the node: not in the baseline.
+    pub absent: Vec<String>,
+}
+
+/// A package the node runs at a version no archive of the spec serves.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Unserved {
+    pub name: String,
+    pub version: String,
+    pub arch: String,
+    /// Who needs it: the spec (named) or the installed package that depends on it.
+    pub wanted_by: String,
+}
+
+impl std::fmt::Display for Unserved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({}, {})", self.name, self.version, self.arch, self.wanted_by)
+    }
+}
+
+/// Every `[[deb]]` entry frozen at the node's versions; `installed` by architecture.
+pub async fn freeze(sources: &Sources<'_>, installed: &BTreeMap<String, Installed>) -> Result<Frozen, SourceError> {
+    let suites = with_security_twins(sources);
+    let (mut entries, mut loaded) = (Vec::new(), Vec::new());
+    for (entry, configured) in suites {
+        match load(sources, &entry).await {
+            Ok((indexes, _)) => {
+                entries.push((entry, configured));
+                loaded.push(Arc::new(indexes));
+            }
+            Err(e) if !configured => tracing::debug!("{} {}: not read ({e})", entry.repo, entry.suite),
+            Err(e) => return Err(e),
+        }
+    }
+    let specs: Vec<&DebSpec> = entries.iter().map(|(e, _)| e).collect();
+    let arches: BTreeSet<&str> = specs.iter().map(|e| e.arch.as_str()).collect();
+    let empty = Installed::new();
+    let mut pins: BTreeMap<usize, BTreeSet<DebPin>> = BTreeMap::new();
+    let (mut absent, mut unserved) = (Vec::new(), Vec::new());
+    for arch in arches {
+        let group: Vec<usize> = (0..specs.len()).filter(|&i| specs[i].arch == arch).collect();
+        let universe = universe(&specs, &loaded, &group).await?;
+        let resolving: Vec<&DebSpec> = group.iter().map(|&i| specs[i]).filter(|e| e.resolve).collect();
+        let base = if resolving.is_empty() { Vec::new() } else { base(sources, &resolving, &universe).await?.0 };
+        let on_node = installed.get(arch).unwrap_or(&empty);
+        let walk = Walk { universe: &universe, on_node, arch, base: &base };
+        let roots: Vec<(String, bool, usize)> = group
+            .iter()
+            .filter(|&&i| entries[i].1)
+            .flat_map(|&i| {
+                let entry = specs[i];
+                entry.packages.iter().map(move |p| (p.name.clone(), entry.resolve, i))
+            })
+            .collect();
+        let found = walk.closure(&roots)?;
+        absent.extend(found.absent);
+        unserved.extend(found.unserved);
+        for p in found.served {
+            let pkg = &universe.pkgs[p];
+            pins.entry(pkg.source)
+                .or_default()
+                .insert(DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) });
+        }
+    }
+    if !unserved.is_empty() {
+        unserved.sort();
+        let archives = specs.iter().map(|e| format!("{} {}", e.repo.trim_end_matches('/'), e.suite)).collect();
+        return Err(DebError::Unserved { packages: unserved, archives }.into());
+    }
+    let entries = pins.into_iter().map(|(i, pins)| (specs[i].clone(), pins.into_iter().collect())).collect();
+    Ok(Frozen { entries, absent })
+}
+
+struct Walk<'a> {
+    universe: &'a Universe,
+    on_node: &'a Installed,
+    arch: &'a str,
+    base: &'a [super::index::Pkg],
+}
+
+#[derive(Default)]
+struct Found {
+    served: Vec<usize>,
+    unserved: Vec<Unserved>,
+    absent: Vec<String>,
+}
+
+impl Walk<'_> {
+    /// The served package of `name` at the node's version, if the node has it.
+    fn served(&self, name: &str) -> Option<Result<usize, String>> {
+        let version = self.on_node.get(name)?;
+        let parsed: Option<Version> = version.parse().ok();
+        let hit = self.universe.named(name).find(|&i| Some(&self.universe.pkgs[i].version) == parsed.as_ref());
+        Some(hit.ok_or_else(|| version.clone()))
+    }
+
+    /// The installed packages that satisfy one dependency group: by name, else through an
+    /// installed package's `Provides`.
+    fn installed_for(&self, group: &[debian_control::lossy::Relation]) -> Option<String> {
+        for r in group {
+            if self.on_node.contains_key(&r.name) {
+                return Some(r.name.clone());
+            }
+        }
+        // The first installed package, by name, whose installed version provides it.
+        self.on_node
+            .iter()
+            .find(|(name, version)| {
+                let Ok(version) = version.parse::<Version>() else { return false };
+                self.universe
+                    .named(name)
+                    .filter(|&i| self.universe.pkgs[i].version == version)
+                    .any(|i| group.iter().any(|r| satisfies(&self.universe.pkgs[i], r, self.arch)))
+            })
+            .map(|(name, _)| name.clone())
+    }
+
+    fn closure(&self, roots: &[(String, bool, usize)]) -> Result<Found, DebError> {
+        let mut found = Found::default();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut queue: VecDeque<(usize, bool)> = VecDeque::new();
+        let mut visit = |name: &str, follow: bool, wanted_by: String, found: &mut Found, queue: &mut VecDeque<_>| {
+            if !seen.insert(name.to_owned()) {
+                return;
+            }
+            match self.served(name) {
+                None => found.absent.push(name.to_owned()),
+                Some(Ok(p)) => {
+                    found.served.push(p);
+                    queue.push_back((p, follow));
+                }
+                Some(Err(version)) => found.unserved.push(Unserved {
+                    name: name.to_owned(),
+                    version,
+                    arch: self.arch.to_owned(),
+                    wanted_by,
+                }),
+            }
+        };
+        for (name, follow, _) in roots {
+            visit(name, *follow, "named by the spec".to_owned(), &mut found, &mut queue);
+        }
+        while let Some((p, follow)) = queue.pop_front() {
+            if !follow {
+                continue;
+            }
+            let parent = &self.universe.pkgs[p];
+            let bad = |e: String| DebError::Unsolvable {
+                arch: self.arch.to_owned(),
+                detail: format!("{}: {e}", parent.name),
+            };
+            let mut groups = relations(&parent.pre_depends).map_err(bad)?.0;
+            groups.extend(relations(&parent.depends).map_err(bad)?.0);
+            for group in groups {
+                if self.base.iter().any(|b| group.iter().any(|r| satisfies(b, r, self.arch))) {
+                    continue;
+                }
+                // Nothing installed satisfies it (a broken node, or a provider outside dpkg):
+                // nothing of it to pin.
+                let Some(name) = self.installed_for(&group) else { continue };
+                visit(&name, true, format!("for {}", parent.name), &mut found, &mut queue);
+            }
+        }
+        Ok(found)
+    }
+}
