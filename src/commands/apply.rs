@@ -136,6 +136,11 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
             }
         }
         writeln!(out, "dry run: applying {what} would change: {}", done.packages.summary())?;
+    } else if args.adopt {
+        writeln!(
+            out,
+            "adopted {what}: the stack this node runs, every package it pins installed at its version; no package changed"
+        )?;
     } else {
         writeln!(out, "applied {what}: {}", done.packages.summary())?;
     }
