@@ -1013,6 +1013,7 @@ pub struct ProbeArgs {
 }
 
 #[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
 pub struct ValidateArgs {
     /// Site state root.
     #[arg(long, default_value = "/var/lib/airlock")]
@@ -1026,6 +1027,11 @@ pub struct ValidateArgs {
     /// `install` compares the candidate with.
     #[arg(long, conflicts_with = "commit")]
     pub baseline: bool,
+    /// For Node Health Check and Slurm's `HealthCheckProgram`: one line on stdout (`airlock:
+    /// green …`, `airlock: red NAME VERSION (bundles/ID) record FILE: SUMMARY`) and exit 0 healthy, 1 red or not
+    /// judgeable; the line is the node's drain reason (docs/fleet.md, "Slurm").
+    #[arg(long, conflicts_with_all = ["commit", "baseline", "json"])]
+    pub nhc: bool,
     #[command(flatten)]
     pub site: SiteArgs,
     #[command(flatten)]

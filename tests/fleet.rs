@@ -7,6 +7,8 @@
 //! evidence lands under `EVIDENCE/runs/ID/`; `report --fleet` judges the newest run.
 
 mod common;
+#[path = "common/slurm.rs"]
+mod slurm;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
+use slurm::Slurm;
 
 /// The collection installed from its tarball into a collections path of its own.
 fn collection(dir: &Path) -> PathBuf {
@@ -96,6 +99,11 @@ impl Fleet {
 
     /// `ansible-playbook airlock.site.rollout` with `version`'s bundle and `extra` variables.
     fn rollout(&self, inventory: &Path, version: &str, evidence: &str, extra: &[&str]) -> Run {
+        run(&mut self.rollout_command(inventory, version, evidence, extra))
+    }
+
+    /// The same, to start.
+    fn rollout_command(&self, inventory: &Path, version: &str, evidence: &str, extra: &[&str]) -> Command {
         let vars = serde_json::json!({
             "airlock_source": self.dir.path().join(format!("{version}.airlock")),
             "airlock_trust": [self.keys.public.clone()],
@@ -113,7 +121,7 @@ impl Fleet {
             .env("ANSIBLE_HOME", self.dir.path().join("ansible-home"))
             .args(["airlock.site.rollout", "-i", s(inventory), "-e", &format!("@{}", vars_file.display())])
             .args(extra);
-        run(&mut c)
+        c
     }
 
     /// The version each node runs now (`status`), or `-`.
@@ -318,6 +326,146 @@ fn the_first_rollout_adopts_the_baseline_each_node_runs_before_it_changes_any() 
     for (node, _) in nodes {
         assert_eq!(f.records(node), 3, "{node}: one apply more, no second adoption");
     }
+}
+
+/// The rollout under a real Slurm cluster whose node names are the fleet's.
+fn slurm_vars(slurm: &Slurm, run_id: &str, extra: &serde_json::Value) -> String {
+    let mut vars = serde_json::json!({
+        "airlock_scheduler": "slurm",
+        "airlock_scheduler_environment": { "SLURM_CONF": slurm.conf },
+        "airlock_slurm_poll": 0.5,
+        "airlock_run_id": run_id,
+    });
+    vars.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    vars.to_string()
+}
+
+/// A record's time, to the second, as Slurm writes its (UTC, on this machine) times.
+fn second(at: &serde_json::Value) -> String {
+    at.as_str().unwrap()[..19].to_owned()
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "two runs under one Slurm cluster, each node's fate checked")]
+fn under_slurm_jobs_end_before_a_change_green_nodes_resume_red_ones_stay_drained_and_capacity_comes_from_sinfo() {
+    let f = Fleet::new();
+    // n5, alone in its tuple, is its canary: an admin drained it. n1 is the canary of the
+    // MI300X pair and runs a job; n3, the CPX canary, runs an RVS that fails.
+    let nodes: &[(&str, &str)] = &[("n5", "guest"), ("n1", "mi300x"), ("n2", "mi300x"), ("n3", "mi300x-cpx")];
+    let slurm = Slurm::start(&["n5", "n1", "n2", "n3"]);
+    slurm.cmd("scontrol", &["update", "NodeName=n5", "State=DRAIN", "Reason=bad DIMM, ticket 4711"]);
+    let long_job = slurm.submit("n1", "sleep 12");
+    slurm.wait_job(&long_job, "RUNNING");
+    let inventory = f.inventory_with("slurm.ini", nodes, &["n3"]);
+    let vars = slurm_vars(&slurm, "slurm-1", &serde_json::json!({}));
+    let mut rollout = f.rollout_command(&inventory, "2026.11.0", "evidence", &["-e", &vars]);
+    let log = f.dir.path().join("slurm-1.log");
+    let to_log =
+        || std::process::Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap());
+    let mut child = rollout.stdout(to_log()).stderr(to_log()).spawn().unwrap();
+    // A job submitted while n1 drains waits until airlock resumes it.
+    let start = std::time::Instant::now();
+    while slurm.state("n1").0 != "draining" {
+        let ended = child.try_wait().unwrap();
+        let output = || std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            ended.is_none() && start.elapsed().as_secs() < 120,
+            "n1 never drained ({:?}): {}",
+            slurm.state("n1"),
+            output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (_, reason) = slurm.state("n1");
+    assert!(
+        reason.starts_with("airlock ") && reason.contains("2026.11.0") && reason.contains("run slurm-1"),
+        "{reason}"
+    );
+    let later_job = slurm.submit("n1", "true");
+    let status = child.wait().unwrap();
+    let stdout = std::fs::read_to_string(&log).unwrap();
+    assert_ne!(status.code(), Some(0), "the red canary stops the run: {stdout}");
+    let n1 = f.root("n1");
+    let applied = std::fs::read_dir(n1.join("records"))
+        .unwrap()
+        .map(|e| serde_json::from_slice::<serde_json::Value>(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+        .find(|r| r["action"] == "apply")
+        .expect("n1 applied");
+    assert_eq!(applied["outcome"], "activated");
+    // The running job ended before airlock changed n1; the later one started after.
+    let ended = slurm.job(&long_job)["EndTime"].clone();
+    assert!(ended <= second(&applied["at"]), "job ended {ended}, n1 applied {}", applied["at"]);
+    slurm.wait_job(&later_job, "COMPLETED");
+    let started = slurm.job(&later_job)["StartTime"].clone();
+    assert!(started >= second(&applied["at"]), "job started {started}, n1 applied {}", applied["at"]);
+    // Green ends idle; red stays drained, its reason naming airlock, red and the record; the
+    // admin's node keeps its state and reason, and the node after the stop is untouched.
+    assert_eq!(slurm.state("n1").0, "idle");
+    let (state, reason) = slurm.state("n3");
+    assert_eq!(state, "drained", "{reason}");
+    assert!(reason.starts_with("airlock red ") && reason.contains("record ") && reason.contains(".json"), "{reason}");
+    assert_eq!(slurm.state("n5"), ("drained".to_owned(), "bad DIMM, ticket 4711".to_owned()));
+    assert_eq!(slurm.state("n2").0, "idle");
+    assert!(!f.root("n5").join("records").exists(), "the admin's node was not touched");
+    assert!(slurm.log().contains("update_node: node n1 reason set to: airlock"), "slurmctld recorded the drain");
+
+    // After the rollout n1's stack turns red under it (its RVS fails now): Slurm's health check
+    // (the shipped HealthCheckProgram, run as slurmd runs it) drains it, airlock's line the reason.
+    let probes = repo("testdata/probes");
+    let health = Command::new("sh")
+        .arg(repo("ansible/examples/airlock-healthcheck.sh"))
+        .env_clear()
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:/usr/sbin:/usr/bin:/sbin:/bin",
+                probes.join("rvs-fail/bin").display(),
+                probes.join("mi300x/bin").display()
+            ),
+        )
+        .env("AIRLOCK_HOST_ROOT", probes.join("mi300x/root"))
+        .env("AIRLOCK_ROOT", &n1)
+        .env("AIRLOCK", env!("CARGO_BIN_EXE_airlock"))
+        .env("SLURM_CONF", &slurm.conf)
+        .env("SLURMD_NODENAME", "n1")
+        .output()
+        .unwrap();
+    assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stderr));
+    let (state, reason) = slurm.state("n1");
+    assert!(state == "drained" && reason.starts_with("airlock: red rocm10-demo 2026.11.0"), "{state}: {reason}");
+    assert!(reason.contains("record "), "{reason}");
+
+    // Second run: n3 is healthy again. Before the first expansion batch (n2) the capacity rule
+    // takes total and reserved from sinfo: 4 nodes, n5 reserved by its admin, n2 about to
+    // change: 2 available, below a demand of 3. The run stops, naming every number.
+    let inventory = f.inventory("slurm-2.ini", nodes);
+    let vars = slurm_vars(
+        &slurm,
+        "slurm-2",
+        &serde_json::json!({ "airlock_capacity": { "total": 999, "reserved": 0, "demand": 3 } }),
+    );
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", &vars]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("available 4 total - 1 in change x 1 - 1 reserved = 2 is below demand 3 + headroom 0 = 3")
+            && r.stdout.contains("from sinfo, partitions gpu")
+            && r.stdout.contains("reserved: n5 (drained: bad DIMM, ticket 4711)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(slurm.state("n3").0, "idle", "the red node, green now, is back in service");
+    assert_eq!(slurm.state("n2").0, "idle");
+    assert_eq!(f.versions(&nodes[2..3]), all("-", &nodes[2..3]), "n2 was not changed");
+    let report =
+        run(airlock().args(["report", "--fleet", s(&f.dir.path().join("evidence")), "--run", "slurm-2", "--json"]))
+            .ok()
+            .json();
+    let capacity = &report["capacity"][0];
+    assert_eq!(
+        (capacity["total"].as_i64(), capacity["reserved"].as_i64(), capacity["ok"].as_bool()),
+        (Some(4), Some(1), Some(false))
+    );
+    assert_eq!(capacity["source"], "sinfo, partitions gpu", "{capacity}");
 }
 
 #[test]

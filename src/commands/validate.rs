@@ -23,47 +23,24 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
     if args.baseline {
         return baseline(args);
     }
-    // Nothing from the active bundle runs before it verified again under the policy it was
-    // installed with and its tree matched it; no writer moves it meanwhile.
-    let root = SiteRoot::new(&args.root);
-    let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
-    let reporter = crate::cli::TerminalReporter::new(args.json);
-    let (bundle_id, manifest, _) = crate::site::check::active(&root, &reporter)?;
-    let evidence = validate(
-        &manifest.validation,
-        &HostRoot::from_env(),
-        crate::site::load_baseline(&args.root).as_ref(),
-        &crate::validate::scope_of(&manifest),
-    )
-    .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
-    let Some(evidence) = evidence else {
+    let reporter = crate::cli::TerminalReporter::new(args.json || args.nhc);
+    if args.nhc {
+        return Ok(nhc(args, &reporter));
+    }
+    let judged = judge(args, &reporter)?;
+    let (Some(evidence), Some(record)) = (judged.evidence, judged.record) else {
         if args.json {
             super::print_json(&RecordedValidation::skipped())?;
         } else {
             writeln!(
                 std::io::stdout().lock(),
                 "skipped: {} {} names no [[validation.target]]",
-                manifest.name,
-                manifest.version
+                judged.manifest.name,
+                judged.manifest.version
             )?;
         }
         return Ok(super::EXIT_OK);
     };
-    // As-built evidence: a record of its own beside the installs and rollbacks (written whole,
-    // under a name no other writer uses, so no lock is needed).
-    let mut record = Record::new(
-        Action::Validate,
-        Outcome::Validated,
-        Some(RecordBundle {
-            id: Some(bundle_id.clone()),
-            name: Some(manifest.name.to_string()),
-            version: Some(manifest.version.to_string()),
-            ..RecordBundle::default()
-        }),
-    );
-    record.validation = Some(RecordedValidation::Evidence(Box::new(evidence.clone())));
-    record.run_id.clone_from(&args.run.id);
-    let record = crate::site::records::write(&root, &record)?;
     if args.json {
         // The evidence as the record holds it, and where the record is.
         #[derive(serde::Serialize)]
@@ -95,6 +72,88 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         }
         Verdict::Red => Ok(Class::ValidationRed.exit_code()),
     }
+}
+
+/// What validating the active bundle gave: its manifest, and (unless it names no matrix) the
+/// evidence and the record written.
+struct Judged {
+    id: crate::site::BundleId,
+    manifest: crate::bundle::Manifest,
+    evidence: Option<crate::validate::Evidence>,
+    record: Option<std::path::PathBuf>,
+}
+
+fn judge(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> anyhow::Result<Judged> {
+    // Nothing from the active bundle runs before it verified again under the policy it was
+    // installed with and its tree matched it; no writer moves it meanwhile.
+    let root = SiteRoot::new(&args.root);
+    let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
+    let (bundle_id, manifest, _) = crate::site::check::active(&root, reporter)?;
+    let evidence = validate(
+        &manifest.validation,
+        &HostRoot::from_env(),
+        crate::site::load_baseline(&args.root).as_ref(),
+        &crate::validate::scope_of(&manifest),
+    )
+    .with_context(|| format!("the active bundle bundles/{bundle_id}"))?;
+    let Some(evidence) = evidence else {
+        return Ok(Judged { id: bundle_id, manifest, evidence: None, record: None });
+    };
+    // As-built evidence: a record of its own beside the installs and rollbacks (written whole,
+    // under a name no other writer uses, so no lock is needed).
+    let mut record = Record::new(
+        Action::Validate,
+        Outcome::Validated,
+        Some(RecordBundle {
+            id: Some(bundle_id.clone()),
+            name: Some(manifest.name.to_string()),
+            version: Some(manifest.version.to_string()),
+            ..RecordBundle::default()
+        }),
+    );
+    record.validation = Some(RecordedValidation::Evidence(Box::new(evidence.clone())));
+    record.run_id.clone_from(&args.run.id);
+    let record = crate::site::records::write(&root, &record)?;
+    Ok(Judged { id: bundle_id, manifest, evidence: Some(evidence), record: Some(record) })
+}
+
+/// The longest line `--nhc` prints: Slurm keeps it as the node's reason.
+const NHC_LINE: usize = 240;
+
+/// `validate --nhc`: one line on stdout, `airlock: …`, and exit 0 (green, amber, nothing to
+/// judge, another airlock command holding the root) or 1 (red, or the active bundle cannot be
+/// judged: it does not verify, its tree is damaged), as Node Health Check's checks and Slurm's
+/// `HealthCheckProgram` take it: the line becomes the node's drain reason.
+fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> u8 {
+    let root = SiteRoot::new(&args.root);
+    let (line, code) = if root.link(crate::site::root::Link::Current).is_none() {
+        (format!("airlock: ok, nothing to judge: no current bundle under {}", args.root.display()), 0)
+    } else {
+        match judge(args, reporter) {
+            Ok(j) => {
+                let what = format!("{} {} (bundles/{})", j.manifest.name, j.manifest.version, j.id);
+                let record = j.record.as_ref().and_then(|r| r.file_name()).map(|n| n.to_string_lossy().into_owned());
+                match j.evidence {
+                    None => (format!("airlock: ok {what}: no matrix to judge"), 0),
+                    Some(e) => {
+                        let code = u8::from(e.verdict == Verdict::Red);
+                        let record = record.map(|r| format!(" record {r}")).unwrap_or_default();
+                        // The record first: the summary is what a long line loses.
+                        (format!("airlock: {} {what}{record}: {}", word(e.verdict), e.summary), code)
+                    }
+                }
+            }
+            // An apply or rollback holds the root: it judges the stack itself.
+            Err(e) if e.chain().any(|c| matches!(c.downcast_ref(), Some(crate::site::SiteError::Busy { .. }))) => {
+                (format!("airlock: busy, not judged: {e}"), 0)
+            }
+            Err(e) => (format!("airlock: red, not judged: {e:#}"), 1),
+        }
+    };
+    let line = crate::escape::value(&line).replace('\n', " ");
+    let line: String = line.chars().take(NHC_LINE).collect();
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    code
 }
 
 /// `validate --commit`: a pending apply committed (exit 0) or the host restored (exit 4).

@@ -146,6 +146,14 @@ pub struct Capacity {
     pub available: i64,
     /// available ≥ demand + headroom.
     pub ok: bool,
+    /// Where total and reserved came from: `variables`, or `sinfo, partitions P` (Slurm).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The nodes behind `reserved` and `in_change`, where the scheduler named them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reserved_nodes: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub in_change_nodes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -222,6 +230,12 @@ struct CapacityFile {
     demand: i64,
     #[serde(default)]
     headroom: i64,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    reserved_nodes: Vec<String>,
+    #[serde(default)]
+    in_change_nodes: Vec<String>,
 }
 
 fn one() -> i64 {
@@ -564,6 +578,9 @@ fn capacity(batches: &[(String, BatchFile)]) -> Vec<Capacity> {
                 headroom: c.headroom,
                 available,
                 ok: available >= c.demand + c.headroom,
+                source: c.source.clone(),
+                reserved_nodes: c.reserved_nodes.clone(),
+                in_change_nodes: c.in_change_nodes.clone(),
             })
         })
         .collect()

@@ -157,22 +157,26 @@ fn capacity(o: &mut String, f: &Fleet) {
     let _ = writeln!(
         o,
         "<h2>Capacity before each batch</h2><table id=\"capacity\"><tr><th>before</th><th>total</th><th>in \
-         change × per node</th><th>reserved</th><th>available</th><th>demand + headroom</th><th>rule</th></tr>"
+         change × per node</th><th>reserved</th><th>available</th><th>demand + headroom</th><th>rule</th><th>from</th></tr>"
     );
     for c in &f.capacity {
+        let named = |n: &[String]| if n.is_empty() { String::new() } else { format!(" ({})", esc(&n.join(", "))) };
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{} × {}</td><td>{}</td><td>{}</td><td>{} + {}</td><td class=\"{}\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{} × {}{}</td><td>{}{}</td><td>{}</td><td>{} + {}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
             esc(&c.before_wave),
             c.total,
             c.in_change,
             c.per_node,
+            named(&c.in_change_nodes),
             c.reserved,
+            named(&c.reserved_nodes),
             c.available,
             c.demand,
             c.headroom,
             if c.ok { "green" } else { "red" },
-            if c.ok { "met" } else { "broken: the batch did not run" }
+            if c.ok { "met" } else { "broken: the batch did not run" },
+            esc(c.source.as_deref().unwrap_or("variables"))
         );
     }
     let _ = writeln!(o, "</table>");

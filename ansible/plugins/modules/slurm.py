@@ -1,0 +1,222 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: slurm
+short_description: A node in Slurm around its airlock change, and the capacity Slurm reports
+description:
+  - "Runs C(scontrol) and C(sinfo) (Slurm's own clients, as a Slurm operator) for the rollout role
+    (C(airlock_scheduler: slurm)). A node is airlock's when its reason starts with C(airlock); a node drained,
+    down, failed, in maintenance or reserved for any other reason is an admin's and is never touched."
+  - C(drain) drains the node with O(reason) and waits until its running jobs have ended (state C(drained)), up to
+    O(timeout) seconds; past that the node is resumed as it was and the module fails, nothing changed. An admin's
+    node is left alone (C(held=true)).
+  - C(resume) returns a node airlock drained to service (C(State=RESUME)); an admin's node is never resumed.
+  - C(hold) keeps a node airlock drained out of service with O(reason), naming the node's last record under
+    O(root) (a red node).
+  - C(reboot) reboots the node through Slurm once it is idle (C(scontrol reboot ASAP nextstate=DOWN)) and waits,
+    up to O(timeout) seconds, until slurmd registers again after it.
+  - C(capacity) reads every node of the partitions O(nodes) belong to (C(sinfo)) and returns the totals the
+    capacity rule takes from Slurm, with where each number came from.
+options:
+  action: {description: What to do., type: str, required: true, choices: [state, drain, resume, hold, reboot, capacity]}
+  node: {description: The node's Slurm name (NodeName)., type: str}
+  nodes: {description: For capacity, the run's nodes (their Slurm names); their partitions are counted., type: list, elements: str, default: []}
+  batch: {description: For capacity, the batch about to change (Slurm names)., type: list, elements: str, default: []}
+  per_node: {description: For capacity, the units one node counts for., type: int, default: 1}
+  demand: {description: For capacity, the units the workload needs., type: int, default: 0}
+  headroom: {description: For capacity, the units kept spare., type: int, default: 0}
+  reason: {description: The reason Slurm shows (C(airlock ...))., type: str, default: airlock}
+  timeout: {description: Seconds to wait for the jobs to end (drain) or the node to come back (reboot)., type: int, default: 3600}
+  poll: {description: Seconds between two looks at the node's state., type: float, default: 2}
+  root: {description: "For hold: the node's airlock root, whose last record the reason names.", type: path}
+  environment: {description: "Variables for scontrol and sinfo (C(SLURM_CONF))." , type: dict, default: {}}
+author: airlock maintainers
+"""
+
+EXAMPLES = r"""
+- airlock.site.slurm:
+    action: drain
+    node: gpu-a01
+    reason: airlock rocm10 2026.11.1 run 20261205T101500Z-3f9c2a
+    timeout: 3600
+"""
+
+RETURN = r"""
+state: {description: "The node's state as sinfo names it (idle, drained, draining, down, ...).", type: str, returned: node actions}
+reason: {description: The node's reason before the action., type: str, returned: node actions}
+held: {description: The node is an admin's (drained, down or reserved for another reason) and was left alone., type: bool, returned: drain}
+drained: {description: airlock drained the node in this call., type: bool, returned: drain}
+waited: {description: Seconds spent waiting for the jobs to end or the node to return., type: float, returned: drain, reboot}
+total: {description: "capacity: every node of the partitions.", type: int, returned: capacity}
+reserved: {description: "capacity: nodes out of service for a reason not airlock's.", type: int, returned: capacity}
+reserved_nodes: {description: "capacity: those nodes, with state and reason.", type: list, returned: capacity}
+airlock_nodes: {description: "capacity: nodes airlock has drained now (in change, or red and held).", type: list, returned: capacity}
+partitions: {description: "capacity: the partitions counted.", type: list, returned: capacity}
+figures: {description: "capacity: total, reserved, in_change (airlock's nodes and the batch), per_node, demand, headroom,
+  available, ok, source, and the nodes behind reserved and in_change: the batch file and the fleet report keep them.",
+  type: dict, returned: capacity}
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+# States a node is out of service in (sinfo's %T words; flags after `+` and marks like `*` dropped).
+OUT = ("drained", "draining", "drain", "down", "fail", "failing", "maint", "reserved", "inval", "future")
+
+
+def run(module, argv):
+    env = dict((str(k), str(v)) for k, v in module.params["environment"].items())
+    rc, out, err = module.run_command(argv, environ_update=env)
+    if rc != 0:
+        module.fail_json(msg="%s failed: %s" % (" ".join(argv[:3]), (err or out).strip()), rc=rc, cmd=argv)
+    return out
+
+
+def word(state):
+    """`drained*` -> drained; `idle+drain` -> idle+drain (both parts kept)."""
+    return state.strip().rstrip("*~#!%$@^-").lower()
+
+
+def nodes_of(module, args):
+    """sinfo one line per node and partition: (name, partition, state, reason)."""
+    out = run(module, ["sinfo", "--noheader", "--Node", "--format", "%N|%P|%T|%E"] + args)
+    rows = []
+    for line in out.splitlines():
+        parts = line.split("|", 3)
+        if len(parts) == 4:
+            reason = parts[3].strip()
+            rows.append((parts[0].strip(), parts[1].strip().rstrip("*"), word(parts[2]), "" if reason == "none" else reason))
+    return rows
+
+
+def info(module, node):
+    rows = nodes_of(module, ["--nodes", node])
+    if not rows:
+        module.fail_json(msg="Slurm knows no node %s (sinfo --nodes %s)" % (node, node))
+    _, _, state, reason = rows[0]
+    return state, reason
+
+
+def ours(reason):
+    return reason.startswith("airlock")
+
+
+def out_of_service(state):
+    return any(p in OUT for p in state.split("+"))
+
+
+def update(module, node, *fields):
+    run(module, ["scontrol", "update", "NodeName=%s" % node] + list(fields))
+
+
+def drain(module, node):
+    p = module.params
+    state, reason = info(module, node)
+    if out_of_service(state) and not ours(reason):
+        module.exit_json(changed=False, held=True, drained=False, state=state, reason=reason,
+                         msg="%s is %s (%s): an admin's, left alone" % (node, state, reason or "no reason"))
+    update(module, node, "State=DRAIN", "Reason=%s" % p["reason"])
+    start = time.time()
+    while True:
+        now_state, _ = info(module, node)
+        if "drained" in now_state.split("+"):
+            break
+        if time.time() - start > p["timeout"]:
+            update(module, node, "State=RESUME")
+            module.fail_json(msg="%s still runs jobs after %d s (%s): resumed, nothing changed" % (node, p["timeout"], now_state))
+        time.sleep(p["poll"])
+    module.exit_json(changed=True, held=False, drained=True, state=state, reason=reason, waited=round(time.time() - start, 2))
+
+
+def last_record(root):
+    try:
+        names = sorted(n for n in os.listdir(os.path.join(root, "records")) if n.endswith(".json"))
+    except OSError:
+        return None
+    return names[-1] if names else None
+
+
+def capacity(module):
+    p = module.params
+    rows = nodes_of(module, ["--nodes", ",".join(p["nodes"])]) if p["nodes"] else nodes_of(module, [])
+    partitions = sorted(set(r[1] for r in rows))
+    every = nodes_of(module, ["--partition", ",".join(partitions)]) if partitions else []
+    seen = {}
+    for name, _, state, reason in every:
+        seen.setdefault(name, (state, reason))
+    reserved = [dict(node=n, state=s, reason=r) for n, (s, r) in sorted(seen.items()) if out_of_service(s) and not ours(r)]
+    airlock = [n for n, (s, r) in sorted(seen.items()) if out_of_service(s) and ours(r)]
+    in_change = sorted(set(airlock) | (set(p["batch"]) - set(r["node"] for r in reserved)))
+    available = len(seen) - len(in_change) * p["per_node"] - len(reserved)
+    figures = dict(
+        total=len(seen), reserved=len(reserved), in_change=len(in_change), per_node=p["per_node"],
+        demand=p["demand"], headroom=p["headroom"], available=available, ok=available >= p["demand"] + p["headroom"],
+        source="sinfo, partitions %s" % ",".join(partitions),
+        reserved_nodes=["%s (%s: %s)" % (r["node"], r["state"], r["reason"] or "no reason") for r in reserved],
+        in_change_nodes=in_change,
+    )
+    module.exit_json(changed=False, total=len(seen), reserved=len(reserved), reserved_nodes=reserved,
+                     airlock_nodes=airlock, partitions=partitions, figures=figures)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            action=dict(type="str", required=True, choices=["state", "drain", "resume", "hold", "reboot", "capacity"]),
+            node=dict(type="str"),
+            nodes=dict(type="list", elements="str", default=[]),
+            batch=dict(type="list", elements="str", default=[]),
+            per_node=dict(type="int", default=1),
+            demand=dict(type="int", default=0),
+            headroom=dict(type="int", default=0),
+            reason=dict(type="str", default="airlock"),
+            timeout=dict(type="int", default=3600),
+            poll=dict(type="float", default=2),
+            root=dict(type="path"),
+            environment=dict(type="dict", default={}),
+        ),
+        required_if=[("action", a, ["node"]) for a in ("state", "drain", "resume", "hold", "reboot")],
+        supports_check_mode=False,
+    )
+    p = module.params
+    if p["action"] == "capacity":
+        capacity(module)
+    node = p["node"]
+    if p["action"] == "state":
+        state, reason = info(module, node)
+        module.exit_json(changed=False, state=state, reason=reason, ours=ours(reason))
+    if p["action"] == "drain":
+        drain(module, node)
+    state, reason = info(module, node)
+    if not ours(reason):
+        module.exit_json(changed=False, state=state, reason=reason, msg="%s is not airlock's (%s): left alone" % (node, reason))
+    if p["action"] == "resume":
+        update(module, node, "State=RESUME")
+        module.exit_json(changed=True, state=state, reason=reason)
+    if p["action"] == "hold":
+        record = last_record(p["root"]) if p["root"] else None
+        text = p["reason"] + (" record %s" % record if record else "")
+        update(module, node, "State=DRAIN", "Reason=%s" % text)
+        module.exit_json(changed=True, state=state, reason=text)
+    # reboot: once idle, through slurmd's RebootProgram; back when slurmd registers again.
+    run(module, ["scontrol", "reboot", "ASAP", "nextstate=DOWN", "reason=%s" % p["reason"], node])
+    start = time.time()
+    seen_reboot = False
+    while time.time() - start <= p["timeout"]:
+        now_state, _ = info(module, node)
+        rebooting = any(f in now_state for f in ("reboot", "powering"))
+        seen_reboot = seen_reboot or rebooting
+        if seen_reboot and not rebooting and "not_responding" not in now_state:
+            module.exit_json(changed=True, state=now_state, reason=reason, waited=round(time.time() - start, 2))
+        time.sleep(p["poll"])
+    module.fail_json(msg="%s did not come back within %d s of its reboot" % (node, p["timeout"]))
+
+
+if __name__ == "__main__":
+    main()
