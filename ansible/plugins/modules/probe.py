@@ -11,6 +11,13 @@ description:
   - Runs C(airlock probe --json) and C(airlock status --json) and returns the node's tuple (GPU
     model, gfx, OS, kernel, partition modes, virtualization, firmware) and its current bundle.
   - Nodes with the same tuple are alike for the upgrade guide's canary rule.
+options:
+  packages:
+    description:
+      - Return every installed package in C(probe.inventory.packages) (the node's inventory C(airlock freeze) takes).
+        Off, only the GPU stack's packages and those the current bundle carries: a smaller result per node.
+    type: bool
+    default: false
 extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
@@ -49,9 +56,22 @@ def tuple_of(probe):
     return fields, " | ".join(fields[k] for k in ["gpu", "gfx", "os", "kernel", "partition", "virtualization", "firmware"])
 
 
+def stack_only(probe):
+    """The inventory cut to the GPU stack (host.packages) and the packages the bundle carries."""
+    inventory = probe.get("inventory") or {}
+    packages = inventory.get("packages") or {}
+    stack = set(p.split("=", 1)[0] for p in (probe.get("host") or {}).get("packages") or [])
+    inventory["packages"] = dict((k, v) for k, v in packages.items() if k in stack or v.get("carried"))
+    return probe
+
+
 def main():
-    module = AnsibleModule(argument_spec=dict(COMMON_ARGS), supports_check_mode=True)
-    rc, probe, err = run_airlock(module, ["probe"], check_rc=True)
+    spec = dict(COMMON_ARGS)
+    spec.update(packages=dict(type="bool", default=False))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    rc, probe, err = run_airlock(module, ["probe", "--root", module.params["root"]], check_rc=True)
+    if not module.params["packages"]:
+        probe = stack_only(probe or {})
     fields, key = tuple_of(probe or {})
     module.exit_json(changed=False, tuple=key, tuple_fields=fields, current=current_bundle(module), probe=probe)
 
