@@ -449,3 +449,99 @@ fn node_applies(zypper: bool) {
     assert_eq!(rpm_qa(&sys), after_one);
     assert_ne!(after_one, before);
 }
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "the adoption of an rpm node, probe to first release, step by step")]
+fn an_rpm_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_own_stack_back() {
+    let r = Repos::new();
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    // The admin installed ROCm 6.4.1 by hand, with what it needs from the distribution.
+    let sys = t.path().join("sys");
+    system(&sys, &r);
+    let by_hand = [
+        "rocm/Packages/r/rocm-core-6.4.1-1.el9.x86_64.rpm",
+        "rocm/Packages/h/hip-runtime-6.4.1-1.el9.x86_64.rpm",
+        "el9/Packages/l/libdrm-amdgpu-2.4.120-1.el9.x86_64.rpm",
+        "el9/Packages/r/rocm-helper-tools-1.0-1.el9.x86_64.rpm",
+    ];
+    let mut install = Command::new("rpm");
+    install.arg("--root").arg(&sys).args(["-i", "--nodeps", "--nosignature"]);
+    run(install.args(by_hand.iter().map(|p| r.file(&format!("repo/{p}"))))).ok();
+    let before = rpm_qa(&sys);
+
+    // The inventory lists them with their architecture; freeze pins the release spec's
+    // package and its installed closure (the rich and file requirements followed to what is
+    // installed; bash is the base) at exactly those EVRs.
+    let probe = run(airlock().env("AIRLOCK_HOST_ROOT", &sys).args(["probe", "--json"])).ok();
+    let packages = &probe.json()["inventory"]["packages"];
+    assert_eq!(
+        (packages["rocm-core"]["version"].as_str(), packages["rocm-core"]["architecture"].as_str()),
+        (Some("1:6.4.1-1.el9"), Some("x86_64")),
+        "{packages}"
+    );
+    let dir = t.path().join("2.0.0");
+    let release = spec(&dir, &r, "2.0.0", "\"hip-runtime=6.4.2-1.el9\"", "", &validation());
+    std::fs::write(dir.join("node.json"), &probe.stdout).unwrap();
+    let frozen = airlock_in(
+        t.path(),
+        &["freeze", s(&dir.join("node.json")), "--spec", s(&release), "--out", s(&dir.join("base.toml")), "--json"],
+    )
+    .ok()
+    .json();
+    let mut pinned: Vec<String> = frozen["pinned"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|v| v.as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_owned()))
+        .collect();
+    pinned.sort();
+    assert_eq!(
+        pinned,
+        [
+            "hip-runtime=6.4.1-1.el9",
+            "libdrm-amdgpu=2.4.120-1.el9",
+            "rocm-core=1:6.4.1-1.el9",
+            "rocm-helper-tools=1.0-1.el9"
+        ],
+        "{frozen}"
+    );
+    let base = t.path().join("base.airlock");
+    airlock_in(
+        t.path(),
+        &["build", s(&dir.join("base.toml")), "--locked", "--key", s(&keys.private), "--out", s(&base)],
+    )
+    .ok();
+
+    // An EVR no repository serves: exit 3, naming it.
+    let moved = probe.stdout.replace("\"1:6.4.1-1.el9\"", "\"1:6.4.0-7.el9\"");
+    std::fs::write(dir.join("moved.json"), moved).unwrap();
+    let r3 = airlock_in(
+        t.path(),
+        &["freeze", s(&dir.join("moved.json")), "--spec", s(&release), "--out", s(&dir.join("moved.toml"))],
+    )
+    .code(3);
+    assert!(r3.stderr.contains("rocm-core 1:6.4.0-7.el9"), "{}", r3.stderr);
+    assert!(!dir.join("moved.toml").exists());
+
+    // Adopted with dnf untouched; the red release then puts the by-hand stack back.
+    let on_node = |root: &Path, args: &[&str]| {
+        run(airlock().env("AIRLOCK_PACKAGE_ROOT", &sys).args(args).args([
+            "--trust",
+            s(&keys.public),
+            "--root",
+            s(root),
+        ]))
+    };
+    let node = t.path().join("node");
+    on_node(&node, &["apply", s(&base), "--adopt"]).ok();
+    assert_eq!(rpm_qa(&sys), before);
+    airlock_in(t.path(), &["lock", s(&release)]).ok();
+    let two = t.path().join("rocm-2.0.0.airlock");
+    airlock_in(t.path(), &["build", s(&release), "--locked", "--key", s(&keys.private), "--out", s(&two)]).ok();
+    let red = on_node(&node, &["apply", s(&two)]).code(4);
+    assert_eq!(rpm_qa(&sys), before, "put back from the baseline\n{}", red.stderr);
+    // A node root without the baseline refuses the same change, as before.
+    let refused = on_node(&t.path().join("bare"), &["apply", s(&two)]).code(1);
+    assert!(refused.stderr.contains("--accept-unrestorable"), "{}", refused.stderr);
+}

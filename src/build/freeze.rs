@@ -1,8 +1,8 @@
 //! `airlock freeze NODE.json --spec SPEC --out BASE.toml`: the upgrade guide's first step on a
 //! cluster that predates airlock. A node's inventory (`airlock probe --json`) and the spec that
-//! names the stack give a baseline spec and its lock: every `[[deb]]` package the spec names,
-//! and every installed package of their closure (`sources::apt::freeze`), pinned at exactly the
-//! node's version in the spec's archives. The spec's `[[wheel]]`, `[[file]]`, `[validation]`
+//! names the stack give a baseline spec and its lock: every `[[deb]]` and `[[rpm]]` package the
+//! spec names, and every installed package of their closure (`sources::apt::freeze`,
+//! `sources::rpm::freeze`), pinned at exactly the node's version in the spec's repositories. The spec's `[[wheel]]`, `[[file]]`, `[validation]`
 //! and `[[impact]]` carry over; `[[image]]` and `[[model]]` do not (they are the release's, not
 //! what the node runs). Nothing is written when a version cannot be found.
 
@@ -14,7 +14,12 @@ use super::lock::{Outcome, Refresh, ensure, lock_path};
 use crate::failure::{Class, Classify};
 use crate::fetch::Net;
 use crate::sources::Sources;
-use crate::sources::apt::freeze::{Frozen, Installed};
+use crate::sources::apt::freeze::Frozen;
+use crate::sources::rpm::freeze::Frozen as FrozenRpms;
+
+/// A node's installed packages: by manager (`dpkg`, `rpm`), then architecture, then name →
+/// version.
+pub type Installed = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
 use crate::spec::lock::LockFile;
 
 /// The baseline's version when none is given: below any release of the stack.
@@ -31,12 +36,6 @@ pub enum FreezeError {
     NotBeside { out: PathBuf, spec: PathBuf },
     #[error("`{}` lists no dpkg package: {detail}", node.display())]
     NoInventory { node: PathBuf, detail: String },
-    #[error(
-        "`{}` has {count} [[rpm]] entr(y/ies): freeze pins [[deb]] packages only so far; freeze an rpm node's stack \
-         with a spec of its [[deb]]-free parts and pin its rpms as `name-EVR` by hand",
-        spec.display()
-    )]
-    Rpm { spec: PathBuf, count: usize },
     #[error("`{}`: {detail}", spec.display())]
     Spec { spec: PathBuf, detail: String },
     #[error("cannot write `{}`: {source}", path.display())]
@@ -53,7 +52,7 @@ impl Classify for FreezeError {
     fn class(&self) -> Class {
         match self {
             FreezeError::NotBeside { .. } | FreezeError::NoInventory { .. } | FreezeError::Spec { .. } => Class::Usage,
-            FreezeError::Rpm { .. } | FreezeError::Write { .. } => Class::Runtime,
+            FreezeError::Write { .. } => Class::Runtime,
             FreezeError::Build(e) => e.class(),
         }
     }
@@ -79,13 +78,13 @@ pub struct Baseline {
     pub lock_sha256: String,
 }
 
-/// Freeze the node's `installed` dpkg packages (by architecture, read from `node`) with
-/// `sources`' spec into `out` and its lock.
+/// Freeze the node's `installed` packages (read from `node`) with `sources`' spec into `out`
+/// and its lock.
 pub fn freeze(
     sources: &Sources<'_>,
     net: &Net,
     node: &Path,
-    installed: &BTreeMap<String, Installed>,
+    installed: &Installed,
     out: &Path,
     version: Option<&semver::Version>,
 ) -> Result<Baseline, FreezeError> {
@@ -97,16 +96,44 @@ pub fn freeze(
     if beside(out).is_none() || beside(out) != beside(&spec.path) {
         return Err(FreezeError::NotBeside { out: out.to_owned(), spec: spec.path.clone() });
     }
-    if !spec.spec.rpm.is_empty() {
-        return Err(FreezeError::Rpm { spec: spec.path.clone(), count: spec.spec.rpm.len() });
-    }
-    if installed.is_empty() {
-        let detail = "probe the node with `airlock probe --json` (every installed package is listed)".to_owned();
+    let empty = BTreeMap::new();
+    let (debs, rpms) = (installed.get("dpkg").unwrap_or(&empty), installed.get("rpm").unwrap_or(&empty));
+    let wanted = [(!spec.spec.deb.is_empty(), debs, "dpkg"), (!spec.spec.rpm.is_empty(), rpms, "rpm")];
+    if let Some((_, _, manager)) = wanted.iter().find(|(named, have, _)| *named && have.is_empty()) {
+        let detail = format!(
+            "the spec names {manager} packages; probe the node with this airlock (`airlock probe --json` lists every \
+             installed package)"
+        );
         return Err(FreezeError::NoInventory { node: node.to_owned(), detail });
     }
-    let frozen = net.block_on(crate::sources::apt::freeze::freeze(sources, installed))?;
+    // Both kinds looked up before anything is said: every version no repository serves, at once.
+    let (deb, rpm) = net.block_on(async {
+        let deb = if spec.spec.deb.is_empty() {
+            Ok(Frozen::default())
+        } else {
+            crate::sources::apt::freeze::freeze(sources, debs).await
+        };
+        let rpm = if spec.spec.rpm.is_empty() {
+            Ok(FrozenRpms::default())
+        } else {
+            crate::sources::rpm::freeze::freeze(sources, rpms).await
+        };
+        (deb, rpm)
+    });
+    let (frozen, frozen_rpms) = match (deb, rpm) {
+        (Ok(d), Ok(r)) => (d, r),
+        (
+            Err(crate::sources::SourceError::Unserved { packages: mut a, archives: mut x }),
+            Err(crate::sources::SourceError::Unserved { packages: b, archives: y }),
+        ) => {
+            a.extend(b);
+            x.extend(y);
+            return Err(crate::sources::SourceError::Unserved { packages: a, archives: x }.into());
+        }
+        (Err(e), _) | (_, Err(e)) => return Err(e.into()),
+    };
     let version = version.map_or_else(|| BASELINE_VERSION.to_owned(), ToString::to_string);
-    let text = baseline_spec(spec.text(), &frozen, &version, node)
+    let text = baseline_spec(spec.text(), &frozen, &frozen_rpms, &version, node)
         .map_err(|detail| FreezeError::Spec { spec: spec.path.clone(), detail })?;
     crate::atomic::write(out, text.as_bytes()).map_err(|source| FreezeError::Write { path: out.to_owned(), source })?;
     let lock = lock_path(out, None);
@@ -119,21 +146,18 @@ pub fn freeze(
             return Err(e);
         }
     };
-    let pinned = frozen
+    let mut pinned: BTreeMap<String, Vec<String>> = frozen
         .entries
         .iter()
         .map(|(e, pins)| {
             (format!("{} {}", e.repo.trim_end_matches('/'), e.suite), pins.iter().map(ToString::to_string).collect())
         })
         .collect();
-    Ok(Baseline {
-        spec: out.to_owned(),
-        lock,
-        version,
-        pinned,
-        absent: frozen.absent,
-        lock_sha256: locked.sha256.to_string(),
-    })
+    pinned
+        .extend(frozen_rpms.entries.iter().map(|(e, pins)| (e.url(), pins.iter().map(ToString::to_string).collect())));
+    let mut absent = frozen.absent;
+    absent.extend(frozen_rpms.absent);
+    Ok(Baseline { spec: out.to_owned(), lock, version, pinned, absent, lock_sha256: locked.sha256.to_string() })
 }
 
 /// `airlock lock` on the baseline spec just written.
@@ -148,10 +172,32 @@ fn lock_baseline(sources: &Sources<'_>, net: &Net, spec: &Path, lock: &Path) -> 
     Ok(locked)
 }
 
-/// The spec's text with its `[[deb]]` entries replaced by the frozen pins (exact, no closure
-/// resolved again), `[[image]]` and `[[model]]` dropped, and the bundle's version set.
-fn baseline_spec(text: &str, frozen: &Frozen, version: &str, node: &Path) -> Result<String, String> {
+/// The spec's text with its `[[deb]]` and `[[rpm]]` entries replaced by the frozen pins (exact,
+/// no closure resolved again), `[[image]]` and `[[model]]` dropped, and the bundle's version set.
+fn baseline_spec(text: &str, frozen: &Frozen, rpms: &FrozenRpms, version: &str, node: &Path) -> Result<String, String> {
     let mut doc: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    let rpm_originals: Vec<toml::Table> = match doc.remove("rpm") {
+        Some(toml::Value::Array(a)) => a.into_iter().filter_map(|v| v.as_table().cloned()).collect(),
+        _ => Vec::new(),
+    };
+    let mut rpm_entries = Vec::new();
+    for (entry, pins) in &rpms.entries {
+        let field = |t: &toml::Table, k: &str| t.get(k).and_then(toml::Value::as_str).unwrap_or_default().to_owned();
+        let original = rpm_originals
+            .iter()
+            .find(|t| field(t, "baseurl") == entry.baseurl && field(t, "arch") == entry.arch)
+            .ok_or_else(|| format!("no [[rpm]] entry for {}", entry.baseurl))?;
+        let mut table = original.clone();
+        let pins = pins.iter().map(|p| toml::Value::String(p.to_string())).collect();
+        table.insert("packages".into(), toml::Value::Array(pins));
+        table.insert("resolve".into(), toml::Value::Boolean(false));
+        table.remove("base");
+        table.remove("base_rpmdb");
+        rpm_entries.push(toml::Value::Table(table));
+    }
+    if !rpm_entries.is_empty() {
+        doc.insert("rpm".into(), toml::Value::Array(rpm_entries));
+    }
     let originals: Vec<toml::Table> = match doc.remove("deb") {
         Some(toml::Value::Array(a)) => a.into_iter().filter_map(|v| v.as_table().cloned()).collect(),
         _ => Vec::new(),
@@ -188,7 +234,9 @@ fn baseline_spec(text: &str, frozen: &Frozen, version: &str, node: &Path) -> Res
         table.remove("base_status");
         entries.push(toml::Value::Table(table));
     }
-    doc.insert("deb".into(), toml::Value::Array(entries));
+    if !entries.is_empty() {
+        doc.insert("deb".into(), toml::Value::Array(entries));
+    }
     let body = toml::to_string(&doc).map_err(|e| e.to_string())?;
     Ok(format!(
         "# Written by `airlock freeze {}`: the packages this node ran, pinned exactly (resolve = false).\n\

@@ -20,8 +20,12 @@ pub fn run(args: &FreezeArgs) -> anyhow::Result<u8> {
     let record: Probe = serde_json::from_slice(&text)
         .with_context(|| format!("`{}` is not a probe record (`airlock probe --json`)", args.node.display()))?;
     let spec = super::load_spec(&args.spec)?;
-    let arches: Vec<&str> = spec.spec.deb.iter().map(|d| d.get_ref().arch.as_str()).collect();
-    let installed = record.inventory.dpkg_by_arch(&arches);
+    let deb_arches: Vec<&str> = spec.spec.deb.iter().map(|d| d.get_ref().arch.as_str()).collect();
+    let rpm_arches: Vec<&str> = spec.spec.rpm.iter().map(|r| r.get_ref().arch.as_str()).collect();
+    let installed = std::collections::BTreeMap::from([
+        ("dpkg".to_owned(), record.inventory.by_arch("dpkg", &deb_arches)),
+        ("rpm".to_owned(), record.inventory.by_arch("rpm", &rpm_arches)),
+    ]);
     let cache = super::open_cache(&args.cache)?;
     let reporter = TerminalReporter::new(args.json);
     let net = Net::new(args.cache.net.options())?;

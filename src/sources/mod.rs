@@ -57,6 +57,32 @@ pub enum SourceError {
     /// Content that does not match the digest it was pinned to: a verification failure.
     #[error("`{what}` from `{origin}`: expected sha256 {expected}, got {actual}{hint}")]
     DigestMismatch { what: String, origin: String, expected: Sha256, actual: Sha256, hint: &'static str },
+    /// `freeze`: versions a node runs that no archive of the spec serves.
+    #[error(
+        "the node runs {} package version(s) no archive of the spec serves: {}; add an archive that still has them as \
+         an entry of the spec (the vendor's repository for that release, a snapshot of the distribution's archive); \
+         searched: {}",
+        packages.len(),
+        packages.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        archives.join(", ")
+    )]
+    Unserved { packages: Vec<Unserved>, archives: Vec<String> },
+}
+
+/// A package a node runs at a version no archive of the spec serves (`freeze`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Unserved {
+    pub name: String,
+    pub version: String,
+    pub arch: String,
+    /// Who needs it: the spec (named) or the installed package that depends on it.
+    pub wanted_by: String,
+}
+
+impl std::fmt::Display for Unserved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({}, {})", self.name, self.version, self.arch, self.wanted_by)
+    }
 }
 
 impl Classify for SourceError {
@@ -71,7 +97,9 @@ impl Classify for SourceError {
             SourceError::Deb(e) => e.class(),
             SourceError::Rpm(e) => e.class(),
             SourceError::Read { .. } => Class::Runtime,
-            SourceError::Overrun(_) | SourceError::DigestMismatch { .. } => Class::Verification,
+            SourceError::Overrun(_) | SourceError::DigestMismatch { .. } | SourceError::Unserved { .. } => {
+                Class::Verification
+            }
         }
     }
 }

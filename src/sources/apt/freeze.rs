@@ -17,7 +17,7 @@ use debversion::Version;
 use super::closure::{Universe, satisfies};
 use super::index::relations;
 use super::{DebError, base, load, universe, with_security_twins};
-use crate::sources::{SourceError, Sources};
+use crate::sources::{SourceError, Sources, Unserved};
 use crate::spec::{DebPin, DebSpec};
 
 /// A node's installed version of a package, by name, for one architecture (`all` included).
@@ -30,22 +30,6 @@ pub struct Frozen {
     pub entries: Vec<(DebSpec, Vec<DebPin>)>,
     /// Named by the spec but not installed on the node: not in the baseline.
     pub absent: Vec<String>,
-}
-
-/// A package the node runs at a version no archive of the spec serves.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Unserved {
-    pub name: String,
-    pub version: String,
-    pub arch: String,
-    /// Who needs it: the spec (named) or the installed package that depends on it.
-    pub wanted_by: String,
-}
-
-impl std::fmt::Display for Unserved {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} ({}, {})", self.name, self.version, self.arch, self.wanted_by)
-    }
 }
 
 /// Every `[[deb]]` entry frozen at the node's versions; `installed` by architecture.
@@ -95,7 +79,7 @@ pub async fn freeze(sources: &Sources<'_>, installed: &BTreeMap<String, Installe
     if !unserved.is_empty() {
         unserved.sort();
         let archives = specs.iter().map(|e| format!("{} {}", e.repo.trim_end_matches('/'), e.suite)).collect();
-        return Err(DebError::Unserved { packages: unserved, archives }.into());
+        return Err(SourceError::Unserved { packages: unserved, archives });
     }
     let entries = pins.into_iter().map(|(i, pins)| (specs[i].clone(), pins.into_iter().collect())).collect();
     Ok(Frozen { entries, absent })

@@ -57,14 +57,6 @@ pub enum DebError {
     Base { path: PathBuf, detail: String },
     #[error("the {arch} dependency closure cannot be made: {detail}")]
     Unsolvable { arch: String, detail: String },
-    #[error(
-        "the node runs {} package version(s) no archive of the spec serves: {}; add an archive that still has them as a \
-         [[deb]] entry (the vendor's repository for that release, a snapshot of the distribution's archive); searched: {}",
-        packages.len(),
-        packages.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-        archives.join(", ")
-    )]
-    Unserved { packages: Vec<freeze::Unserved>, archives: Vec<String> },
 }
 
 impl Classify for DebError {
@@ -74,8 +66,7 @@ impl Classify for DebError {
             DebError::Signature { .. }
             | DebError::Unsigned { .. }
             | DebError::Mismatch { .. }
-            | DebError::Expired { .. }
-            | DebError::Unserved { .. } => Class::Verification,
+            | DebError::Expired { .. } => Class::Verification,
             DebError::NoKeyring { .. }
             | DebError::Keyring { .. }
             | DebError::Index { .. }

@@ -68,7 +68,7 @@ impl Universe {
         self.named(name).max_by(|&a, &b| cmp_pkg(&self.pkgs[a].package, &self.pkgs[b].package))
     }
 
-    fn providers(&self, dep: &Dep) -> Vec<usize> {
+    pub(super) fn providers(&self, dep: &Dep) -> Vec<usize> {
         let mut out: Vec<usize> = self
             .by_provide
             .get(&dep.name)

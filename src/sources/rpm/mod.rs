@@ -8,6 +8,7 @@
 //! package (an `AppStream` module stream) is carried only when the entry names its stream.
 
 mod closure;
+pub mod freeze;
 mod header;
 pub mod repodata;
 

@@ -33,16 +33,16 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// The dpkg packages by architecture, each `name → version` (`all` ones, and those of a
-    /// record that kept no architecture, under each of `arches`): what `freeze` pins.
-    pub fn dpkg_by_arch(&self, arches: &[&str]) -> BTreeMap<String, BTreeMap<String, String>> {
+    /// The packages of `manager` (`dpkg`, `rpm`) by architecture, each `name → version` (the
+    /// architecture-free ones, `all` and `noarch`, and those of a record that kept no
+    /// architecture, under each of `arches`): what `freeze` pins.
+    pub fn by_arch(&self, manager: &str, arches: &[&str]) -> BTreeMap<String, BTreeMap<String, String>> {
         let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-        for (key, p) in self.packages.iter().filter(|(_, p)| p.manager == "dpkg") {
+        for (key, p) in self.packages.iter().filter(|(_, p)| p.manager == manager) {
             let name = key.split_once(':').map_or(key.as_str(), |(n, _)| n);
-            for arch in arches {
-                if p.architecture == *arch || p.architecture == "all" || p.architecture.is_empty() {
-                    out.entry((*arch).to_owned()).or_default().insert(name.to_owned(), p.version.clone());
-                }
+            let any = matches!(p.architecture.as_str(), "all" | "noarch" | "");
+            for arch in arches.iter().filter(|a| any || p.architecture == **a) {
+                out.entry((*arch).to_owned()).or_default().insert(name.to_owned(), p.version.clone());
             }
         }
         out
