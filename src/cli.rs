@@ -209,17 +209,24 @@ pub struct TrustInitArgs {
 pub struct TrustRotateArgs {
     #[command(flatten)]
     pub common: TrustCommon,
+    /// A public key (SPKI PEM) that becomes a root key; repeat for several. The new root
+    /// version is signed by a threshold of the old root keys and of the new ones.
     #[arg(long = "add-root-key", value_name = "PUB")]
     pub add_root_key: Vec<PathBuf>,
+    /// A root key that stops being one (lost, retired); repeat for several.
     #[arg(long = "remove-root-key", value_name = "PUB")]
     pub remove_root_key: Vec<PathBuf>,
-    #[arg(long)]
+    /// How many root keys must sign the next root version [default: unchanged].
+    #[arg(long, value_name = "N")]
     pub root_threshold: Option<u64>,
+    /// A public key that may sign the targets metadata (the signing roles); repeat for several.
     #[arg(long = "add-targets-key", value_name = "PUB")]
     pub add_targets_key: Vec<PathBuf>,
+    /// A targets key that may no longer sign the targets metadata; repeat for several.
     #[arg(long = "remove-targets-key", value_name = "PUB")]
     pub remove_targets_key: Vec<PathBuf>,
-    #[arg(long)]
+    /// How many targets keys must sign the targets metadata [default: unchanged].
+    #[arg(long, value_name = "N")]
     pub targets_threshold: Option<u64>,
     /// The new root version's expiry (a duration or a date) [default: unchanged].
     #[arg(long)]

@@ -12,6 +12,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            // A script that asked for `--json` reads one document on stdout, a usage error too.
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
+                let rendered = e.render().to_string();
+                let first = rendered.lines().next().unwrap_or("usage error").trim_start_matches("error: ");
+                let err = anyhow::Error::new(airlock::commands::UsageError(first.to_owned()));
+                println!("{:#}", airlock::commands::error_document(&err));
+            }
             return ExitCode::from(if e.use_stderr() { airlock::commands::EXIT_USAGE } else { 0 });
         }
     };

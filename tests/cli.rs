@@ -187,10 +187,25 @@ fn version_completions_and_man_pages_describe_the_cli_itself() {
     let listed = airlock_run(&["man", s(&t.path().join("man"))]).ok().stdout;
     let pages: Vec<&str> = listed.lines().collect();
     assert!(pages.len() > 20 && pages.iter().any(|p| p.ends_with("airlock-apply.1")), "{listed}");
+    assert!(pages.iter().any(|p| p.ends_with("airlock-trust-rotate.1")), "a page per trust verb: {listed}");
     for page in pages {
         let r = run(std::process::Command::new("man").env("MANWIDTH", "80").args(["-l", page]));
         assert_eq!(r.code, 0, "{page}: {}", r.stderr);
         assert!(r.stdout.contains("SYNOPSIS"), "{page}");
+        // Its NAME is the name `man` finds it by; its synopsis the command as typed.
+        let name = std::path::Path::new(page).file_stem().unwrap().to_str().unwrap();
+        let typed = name.replace('-', " ").replace("self upgrade", "self-upgrade");
+        let name_line = r.stdout.lines().skip_while(|l| l.trim() != "NAME").nth(1).unwrap_or("");
+        assert!(name_line.trim_start().starts_with(&format!("{name} ")), "{page}: NAME {name_line}");
+        let flat = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(name == "airlock" || flat.contains(&format!("SYNOPSIS {typed}")), "{page}: SYNOPSIS {typed}");
+    }
+    // Every rotate flag says what it does.
+    let help = airlock_run(&["trust", "rotate", "--help"]).ok().stdout;
+    for flag in ["--add-root-key", "--remove-root-key", "--root-threshold", "--add-targets-key", "--targets-threshold"]
+    {
+        let line = help.lines().skip_while(|l| !l.contains(flag)).nth(1).unwrap_or("");
+        assert!(!line.trim().is_empty() && !line.trim().starts_with("--"), "{flag} has no help: {help}");
     }
 }
 

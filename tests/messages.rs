@@ -306,3 +306,55 @@ fn on_a_node_an_amber_refusal_names_apply_and_a_rollback_with_nothing_older_name
         r.stderr
     );
 }
+
+#[test]
+fn a_newcomers_mistakes_get_answers_a_script_and_a_person_can_use() {
+    let t = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_airlock");
+    // `--json` asked for: a usage error is one JSON document on stdout too.
+    let r = airlock_run(&["status", "--no-such-flag", "--json"]).code(2);
+    let doc = r.json();
+    assert_eq!((doc["error"]["class"].as_str(), doc["error"]["exit_code"].as_i64()), (Some("usage"), Some(2)));
+    assert!(doc["error"]["message"].as_str().unwrap().contains("--no-such-flag"), "{doc}");
+
+    let keys = keygen(&t.path().join("keys"), "build");
+    // Two files, no matrix: it installs on any host.
+    let p = project(&t.path().join("p"), "1.0.0");
+    let spec = std::fs::read_to_string(&p.spec).unwrap();
+    std::fs::write(&p.spec, spec.split("[[validation.target]]").next().unwrap()).unwrap();
+    let bundle = t.path().join("b.airlock");
+    build(&p, &keys, &bundle).ok();
+    // An HTML page is not printed on a terminal: said before anything is read.
+    let cmd = format!("{bin} report {}", bundle.display());
+    let tty = run(Command::new("script").args(["-qec", &cmd, "/dev/null"])).code(2);
+    assert!(tty.stdout.contains("--out FILE.html") && !tty.stdout.contains("<html"), "{}", tty.stdout);
+
+    // A user who may not write the root is told who may.
+    let root = t.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(t.path()).unwrap().permissions(), 0o755);
+    run(Command::new("chmod").args(["-R", "a+rX", s(t.path())])).ok();
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin, "install", s(&bundle), "--trust"]).args([
+        s(&keys.public),
+        "--root",
+        s(&root),
+    ]);
+    let denied = run(&mut c).code(1);
+    assert!(
+        denied.stderr.contains("this user may not write there") && denied.stderr.contains("--root"),
+        "{}",
+        denied.stderr
+    );
+
+    // `check` counts what is damaged, not what it looked at.
+    airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    let notes = walkdir::WalkDir::new(root.join("bundles"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_type().is_file() && e.file_name() == "notes.txt")
+        .expect("the notes are staged");
+    std::fs::write(notes.path(), "changed").unwrap();
+    let checked = airlock_run(&["check", "--root", s(&root)]).code(3);
+    assert!(checked.stdout.contains("DAMAGED: 1 of 1 retained bundle(s)"), "{}", checked.stdout);
+}

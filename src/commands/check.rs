@@ -36,13 +36,22 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
         for name in &checked.strays {
             let _ = writeln!(text, "bundles/{name}: not a bundle id: nothing airlock installed");
         }
-        let _ = writeln!(
-            text,
-            "{}: {} retained bundle(s) checked under {}",
-            if checked.ok { "ok" } else { "DAMAGED" },
-            checked.bundles.len(),
-            args.root.display()
-        );
+        // The summary counts what is damaged, not what was looked at.
+        let damaged = checked.bundles.iter().filter(|b| !b.ok()).count();
+        let (n, root) = (checked.bundles.len(), args.root.display());
+        let _ = if checked.ok {
+            writeln!(text, "ok: {n} retained bundle(s) checked under {root}, none damaged")
+        } else {
+            writeln!(
+                text,
+                "DAMAGED: {damaged} of {n} retained bundle(s) under {root}{}",
+                if checked.strays.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} stray entr(ies)", checked.strays.len())
+                }
+            )
+        };
         // Paths and problems can hold what an attacker named: escaped for the terminal.
         std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
     }

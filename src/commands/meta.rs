@@ -44,8 +44,16 @@ pub fn man(args: &ManArgs) -> anyhow::Result<u8> {
     std::fs::create_dir_all(&args.out_dir)?;
     let command = Cli::command();
     let mut pages = vec![("airlock".to_owned(), command.clone())];
+    // One page per verb, and per verb of `trust`, each under the name `man` finds it by
+    // (`man airlock-install`, `man airlock-trust-rotate`), its NAME section saying the same.
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
-        pages.push((format!("airlock-{}", sub.get_name()), sub.clone()));
+        let name = format!("airlock-{}", sub.get_name());
+        for nested in sub.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+            let nested_name = format!("{name}-{}", nested.get_name());
+            let bin = format!("airlock {} {}", sub.get_name(), nested.get_name());
+            pages.push((nested_name.clone(), nested.clone().name(nested_name).bin_name(bin)));
+        }
+        pages.push((name.clone(), sub.clone().name(name).bin_name(format!("airlock {}", sub.get_name()))));
     }
     let mut out = std::io::stdout().lock();
     for (name, page) in pages {

@@ -6,6 +6,13 @@ use crate::bundle::parts::Input;
 use crate::cli::{ReportArgs, TerminalReporter};
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
+    // A page of HTML is not for a terminal: said before anything is verified.
+    if args.out.is_none() && !args.json && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(super::UsageError(
+            "the report is an HTML page: write it with --out FILE.html (or redirect stdout), or ask for --json".into(),
+        )
+        .into());
+    }
     if let Some(dir) = &args.fleet {
         return fleet(args, dir);
     }

@@ -243,12 +243,22 @@ pub enum SiteError {
     Mirror(#[from] mirror::MirrorError),
     #[error("the host's package manager could not say what would change; nothing was changed")]
     Plan(#[from] packages::PackageError),
-    #[error("site I/O failed at `{}`", path.display())]
+    #[error("site I/O failed at `{}`{}", path.display(), permission_hint(source))]
     Io {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+}
+
+/// What a reader of "Permission denied" needs to know: who may write a site root.
+fn permission_hint(e: &io::Error) -> &'static str {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        " (this user may not write there: a site root is written by root, or by the user that owns it; run airlock \
+         as that user, or name a root this user owns with --root)"
+    } else {
+        ""
+    }
 }
 
 impl Classify for SiteError {
