@@ -124,6 +124,22 @@ impl Fleet {
         c
     }
 
+    /// One module of the collection on one node, ad hoc (`ansible NODE -m MODULE -a ARGS`).
+    fn module(&self, inventory: &Path, node: &str, module: &str, args: &serde_json::Value, extra: &[&str]) -> Run {
+        let mut args = args.clone();
+        args["root"] = serde_json::json!(self.root(node));
+        args["binary"] = serde_json::json!(env!("CARGO_BIN_EXE_airlock"));
+        let mut c = Command::new("ansible");
+        c.env("ANSIBLE_COLLECTIONS_PATH", &self.collections)
+            .env("ANSIBLE_NOCOLOR", "1")
+            .env("ANSIBLE_LOCAL_TEMP", self.dir.path().join("ansible-tmp"))
+            .env("ANSIBLE_HOME", self.dir.path().join("ansible-home"))
+            .args([node, "-i", s(inventory), "-m", &format!("airlock.site.{module}"), "-a", &args.to_string()])
+            .args(["-e", &format!("ansible_python_interpreter={}", python())])
+            .args(extra);
+        run(&mut c)
+    }
+
     /// The version each node runs now (`status`), or `-`.
     fn versions(&self, nodes: &[(&str, &str)]) -> BTreeMap<String, String> {
         nodes
@@ -179,6 +195,19 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     let r = f.rollout(&inventory, "2026.11.0", "evidence", &[]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(f.versions(&GREEN), all("2026.11.0", &GREEN));
+
+    // Check mode runs nothing and says so honestly: no validation record, and no rollback
+    // promised to a node that has nothing to go back to.
+    let records = f.records("n1");
+    let v = f.module(&inventory, "n1", "validate", &serde_json::json!({}), &["--check"]);
+    assert!(v.code == 0 && v.stdout.contains("would validate") && !v.stdout.contains("CHANGED"), "{}", v.stdout);
+    assert_eq!(f.records("n1"), records, "check mode wrote no record");
+    let rb = f.module(&inventory, "n1", "rollback", &serde_json::json!({}), &["--check"]);
+    assert!(
+        rb.code == 0 && rb.stdout.contains("nothing to roll back to") && !rb.stdout.contains("CHANGED"),
+        "{}",
+        rb.stdout
+    );
 
     // The fleet report: canaries (one per tuple) ran before batch 1, and batch 1 before batch 2.
     let page = f.dir.path().join("fleet.html");

@@ -40,6 +40,12 @@ options:
       - The later apply of that release fetches nothing.
     type: bool
     default: false
+version_added: "0.1.0"
+requirements:
+  - airlock on the node (C(binary)), as new as the collection.
+attributes:
+  check_mode: {support: full, description: "C(airlock apply --dry-run): verified and simulated, nothing changed."}
+  diff_mode: {support: full, description: "The package changes, before and after."}
 extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """

@@ -15,9 +15,15 @@ options:
   packages:
     description:
       - Return every installed package in C(probe.inventory.packages) (the node's inventory C(airlock freeze) takes).
-        Off, only the GPU stack's packages and those the current bundle carries: a smaller result per node.
+      - Off, only the GPU stack's packages and those the current bundle carries, a smaller result per node.
     type: bool
     default: false
+version_added: "0.1.0"
+requirements:
+  - airlock on the node (C(binary)), as new as the collection.
+attributes:
+  check_mode: {support: full, description: "Reads only."}
+  diff_mode: {support: none}
 extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """

@@ -13,6 +13,12 @@ description:
     the node keeps) and shows its records and validation evidence.
   - Never fails the task; a page whose bundle did not verify (airlock exit 3) comes back with
     C(verified=false), and a root with nothing current comes back without a page and with the reason.
+version_added: "0.1.0"
+requirements:
+  - airlock on the node (C(binary)), as new as the collection.
+attributes:
+  check_mode: {support: full, description: "Reads only (the page is made in a private temporary file)."}
+  diff_mode: {support: none}
 extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """

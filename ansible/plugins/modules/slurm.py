@@ -34,6 +34,13 @@ options:
   poll: {description: Seconds between two looks at the node's state., type: float, default: 2}
   root: {description: "For hold: the node's airlock root, whose last record the reason names.", type: path}
   environment: {description: "Variables for scontrol and sinfo (C(SLURM_CONF))." , type: dict, default: {}}
+version_added: "0.2.0"
+requirements:
+  - airlock on the node (C(binary)), as new as the collection.
+  - Slurm's clients (C(scontrol), C(sinfo)) on the node, run as a Slurm operator (root).
+attributes:
+  check_mode: {support: none, description: "scontrol changes the cluster; check mode is refused."}
+  diff_mode: {support: none}
 author: airlock maintainers
 """
 

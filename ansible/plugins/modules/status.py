@@ -9,6 +9,12 @@ module: status
 short_description: This node's airlock root, read only
 description:
   - Runs C(airlock status --json) (current, previous, retained bundles, history, rollbacks, a pending reboot).
+version_added: "0.1.0"
+requirements:
+  - airlock on the node (C(binary)), as new as the collection.
+attributes:
+  check_mode: {support: full, description: "Reads only."}
+  diff_mode: {support: none}
 extends_documentation_fragment: airlock.site.common
 author: airlock maintainers
 """
