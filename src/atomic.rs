@@ -12,15 +12,40 @@ use std::path::Path;
 use tempfile::NamedTempFile;
 
 /// A temporary file in `path`'s directory, named `.NAME.XXXXXX.partial`; deleted when dropped
-/// unless persisted.
+/// unless persisted. It holds an advisory lock (`flock`) while it lives: a `.NAME.*.partial`
+/// that nobody holds was left by a run that was interrupted (Ctrl-C, `kill`, power loss) and
+/// is removed here, so a build stopped half-way does not leave gigabytes behind a dot.
 pub fn temp_beside(path: &Path) -> io::Result<NamedTempFile> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    tempfile::Builder::new()
+    remove_abandoned(dir, &name);
+    let tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".partial")
         .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)
+        .tempfile_in(dir)?;
+    rustix::fs::flock(tmp.as_file(), rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+    Ok(tmp)
+}
+
+/// `.NAME.*.partial` files in `dir` that no live writer holds locked: removed (best effort).
+fn remove_abandoned(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let prefix = format!(".{name}.");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(n) = file_name.to_str() else { continue };
+        if !(n.starts_with(&prefix) && n.ends_with(".partial")) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(file) = std::fs::File::open(entry.path()) else { continue };
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => tracing::info!("removed `{}`, left by an interrupted run", entry.path().display()),
+                Err(e) => tracing::debug!("`{}` left by an interrupted run stays: {e}", entry.path().display()),
+            }
+        }
+    }
 }
 
 /// Write `bytes` to `path` atomically.

@@ -324,6 +324,21 @@ fn a_newcomers_mistakes_get_answers_a_script_and_a_person_can_use() {
     std::fs::write(&p.spec, spec.split("[[validation.target]]").next().unwrap()).unwrap();
     let bundle = t.path().join("b.airlock");
     build(&p, &keys, &bundle).ok();
+    // A build interrupted half-way (Ctrl-C) left its hidden partial file: the next build of the
+    // same output removes it, and leaves alone one that a live build still writes.
+    let stale = t.path().join(".b.airlock.Ab12Cd.partial");
+    std::fs::write(&stale, pattern(1 << 20, 9)).unwrap();
+    let live = t.path().join(".b.airlock.Ef34Gh.partial");
+    std::fs::write(&live, b"").unwrap();
+    let mut writer = Command::new("flock").args(["-x", s(&live), "sleep", "60"]).spawn().unwrap();
+    while run(Command::new("flock").args(["-xn", s(&live), "true"])).code == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    build(&p, &keys, &bundle).ok();
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+    assert!(!stale.exists(), "the abandoned partial file is gone");
+    assert!(live.exists(), "a partial file a writer holds stays");
     // An HTML page is not printed on a terminal: said before anything is read.
     let cmd = format!("{bin} report {}", bundle.display());
     let tty = run(Command::new("script").args(["-qec", &cmd, "/dev/null"])).code(2);

@@ -1,8 +1,8 @@
 //! README's "A short tour", run as written: every shell block of that section in order, in a
 //! fresh directory that holds `testdata/demo`'s spec (the tour's "your `airlock.toml`"), with
-//! `airlock` on `PATH` and the recorded 8× MI300X host for the install's validation (as the
-//! README says to replay it). The one change: the site root `/var/lib/airlock` is a directory
-//! of the test's own.
+//! `airlock` on `PATH`, `AIRLOCK_SRC` naming this checkout as the tour says, and no GPU: the
+//! tour's own first site line replays the recorded host. The one change: the site root
+//! `/var/lib/airlock` is a directory of the test's own.
 
 mod common;
 
@@ -48,15 +48,15 @@ fn the_readme_tour_runs_as_written() {
     copy_tree(&repo("testdata/demo"), &dir);
     let site = t.path().join("site");
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_airlock")).parent().unwrap().to_owned();
-    let probes = repo("testdata/probes/mi300x");
-    let path = format!("{}:{}:{}", bin.display(), probes.join("bin").display(), std::env::var("PATH").unwrap());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     for block in &blocks {
         let script = block.replace("/var/lib/airlock", s(&site));
         let r = run(Command::new("bash")
             .args(["-euo", "pipefail", "-c", &script])
             .current_dir(&dir)
             .env("PATH", &path)
-            .env("AIRLOCK_HOST_ROOT", probes.join("root"))
+            .env("AIRLOCK_SRC", repo(""))
+            .env_remove("AIRLOCK_HOST_ROOT")
             .env("HOME", t.path())
             .env("AIRLOCK_CACHE", t.path().join("cache"))
             .env_remove("AIRLOCK_KEY_PASSWORD")
