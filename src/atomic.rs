@@ -35,7 +35,8 @@ fn remove_abandoned(dir: &Path, name: &str) {
     for entry in entries.flatten() {
         let file_name = entry.file_name();
         let Some(n) = file_name.to_str() else { continue };
-        if !(n.starts_with(&prefix) && n.ends_with(".partial")) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        let partial = n.starts_with(&prefix) && n.ends_with(".partial");
+        if !(partial && entry.file_type().is_ok_and(|t| t.is_file())) {
             continue;
         }
         let Ok(file) = std::fs::File::open(entry.path()) else { continue };
