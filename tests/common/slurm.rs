@@ -19,8 +19,12 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A daemon in the foreground, its own output (logs it also writes to its log file) kept out
+/// of the test's.
 fn spawn(c: &mut Command, what: &str) -> Child {
     c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("{what} cannot start ({e}): scripts/test.sh installs slurm-wlm and munge"))
 }
