@@ -50,6 +50,13 @@ pub struct Overrun {
     pub limit: u64,
 }
 
+impl Classify for Overrun {
+    fn class(&self) -> Class {
+        // More bytes than were declared: the source is not what was pinned.
+        Class::Verification
+    }
+}
+
 impl Classify for CacheError {
     fn class(&self) -> Class {
         match self {

@@ -18,6 +18,13 @@ pub struct DigestParseError {
     pub value: String,
 }
 
+impl crate::failure::Classify for DigestParseError {
+    fn class(&self) -> crate::failure::Class {
+        // What claimed to be a digest is not one: a document that does not hold.
+        crate::failure::Class::Verification
+    }
+}
+
 impl Sha256 {
     pub fn of_bytes(bytes: &[u8]) -> Self {
         Self(sha2::Sha256::digest(bytes).into())

@@ -26,6 +26,13 @@ pub struct MemberPathError {
     pub reason: &'static str,
 }
 
+impl crate::failure::Classify for MemberPathError {
+    fn class(&self) -> crate::failure::Class {
+        // An unsafe or malformed member path in what was read.
+        crate::failure::Class::Verification
+    }
+}
+
 impl MemberPath {
     pub fn new(path: impl Into<String>) -> Result<Self, MemberPathError> {
         let path = path.into();

@@ -31,6 +31,12 @@ pub enum SbomError {
     Invalid(String),
 }
 
+impl crate::failure::Classify for SbomError {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 /// What the SBOM describes.
 pub struct Subject<'a> {
     pub name: &'a BundleName,

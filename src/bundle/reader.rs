@@ -294,6 +294,13 @@ pub struct SinkError {
     pub source: io::Error,
 }
 
+impl crate::failure::Classify for SinkError {
+    fn class(&self) -> crate::failure::Class {
+        // Writing a verified member where it goes failed: the host's disk, not the bundle.
+        crate::failure::Class::Runtime
+    }
+}
+
 /// Read and verify a whole bundle, handing accepted members to `sink`.
 pub fn read_bundle(
     input: impl Read + Send,

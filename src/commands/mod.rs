@@ -142,6 +142,27 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::fetch::NetError,
             crate::clock::ClockError,
             crate::validate::Unreadable,
+            // What the types above wrap, for an error that reaches a command bare.
+            crate::sources::apt::DebError,
+            crate::sources::rpm::RpmError,
+            crate::sources::oci::ImageError,
+            crate::sources::hf::ModelError,
+            crate::sources::pypi::WheelError,
+            crate::site::mirror::MirrorError,
+            crate::site::packages::PackageError,
+            crate::site::registry::PublishError,
+            crate::bundle::manifest::TagMismatch,
+            crate::bundle::reader::SinkError,
+            crate::fetch::DownloadError<crate::fetch::HttpError>,
+            crate::fetch::DownloadError<crate::oci::StoreError>,
+            crate::fetch::HttpError,
+            crate::fetch::Overrun,
+            crate::oci::ClientError,
+            crate::sign::SignatureError,
+            crate::sign::dsse::DsseError,
+            crate::attest::sbom::SbomError,
+            crate::digest::DigestParseError,
+            crate::member_path::MemberPathError,
         );
         None
     }

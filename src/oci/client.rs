@@ -54,6 +54,13 @@ pub enum ClientError {
     Build { registry: String, detail: String },
 }
 
+impl crate::failure::Classify for ClientError {
+    fn class(&self) -> crate::failure::Class {
+        // A CA or docker config that cannot be read or used: the host's files, not the bundle.
+        crate::failure::Class::Runtime
+    }
+}
+
 /// Registry credentials; never printed.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {

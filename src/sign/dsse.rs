@@ -34,6 +34,12 @@ pub enum DsseError {
     Untrusted,
 }
 
+impl crate::failure::Classify for DsseError {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}
+
 /// DSSE v1 pre-authentication encoding.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = format!("DSSEv1 {} {payload_type} {} ", payload_type.len(), payload.len()).into_bytes();

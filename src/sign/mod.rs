@@ -116,3 +116,9 @@ pub enum SignatureError {
     #[error("signature does not verify with key {0}")]
     Mismatch(KeyId),
 }
+
+impl crate::failure::Classify for SignatureError {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}

@@ -43,6 +43,15 @@ pub enum PublishError {
     Layout { path: PathBuf, detail: String },
 }
 
+impl crate::failure::Classify for PublishError {
+    fn class(&self) -> crate::failure::Class {
+        match self {
+            PublishError::Client(e) => e.class(),
+            _ => crate::failure::Class::Runtime,
+        }
+    }
+}
+
 /// One image as published.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Pushed {
