@@ -44,7 +44,7 @@ impl Timestamp {
 
     pub fn now() -> Self {
         let secs = OffsetDateTime::now_utc().unix_timestamp();
-        Self(u64::try_from(secs).unwrap_or(0))
+        Self(u64::try_from(secs).unwrap_or(0).saturating_add(test_clock_ahead()))
     }
 
     /// `SOURCE_DATE_EPOCH` from the environment, if set and not empty.
@@ -141,4 +141,18 @@ mod tests {
         assert_eq!(Timestamp::parse_rfc3339("2025-11-29T16:00:00Z").unwrap(), t);
         assert!(Timestamp::parse_rfc3339("yesterday").is_err());
     }
+}
+
+/// Seconds a test moves this process's clock ahead (`AIRLOCK_TEST_CLOCK_AHEAD`), so that an
+/// expiry can be crossed without waiting for it. Debug builds only, as the crash points: a
+/// release build reads the real clock and nothing else.
+#[cfg(debug_assertions)]
+fn test_clock_ahead() -> u64 {
+    std::env::var("AIRLOCK_TEST_CLOCK_AHEAD").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
+#[cfg(not(debug_assertions))]
+#[inline]
+fn test_clock_ahead() -> u64 {
+    0
 }

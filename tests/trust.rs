@@ -361,19 +361,20 @@ fn a_site_whose_current_bundle_lost_its_signer_to_a_revocation_reports_the_polic
 #[test]
 fn expired_metadata_and_an_expired_bundle_are_refused_unless_accepted_on_record() {
     let t = Trust::new();
-    t.init(&t.auth, "3s").ok();
+    t.init(&t.auth, "1h").ok();
     let site = t.site("site");
     let b1 = t.bundle("1.0.0", &[&t.sec1], "", &[]);
     let stale = t.bundle("0.9.0", &[&t.sec1], "expires = \"2020-06-30\"\n", &[]);
-    std::thread::sleep(std::time::Duration::from_secs(4));
-    let refused = airlock_run(&["install", s(&b1), "--root", s(&site)]).code(3);
+    // Two hours later (the test clock moved ahead, not waited for): the metadata has expired.
+    let later = |args: &[&str]| run(airlock().env("AIRLOCK_TEST_CLOCK_AHEAD", "7200").args(args));
+    let refused = later(&["install", s(&b1), "--root", s(&site)]).code(3);
     assert!(
         refused.stderr.contains("expired at") && refused.stderr.contains("airlock trust renew"),
         "{}",
         refused.stderr
     );
     assert!(!site.join("current").exists());
-    airlock_run(&["install", s(&b1), "--root", s(&site), "--allow-expired", "--reason", "CHG-1 renewal pending"]).ok();
+    later(&["install", s(&b1), "--root", s(&site), "--allow-expired", "--reason", "CHG-1 renewal pending"]).ok();
     let waiver = &record_trust(&site, "install")["expired_accepted"];
     assert_eq!(waiver["reason"], "CHG-1 renewal pending");
     assert_eq!(waiver["expired"].as_array().unwrap().len(), 2, "root and targets: {waiver}");

@@ -339,14 +339,12 @@ fn amber_names_its_owner_and_expiry_and_an_expired_one_is_flagged_everywhere() {
             "--owner",
             "gpu-platform",
             "--expires",
-            "6s",
+            "1h",
             "--json",
         ],
     )
     .ok()
     .json();
-    // Six seconds for the checks before it expires: two were not enough on a loaded CI machine.
-    let accepted_at = std::time::Instant::now();
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(accepted["record"].as_str().unwrap()).unwrap()).unwrap();
     assert_eq!(record["amber"]["owner"], "gpu-platform", "{record}");
@@ -354,23 +352,24 @@ fn amber_names_its_owner_and_expiry_and_an_expired_one_is_flagged_everywhere() {
     assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
     let open = airlock_run(&["status", "--root", s(&root)]).ok().stdout;
     assert!(open.contains("amber accepted: by gpu-platform, until ") && !open.contains("EXPIRED"), "{open}");
-    std::thread::sleep(std::time::Duration::from_millis(6500).saturating_sub(accepted_at.elapsed()));
 
-    // Expired: status, the report and `outdated --root` (exit 10) flag it.
-    let status = airlock_run(&["status", "--root", s(&root), "--json"]).ok().json();
+    // Two hours later (the test clock moved ahead, not waited for): status, the report and
+    // `outdated --root` (exit 10) flag it.
+    let later = |args: &[&str]| run(airlock().env("AIRLOCK_TEST_CLOCK_AHEAD", "7200").args(args));
+    let status = later(&["status", "--root", s(&root), "--json"]).ok().json();
     assert_eq!(
         (status["amber"]["expired"].as_bool(), status["amber"]["owner"].as_str()),
         (Some(true), Some("gpu-platform"))
     );
-    assert!(airlock_run(&["status", "--root", s(&root)]).ok().stdout.contains("EXPIRED: requalify or accept again"));
-    let report = airlock_run(&["report", "--root", s(&root), "--json"]).ok().json();
+    assert!(later(&["status", "--root", s(&root)]).ok().stdout.contains("EXPIRED: requalify or accept again"));
+    let report = later(&["report", "--root", s(&root), "--json"]).ok().json();
     assert_eq!(report["site"]["accepted_amber"]["expired"], true, "{}", report["site"]);
     let page = t.path().join("report.html");
-    airlock_run(&["report", "--root", s(&root), "--out", s(&page)]).ok();
+    later(&["report", "--root", s(&root), "--out", s(&page)]).ok();
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("id=\"amber\"") && html.contains("EXPIRED"), "the page flags it");
     let outdated =
-        airlock_run(&["outdated", s(&t.path().join("no-spec.toml")), "--root", s(&root), "--json"]).code(10).json();
+        later(&["outdated", s(&t.path().join("no-spec.toml")), "--root", s(&root), "--json"]).code(10).json();
     let finding = &outdated["findings"][0];
     assert_eq!(
         (finding["kind"].as_str(), finding["upstream"].as_str().map(|u| u.starts_with("expired "))),
