@@ -130,19 +130,6 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_and_parses_rfc3339_utc() {
-        let t = Timestamp::from_unix(1_764_432_000);
-        assert_eq!(t.to_string(), "2025-11-29T16:00:00Z");
-        assert_eq!(Timestamp::parse_rfc3339("2025-11-29T16:00:00Z").unwrap(), t);
-        assert!(Timestamp::parse_rfc3339("yesterday").is_err());
-    }
-}
-
 /// Seconds a test moves this process's clock ahead (`AIRLOCK_TEST_CLOCK_AHEAD`), so that an
 /// expiry can be crossed without waiting for it. Debug builds only, as the crash points: a
 /// release build reads the real clock and nothing else.
@@ -155,4 +142,17 @@ fn test_clock_ahead() -> u64 {
 #[inline]
 fn test_clock_ahead() -> u64 {
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_and_parses_rfc3339_utc() {
+        let t = Timestamp::from_unix(1_764_432_000);
+        assert_eq!(t.to_string(), "2025-11-29T16:00:00Z");
+        assert_eq!(Timestamp::parse_rfc3339("2025-11-29T16:00:00Z").unwrap(), t);
+        assert!(Timestamp::parse_rfc3339("yesterday").is_err());
+    }
 }
