@@ -299,3 +299,44 @@ fn a_node_stopped_between_retaining_and_judging_a_release_is_not_held_to_it() {
     let r = run(&mut apply(&release("2026.11.1"))).code(3);
     assert!(r.stderr.contains("2026.11.5"), "{}", r.stderr);
 }
+
+#[test]
+fn an_apply_stopped_dead_at_any_point_leaves_a_consistent_node_that_the_next_apply_completes() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let release = |version: &str| {
+        let p = t.path().join(version);
+        run(std::process::Command::new("cp").args(["-r", s(&repo("testdata/demo")), s(&p)])).ok();
+        let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap().replace("2026.11.0", version);
+        std::fs::write(p.join("airlock.toml"), spec).unwrap();
+        let out = t.path().join(format!("{version}.airlock"));
+        run(airlock().current_dir(&p).args(["build", "airlock.toml", "--key", s(&keys.private), "--out", s(&out)]))
+            .ok();
+        out
+    };
+    let (first, second) = (release("2026.11.0"), release("2026.12.0"));
+    for point in ["verified", "remembered", "retained", "activated", "saved"] {
+        let node = t.path().join(format!("node-{point}"));
+        let apply = |bundle: &std::path::Path| {
+            let mut c = airlock();
+            c.args(["apply", s(bundle), "--trust", s(&keys.public), "--root", s(&node), "--json"]);
+            c
+        };
+        run(&mut apply(&first)).ok();
+        let crashed = run(apply(&second).env("AIRLOCK_TEST_CRASH_AT", point));
+        assert_ne!(crashed.code, 0, "the apply stopped at {point}");
+        // The node is whole: current verifies, check finds nothing, status reads.
+        site::assert_current_verifies(&node, &keys);
+        let checked = airlock_run(&["check", "--root", s(&node), "--json"]);
+        assert_eq!(checked.code, 0, "after a crash at {point}: {}", checked.stdout);
+        let status = airlock_run(&["status", "--root", s(&node), "--json"]).ok().json();
+        let current = status["current"]["version"].as_str().unwrap().to_owned();
+        assert!(current == "2026.11.0" || ["activated", "saved"].contains(&point), "{point}: current {current}");
+        // The next apply of the same release completes.
+        let done = run(&mut apply(&second)).ok().json();
+        assert_eq!(done["version"], "2026.12.0", "{point}");
+        let status = airlock_run(&["status", "--root", s(&node), "--json"]).ok().json();
+        assert_eq!(status["current"]["version"], "2026.12.0", "{point}");
+        assert_eq!(airlock_run(&["check", "--root", s(&node), "--json"]).code, 0, "{point}");
+    }
+}

@@ -222,6 +222,7 @@ fn apply_locked(
     attempt.phases.mark("preflight", "plan");
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
+    crash_point("verified");
     if node_opts.download_only {
         let (staged, record) = keep_downloaded(root, dir, &id, attempt)?;
         let m = &verified.manifest;
@@ -257,6 +258,7 @@ fn apply_locked(
         entry.partial = partial;
     }
     state.save(root)?;
+    crash_point("remembered");
     let retained = retain(dir, &verified, trust, root)?;
     attempt.phases.mark("stage", "baseline");
     crash_point("retained");
@@ -673,6 +675,7 @@ impl Commit<'_> {
         };
         state.history.push(event.clone());
         state.save(root)?;
+        crash_point("saved");
         let verdict = validation.map(|e| e.verdict);
         let r = attempt.activated(&event, previous.as_ref(), &[]);
         r.verdict = Some(records::Verdicts {
