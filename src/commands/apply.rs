@@ -119,8 +119,11 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
     if let Some(t) = &done.transfer {
         writeln!(
             out,
-            "from the mirror: {} file(s) fetched ({} bytes), {} taken from what this node holds ({} bytes)",
-            t.fetched.files, t.fetched.bytes, t.reused.files, t.reused.bytes
+            "from the mirror: {} file(s) fetched ({}), {} taken from what this node holds ({})",
+            t.fetched.files,
+            super::size(t.fetched.bytes),
+            t.reused.files,
+            super::size(t.reused.bytes)
         )?;
     }
     if let Some(dir) = &done.staged {

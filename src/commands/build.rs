@@ -63,37 +63,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
             "seconds": seconds,
         }))?;
     } else {
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "built {} ({} {}): {} artifacts in {} members ({} entries, {} content bytes) -> {} bytes, \
-             manifest {}, signed by {} in {seconds:.2} s",
-            packed.path.display(),
-            manifest.name,
-            manifest.version,
-            manifest.artifacts.len(),
-            packed.members,
-            manifest.entries.len(),
-            manifest.content_bytes(),
-            packed.bytes,
-            packed.manifest_sha256.short(16),
-            key.key_id().short(),
-        )?;
-        if let Some(parts) = &packed.parts {
-            writeln!(out, "  split into {} parts of up to {} bytes:", parts.parts.len(), parts.part_size)?;
-            for p in &parts.parts {
-                writeln!(out, "    {} {:>12} bytes sha256 {}", p.file, p.size, p.sha256)?;
-            }
-        }
-        if let Some(base) = &manifest.base {
-            let left: Vec<_> = manifest.entries.iter().filter(|e| e.from_base).collect();
-            let bytes: u64 = left.iter().map(|e| e.size).sum();
-            let entries = if left.len() == 1 { "entry" } else { "entries" };
-            writeln!(out, "  delta: {} {entries} ({bytes} content bytes) left to the base {base}", left.len())?;
-        }
-        for a in &manifest.artifacts {
-            writeln!(out, "  {}", a.describe())?;
-        }
+        print_built(manifest, packed, &key, seconds)?;
     }
     Ok(super::EXIT_OK)
 }
@@ -113,4 +83,45 @@ fn base_of(args: &BuildArgs, cache: &crate::cache::Cache) -> anyhow::Result<Opti
         (None, Some(lock)) => Some(Base::from_lock(lock, cache)?),
         (None, None) => None,
     })
+}
+
+/// What `build` says on a terminal: the bundle, its sizes, its parts and delta, its artifacts.
+fn print_built(
+    manifest: &crate::bundle::Manifest,
+    packed: &crate::bundle::writer::Packed,
+    key: &SigningKey,
+    seconds: f64,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "built {} ({} {}): {} artifacts in {} members ({} entries, {} of content) -> {}, \
+         manifest {}, signed by {} in {seconds:.2} s",
+        packed.path.display(),
+        manifest.name,
+        manifest.version,
+        manifest.artifacts.len(),
+        packed.members,
+        manifest.entries.len(),
+        super::size(manifest.content_bytes()),
+        super::size(packed.bytes),
+        packed.manifest_sha256.short(16),
+        key.key_id().short(),
+    )?;
+    if let Some(parts) = &packed.parts {
+        writeln!(out, "  split into {} parts of up to {}:", parts.parts.len(), super::size(parts.part_size))?;
+        for p in &parts.parts {
+            writeln!(out, "    {} {:>12} bytes sha256 {}", p.file, p.size, p.sha256)?;
+        }
+    }
+    if let Some(base) = &manifest.base {
+        let left: Vec<_> = manifest.entries.iter().filter(|e| e.from_base).collect();
+        let bytes: u64 = left.iter().map(|e| e.size).sum();
+        let entries = if left.len() == 1 { "entry" } else { "entries" };
+        writeln!(out, "  delta: {} {entries} ({} of content) left to the base {base}", left.len(), super::size(bytes))?;
+    }
+    for a in &manifest.artifacts {
+        writeln!(out, "  {}", a.describe())?;
+    }
+    Ok(())
 }

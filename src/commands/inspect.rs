@@ -56,10 +56,11 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
     }
     let _ = writeln!(
         out,
-        "members:     {} (the manifest, its signature, the provenance and {} entries; {} content bytes, {bundle_bytes} bytes compressed)",
+        "members:     {} (the manifest, its signature, the provenance and {} entries; {} of content, {} compressed)",
         m.entries.len() + 3,
         m.entries.len(),
-        m.content_bytes(),
+        super::size(m.content_bytes()),
+        super::size(bundle_bytes),
     );
     let _ = writeln!(out, "entries:     {}", m.entries.len());
     for e in &m.entries {

@@ -169,6 +169,23 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     err.chain().find_map(class_of).unwrap_or(Class::Runtime).exit_code()
 }
 
+/// A size as a person reads it (`812 bytes`, `261.3 KiB`, `1.3 GiB`); `--json` keeps the
+/// exact count.
+pub(crate) fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    #[allow(clippy::cast_precision_loss, reason = "one decimal of a size shown to a person")]
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// A flag value that cannot be used (exit 2), found after clap parsed it.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -417,4 +434,15 @@ pub(crate) fn switched(
         previous.map(|p| format!(" (was bundles/{p})")).unwrap_or_default(),
         record.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_as_a_person_reads_them() {
+        assert_eq!(super::size(812), "812 bytes");
+        assert_eq!(super::size(267_521), "261.3 KiB");
+        assert_eq!(super::size(1_395_864_371), "1.3 GiB");
+        assert_eq!(super::size(u64::MAX), "16384.0 PiB");
+    }
 }

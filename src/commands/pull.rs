@@ -27,11 +27,11 @@ pub fn run(args: &PullArgs) -> anyhow::Result<u8> {
     let signers: Vec<_> = pulled.signers.iter().map(crate::sign::KeyId::short).collect();
     writeln!(
         out,
-        "pulled {} {} (bundle {}, {} bytes) to {}, verified: signed by {}",
+        "pulled {} {} (bundle {}, {}) to {}, verified: signed by {}",
         r.name,
         r.version,
         r.id,
-        r.bytes,
+        super::size(r.bytes),
         pulled.out.display(),
         signers.join(", ")
     )?;

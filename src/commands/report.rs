@@ -81,7 +81,7 @@ fn output(args: &ReportArgs, page: &str, data: &impl serde::Serialize) -> anyhow
         Some(path) => {
             super::write_atomic(path, page.as_bytes())?;
             if !args.json {
-                writeln!(std::io::stdout().lock(), "wrote {} ({} bytes)", path.display(), page.len())?;
+                writeln!(std::io::stdout().lock(), "wrote {} ({})", path.display(), super::size(page.len() as u64))?;
             }
         }
         None if !args.json => std::io::stdout().lock().write_all(page.as_bytes())?,
