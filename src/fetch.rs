@@ -750,6 +750,15 @@ pub fn transient_http(e: &HttpError) -> Verdict {
     }
 }
 
+/// The one way airlock builds an HTTP client: its user agent and the connect and read
+/// timeouts. `Http` adds its redirect policy, `oci::http_client` a registry's CA bundle.
+pub fn client_builder(connect: Duration, read: Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(connect)
+        .read_timeout(read)
+}
+
 impl Http {
     pub fn new(options: NetOptions) -> Self {
         Self { client: std::sync::OnceLock::new(), options, redirects: Redirects::Anywhere }
@@ -763,10 +772,7 @@ impl Http {
     fn client(&self) -> Result<&reqwest::Client, HttpError> {
         let built = self.client.get_or_init(|| {
             let builder = || {
-                reqwest::Client::builder()
-                    .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
-                    .connect_timeout(self.options.connect_timeout)
-                    .read_timeout(self.options.read_timeout)
+                client_builder(self.options.connect_timeout, self.options.read_timeout)
                     .redirect(self.redirects.policy())
             };
             builder().build().or_else(|e| {

@@ -155,6 +155,12 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// The connection's HTTP client (its CA bundle and timeouts): pushes reuse it rather than
+    /// reading the CA again for every image.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// A manifest or index by tag or digest, read to `MAX_MANIFEST_BYTES` at the most, with
     /// the digest of the bytes received. The caller that asked for a digest checks it (and
     /// says so as a verification failure, exit 3); a registry's `Docker-Content-Digest`
@@ -375,10 +381,10 @@ pub fn load_ca(registry: &str, path: &Path) -> Result<Vec<u8>, ClientError> {
     Ok(pem)
 }
 
-/// An HTTP client for a registry: timeouts (connect, read), and every certificate of a CA
-/// bundle `load_ca` read, trusted beside the system roots.
+/// An HTTP client for a registry: `fetch::client_builder`'s (user agent, timeouts), and every
+/// certificate of a CA bundle `load_ca` read, trusted beside the system roots.
 pub fn http_client(timeouts: (Duration, Duration), ca_pem: Option<&[u8]>) -> reqwest::Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder().connect_timeout(timeouts.0).read_timeout(timeouts.1);
+    let mut builder = crate::fetch::client_builder(timeouts.0, timeouts.1);
     if let Some(pem) = ca_pem {
         for cert in reqwest::Certificate::from_pem_bundle(pem)? {
             builder = builder.add_root_certificate(cert);

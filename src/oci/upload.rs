@@ -63,11 +63,9 @@ impl Uploader {
         let authorization = conn.authorization_header(token);
         let insecure = reach.is_insecure(&image.registry);
         let scheme = if insecure { "http" } else { "https" };
-        let ca = reach.ca.as_deref().map(|ca| super::load_ca(&image.registry, ca)).transpose()?;
-        let timeouts = (reach.options.connect_timeout, reach.options.read_timeout);
-        let http = super::http_client(timeouts, ca.as_deref()).map_err(|e| err(e.to_string()))?;
+        // The connection's client: its CA bundle (read once, when it connected) and timeouts.
         Ok(Self {
-            http,
+            http: conn.http().clone(),
             base: format!("{scheme}://{}", image.registry),
             repository: image.repository.clone(),
             authorization,
