@@ -988,66 +988,98 @@ impl Manifest {
     /// Rules a signed manifest must still satisfy before its entries are trusted as a plan for
     /// reading: known schema, unique entries in known areas, no reserved names, no entry that
     /// is also another entry's directory, and artifacts that point at entries.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ManifestError> {
         if self.schema != SCHEMA_V1 {
-            return Err(format!("schema is `{}`, expected `{SCHEMA_V1}`", self.schema));
+            return Err(ManifestError::Schema { actual: self.schema.clone() });
         }
         let mut total: u64 = 0;
         for e in &self.entries {
             let p = e.path.as_str();
+            let path = || p.to_owned();
             // Sizes become tar padding, byte budgets and disk-space checks: an absurd one is
             // refused here, so that no arithmetic on it can overflow later.
             if e.size > MAX_ENTRY_BYTES {
-                return Err(format!("entry `{p}` claims {} bytes (at most {MAX_ENTRY_BYTES})", e.size));
+                return Err(ManifestError::EntryTooLarge { path: path(), size: e.size });
             }
-            total = total
-                .checked_add(e.size)
-                .filter(|t| *t <= MAX_TOTAL_BYTES)
-                .ok_or_else(|| format!("the entries' sizes add up to more than {MAX_TOTAL_BYTES} bytes"))?;
+            total = total.checked_add(e.size).filter(|t| *t <= MAX_TOTAL_BYTES).ok_or(ManifestError::TooLarge)?;
             if !AREAS.contains(&e.path.area()) {
-                return Err(format!("entry `{p}` is outside the areas {AREAS:?}"));
+                return Err(ManifestError::OutsideAreas { path: path() });
             }
             if e.path.area() == "airlock" && p != SBOM && !is_carried_trust(p) {
-                return Err(format!("entry `{p}` uses a reserved `airlock/` name"));
+                return Err(ManifestError::Reserved { path: path() });
             }
             if e.from_base && (self.base.is_none() || e.path.area() == "airlock") {
-                return Err(format!(
-                    "entry `{p}` is marked `from_base`, but {}",
-                    match self.base {
-                        None => "the manifest names no base",
-                        Some(_) => "`airlock/` members are always carried",
-                    }
-                ));
+                let why = match self.base {
+                    None => "the manifest names no base",
+                    Some(_) => "`airlock/` members are always carried",
+                };
+                return Err(ManifestError::FromBase { path: path(), why });
             }
         }
         // By path: a lookup per artifact, not a scan (450 000 entries made that quadratic).
-        let by_path = ByPath::new(&self.entries).map_err(|p| format!("entry `{p}` is listed twice"))?;
+        let by_path = ByPath::new(&self.entries).map_err(|p| ManifestError::ListedTwice { path: p.to_owned() })?;
         if by_path.get(SBOM).is_none() {
-            return Err(format!("no entry for `{SBOM}`: every v1 bundle lists its SBOM"));
+            return Err(ManifestError::NoSbom);
         }
         for e in &self.entries {
             if let Some(dir) = e.path.ancestors().find(|a| by_path.get(a).is_some()) {
-                return Err(format!("entry `{dir}` is also the directory of entry `{}`", e.path));
+                return Err(ManifestError::DirectoryOfEntry { dir: dir.to_string(), entry: e.path.to_string() });
             }
         }
         for a in &self.artifacts {
             if let Artifact::Model(m) = a {
-                Self::check_model(m, &by_path)?;
+                Self::check_model(m, &by_path).map_err(ManifestError::Artifact)?;
                 continue;
             }
             if let Artifact::File(f) = a
                 && f.is_tree()
             {
-                Self::check_tree(f, &by_path)?;
+                Self::check_tree(f, &by_path).map_err(ManifestError::Artifact)?;
                 continue;
             }
-            let (name, path, sha256, size) = Self::artifact_entry(a)?;
+            let (name, path, sha256, size) = Self::artifact_entry(a).map_err(ManifestError::Artifact)?;
             let listed = by_path.get(path.as_str());
             if !listed.is_some_and(|e| e.sha256 == sha256 && e.size == size) {
-                return Err(format!("artifact `{name}` does not match an entry at `{path}`"));
+                return Err(ManifestError::ArtifactEntry { name: name.to_owned(), path });
             }
         }
         Ok(())
+    }
+}
+
+/// Why a signed manifest cannot be trusted as a plan for reading (`Manifest::check`): a
+/// verification failure, whoever signed it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    #[error("schema is `{actual}`, expected `{v1}`", v1 = SCHEMA_V1)]
+    Schema { actual: String },
+    #[error("entry `{path}` claims {size} bytes (at most {max})", max = MAX_ENTRY_BYTES)]
+    EntryTooLarge { path: String, size: u64 },
+    #[error("the entries' sizes add up to more than {max} bytes", max = MAX_TOTAL_BYTES)]
+    TooLarge,
+    #[error("entry `{path}` is outside the areas {areas:?}", areas = AREAS)]
+    OutsideAreas { path: String },
+    #[error("entry `{path}` uses a reserved `airlock/` name")]
+    Reserved { path: String },
+    #[error("entry `{path}` is marked `from_base`, but {why}")]
+    FromBase { path: String, why: &'static str },
+    #[error("entry `{path}` is listed twice")]
+    ListedTwice { path: String },
+    #[error("no entry for `{sbom}`: every v1 bundle lists its SBOM", sbom = SBOM)]
+    NoSbom,
+    #[error("entry `{dir}` is also the directory of entry `{entry}`")]
+    DirectoryOfEntry { dir: String, entry: String },
+    #[error("artifact `{name}` does not match an entry at `{path}`")]
+    ArtifactEntry { name: String, path: String },
+    /// An artifact's own rules (a deb outside `debs/`, a tree whose files do not give its
+    /// digest, a model's names), in its kind's words.
+    #[error("{0}")]
+    Artifact(String),
+}
+
+impl crate::failure::Classify for ManifestError {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
     }
 }
 
@@ -1420,7 +1452,7 @@ mod tests {
         let reversed: Vec<_> = entries.iter().rev().copied().collect();
         assert_eq!(checked(&reversed, tree(&listing, None)), Ok(()), "entries in another order are looked up");
 
-        let refused = |entries: &[(&str, Sha256, u64)], artifact| checked(entries, artifact).unwrap_err();
+        let refused = |entries: &[(&str, Sha256, u64)], artifact| checked(entries, artifact).unwrap_err().to_string();
         let unlike = "file `t`: its 2 files do not match the";
         let other = refused(&[("files/t/a", x, 1), ("files/t/b", x, 2)], tree(&listing, None));
         assert!(other.contains(unlike), "{other}");
@@ -1470,22 +1502,24 @@ mod tests {
     #[test]
     fn check_refuses_unsafe_manifests() {
         assert!(manifest(&[SBOM, "files/a", "wheels/b.whl"]).check().is_ok());
-        assert!(manifest(&[SBOM, "files/a", "files/a"]).check().unwrap_err().contains("listed twice"));
-        assert!(manifest(&[SBOM, "etc/passwd"]).check().unwrap_err().contains("outside the areas"));
-        assert!(manifest(&[SBOM, MANIFEST]).check().unwrap_err().contains("reserved"));
+        assert!(manifest(&[SBOM, "files/a", "files/a"]).check().unwrap_err().to_string().contains("listed twice"));
+        assert!(manifest(&[SBOM, "etc/passwd"]).check().unwrap_err().to_string().contains("outside the areas"));
+        assert!(manifest(&[SBOM, MANIFEST]).check().unwrap_err().to_string().contains("reserved"));
         assert!(manifest(&[SBOM]).check().is_ok());
-        assert!(manifest(&["files/a"]).check().unwrap_err().contains("lists its SBOM"));
-        assert!(manifest(&[SBOM, "files/a", "files/a/b"]).check().unwrap_err().contains("also the directory"));
+        assert!(manifest(&["files/a"]).check().unwrap_err().to_string().contains("lists its SBOM"));
+        assert!(
+            manifest(&[SBOM, "files/a", "files/a/b"]).check().unwrap_err().to_string().contains("also the directory")
+        );
         let mut m = manifest(&[SBOM, "files/a"]);
         m.entries[1].from_base = true;
-        assert!(m.check().unwrap_err().contains("names no base"));
+        assert!(m.check().unwrap_err().to_string().contains("names no base"));
         m.base = Some(BaseRef { manifest_sha256: None, name: None, version: None, lock_sha256: Sha256::of_bytes(b"") });
         assert!(m.check().is_ok());
         m.entries[0].from_base = true;
-        assert!(m.check().unwrap_err().contains("always carried"));
+        assert!(m.check().unwrap_err().to_string().contains("always carried"));
         let mut m = manifest(&[]);
         m.schema = "airlock.bundle/v2".into();
-        assert!(m.check().unwrap_err().contains("expected `airlock.bundle/v1`"));
+        assert!(m.check().unwrap_err().to_string().contains("expected `airlock.bundle/v1`"));
     }
 
     #[test]
@@ -1505,13 +1539,18 @@ mod tests {
                 assert!(by_path.get(absent).is_none(), "{absent}");
             }
             // `files/a` is also the directory of `files/a/b`, in either order.
-            assert!(m.check().unwrap_err().contains("entry `files/a` is also the directory of entry `files/a/b`"));
+            assert!(
+                m.check()
+                    .unwrap_err()
+                    .to_string()
+                    .contains("entry `files/a` is also the directory of entry `files/a/b`")
+            );
         }
         for twice in
             [&["airlock/sbom.cdx.json", "files/a", "files/a"][..], &["files/a", "airlock/sbom.cdx.json", "files/a"]]
         {
             assert_eq!(ByPath::new(&manifest(twice).entries).err(), Some("files/a"));
-            assert_eq!(manifest(twice).check().unwrap_err(), "entry `files/a` is listed twice");
+            assert_eq!(manifest(twice).check().unwrap_err(), ManifestError::ListedTwice { path: "files/a".into() });
         }
         assert!(manifest(&["files/z", "airlock/sbom.cdx.json"]).check().is_ok());
     }

@@ -521,7 +521,7 @@ impl Reader {
         let path = MemberPath::new(SIGNATURE).expect("reserved member names are valid paths");
         sink.member(&path, &mut signature.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
         manifest.shrink_to_fit();
-        manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e)))?;
+        manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
         // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
         budget.allow_more(declared_stream_bytes(manifest.carried()));
         reporter.start("verifying", manifest.carried_bytes());
@@ -627,7 +627,7 @@ impl Reader {
                 self.report.provenance = Some(v.signers);
             }
             Err(e) => {
-                let reason = self.provenance_rejection(e, build_key);
+                let reason = self.provenance_rejection(&e, build_key);
                 return self.problem(name, reason);
             }
         }
@@ -638,16 +638,17 @@ impl Reader {
     /// Why a provenance that did not verify was refused: when the embedded signature did not
     /// count and the manifest is trusted through co-signatures alone, the likely cause is that
     /// the build key (which signs the provenance) is simply not trusted; say so.
-    fn provenance_rejection(&self, detail: String, build_key: &KeyId) -> Rejection {
+    fn provenance_rejection(&self, e: &provenance::ProvenanceError, build_key: &KeyId) -> Rejection {
         let embedded_valid =
             self.report.signatures.iter().any(|s| s.source == Source::Embedded && s.outcome == Outcome::Valid);
-        if !embedded_valid && !self.report.signers.contains(build_key) && detail.starts_with("no trusted key") {
+        let untrusted = matches!(e, provenance::ProvenanceError::Untrusted);
+        if !embedded_valid && !self.report.signers.contains(build_key) && untrusted {
             return Rejection::ProvenanceBuildKeyUntrusted {
                 build_key: build_key.clone(),
                 cosigners: self.report.signers.clone(),
             };
         }
-        Rejection::Provenance(detail)
+        Rejection::Provenance(e.to_string())
     }
 
     /// One member after the head: checked against the manifest, streamed to the sink while

@@ -152,6 +152,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             crate::site::packages::PackageError,
             crate::site::registry::PublishError,
             crate::bundle::manifest::TagMismatch,
+            crate::bundle::manifest::ManifestError,
+            crate::bundle::provenance::ProvenanceError,
             crate::bundle::reader::SinkError,
             crate::fetch::DownloadError<crate::fetch::HttpError>,
             crate::fetch::DownloadError<crate::oci::StoreError>,

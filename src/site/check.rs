@@ -303,15 +303,16 @@ fn partial(
         return Ok((out, None));
     }
     let sha256 = Sha256::of_bytes(&bytes);
-    let manifest =
-        match serde_json::from_slice::<Manifest>(&bytes).map_err(|e| e.to_string()).and_then(|m| m.check().map(|()| m))
-        {
-            Ok(m) => m,
-            Err(e) => {
-                out.damage.push(out_damage(MANIFEST, format!("failed verification: {e}")));
-                return Ok((out, None));
-            }
-        };
+    let manifest = match serde_json::from_slice::<Manifest>(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|m| m.check().map(|()| m).map_err(|e| e.to_string()))
+    {
+        Ok(m) => m,
+        Err(e) => {
+            out.damage.push(out_damage(MANIFEST, format!("failed verification: {e}")));
+            return Ok((out, None));
+        }
+    };
     if let Err(e) = retained::check_id(id, &sha256, || format!("{} {}", manifest.name, manifest.version)) {
         out.damage.push(out_damage(MANIFEST, e.to_string()));
         return Ok((out, None));

@@ -491,7 +491,7 @@ async fn verified_manifest(
     }
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
-    manifest.check().map_err(|detail| MirrorError::Manifest { url: url.clone(), detail })?;
+    manifest.check().map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
     if !release.is(&manifest, &manifest_sha256) {
         let (version, id) = (manifest.version.to_string(), super::root::BundleId::of(&manifest_sha256));
         return Err(MirrorError::WrongRelease { url, asked: release.to_string(), version, id }.into());
