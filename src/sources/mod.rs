@@ -79,6 +79,60 @@ pub struct Unserved {
     pub wanted_by: String,
 }
 
+/// What `freeze` found from a spec's named packages through the node's installed
+/// dependencies: the served packages (indexes into a universe), the installed versions no
+/// archive serves, and the named packages the node does not have.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub served: Vec<usize>,
+    pub unserved: Vec<Unserved>,
+    pub absent: Vec<String>,
+}
+
+/// The walk `apt::freeze` and `rpm::freeze` share: from `roots` (a name, and whether to follow
+/// its dependencies), each name looked up once with `served` (`None`: not installed; `Err`:
+/// installed at a version no archive serves), and for a followed package, `installed_deps`
+/// gives its name and the installed packages its dependencies reach.
+pub(crate) fn installed_closure<E>(
+    roots: &[(String, bool)],
+    arch: &str,
+    served: impl Fn(&str) -> Option<Result<usize, String>>,
+    mut installed_deps: impl FnMut(usize) -> Result<(String, Vec<String>), E>,
+) -> Result<Found, E> {
+    let mut found = Found::default();
+    let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut queue: std::collections::VecDeque<(usize, bool)> = std::collections::VecDeque::new();
+    let mut visit =
+        |name: &str, follow: bool, wanted_by: String, found: &mut Found, queue: &mut std::collections::VecDeque<_>| {
+            if !seen.insert(name.to_owned()) {
+                return;
+            }
+            match served(name) {
+                None => found.absent.push(name.to_owned()),
+                Some(Ok(p)) => {
+                    found.served.push(p);
+                    queue.push_back((p, follow));
+                }
+                Some(Err(version)) => {
+                    found.unserved.push(Unserved { name: name.to_owned(), version, arch: arch.to_owned(), wanted_by });
+                }
+            }
+        };
+    for (name, follow) in roots {
+        visit(name, *follow, "named by the spec".to_owned(), &mut found, &mut queue);
+    }
+    while let Some((p, follow)) = queue.pop_front() {
+        if !follow {
+            continue;
+        }
+        let (parent, names) = installed_deps(p)?;
+        for name in names.iter().filter(|n| **n != parent) {
+            visit(name, true, format!("for {parent}"), &mut found, &mut queue);
+        }
+    }
+    Ok(found)
+}
+
 impl std::fmt::Display for Unserved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {} ({}, {})", self.name, self.version, self.arch, self.wanted_by)

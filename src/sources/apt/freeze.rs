@@ -9,7 +9,7 @@
 //! Written here, not by a solver: nothing is chosen, every package is the one installed; what
 //! is followed is which installed package satisfies a dependency.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use debversion::Version;
@@ -17,7 +17,7 @@ use debversion::Version;
 use super::closure::{Universe, satisfies};
 use super::index::relations;
 use super::{DebError, base, load, universe, with_security_twins};
-use crate::sources::{SourceError, Sources, Unserved};
+use crate::sources::{Found, SourceError, Sources, installed_closure};
 use crate::spec::{DebPin, DebSpec};
 
 /// A node's installed version of a package, by name, for one architecture (`all` included).
@@ -58,12 +58,12 @@ pub async fn freeze(sources: &Sources<'_>, installed: &BTreeMap<String, Installe
         let base = if resolving.is_empty() { Vec::new() } else { base(sources, &resolving, &universe).await?.0 };
         let on_node = installed.get(arch).unwrap_or(&empty);
         let walk = Walk { universe: &universe, on_node, arch, base: &base };
-        let roots: Vec<(String, bool, usize)> = group
+        let roots: Vec<(String, bool)> = group
             .iter()
             .filter(|&&i| entries[i].1)
             .flat_map(|&i| {
                 let entry = specs[i];
-                entry.packages.iter().map(move |p| (p.name.clone(), entry.resolve, i))
+                entry.packages.iter().map(move |p| (p.name.clone(), entry.resolve))
             })
             .collect();
         let found = walk.closure(&roots)?;
@@ -90,13 +90,6 @@ struct Walk<'a> {
     on_node: &'a Installed,
     arch: &'a str,
     base: &'a [super::index::Pkg],
-}
-
-#[derive(Default)]
-struct Found {
-    served: Vec<usize>,
-    unserved: Vec<Unserved>,
-    absent: Vec<String>,
 }
 
 impl Walk<'_> {
@@ -129,52 +122,28 @@ impl Walk<'_> {
             .map(|(name, _)| name.clone())
     }
 
-    fn closure(&self, roots: &[(String, bool, usize)]) -> Result<Found, DebError> {
-        let mut found = Found::default();
-        let mut seen: BTreeSet<String> = BTreeSet::new();
-        let mut queue: VecDeque<(usize, bool)> = VecDeque::new();
-        let mut visit = |name: &str, follow: bool, wanted_by: String, found: &mut Found, queue: &mut VecDeque<_>| {
-            if !seen.insert(name.to_owned()) {
-                return;
-            }
-            match self.served(name) {
-                None => found.absent.push(name.to_owned()),
-                Some(Ok(p)) => {
-                    found.served.push(p);
-                    queue.push_back((p, follow));
-                }
-                Some(Err(version)) => found.unserved.push(Unserved {
-                    name: name.to_owned(),
-                    version,
+    fn closure(&self, roots: &[(String, bool)]) -> Result<Found, DebError> {
+        installed_closure(
+            roots,
+            self.arch,
+            |name| self.served(name),
+            |p| {
+                let parent = &self.universe.pkgs[p];
+                let bad = |e: String| DebError::Unsolvable {
                     arch: self.arch.to_owned(),
-                    wanted_by,
-                }),
-            }
-        };
-        for (name, follow, _) in roots {
-            visit(name, *follow, "named by the spec".to_owned(), &mut found, &mut queue);
-        }
-        while let Some((p, follow)) = queue.pop_front() {
-            if !follow {
-                continue;
-            }
-            let parent = &self.universe.pkgs[p];
-            let bad = |e: String| DebError::Unsolvable {
-                arch: self.arch.to_owned(),
-                detail: format!("{}: {e}", parent.name),
-            };
-            let mut groups = relations(&parent.pre_depends).map_err(bad)?.0;
-            groups.extend(relations(&parent.depends).map_err(bad)?.0);
-            for group in groups {
-                if self.base.iter().any(|b| group.iter().any(|r| satisfies(b, r, self.arch))) {
-                    continue;
-                }
-                // Nothing installed satisfies it (a broken node, or a provider outside dpkg):
-                // nothing of it to pin.
-                let Some(name) = self.installed_for(&group) else { continue };
-                visit(&name, true, format!("for {}", parent.name), &mut found, &mut queue);
-            }
-        }
-        Ok(found)
+                    detail: format!("{}: {e}", parent.name),
+                };
+                let mut groups = relations(&parent.pre_depends).map_err(bad)?.0;
+                groups.extend(relations(&parent.depends).map_err(bad)?.0);
+                // A group the base satisfies is not carried; one nothing installed satisfies (a
+                // broken node, a provider outside dpkg) has nothing to pin.
+                let names = groups
+                    .iter()
+                    .filter(|g| !self.base.iter().any(|b| g.iter().any(|r| satisfies(b, r, self.arch))))
+                    .filter_map(|g| self.installed_for(g))
+                    .collect();
+                Ok((parent.name.clone(), names))
+            },
+        )
     }
 }

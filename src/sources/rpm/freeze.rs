@@ -8,12 +8,12 @@
 //! Written here, not by the solver: nothing is chosen; what is followed is which installed
 //! package satisfies a requirement.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::closure::{BasePkg, Rich, Universe, parse_rich};
 use super::repodata::{Dep, Package};
 use super::{base, packages, repo};
-use crate::sources::{SourceError, Sources, Unserved};
+use crate::sources::{Found, SourceError, Sources, installed_closure};
 use crate::spec::{RpmPin, RpmSpec};
 
 /// A node's installed EVR (`[EPOCH:]VERSION-RELEASE`, as `rpm -q` writes it) by name.
@@ -78,13 +78,6 @@ struct Walk<'a> {
     base: &'a [BasePkg],
 }
 
-#[derive(Default)]
-struct Found {
-    served: Vec<usize>,
-    unserved: Vec<Unserved>,
-    absent: Vec<String>,
-}
-
 /// `rpm -q`'s EVR and the metadata's: `1:6.4.1-1.el9` both, `0:` spelled or not.
 fn same_evr(p: &Package, installed: &str) -> bool {
     let evr = p.evr();
@@ -142,50 +135,29 @@ impl Walk<'_> {
     }
 
     fn closure(&self, roots: &[(String, bool)]) -> Found {
-        let mut found = Found::default();
-        let mut seen: BTreeSet<String> = BTreeSet::new();
-        let mut queue: VecDeque<(usize, bool)> = VecDeque::new();
-        let mut visit = |name: &str, follow: bool, wanted_by: String, found: &mut Found, queue: &mut VecDeque<_>| {
-            if !seen.insert(name.to_owned()) {
-                return;
-            }
-            match self.served(name) {
-                None => found.absent.push(name.to_owned()),
-                Some(Ok(p)) => {
-                    found.served.push(p);
-                    queue.push_back((p, follow));
-                }
-                Some(Err(evr)) => found.unserved.push(Unserved {
-                    name: name.to_owned(),
-                    version: evr,
-                    arch: self.arch.to_owned(),
-                    wanted_by,
-                }),
-            }
-        };
-        for (name, follow) in roots {
-            visit(name, *follow, "named by the spec".to_owned(), &mut found, &mut queue);
-        }
-        while let Some((p, follow)) = queue.pop_front() {
-            if !follow {
-                continue;
-            }
-            let parent = &self.universe.pkgs[p].package;
-            for req in parent.requires.iter().filter(|d| !d.name.starts_with("rpmlib(")) {
-                let mut deps = Vec::new();
-                match parse_rich(req) {
-                    Ok(rich) => plain(&rich, &mut deps),
-                    Err(e) => tracing::warn!("{}: requirement `{}` not read: {e}", parent.name, req.name),
-                }
-                for dep in deps.iter().filter(|d| !self.in_base(d)) {
-                    for name in self.installed_for(dep) {
-                        if name != parent.name {
-                            visit(&name, true, format!("for {}", parent.name), &mut found, &mut queue);
-                        }
+        let found = installed_closure(
+            roots,
+            self.arch,
+            |name| self.served(name),
+            |p| {
+                let parent = &self.universe.pkgs[p].package;
+                let mut names = Vec::new();
+                for req in parent.requires.iter().filter(|d| !d.name.starts_with("rpmlib(")) {
+                    let mut deps = Vec::new();
+                    match parse_rich(req) {
+                        Ok(rich) => plain(&rich, &mut deps),
+                        Err(e) => tracing::warn!("{}: requirement `{}` not read: {e}", parent.name, req.name),
+                    }
+                    for dep in deps.iter().filter(|d| !self.in_base(d)) {
+                        names.extend(self.installed_for(dep));
                     }
                 }
-            }
+                Ok::<_, std::convert::Infallible>((parent.name.clone(), names))
+            },
+        );
+        match found {
+            Ok(found) => found,
+            Err(never) => match never {},
         }
-        found
     }
 }
