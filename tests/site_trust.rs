@@ -268,20 +268,22 @@ fn an_install_or_rollback_stopped_dead_at_any_point_leaves_a_consistent_root() {
     }
 }
 
+/// The demo bundle at `version`, built under `dir`.
+fn demo_release(dir: &Path, keys: &Keys, version: &str) -> std::path::PathBuf {
+    let p = dir.join(version);
+    run(std::process::Command::new("cp").args(["-r", s(&repo("testdata/demo")), s(&p)])).ok();
+    let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap().replace("2026.11.0", version);
+    std::fs::write(p.join("airlock.toml"), spec).unwrap();
+    let out = dir.join(format!("{version}.airlock"));
+    run(airlock().current_dir(&p).args(["build", "airlock.toml", "--key", s(&keys.private), "--out", s(&out)])).ok();
+    out
+}
+
 #[test]
 fn a_node_stopped_between_retaining_and_judging_a_release_is_not_held_to_it() {
     let t = tempfile::tempdir().unwrap();
     let keys = keygen(&t.path().join("keys"), "build");
-    let release = |version: &str| {
-        let p = t.path().join(version);
-        run(std::process::Command::new("cp").args(["-r", s(&repo("testdata/demo")), s(&p)])).ok();
-        let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap().replace("2026.11.0", version);
-        std::fs::write(p.join("airlock.toml"), spec).unwrap();
-        let out = t.path().join(format!("{version}.airlock"));
-        run(airlock().current_dir(&p).args(["build", "airlock.toml", "--key", s(&keys.private), "--out", s(&out)]))
-            .ok();
-        out
-    };
+    let release = |version: &str| demo_release(t.path(), &keys, version);
     let node = t.path().join("node");
     let apply = |bundle: &std::path::Path| {
         let mut c = airlock();
@@ -304,16 +306,7 @@ fn a_node_stopped_between_retaining_and_judging_a_release_is_not_held_to_it() {
 fn an_apply_stopped_dead_at_any_point_leaves_a_consistent_node_that_the_next_apply_completes() {
     let t = tempfile::tempdir().unwrap();
     let keys = keygen(&t.path().join("keys"), "build");
-    let release = |version: &str| {
-        let p = t.path().join(version);
-        run(std::process::Command::new("cp").args(["-r", s(&repo("testdata/demo")), s(&p)])).ok();
-        let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap().replace("2026.11.0", version);
-        std::fs::write(p.join("airlock.toml"), spec).unwrap();
-        let out = t.path().join(format!("{version}.airlock"));
-        run(airlock().current_dir(&p).args(["build", "airlock.toml", "--key", s(&keys.private), "--out", s(&out)]))
-            .ok();
-        out
-    };
+    let release = |version: &str| demo_release(t.path(), &keys, version);
     let (first, second) = (release("2026.11.0"), release("2026.12.0"));
     for point in ["verified", "remembered", "retained", "activated", "saved"] {
         let node = t.path().join(format!("node-{point}"));
