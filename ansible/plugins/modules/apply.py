@@ -89,13 +89,19 @@ def lines(changes, side):
     return "".join(sorted(out))
 
 
-def stage(module, args):
-    """--download-only: fetch and verify ahead; in check mode, nothing is fetched."""
+def run_changing(module, args, would):
+    """A call that changes the node: in check mode only `would` is said; a failure fails the task."""
     if module.check_mode:
-        module.exit_json(changed=True, msg="would fetch the release's packages ahead")
+        module.exit_json(changed=True, msg=would)
     rc, done, err = run_airlock(module, args)
     if rc != 0:
         module.fail_json(msg=error_message(done, err), rc=rc, result=done)
+    return done
+
+
+def stage(module, args):
+    """--download-only: fetch and verify ahead; in check mode, nothing is fetched."""
+    done = run_changing(module, args, "would fetch the release's packages ahead")
     transfer = done.get("transfer") or {}
     fetched = (transfer.get("fetched") or {}).get("files", 0)
     module.exit_json(
@@ -111,11 +117,7 @@ def stage(module, args):
 
 def adopt(module, args):
     """--adopt: record the stack the node runs as its current bundle; nothing installed."""
-    if module.check_mode:
-        module.exit_json(changed=True, msg="would adopt the baseline")
-    rc, done, err = run_airlock(module, args)
-    if rc != 0:
-        module.fail_json(msg=error_message(done, err), rc=rc, result=done)
+    done = run_changing(module, args, "would adopt the baseline")
     module.exit_json(
         changed=True,
         id=done.get("id"),

@@ -114,24 +114,19 @@ impl Walk<'_> {
             .any(|b| b.name == dep.name || b.provides.iter().any(|p| p.name == dep.name) || b.files.contains(&dep.name))
     }
 
-    /// The installed packages that satisfy `dep`: by name, or as a provider (a provide or a
-    /// file) at their installed EVR.
-    fn installed_for(&self, dep: &Dep) -> Vec<String> {
+    /// The installed package that satisfies `dep`: by name, else the first by name of those
+    /// that provide it (a provide or a file) at their installed EVR.
+    fn installed_for(&self, dep: &Dep) -> Option<String> {
         if self.on_node.contains_key(&dep.name) {
-            return vec![dep.name.clone()];
+            return Some(dep.name.clone());
         }
-        let mut names: Vec<String> = self
-            .universe
+        self.universe
             .providers(dep)
             .into_iter()
             .map(|i| &self.universe.pkgs[i].package)
             .filter(|p| self.on_node.get(&p.name).is_some_and(|evr| same_evr(p, evr)))
             .map(|p| p.name.clone())
-            .collect();
-        names.sort();
-        names.dedup();
-        names.truncate(1);
-        names
+            .min()
     }
 
     fn closure(&self, roots: &[(String, bool)]) -> Found {
