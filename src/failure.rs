@@ -1,5 +1,5 @@
-//! What kind of failure an error is, for the exit code (`docs/architecture.md`: 1 runtime
-//! error, 2 usage error, 3 verification failed, 4 validation verdict red).
+//! How the process ends ([`Exit`], every exit code DESIGN.md names, numbered here and nowhere
+//! else) and what kind of failure an error is ([`Class`], the exit of a command that failed).
 //!
 //! Every error type a command can end with implements [`Classify`] with an exhaustive `match`
 //! (no `_` arm), so a new variant does not compile until someone has said whether it is a
@@ -19,14 +19,49 @@ pub enum Class {
     ValidationRed,
 }
 
-impl Class {
-    pub const fn exit_code(self) -> u8 {
+/// Every way a command ends (DESIGN.md, "Exit codes"). A command returns one; an error ends
+/// with its [`Class`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok,
+    Failed(Class),
+    /// `apply`: applied, a reboot pending (`validate --commit` after it).
+    PendingReboot,
+    /// `outdated`: something moved or an amber acceptance expired; `probe --inventory-diff`:
+    /// the two inventories differ.
+    Differ,
+}
+
+impl Exit {
+    pub const fn code(self) -> u8 {
         match self {
-            Class::Runtime => 1,
-            Class::Usage => 2,
-            Class::Verification => 3,
-            Class::ValidationRed => 4,
+            Exit::Ok => 0,
+            Exit::Failed(Class::Runtime) => 1,
+            Exit::Failed(Class::Usage) => 2,
+            Exit::Failed(Class::Verification) => 3,
+            Exit::Failed(Class::ValidationRed) => 4,
+            Exit::PendingReboot => 5,
+            Exit::Differ => 10,
         }
+    }
+
+    /// The name a `--json` error document gives it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Exit::Ok => "ok",
+            Exit::Failed(Class::Runtime) => "runtime",
+            Exit::Failed(Class::Usage) => "usage",
+            Exit::Failed(Class::Verification) => "verification",
+            Exit::Failed(Class::ValidationRed) => "validation",
+            Exit::PendingReboot => "pending-reboot",
+            Exit::Differ => "differ",
+        }
+    }
+}
+
+impl From<Class> for Exit {
+    fn from(class: Class) -> Self {
+        Exit::Failed(class)
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use airlock::failure::{Class, Exit};
 use clap::Parser as _;
 
 fn main() -> ExitCode {
@@ -19,13 +20,14 @@ fn main() -> ExitCode {
                 let err = anyhow::Error::new(airlock::commands::UsageError(first.to_owned()));
                 println!("{:#}", airlock::commands::error_document(&err));
             }
-            return ExitCode::from(if e.use_stderr() { airlock::commands::EXIT_USAGE } else { 0 });
+            let exit = if e.use_stderr() { Exit::Failed(Class::Usage) } else { Exit::Ok };
+            return ExitCode::from(exit.code());
         }
     };
     init_logging(cli.verbose);
     let json = cli.wants_json();
     match airlock::commands::run(cli) {
-        Ok(code) => ExitCode::from(code),
+        Ok(exit) => ExitCode::from(exit.code()),
         Err(err) if airlock::commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             // The chain can hold what a hostile file or server said: escaped for the terminal
@@ -35,7 +37,7 @@ fn main() -> ExitCode {
             if json {
                 println!("{:#}", airlock::commands::error_document(&err));
             }
-            ExitCode::from(airlock::commands::exit_code(&err))
+            ExitCode::from(airlock::commands::exit_of(&err).code())
         }
     }
 }

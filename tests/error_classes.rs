@@ -1,4 +1,4 @@
-//! Every error type the library defines says its exit class, and `commands::exit_code` knows
+//! Every error type the library defines says its exit class, and `commands::exit_of` knows
 //! it: an error type missing from either would leave its failure at exit 1 whatever it means
 //! (a verification failure reported as a runtime error). Read from the source, so a new error
 //! type fails here until it is classified and listed.
@@ -61,5 +61,5 @@ fn every_error_type_classifies_and_the_exit_code_knows_it() {
         }
     }
     assert_eq!(unclassified, Vec::<String>::new(), "error types without `impl Classify`");
-    assert_eq!(unlisted, Vec::<String>::new(), "error types `commands::exit_code` does not know");
+    assert_eq!(unlisted, Vec::<String>::new(), "error types `commands::exit_of` does not know");
 }

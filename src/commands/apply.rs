@@ -3,6 +3,7 @@
 //! packages, validates the new stack, and commits or restores (exit 4), or waits for a
 //! reboot (exit 5).
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use super::install::{Opened, Source, WithReferrers};
@@ -12,10 +13,7 @@ use crate::site::records::Action;
 use crate::site::trust::ExpiryRule;
 use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
 
-/// Exit code of an apply that waits for a reboot (`validate --commit` after it).
-pub const EXIT_PENDING_REBOOT: u8 = 5;
-
-pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
+pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
     let (mirror, release) = mirror_of(args)?;
     // A mirror's redirects stay on its origin (or go to the hosts named on purpose).
     let redirects = match mirror {
@@ -88,7 +86,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<u8> {
     };
     let reporter = TerminalReporter::new(args.json);
     let done = apply(&arrival, &policy, &args.root, &opts, &node, &reporter)?;
-    let code = if done.pending_reboot.is_some() { EXIT_PENDING_REBOOT } else { super::EXIT_OK };
+    let code = if done.pending_reboot.is_some() { Exit::PendingReboot } else { Exit::Ok };
     if args.json {
         super::print_json(&WithReferrers { done: &done, cosignature_referrers: referrers })?;
         return Ok(code);

@@ -1,5 +1,6 @@
 //! `airlock build [SPEC] --key KEY --out FILE [--locked] [--cache DIR] [--jobs N]`
 
+use crate::failure::Exit;
 use std::io::Write;
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ use crate::sign::SigningKey;
 use crate::sources::Sources;
 use crate::sources::oci::BlobRoute;
 
-pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
+pub fn run(args: &BuildArgs) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
@@ -65,7 +66,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<u8> {
     } else {
         print_built(manifest, packed, &key, seconds)?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// The output's directory is made, as `keygen --out-dir` makes its own.

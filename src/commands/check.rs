@@ -1,6 +1,7 @@
 //! `airlock check --root DIR [--wait SECONDS] [--json]`: every retained bundle verified again
 //! and every staged tree compared with it. Exit 0 when all is as verified, 3 on any damage.
 
+use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use crate::cli::{CheckArgs, TerminalReporter};
 use crate::failure::Class;
 
-pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
+pub fn run(args: &CheckArgs) -> anyhow::Result<Exit> {
     let reporter = TerminalReporter::new(args.json);
     let checked = crate::site::check::check(&args.root, Duration::from_secs(args.site.wait), &reporter)?;
     if args.json {
@@ -55,5 +56,5 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
         // Paths and problems can hold what an attacker named: escaped for the terminal.
         std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
     }
-    Ok(if checked.ok { super::EXIT_OK } else { Class::Verification.exit_code() })
+    Ok(if checked.ok { Exit::Ok } else { Exit::Failed(Class::Verification) })
 }

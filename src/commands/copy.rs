@@ -1,20 +1,21 @@
 //! `airlock copy oci://A oci://B [--insecure-registry] [--registry-ca FILE] [--json]`; either
 //! side may be `oci-layout:DIR[:TAG]` for a one-way transfer through a directory.
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
 use crate::cli::{CopyArgs, TerminalReporter};
 use crate::fetch::Net;
 
-pub fn run(args: &CopyArgs) -> anyhow::Result<u8> {
+pub fn run(args: &CopyArgs) -> anyhow::Result<Exit> {
     let (from, to) = (Location::parse(&args.from)?, Location::parse(&args.to)?);
     let net = Net::new(args.reach.net.options())?;
     let reporter = TerminalReporter::new(args.json);
     let copied = crate::artifact::copy(&from, &to, &args.reach.reach(), &net, &reporter)?;
     if args.json {
         super::print_json(&copied)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     writeln!(
         std::io::stdout().lock(),
@@ -27,5 +28,5 @@ pub fn run(args: &CopyArgs) -> anyhow::Result<u8> {
         copied.blobs_present,
         copied.referrers
     )?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

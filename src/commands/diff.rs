@@ -3,6 +3,7 @@
 //! bundles' manifests claim, unverified, and says so; with it, each bundle is verified whole
 //! first (content included) and a bundle that fails is refused.
 
+use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
@@ -92,7 +93,7 @@ struct DiffJson<'a> {
     diff: &'a Diff,
 }
 
-pub fn run(args: &DiffArgs) -> anyhow::Result<u8> {
+pub fn run(args: &DiffArgs) -> anyhow::Result<Exit> {
     let (old, new) = (side(&args.old, &args.trust, args.json)?, side(&args.new, &args.trust, args.json)?);
     let verified = !args.trust.trust.is_empty();
     if !verified && (old.bundle.is_some() || new.bundle.is_some()) {
@@ -113,7 +114,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<u8> {
     if args.json {
         let name = |s: &Side| s.bundle.as_ref().map(|(n, v)| serde_json::json!({ "name": n, "version": v }));
         super::print_json(&DiffJson { verified, old: name(&old), new: name(&new), diff: &diff })?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     // Names come from the bundles (claims, when unverified): escaped for the terminal.
     let mut text = String::new();
@@ -129,5 +130,5 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<u8> {
     let (a, r, c) = (diff.added.len(), diff.removed.len(), diff.changed.len());
     let _ = writeln!(text, "{a} added, {r} removed, {c} changed");
     std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

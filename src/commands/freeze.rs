@@ -1,5 +1,6 @@
 //! `airlock freeze NODE.json --spec SPEC --out BASE.toml`
 
+use crate::failure::Exit;
 use std::io::Write as _;
 
 use anyhow::Context as _;
@@ -13,7 +14,7 @@ use crate::validate::probe::Probe;
 /// The most of a node's probe record read.
 const MAX_NODE: u64 = 64 << 20;
 
-pub fn run(args: &FreezeArgs) -> anyhow::Result<u8> {
+pub fn run(args: &FreezeArgs) -> anyhow::Result<Exit> {
     let text = crate::site::state::read_bounded(&args.node, MAX_NODE)
         .with_context(|| format!("cannot read `{}`", args.node.display()))?
         .with_context(|| format!("`{}` does not exist", args.node.display()))?;
@@ -33,7 +34,7 @@ pub fn run(args: &FreezeArgs) -> anyhow::Result<u8> {
     let sources = Sources::new(&spec, fetch);
     let baseline = freeze(&sources, &net, &args.node, &installed, &args.out, Some(&args.version))?;
     if args.json {
-        return super::print_json(&baseline).map(|()| super::EXIT_OK);
+        return super::print_json(&baseline).map(|()| Exit::Ok);
     }
     let mut out = std::io::stdout().lock();
     let count: usize = baseline.pinned.values().map(Vec::len).sum();
@@ -61,5 +62,5 @@ pub fn run(args: &FreezeArgs) -> anyhow::Result<u8> {
         "next: airlock build {} --locked --key KEY; on each node: airlock apply BASE.airlock --adopt",
         baseline.spec.display()
     )?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

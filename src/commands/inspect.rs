@@ -1,5 +1,6 @@
 //! `airlock inspect BUNDLE [--json]`: what a bundle claims, read from its first two members.
 
+use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write;
 
@@ -11,7 +12,7 @@ use crate::bundle::reader::read_head;
 use crate::cli::InspectArgs;
 use crate::site::BundleId;
 
-pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
+pub fn run(args: &InspectArgs) -> anyhow::Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let bundle_bytes = input.bytes()?;
     let head = read_head(input.open()?)
@@ -68,7 +69,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<u8> {
         let _ = writeln!(out, "  {:>12}  {}  {}{from}", e.size, e.sha256, e.path);
     }
     std::io::stdout().lock().write_all(crate::escape::lines(&text).as_bytes())?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// `inspect --json`: one document, every field unverified.
@@ -77,7 +78,7 @@ fn json(
     input: &Input,
     bundle_bytes: u64,
     cosignatures: &[crate::sign::CoSignature],
-) -> anyhow::Result<u8> {
+) -> anyhow::Result<Exit> {
     // A directory's files, which reading holds only as entries, listed again.
     head.manifest.list_tree_files();
     let m = &head.manifest;
@@ -109,7 +110,7 @@ fn json(
         "from_base": { "entries": from_base, "bytes": from_base_bytes },
         "verified": false,
     }))?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// A delta's `from_base` entries: how many, and their bytes.

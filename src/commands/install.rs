@@ -1,6 +1,7 @@
 //! `airlock install BUNDLE --trust PUB [--threshold N] --root DIR [--registry HOST[:PORT]]
 //! [--keep N] [--allow-downgrade] [--role mirror [--candidate]] [--wait SECONDS] [--json]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use crate::site::registry::SiteRegistry;
 use crate::site::trust::ExpiryRule;
 use crate::site::{Downgrade, Options, install};
 
-pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
+pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
     if args.candidate && args.role != crate::cli::RoleArg::Mirror {
         let why = "--candidate is a mirror's (--role mirror): a host installs what it runs";
         return Err(super::UsageError(why.to_owned()).into());
@@ -72,7 +73,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<u8> {
             writeln!(std::io::stdout(), "{r}")?;
         }
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// How many co-signature referrers a registry listed for a bundle read from it, and how many

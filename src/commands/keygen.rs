@@ -1,5 +1,6 @@
 //! `airlock keygen --out-dir DIR [--name NAME] [--json]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use anyhow::bail;
@@ -7,7 +8,7 @@ use anyhow::bail;
 use crate::cli::KeygenArgs;
 use crate::sign::{PASSWORD_ENV, generate};
 
-pub fn run(args: &KeygenArgs) -> anyhow::Result<u8> {
+pub fn run(args: &KeygenArgs) -> anyhow::Result<Exit> {
     if args.name.is_empty() || args.name.contains('/') || args.name.starts_with('.') {
         bail!("invalid key name `{}`: expected a plain file name", args.name);
     }
@@ -38,5 +39,5 @@ pub fn run(args: &KeygenArgs) -> anyhow::Result<u8> {
         writeln!(out, "public key:  {}", key.public_path.display())?;
         writeln!(out, "key id:      {}", key.key_id)?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

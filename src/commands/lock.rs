@@ -1,5 +1,6 @@
 //! `airlock lock [SPEC] [--lock FILE] [--cache DIR] [--jobs N]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
@@ -7,7 +8,7 @@ use crate::cli::{LockArgs, TerminalReporter};
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 
-pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
+pub fn run(args: &LockArgs) -> anyhow::Result<Exit> {
     let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
     let cache = super::open_cache(&args.cache)?;
@@ -78,5 +79,5 @@ pub fn run(args: &LockArgs) -> anyhow::Result<u8> {
             writeln!(out, "  file {}  {} bytes  sha256 {}", f.name, f.size, f.sha256)?;
         }
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

@@ -1,19 +1,20 @@
 //! `airlock completions SHELL`, `airlock version [--json]` and the man pages (`airlock man DIR`,
 //! used by `scripts/release.sh`): airlock about itself, from clap's own model of the CLI.
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use clap::CommandFactory as _;
 
 use crate::cli::{Cli, CompletionsArgs, ManArgs, SelfUpgradeArgs, VersionArgs};
 
-pub fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
+pub fn completions(args: &CompletionsArgs) -> anyhow::Result<Exit> {
     let mut command = Cli::command();
     // Into memory first: clap_complete panics on a failed write (`| head`), a buffer cannot fail.
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, "airlock", &mut script);
     std::io::stdout().lock().write_all(&script)?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 #[derive(serde::Serialize)]
@@ -24,7 +25,7 @@ struct Built {
     target: &'static str,
 }
 
-pub fn version(args: &VersionArgs) -> anyhow::Result<u8> {
+pub fn version(args: &VersionArgs) -> anyhow::Result<Exit> {
     let v = Built {
         version: env!("CARGO_PKG_VERSION"),
         commit: option_env!("AIRLOCK_COMMIT").filter(|c| !c.is_empty()),
@@ -36,11 +37,11 @@ pub fn version(args: &VersionArgs) -> anyhow::Result<u8> {
     } else {
         writeln!(std::io::stdout().lock(), "airlock {}", env!("AIRLOCK_VERSION"))?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// `airlock.1` and `airlock-SUBCOMMAND.1` for every visible subcommand.
-pub fn man(args: &ManArgs) -> anyhow::Result<u8> {
+pub fn man(args: &ManArgs) -> anyhow::Result<Exit> {
     std::fs::create_dir_all(&args.out_dir)?;
     let command = Cli::command();
     let mut pages = vec![("airlock".to_owned(), command.clone())];
@@ -63,11 +64,11 @@ pub fn man(args: &ManArgs) -> anyhow::Result<u8> {
         super::write_atomic(&path, &bytes)?;
         writeln!(out, "{}", path.display())?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// `self-upgrade`: the carried airlock for this target, verified, run, and put in place.
-pub fn self_upgrade(args: &SelfUpgradeArgs) -> anyhow::Result<u8> {
+pub fn self_upgrade(args: &SelfUpgradeArgs) -> anyhow::Result<Exit> {
     let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
     // The same policy as `install`: the site's trust root decides where it has one (and a
     // site that used one refuses `--trust` once it is gone), else `--trust`.
@@ -96,5 +97,5 @@ pub fn self_upgrade(args: &SelfUpgradeArgs) -> anyhow::Result<u8> {
             writeln!(out, "the binary it replaced is kept as {}", p.display())?;
         }
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

@@ -32,10 +32,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use crate::cli::{CacheArgs, Cli, Command, TrustArgs};
-use crate::failure::{Class, Classify};
-
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_USAGE: u8 = Class::Usage.exit_code();
+use crate::failure::{Class, Classify, Exit};
 
 /// Verification failed (signature, digest, policy): exit 3. The details were already printed.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +45,7 @@ impl Classify for VerificationFailed {
     }
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<u8> {
+pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Keygen(a) => keygen::run(&a),
         Command::Lock(a) => lock::run(&a),
@@ -84,34 +81,26 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
 /// A failure found after the command printed its `--json` document (which says what failed):
 /// the error goes to stderr and the exit code is its class's, without a second document.
 /// Without `--json` it is returned as any error is.
-pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<u8> {
+pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<Exit> {
     if !json {
         return Err(err);
     }
     let error = crate::cli::paint("error:", crate::cli::Paint::Bad, crate::cli::Stream::Stderr);
     eprintln!("{error} {}", crate::escape::lines(&format!("{err:#}")));
-    Ok(exit_code(&err))
+    Ok(exit_of(&err))
 }
 
 /// The `--json` document of a command that failed before it could print its own: one JSON
 /// document with `error: {class, exit_code, message}`.
 pub fn error_document(err: &anyhow::Error) -> serde_json::Value {
-    let code = exit_code(err);
-    let class = match code {
-        1 => "runtime",
-        2 => "usage",
-        3 => "verification",
-        4 => "validation",
-        _ => "other",
-    };
-    serde_json::json!({ "error": { "class": class, "exit_code": code, "message": format!("{err:#}") } })
+    let exit = exit_of(err);
+    serde_json::json!({ "error": { "class": exit.name(), "exit_code": exit.code(), "message": format!("{err:#}") } })
 }
 
-/// The exit code for an error (`docs/architecture.md`: 1 runtime, 2 usage or invalid spec,
-/// 3 verification failed): the class of the outermost error in its chain that knows it. Each error
-/// type says its own class (`failure::Classify`); this list only names the types the library
-/// hands to commands.
-pub fn exit_code(err: &anyhow::Error) -> u8 {
+/// How a command that failed ends: the class of the outermost error in its chain that knows
+/// it (1 runtime when none does). Each error type says its own class (`failure::Classify`);
+/// this list only names them, and `tests/error_classes.rs` fails on a type missing from it.
+pub fn exit_of(err: &anyhow::Error) -> Exit {
     fn class_of(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
         macro_rules! first_of {
             ($($t:ty),+ $(,)?) => {
@@ -168,7 +157,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         );
         None
     }
-    err.chain().find_map(class_of).unwrap_or(Class::Runtime).exit_code()
+    Exit::Failed(err.chain().find_map(class_of).unwrap_or(Class::Runtime))
 }
 
 /// A size as a person reads it (`812 bytes`, `261.3 KiB`, `1.3 GiB`); `--json` keeps the
@@ -357,8 +346,7 @@ fn record_early(
     if !site.is_site() {
         return;
     }
-    let outcome =
-        if exit_code(e) == crate::failure::Class::Runtime.exit_code() { Outcome::Failed } else { Outcome::Refused };
+    let outcome = if exit_of(e) == Exit::Failed(Class::Runtime) { Outcome::Failed } else { Outcome::Refused };
     let bundle = RecordBundle { file: Some(source.display().to_string()), ..RecordBundle::default() };
     let mut record = Record::new(action, outcome, Some(bundle));
     record.reason = Some(format!("{e:#}"));

@@ -1,6 +1,7 @@
 //! `airlock outdated [SPEC] [--lock FILE] [--deep] [--json]`: what moved upstream since the
 //! lock. Exit 0 when nothing did, 10 when something did, 1 when upstream could not be asked.
 
+use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write;
 
@@ -13,10 +14,7 @@ use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 use crate::spec::lock::LockFile;
 
-/// Something moved upstream: a requalification is due.
-pub const EXIT_MOVED: u8 = 10;
-
-pub fn run(args: &OutdatedArgs) -> anyhow::Result<u8> {
+pub fn run(args: &OutdatedArgs) -> anyhow::Result<Exit> {
     let site = args.root.as_deref().map(site_findings).transpose()?.unwrap_or_default();
     if args.root.is_some() && !args.spec.exists() {
         let path = args.spec.with_extension("lock");
@@ -28,7 +26,7 @@ pub fn run(args: &OutdatedArgs) -> anyhow::Result<u8> {
         } else {
             print_table(&site, &[], &path)?;
         }
-        return Ok(if site.is_empty() { super::EXIT_OK } else { EXIT_MOVED });
+        return Ok(if site.is_empty() { Exit::Ok } else { Exit::Differ });
     }
     let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
@@ -51,7 +49,7 @@ pub fn run(args: &OutdatedArgs) -> anyhow::Result<u8> {
     } else {
         print_table(&findings, &security_unchecked, &path)?;
     }
-    Ok(if findings.is_empty() { super::EXIT_OK } else { EXIT_MOVED })
+    Ok(if findings.is_empty() { Exit::Ok } else { Exit::Differ })
 }
 
 fn print_table(findings: &[Finding], unchecked: &[String], lock: &std::path::Path) -> anyhow::Result<()> {

@@ -1,5 +1,6 @@
 //! `airlock probe [--json] [--diff OLD.json]`
 
+use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
@@ -15,7 +16,7 @@ use crate::validate::probe::{HostRoot, Probe, probe};
 /// The most of a probe record read (a node with every package listed is well under 4 MiB).
 const MAX_RECORD: u64 = 64 << 20;
 
-pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
+pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
     if let [a, b] = args.inventory_diff.as_slice() {
         return inventory_diff(a, b, args.json);
     }
@@ -30,7 +31,7 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
         let changes = crate::validate::probe::diff::diff(&old, &serde_json::to_value(&p)?);
         if args.json {
             super::print_json(&serde_json::json!({ "changes": changes, "record": p }))?;
-            return Ok(super::EXIT_OK);
+            return Ok(Exit::Ok);
         }
         let mut t = String::new();
         for c in &changes {
@@ -39,11 +40,11 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
         }
         let _ = writeln!(t, "{} field(s) differ from `{}`", changes.len(), old_path.display());
         std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     if args.json {
         super::print_json(&p)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     // Tools' output is untrusted text: escaped for the terminal.
     let h = &p.host;
@@ -91,7 +92,7 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<u8> {
         let _ = writeln!(t, "image {image} {digest}");
     }
     std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// One node's installed packages, from its probe record.
@@ -111,7 +112,7 @@ fn inventory_of(path: &Path) -> anyhow::Result<BTreeMap<String, Installed>> {
 
 /// `--inventory-diff A B`: what one node has installed that the other has not, or at another
 /// version (exit 10 when anything differs).
-fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<u8> {
+fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<Exit> {
     let (left, right) = (inventory_of(a)?, inventory_of(b)?);
     let version = |m: &BTreeMap<String, Installed>, n: &str| m.get(n).map(|i| i.version.clone());
     let names: BTreeSet<&String> = left.keys().chain(right.keys()).collect();
@@ -142,7 +143,7 @@ fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<u8> {
         };
         std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
     }
-    Ok(if same { super::EXIT_OK } else { super::outdated::EXIT_MOVED })
+    Ok(if same { Exit::Ok } else { Exit::Differ })
 }
 
 /// The package names the active bundle under `root` carries (its manifest read unverified:

@@ -2,6 +2,7 @@
 //! `airlock/provenance.dsse.json`; with `--trust`, only after its DSSE signature verified with one
 //! of the keys and its subjects named this bundle's manifest.
 
+use crate::failure::Exit;
 use anyhow::{Context as _, bail};
 
 use super::VerificationFailed;
@@ -12,7 +13,7 @@ use crate::cli::ProvenanceArgs;
 use crate::digest::Sha256;
 use crate::sign::dsse;
 
-pub fn run(args: &ProvenanceArgs) -> anyhow::Result<u8> {
+pub fn run(args: &ProvenanceArgs) -> anyhow::Result<Exit> {
     let trusted = super::load_trusted(&args.trust)?;
     let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
     let mut found = leading_members(input.open()?, &[MANIFEST, PROVENANCE])
@@ -38,5 +39,5 @@ pub fn run(args: &ProvenanceArgs) -> anyhow::Result<u8> {
     } else {
         super::print_json(&statement)?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

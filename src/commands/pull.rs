@@ -1,13 +1,14 @@
 //! `airlock pull oci://HOST/REPO:TAG|@DIGEST --out FILE --trust PUB… [--threshold N]
 //! [--insecure-registry] [--registry-ca FILE] [--cache DIR] [--json]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
 use crate::cli::{PullArgs, TerminalReporter};
 use crate::fetch::Net;
 
-pub fn run(args: &PullArgs) -> anyhow::Result<u8> {
+pub fn run(args: &PullArgs) -> anyhow::Result<Exit> {
     let source = Location::parse(&args.source)?;
     let keys = super::load_trusted(&args.trust.trust)?;
     let cache = crate::cache::Cache::open(&args.cache.clone().unwrap_or_else(crate::cache::Cache::default_dir))?;
@@ -19,7 +20,7 @@ pub fn run(args: &PullArgs) -> anyhow::Result<u8> {
     cache.sync()?;
     if args.json {
         super::print_json(&pulled)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let mut out = std::io::stdout().lock();
     let r = &pulled.resolved;
@@ -38,5 +39,5 @@ pub fn run(args: &PullArgs) -> anyhow::Result<u8> {
     for co in &pulled.cosignatures {
         writeln!(out, "  co-signature {}", co.display())?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

@@ -1,5 +1,6 @@
 //! `airlock push BUNDLE oci://HOST/REPO:TAG [--insecure-registry] [--registry-ca FILE] [--json]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
@@ -7,7 +8,7 @@ use crate::bundle::parts::Input;
 use crate::cli::{PushArgs, TerminalReporter};
 use crate::fetch::Net;
 
-pub fn run(args: &PushArgs) -> anyhow::Result<u8> {
+pub fn run(args: &PushArgs) -> anyhow::Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let target = Location::parse(&args.target)?;
     let net = Net::new(args.reach.net.options())?;
@@ -15,7 +16,7 @@ pub fn run(args: &PushArgs) -> anyhow::Result<u8> {
     let pushed = crate::artifact::push(&input, &target, &args.reach.reach(), args.chunk_size, &net, &reporter)?;
     if args.json {
         super::print_json(&pushed)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -32,5 +33,5 @@ pub fn run(args: &PushArgs) -> anyhow::Result<u8> {
     for key in &pushed.cosignatures {
         writeln!(out, "  co-signature by key {} as a referrer", key.short())?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

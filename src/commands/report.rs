@@ -1,11 +1,12 @@
 //! `airlock report (BUNDLE [--base OLD] [--trust PUB…] | --root DIR) [--out FILE.html] [--json]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use crate::bundle::parts::Input;
 use crate::cli::{ReportArgs, TerminalReporter};
 
-pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
+pub fn run(args: &ReportArgs) -> anyhow::Result<Exit> {
     // A page of HTML is not for a terminal: said before anything is verified.
     if args.out.is_none() && !args.json && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return Err(super::UsageError(
@@ -58,21 +59,21 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
         } else {
             tracing::error!("`{}` did not verify: {reason}", report.bundle.source);
         }
-        return Ok(crate::failure::Class::Verification.exit_code());
+        return Ok(Exit::Failed(crate::failure::Class::Verification));
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// `report --fleet DIR`: one page for a fleet's rollout (exit 0 even when it shows red: the
 /// page is the evidence of what happened).
-fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<u8> {
+fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<Exit> {
     let fleet = crate::report::fleet::fleet(dir, args.run.as_ref())?;
     let page_dir = args
         .out
         .as_deref()
         .map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| std::path::Path::new(".")));
     output(args, &crate::report::fleet::render(&fleet, page_dir), &fleet)?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// The page to `--out` (or stdout without `--json`), and the data as JSON with `--json`.

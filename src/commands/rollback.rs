@@ -2,6 +2,7 @@
 //! `airlock promote --root MIRROR VERSION|ID [--allow-downgrade] [--json]`, the same switch to
 //! a mirror's retained release.
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use crate::cli::{RollbackArgs, TerminalReporter};
@@ -9,7 +10,7 @@ use crate::fetch::Net;
 use crate::sign::KeyId;
 use crate::site::rollback::{RolledBack, Switch, Trust, rollback, switch};
 
-pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
+pub fn run(args: &RollbackArgs) -> anyhow::Result<Exit> {
     let expiry = crate::site::trust::ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let trust = if args.trust.trust.is_empty() {
         Trust::Site(expiry.clone())
@@ -24,12 +25,12 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<u8> {
     let done = rollback(&args.root, trust, &expiry, apt_key.as_ref(), &writer, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     print("rolled back to", &done)
 }
 
-pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<u8> {
+pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<Exit> {
     let expiry = crate::site::trust::ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let reporter = TerminalReporter::new(args.json);
     let net = Net::new(args.net.options())?;
@@ -41,12 +42,12 @@ pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<u8> {
     let done = switch(&args.root, &to, trust, &expiry, apt_key.as_ref(), &writer, &net, &reporter)?;
     if args.json {
         super::print_json(&done)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     print("promoted", &done)
 }
 
-fn print(verb: &str, done: &RolledBack) -> anyhow::Result<u8> {
+fn print(verb: &str, done: &RolledBack) -> anyhow::Result<Exit> {
     let mut out = std::io::stdout().lock();
     let signers: Vec<_> = done.signers.iter().map(KeyId::short).collect();
     writeln!(
@@ -71,5 +72,5 @@ fn print(verb: &str, done: &RolledBack) -> anyhow::Result<u8> {
     if let Some(line) = super::apply::phases(&done.phases) {
         writeln!(out, "{line}")?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

@@ -1,6 +1,7 @@
 //! `airlock sbom BUNDLE [--out FILE [--json]]`: the `airlock/sbom.cdx.json` member, byte for
 //! byte.
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use anyhow::bail;
@@ -10,7 +11,7 @@ use crate::bundle::manifest::SBOM;
 use crate::bundle::reader::leading_members;
 use crate::cli::SbomArgs;
 
-pub fn run(args: &SbomArgs) -> anyhow::Result<u8> {
+pub fn run(args: &SbomArgs) -> anyhow::Result<Exit> {
     let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
     let mut found = leading_members(input.open()?, &[SBOM])
         .map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
@@ -35,5 +36,5 @@ pub fn run(args: &SbomArgs) -> anyhow::Result<u8> {
         // The SBOM is itself the one JSON document on stdout.
         None => std::io::stdout().lock().write_all(&bytes)?,
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

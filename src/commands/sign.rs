@@ -2,6 +2,7 @@
 //! co-signature `BUNDLE.KEYID.sig` beside the bundle, over the same manifest bytes as the
 //! embedded signature. The bundle itself is not rewritten.
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use serde::Serialize;
@@ -22,7 +23,7 @@ struct SignJson<'a> {
     verified_first: bool,
 }
 
-pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
+pub fn run(args: &SignArgs) -> anyhow::Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
     let verified_first = !args.trust.trust.is_empty();
@@ -80,5 +81,5 @@ pub fn run(args: &SignArgs) -> anyhow::Result<u8> {
             path.display()
         )?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

@@ -1,11 +1,12 @@
 //! `airlock status --root DIR [--json]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use crate::cli::StatusArgs;
 use crate::site::status::{Entry, status};
 
-pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
+pub fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     let s = status(&args.root)?;
     if args.json {
         super::print_json(&s)?;
@@ -74,11 +75,11 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
 }
 
 /// After printing what could be read: a damaged `state.json` is an error (exit 1).
-fn damaged_state(s: &crate::site::Status, json: bool) -> anyhow::Result<u8> {
+fn damaged_state(s: &crate::site::Status, json: bool) -> anyhow::Result<Exit> {
     match &s.state_damaged {
         Some(why) => {
             super::after_document(json, anyhow::anyhow!("{why}; the rest is shown as read from the links and trees"))
         }
-        None => Ok(super::EXIT_OK),
+        None => Ok(Exit::Ok),
     }
 }

@@ -1,5 +1,6 @@
 //! `airlock trust init|rotate|role|revoke|renew|update|show --root DIR`: the site trust root.
 
+use crate::failure::Exit;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,7 @@ use crate::site::trust::change;
 use crate::trust::metadata::{self, Key};
 use crate::trust::{InitSpec, Presented, RoleSpec, RootChange, SiteTrust, TargetsChange, TrustError, Update};
 
-pub fn run(cmd: &TrustCommand) -> anyhow::Result<u8> {
+pub fn run(cmd: &TrustCommand) -> anyhow::Result<Exit> {
     match cmd {
         TrustCommand::Init(a) => init(a),
         TrustCommand::Rotate(a) => {
@@ -70,12 +71,12 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<u8> {
             } else {
                 print(&shown)?;
             }
-            Ok(super::EXIT_OK)
+            Ok(Exit::Ok)
         }
     }
 }
 
-fn init(a: &crate::cli::TrustInitArgs) -> anyhow::Result<u8> {
+fn init(a: &crate::cli::TrustInitArgs) -> anyhow::Result<Exit> {
     let root_keys = super::load_trusted(&a.root_key)?;
     let (targets_keys, targets_threshold) = if a.targets_key.is_empty() {
         (root_keys.clone(), a.targets_threshold.unwrap_or(a.root_threshold))
@@ -105,7 +106,7 @@ fn init(a: &crate::cli::TrustInitArgs) -> anyhow::Result<u8> {
 
 /// `trust renew`: a new root version and a new targets version with the new expiry, each
 /// signed by the `--sign` keys that belong to it.
-fn renew(a: &crate::cli::TrustRenewArgs) -> anyhow::Result<u8> {
+fn renew(a: &crate::cli::TrustRenewArgs) -> anyhow::Result<Exit> {
     let when = expires(&a.expires)?;
     let signers = signers(&a.common)?;
     let only = a.only.as_deref();
@@ -138,7 +139,7 @@ fn signs(t: &SiteTrust, role: &str, s: &SigningKey) -> bool {
     })
 }
 
-fn targets_change(common: &TrustCommon, spec: &TargetsChange, what: &str) -> anyhow::Result<u8> {
+fn targets_change(common: &TrustCommon, spec: &TargetsChange, what: &str) -> anyhow::Result<Exit> {
     let signers = signers(common)?;
     let mut warnings = Vec::new();
     let after = write(common, |t| {
@@ -160,7 +161,7 @@ fn write(
     Ok(change(&common.root, std::time::Duration::from_secs(common.site.wait), make)?)
 }
 
-fn done(common: &TrustCommon, after: &SiteTrust, what: &str, warnings: &[String]) -> anyhow::Result<u8> {
+fn done(common: &TrustCommon, after: &SiteTrust, what: &str, warnings: &[String]) -> anyhow::Result<Exit> {
     for w in warnings {
         tracing::warn!("{w}");
     }
@@ -177,7 +178,7 @@ fn done(common: &TrustCommon, after: &SiteTrust, what: &str, warnings: &[String]
             shown.targets_version
         )?;
     }
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 fn signers(common: &TrustCommon) -> anyhow::Result<Vec<SigningKey>> {

@@ -1,6 +1,7 @@
 //! `airlock validate --root DIR [--json]`: this host against the active bundle's support matrix
 //! and acceptance checks. Exit 0 green, 0 amber (with a warning), 4 red.
 
+use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
@@ -16,7 +17,7 @@ use crate::validate::matrix::Verdict;
 use crate::validate::probe::HostRoot;
 use crate::validate::{not_green, validate, word};
 
-pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
+pub fn run(args: &ValidateArgs) -> anyhow::Result<Exit> {
     if args.commit {
         return commit(args);
     }
@@ -39,7 +40,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
                 judged.manifest.version
             )?;
         }
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     };
     if args.json {
         // The evidence as the record holds it, and where the record is.
@@ -65,12 +66,12 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<u8> {
         out.write_all(crate::escape::lines(&text).as_bytes())?;
     }
     match evidence.verdict {
-        Verdict::Green => Ok(super::EXIT_OK),
+        Verdict::Green => Ok(Exit::Ok),
         Verdict::Amber => {
             tracing::warn!("amber: {}", evidence.summary);
-            Ok(super::EXIT_OK)
+            Ok(Exit::Ok)
         }
-        Verdict::Red => Ok(Class::ValidationRed.exit_code()),
+        Verdict::Red => Ok(Exit::Failed(Class::ValidationRed)),
     }
 }
 
@@ -124,19 +125,20 @@ const NHC_LINE: usize = 240;
 /// judge, another airlock command holding the root) or 1 (red, or the active bundle cannot be
 /// judged: it does not verify, its tree is damaged), as Node Health Check's checks and Slurm's
 /// `HealthCheckProgram` take it: the line becomes the node's drain reason.
-fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> u8 {
+fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> Exit {
     let root = SiteRoot::new(&args.root);
     let (line, code) = if root.link(crate::site::root::Link::Current).is_none() {
-        (format!("airlock: ok, nothing to judge: no current bundle under {}", args.root.display()), 0)
+        (format!("airlock: ok, nothing to judge: no current bundle under {}", args.root.display()), Exit::Ok)
     } else {
         match judge(args, reporter) {
             Ok(j) => {
                 let what = format!("{} {} (bundles/{})", j.manifest.name, j.manifest.version, j.id);
                 let record = j.record.as_ref().and_then(|r| r.file_name()).map(|n| n.to_string_lossy().into_owned());
                 match j.evidence {
-                    None => (format!("airlock: ok {what}: no matrix to judge"), 0),
+                    None => (format!("airlock: ok {what}: no matrix to judge"), Exit::Ok),
                     Some(e) => {
-                        let code = u8::from(e.verdict == Verdict::Red);
+                        // NHC and Slurm read 1 as "drain", whatever the reason.
+                        let code = if e.verdict == Verdict::Red { Exit::Failed(Class::Runtime) } else { Exit::Ok };
                         let record = record.map(|r| format!(" record {r}")).unwrap_or_default();
                         // The record first: the summary is what a long line loses.
                         (format!("airlock: {} {what}{record}: {}", word(e.verdict), e.summary), code)
@@ -145,9 +147,9 @@ fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> u8 {
             }
             // An apply or rollback holds the root: it judges the stack itself.
             Err(e) if e.chain().any(|c| matches!(c.downcast_ref(), Some(crate::site::SiteError::Busy { .. }))) => {
-                (format!("airlock: busy, not judged: {e}"), 0)
+                (format!("airlock: busy, not judged: {e}"), Exit::Ok)
             }
-            Err(e) => (format!("airlock: red, not judged: {e:#}"), 1),
+            Err(e) => (format!("airlock: red, not judged: {e:#}"), Exit::Failed(Class::Runtime)),
         }
     };
     let line = crate::escape::value(&line).replace('\n', " ");
@@ -157,13 +159,13 @@ fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> u8 {
 }
 
 /// `validate --commit`: a pending apply committed (exit 0) or the host restored (exit 4).
-fn commit(args: &ValidateArgs) -> anyhow::Result<u8> {
+fn commit(args: &ValidateArgs) -> anyhow::Result<Exit> {
     let reporter = crate::cli::TerminalReporter::new(args.json);
     let writer = crate::site::Writer { wait: Duration::from_secs(args.site.wait), run: args.run.id.clone() };
     let done = crate::site::commit_pending(&args.root, &writer, &reporter)?;
     if args.json {
         super::print_json(&done)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let mut out = std::io::stdout().lock();
     if let Some(v) = &done.validation {
@@ -178,12 +180,12 @@ fn commit(args: &ValidateArgs) -> anyhow::Result<u8> {
     }
     let line = super::switched(&done.id, done.previous.as_ref(), done.seconds, &done.record);
     writeln!(out, "committed {} {}: {line}", done.name, done.version)?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// `validate --baseline`: the active bundle's metric checks run on this stack, kept as the
 /// root's baseline.
-fn baseline(args: &ValidateArgs) -> anyhow::Result<u8> {
+fn baseline(args: &ValidateArgs) -> anyhow::Result<Exit> {
     let root = SiteRoot::new(&args.root);
     let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
     let reporter = crate::cli::TerminalReporter::new(args.json);
@@ -194,7 +196,7 @@ fn baseline(args: &ValidateArgs) -> anyhow::Result<u8> {
     crate::site::save_baseline(&args.root, &taken)?;
     if args.json {
         super::print_json(&taken)?;
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let mut out = String::new();
     let _ = writeln!(
@@ -214,5 +216,5 @@ fn baseline(args: &ValidateArgs) -> anyhow::Result<u8> {
         let _ = writeln!(out, "  (no check of the active bundle declares a metric)");
     }
     write!(std::io::stdout().lock(), "{}", crate::escape::value(&out))?;
-    Ok(super::EXIT_OK)
+    Ok(Exit::Ok)
 }

@@ -1,5 +1,6 @@
 //! `airlock verify BUNDLE --trust PUB [--trust PUB…] [--threshold N] [--json]`
 
+use crate::failure::Exit;
 use std::io::Write;
 
 use serde::Serialize;
@@ -101,7 +102,7 @@ fn read(
     Ok((report, signer))
 }
 
-pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
+pub fn run(args: &VerifyArgs) -> anyhow::Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let rule = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let mut policy = match &args.root {
@@ -161,7 +162,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<u8> {
         print_human(args, &input, &report, &policy)?;
     }
     if verified {
-        return Ok(super::EXIT_OK);
+        return Ok(Exit::Ok);
     }
     let n = report.problems.len();
     let failed = VerificationFailed(format!(
