@@ -46,7 +46,8 @@ pub fn open_stream(found: &Found, net: Arc<Net>) -> Result<Box<dyn Read + Send>,
 }
 
 struct Reading {
-    chunks: Chunks,
+    /// `None` until the layer is requested, and after its connection dropped.
+    chunks: Option<Chunks>,
     hash: sha2::Sha256,
     offset: u64,
     pending: bytes::Bytes,
@@ -64,23 +65,32 @@ struct LayerReader {
     open: Option<Reading>,
 }
 
+/// Why a layer's next bytes did not come: the connection dropped mid-layer, or the request
+/// that would resume it failed. Both are retried under the command's one policy.
+enum Broken {
+    Dropped(String),
+    Request(oci_client::errors::OciDistributionError),
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Broken::Dropped(e) => write!(f, "dropped: {e}"),
+            Broken::Request(e) => e.fmt(f),
+        }
+    }
+}
+
 impl LayerReader {
     /// A stream of `layer` from byte `offset` on (the bytes before it skipped if the registry
     /// sends the whole blob).
-    fn request(&self, layer: &Descriptor, offset: u64) -> io::Result<Chunks> {
+    async fn request(&self, layer: &Descriptor, offset: u64) -> Result<Chunks, Broken> {
         let digest = format!("sha256:{}", layer.digest);
-        let what = format!("{} layer {digest}", self.what);
-        let options = self.options;
-        let get = || self.conn.blob_from(&self.reference, &digest, offset);
-        let response = self
-            .net
-            .block_on(crate::fetch::with_retries(&options, &what, get, crate::oci::retryable))
-            .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
-        let (stream, skip) = match response {
+        let response = self.conn.blob_from(&self.reference, &digest, offset).await.map_err(Broken::Request)?;
+        let (stream, mut skip) = match response {
             BlobResponse::Partial(s) => (s.stream, 0),
             BlobResponse::Full(s) => (s.stream, offset),
         };
-        let mut skip = skip;
         let chunks = stream.map(|c| c.map_err(|e| e.to_string())).filter_map(move |c| {
             let out = match c {
                 Ok(mut bytes) if skip > 0 => {
@@ -96,36 +106,43 @@ impl LayerReader {
         Ok(Box::pin(chunks))
     }
 
-    /// The next bytes of the current layer, resuming after a dropped connection.
+    /// The next bytes of the current layer (`None` at its end): the layer requested from the
+    /// byte reached when it is not open (first, and after a dropped connection: with `Range`),
+    /// every failure tried again under `fetch::with_retries`, as every other request airlock
+    /// makes.
     fn next_chunk(&mut self) -> io::Result<Option<bytes::Bytes>> {
         let layer = self.layers[self.next].clone();
-        let mut failures = 0;
-        loop {
-            let reading = self.open.as_mut().expect("a layer is open");
-            match self.net.block_on(reading.chunks.next()) {
-                None => return Ok(None),
-                Some(Ok(bytes)) => return Ok(Some(bytes)),
-                Some(Err(e)) => {
-                    failures += 1;
-                    if failures >= self.options.attempts.max(1) {
-                        return Err(io::Error::other(format!(
-                            "{}: layer sha256:{}: {e} (after {failures} tries)",
-                            self.what, layer.digest
-                        )));
-                    }
-                    let offset = reading.offset;
-                    tracing::warn!(
-                        "{}: layer sha256:{} dropped at byte {offset} ({e}); resuming",
-                        self.what,
-                        layer.digest
-                    );
-                    // A blocking reader (zstd reads it): the policy's wait, on this thread.
-                    std::thread::sleep(self.options.wait(failures, None));
-                    let chunks = self.request(&layer, offset)?;
-                    self.open.as_mut().expect("a layer is open").chunks = chunks;
+        let reading = self.open.as_mut().expect("a layer is open");
+        let offset = reading.offset;
+        let what = format!("{} layer sha256:{}", self.what, layer.digest);
+        // The stream between tries: taken by a try, given back only while it still flows.
+        let stream = std::cell::RefCell::new(reading.chunks.take());
+        let this = &*self;
+        let next = || async {
+            let taken = stream.borrow_mut().take();
+            let mut chunks = if let Some(chunks) = taken {
+                chunks
+            } else {
+                if offset > 0 {
+                    tracing::warn!("{what}: resuming at byte {offset}");
+                }
+                this.request(&layer, offset).await?
+            };
+            match chunks.next().await {
+                Some(Err(e)) => Err(Broken::Dropped(e)),
+                item => {
+                    *stream.borrow_mut() = Some(chunks);
+                    Ok(item.and_then(Result::ok))
                 }
             }
-        }
+        };
+        let retryable = |b: &Broken| match b {
+            Broken::Dropped(_) => crate::fetch::Verdict::Retry,
+            Broken::Request(e) => crate::oci::retryable(e),
+        };
+        let item = self.net.block_on(crate::fetch::with_retries(&self.options, &what, next, retryable));
+        self.open.as_mut().expect("a layer is open").chunks = stream.into_inner();
+        item.map_err(|e| io::Error::other(format!("{what}: {e}")))
     }
 }
 
@@ -134,9 +151,8 @@ impl Read for LayerReader {
         loop {
             let Some(layer) = self.layers.get(self.next).cloned() else { return Ok(0) };
             if self.open.is_none() {
-                let chunks = self.request(&layer, 0)?;
                 self.open =
-                    Some(Reading { chunks, hash: sha2::Sha256::new(), offset: 0, pending: bytes::Bytes::new() });
+                    Some(Reading { chunks: None, hash: sha2::Sha256::new(), offset: 0, pending: bytes::Bytes::new() });
             }
             let reading = self.open.as_mut().expect("opened above");
             if reading.pending.is_empty() && reading.offset < layer.size {
