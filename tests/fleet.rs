@@ -242,12 +242,17 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     assert!(pack_dom.contains("rocm10-demo 2026.11.0") && pack_dom.contains("GREEN"), "{pack_dom}");
     assert!(dom.contains("report.html"), "{dom}");
 
-    // The same bundle again: nothing changes.
+    // The same bundle again: nothing changes on a node. The controller's changes are the new
+    // run's evidence (its directory, start, plan, batch notes and end), reported as such.
     let r = f.rollout(&inventory, "2026.11.0", "evidence-again", &[]);
     assert_eq!(r.code, 0, "{}", r.stdout);
-    for (host, counts) in recap(&r.stdout) {
+    let counts = recap(&r.stdout);
+    for (host, counts) in counts.iter().filter(|(h, _)| *h != "localhost") {
         assert!(counts.contains("changed=0") && counts.contains("failed=0"), "{host}: {counts}");
     }
+    let controller = counts.get("localhost").expect("the controller's plays in the recap");
+    assert!(controller.contains("failed=0") && !controller.contains("changed=0"), "{controller}");
+    assert_eq!(r.stdout.matches("changed: [localhost]").count(), 6, "dir, run, plan, 2 batch notes, end: {}", r.stdout);
 
     // A capacity rule the second batch would break: the play stops before it, with the numbers.
     let capacity = r#"{"airlock_capacity": {"total": 6, "reserved": 2, "demand": 3, "headroom": 0}}"#;
@@ -557,6 +562,22 @@ fn a_failed_batch_is_rolled_back_and_stops_the_rollout() {
     assert_eq!(rolled_back(&report), ["n4", "n6"], "{report}");
     assert!(report["tuples"].as_array().unwrap().iter().any(|t| t["rollbacks"]["count"] == 1), "{report}");
     assert_final_state(&f, &report, &GREEN);
+
+    // The rollback to a named bundle is idempotent: n4 is on it already, so nothing runs (a
+    // plain rollback would go forward again); a bundle that is not n4's previous is refused.
+    let status = |n: &str| run(airlock().args(["status", "--root", s(&f.root(n)), "--json"])).ok().json();
+    let before = status("n4");
+    let back_to = before["current"]["id"].as_str().unwrap().to_owned();
+    let rb = f.module(&inventory, "n4", "rollback", &serde_json::json!({ "to": back_to }), &[]);
+    assert!(
+        rb.code == 0 && rb.stdout.contains("is current already") && !rb.stdout.contains("CHANGED"),
+        "{}",
+        rb.stdout
+    );
+    assert_eq!(status("n4")["current"], before["current"]);
+    let rb = f.module(&inventory, "n4", "rollback", &serde_json::json!({ "to": "0000000000000000" }), &[]);
+    assert!(rb.code != 0 && rb.stdout.contains("it is not this node's previous"), "{}", rb.stdout);
+    assert!(rb.stdout.contains(before["previous"]["id"].as_str().unwrap()), "names the previous: {}", rb.stdout);
 
     // n2 is mended and the same release rolls out again: the new run is green, whatever red
     // history the nodes' roots and the evidence directory hold; the red run is history.

@@ -14,7 +14,8 @@ description:
     about the node: tuple, wave, whether it changed or failed)."
   - On the controller (O(nodes) and O(dir)), writes every node's part under O(dir)C(/nodes/NODE/)
     (C(node.json), C(status.json), C(report.html), C(records/)) in one call, so that a fleet's evidence
-    costs one module run per node, not one per file. Nothing is written in check mode.
+    costs one module run per node, not one per file; a file that already holds the same text is left as it is,
+    and C(changed) says whether any was written. Nothing is written in check mode.
 version_added: "0.2.0"
 options:
   pack: {description: Make the node's approval pack., type: bool, default: true}
@@ -50,7 +51,7 @@ evidence:
   type: dict
   returned: on a node
   sample: {node: {node: n1}, records: {"20261204T101502.120Z-apply.json": "{...}"}, status: {current: {version: 2026.11.1}}, page: "<!doctype html>..."}
-written: {description: "On the controller: the files written.", type: list, elements: str, returned: on the controller}
+written: {description: "On the controller: the files written (those whose text changed).", type: list, elements: str, returned: on the controller, sample: ["/srv/evidence/runs/R1/nodes/n1/status.json"]}
 """
 
 import json
@@ -108,12 +109,16 @@ def write(module):
             files.append((os.path.join("records", record), text))
         for rel, text in files:
             path = os.path.join(top, rel)
+            if os.path.isfile(path):
+                with open(path, "r", encoding="utf-8", errors="replace") as f:
+                    if f.read() == text:
+                        continue
             tmp = path + ".tmp"
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write(text)
             os.replace(tmp, path)
             written.append(path)
-    module.exit_json(changed=False, written=written)
+    module.exit_json(changed=bool(written), written=written)
 
 
 def main():
