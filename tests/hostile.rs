@@ -123,7 +123,7 @@ fn manifest_for(key: &SigningKey, entries: &[(&str, &[u8])]) -> Manifest {
             })
             .collect(),
         base: None,
-        validation: serde_json::Value::Null,
+        validation: airlock::bundle::manifest::Validation::default(),
         expires: None,
     }
 }

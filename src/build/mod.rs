@@ -46,8 +46,6 @@ pub enum BuildError {
     Cache(#[from] CacheError),
     #[error(transparent)]
     Pack(#[from] PackError),
-    #[error("the spec's `[validation]` section cannot be recorded: {0}")]
-    Validation(String),
     #[error(
         "the manifest would be {bytes} bytes for {entries} entries; a bundle's manifest is at most {limit} bytes \
          (readers bound it before its signature is checked, about 250,000 entries){largest}: split the \
@@ -64,7 +62,7 @@ impl Classify for BuildError {
             BuildError::Cache(e) => e.class(),
             BuildError::Pack(e) => e.class(),
             BuildError::Clock(e) => e.class(),
-            BuildError::Sbom(_) | BuildError::Validation(_) => Class::Runtime,
+            BuildError::Sbom(_) => Class::Runtime,
             BuildError::ManifestTooLarge { .. } => Class::Usage,
         }
     }
@@ -129,7 +127,7 @@ pub fn build(
     // The members become the manifest's entries, and what is kept beside them is where their
     // bytes are: a directory of 50,000 files is one origin, not 50,000 members (13 MiB).
     let (entries, origins) = Origins::split(members);
-    let mut manifest = assemble(sources.spec, lock_sha256, key, created, artifacts, entries)?;
+    let mut manifest = assemble(sources.spec, lock_sha256, key, created, artifacts, entries);
     // After `add_sbom`, the last reader of a directory's `files` list (`sbom::write`).
     manifest.hold_trees_as_entries();
     for entry in &mut manifest.entries {
@@ -239,9 +237,9 @@ fn assemble(
     created: Timestamp,
     artifacts: Vec<Artifact>,
     entries: Vec<Entry>,
-) -> Result<Manifest, BuildError> {
+) -> Manifest {
     let meta = &spec.spec.bundle;
-    Ok(Manifest {
+    Manifest {
         schema: SCHEMA_V1.to_owned(),
         name: meta.name.clone(),
         version: meta.version.clone(),
@@ -253,9 +251,9 @@ fn assemble(
         artifacts,
         entries,
         base: None,
-        validation: validation_section(spec)?,
+        validation: crate::bundle::manifest::Validation::of_spec(&spec.spec),
         expires: meta.expires,
-    })
+    }
 }
 
 /// A manifest no reader would accept, refused before anything is written, with the input
@@ -287,18 +285,4 @@ fn provenance(
     let spec_name = spec.path.file_name().map_or_else(|| "airlock.toml".into(), |n| n.to_string_lossy().into_owned());
     let statement = crate::attest::provenance::statement(manifest, manifest_sha256, &spec_name, compression);
     crate::attest::provenance::envelope(&statement, key)
-}
-
-/// The manifest's `validation`: the spec's `[validation]` section verbatim, with the impact
-/// register (`[[impact]]`) as its `impact` list (readers that do not know it pass it by).
-pub fn validation_section(spec: &SpecFile) -> Result<serde_json::Value, BuildError> {
-    let mut section = serde_json::to_value(&spec.spec.validation).map_err(|e| BuildError::Validation(e.to_string()))?;
-    if !spec.spec.impact.is_empty() {
-        let impact: Vec<&crate::spec::Impact> = spec.spec.impact.iter().map(toml::Spanned::get_ref).collect();
-        let value = serde_json::to_value(impact).map_err(|e| BuildError::Validation(e.to_string()))?;
-        if let Some(map) = section.as_object_mut() {
-            map.insert("impact".to_owned(), value);
-        }
-    }
-    Ok(section)
 }

@@ -54,12 +54,60 @@ pub struct Manifest {
     /// that one, which the site must have retained (`build --base`, `--base-lock`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<BaseRef>,
-    /// The spec's `[validation]` section, verbatim.
-    #[serde(default)]
-    pub validation: serde_json::Value,
+    /// The spec's `[validation]` section and `[[impact]]` register.
+    #[serde(default, deserialize_with = "validation_section")]
+    pub validation: Validation,
     /// The spec's `[bundle] expires`: a site refuses the bundle after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<Timestamp>,
+}
+
+/// The manifest's `validation`: the spec's `[validation]` section (where the stack's version
+/// is read, the support matrix's rows, the acceptance checks) and its `[[impact]]` register.
+/// Typed: a field this airlock does not know (a newer airlock's) refuses the manifest when it is
+/// read, naming the field, instead of reaching code that would judge a stack without it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Validation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rocm_from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_from: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target: Vec<crate::spec::Target>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<crate::spec::Check>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub impact: Vec<crate::spec::Impact>,
+}
+
+impl Validation {
+    /// What a bundle built from `spec` carries.
+    pub fn of_spec(spec: &crate::spec::Spec) -> Self {
+        let v = &spec.validation;
+        Validation {
+            rocm_from: v.rocm_from.clone(),
+            cuda_from: v.cuda_from.clone(),
+            target: v.target.clone(),
+            check: v.check.iter().map(|c| c.get_ref().clone()).collect(),
+            impact: spec.impact.iter().map(|i| i.get_ref().clone()).collect(),
+        }
+    }
+}
+
+/// `validation` as written (`null` reads as none), with what a field this airlock does not know
+/// means said in the error.
+fn validation_section<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Validation, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    if value.is_null() {
+        return Ok(Validation::default());
+    }
+    serde_json::from_value(value).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "the bundle's `validation` section cannot be read by airlock {}: {e} (a newer airlock's field?)",
+            env!("CARGO_PKG_VERSION")
+        ))
+    })
 }
 
 /// Who built the bundle: the tool and the key id of the build key (a claim; only the
@@ -1350,7 +1398,7 @@ mod tests {
                 .map(|p| Entry { path: MemberPath::new(*p).unwrap(), size: 0, sha256: d, from_base: false })
                 .collect(),
             base: None,
-            validation: serde_json::Value::Null,
+            validation: Validation::default(),
             expires: None,
         }
     }
@@ -1369,6 +1417,23 @@ mod tests {
     }
 
     #[test]
+    fn a_validation_section_this_airlock_cannot_read_refuses_the_manifest() {
+        let text = String::from_utf8(manifest(&["files/a"]).canonical_bytes()).unwrap();
+        assert!(text.contains(r#""validation":{}"#), "{text}");
+        let with = |section: &str| text.replace(r#""validation":{}"#, &format!(r#""validation":{section}"#));
+        // A newer airlock's field in a row: never read as "no targets", never skipped.
+        let err = serde_json::from_str::<Manifest>(&with(r#"{"target":[{"gpu":"MI300X","pcie_gen":"5"}]}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`validation`") && err.contains("pcie_gen") && err.contains("newer airlock"), "{err}");
+        let err = serde_json::from_str::<Manifest>(&with(r#"{"check":[{"name":"rvs"}]}"#)).unwrap_err().to_string();
+        assert!(err.contains("`validation`") && err.contains("run"), "{err}");
+        // None at all, or null: nothing to decide.
+        let none = serde_json::from_str::<Manifest>(&with("null")).unwrap();
+        assert_eq!(none.validation, Validation::default());
+    }
+
+    #[test]
     fn the_streamed_canonical_bytes_are_the_crates_for_every_field() {
         use serde_json::json;
         let sha = "ab".repeat(32);
@@ -1383,7 +1448,12 @@ mod tests {
             version: None,
             lock_sha256: m.lock_sha256,
         });
-        m.validation = json!({"zeta": [1.5, 1e21, -0.0], "é": {"b": true, "a": null}, "check": [{"name": "rvs", "timeout_s": 60}]});
+        m.validation = serde_json::from_value(json!({"rocm_from": "libamdhip64-5", "target": [
+            {"gpu": "MI300X", "os": ["ubuntu 24.04", "rhel 9.4"], "firmware": {"é": ">=1", "PLDM_BUNDLE": ">=01.25.05.00"},
+             "source": "Ünïcode \"quoted\" \u{1}"}], "check": [{"name": "rvs", "run": ["rvs", "-c", "x"], "timeout_s": 60,
+             "metric": [{"name": "bw", "from": "json:/a", "better": "higher", "threshold": ">= 0.95 * current"}]}],
+            "impact": [{"component": "hip", "old": "a", "new": "b", "test": "rvs", "owner": "o", "decision": "accept"}]}))
+        .unwrap();
         m.artifacts = serde_json::from_value(json!([
             {"kind": "file", "name": "t", "source": "t/", "sha256": sha, "size": 6, "path": "files/t", "file_kind": "generic",
              "notes": {"why": "a tree", "a": "b"}, "files": [file("a"), file("b")]},

@@ -28,7 +28,7 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// name and version.
 struct Side {
     inventory: Inventory,
-    validation: serde_json::Value,
+    validation: crate::bundle::manifest::Validation,
     bundle: Option<(String, String)>,
 }
 
@@ -52,13 +52,13 @@ fn side(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Side> {
 
 /// The `validation` a bundle built from the spec beside `lock` would carry (`X.lock` →
 /// `X.toml`), or nothing when there is no such spec: a lock pins inputs, its spec holds the matrix.
-fn spec_validation(lock: &Path) -> anyhow::Result<serde_json::Value> {
+fn spec_validation(lock: &Path) -> anyhow::Result<crate::bundle::manifest::Validation> {
     let spec = lock.with_extension("toml");
     if !spec.is_file() {
-        return Ok(serde_json::Value::Null);
+        return Ok(crate::bundle::manifest::Validation::default());
     }
     let spec = crate::spec::SpecFile::load(&spec)?;
-    Ok(crate::build::validation_section(&spec)?)
+    Ok(crate::bundle::manifest::Validation::of_spec(&spec.spec))
 }
 
 /// What the bundle's manifest says, nothing verified.

@@ -130,7 +130,6 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::cache::CacheError,
             crate::fetch::NetError,
             crate::clock::ClockError,
-            crate::validate::Unreadable,
             // What the types above wrap, for an error that reaches a command bare.
             crate::sources::apt::DebError,
             crate::sources::rpm::RpmError,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::bundle::manifest::Artifact;
+use crate::bundle::manifest::{Artifact, Validation};
 use crate::spec::lock::Lock;
 
 /// `(kind, name)` → what it resolved to (a version, digest or commit).
@@ -113,7 +113,11 @@ pub fn compare(old: &Inventory, new: &Inventory) -> Diff {
 /// impact register by component, and any other field of the section. A row added or removed
 /// is one item; a row in both is compared field by field (`MI300X: firmware.PLDM_BUNDLE`
 /// `>=01.23` -> `>=01.24`).
-pub fn compare_validation(old: &serde_json::Value, new: &serde_json::Value) -> Diff {
+pub fn compare_validation(old: &Validation, new: &Validation) -> Diff {
+    // Compared field by field whatever the fields are: a field added to the matrix is diffed
+    // without a change here.
+    let as_value = |v: &Validation| serde_json::to_value(v).unwrap_or_default();
+    let (old, new) = (&as_value(old), &as_value(new));
     let mut diff = Diff::default();
     // A check's metrics are compared as rows of their own.
     for (section, key, skip) in
@@ -242,7 +246,7 @@ impl Diff {
 #[cfg(test)]
 mod tests {
     /// A manifest's `validation` section, as a spec's `[validation]` is carried.
-    fn section(text: &str) -> serde_json::Value {
+    fn section(text: &str) -> crate::bundle::manifest::Validation {
         serde_json::from_str(text).expect("a test section")
     }
 
@@ -250,13 +254,15 @@ mod tests {
     fn a_raised_firmware_floor_is_a_change_of_that_field() {
         let old = section(
             r#"{"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.23"}, "os": ["ubuntu 24.04"]}],
-                "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 250"}]}]}"#,
+                "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "from": "json:/t", "better": "lower",
+                           "threshold": "<= 250"}]}]}"#,
         );
         let new = section(
             r#"{"target": [{"gpu": "MI300X", "firmware": {"PLDM_BUNDLE": ">=01.24"}, "os": ["ubuntu 24.04"]},
                            {"gpu": "MI325X", "gfx": "gfx942"}],
-                "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "threshold": "<= 200"}]}],
-                "impact": [{"component": "amd-smi", "decision": "accept"}]}"#,
+                "check": [{"name": "rvs", "run": ["rvs"], "metric": [{"name": "ttft", "from": "json:/t", "better": "lower",
+                           "threshold": "<= 200"}]}],
+                "impact": [{"component": "amd-smi", "old": "a", "new": "b", "test": "rvs", "owner": "o", "decision": "accept"}]}"#,
         );
         let d = super::compare_validation(&old, &new);
         let changed: Vec<(&str, &str, &str, &str)> =

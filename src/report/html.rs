@@ -450,7 +450,7 @@ fn claim_rows(key: &str, value: &serde_json::Value) -> Vec<(String, String)> {
 }
 
 fn matrix(o: &mut String, r: &Report) {
-    let targets = r.matrix["target"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let targets = &r.matrix.target;
     let _ = writeln!(o, "<h2>Support matrix the bundle claims</h2>");
     if targets.is_empty() {
         let _ = writeln!(o, "<p class=\"warn\">The bundle names no <code>[[validation.target]]</code>.</p>");
@@ -458,21 +458,18 @@ fn matrix(o: &mut String, r: &Report) {
     for (i, t) in targets.iter().enumerate() {
         let _ = writeln!(o, "<table class=\"target\"><thead><tr><th colspan=\"2\">Row {i}</th></tr></thead><tbody>");
         let _ = writeln!(o, "<tr><th>provenance</th><td>{}</td></tr>", provenance(t));
-        for (k, v) in t.as_object().into_iter().flatten().filter(|(k, _)| !PROVENANCE.contains(&k.as_str())) {
+        // Every field the row sets, as the site's evidence names it (a new field shows without
+        // a change here).
+        let fields = serde_json::to_value(t).unwrap_or_default();
+        for (k, v) in fields.as_object().into_iter().flatten().filter(|(k, _)| !PROVENANCE.contains(&k.as_str())) {
             for (field, value) in claim_rows(k, v) {
                 let _ = writeln!(o, "<tr><th>{}</th><td class=\"mono\">{}</td></tr>", esc(&field), esc(&value));
             }
         }
         let _ = writeln!(o, "</tbody></table>");
     }
-    for c in r.matrix["check"].as_array().into_iter().flatten() {
-        let run: Vec<&str> = c["run"].as_array().into_iter().flatten().filter_map(|x| x.as_str()).collect();
-        let _ = writeln!(
-            o,
-            "<p>Check <b>{}</b>: <code>{}</code></p>",
-            esc(c["name"].as_str().unwrap_or("?")),
-            esc(&run.join(" "))
-        );
+    for c in &r.matrix.check {
+        let _ = writeln!(o, "<p>Check <b>{}</b>: <code>{}</code></p>", esc(&c.name), esc(&c.run.join(" ")));
     }
 }
 
@@ -480,24 +477,26 @@ fn matrix(o: &mut String, r: &Report) {
 const PROVENANCE: [&str; 4] = ["source", "source_date", "reviewed_by", "status"];
 
 /// `status, from SOURCE (read DATE), reviewed by NAME`, or a warning that the row names none.
-fn provenance(t: &serde_json::Value) -> String {
-    let field = |k: &str| t[k].as_str().filter(|v| !v.is_empty());
-    if PROVENANCE.iter().all(|k| field(k).is_none()) {
+fn provenance(t: &crate::spec::Target) -> String {
+    let field = |v: &Option<String>| v.as_deref().filter(|v| !v.is_empty()).map(str::to_owned);
+    let (status, source, date, reviewer) =
+        (field(&t.status), field(&t.source), field(&t.source_date), field(&t.reviewed_by));
+    if [&status, &source, &date, &reviewer].iter().all(|f| f.is_none()) {
         return "<span class=\"warn\">the row names no source, date, reviewer or status</span>".to_owned();
     }
     let mut parts = Vec::new();
-    if let Some(s) = field("status") {
-        parts.push(format!("<b>{}</b>", esc(s)));
+    if let Some(s) = status {
+        parts.push(format!("<b>{}</b>", esc(&s)));
     }
     // The page is self-contained (it travels into the approval meeting): the URL as text.
-    if let Some(src) = field("source") {
-        parts.push(format!("from <span class=\"mono\">{}</span>", esc(src)));
+    if let Some(src) = source {
+        parts.push(format!("from <span class=\"mono\">{}</span>", esc(&src)));
     }
-    if let Some(d) = field("source_date") {
-        parts.push(format!("read {}", esc(d)));
+    if let Some(d) = date {
+        parts.push(format!("read {}", esc(&d)));
     }
-    match field("reviewed_by") {
-        Some(who) => parts.push(format!("reviewed by {}", esc(who))),
+    match reviewer {
+        Some(who) => parts.push(format!("reviewed by {}", esc(&who))),
         None => parts.push("<span class=\"warn\">not reviewed</span>".to_owned()),
     }
     parts.join(", ")
@@ -506,7 +505,10 @@ fn provenance(t: &serde_json::Value) -> String {
 /// The impact register: each changed behaviour beside the verdict of the check that detects it
 /// (on a site, from the latest validation; for a bundle, not run yet).
 fn impact(o: &mut String, r: &Report) {
-    let Some(entries) = r.matrix["impact"].as_array().filter(|e| !e.is_empty()) else { return };
+    let entries = &r.matrix.impact;
+    if entries.is_empty() {
+        return;
+    }
     let checks = r.site.as_ref().and_then(|s| s.validation.as_ref()).map(|v| &v.evidence.checks);
     let _ = writeln!(o, "<h2>Impact register</h2>");
     let _ = writeln!(
@@ -514,8 +516,7 @@ fn impact(o: &mut String, r: &Report) {
         "<table class=\"impact\"><thead><tr><th>component</th><th>old behaviour</th><th>new behaviour</th><th>detection test</th><th>verdict</th><th>mitigation</th><th>owner</th><th>decision</th><th>expires</th></tr></thead><tbody>"
     );
     for e in entries {
-        let s = |k: &str| esc(e[k].as_str().unwrap_or(""));
-        let test = e["test"].as_str().unwrap_or("");
+        let test = e.test.as_str();
         let verdict = match checks {
             None => "<td class=\"muted\">not run here</td>".to_owned(),
             Some(list) => match list.iter().find(|c| c.name == test) {
@@ -529,14 +530,14 @@ fn impact(o: &mut String, r: &Report) {
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td>{verdict}<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            s("component"),
-            s("old"),
-            s("new"),
+            esc(&e.component),
+            esc(&e.old),
+            esc(&e.new),
             esc(test),
-            s("mitigation"),
-            s("owner"),
-            s("decision"),
-            s("expires")
+            esc(e.mitigation.as_deref().unwrap_or("")),
+            esc(&e.owner),
+            esc(&e.decision),
+            esc(e.expires.as_deref().unwrap_or(""))
         );
     }
     let _ = writeln!(o, "</tbody></table>");

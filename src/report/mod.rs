@@ -46,7 +46,7 @@ pub struct Report {
     pub artifacts: Vec<Line>,
     pub firmware: Vec<Firmware>,
     /// The bundle's `[validation]` section: the matrix it claims and the checks it declares.
-    pub matrix: serde_json::Value,
+    pub matrix: crate::bundle::manifest::Validation,
     pub sbom: Option<SbomFacts>,
     pub diff: Option<DiffFacts>,
     pub site: Option<SiteFacts>,

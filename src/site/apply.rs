@@ -355,12 +355,7 @@ fn judge_before(
         ..records::RecordBundle::default()
     });
     let host = crate::validate::probe::HostRoot::from_env();
-    let evidence = crate::validate::preflight(manifest, &host).map_err(|e| SiteError::Validation {
-        verdict: Verdict::Red,
-        summary: e.0,
-        hint: "; an airlock as new as the one that built the bundle can read it",
-    })?;
-    let Some(evidence) = evidence else { return Ok(None) };
+    let Some(evidence) = crate::validate::preflight(manifest, &host) else { return Ok(None) };
     tracing::info!("{}", crate::escape::value(&evidence.summary));
     attempt.record.preflight = Some(records::Validation::Evidence(Box::new(evidence.clone())));
     if evidence.verdict == Verdict::Red {
@@ -444,7 +439,7 @@ fn change(
 /// candidate will run: kept as `ROOT/baseline.json` (a `validate --commit` after a reboot reads
 /// it too). Nothing when no check declares a metric.
 fn measure_baseline(root: &SiteRoot, state: &State, manifest: &Manifest) -> Result<(), SiteError> {
-    let checks = crate::validate::declared_checks(&manifest.validation).unwrap_or_default();
+    let checks = &manifest.validation.check;
     if checks.iter().all(|c| c.metric.is_empty()) {
         return Ok(());
     }
@@ -453,7 +448,7 @@ fn measure_baseline(root: &SiteRoot, state: &State, manifest: &Manifest) -> Resu
         .and_then(|c| state.bundles.get(&c))
         .map(|b| format!("{} {}", b.name, b.version));
     tracing::info!("baseline: the checks' metrics on the current stack, before the change");
-    super::save_baseline(root.path(), &crate::validate::metrics::baseline(&checks, under))
+    super::save_baseline(root.path(), &crate::validate::metrics::baseline(checks, under))
 }
 
 /// A bundle retained for an apply that did not commit, removed again (with its policy in
@@ -610,9 +605,8 @@ fn validate_restored(
     };
     let host = crate::validate::probe::HostRoot::from_env();
     match crate::validate::validate(&back_to.validation, &host, baseline, &crate::validate::scope_of(&back_to)) {
-        Ok(Some(e)) => records::Validation::Evidence(Box::new(e)),
-        Ok(None) => records::Validation::skipped(),
-        Err(e) => skipped(format!("the matrix of bundles/{current} cannot be read: {}", e.0)),
+        Some(e) => records::Validation::Evidence(Box::new(e)),
+        None => records::Validation::skipped(),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod version;
 
 use serde::Serialize;
 
+use crate::bundle::manifest::Validation;
 use matrix::{RowResult, Verdict};
 
 /// What validation found, kept as evidence in the site's records.
@@ -26,48 +27,24 @@ pub struct Evidence {
     pub probe: probe::Probe,
 }
 
-/// A manifest's `validation` section that this airlock cannot read: the stack cannot be shown
-/// to be supported, so it is red (exit 4).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Unreadable(pub String);
-
-impl crate::failure::Classify for Unreadable {
-    fn class(&self) -> crate::failure::Class {
-        crate::failure::Class::ValidationRed
-    }
-}
-
 /// Validate this host against a manifest's `validation` section; `None` when it names no
 /// targets (nothing to decide; the record says validation was skipped). A section this airlock
-/// cannot read (a newer airlock's fields) is an error, never a silent skip.
+/// cannot read (a newer airlock's fields) never gets here: the manifest is refused when read.
 pub fn validate(
-    validation: &serde_json::Value,
+    validation: &Validation,
     host: &probe::HostRoot,
     baseline: Option<&metrics::Baseline>,
     scope: &probe::inventory::Scope,
-) -> Result<Option<Evidence>, Unreadable> {
-    let section = |name: &str| validation.get(name).cloned().unwrap_or_else(|| serde_json::json!([]));
-    let targets: Vec<crate::spec::Target> = serde_json::from_value(section("target"))
-        .map_err(|e| Unreadable(format!("the bundle's `validation.target` cannot be read: {e}")))?;
-    let specs: Vec<checks::Check> = serde_json::from_value(section("check"))
-        .map_err(|e| Unreadable(format!("the bundle's `validation.check` cannot be read: {e}")))?;
+) -> Option<Evidence> {
     let probed = probe::probe(host, scope);
-    let Some(outcome) = matrix::classify(&targets, &probed) else { return Ok(None) };
-    let results: Vec<checks::CheckResult> = specs.iter().map(|c| checks::run(c, baseline)).collect();
+    let outcome = matrix::classify(&validation.target, &probed)?;
+    let results: Vec<checks::CheckResult> = validation.check.iter().map(|c| checks::run(c, baseline)).collect();
     let (mut verdict, mut summary) = (outcome.verdict, outcome.summary);
     if let Some(worst) = results.iter().filter(|c| c.verdict > verdict).max_by_key(|c| c.verdict) {
         verdict = worst.verdict;
         summary = format!("{}: check `{}`: {}", word(verdict), worst.name, worst.summary);
     }
-    Ok(Some(Evidence {
-        verdict,
-        summary,
-        detected: outcome.detected,
-        rows: outcome.rows,
-        checks: results,
-        probe: probed,
-    }))
+    Some(Evidence { verdict, summary, detected: outcome.detected, rows: outcome.rows, checks: results, probe: probed })
 }
 
 /// The pre-flight: this host against the matrix before anything changes, on every field the
@@ -75,23 +52,18 @@ pub fn validate(
 /// virtualization, and the driver when `manifest` does not carry one). The fields its
 /// packages decide (`deferred`) and its checks wait for the stack they install. `None` when
 /// it names no targets.
-pub fn preflight(manifest: &crate::bundle::Manifest, host: &probe::HostRoot) -> Result<Option<Evidence>, Unreadable> {
-    let targets: Vec<crate::spec::Target> =
-        serde_json::from_value(manifest.validation.get("target").cloned().unwrap_or_else(|| serde_json::json!([])))
-            .map_err(|e| Unreadable(format!("the bundle's `validation.target` cannot be read: {e}")))?;
+pub fn preflight(manifest: &crate::bundle::Manifest, host: &probe::HostRoot) -> Option<Evidence> {
     let deferred = deferred(manifest);
     let probed = probe::probe(host, &scope_of(manifest));
-    let Some(outcome) = matrix::classify_without(&targets, &probed, &|f| deferred.contains(&f)) else {
-        return Ok(None);
-    };
-    Ok(Some(Evidence {
+    let outcome = matrix::classify_without(&manifest.validation.target, &probed, &|f| deferred.contains(&f))?;
+    Some(Evidence {
         verdict: outcome.verdict,
         summary: format!("pre-flight {}", outcome.summary),
         detected: outcome.detected,
         rows: outcome.rows,
         checks: Vec::new(),
         probe: probed,
-    }))
+    })
 }
 
 /// The matrix fields a bundle's packages decide, judged only after they are installed: the
@@ -163,42 +135,9 @@ pub fn scope_of(manifest: &crate::bundle::Manifest) -> probe::inventory::Scope {
         })
         .collect();
     let mut scope = probe::inventory::Scope::from_env(carried);
-    let named = |key: &str| manifest.validation.get(key).and_then(|v| v.as_str()).map(str::to_owned);
-    (scope.rocm_from, scope.cuda_from) = (named("rocm_from"), named("cuda_from"));
+    (scope.rocm_from, scope.cuda_from) = (manifest.validation.rocm_from.clone(), manifest.validation.cuda_from.clone());
     for name in scope.rocm_from.iter().chain(&scope.cuda_from) {
         scope.carried.insert(name.clone());
     }
     scope
-}
-
-/// The checks a manifest's `validation` section declares (for a baseline run).
-pub fn declared_checks(validation: &serde_json::Value) -> Result<Vec<checks::Check>, Unreadable> {
-    serde_json::from_value(validation.get("check").cloned().unwrap_or_else(|| serde_json::json!([])))
-        .map_err(|e| Unreadable(format!("the bundle's `validation.check` cannot be read: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::probe::HostRoot;
-
-    #[test]
-    fn a_section_this_airlock_cannot_read_is_an_error_not_a_skip() {
-        let host = HostRoot::at(std::path::Path::new("/nonexistent"));
-        // A newer airlock's field in a target: before, this parsed as "no targets" and skipped.
-        let newer = serde_json::json!({ "target": [{ "gpu": "MI300X", "rocm": ">=7.0", "pcie_gen": "5" }] });
-        let err =
-            super::validate(&newer, &host, None, &super::probe::inventory::Scope::default()).unwrap_err().to_string();
-        assert!(err.contains("validation.target") && err.contains("pcie_gen"), "{err}");
-        let bad_check = serde_json::json!({ "target": [{ "gpu": "MI300X" }], "check": [{ "name": "rvs" }] });
-        let err = super::validate(&bad_check, &host, None, &super::probe::inventory::Scope::default())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("validation.check") && err.contains("run"), "{err}");
-        // No section at all: nothing to decide.
-        assert!(
-            super::validate(&serde_json::Value::Null, &host, None, &super::probe::inventory::Scope::default())
-                .unwrap()
-                .is_none()
-        );
-    }
 }
