@@ -150,7 +150,7 @@ pub fn self_upgrade(
     let (stream, _) = input.open_trusted(&policy.keys)?;
     let report = read_bundle(stream, policy, &mut sink, OnProblem::Stop, reporter)
         .map_err(|e| UpgradeError::Io { path: e.path.under(Path::new("")), source: e.source })?;
-    let confirmed = report.manifest.as_ref().and_then(carried).is_some_and(|f| f.path == member);
+    let confirmed = report.manifest.as_deref().and_then(carried).is_some_and(|f| f.path == member);
     if !report.verified() || !confirmed || !sink.found {
         let detail = report.problems.first().map_or_else(
             || format!("the verified manifest does not carry `{member}` as the airlock for {TARGET}"),

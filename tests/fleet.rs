@@ -388,7 +388,7 @@ fn under_slurm_jobs_end_before_a_change_green_nodes_resume_red_ones_stay_drained
     let nodes: &[(&str, &str)] = &[("n5", "guest"), ("n1", "mi300x"), ("n2", "mi300x"), ("n3", "mi300x-cpx")];
     let slurm = Slurm::start(&["n5", "n1", "n2", "n3"]);
     slurm.cmd("scontrol", &["update", "NodeName=n5", "State=DRAIN", "Reason=bad DIMM, ticket 4711"]);
-    let long_job = slurm.submit("n1", "sleep 12");
+    let long_job = slurm.submit("n1", "sleep 20");
     slurm.wait_job(&long_job, "RUNNING");
     let inventory = f.inventory_with("slurm.ini", nodes, &["n3"]);
     let vars = slurm_vars(&slurm, "slurm-1", &serde_json::json!({}));

@@ -22,6 +22,7 @@ use serde::Serialize;
 use super::frames::{FrameReader, Skip};
 use super::manifest::{
     ByPath, Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
+    VerifiedManifest,
 };
 use super::provenance;
 use super::spans;
@@ -265,8 +266,8 @@ impl MemberSink for Discard {
 /// The outcome of reading a bundle.
 #[derive(Debug, Default)]
 pub struct Report {
-    /// Set once the signature verified and the manifest parsed.
-    pub manifest: Option<Manifest>,
+    /// Set once the signature verified and the manifest parsed and passed its check.
+    pub manifest: Option<VerifiedManifest>,
     pub manifest_sha256: Option<Sha256>,
     /// Distinct trusted keys whose signature over the manifest verified.
     pub signers: Vec<KeyId>,
@@ -464,8 +465,8 @@ impl Reader {
     }
 
     /// The stream read to its end: what the report keeps of the manifest.
-    fn checked(&mut self, (manifest, manifest_sha256): (Manifest, Sha256)) {
-        self.report.manifest_sha256 = Some(manifest_sha256);
+    fn checked(&mut self, manifest: VerifiedManifest) {
+        self.report.manifest_sha256 = Some(manifest.sha256());
         self.report.manifest = Some(manifest);
     }
 
@@ -479,7 +480,7 @@ impl Reader {
         sink: &mut dyn MemberSink,
         reporter: &dyn Reporter,
         mut deferred: Option<Deferred>,
-    ) -> Result<(Manifest, Sha256), Halt> {
+    ) -> Result<VerifiedManifest, Halt> {
         let (mut spooled, signature) = self.head(&mut members, budget, sink)?;
         let manifest_sha256 = spooled.sha256;
 
@@ -521,7 +522,8 @@ impl Reader {
         let path = MemberPath::new(SIGNATURE).expect("reserved member names are valid paths");
         sink.member(&path, &mut signature.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
         manifest.shrink_to_fit();
-        manifest.check().map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
+        let manifest = VerifiedManifest::establish(manifest, manifest_sha256, trust, &self.report.signers)
+            .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
         // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
         budget.allow_more(declared_stream_bytes(manifest.carried()));
         reporter.start("verifying", manifest.carried_bytes());
@@ -551,7 +553,7 @@ impl Reader {
         if self.report.provenance.is_none() {
             self.problem(Some(PROVENANCE.into()), Rejection::Missing)?;
         }
-        Ok((manifest, manifest_sha256))
+        Ok(manifest)
     }
 
     /// The members hashed from the file (`spans`), checked against the manifest.

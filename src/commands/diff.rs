@@ -74,7 +74,7 @@ fn verified_manifest(input: &Input, trust: &TrustArgs, json: bool) -> anyhow::Re
     let reporter = TerminalReporter::new(json);
     let (report, _) = super::verify_discarding(input, &policy, OnProblem::Stop, &reporter)?;
     match report.manifest {
-        Some(manifest) if report.problems.is_empty() => Ok(manifest),
+        Some(manifest) if report.problems.is_empty() => Ok(manifest.into_manifest()),
         _ => {
             let why = report.problems.first().map_or_else(|| "no manifest".to_owned(), ToString::to_string);
             Err(VerificationFailed(format!("`{}` does not verify: {why}", input.display())).into())

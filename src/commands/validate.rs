@@ -77,7 +77,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Exit> {
 /// evidence and the record written.
 struct Judged {
     id: crate::site::BundleId,
-    manifest: crate::bundle::Manifest,
+    manifest: crate::bundle::manifest::VerifiedManifest,
     evidence: Option<crate::validate::Evidence>,
     record: Option<std::path::PathBuf>,
 }

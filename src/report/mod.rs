@@ -281,7 +281,9 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
     };
     let read = match kept {
         // A node fed from a mirror holds only the package part: verified in place.
-        Some((kept, Some((manifest, manifest_sha256)))) => read_kept(root, &kept, manifest, manifest_sha256, &policy),
+        Some((kept, Some((manifest, manifest_sha256)))) => {
+            read_kept(root, &kept, manifest.into_manifest(), manifest_sha256, &policy)
+        }
         Some((kept, None)) => read_kept_unverified(root, &kept, &policy)?,
         None => read(&crate::bundle::parts::Input::Whole(root.retained_file(&current)), Some(&policy), reporter)?,
     };

@@ -19,7 +19,7 @@ use super::root::{BundleId, SiteRoot};
 use super::stage::{Staged, stage, write_views};
 use super::state::{Pending, State};
 use super::{Amber, Options, SiteError, crash_point, io_err};
-use crate::bundle::Manifest;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::parts::{Input, Opened};
 use crate::clock::Timestamp;
 use crate::progress::Reporter;
@@ -156,7 +156,7 @@ fn arrive(
     state: &State,
     packages: bool,
     reporter: &dyn Reporter,
-    verified: &mut dyn FnMut(&Manifest, &crate::digest::Sha256) -> Result<(), SiteError>,
+    verified: &mut dyn FnMut(&VerifiedManifest, &crate::digest::Sha256) -> Result<(), SiteError>,
 ) -> Result<Arrived, SiteError> {
     match (arrival, opened) {
         (Arrival::Bundle(input), Some(opened)) => {
@@ -202,7 +202,7 @@ fn apply_locked(
     // Adopting records what runs: a baseline's matrix (often the release's, carried over by
     // `freeze`) does not decide whether the node's own stack is recorded.
     let adopting = node_opts.adopt;
-    let mut before_packages = |m: &Manifest, sha256: &crate::digest::Sha256| {
+    let mut before_packages = |m: &VerifiedManifest, sha256: &crate::digest::Sha256| {
         if !adopting {
             preflight_evidence = judge_before(m, sha256, attempt)?;
         }
@@ -338,7 +338,7 @@ fn adopt(
 /// nothing downloaded and nothing changed, on record; amber goes on (the gate after the change
 /// decides, where `--accept-amber` counts).
 fn judge_before(
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     sha256: &crate::digest::Sha256,
     attempt: &mut Attempt,
 ) -> Result<Option<crate::validate::Evidence>, SiteError> {
@@ -438,7 +438,7 @@ fn change(
 /// The current stack's metrics, measured before the packages change, the same checks the
 /// candidate will run: kept as `ROOT/baseline.json` (a `validate --commit` after a reboot reads
 /// it too). Nothing when no check declares a metric.
-fn measure_baseline(root: &SiteRoot, state: &State, manifest: &Manifest) -> Result<(), SiteError> {
+fn measure_baseline(root: &SiteRoot, state: &State, manifest: &VerifiedManifest) -> Result<(), SiteError> {
     let checks = &manifest.validation.check;
     if checks.iter().all(|c| c.metric.is_empty()) {
         return Ok(());
@@ -509,7 +509,7 @@ fn forget(root: &SiteRoot, state: &mut State, id: &BundleId) {
 
 /// The views of a staged tree; a node that fetched from a mirror keeps the packages only, so
 /// their view only.
-fn write_node_views(dir: &Path, manifest: &Manifest, partial: bool, opts: &Options) -> Result<(), SiteError> {
+fn write_node_views(dir: &Path, manifest: &VerifiedManifest, partial: bool, opts: &Options) -> Result<(), SiteError> {
     if partial {
         write_views(dir, &super::mirror::kept(manifest), opts.apt_key.as_ref())
     } else {
@@ -548,7 +548,7 @@ pub(super) fn judge(
     node: &Node,
     changes: &[Change],
     views: &[PathBuf],
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     amber: &Amber,
     attempt: &mut Attempt,
 ) -> Result<Option<crate::validate::Evidence>, SiteError> {
@@ -633,7 +633,7 @@ fn restore_failed(node: &Node, changes: &[Change], source: packages::PackageErro
 /// pruned, history and the record written.
 pub(super) struct Commit<'a> {
     pub id: &'a BundleId,
-    pub manifest: &'a Manifest,
+    pub manifest: &'a VerifiedManifest,
     pub changes: &'a [Change],
     pub downgrade: bool,
     pub keep: usize,
@@ -733,7 +733,7 @@ fn list(changes: &[Change]) -> String {
     changes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
-fn outcome(m: &Manifest, id: BundleId, signers: Vec<KeyId>, packages: Changes, seconds: f64) -> Applied {
+fn outcome(m: &VerifiedManifest, id: BundleId, signers: Vec<KeyId>, packages: Changes, seconds: f64) -> Applied {
     Applied {
         id,
         name: m.name.to_string(),
@@ -756,7 +756,7 @@ fn outcome(m: &Manifest, id: BundleId, signers: Vec<KeyId>, packages: Changes, s
     }
 }
 
-fn dry_run(m: &Manifest, id: BundleId, signers: Vec<KeyId>, plan: Plan, seconds: f64) -> Applied {
+fn dry_run(m: &VerifiedManifest, id: BundleId, signers: Vec<KeyId>, plan: Plan, seconds: f64) -> Applied {
     Applied {
         dry_run: true,
         unrestorable: plan.unrestorable,

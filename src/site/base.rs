@@ -16,6 +16,7 @@ use super::stage::StageSink;
 use super::state::State;
 use super::{SiteError, io_err};
 use crate::bundle::Manifest;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::manifest::{BaseRef, MANIFEST, MAX_MANIFEST_BYTES};
 use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
 use crate::digest::Sha256;
@@ -72,7 +73,7 @@ fn retained_manifest(dir: &Path) -> Option<(Sha256, Manifest)> {
 pub(super) fn fill(
     root: &SiteRoot,
     state: &State,
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     dir: &Path,
     reporter: &dyn Reporter,
 ) -> Result<Option<BundleId>, SiteError> {
@@ -108,7 +109,7 @@ fn take_from(
     wanted: &mut BTreeMap<Sha256, Vec<MemberPath>>,
     dir: &Path,
     reporter: &dyn Reporter,
-) -> Result<Manifest, SiteError> {
+) -> Result<VerifiedManifest, SiteError> {
     let bundle = root.retained_file(id);
     let trust = retained::policy(root, state, id, Trust::Site(super::trust::ExpiryRule::Ignore))?;
     tracing::info!("base: verifying bundles/{id} again and taking {} members from it", wanted.len());

@@ -20,6 +20,7 @@ use super::stage::write_views;
 use super::state::State;
 use super::{SiteError, io_err, views};
 use crate::bundle::Manifest;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::manifest::{MANIFEST, MAX_MANIFEST_BYTES};
 use crate::bundle::reader::{MemberSink, OnProblem, read_bundle};
 use crate::digest::{Sha256, hash_reader};
@@ -144,7 +145,10 @@ fn strays(root: &SiteRoot) -> Vec<String> {
 /// The active bundle's verified manifest, once its file verified under the recorded policy
 /// and its tree matched it; otherwise the damage, as an error that names `airlock check`.
 /// The caller holds the root's lock.
-pub fn active(root: &SiteRoot, reporter: &dyn Reporter) -> Result<(BundleId, Manifest, BundleCheck), SiteError> {
+pub fn active(
+    root: &SiteRoot,
+    reporter: &dyn Reporter,
+) -> Result<(BundleId, VerifiedManifest, BundleCheck), SiteError> {
     let id = root.link(Link::Current).ok_or_else(|| SiteError::NoCurrent { root: root.path().to_owned() })?;
     let state = State::load(root)?;
     let (manifest, checked) = verified(root, &state, &id, reporter)?;
@@ -158,7 +162,7 @@ pub fn verified(
     state: &State,
     id: &BundleId,
     reporter: &dyn Reporter,
-) -> Result<(Manifest, BundleCheck), SiteError> {
+) -> Result<(VerifiedManifest, BundleCheck), SiteError> {
     let (checked, manifest) = bundle(root, state, id, reporter)?;
     match manifest {
         Some(m) if checked.ok() => Ok((m, checked)),
@@ -177,7 +181,7 @@ pub fn current(root: &SiteRoot, reporter: &dyn Reporter) -> Result<(BundleId, Bu
 }
 
 /// A kept part checked: what `check` found, and its manifest and digest when they verified.
-pub type KeptPart = (BundleCheck, Option<(Manifest, Sha256)>);
+pub type KeptPart = (BundleCheck, Option<(VerifiedManifest, Sha256)>);
 
 /// What a node keeps of a bundle it applied from a mirror (`None` for a bundle retained
 /// whole): the check of that part under `policy`, and its verified manifest and digest.
@@ -194,7 +198,7 @@ fn bundle(
     state: &State,
     id: &BundleId,
     reporter: &dyn Reporter,
-) -> Result<(BundleCheck, Option<Manifest>), SiteError> {
+) -> Result<(BundleCheck, Option<VerifiedManifest>), SiteError> {
     let dir = root.bundle_dir(id);
     let mut out = BundleCheck::unchecked(id);
     let policy = match retained::policy(root, state, id, Trust::Site(super::trust::ExpiryRule::Ignore)) {
@@ -257,7 +261,7 @@ pub(super) fn verify_kept(
     root: &SiteRoot,
     id: &BundleId,
     policy: &crate::sign::Policy,
-) -> Result<(Manifest, Sha256, Vec<crate::sign::KeyId>), SiteError> {
+) -> Result<(VerifiedManifest, Sha256, Vec<crate::sign::KeyId>), SiteError> {
     let out = BundleCheck::unchecked(id);
     let (checked, kept) = partial(root, id, policy, out)?;
     match kept {
@@ -274,7 +278,7 @@ fn partial(
     id: &BundleId,
     policy: &crate::sign::Policy,
     mut out: BundleCheck,
-) -> Result<(BundleCheck, Option<(Manifest, Sha256)>), SiteError> {
+) -> Result<(BundleCheck, Option<(VerifiedManifest, Sha256)>), SiteError> {
     use super::mirror::{MAX_SIGNATURE_BYTES, SIGNATURE};
     let dir = root.bundle_dir(id);
     let read = |rel: &str, limit: u64| match super::state::read_bounded(&dir.join(rel), limit) {
@@ -305,7 +309,7 @@ fn partial(
     let sha256 = Sha256::of_bytes(&bytes);
     let manifest = match serde_json::from_slice::<Manifest>(&bytes)
         .map_err(|e| e.to_string())
-        .and_then(|m| m.check().map(|()| m).map_err(|e| e.to_string()))
+        .and_then(|m| VerifiedManifest::establish(m, sha256, policy, &checked.signers).map_err(|e| e.to_string()))
     {
         Ok(m) => m,
         Err(e) => {
@@ -383,7 +387,7 @@ impl MemberSink for Hashes {
 /// again here in a scratch directory from the verified manifest.
 fn expected_tree(
     dir: &Path,
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     members: BTreeMap<MemberPath, (Sha256, u64)>,
 ) -> Result<BTreeMap<PathBuf, Expect>, SiteError> {
     let mut expected: BTreeMap<PathBuf, Expect> = BTreeMap::new();

@@ -13,7 +13,7 @@ use super::root::{BundleId, SiteRoot};
 use super::stage::{Staged, Verified, stage, would_share_blocks, write_views};
 use super::state::{self, RegistryMemo, State};
 use super::{Amber, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
-use crate::bundle::Manifest;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::parts::{Input, Opened};
 use crate::bundle::reader::read_outline;
 use crate::clock::Timestamp;
@@ -102,7 +102,7 @@ impl Attempt {
     }
 
     /// A verified bundle past its expiry: refused, or its waiver added to the record.
-    fn check_expiry(&mut self, manifest: &Manifest, rule: &super::trust::ExpiryRule) -> Result<(), SiteError> {
+    fn check_expiry(&mut self, manifest: &VerifiedManifest, rule: &super::trust::ExpiryRule) -> Result<(), SiteError> {
         if let Some(waiver) = super::trust::check_bundle_expiry(manifest, rule)? {
             let trust = self.record.trust.get_or_insert_with(|| records::TrustUsed {
                 keys: Vec::new(),
@@ -261,7 +261,7 @@ fn install_locked(
 
 /// The gate on this host (`--role host`), or none on a mirror (recorded as skipped).
 fn judge_here(
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     root: &SiteRoot,
     opts: &Options,
     attempt: &mut Attempt,
@@ -359,7 +359,7 @@ pub(super) fn remember_retained(state: &mut State, verified: &Verified, id: &Bun
 }
 
 /// The high-water mark raised to the bundle's version (by a bundle that will activate).
-pub(super) fn raise_mark(state: &mut State, m: &Manifest) {
+pub(super) fn raise_mark(state: &mut State, m: &VerifiedManifest) {
     let mark = state.high_water.entry(m.name.to_string()).or_insert_with(|| m.version.clone());
     if m.version > *mark {
         *mark = m.version.clone();
@@ -407,7 +407,7 @@ pub(super) fn preflight(input: &Input, opened: &Opened, root: &SiteRoot, state: 
 pub(super) fn check_downgrade(
     root: &SiteRoot,
     state: &State,
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     policy: Downgrade,
 ) -> Result<bool, SiteError> {
     let Some(high_water) = state.high_water(root, manifest.name.as_str())? else { return Ok(false) };
@@ -428,7 +428,7 @@ pub(super) fn check_downgrade(
 /// visible: green goes on, amber only when accepted, red never (exit 4; the staged bundle is
 /// discarded). A bundle with no targets is not validated.
 pub(super) fn gate(
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     amber: &Amber,
     record: &mut records::Record,
     baseline: Option<&crate::validate::metrics::Baseline>,

@@ -22,6 +22,7 @@ use super::root::{RETAINED_BUNDLE, SiteRoot};
 use super::stage::{Staged, Verified};
 use super::{SiteError, io_err};
 use crate::bundle::Manifest;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES};
 use crate::digest::Sha256;
 use crate::fetch::{HttpError, Net};
@@ -39,12 +40,9 @@ pub fn kept_by_node(path: &str) -> bool {
 
 /// What of `manifest` a node keeps: its deb and rpm artifacts and the entries `kept_by_node` names
 /// (what its views and its check are made from).
-pub fn kept(manifest: &Manifest) -> Manifest {
-    let mut kept = manifest.clone();
-    kept.entries.retain(|e| kept_by_node(e.path.as_str()));
-    kept.artifacts
-        .retain(|a| matches!(a, crate::bundle::manifest::Artifact::Deb(_) | crate::bundle::manifest::Artifact::Rpm(_)));
-    kept
+pub fn kept(manifest: &VerifiedManifest) -> VerifiedManifest {
+    use crate::bundle::manifest::Artifact;
+    manifest.narrowed(|e| kept_by_node(e.path.as_str()), |a| matches!(a, Artifact::Deb(_) | Artifact::Rpm(_)))
 }
 
 /// The embedded signature member.
@@ -400,7 +398,7 @@ pub(super) fn stage_packages(
     root: &SiteRoot,
     held: &Held,
     reporter: &dyn Reporter,
-    before_fetch: &mut dyn FnMut(&Manifest, &Sha256) -> Result<(), SiteError>,
+    before_fetch: &mut dyn FnMut(&VerifiedManifest, &Sha256) -> Result<(), SiteError>,
 ) -> Result<(Staged, Policy, super::records::Transfer), SiteError> {
     let (place, net) = (Place::parse(from.source, from.release)?, from.net);
     let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked } =
@@ -453,7 +451,7 @@ struct MirrorHead {
     bytes: Vec<u8>,
     signature: Vec<u8>,
     policy: Policy,
-    manifest: Manifest,
+    manifest: VerifiedManifest,
     manifest_sha256: Sha256,
     checked: Checked,
 }
@@ -491,7 +489,8 @@ async fn verified_manifest(
     }
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
-    manifest.check().map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
+    let manifest = VerifiedManifest::establish(manifest, manifest_sha256, &policy, &checked.signers)
+        .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
     if !release.is(&manifest, &manifest_sha256) {
         let (version, id) = (manifest.version.to_string(), super::root::BundleId::of(&manifest_sha256));
         return Err(MirrorError::WrongRelease { url, asked: release.to_string(), version, id }.into());

@@ -204,7 +204,7 @@ fn node_packages(
     root: &SiteRoot,
     state: &State,
     tree: &Path,
-    manifest: &crate::bundle::Manifest,
+    manifest: &crate::bundle::manifest::VerifiedManifest,
     attempt: &mut Attempt,
 ) -> Result<Option<Vec<Change>>, SiteError> {
     let current = root.link(Link::Current);

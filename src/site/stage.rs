@@ -11,7 +11,7 @@ use super::root::{BundleId, RETAINED_BUNDLE, SiteRoot};
 use super::state::{Event, State};
 use super::{SiteError, base, io_err, views};
 use crate::atomic::WriteBack;
-use crate::bundle::Manifest;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::parts::Opened;
 use crate::bundle::reader::{MemberSink, OnProblem, Problem, Report, read_bundle};
 use crate::clock::Timestamp;
@@ -84,7 +84,7 @@ pub(super) struct Staged {
 
 /// What verification established about a staged bundle.
 pub(super) struct Verified {
-    pub manifest: Manifest,
+    pub manifest: VerifiedManifest,
     pub manifest_sha256: Sha256,
     pub signers: Vec<KeyId>,
     pub signatures: Vec<SignatureCheck>,
@@ -211,7 +211,7 @@ pub(super) fn would_share_blocks(file: &File, dir: &Path) -> bool {
 /// Views derived from verified content are part of the staged tree, so they appear with it.
 pub(super) fn write_views(
     dir: &Path,
-    manifest: &Manifest,
+    manifest: &VerifiedManifest,
     apt_key: Option<&views::AptSigningKey>,
 ) -> Result<(), SiteError> {
     views::write_wheel_index(dir, manifest).map_err(io_err(&dir.join("wheels/simple")))?;

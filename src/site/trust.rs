@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::root::SiteRoot;
 use super::state::{State, TrustPin};
 use super::{SiteError, records};
-use crate::bundle::Manifest;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 use crate::sign::policy::{Origin, Waiver};
@@ -128,7 +128,7 @@ pub fn policy(
 
 /// A verified bundle past its `expires`: refused, or accepted (the waiver to record), or
 /// ignored, by `rule`.
-pub fn check_bundle_expiry(manifest: &Manifest, rule: &ExpiryRule) -> Result<Option<Waiver>, SiteError> {
+pub fn check_bundle_expiry(manifest: &VerifiedManifest, rule: &ExpiryRule) -> Result<Option<Waiver>, SiteError> {
     let Some(expires) = manifest.expires else { return Ok(None) };
     let now = Timestamp::started();
     if expires > now {

@@ -15,8 +15,8 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
-use crate::bundle::Manifest;
 use crate::bundle::manifest::Artifact;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::wheel::{WheelName, normalize};
 
 fn escape(s: &str) -> String {
@@ -37,7 +37,7 @@ fn page(title: &str, links: &[(String, String)]) -> String {
 }
 
 /// Write `wheels/simple/` for the wheels the manifest lists; returns the number of projects.
-pub fn write_wheel_index(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
+pub fn write_wheel_index(staged: &Path, manifest: &VerifiedManifest) -> io::Result<usize> {
     let mut projects: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for e in &manifest.entries {
         let Some(filename) = e.path.as_str().strip_prefix("wheels/").filter(|f| !f.contains('/')) else { continue };
@@ -58,7 +58,7 @@ pub fn write_wheel_index(staged: &Path, manifest: &Manifest) -> io::Result<usize
 }
 
 /// Write the Hugging Face cache view for every model the manifest lists.
-pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
+pub fn write_hf_cache(staged: &Path, manifest: &VerifiedManifest) -> io::Result<usize> {
     let mut count = 0;
     for a in &manifest.artifacts {
         let Artifact::Model(m) = a else { continue };
@@ -95,7 +95,7 @@ pub fn write_hf_cache(staged: &Path, manifest: &Manifest) -> io::Result<usize> {
 }
 
 /// The views a bundle gets, in words (`pip index, apt repository`), or `none`.
-pub fn describe(manifest: &Manifest) -> String {
+pub fn describe(manifest: &VerifiedManifest) -> String {
     let has = |f: fn(&Artifact) -> bool| manifest.artifacts.iter().any(f);
     let views: Vec<&str> = [
         (has(|a| matches!(a, Artifact::Wheel(_))), "pip index"),
@@ -137,7 +137,7 @@ pub struct AptSigningKey {
 /// Turn the staged `debs/` (the carried `Packages` and pool) into a flat apt repository;
 /// with a site key, `InRelease` is the clearsigned `Release`, so apt verifies it
 /// (`deb [signed-by=site.asc] file:/…/current/debs ./`) instead of trusting it blindly.
-pub fn write_apt_repo(staged: &Path, manifest: &Manifest, signing: Option<&AptSigningKey>) -> io::Result<bool> {
+pub fn write_apt_repo(staged: &Path, manifest: &VerifiedManifest, signing: Option<&AptSigningKey>) -> io::Result<bool> {
     let debs = staged.join("debs");
     let packages = debs.join("Packages");
     if !packages.is_file() {
@@ -184,7 +184,7 @@ fn gzip(bytes: &[u8]) -> io::Result<Vec<u8>> {
 /// under `repodata/SHA256-TYPE.xml.gz`, `repomd.xml` listing them with both checksums and
 /// sizes (revision and timestamps: the bundle's creation time), and with a site key a detached
 /// armored `repomd.xml.asc`, which dnf (`repo_gpgcheck=1`) and zypper verify.
-pub fn write_rpm_repo(staged: &Path, manifest: &Manifest, signing: Option<&AptSigningKey>) -> io::Result<bool> {
+pub fn write_rpm_repo(staged: &Path, manifest: &VerifiedManifest, signing: Option<&AptSigningKey>) -> io::Result<bool> {
     let rpms = staged.join("rpms");
     if !rpms.join("primary.xml").is_file() {
         return Ok(false);

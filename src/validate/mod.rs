@@ -52,7 +52,7 @@ pub fn validate(
 /// virtualization, and the driver when `manifest` does not carry one). The fields its
 /// packages decide (`deferred`) and its checks wait for the stack they install. `None` when
 /// it names no targets.
-pub fn preflight(manifest: &crate::bundle::Manifest, host: &probe::HostRoot) -> Option<Evidence> {
+pub fn preflight(manifest: &crate::bundle::manifest::VerifiedManifest, host: &probe::HostRoot) -> Option<Evidence> {
     let deferred = deferred(manifest);
     let probed = probe::probe(host, &scope_of(manifest));
     let outcome = matrix::classify_without(&manifest.validation.target, &probed, &|f| deferred.contains(&f))?;
@@ -68,7 +68,7 @@ pub fn preflight(manifest: &crate::bundle::Manifest, host: &probe::HostRoot) -> 
 
 /// The matrix fields a bundle's packages decide, judged only after they are installed: the
 /// stack's version (`rocm`, `cuda`) always, and the driver (`amdgpu`, NVIDIA's `driver`) when it carries one.
-pub fn deferred(manifest: &crate::bundle::Manifest) -> Vec<&'static str> {
+pub fn deferred(manifest: &crate::bundle::manifest::VerifiedManifest) -> Vec<&'static str> {
     use crate::bundle::manifest::Artifact;
     let names: Vec<&str> = manifest
         .artifacts

@@ -22,8 +22,8 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::Manifest;
 use crate::bundle::manifest::Artifact;
+use crate::bundle::manifest::VerifiedManifest;
 use crate::failure::{Class, Classify};
 pub use apt::Apt;
 
@@ -172,7 +172,7 @@ pub fn diff(before: &PackageSet, after: &PackageSet) -> Vec<Change> {
 }
 
 /// The packages a bundle carries for `arch`, each at its locked version.
-pub fn carried(manifest: &Manifest, arch: &str) -> Vec<Wanted> {
+pub fn carried(manifest: &VerifiedManifest, arch: &str) -> Vec<Wanted> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for a in &manifest.artifacts {
         match a {
@@ -224,17 +224,17 @@ impl Node {
     /// one that carries no packages needs no package manager (a bundle of images, models and
     /// files applies on any host), and changes none unless `host_packages` (a rollback that
     /// must put back what the current bundle changed: the host's own manager).
-    pub fn for_manifest(root: &Path, lock_timeout: u64, manifest: &Manifest) -> Result<Self, PackageError> {
+    pub fn for_manifest(root: &Path, lock_timeout: u64, manifest: &VerifiedManifest) -> Result<Self, PackageError> {
         Self::choose(root, lock_timeout, manifest, false)
     }
 
     /// As `for_manifest`, but a manifest without packages gets the host's package manager
     /// (dpkg's apt where there is one, else dnf or zypper).
-    pub fn for_host(root: &Path, lock_timeout: u64, manifest: &Manifest) -> Result<Self, PackageError> {
+    pub fn for_host(root: &Path, lock_timeout: u64, manifest: &VerifiedManifest) -> Result<Self, PackageError> {
         Self::choose(root, lock_timeout, manifest, true)
     }
 
-    fn choose(root: &Path, lock_timeout: u64, manifest: &Manifest, host: bool) -> Result<Self, PackageError> {
+    fn choose(root: &Path, lock_timeout: u64, manifest: &VerifiedManifest, host: bool) -> Result<Self, PackageError> {
         let debs = manifest.artifacts.iter().any(|a| matches!(a, Artifact::Deb(_)));
         let rpms = manifest.artifacts.iter().any(|a| matches!(a, Artifact::Rpm(_)));
         let here = root.to_owned();
