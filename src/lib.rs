@@ -28,6 +28,7 @@ pub mod oci;
 pub mod overlap;
 pub mod progress;
 pub mod report;
+pub mod rpmmd;
 pub mod sign;
 pub mod site;
 pub mod sources;

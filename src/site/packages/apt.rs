@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Change, PackageError, PackageSet, Wanted, output, tail};
+use std::collections::BTreeSet;
+
+use super::{Change, PackageError, PackageManager, PackageSet, Wanted, output, tail};
 
 /// `apt-get` under the node root's private configuration.
 pub struct Apt {
@@ -34,7 +36,7 @@ impl Apt {
     }
 
     /// Every installed package of `arch` or `all`, by name, with its version.
-    pub fn installed(arch: &str) -> Result<PackageSet, PackageError> {
+    fn installed_of(arch: &str) -> Result<PackageSet, PackageError> {
         let format = "${Package}\\t${Architecture}\\t${Version}\\t${db:Status-Abbrev}\\n";
         let text = output("dpkg-query", Command::new("dpkg-query").args(["-W", "-f", format]))?;
         let mut set = PackageSet::new();
@@ -112,10 +114,20 @@ impl Apt {
             Err(PackageError::Apt { what: what.to_owned(), status: out.status.code(), output: tail(&text) })
         }
     }
+}
+
+impl PackageManager for Apt {
+    fn area(&self) -> &'static str {
+        "debs"
+    }
+
+    fn installed(&self, arch: &str) -> Result<PackageSet, PackageError> {
+        Self::installed_of(arch)
+    }
 
     /// What apt would do to reach `wanted` from the views (`apt-get -s`): its own simulation
     /// text and the changes it lists.
-    pub fn simulate(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<(String, Vec<Change>), PackageError> {
+    fn simulate(&self, views: &[PathBuf], wanted: &[Wanted], _: &str) -> Result<(String, Vec<Change>), PackageError> {
         self.prepare(views)?;
         let args = install_args(wanted, true);
         let text = self.run("apt-get -s install", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
@@ -123,10 +135,26 @@ impl Apt {
     }
 
     /// Install, upgrade, downgrade or remove to reach `wanted`. apt's own message on failure.
-    pub fn apply(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<String, PackageError> {
+    fn apply(&self, views: &[PathBuf], wanted: &[Wanted], _: &str) -> Result<String, PackageError> {
         self.prepare(views)?;
         let args = install_args(wanted, false);
         self.run("apt-get install", &args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// Every view's `Packages` (a flat repository), read with `deb822-fast` as the lock reads an
+    /// archive's.
+    fn available(&self, views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageError> {
+        let mut out = BTreeSet::new();
+        for index in super::indexes(views, "Packages") {
+            let (path, reader) = index?;
+            for paragraph in deb822_fast::ParagraphReader::new(reader) {
+                let p = paragraph.map_err(|e| PackageError::Index { path: path.clone(), detail: e.to_string() })?;
+                if let (Some(name), Some(version)) = (p.get("Package"), p.get("Version")) {
+                    out.insert((name.trim().to_owned(), version.trim().to_owned()));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

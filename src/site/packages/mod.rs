@@ -50,6 +50,9 @@ pub enum PackageError {
         #[source]
         source: std::io::Error,
     },
+    /// A view's index that its format's parser cannot read.
+    #[error("`{}` cannot be read: {detail}", path.display())]
+    Index { path: PathBuf, detail: String },
     #[error(
         "after the change, installed versions differ from the lock: {}",
         mismatches.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
@@ -68,6 +71,7 @@ impl Classify for PackageError {
             PackageError::Spawn { .. }
             | PackageError::Apt { .. }
             | PackageError::Io { .. }
+            | PackageError::Index { .. }
             | PackageError::NotExact { .. }
             | PackageError::NotRestored { .. } => Class::Runtime,
         }
@@ -206,15 +210,30 @@ pub struct Plan {
     pub simulation: String,
 }
 
-/// The package manager a node changes its packages with.
-enum Backend {
-    Apt(Apt),
-    Rpm(rpm::Rpm),
+/// What airlock asks of a node's package manager: apt and dpkg (`packages/apt`), dnf or zypper
+/// and rpm (`packages/rpm`), each with its own tools and the index parser its format has
+/// (`deb822-fast` for `Packages`, `rpmmd` for `primary.xml`).
+trait PackageManager {
+    /// The area of a bundle tree whose views it installs from: `debs` or `rpms`.
+    fn area(&self) -> &'static str;
+
+    /// Every installed package of `arch` (or of no architecture), by name, with its version.
+    fn installed(&self, arch: &str) -> Result<PackageSet, PackageError>;
+
+    /// The manager's own simulation of reaching `wanted` from `views`, and the changes it makes.
+    fn simulate(&self, views: &[PathBuf], wanted: &[Wanted], arch: &str)
+    -> Result<(String, Vec<Change>), PackageError>;
+
+    /// Install, upgrade, downgrade or remove to reach `wanted` from `views`: the manager's words.
+    fn apply(&self, views: &[PathBuf], wanted: &[Wanted], arch: &str) -> Result<String, PackageError>;
+
+    /// `(name, version)` of every package the views hold, read from their indexes.
+    fn available(&self, views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageError>;
 }
 
 /// A node's package manager, its private state under the site root.
 pub struct Node {
-    backend: Backend,
+    manager: Box<dyn PackageManager>,
     pub arch: String,
     root: PathBuf,
 }
@@ -239,29 +258,19 @@ impl Node {
         let rpms = manifest.artifacts.iter().any(|a| matches!(a, Artifact::Rpm(_)));
         let here = root.to_owned();
         let apt = || {
-            Ok(Self {
-                backend: Backend::Apt(Apt::new(root, lock_timeout)),
-                arch: Apt::architecture()?,
-                root: here.clone(),
-            })
+            Ok(Self { manager: Box::new(Apt::new(root, lock_timeout)), arch: Apt::architecture()?, root: here.clone() })
         };
         let rpm = || {
-            Ok(Self {
-                backend: Backend::Rpm(rpm::Rpm::new(root)?),
-                arch: rpm::Rpm::architecture()?,
-                root: here.clone(),
-            })
+            Ok(Self { manager: Box::new(rpm::Rpm::new(root)?), arch: rpm::Rpm::architecture()?, root: here.clone() })
         };
         match (debs, rpms) {
             (true, _) => apt(),
             (false, true) => rpm(),
             (false, false) if host && Apt::architecture().is_ok() => apt(),
             (false, false) if host => rpm(),
-            (false, false) => Ok(Self {
-                backend: Backend::Apt(Apt::new(root, lock_timeout)),
-                arch: String::new(),
-                root: here.clone(),
-            }),
+            (false, false) => {
+                Ok(Self { manager: Box::new(Apt::new(root, lock_timeout)), arch: String::new(), root: here.clone() })
+            }
         }
     }
 
@@ -272,24 +281,15 @@ impl Node {
 
     /// The area of a bundle tree whose view this node installs from: `debs` or `rpms`.
     pub fn area(&self) -> &'static str {
-        match self.backend {
-            Backend::Apt(_) => "debs",
-            Backend::Rpm(_) => "rpms",
-        }
+        self.manager.area()
     }
 
     pub fn installed(&self) -> Result<PackageSet, PackageError> {
-        match &self.backend {
-            Backend::Apt(_) => Apt::installed(&self.arch),
-            Backend::Rpm(r) => r.installed(&self.arch),
-        }
+        self.manager.installed(&self.arch)
     }
 
     fn run(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<String, PackageError> {
-        match &self.backend {
-            Backend::Apt(a) => a.apply(views, wanted),
-            Backend::Rpm(r) => r.apply(views, wanted, &self.arch),
-        }
+        self.manager.apply(views, wanted, &self.arch)
     }
 
     /// What reaching `wanted` from `view` would change, and what of that no retained view
@@ -298,17 +298,8 @@ impl Node {
         if wanted.is_empty() {
             return Ok(Plan { changes: Changes::default(), unrestorable: Vec::new(), simulation: String::new() });
         }
-        let (simulation, changes) = match &self.backend {
-            Backend::Apt(a) => a.simulate(&[view.to_owned()], wanted)?,
-            Backend::Rpm(r) => {
-                let text = r.simulate(&[view.to_owned()], wanted, &self.arch)?;
-                (text, rpm::planned(&self.installed()?, wanted))
-            }
-        };
-        let available = match &self.backend {
-            Backend::Apt(_) => available(restore_views)?,
-            Backend::Rpm(_) => rpm::available(restore_views)?.into_iter().collect(),
-        };
+        let (simulation, changes) = self.manager.simulate(&[view.to_owned()], wanted, &self.arch)?;
+        let available = self.manager.available(restore_views)?;
         let unrestorable = changes
             .iter()
             .filter(|c| c.before.as_ref().is_some_and(|b| !available.contains(&(c.name.clone(), b.clone()))))
@@ -376,26 +367,20 @@ impl Node {
     }
 }
 
-/// `(name, version)` of every package in the flat repositories `views` (their `Packages`).
-fn available(views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageError> {
-    let mut out = BTreeSet::new();
-    for view in views {
-        let path = view.join("Packages");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(PackageError::Io { path, source }),
-        };
-        for stanza in text.split("\n\n") {
-            let field = |name: &str| {
-                stanza.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(':'))).map(str::trim)
-            };
-            if let (Some(p), Some(v)) = (field("Package"), field("Version")) {
-                out.insert((p.to_owned(), v.to_owned()));
-            }
+/// Each view's index file `name` that exists, opened (a view without one holds no packages of
+/// that kind).
+fn indexes<'a>(
+    views: &'a [PathBuf],
+    name: &'a str,
+) -> impl Iterator<Item = Result<(PathBuf, std::io::BufReader<std::fs::File>), PackageError>> + 'a {
+    views.iter().filter_map(move |view| {
+        let path = view.join(name);
+        match std::fs::File::open(&path) {
+            Ok(f) => Some(Ok((path, std::io::BufReader::new(f)))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => Some(Err(PackageError::Io { path, source })),
         }
-    }
-    Ok(out)
+    })
 }
 
 /// An I/O error at `path`, as a package error.

@@ -17,7 +17,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Change, PackageError, PackageSet, Wanted, output, tail};
+use std::collections::BTreeSet;
+
+use super::{Change, PackageError, PackageManager, PackageSet, Wanted, output, tail};
 
 /// Which rpm package manager the host has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +65,7 @@ impl Rpm {
     }
 
     /// Every installed package of `arch` or `noarch`, by name, with its `[EPOCH:]VERSION-RELEASE`.
-    pub fn installed(&self, arch: &str) -> Result<PackageSet, PackageError> {
+    fn installed_of(&self, arch: &str) -> Result<PackageSet, PackageError> {
         let format = "%{NAME}\\t%{ARCH}\\t%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\n";
         let text = output("rpm", Command::new("rpm").arg("--root").arg(&self.system).args(["-qa", "--qf", format]))?;
         let mut set = PackageSet::new();
@@ -167,14 +169,13 @@ impl Rpm {
 
     /// Whether the change can be made (dnf resolves the transaction and stops before it; zypper
     /// `--dry-run`): dnf's or zypper's own words.
-    pub fn simulate(&self, views: &[PathBuf], wanted: &[Wanted], arch: &str) -> Result<String, PackageError> {
+    fn simulation(&self, views: &[PathBuf], wanted: &[Wanted], installed: &PackageSet) -> Result<String, PackageError> {
         self.prepare(views)?;
-        let installed = self.installed(arch)?;
         match self.manager {
             Manager::Dnf => {
                 // dnf runs a shell script's transaction when the script ends: as an rpm test
                 // transaction (`tsflags=test`, file conflicts included), nothing changes.
-                let script = Self::transaction(wanted, &installed).replace("run\n", "");
+                let script = Self::transaction(wanted, installed).replace("run\n", "");
                 let path = self.dir.join("transaction");
                 crate::atomic::write(&path, script.as_bytes())
                     .map_err(|source| PackageError::Io { path: path.clone(), source })?;
@@ -191,13 +192,37 @@ impl Rpm {
             }
         }
     }
+}
+
+impl PackageManager for Rpm {
+    fn area(&self) -> &'static str {
+        "rpms"
+    }
+
+    fn installed(&self, arch: &str) -> Result<PackageSet, PackageError> {
+        self.installed_of(arch)
+    }
+
+    /// dnf's or zypper's simulation, and the changes `wanted` makes to what is installed (dnf
+    /// decides the rest of the transaction; the closure was resolved at build time, so these are
+    /// all of them as a rule).
+    fn simulate(
+        &self,
+        views: &[PathBuf],
+        wanted: &[Wanted],
+        arch: &str,
+    ) -> Result<(String, Vec<Change>), PackageError> {
+        let installed = self.installed_of(arch)?;
+        let text = self.simulation(views, wanted, &installed)?;
+        Ok((text, planned(&installed, wanted)))
+    }
 
     /// Install, upgrade, downgrade or remove to reach `wanted`, in one transaction.
-    pub fn apply(&self, views: &[PathBuf], wanted: &[Wanted], arch: &str) -> Result<String, PackageError> {
+    fn apply(&self, views: &[PathBuf], wanted: &[Wanted], arch: &str) -> Result<String, PackageError> {
         self.prepare(views)?;
         match self.manager {
             Manager::Dnf => {
-                let installed = self.installed(arch)?;
+                let installed = self.installed_of(arch)?;
                 let script = Self::transaction(wanted, &installed);
                 let path = self.dir.join("transaction");
                 crate::atomic::write(&path, script.as_bytes())
@@ -213,6 +238,21 @@ impl Rpm {
             }
         }
     }
+
+    /// Every view's `primary.xml` (airlock wrote it when the view was made), read with
+    /// `rpmmd::primary` as the lock reads a repository's.
+    fn available(&self, views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageError> {
+        let mut out = BTreeSet::new();
+        for index in super::indexes(views, "primary.xml") {
+            let (path, mut reader) = index?;
+            crate::rpmmd::primary(&mut reader, |p| {
+                out.insert((p.name.clone(), p.evr()));
+                Ok(())
+            })
+            .map_err(|detail| PackageError::Index { path, detail })?;
+        }
+        Ok(out)
+    }
 }
 
 /// zypper's words: `name=EVR` to reach exactly that version, `-name` to remove it.
@@ -226,38 +266,8 @@ fn zypper_args(wanted: &[Wanted]) -> Vec<String> {
         .collect()
 }
 
-/// `(name, EVR)` of every package in the rpm views `views` (their carried `primary.xml`, which
-/// airlock wrote at build time: one `<name>` and one `<version …/>` line per package).
-pub fn available(views: &[PathBuf]) -> Result<Vec<(String, String)>, PackageError> {
-    let mut out = Vec::new();
-    for view in views {
-        let path = view.join("primary.xml");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(PackageError::Io { path, source }),
-        };
-        let mut name = None;
-        for line in text.lines().map(str::trim) {
-            if let Some(n) = line.strip_prefix("<name>").and_then(|l| l.strip_suffix("</name>")) {
-                name = Some(n.to_owned());
-            } else if let (Some(n), Some(v)) = (&name, line.strip_prefix("<version ")) {
-                let attr = |k: &str| v.split(&format!("{k}=\"")).nth(1).and_then(|r| r.split('"').next()).unwrap_or("");
-                let evr = match attr("epoch") {
-                    "" | "0" => format!("{}-{}", attr("ver"), attr("rel")),
-                    e => format!("{e}:{}-{}", attr("ver"), attr("rel")),
-                };
-                out.push((n.clone(), evr));
-                name = None;
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The changes `wanted` makes to `installed` (dnf decides the rest of the transaction; the
-/// closure was resolved at build time, so these are all of them as a rule).
-pub fn planned(installed: &PackageSet, wanted: &[Wanted]) -> Vec<Change> {
+/// The changes `wanted` makes to `installed`.
+fn planned(installed: &PackageSet, wanted: &[Wanted]) -> Vec<Change> {
     wanted
         .iter()
         .filter(|w| installed.get(&w.name) != w.version.as_ref())

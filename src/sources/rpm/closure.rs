@@ -12,7 +12,7 @@ use std::fmt;
 
 use rpm_version::Evr;
 
-use super::repodata::{Dep, Package};
+use crate::rpmmd::{Dep, Package};
 
 /// A package of the universe and where it came from.
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::closure::{BasePkg, Rich, Universe, parse_rich};
-use super::repodata::{Dep, Package};
 use super::{base, packages, repo};
+use crate::rpmmd::{Dep, Package};
 use crate::sources::{Found, SourceError, Sources, installed_closure};
 use crate::spec::{RpmPin, RpmSpec};
 

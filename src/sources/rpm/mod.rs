@@ -10,12 +10,12 @@
 mod closure;
 pub mod freeze;
 mod header;
-pub mod repodata;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::rpmmd as repodata;
 use closure::{BasePkg, Pkg, Request, Universe};
 use repodata::{Advisory, Checksum, Dep, Package, RepoData, Repomd};
 use sha2::Digest as _;
