@@ -322,11 +322,13 @@ impl Store {
 
     pub async fn has_blob(&self, d: &Descriptor) -> Result<bool, StoreError> {
         match self {
-            Self::Registry { conn, image, .. } => conn
-                .client
-                .blob_exists(&repository(image), &format!("sha256:{}", d.digest))
-                .await
-                .map_err(|e| self.registry_err(&e)),
+            Self::Registry { conn, image, options } => {
+                let (reference, digest) = (repository(image), format!("sha256:{}", d.digest));
+                let exists = || conn.client.blob_exists(&reference, &digest);
+                crate::fetch::with_retries(options, &format!("blob {digest} on {image}"), exists, super::retryable)
+                    .await
+                    .map_err(|e| self.registry_err(&e))
+            }
             Self::Layout { dir, .. } => {
                 let (path, size) = (layout_blob(dir, d.digest), d.size);
                 Ok(blocking(move || std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == size)).await)
@@ -486,14 +488,16 @@ impl Store {
     pub async fn put_manifest(&self, bytes: &[u8], media_type: &str, tag: Option<&str>) -> Result<Sha256, StoreError> {
         let digest = Sha256::of_bytes(bytes);
         match self {
-            Self::Registry { conn, image, .. } => {
-                let content_type = media_type.parse().map_err(|_| self.err(format!("bad media type {media_type}")))?;
+            Self::Registry { conn, image, options } => {
+                let content_type: reqwest::header::HeaderValue =
+                    media_type.parse().map_err(|_| self.err(format!("bad media type {media_type}")))?;
                 let at = match tag {
                     Some(t) => image.with_tag(t.to_owned()),
                     None => image.at_digest(digest),
                 };
-                conn.client
-                    .push_manifest_raw(&at.to_client(), bytes.to_vec(), content_type)
+                let reference = at.to_client();
+                let put = || conn.client.push_manifest_raw(&reference, bytes.to_vec(), content_type.clone());
+                crate::fetch::with_retries(options, &format!("manifest {at}"), put, super::retryable)
                     .await
                     .map_err(|e| self.registry_err(&e))?;
             }

@@ -1,17 +1,19 @@
 //! Publishing images: every image of a staged bundle's `images/` layout is pushed to the site
 //! registry under its original repository path and tag, blobs first (skipping those the
 //! registry has), then platform manifests by digest, then the tagged manifest or index. The
-//! bytes are the bundle's, so digests are unchanged; each is read back to prove it.
+//! layout and the registry are both `oci::Store`s, as for `push` and `copy`; the bytes are the
+//! bundle's, so digests are unchanged; the top manifest is read back to prove it.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::digest::{Prefixed, Sha256};
+use crate::digest::Prefixed;
 use crate::fetch::Net;
-use crate::fetch::with_retries;
 use crate::oci::doc::{self, Descriptor, REF_NAME, REFERRER_OF};
-use crate::oci::{ClientError, Connection, ImageRef, Transport, connect, retryable};
+use crate::oci::store::{Reach, Store};
+use crate::oci::upload::{DEFAULT_CHUNK, Uploader};
+use crate::oci::{ClientError, ImageRef, Transport};
 
 /// Where to publish images: `--registry HOST[:PORT]` and `--insecure-registry`.
 #[derive(Debug, Clone)]
@@ -23,13 +25,6 @@ pub struct SiteRegistry {
 impl SiteRegistry {
     pub fn is_insecure(&self) -> bool {
         self.transport == Transport::InsecureHttp
-    }
-}
-
-impl From<&super::state::RegistryMemo> for SiteRegistry {
-    fn from(memo: &super::state::RegistryMemo) -> Self {
-        let transport = if memo.insecure { Transport::InsecureHttp } else { Transport::Https };
-        Self { host: memo.host.clone(), transport }
     }
 }
 
@@ -62,17 +57,19 @@ pub struct Pushed {
     pub blobs_present: usize,
 }
 
-/// Push the retained bundle's images to the site registry, or say how many were not published.
+/// Push the images of the bundle retained as `id` at `tree` to the site registry, or say how
+/// many were not published.
 pub(super) fn publish_images(
-    retained: &super::retain::Retained,
+    id: &super::root::BundleId,
+    tree: &Path,
     site: Option<&SiteRegistry>,
     net: &Net,
 ) -> Result<(Vec<Pushed>, usize), super::SiteError> {
-    let publish_err = |source| super::SiteError::Publish { id: retained.id.clone(), source };
+    let publish_err = |source| super::SiteError::Publish { id: id.clone(), source };
     if let Some(site) = site {
-        return Ok((publish(&retained.path, site, net).map_err(publish_err)?, 0));
+        return Ok((publish(tree, site, net).map_err(publish_err)?, 0));
     }
-    let carried = staged_images(&retained.path).map_err(publish_err)?.len();
+    let carried = staged_images(tree).map_err(publish_err)?.len();
     if carried > 0 {
         tracing::warn!("the bundle carries {carried} image manifest(s); pass --registry HOST[:PORT] to publish them");
     }
@@ -105,10 +102,15 @@ async fn publish_all(
     images: &[Descriptor],
     options: crate::fetch::NetOptions,
 ) -> Result<Vec<Pushed>, PublishError> {
-    let conn = connect(&site.host, site.transport, None, (options.connect_timeout, options.read_timeout)).await?;
     let insecure = if site.is_insecure() { vec![site.host.clone()] } else { Vec::new() };
-    let reach = crate::oci::Reach { insecure, ca: None, options };
+    let reach = Reach { insecure, ca: None, options };
+    // One connection to the site registry for every image; the staged layout as a store.
+    let conn = reach
+        .connect(&site.host)
+        .await
+        .map_err(|e| PublishError::Push { target: site.host.clone(), detail: e.to_string() })?;
     let layout = staged.join("images");
+    let source = Store::Layout { dir: layout.clone(), tag: None };
     let mut out = Vec::new();
     for entry in images {
         let bad = |detail| PublishError::Layout { path: layout.clone(), detail };
@@ -121,91 +123,62 @@ async fn publish_all(
             }
             (None, None) => return Err(bad(format!("entry sha256:{} has no name", entry.digest))),
         };
-        out.push(push_image(&conn, &reach, &layout, entry, &name, &target).await?);
+        let target = Store::Registry { conn: conn.clone(), image: target, options };
+        out.push(push_image(&source, &target, &reach, entry, &name).await?);
     }
     Ok(out)
 }
 
-/// Push one image: blobs through the chunked upload that retries and resumes, manifests
-/// with retries; every request follows the command's retry policy (`fetch::with_retries`).
+/// Push one image from the staged layout (`oci::Store`: every manifest checked against its
+/// digest as it is read): blobs the registry lacks through the chunked upload that retries and
+/// resumes, platform manifests by digest, then the tagged manifest or index, which is read back
+/// to prove the registry serves that digest. Every request follows the command's retry policy.
 async fn push_image(
-    conn: &Connection,
-    reach: &crate::oci::Reach,
-    layout: &Path,
+    source: &Store,
+    target: &Store,
+    reach: &Reach,
     entry: &Descriptor,
     name: &str,
-    target: &ImageRef,
 ) -> Result<Pushed, PublishError> {
-    let push_err = |e: &dyn std::fmt::Display| PublishError::Push { target: target.to_string(), detail: e.to_string() };
-    let reference = target.to_client();
-    let options = &reach.options;
-    let uploader = crate::oci::upload::Uploader::new(conn, target, reach, crate::oci::upload::DEFAULT_CHUNK)
-        .await
-        .map_err(|e| push_err(&e))?;
-    let top = read(layout, entry.digest).await?;
+    let push_err = |e: &dyn std::fmt::Display| PublishError::Push { target: target.describe(), detail: e.to_string() };
+    let Store::Registry { conn, image, .. } = target else { return Err(push_err(&"not a registry")) };
+    let Store::Layout { dir: layout, .. } = source else { return Err(push_err(&"not a layout")) };
+    let uploader = Uploader::new(conn, image, reach, DEFAULT_CHUNK).await.map_err(|e| push_err(&e))?;
+    let (top, _) = source.manifest(Some(entry.digest)).await.map_err(|e| push_err(&e))?;
     let document = doc::parse(&top).map_err(|e| push_err(&e))?;
-    // (digest, media type, bytes) of manifests to push before the top one.
+    // (media type, bytes) of manifests to push before the top one.
     let mut children = Vec::new();
     let mut blobs = document.blobs.clone();
     for child in &document.children {
-        let bytes = read(layout, child.digest).await?;
+        let (bytes, _) = source.manifest(Some(child.digest)).await.map_err(|e| push_err(&e))?;
         blobs.extend(doc::parse(&bytes).map_err(|e| push_err(&e))?.blobs);
-        children.push((child.digest, child.media_type.clone(), bytes));
+        children.push((child.media_type.clone(), bytes));
     }
     let (mut pushed, mut present) = (0, 0);
     for blob in &blobs {
-        let digest = format!("sha256:{}", blob.digest);
-        let exists = || conn.client.blob_exists(&reference, &digest);
-        if with_retries(options, &format!("blob {digest} on {target}"), exists, retryable)
-            .await
-            .map_err(|e| push_err(&e))?
-        {
+        if target.has_blob(blob).await.map_err(|e| push_err(&e))? {
             present += 1;
             continue;
         }
-        tracing::debug!("uploading blob {digest} to {target}");
-        let path = layout.join("blobs/sha256").join(blob.digest.to_string());
+        tracing::debug!("uploading blob sha256:{} to {}", blob.digest, target.describe());
+        let path = crate::oci::store::layout_blob(layout, blob.digest);
         uploader.upload(&path, blob, &crate::progress::Silent).await.map_err(|e| push_err(&e))?;
         pushed += 1;
     }
-    for (digest, media_type, bytes) in children {
-        push_manifest(conn, options, &target.at_digest(digest), &media_type, bytes, digest).await?;
+    for (media_type, bytes) in children {
+        target.put_manifest(&bytes, &media_type, None).await.map_err(|e| push_err(&e))?;
     }
-    push_manifest(conn, options, target, &document.media_type, top, entry.digest).await?;
+    target.put_manifest(&top, &document.media_type, image.tag.as_deref()).await.map_err(|e| push_err(&e))?;
+    // Read back: the tag (or digest) must give the bundle's bytes.
+    let (_, served) = target.manifest(None).await.map_err(|e| push_err(&e))?;
+    if served != entry.digest {
+        return Err(push_err(&format!("the registry serves sha256:{served}, expected sha256:{}", entry.digest)));
+    }
     Ok(Pushed {
         reference: name.to_owned(),
-        target: target.to_string(),
+        target: image.to_string(),
         digest: Prefixed(entry.digest),
         blobs_pushed: pushed,
         blobs_present: present,
     })
-}
-
-/// Push manifest bytes as they are (never re-serialised) and read the digest back.
-async fn push_manifest(
-    conn: &Connection,
-    options: &crate::fetch::NetOptions,
-    target: &ImageRef,
-    media_type: &str,
-    bytes: Vec<u8>,
-    digest: Sha256,
-) -> Result<(), PublishError> {
-    let push_err = |detail: String| PublishError::Push { target: target.to_string(), detail };
-    let content_type: reqwest::header::HeaderValue =
-        media_type.parse().map_err(|_| push_err(format!("invalid media type `{media_type}`")))?;
-    let reference = target.to_client();
-    let what = format!("manifest {target}");
-    let put = || conn.client.push_manifest_raw(&reference, bytes.clone(), content_type.clone());
-    with_retries(options, &what, put, retryable).await.map_err(|e| push_err(e.to_string()))?;
-    let head = || conn.client.fetch_manifest_digest(&reference, &conn.auth);
-    let served = with_retries(options, &what, head, retryable).await.map_err(|e| push_err(e.to_string()))?;
-    if served != format!("sha256:{digest}") {
-        return Err(push_err(format!("the registry serves {served}, expected sha256:{digest}")));
-    }
-    Ok(())
-}
-
-async fn read(layout: &Path, digest: Sha256) -> Result<Vec<u8>, PublishError> {
-    let path = layout.join("blobs/sha256").join(digest.to_string());
-    tokio::fs::read(&path).await.map_err(|e| PublishError::Layout { path, detail: e.to_string() })
 }
