@@ -15,7 +15,7 @@ use crate::validate::probe::Probe;
 const MAX_NODE: u64 = 64 << 20;
 
 pub fn run(args: &FreezeArgs) -> anyhow::Result<Exit> {
-    let text = crate::site::state::read_bounded(&args.node, MAX_NODE)
+    let text = crate::site::root::read_bounded(&args.node, MAX_NODE)
         .with_context(|| format!("cannot read `{}`", args.node.display()))?
         .with_context(|| format!("`{}` does not exist", args.node.display()))?;
     let record: Probe = serde_json::from_slice(&text)

@@ -487,7 +487,7 @@ fn read_kept_unverified(
 ) -> Result<ReadBundle, ReportError> {
     let path = root.bundle_dir(&kept.id).join(crate::bundle::manifest::MANIFEST);
     let unreadable = |detail: String| ReportError::Bundle(path.display().to_string(), detail);
-    let bytes = crate::site::state::read_bounded(&path, MAX_MANIFEST_BYTES)?
+    let bytes = crate::site::root::read_bounded(&path, MAX_MANIFEST_BYTES)?
         .ok_or_else(|| unreadable("missing: nothing to report on".into()))?;
     let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
     let mut read = read_kept(root, kept, manifest, Sha256::of_bytes(&bytes), policy);

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::retained::{self, Trust};
 use super::root::{BundleId, Link, RETAINED_BUNDLE, SiteRoot};
-use super::stage::StageSink;
+use super::sink::StageSink;
 use super::state::State;
 use super::{SiteError, io_err};
 use crate::bundle::Manifest;

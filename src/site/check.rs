@@ -281,7 +281,7 @@ fn partial(
 ) -> Result<(BundleCheck, Option<(VerifiedManifest, Sha256)>), SiteError> {
     use super::mirror::{MAX_SIGNATURE_BYTES, SIGNATURE};
     let dir = root.bundle_dir(id);
-    let read = |rel: &str, limit: u64| match super::state::read_bounded(&dir.join(rel), limit) {
+    let read = |rel: &str, limit: u64| match super::root::read_bounded(&dir.join(rel), limit) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(out_damage(rel, "missing".into())),
         Err(e) => Err(out_damage(rel, e.to_string())),

@@ -12,6 +12,7 @@ use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
 use super::stage::{Staged, Verified, stage, would_share_blocks, write_views};
 use super::state::{self, RegistryMemo, State};
+use super::transaction::{Step, Transaction};
 use super::{Amber, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
 use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::parts::{Input, Opened};
@@ -68,10 +69,11 @@ pub fn install(
 ) -> Result<Installed, SiteError> {
     let opened = input.open_for_reading(&trust.keys)?;
     let root = &SiteRoot::new(root);
-    let _lock = root.open_for_writing("install", opts.wait)?;
+    let lock = root.open_for_writing("install", opts.wait)?;
     let mut attempt = Attempt::new(records::Action::Install, "verify", input.display().to_string(), Some(trust));
     attempt.record.run_id.clone_from(&opts.run);
-    let installed = install_locked(input, opened, trust, root, opts, net, reporter, &mut attempt);
+    let installed = Transaction::writing(root, &lock)
+        .and_then(|mut tx| install_locked(input, opened, trust, &mut tx, opts, net, reporter, &mut attempt));
     // Once the lock is held, every outcome is on record: a refused or failed install too.
     installed.inspect_err(|e| attempt.record_failure(root, e))
 }
@@ -175,16 +177,17 @@ fn install_locked(
     input: &Input,
     opened: Opened,
     trust: &Policy,
-    root: &SiteRoot,
+    tx: &mut Transaction<'_>,
     opts: &Options,
     net: &Net,
     reporter: &dyn Reporter,
     attempt: &mut Attempt,
 ) -> Result<Installed, SiteError> {
-    let mut state = State::load_for_writer(root)?;
-    preflight(input, &opened, root, &state)?;
+    let root = tx.root();
+    let state = &mut tx.state;
+    preflight(input, &opened, root, state)?;
     tracing::info!("stage: verifying `{}` into `{}`", input.display(), root.staging().display());
-    let staged = stage(input.bundle(), opened, trust, root, &state, reporter);
+    let staged = stage(input.bundle(), opened, trust, root, state, reporter);
     let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
     if let Some(split) = input.split() {
         split.check_manifest(&verified.manifest_sha256)?;
@@ -195,40 +198,38 @@ fn install_locked(
     attempt.verified(&verified, &opts.expiry)?;
     attempt.phases.mark("verify", "validate");
     crash_point("verified");
-    let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
+    let downgrade = check_downgrade(root, state, &verified.manifest, opts.downgrade)?;
     let validation = judge_here(&verified.manifest, root, opts, attempt)?;
     attempt.phases.mark("validate", "stage");
     tracing::info!("views: {}", views::describe(&verified.manifest));
     write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
     // What rollback and anti-downgrade rely on is durable before the tree is named under
     // `bundles/` (and so long before `current` moves): a retained bundle always has its policy.
-    remember_retained(&mut state, &verified, &BundleId::of(&verified.manifest_sha256), trust, opts);
+    remember_retained(state, &verified, &BundleId::of(&verified.manifest_sha256), trust, opts);
     // A candidate has not run here yet: it raises the mark when it is promoted.
     if !opts.candidate {
-        raise_mark(&mut state, &verified.manifest);
+        raise_mark(state, &verified.manifest);
     }
-    state.save(root)?;
-    crash_point("remembered");
+    tx.save(Step::Remembered)?;
     let retained = retain(dir, &verified, trust, root)?;
     tracing::info!("retain: bundles/{}", retained.id);
     attempt.phases.mark("stage", "publish");
     crash_point("retained");
     if opts.candidate {
-        return keep_candidate(root, &mut state, &verified, retained, opts, attempt);
+        return keep_candidate(tx, &verified, retained, opts, attempt);
     }
-    let (images, images_not_published) = publish_images(&retained, opts.registry.as_ref(), net)?;
+    let (images, images_not_published) = publish_images(&retained.id, &retained.path, opts.registry.as_ref(), net)?;
     attempt.phases.mark("publish", "switch");
     crash_point("published");
     let previous = activate(root, &retained.id)?;
     crash_point("activated");
-    let pruned = keep_releases(root, &mut state, opts)?;
+    let pruned = keep_releases(root, &mut tx.state, opts)?;
     attempt.phases.mark("switch", "record");
 
     let m = &verified.manifest;
     let event = verified.event("install", &retained.id, attempt.phases.total());
-    state.history.push(event.clone());
-    state.save(root)?;
-    crash_point("saved");
+    tx.state.history.push(event.clone());
+    tx.save(Step::Saved)?;
     let verdict = validation.as_ref().map(|e| e.verdict);
     let r = attempt.activated(&event, previous.as_ref(), &images);
     r.verdict =
@@ -296,15 +297,15 @@ fn keep_releases(root: &SiteRoot, state: &mut State, opts: &Options) -> Result<V
 /// promote` makes it current), and on record as staged. Its images wait for the promotion:
 /// the registry's tags stay those of the qualified release.
 fn keep_candidate(
-    root: &SiteRoot,
-    state: &mut State,
+    tx: &mut Transaction<'_>,
     verified: &Verified,
     retained: super::retain::Retained,
     opts: &Options,
     attempt: &mut Attempt,
 ) -> Result<Installed, SiteError> {
-    let pruned = keep_releases(root, state, opts)?;
-    state.save(root)?;
+    let root = tx.root();
+    let pruned = keep_releases(root, &mut tx.state, opts)?;
+    tx.save(Step::Candidate)?;
     attempt.phases.mark("publish", "record");
     let m = &verified.manifest;
     let r = &mut attempt.record;

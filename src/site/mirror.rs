@@ -243,7 +243,7 @@ impl Place {
             },
             Self::Dir(_) => {
                 let path = PathBuf::from(&url);
-                let read = crate::fetch::blocking(move || super::state::read_bounded(&path, limit)).await;
+                let read = crate::fetch::blocking(move || super::root::read_bounded(&path, limit)).await;
                 read.map_err(|e| match e {
                     SiteError::NotRegular { .. } => MirrorError::NotRegular { url },
                     SiteError::TooLarge { limit, .. } => MirrorError::TooLarge { url, limit },
@@ -333,7 +333,7 @@ impl Held {
             let Ok(dirs) = std::fs::read_dir(&parent) else { continue };
             for dir in dirs.filter_map(Result::ok).map(|e| e.path()) {
                 let manifest = dir.join(MANIFEST);
-                let Ok(Some(bytes)) = super::state::read_bounded(&manifest, MAX_MANIFEST_BYTES) else { continue };
+                let Ok(Some(bytes)) = super::root::read_bounded(&manifest, MAX_MANIFEST_BYTES) else { continue };
                 let Ok(m) = serde_json::from_slice::<Manifest>(&bytes) else { continue };
                 for e in m.entries.iter().filter(|e| kept_by_node(e.path.as_str())) {
                     held.entry(e.sha256).or_insert_with(|| e.path.under(&dir));

@@ -498,7 +498,7 @@ fn read_as<T: serde::de::DeserializeOwned>(root: &SiteRoot) -> Result<Vec<(PathB
     paths.sort();
     let mut out = Vec::new();
     for path in paths {
-        let parsed = super::state::read_bounded(&path, MAX_RECORD_BYTES).and_then(|bytes| {
+        let parsed = super::root::read_bounded(&path, MAX_RECORD_BYTES).and_then(|bytes| {
             serde_json::from_slice::<T>(&bytes.unwrap_or_default())
                 .map_err(|e| SiteError::State { path: path.clone(), detail: e.to_string() })
         });

@@ -122,7 +122,7 @@ fn carry_trust(old: &Path, new: &Path) -> io::Result<()> {
         let name = entry.file_name().to_string_lossy().into_owned();
         let is_key_file = name.strip_suffix(".pub").and_then(KeyId::parse).is_some();
         if is_key_file && !to.exists() && entry.file_type()?.is_file() {
-            let bytes = super::state::read_bounded(&entry.path(), MAX_KEY_FILE_BYTES)
+            let bytes = super::root::read_bounded(&entry.path(), MAX_KEY_FILE_BYTES)
                 .map_err(|e| io::Error::other(e.to_string()))?
                 .unwrap_or_default();
             crate::atomic::write(&to, &bytes)?;

@@ -27,6 +27,7 @@ pub use super::retained::Trust;
 use super::root::{BundleId, Link, SiteRoot};
 use super::stage::{Staged, Verified, stage, write_views};
 use super::state::State;
+use super::transaction::{Step, Transaction};
 use super::{Amber, SiteError, crash_point, retained, views};
 use crate::bundle::parts::Opened;
 use crate::fetch::Net;
@@ -102,21 +103,22 @@ pub fn switch(
         return Err(SiteError::NotASite { root: root.path().to_owned() });
     }
     let action = to.action();
-    let _lock = root.open_for_writing(action.as_str(), writer.wait)?;
+    let lock = root.open_for_writing(action.as_str(), writer.wait)?;
     let what = match to {
         Switch::Rollback => root.link_path(Link::Previous).display().to_string(),
         Switch::Promote { release, .. } => format!("{} {release}", root.path().display()),
     };
     let mut attempt = Attempt::new(action, "verify", what, None);
     attempt.record.run_id.clone_from(&writer.run);
-    let rolled = rollback_locked(root, to, trust, expiry, apt_key, net, reporter, &mut attempt);
+    let rolled = Transaction::writing(root, &lock)
+        .and_then(|mut tx| rollback_locked(&mut tx, to, trust, expiry, apt_key, net, reporter, &mut attempt));
     // A refused or failed rollback is on record too.
     rolled.inspect_err(|e| attempt.record_failure(root, e))
 }
 
 #[allow(clippy::too_many_arguments, reason = "rollback's inputs, with the attempt it reports to")]
 fn rollback_locked(
-    root: &SiteRoot,
+    tx: &mut Transaction<'_>,
     to: &Switch,
     trust: Trust,
     expiry: &super::trust::ExpiryRule,
@@ -125,27 +127,28 @@ fn rollback_locked(
     reporter: &dyn Reporter,
     attempt: &mut Attempt,
 ) -> Result<RolledBack, SiteError> {
-    let mut state = State::load_for_writer(root)?;
-    let id = target(root, &state, to)?;
-    let policy = retained::policy(root, &state, &id, trust)?;
+    let root = tx.root();
+    let state = &mut tx.state;
+    let id = target(root, state, to)?;
+    let policy = retained::policy(root, state, &id, trust)?;
     attempt.trusted(&policy);
-    let (verified, tree, retained) = verify_again(root, &state, &id, &policy, apt_key, reporter)?;
+    let (verified, tree, retained) = verify_again(root, state, &id, &policy, apt_key, reporter)?;
     attempt.verified(&verified, expiry)?;
     let mut downgrade = None;
     if let Switch::Promote { downgrade: policy, .. } = to {
-        downgrade = Some(super::install::check_downgrade(root, &state, &verified.manifest, *policy)?);
+        downgrade = Some(super::install::check_downgrade(root, state, &verified.manifest, *policy)?);
     }
     attempt.phases.mark("verify", "stage");
     crash_point("verified");
     crash_point("retained");
     let packages = match to {
-        Switch::Rollback => node_packages(root, &state, &tree, &verified.manifest, attempt)?,
+        Switch::Rollback => node_packages(root, state, &tree, &verified.manifest, attempt)?,
         Switch::Promote { .. } => None,
     };
     attempt.phases.mark(if packages.is_some() { "validate" } else { "stage" }, "publish");
     let site = state.registry.as_ref().map(registry::SiteRegistry::from);
     let images = match &retained {
-        Some(r) => publish_images(r, site.as_ref(), net)?.0,
+        Some(r) => publish_images(&r.id, &r.path, site.as_ref(), net)?.0,
         None => Vec::new(),
     };
     attempt.phases.mark("publish", "switch");
@@ -156,24 +159,22 @@ fn rollback_locked(
         entry.trust = policy.key_ids();
         entry.threshold = policy.least_signers();
     }
-    state.save(root)?;
-    crash_point("remembered");
+    tx.save(Step::Remembered)?;
     let from = activate(root, &id)?;
     crash_point("activated");
     if super::public::served(root) {
-        super::public::refresh(root, &state)?;
+        super::public::refresh(root, &tx.state)?;
     }
     attempt.phases.mark("switch", "record");
 
     let m = &verified.manifest;
     let event = verified.event(attempt.record.action.as_str(), &id, attempt.phases.total());
-    state.history.push(event.clone());
+    tx.state.history.push(event.clone());
     match to {
-        Switch::Rollback => state.last_rollback = Some(event.clone()),
-        Switch::Promote { .. } => super::install::raise_mark(&mut state, m),
+        Switch::Rollback => tx.state.last_rollback = Some(event.clone()),
+        Switch::Promote { .. } => super::install::raise_mark(&mut tx.state, m),
     }
-    state.save(root)?;
-    crash_point("saved");
+    tx.save(Step::Saved)?;
     let r = attempt.activated(&event, from.as_ref(), &images);
     if let Some(v) = r.verdict.as_mut() {
         v.downgrade = downgrade;

@@ -4,7 +4,7 @@
 //! a reader, or a writer after a crash, sees the old state or the new one, never half of each.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -141,6 +141,13 @@ pub struct RegistryMemo {
     pub insecure: bool,
 }
 
+impl From<&RegistryMemo> for super::registry::SiteRegistry {
+    fn from(memo: &RegistryMemo) -> Self {
+        let transport = if memo.insecure { crate::oci::Transport::InsecureHttp } else { crate::oci::Transport::Https };
+        Self { host: memo.host.clone(), transport }
+    }
+}
+
 impl Default for State {
     fn default() -> Self {
         Self {
@@ -164,7 +171,7 @@ impl State {
     /// The state of `root`; a site that has installed nothing has the empty state.
     pub fn load(root: &SiteRoot) -> Result<Self, SiteError> {
         let path = path(root);
-        let Some(bytes) = read_bounded(&path, MAX_STATE_BYTES)? else { return Ok(Self::default()) };
+        let Some(bytes) = super::root::read_bounded(&path, MAX_STATE_BYTES)? else { return Ok(Self::default()) };
         let state: Self = serde_json::from_slice(&bytes)
             .map_err(|e| SiteError::State { path: path.clone(), detail: e.to_string() })?;
         if state.schema != SCHEMA {
@@ -223,7 +230,9 @@ impl State {
         Ok(mark)
     }
 
-    pub fn save(&self, root: &SiteRoot) -> Result<(), SiteError> {
+    /// Written beside, synced, renamed, the root synced. Only a writer's `Transaction` saves,
+    /// at a step of the crash table.
+    pub(super) fn save(&self, root: &SiteRoot) -> Result<(), SiteError> {
         let path = path(root);
         let mut bytes = serde_json::to_vec_pretty(self).expect("a state serialises");
         bytes.push(b'\n');
@@ -231,30 +240,6 @@ impl State {
         // The rename is durable once the directory is.
         root.commit_dir(root.path())
     }
-}
-
-/// A file's bytes, refused when larger than `limit` (checked on what was opened, and read no
-/// further than the limit) or when it is no regular file (opened without waiting: a FIFO or a
-/// device planted where a file was expected is refused, not read); `None` when it does not exist.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, SiteError> {
-    use std::io::Read as _;
-    let io = |source| SiteError::Io { path: path.to_owned(), source };
-    let file = match crate::sign::policy::open_regular(path) {
-        Ok(Some(f)) => f,
-        Ok(None) => return Err(SiteError::NotRegular { path: path.to_owned() }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
-    let too_large = || SiteError::TooLarge { path: path.to_owned(), limit };
-    if file.metadata().map_err(io)?.len() > limit {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large());
-    }
-    Ok(Some(bytes))
 }
 
 /// The name and version each retained tree's manifest claims (unverified; unreadable ones
@@ -270,7 +255,7 @@ fn retained_versions(root: &SiteRoot, ran: &dyn Fn(&BundleId) -> bool) -> Vec<(S
         .filter(|id| ran(id))
         .filter_map(|id| {
             let path = root.bundle_dir(&id).join(crate::bundle::manifest::MANIFEST);
-            let bytes = read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES).ok().flatten()?;
+            let bytes = super::root::read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES).ok().flatten()?;
             let head: Head = serde_json::from_slice(&bytes).ok()?;
             Some((head.name, head.version))
         })

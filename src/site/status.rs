@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::SiteError;
+use super::root::read_bounded;
 use super::root::{BundleId, Link, SiteRoot};
-use super::state::read_bounded;
 use super::state::{Event, State};
 use crate::bundle::Manifest;
 use crate::bundle::manifest::{MANIFEST, MAX_MANIFEST_BYTES};

@@ -244,7 +244,7 @@ fn one() -> i64 {
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
     let bad = |detail: String| ReportError::Records { path: path.to_owned(), detail };
-    let Some(bytes) = crate::site::state::read_bounded(path, MAX_EVIDENCE_BYTES)? else { return Ok(None) };
+    let Some(bytes) = crate::site::root::read_bounded(path, MAX_EVIDENCE_BYTES)? else { return Ok(None) };
     serde_json::from_slice(&bytes).map(Some).map_err(|e| bad(e.to_string()))
 }
 
