@@ -1,12 +1,16 @@
 //! airlock: carry a GPU software stack across an air gap.
 //!
-//! Layers flow one way (`docs/architecture.md` has the map):
+//! Layers flow one way, each importing only from its own layer's value types and the layers
+//! below it (`docs/architecture.md` has the map):
 //!
-//! - `cli` → `commands` (one verb each, glue only);
-//! - [`build`], [`site`], [`sources`]: the two sides' phases;
-//! - [`bundle`], [`attest`], [`sign`], [`oci`], [`fetch`], [`cache`]: formats and transports;
-//! - [`spec`], [`digest`], [`clock`], [`member_path`], [`wheel`], [`failure`], [`progress`],
-//!   [`atomic`], [`escape`], [`overlap`]: value types and small utilities that everything may use.
+//! - edge: `main`, [`cli`] (argument structs), [`commands`] (one verb each, glue only); nothing
+//!   imports them;
+//! - phases: [`build`], [`site`], [`validate`], [`artifact`], [`report`], [`sources`];
+//! - formats and transports: [`bundle`], [`rpmmd`], [`attest`], [`sign`], [`trust`], [`oci`],
+//!   [`fetch`], [`cache`], [`upgrade`];
+//! - values: [`spec`], [`digest`], [`member_path`], [`wheel`], [`clock`], [`failure`],
+//!   [`progress`], [`atomic`], [`tee`], [`overlap`], [`escape`]: value types and small utilities
+//!   that everything may use.
 
 #![forbid(unsafe_code)]
 

@@ -308,7 +308,7 @@ fn an_apply_stopped_dead_at_any_point_leaves_a_consistent_node_that_the_next_app
     let keys = keygen(&t.path().join("keys"), "build");
     let release = |version: &str| demo_release(t.path(), &keys, version);
     let (first, second) = (release("2026.11.0"), release("2026.12.0"));
-    for point in ["verified", "remembered", "retained", "activated", "saved"] {
+    for point in ["verified", "remembered", "retained", "committing", "activated", "saved"] {
         let node = t.path().join(format!("node-{point}"));
         let apply = |bundle: &std::path::Path| {
             let mut c = airlock();

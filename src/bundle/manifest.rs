@@ -1098,7 +1098,7 @@ impl Manifest {
 /// A manifest whose signatures met a trust policy over its exact bytes and whose
 /// [`Manifest::check`] passed: the form every piece of code that acts on a bundle takes
 /// (stage, validate, views, packages, publish, apply). tough's way: an unchecked manifest
-/// cannot reach that code, because the only way to make one is [`VerifiedManifest::establish`],
+/// cannot reach that code, because the only way to make one is `VerifiedManifest::establish`,
 /// which is handed the policy and the signers found over those bytes and runs the check itself.
 /// A manifest read without verifying (`inspect`, `status`, a report of an unverified file)
 /// stays a [`Manifest`].

@@ -97,7 +97,7 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
 
 /// One node's installed packages, from its probe record.
 fn inventory_of(path: &Path) -> anyhow::Result<BTreeMap<String, Installed>> {
-    let text = crate::site::state::read_bounded(path, MAX_RECORD)
+    let text = crate::site::root::read_bounded(path, MAX_RECORD)
         .with_context(|| format!("cannot read `{}`", path.display()))?
         .with_context(|| format!("`{}` does not exist", path.display()))?;
     let record: Probe = serde_json::from_slice(&text)
@@ -151,7 +151,7 @@ fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<Exit> {
 fn carried(root: Option<&std::path::Path>) -> std::collections::BTreeSet<String> {
     let Some(root) = root else { return std::collections::BTreeSet::new() };
     let path = root.join("current").join(crate::bundle::manifest::MANIFEST);
-    let manifest = crate::site::state::read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES)
+    let manifest = crate::site::root::read_bounded(&path, crate::bundle::manifest::MAX_MANIFEST_BYTES)
         .ok()
         .flatten()
         .and_then(|b| serde_json::from_slice::<crate::bundle::Manifest>(&b).ok());

@@ -18,6 +18,7 @@ use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
 use super::stage::{Staged, stage, write_views};
 use super::state::{Pending, State};
+use super::transaction::{Step, Transaction};
 use super::{Amber, Options, SiteError, crash_point, io_err};
 use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::parts::{Input, Opened};
@@ -128,12 +129,14 @@ pub fn apply(
             tempfile::Builder::new().prefix("airlock-dry-run-").tempdir().map_err(io_err(&std::env::temp_dir()))?;
         std::fs::create_dir(work.path().join("staging")).map_err(io_err(work.path()))?;
         let root = &SiteRoot::read_only(root, work.path());
-        let _lock = if root.is_site() { Some(root.lock_for_reading("apply --dry-run", opts.wait)?) } else { None };
-        return apply_locked(arrival, opened, trust, root, opts, node, reporter, &mut attempt);
+        let lock = if root.is_site() { Some(root.lock_for_reading("apply --dry-run", opts.wait)?) } else { None };
+        let mut tx = Transaction::reading(root, lock.as_ref())?;
+        return apply_locked(arrival, opened, trust, &mut tx, opts, node, reporter, &mut attempt);
     }
     let root = &SiteRoot::new(root);
-    let _lock = root.open_for_writing("apply", opts.wait)?;
-    let applied = apply_locked(arrival, opened, trust, root, opts, node, reporter, &mut attempt);
+    let lock = root.open_for_writing("apply", opts.wait)?;
+    let applied = Transaction::writing(root, &lock)
+        .and_then(|mut tx| apply_locked(arrival, opened, trust, &mut tx, opts, node, reporter, &mut attempt));
     applied.inspect_err(|e| attempt.record_failure(root, e))
 }
 
@@ -187,13 +190,14 @@ fn apply_locked(
     arrival: &Arrival<'_>,
     opened: Option<Opened>,
     trust: &Policy,
-    root: &SiteRoot,
+    tx: &mut Transaction<'_>,
     opts: &Options,
     node_opts: &NodeOptions,
     reporter: &dyn Reporter,
     attempt: &mut Attempt,
 ) -> Result<Applied, SiteError> {
-    let mut state = State::load_for_writer(root)?;
+    let root = tx.root();
+    let state = &mut tx.state;
     // Fetching ahead changes nothing a pending reboot waits on.
     if let Some(p) = state.pending.as_ref().filter(|_| !node_opts.download_only) {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
@@ -209,7 +213,7 @@ fn apply_locked(
         Ok(())
     };
     let packages = !node_opts.dry_run;
-    let arrived = arrive(arrival, opened, trust, root, &state, packages, reporter, &mut before_packages)?;
+    let arrived = arrive(arrival, opened, trust, root, state, packages, reporter, &mut before_packages)?;
     let Arrived { staged: Staged { dir, verified }, fetched } = arrived;
     let partial = fetched.is_some();
     let transfer = fetched.as_ref().map(|(_, t)| *t);
@@ -221,7 +225,7 @@ fn apply_locked(
     attempt.verified(&verified, &opts.expiry)?;
     attempt.phases.mark("preflight", "plan");
     let id = BundleId::of(&verified.manifest_sha256);
-    let downgrade = check_downgrade(root, &state, &verified.manifest, opts.downgrade)?;
+    let downgrade = check_downgrade(root, state, &verified.manifest, opts.downgrade)?;
     crash_point("verified");
     if node_opts.download_only {
         let (staged, record) = keep_downloaded(root, dir, &id, attempt)?;
@@ -236,9 +240,9 @@ fn apply_locked(
     let node = Node::for_manifest(root.packages_home(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
     if node_opts.adopt {
-        return adopt(root, &mut state, &node, &wanted, dir, &verified, trust, partial, downgrade, opts, attempt);
+        return adopt(tx, &node, &wanted, dir, &verified, trust, partial, downgrade, opts, attempt);
     }
-    let views = retained_views(root, &state, None, node.area());
+    let views = retained_views(root, state, None, node.area());
     let plan = node.plan(&dir.path().join(node.area()), &wanted, &views)?;
     tracing::info!("plan: {}", plan.changes.summary());
     if node_opts.dry_run {
@@ -253,19 +257,18 @@ fn apply_locked(
         }
     }
     attempt.phases.mark("plan", "stage");
-    remember_retained(&mut state, &verified, &id, trust, opts);
+    remember_retained(state, &verified, &id, trust, opts);
     if let Some(entry) = state.bundles.get_mut(&id) {
         entry.partial = partial;
     }
-    state.save(root)?;
-    crash_point("remembered");
+    tx.save(Step::Remembered)?;
     let retained = retain(dir, &verified, trust, root)?;
     attempt.phases.mark("stage", "baseline");
     crash_point("retained");
     drop_downloaded(root, &retained.id);
-    if let Err(e) = measure_baseline(root, &state, &verified.manifest) {
+    if let Err(e) = measure_baseline(root, &tx.state, &verified.manifest) {
         if !retained.already_present {
-            forget(root, &mut state, &retained.id);
+            forget(tx, &retained.id);
         }
         return Err(e);
     }
@@ -275,9 +278,9 @@ fn apply_locked(
     // the apply does not commit: it would raise the anti-downgrade mark (retained manifests
     // count) for a release this node never ran.
     let fresh = !retained.already_present;
-    let outcome = change(root, &mut state, &node, &verified, &retained, &wanted, downgrade, fresh, opts, attempt);
+    let outcome = change(tx, &node, &verified, &retained, &wanted, downgrade, fresh, opts, attempt);
     if outcome.is_err() && fresh {
-        forget(root, &mut state, &retained.id);
+        forget(tx, &retained.id);
     }
     outcome
 }
@@ -289,8 +292,7 @@ fn apply_locked(
 /// the baseline's view.
 #[allow(clippy::too_many_arguments, reason = "apply's state, handed over at the point adopt diverges")]
 fn adopt(
-    root: &SiteRoot,
-    state: &mut State,
+    tx: &mut Transaction<'_>,
     node: &Node,
     wanted: &[packages::Wanted],
     dir: tempfile::TempDir,
@@ -313,17 +315,18 @@ fn adopt(
     tracing::info!("adopt: the {} package(s) the baseline pins are installed at its versions", wanted.len());
     attempt.phases.mark("plan", "stage");
     let id = BundleId::of(&verified.manifest_sha256);
-    remember_retained(state, verified, &id, trust, opts);
-    if let Some(entry) = state.bundles.get_mut(&id) {
+    remember_retained(&mut tx.state, verified, &id, trust, opts);
+    if let Some(entry) = tx.state.bundles.get_mut(&id) {
         entry.partial = partial;
     }
-    state.save(root)?;
+    tx.save(Step::Remembered)?;
+    let root = tx.root();
     let retained = retain(dir, verified, trust, root)?;
     drop_downloaded(root, &retained.id);
     attempt.phases.mark("stage", "validate");
     let m = &verified.manifest;
     let commit = Commit { id: &retained.id, manifest: m, changes: &[], downgrade, keep: opts.keep };
-    let (previous, pruned, record) = commit.run(root, state, None, &opts.amber, attempt)?;
+    let (previous, pruned, record) = commit.run(tx, None, &opts.amber, attempt)?;
     Ok(Applied {
         previous,
         pruned,
@@ -375,8 +378,7 @@ fn judge_before(
 /// The packages, the gate, and the commit or the wait for a reboot.
 #[allow(clippy::too_many_arguments, reason = "the phases after the bundle is retained, with what they share")]
 fn change(
-    root: &SiteRoot,
-    state: &mut State,
+    tx: &mut Transaction<'_>,
     node: &Node,
     verified: &super::stage::Verified,
     retained: &super::retain::Retained,
@@ -387,13 +389,14 @@ fn change(
     attempt: &mut Attempt,
 ) -> Result<Applied, SiteError> {
     let reboot_before = reboot_needed();
-    let views = retained_views(root, state, Some(&retained.id), node.area());
+    let root = tx.root();
+    let views = retained_views(root, &tx.state, Some(&retained.id), node.area());
     let changes = match node.apply(&[retained.path.join(node.area())], wanted, &views) {
         Ok(changes) => changes,
         Err(failed) => return Err(failed_change(failed, attempt)),
     };
     attempt.record.packages = Some(Changes::of(&changes));
-    if let Some(entry) = state.bundles.get_mut(&retained.id) {
+    if let Some(entry) = tx.state.bundles.get_mut(&retained.id) {
         entry.applied.clone_from(&changes);
     }
     attempt.phases.mark("packages", "validate");
@@ -414,7 +417,7 @@ fn change(
                 Amber::Refuse => None,
             },
         };
-        let record = wait_for_reboot(root, state, pending, attempt)?;
+        let record = wait_for_reboot(tx, pending, attempt)?;
         return Ok(Applied {
             pending_reboot: Some(reason),
             record: Some(record),
@@ -422,9 +425,9 @@ fn change(
             ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
         });
     }
-    let validation = judge(root, state, node, &changes, &views, m, &opts.amber, attempt)?;
+    let validation = judge(root, &tx.state, node, &changes, &views, m, &opts.amber, attempt)?;
     let commit = Commit { id: &retained.id, manifest: m, changes: &changes, downgrade, keep: opts.keep };
-    let (previous, pruned, record) = commit.run(root, state, validation.as_ref(), &opts.amber, attempt)?;
+    let (previous, pruned, record) = commit.run(tx, validation.as_ref(), &opts.amber, attempt)?;
     Ok(Applied {
         previous,
         validation,
@@ -499,8 +502,8 @@ fn drop_downloaded(root: &SiteRoot, id: &BundleId) {
     }
 }
 
-fn forget(root: &SiteRoot, state: &mut State, id: &BundleId) {
-    let removed = super::activate::discard(root, state, id).and_then(|()| state.save(root));
+fn forget(tx: &mut Transaction<'_>, id: &BundleId) {
+    let removed = super::activate::discard(tx.root(), &mut tx.state, id).and_then(|()| tx.save(Step::Forgotten));
     match removed {
         Ok(()) => tracing::info!("bundles/{id} was retained for this apply only: removed"),
         Err(e) => tracing::warn!("bundles/{id} was retained for this apply only and could not be removed: {e}"),
@@ -519,15 +522,11 @@ fn write_node_views(dir: &Path, manifest: &VerifiedManifest, partial: bool, opts
 
 /// The node waits for a reboot: the pending apply saved (nothing is committed; another apply
 /// is refused until `validate --commit`), and on record.
-fn wait_for_reboot(
-    root: &SiteRoot,
-    state: &mut State,
-    pending: Pending,
-    attempt: &mut Attempt,
-) -> Result<PathBuf, SiteError> {
+fn wait_for_reboot(tx: &mut Transaction<'_>, pending: Pending, attempt: &mut Attempt) -> Result<PathBuf, SiteError> {
     let reason = pending.reason.clone();
-    state.pending = Some(pending);
-    state.save(root)?;
+    tx.state.pending = Some(pending);
+    tx.save(Step::Pending)?;
+    let root = tx.root();
     let r = &mut attempt.record;
     r.outcome = Some(records::Outcome::PendingReboot);
     r.reason = Some(reason);
@@ -642,22 +641,22 @@ pub(super) struct Commit<'a> {
 impl Commit<'_> {
     pub(super) fn run(
         &self,
-        root: &SiteRoot,
-        state: &mut State,
+        tx: &mut Transaction<'_>,
         validation: Option<&crate::validate::Evidence>,
         amber: &Amber,
         attempt: &mut Attempt,
     ) -> Result<(Option<BundleId>, Vec<BundleId>, PathBuf), SiteError> {
         attempt.phases.mark("validate", "switch");
-        raise_mark(state, self.manifest);
-        if let Some(entry) = state.bundles.get_mut(self.id) {
+        let root = tx.root();
+        raise_mark(&mut tx.state, self.manifest);
+        if let Some(entry) = tx.state.bundles.get_mut(self.id) {
             entry.applied = self.changes.to_vec();
         }
-        state.pending = None;
-        state.save(root)?;
+        tx.state.pending = None;
+        tx.save(Step::Committing)?;
         let previous = activate(root, self.id)?;
         crash_point("activated");
-        let pruned = prune(root, state, self.keep.max(2))?;
+        let pruned = prune(root, &mut tx.state, self.keep.max(2))?;
         attempt.phases.mark("switch", "record");
         let event = super::state::Event {
             action: attempt.record.action.as_str().to_owned(),
@@ -667,9 +666,8 @@ impl Commit<'_> {
             at: Timestamp::now(),
             seconds: attempt.phases.total(),
         };
-        state.history.push(event.clone());
-        state.save(root)?;
-        crash_point("saved");
+        tx.state.history.push(event.clone());
+        tx.save(Step::Saved)?;
         let verdict = validation.map(|e| e.verdict);
         let r = attempt.activated(&event, previous.as_ref(), &[]);
         r.verdict = Some(records::Verdicts {
@@ -789,29 +787,29 @@ pub fn commit_pending(root: &Path, writer: &super::Writer, reporter: &dyn Report
     if !root.is_site() {
         return Err(SiteError::NotASite { root: root.path().to_owned() });
     }
-    let _lock = root.open_for_writing("validate --commit", writer.wait)?;
-    let mut state = State::load_for_writer(root)?;
-    let pending = state.pending.clone().ok_or_else(|| SiteError::NotPending { root: root.path().to_owned() })?;
+    let lock = root.open_for_writing("validate --commit", writer.wait)?;
+    let mut tx = Transaction::writing(root, &lock)?;
+    let pending = tx.state.pending.clone().ok_or_else(|| SiteError::NotPending { root: root.path().to_owned() })?;
     let file = root.retained_file(&pending.id).display().to_string();
     let mut attempt = Attempt::new(records::Action::Apply, "verify", file, None);
     attempt.record.role = Some("node".to_owned());
     attempt.record.run_id.clone_from(&writer.run);
     attempt.record.packages = Some(Changes::of(&pending.changes));
-    let committed = commit_locked(root, &mut state, &pending, reporter, &mut attempt);
+    let committed = commit_locked(&mut tx, &pending, reporter, &mut attempt);
     committed.inspect_err(|e| attempt.record_failure(root, e))
 }
 
 fn commit_locked(
-    root: &SiteRoot,
-    state: &mut State,
+    tx: &mut Transaction<'_>,
     pending: &Pending,
     reporter: &dyn Reporter,
     attempt: &mut Attempt,
 ) -> Result<Committed, SiteError> {
+    let root = tx.root();
     if let Some(reason) = reboot_needed() {
         return Err(SiteError::StillPending { reason });
     }
-    let (manifest, checked) = super::check::verified(root, state, &pending.id, reporter)?;
+    let (manifest, checked) = super::check::verified(root, &tx.state, &pending.id, reporter)?;
     attempt.record.bundle = Some(records::RecordBundle {
         id: Some(pending.id.clone()),
         name: Some(manifest.name.to_string()),
@@ -821,16 +819,16 @@ fn commit_locked(
     attempt.record.signers.clone_from(&checked.signers);
     attempt.phases.mark("verify", "validate");
     let node = Node::for_manifest(root.path(), packages::DEFAULT_LOCK_TIMEOUT, &manifest)?;
-    let views = retained_views(root, state, None, node.area());
+    let views = retained_views(root, &tx.state, None, node.area());
     let amber = pending.accept_amber.clone().map_or(Amber::Refuse, Amber::Accept);
-    let validation = match judge(root, state, &node, &pending.changes, &views, &manifest, &amber, attempt) {
+    let validation = match judge(root, &tx.state, &node, &pending.changes, &views, &manifest, &amber, attempt) {
         Ok(v) => v,
         Err(e) => {
             // Restored: nothing waits any more, and a bundle retained for that apply goes.
-            state.pending = None;
-            state.save(root)?;
+            tx.state.pending = None;
+            tx.save(Step::Restored)?;
             if pending.retained_here {
-                forget(root, state, &pending.id);
+                forget(tx, &pending.id);
             }
             return Err(e);
         }
@@ -842,7 +840,7 @@ fn commit_locked(
         downgrade: pending.downgrade,
         keep: pending.keep,
     };
-    let (previous, _, record) = commit.run(root, state, validation.as_ref(), &amber, attempt)?;
+    let (previous, _, record) = commit.run(tx, validation.as_ref(), &amber, attempt)?;
     Ok(Committed {
         id: pending.id.clone(),
         name: manifest.name.to_string(),

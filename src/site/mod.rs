@@ -25,8 +25,10 @@ pub mod registry;
 mod retain;
 pub mod retained;
 pub mod root;
+mod sink;
 mod stage;
 pub mod state;
+mod transaction;
 pub mod trust;
 pub mod views;
 
@@ -433,7 +435,7 @@ pub const BASELINE_FILE: &str = "baseline.json";
 /// that need it are then red, "the evidence is missing").
 pub fn load_baseline(root: &std::path::Path) -> Option<crate::validate::metrics::Baseline> {
     let path = root.join(BASELINE_FILE);
-    let bytes = state::read_bounded(&path, 1 << 20).ok()??;
+    let bytes = root::read_bounded(&path, 1 << 20).ok()??;
     serde_json::from_slice(&bytes).inspect_err(|e| tracing::warn!("`{}` cannot be read: {e}", path.display())).ok()
 }
 

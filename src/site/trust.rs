@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::root::SiteRoot;
 use super::state::{State, TrustPin};
+use super::transaction::{Step, Transaction};
 use super::{SiteError, records};
 use crate::bundle::manifest::VerifiedManifest;
 use crate::clock::Timestamp;
@@ -152,16 +153,16 @@ pub fn change(
     make: impl FnOnce(Option<&SiteTrust>) -> Result<Update, TrustError>,
 ) -> Result<SiteTrust, SiteError> {
     let root = SiteRoot::new(root_dir);
-    let _lock = root.open_for_writing("trust", wait)?;
-    let mut state = State::load_for_writer(&root)?;
-    let current = load(&root, &state)?;
+    let lock = root.open_for_writing("trust", wait)?;
+    let mut tx = Transaction::writing(&root, &lock)?;
+    let current = load(&root, &tx.state)?;
     let update = make(current.as_ref())?;
     if !update.is_empty() {
         SiteTrust::write(root.path(), &update)?;
     }
     let after = SiteTrust::load(root.path())?;
-    state.trust = Some(TrustPin::of(&after));
-    state.save(&root)?;
+    tx.state.trust = Some(TrustPin::of(&after));
+    tx.save(Step::Trust)?;
     Ok(after)
 }
 
@@ -175,15 +176,15 @@ pub fn pin_first_use(root_dir: &Path, wait: Duration) -> Result<(), SiteError> {
     if !SiteTrust::exists(root_dir) || State::load(&root)?.trust.is_some() {
         return Ok(());
     }
-    let _lock = root.open_for_writing("trust", wait)?;
-    let mut state = State::load_for_writer(&root)?;
-    if state.trust.is_some() {
+    let lock = root.open_for_writing("trust", wait)?;
+    let mut tx = Transaction::writing(&root, &lock)?;
+    if tx.state.trust.is_some() {
         return Ok(());
     }
     // Verified from `1.root.json` up, and not below the versions the records name.
-    let Some(trust) = load(&root, &state)? else { return Ok(()) };
-    state.trust = Some(TrustPin::of(&trust));
-    state.save(&root)?;
+    let Some(trust) = load(&root, &tx.state)? else { return Ok(()) };
+    tx.state.trust = Some(TrustPin::of(&trust));
+    tx.save(Step::Trust)?;
     tracing::info!("trust: pinned this site's trust root (1.root.json sha256 {})", trust.anchor);
     Ok(())
 }

@@ -59,13 +59,25 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-id: {description: The bundle id., type: str, returned: success}
-verdict: {description: "green, amber or skipped; the failure message says red.", type: str, returned: success}
-pending_reboot: {description: "Why the node waits for a reboot (airlock exit 5), or null.", type: str, returned: success}
-packages: {description: Installed, upgraded, downgraded and removed packages., type: dict, returned: success}
-record: {description: The record airlock wrote on the node., type: str, returned: success}
-transfer: {description: "From a mirror: package files and bytes fetched, and those taken from what the node held.", type: dict, returned: success}
-result: {description: "airlock apply --json, whole.", type: dict, returned: always}
+id: {description: The bundle id., type: str, returned: success, sample: 3f9c2a1b7d4e5f60}
+verdict: {description: "green, amber or skipped; the failure message says red.", type: str, returned: success, sample: green}
+pending_reboot:
+  description: "Why the node waits for a reboot (airlock exit 5), or null."
+  type: str
+  returned: success
+  sample: "/var/run/reboot-required: linux-image-6.8.0-51-generic"
+packages:
+  description: Installed, upgraded, downgraded and removed packages.
+  type: dict
+  returned: success
+  sample: {upgraded: [{name: rocm-core, before: 6.4.1-1, after: 7.0.0-1}], installed: [{name: hipblaslt, after: 1.0.0-1}]}
+record: {description: The record airlock wrote on the node., type: str, returned: success, sample: /var/lib/airlock/records/20261205T101731.042Z-apply.json}
+transfer:
+  description: "From a mirror: package files and bytes fetched, and those taken from what the node held."
+  type: dict
+  returned: success
+  sample: {fetched: {files: 3, bytes: 41943040}, reused: {files: 120, bytes: 2147483648}}
+result: {description: "airlock apply --json, whole.", type: dict, returned: always, sample: {id: 3f9c2a1b7d4e5f60, version: 2026.11.1}}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -35,10 +35,23 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-tuple: {description: "The hardware tuple, one string.", type: str, returned: always}
-tuple_fields: {description: The tuple's fields., type: dict, returned: always}
-current: {description: "The current bundle (id, name, version) or null.", type: dict, returned: always}
-probe: {description: "airlock probe --json, whole.", type: dict, returned: always}
+tuple:
+  description: "The hardware tuple, one string."
+  type: str
+  returned: always
+  sample: "AMD Instinct MI300X x8 | gfx942 | ubuntu 24.04 | 6.8.0-51-generic | SPX/NPS1 | baremetal | PLDM_BUNDLE=01.25.05.00"
+tuple_fields:
+  description: The tuple's fields.
+  type: dict
+  returned: always
+  sample: {gpu: AMD Instinct MI300X x8, gfx: gfx942, os: ubuntu 24.04, kernel: 6.8.0-51-generic, partition: SPX/NPS1,
+           virtualization: baremetal, firmware: PLDM_BUNDLE=01.25.05.00}
+current:
+  description: "The current bundle (id, name, version) or null."
+  type: dict
+  returned: always
+  sample: {id: 3f9c2a1b7d4e5f60, name: rocm10-demo, version: 2026.11.0}
+probe: {description: "airlock probe --json, whole.", type: dict, returned: always, sample: {gpus: [{model: MI300X, gfx: gfx942}]}}
 """
 
 from ansible.module_utils.basic import AnsibleModule

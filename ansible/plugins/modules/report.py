@@ -30,10 +30,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-page: {description: "The HTML page, or null when airlock wrote none.", type: str, returned: always}
-verified: {description: Whether the active bundle and its tree verified again., type: bool, returned: always}
-verdict: {description: "The validation verdict the page leads with (green, amber, red), or null.", type: str, returned: always}
-reason: {description: Why there is no page, or why it did not verify., type: str, returned: when not verified}
+page: {description: "The HTML page, or null when airlock wrote none.", type: str, returned: always, sample: "<!doctype html>..."}
+verified: {description: Whether the active bundle and its tree verified again., type: bool, returned: always, sample: true}
+verdict: {description: "The validation verdict the page leads with (green, amber, red), or null.", type: str, returned: always, sample: green}
+reason: {description: Why there is no page, or why it did not verify., type: str, returned: when not verified, sample: "no current bundle under /var/lib/airlock"}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -53,19 +53,27 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-state: {description: "The node's state as sinfo names it (idle, drained, draining, down, ...).", type: str, returned: node actions}
-reason: {description: The node's reason before the action., type: str, returned: node actions}
-held: {description: The node is an admin's (drained, down or reserved for another reason) and was left alone., type: bool, returned: drain}
-drained: {description: airlock drained the node in this call., type: bool, returned: drain}
-waited: {description: Seconds spent waiting for the jobs to end or the node to return., type: float, returned: drain, reboot}
-total: {description: "capacity: every node of the partitions.", type: int, returned: capacity}
-reserved: {description: "capacity: nodes out of service for a reason not airlock's.", type: int, returned: capacity}
-reserved_nodes: {description: "capacity: those nodes, with state and reason.", type: list, returned: capacity}
-airlock_nodes: {description: "capacity: nodes airlock has drained now (in change, or red and held).", type: list, returned: capacity}
-partitions: {description: "capacity: the partitions counted.", type: list, returned: capacity}
-figures: {description: "capacity: total, reserved, in_change (airlock's nodes and the batch), per_node, demand, headroom,
-  available, ok, source, and the nodes behind reserved and in_change: the batch file and the fleet report keep them.",
-  type: dict, returned: capacity}
+state: {description: "The node's state as sinfo names it (idle, drained, draining, down, ...).", type: str, returned: node actions, sample: drained}
+reason: {description: The node's reason before the action., type: str, returned: node actions, sample: "bad DIMM, ticket 4711"}
+held: {description: The node is an admin's (drained, down or reserved for another reason) and was left alone., type: bool, returned: drain, sample: false}
+drained: {description: airlock drained the node in this call., type: bool, returned: drain, sample: true}
+waited: {description: Seconds spent waiting for the jobs to end or the node to return., type: float, returned: drain, reboot, sample: 12.4}
+total: {description: "capacity: every node of the partitions.", type: int, returned: capacity, sample: 64}
+reserved: {description: "capacity: nodes out of service for a reason not airlock's.", type: int, returned: capacity, sample: 2}
+reserved_nodes:
+  description: "capacity: those nodes, with state and reason."
+  type: list
+  elements: dict
+  returned: capacity
+  sample: [{node: gpu17, state: drained, reason: "bad DIMM, ticket 4711"}]
+airlock_nodes: {description: "capacity: nodes airlock has drained now (in change, or red and held).", type: list, elements: str, returned: capacity, sample: [gpu03]}
+partitions: {description: "capacity: the partitions counted.", type: list, elements: str, returned: capacity, sample: [gpu]}
+figures:
+  description: "capacity: total, reserved, in_change (airlock's nodes and the batch), per_node, demand, headroom,
+    available, ok, source, and the nodes behind reserved and in_change: the batch file and the fleet report keep them."
+  type: dict
+  returned: capacity
+  sample: {total: 64, reserved: 2, in_change: 8, per_node: 1, demand: 50, headroom: 2, available: 54, ok: true, source: sinfo}
 """
 
 import os

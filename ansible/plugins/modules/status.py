@@ -26,7 +26,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-status: {description: "airlock status --json, whole; null when the root holds nothing yet.", type: dict, returned: always}
+status:
+  description: "airlock status --json, whole; null when the root holds nothing yet."
+  type: dict
+  returned: always
+  sample: {current: {id: 3f9c2a1b7d4e5f60, name: rocm10-demo, version: 2026.11.1}, previous: {id: 9a0b1c2d3e4f5a6b, name: rocm10-demo, version: 2026.11.0}}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -33,7 +33,7 @@ EXAMPLES = r"""
 RETURN = r"""
 verdict: {description: green, amber or skipped., type: str, returned: success, sample: green}
 record: {description: The record written on the node., type: str, returned: success, sample: /var/lib/airlock/records/20261205T070000.000Z-validate.json}
-result: {description: "airlock validate --json, whole.", type: dict, returned: always}
+result: {description: "airlock validate --json, whole.", type: dict, returned: always, sample: {verdict: green, summary: "green: 1 row matched"}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
