@@ -50,6 +50,7 @@ impl Cli {
             Command::Version(a) => a.json,
             Command::SelfUpgrade(a) => a.json,
             Command::Trust(a) => a.json(),
+            Command::Sigstore(SigstoreCommand::Verify(a)) => a.json,
             Command::Completions(_) | Command::Man(_) => false,
         }
     }
@@ -121,9 +122,52 @@ pub enum Command {
     /// under `ROOT/trust/`): init, rotate, role, revoke, renew, update, show.
     #[command(subcommand)]
     Trust(TrustCommand),
+    /// Sigstore bundles, verified offline against a trusted root: `verify`.
+    #[command(subcommand)]
+    Sigstore(SigstoreCommand),
     /// Write the man pages (airlock.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man(ManArgs),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SigstoreCommand {
+    /// Verify a Sigstore bundle (v0.1 to v0.3; a message signature or a DSSE envelope) over a
+    /// file or its sha256, offline: the certificate chain at the signing time, SCTs, the
+    /// transparency log entry with its inclusion proof and checkpoint, SETs and RFC 3161
+    /// timestamps, against the shipped public-good trusted root or `--trusted-root`. Exit 3
+    /// when it does not verify.
+    Verify(SigstoreVerifyArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("signer").required(true).args(["certificate_identity", "certificate_identity_regexp", "key"])))]
+pub struct SigstoreVerifyArgs {
+    /// The Sigstore bundle (`*.sigstore.json`).
+    #[arg(long, value_name = "FILE")]
+    pub bundle: PathBuf,
+    /// The signer's identity: the certificate's SAN, exactly.
+    #[arg(long, value_name = "IDENTITY", requires = "certificate_oidc_issuer")]
+    pub certificate_identity: Option<String>,
+    /// The signer's identity as a regular expression that must match the whole SAN.
+    #[arg(long, value_name = "REGEX", requires = "certificate_oidc_issuer", conflicts_with = "certificate_identity")]
+    pub certificate_identity_regexp: Option<String>,
+    /// The OIDC issuer that vouched for the identity (`https://token.actions.githubusercontent.com`).
+    #[arg(long, value_name = "URL")]
+    pub certificate_oidc_issuer: Option<String>,
+    /// A managed key's PEM public key, instead of a keyless identity.
+    #[arg(long, value_name = "PEM", conflicts_with_all = ["certificate_identity", "certificate_identity_regexp", "certificate_oidc_issuer"])]
+    pub key: Option<PathBuf>,
+    /// A private Sigstore instance's `trusted_root.json` [default: the public-good instance's,
+    /// shipped with airlock].
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
+    /// The signed file, or its digest as `sha256:HEX`.
+    #[arg(value_name = "FILE_OR_DIGEST")]
+    pub subject: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]

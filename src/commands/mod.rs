@@ -21,6 +21,7 @@ mod report;
 mod rollback;
 mod sbom;
 mod sign;
+mod sigstore;
 mod status;
 mod trust;
 mod validate;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Version(a) => meta::version(&a),
         Command::Man(a) => meta::man(&a),
         Command::Trust(a) => trust::run(&a),
+        Command::Sigstore(crate::cli::SigstoreCommand::Verify(a)) => sigstore::verify(&a),
         Command::SelfUpgrade(a) => meta::self_upgrade(&a),
     }
 }
@@ -150,6 +152,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::oci::ClientError,
             crate::sign::SignatureError,
             crate::sign::dsse::DsseError,
+            crate::sign::sigstore::SigstoreError,
             crate::attest::sbom::SbomError,
             crate::digest::DigestParseError,
             crate::member_path::MemberPathError,

@@ -15,6 +15,7 @@
 pub mod dsse;
 mod keys;
 pub mod policy;
+pub mod sigstore;
 mod verify;
 
 use std::fmt;

@@ -1,0 +1,59 @@
+//! `airlock sigstore verify --bundle FILE (--certificate-identity ID | --certificate-identity-regexp RE)
+//! --certificate-oidc-issuer URL | --key PEM [--trusted-root FILE] FILE_OR_DIGEST [--json]`.
+
+use std::io::Write as _;
+
+use crate::cli::SigstoreVerifyArgs;
+use crate::digest::Sha256;
+use crate::failure::Exit;
+use crate::sign::sigstore::{Identity, Root, Signer, Subject, read_bounded, verify as verify_bundle};
+
+pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
+    let signer = match (&args.key, &args.certificate_identity, &args.certificate_identity_regexp) {
+        (Some(key), _, _) => Signer::key(key)?,
+        (None, exact, pattern) => {
+            let issuer = args.certificate_oidc_issuer.clone().unwrap_or_default();
+            let identity = match (exact, pattern) {
+                (Some(id), _) => Identity::Exact(id.clone()),
+                (None, Some(p)) => Identity::regex(p)?,
+                (None, None) => {
+                    return Err(super::UsageError("name the signer: an identity and issuer, or --key".into()).into());
+                }
+            };
+            Signer::Keyless { identity, issuer }
+        }
+    };
+    let root = match &args.trusted_root {
+        Some(path) => Root::file(path)?,
+        None => Root::PublicGood,
+    };
+    let bundle = read_bounded(&args.bundle)?;
+    let from = format!("`{}`", args.bundle.display());
+    // A digest only when it is one and names no file (the conformance protocol's rule).
+    let digest = args
+        .subject
+        .strip_prefix("sha256:")
+        .filter(|_| !std::path::Path::new(&args.subject).exists())
+        .and_then(|hex| hex.parse::<Sha256>().ok());
+    let verified = if let Some(d) = digest {
+        verify_bundle(&from, &bundle, Subject::Digest(d), &signer, &root)?
+    } else {
+        let path = std::path::Path::new(&args.subject);
+        let mut file =
+            std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?;
+        verify_bundle(&from, &bundle, Subject::Reader(&mut file), &signer, &root)?
+    };
+    if args.json {
+        super::print_json(&verified)?;
+        return Ok(Exit::Ok);
+    }
+    let mut out = std::io::stdout().lock();
+    let who = match (&verified.identity, &verified.issuer) {
+        (Some(id), Some(issuer)) => format!("signed by {id} ({issuer})"),
+        (Some(id), None) => format!("signed by {id}"),
+        _ => "signed by the given key".to_owned(),
+    };
+    let when = verified.logged_at.as_ref().map(|t| format!(", logged at {t}")).unwrap_or_default();
+    writeln!(out, "{}: verified, {}{when}", crate::escape::value(&args.subject), crate::escape::value(&who))?;
+    Ok(Exit::Ok)
+}
