@@ -160,8 +160,12 @@ pub struct SigstoreVerifyArgs {
     pub key: Option<PathBuf>,
     /// A private Sigstore instance's `trusted_root.json` [default: the public-good instance's,
     /// shipped with airlock].
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "root")]
     pub trusted_root: Option<PathBuf>,
+    /// Use this site's Sigstore root: its trust root's `sigstore/trusted_root.json` target,
+    /// else the public-good one.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
     /// The signed file, or its digest as `sha256:HEX`.
     #[arg(value_name = "FILE_OR_DIGEST")]
     pub subject: String,
@@ -188,6 +192,9 @@ pub enum TrustCommand {
     /// Adopt newer metadata from files (`N.root.json` one version at a time, `targets.json`),
     /// each verified against what the site has.
     Update(TrustUpdateArgs),
+    /// Write a new targets version whose `sigstore/trusted_root.json` target is FILE: the
+    /// site's Sigstore trusted root (a private instance's), which `sigstore verify --root` uses.
+    SigstoreRoot(TrustSigstoreRootArgs),
     /// The versions, roles, keys, thresholds and expiry.
     Show(TrustShowArgs),
 }
@@ -201,6 +208,7 @@ impl TrustCommand {
             TrustCommand::Revoke(a) => a.common.json,
             TrustCommand::Renew(a) => a.common.json,
             TrustCommand::Update(a) => a.common.json,
+            TrustCommand::SigstoreRoot(a) => a.common.json,
             TrustCommand::Show(a) => a.json,
         }
     }
@@ -314,10 +322,23 @@ pub struct TrustRenewArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct TrustSigstoreRootArgs {
+    #[command(flatten)]
+    pub common: TrustCommon,
+    /// The Sigstore instance's `trusted_root.json` (checked to be one before it is written).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The new targets version's expiry [default: unchanged].
+    #[arg(long)]
+    pub expires: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct TrustUpdateArgs {
     #[command(flatten)]
     pub common: TrustCommon,
-    /// `N.root.json` and `targets.json` files (from another site root, or the provisioning media).
+    /// `N.root.json` and `targets.json` files (from another site root, or the provisioning media),
+    /// and the Sigstore `trusted_root.json` the new targets list, when they list one.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
 }

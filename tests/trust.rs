@@ -513,3 +513,90 @@ fn metadata_a_command_is_given_is_read_bounded_and_a_symlinked_trust_dir_is_refu
     assert_ne!(r.code, 0, "{}", r.stdout);
     assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
 }
+
+#[test]
+fn a_sites_sigstore_root_is_a_target_of_its_trust_root_checked_and_taken_up_like_the_rest() {
+    let tr = Trust::new();
+    tr.init(&tr.auth, "1y").ok();
+    // A private Sigstore instance's bundle (a vector of the conformance suite, its own root).
+    let case = repo("testdata/sigstore-conformance/bundle-verify/intoto-with-custom-trust-root");
+    let identity = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
+    let verify = |root: &Path| {
+        airlock_run(&[
+            "sigstore",
+            "verify",
+            "--bundle",
+            s(&case.join("bundle.sigstore.json")),
+            "--certificate-identity",
+            identity,
+            "--certificate-oidc-issuer",
+            "https://token.actions.githubusercontent.com",
+            "--root",
+            s(root),
+            s(&case.join("artifact")),
+        ])
+    };
+    // Without a Sigstore target the site uses the public-good root, which does not know it.
+    let site = tr.site("site");
+    let r = verify(&site);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("public-good"), "{}", r.stderr);
+
+    // The security team sets the private instance's root as a target, signed like any change.
+    let set = airlock_run(&[
+        "trust",
+        "sigstore-root",
+        "--root",
+        s(&tr.auth),
+        s(&case.join("trusted_root.json")),
+        "--sign",
+        s(&tr.root1.private),
+        "--sign",
+        s(&tr.root2.private),
+        "--json",
+    ])
+    .ok()
+    .json();
+    assert_eq!(set["targets_version"], 2, "{set}");
+    assert_eq!(set["sigstore_root"]["hashes"]["sha256"], sha256_file(&case.join("trusted_root.json")), "{set}");
+    // Not a trusted root at all: refused before anything is signed.
+    let r = airlock_run(&[
+        "trust",
+        "sigstore-root",
+        "--root",
+        s(&tr.auth),
+        s(&case.join("artifact")),
+        "--sign",
+        s(&tr.root1.private),
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+
+    // The site takes it up with `trust update`: the new targets need the file they list.
+    let targets = tr.auth.join("trust/targets.json");
+    let r = airlock_run(&["trust", "update", "--root", s(&site), s(&targets)]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("sigstore/trusted_root.json") && r.stderr.contains("trusted_root.json"), "{}", r.stderr);
+    let wrong = repo("testdata/sigstore-conformance/bundle-verify/bundle-with-sct-with-extensions/trusted_root.json");
+    let staged = tr.path("wrong/trusted_root.json");
+    std::fs::create_dir_all(staged.parent().unwrap()).unwrap();
+    std::fs::copy(&wrong, &staged).unwrap();
+    let r = airlock_run(&["trust", "update", "--root", s(&site), s(&targets), s(&staged)]);
+    assert_eq!(r.code, 3, "another root than the one listed: {}", r.stderr);
+    airlock_run(&["trust", "update", "--root", s(&site), s(&targets), s(&case.join("trusted_root.json"))]).ok();
+    let r = verify(&site);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("verified, signed by"), "{}", r.stdout);
+
+    // An edited root on the site's disk is refused, naming the file and both digests.
+    let on_disk = site.join("trust/targets/sigstore/trusted_root.json");
+    let mut bytes = std::fs::read(&on_disk).unwrap();
+    bytes.extend_from_slice(b"\n");
+    std::fs::write(&on_disk, &bytes).unwrap();
+    let r = verify(&site);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("trust/targets/sigstore/trusted_root.json") && r.stderr.contains("expected"),
+        "{}",
+        r.stderr
+    );
+}

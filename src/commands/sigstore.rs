@@ -23,9 +23,17 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
             Signer::Keyless { identity, issuer }
         }
     };
-    let root = match &args.trusted_root {
-        Some(path) => Root::file(path)?,
-        None => Root::PublicGood,
+    let root = match (&args.trusted_root, &args.root) {
+        (Some(path), _) => Root::file(path)?,
+        (None, Some(dir)) => {
+            let site = crate::site::root::SiteRoot::new(dir);
+            let state = crate::site::state::State::load(&site)?;
+            match crate::site::trust::load(&site, &state)? {
+                Some(trust) => Root::of_site(&trust)?,
+                None => Root::PublicGood,
+            }
+        }
+        (None, None) => Root::PublicGood,
     };
     let bundle = read_bounded(&args.bundle)?;
     let from = format!("`{}`", args.bundle.display());

@@ -45,6 +45,18 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<Exit> {
             targets_change(&a.common, &change_spec, "revoked")
         }
         TrustCommand::Renew(a) => renew(a),
+        TrustCommand::SigstoreRoot(a) => {
+            let bytes = crate::sign::sigstore::read_bounded(&a.file)?;
+            // Refused before anything is signed when it is not a trusted root this airlock reads.
+            crate::sign::sigstore::Root::Given { from: format!("`{}`", a.file.display()), json: bytes.clone() }
+                .check()?;
+            let change_spec = TargetsChange {
+                sigstore_root: Some(bytes),
+                expires: a.expires.as_deref().map(expires).transpose()?,
+                ..TargetsChange::default()
+            };
+            targets_change(&a.common, &change_spec, "set the site's Sigstore trusted root")
+        }
         TrustCommand::Update(a) => {
             let files = a
                 .files
@@ -257,6 +269,10 @@ struct Shown {
     roles: Vec<ShownRole>,
     /// Files past their expiry now.
     expired: Vec<String>,
+    /// The site's Sigstore trusted root (`sigstore/trusted_root.json`): its sha256 and length,
+    /// or none (the public-good instance's, shipped with airlock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sigstore_root: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -323,6 +339,7 @@ impl Shown {
                 .iter()
                 .map(|e| format!("{} expired at {}", e.path.display(), e.expires))
                 .collect(),
+            sigstore_root: t.targets.signed.targets.get(crate::trust::SIGSTORE_TARGET).cloned(),
         }
     }
 }
@@ -338,6 +355,10 @@ fn print(s: &Shown) -> anyhow::Result<()> {
             let keys: Vec<_> = r.keys.iter().map(|k| k.key_id.get(..16).unwrap_or(&k.key_id)).collect();
             writeln!(out, "  {} {} of {}: {}", r.name, r.threshold, r.keys.len(), keys.join(", "))?;
         }
+    }
+    match s.sigstore_root.as_ref().and_then(|t| t["hashes"]["sha256"].as_str()) {
+        Some(sha) => writeln!(out, "Sigstore trusted root: {} (sha256 {sha})", crate::trust::SIGSTORE_TARGET)?,
+        None => writeln!(out, "Sigstore trusted root: the public-good instance's, shipped with airlock")?,
     }
     for e in &s.expired {
         writeln!(out, "EXPIRED {e}")?;

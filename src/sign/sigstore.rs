@@ -75,6 +75,26 @@ impl Root {
         Ok(Root::Given { from: format!("`{}`", path.display()), json: read_bounded(path)? })
     }
 
+    /// Whether it is a trusted root this airlock reads (and, shipped, the pinned one).
+    pub fn check(&self) -> Result<(), SigstoreError> {
+        let trusted = self.load()?;
+        Verifier::new(&trusted)
+            .map(drop)
+            .map_err(|e| SigstoreError::Root { from: self.describe(), detail: e.to_string() })
+    }
+
+    /// The site's Sigstore root: its trust root's `sigstore/trusted_root.json` target (checked
+    /// against the verified targets metadata), else the shipped public-good one.
+    pub fn of_site(trust: &crate::trust::SiteTrust) -> Result<Self, crate::trust::TrustError> {
+        Ok(match trust.sigstore_root()? {
+            Some((json, version)) => Root::Given {
+                from: format!("the site's `{}` (targets version {version})", crate::trust::SIGSTORE_TARGET),
+                json,
+            },
+            None => Root::PublicGood,
+        })
+    }
+
     fn describe(&self) -> String {
         match self {
             Root::PublicGood => "the public-good instance's (shipped)".to_owned(),

@@ -30,6 +30,11 @@ use crate::sign::{CoSignature, KeyError, KeyId, Policy, SigningKey, TrustedKey};
 /// The directory under a site root.
 pub const TRUST_DIR: &str = "trust";
 pub const TARGETS_FILE: &str = "targets.json";
+/// The target a site's Sigstore trusted root is (`targets.targets`), its file under
+/// `trust/targets/`: a private Sigstore instance's root, updated as the rest of the site's trust.
+pub const SIGSTORE_TARGET: &str = "sigstore/trusted_root.json";
+/// The largest target file read.
+pub const MAX_TARGET_BYTES: u64 = 4 << 20;
 /// The largest metadata file read: a root with a few dozen keys is a few tens of KiB.
 pub const MAX_METADATA_BYTES: u64 = 1 << 20;
 /// The most root versions a chain is read through.
@@ -74,6 +79,9 @@ pub enum TrustError {
     Fork { path: PathBuf, version: u64 },
     #[error("{0}")]
     Usage(String),
+    /// A target file that is not what the verified targets metadata says.
+    #[error("`{}` is not the target `{name}` targets version {version} lists: {detail}", path.display())]
+    Target { path: PathBuf, name: String, version: u64, detail: String },
     #[error(transparent)]
     Key(#[from] KeyError),
     #[error(transparent)]
@@ -94,6 +102,7 @@ impl crate::failure::Classify for TrustError {
             | TrustError::Expired { .. }
             | TrustError::Sequence { .. }
             | TrustError::TargetsNotNewer { .. }
+            | TrustError::Target { .. }
             | TrustError::Fork { .. } => Class::Verification,
         }
     }
@@ -139,6 +148,8 @@ pub enum Presented {
 pub struct Update {
     pub roots: Vec<Signed<Root>>,
     pub targets: Option<Signed<Targets>>,
+    /// Target files the new targets metadata lists (name under `trust/targets/`, bytes).
+    pub target_files: Vec<(String, Vec<u8>)>,
 }
 
 impl Update {
@@ -185,6 +196,8 @@ pub struct TargetsChange {
     pub remove_roles: Vec<String>,
     pub revoke: Vec<TrustedKey>,
     pub expires: Option<Timestamp>,
+    /// The site's Sigstore trusted root (`SIGSTORE_TARGET`): set to these bytes.
+    pub sigstore_root: Option<Vec<u8>>,
 }
 
 /// A metadata file's bytes, at most `MAX_METADATA_BYTES`, from a regular file only (opened
@@ -196,6 +209,10 @@ pub fn read_metadata(path: &Path) -> Result<Option<Vec<u8>>, TrustError> {
 }
 
 fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, TrustError> {
+    read_up_to(path, MAX_METADATA_BYTES)
+}
+
+fn read_up_to(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, TrustError> {
     use std::io::Read as _;
     let io = |source| TrustError::Io { path: path.to_owned(), source };
     let file = match crate::sign::policy::open_regular(path) {
@@ -210,9 +227,9 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, TrustError> {
         Err(e) => return Err(io(e)),
     };
     let mut bytes = Vec::new();
-    file.take(MAX_METADATA_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > MAX_METADATA_BYTES {
-        return Err(TrustError::TooLarge { path: path.to_owned(), limit: MAX_METADATA_BYTES });
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(TrustError::TooLarge { path: path.to_owned(), limit });
     }
     Ok(Some(bytes))
 }
@@ -386,6 +403,36 @@ impl SiteTrust {
     }
 
     /// The metadata versions in use.
+    /// The site's Sigstore trusted root, when its targets metadata lists one: the file under
+    /// `trust/targets/`, checked against the length and sha256 the verified targets give it.
+    pub fn sigstore_root(&self) -> Result<Option<(Vec<u8>, u64)>, TrustError> {
+        let targets = &self.targets.signed;
+        let Some(entry) = targets.targets.get(SIGSTORE_TARGET) else { return Ok(None) };
+        let path = self.dir.join("targets").join(SIGSTORE_TARGET);
+        let bad = |detail: String| TrustError::Target {
+            path: path.clone(),
+            name: SIGSTORE_TARGET.to_owned(),
+            version: targets.version,
+            detail,
+        };
+        let length = entry["length"].as_u64().ok_or_else(|| bad("the metadata gives it no length".into()))?;
+        let sha256 = entry["hashes"]["sha256"].as_str().ok_or_else(|| bad("the metadata gives it no sha256".into()))?;
+        if length > MAX_TARGET_BYTES {
+            return Err(bad(format!("{length} bytes, more than the {MAX_TARGET_BYTES} a target may have")));
+        }
+        let bytes = read_up_to(&path, MAX_TARGET_BYTES)
+            .map_err(|e| bad(e.to_string()))?
+            .ok_or_else(|| bad("missing".into()))?;
+        let actual = Sha256::of_bytes(&bytes);
+        if bytes.len() as u64 != length || actual.to_string() != sha256 {
+            return Err(bad(format!(
+                "{} bytes with sha256 {actual}, expected {length} bytes with sha256 {sha256}",
+                bytes.len()
+            )));
+        }
+        Ok(Some((bytes, targets.version)))
+    }
+
     pub fn origin(&self) -> Origin {
         Origin { root_version: self.root.signed.version, targets_version: self.targets.signed.version }
     }
@@ -430,14 +477,20 @@ impl SiteTrust {
         let mut roots = Vec::new();
         let mut targets_files = Vec::new();
         let mut candidates = Vec::new();
+        let mut sigstore_root = None;
         for (path, bytes) in files {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if name.ends_with(".root.json") || name == "root.json" {
                 candidates.push((path.clone(), bytes, parse_root(path, bytes)?));
             } else if name.ends_with("targets.json") {
                 targets_files.push((path.clone(), parse_targets(path, bytes)?));
+            } else if name == "trusted_root.json" {
+                sigstore_root = Some((path.clone(), bytes.clone()));
             } else {
-                return Err(TrustError::Usage(format!("`{}` is neither N.root.json nor targets.json", path.display())));
+                return Err(TrustError::Usage(format!(
+                    "`{}` is neither N.root.json, targets.json nor a Sigstore trusted_root.json",
+                    path.display()
+                )));
             }
         }
         candidates.sort_by_key(|(_, _, doc)| doc.signed.version);
@@ -484,7 +537,47 @@ impl SiteTrust {
         {
             require(doc, &root.signed, "targets", path)?;
         }
-        Ok(Update { roots, targets })
+        let files_listed = match &targets {
+            Some(doc) => Self::sigstore_file(&dir, doc, sigstore_root)?,
+            None => Vec::new(),
+        };
+        Ok(Update { roots, targets, target_files: files_listed })
+    }
+
+    /// The Sigstore trusted root new targets metadata lists: the file presented beside it,
+    /// or the one the site has, each only when its length and sha256 are the ones listed.
+    fn sigstore_file(
+        dir: &Path,
+        doc: &Signed<Targets>,
+        presented: Option<(PathBuf, Vec<u8>)>,
+    ) -> Result<Vec<(String, Vec<u8>)>, TrustError> {
+        let Some(entry) = doc.signed.targets.get(SIGSTORE_TARGET) else { return Ok(Vec::new()) };
+        let (length, sha256) = (entry["length"].as_u64(), entry["hashes"]["sha256"].as_str());
+        let matches =
+            |b: &[u8]| Some(b.len() as u64) == length && Some(Sha256::of_bytes(b).to_string().as_str()) == sha256;
+        let on_disk = dir.join("targets").join(SIGSTORE_TARGET);
+        let bad = |path: PathBuf, detail: String| TrustError::Target {
+            path,
+            name: SIGSTORE_TARGET.to_owned(),
+            version: doc.signed.version,
+            detail,
+        };
+        match presented {
+            Some((_, bytes)) if matches(&bytes) => Ok(vec![(SIGSTORE_TARGET.to_owned(), bytes)]),
+            Some((path, bytes)) => Err(bad(
+                path,
+                format!("{} bytes with sha256 {}, not the listed one", bytes.len(), Sha256::of_bytes(&bytes)),
+            )),
+            None => match read_up_to(&on_disk, MAX_TARGET_BYTES)? {
+                Some(bytes) if matches(&bytes) => Ok(Vec::new()),
+                _ => Err(bad(
+                    on_disk,
+                    "the new targets list a Sigstore trusted root this site does not have: present its \
+                     trusted_root.json with `airlock trust update`"
+                        .to_owned(),
+                )),
+            },
+        }
     }
 
     /// Write verified metadata into `root_dir/trust/`: roots in order, then targets, each
@@ -496,6 +589,14 @@ impl SiteTrust {
             move |source| TrustError::Io { path, source }
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        // The files first: a targets version never names a file that is not there yet.
+        for (name, bytes) in &update.target_files {
+            let path = dir.join("targets").join(name);
+            let parent = path.parent().unwrap_or(&dir).to_owned();
+            std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+            crate::atomic::write_durable(&path, bytes).map_err(io(&path))?;
+            crate::atomic::sync_dir(&parent).map_err(io(&parent))?;
+        }
         for root in &update.roots {
             let path = dir.join(root_file(root.signed.version));
             crate::atomic::write_durable(&path, &root.to_bytes()).map_err(io(&path))?;
@@ -544,7 +645,7 @@ impl SiteTrust {
         // What is written must read back as it will be read.
         parse_root(Path::new(&root_file(1)), &root.to_bytes())?;
         parse_targets(Path::new(TARGETS_FILE), &targets.to_bytes())?;
-        Ok(Update { roots: vec![root], targets: Some(targets) })
+        Ok(Update { roots: vec![root], targets: Some(targets), target_files: Vec::new() })
     }
 
     /// Root version N+1 with `change`, signed by a threshold of version N's root keys and of
@@ -582,7 +683,7 @@ impl SiteTrust {
             None
         };
         unused_signers(signers, &used_all)?;
-        Ok(Update { roots: vec![doc], targets })
+        Ok(Update { roots: vec![doc], targets, target_files: Vec::new() })
     }
 
     /// Targets version N+1 with `change`, signed by the root's targets role.
@@ -650,12 +751,21 @@ impl SiteTrust {
         if delegations.roles.is_empty() {
             return Err(TrustError::Usage("the change leaves no signing role".to_owned()));
         }
+        let mut target_files = Vec::new();
+        if let Some(bytes) = &change.sigstore_root {
+            let entry = serde_json::json!({
+                "length": bytes.len(),
+                "hashes": { "sha256": Sha256::of_bytes(bytes).to_string() },
+            });
+            t.targets.insert(SIGSTORE_TARGET.to_owned(), entry);
+            target_files.push((SIGSTORE_TARGET.to_owned(), bytes.clone()));
+        }
         let path = self.dir.join(TARGETS_FILE);
         let mut doc = Signed::new(t);
         let used = sign_as(&mut doc, &[&self.root.signed], "targets", signers);
         check_signed(&doc, &[&self.root.signed], "targets", &path)?;
         unused_signers(signers, &[used])?;
-        Ok((Update { roots: Vec::new(), targets: Some(doc) }, warnings))
+        Ok((Update { roots: Vec::new(), targets: Some(doc), target_files }, warnings))
     }
 }
 
