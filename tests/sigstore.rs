@@ -109,3 +109,60 @@ fn a_verified_bundle_says_who_signed_and_when_it_was_logged_and_a_wrong_identity
     let r = verify(&[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+#[test]
+fn a_private_instances_keyless_signature_verifies_under_its_root_only_and_a_tampered_entry_is_refused() {
+    // A private Sigstore instance the test makes (tests/sigstore_instance.py): CA and
+    // intermediate for Fulcio, a CT log key and its SCT, a Rekor key with a real Merkle tree,
+    // its inclusion proof and signed checkpoint, and the SET.
+    let t = tempfile::tempdir().unwrap();
+    let file = t.path().join("release.tar.gz");
+    std::fs::write(&file, b"the release").unwrap();
+    let out = t.path().join("instance");
+    let identity = "https://git.example.org/platform/stack/.ci/release.yml@refs/tags/v2026.11.1";
+    let issuer = "https://ci.example.org/oidc";
+    run(Command::new("python3").args([
+        s(&repo("tests/sigstore_instance.py")),
+        s(&out),
+        "--identity",
+        identity,
+        "--issuer",
+        issuer,
+        "--file",
+        s(&file),
+    ]))
+    .ok();
+    let verify = |bundle: &str, who: &str, from: &str, root: Option<&Path>| {
+        let b = out.join(bundle);
+        let mut args = vec!["sigstore", "verify", "--bundle", s(&b), "--certificate-identity", who];
+        args.extend(["--certificate-oidc-issuer", from]);
+        let r = root.map(|r| s(r).to_owned());
+        if let Some(r) = &r {
+            args.extend(["--trusted-root", r.as_str()]);
+        }
+        args.push(s(&file));
+        run(airlock().args(&args))
+    };
+    let root = out.join("trusted_root.json");
+    let ok = verify("bundle.sigstore.json", identity, issuer, Some(&root));
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert!(ok.stdout.contains(identity) && ok.stdout.contains(issuer), "{}", ok.stdout);
+    let refused = |r: Run, why: &str| {
+        assert_eq!(r.code, 3, "{why}: {}", r.stderr);
+        r.stderr
+    };
+    refused(
+        verify("bundle.sigstore.json", "https://git.example.org/platform/other.yml", issuer, Some(&root)),
+        "identity",
+    );
+    refused(verify("bundle.sigstore.json", identity, "https://accounts.google.com", Some(&root)), "issuer");
+    let e = refused(verify("tampered-entry.sigstore.json", identity, issuer, Some(&root)), "tampered entry");
+    assert!(e.contains("inclusion promise") || e.contains("SET"), "{e}");
+    let e = refused(verify("other-log.sigstore.json", identity, issuer, Some(&root)), "another leaf's proof");
+    assert!(e.contains("inclusion proof"), "{e}");
+    // Sigstore's public-good root does not know this instance.
+    refused(verify("bundle.sigstore.json", identity, issuer, None), "public-good root");
+    // Another file than the one signed.
+    std::fs::write(&file, b"the release, altered").unwrap();
+    refused(verify("bundle.sigstore.json", identity, issuer, Some(&root)), "altered file");
+}

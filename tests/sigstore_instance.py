@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""A private Sigstore instance, made on the spot for the tests (issue 65), and one keyless
+signature from it: what Fulcio, a CT log and Rekor would have produced, made here with the
+`cryptography` package and nothing else.
+
+    sigstore_instance.py OUT_DIR --identity URI --issuer URL (--digest HEX | --file PATH)
+
+writes into OUT_DIR:
+  trusted_root.json    the instance's root: a root CA and an intermediate (Fulcio), a CT log
+                       key and a Rekor key, each valid from an hour ago
+  bundle.sigstore.json a v0.3 bundle: a short-lived leaf certificate for URI (SAN) from URL
+                       (Fulcio's issuer extensions) with an embedded SCT over its
+                       precertificate, a message signature over the digest, and a Rekor v1
+                       hashedrekord entry with its SET, its inclusion proof in a real RFC 6962
+                       Merkle tree of several entries, and a signed checkpoint
+  tampered-entry.sigstore.json   the same bundle, its log entry's integrated time moved
+  other-log.sigstore.json        the same bundle, its inclusion proof for another leaf
+"""
+
+import argparse
+import base64
+import datetime
+import hashlib
+import json
+import os
+import struct
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, utils
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
+
+SCT_LIST_OID = ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2")
+ISSUER_V1_OID = ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
+ISSUER_V2_OID = ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def spki(key) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def rfc3339(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def der_length(n: int) -> bytes:
+    if n < 0x80:
+        return bytes([n])
+    body = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([0x80 | len(body)]) + body
+
+
+def der_octet_string(data: bytes) -> bytes:
+    return b"\x04" + der_length(len(data)) + data
+
+
+def der_utf8(text: str) -> bytes:
+    data = text.encode()
+    return b"\x0c" + der_length(len(data)) + data
+
+
+def ca_cert(name, key, issuer_name, issuer_key, now, path_length):
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airlock-test"), x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=path_length), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(issuer_key, hashes.SHA256())
+    )
+
+
+def leaf_builder(leaf_key, intermediate, identity, issuer, now, serial):
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([]))
+        .issuer_name(intermediate.subject)
+        .public_key(leaf_key.public_key())
+        .serial_number(serial)
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(minutes=10))
+        .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(identity)]), critical=True)
+        .add_extension(x509.UnrecognizedExtension(ISSUER_V1_OID, issuer.encode()), critical=False)
+        .add_extension(x509.UnrecognizedExtension(ISSUER_V2_OID, der_utf8(issuer)), critical=False)
+    )
+
+
+def sct_for(tbs: bytes, issuer_spki: bytes, ct_key, timestamp_ms: int) -> bytes:
+    """RFC 6962 §3.2: a v1 SCT over a precertificate entry, serialized."""
+    log_id = hashlib.sha256(spki(ct_key)).digest()
+    signed = (
+        struct.pack(">BBQH", 0, 0, timestamp_ms, 1)
+        + hashlib.sha256(issuer_spki).digest()
+        + len(tbs).to_bytes(3, "big")
+        + tbs
+        + struct.pack(">H", 0)
+    )
+    signature = ct_key.sign(signed, ec.ECDSA(hashes.SHA256()))
+    return (
+        bytes([0])
+        + log_id
+        + struct.pack(">Q", timestamp_ms)
+        + struct.pack(">H", 0)
+        + bytes([4, 3])
+        + struct.pack(">H", len(signature))
+        + signature
+    )
+
+
+def leaf_hash(data: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def merkle_root(leaves):
+    if len(leaves) == 1:
+        return leaves[0]
+    k = 1
+    while k * 2 < len(leaves):
+        k *= 2
+    return node_hash(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
+
+
+def inclusion_path(index, leaves):
+    """RFC 6962 §2.1.1: the audit path of leaf `index`, bottom up."""
+    if len(leaves) == 1:
+        return []
+    k = 1
+    while k * 2 < len(leaves):
+        k *= 2
+    if index < k:
+        return inclusion_path(index, leaves[:k]) + [merkle_root(leaves[k:])]
+    return inclusion_path(index - k, leaves[k:]) + [merkle_root(leaves[:k])]
+
+
+def canonical(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--identity", required=True)
+    ap.add_argument("--issuer", required=True)
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--digest")
+    what.add_argument("--file")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    digest = bytes.fromhex(a.digest) if a.digest else hashlib.sha256(open(a.file, "rb").read()).digest()
+
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    root_key, inter_key, leaf_key, ct_key, rekor_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(5))
+    root_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airlock-test"), x509.NameAttribute(NameOID.COMMON_NAME, "test root")])
+    root = ca_cert("test root", root_key, root_name, root_key, now, 1)
+    intermediate = ca_cert("test intermediate", inter_key, root.subject, root_key, now, 0)
+
+    # Fulcio's way: the SCT is over the certificate without its SCT list, then added to it.
+    serial = x509.random_serial_number()
+    pre = leaf_builder(leaf_key, intermediate, a.identity, a.issuer, now, serial).sign(inter_key, hashes.SHA256())
+    sct = sct_for(pre.tbs_certificate_bytes, spki(inter_key), ct_key, int(now.timestamp() * 1000))
+    sct_list = struct.pack(">H", len(sct) + 2) + struct.pack(">H", len(sct)) + sct
+    leaf = (
+        leaf_builder(leaf_key, intermediate, a.identity, a.issuer, now, serial)
+        .add_extension(x509.UnrecognizedExtension(SCT_LIST_OID, der_octet_string(sct_list)), critical=False)
+        .sign(inter_key, hashes.SHA256())
+    )
+    leaf_der = leaf.public_bytes(serialization.Encoding.DER)
+    signature = leaf_key.sign(digest, ec.ECDSA(utils.Prehashed(hashes.SHA256())))
+
+    # Rekor v1: the hashedrekord entry, one leaf among several of a real tree.
+    body = canonical({
+        "apiVersion": "0.0.1",
+        "kind": "hashedrekord",
+        "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
+            "signature": {"content": b64(signature), "publicKey": {"content": b64(leaf.public_bytes(serialization.Encoding.PEM))}},
+        },
+    })
+    others = [canonical({"entry": i}) for i in range(6)]
+    index = 3
+    entries = others[:index] + [body] + others[index:]
+    leaves = [leaf_hash(e) for e in entries]
+    root_hash = merkle_root(leaves)
+    log_id = hashlib.sha256(spki(rekor_key)).digest()
+    integrated = int(now.timestamp())
+    origin = "rekor.airlock.test - 1"
+    note = f"{origin}\n{len(leaves)}\n{b64(root_hash)}\n"
+    note_sig = rekor_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    checkpoint = note + "\n" + f"\u2014 rekor.airlock.test {b64(log_id[:4] + note_sig)}\n"
+
+    def entry(integrated_time, proof_index):
+        set_payload = canonical({"body": b64(body), "integratedTime": integrated_time, "logID": log_id.hex(), "logIndex": index})
+        return {
+            "logIndex": str(index),
+            "logId": {"keyId": b64(log_id)},
+            "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+            "integratedTime": str(integrated_time),
+            "inclusionPromise": {"signedEntryTimestamp": b64(rekor_key.sign(set_payload, ec.ECDSA(hashes.SHA256())))},
+            "inclusionProof": {
+                "logIndex": str(proof_index),
+                "rootHash": b64(root_hash),
+                "treeSize": str(len(leaves)),
+                "hashes": [b64(h) for h in inclusion_path(proof_index, leaves)],
+                "checkpoint": {"envelope": checkpoint},
+            },
+            "canonicalizedBody": b64(body),
+        }
+
+    def bundle(tlog_entry):
+        return {
+            "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+            "verificationMaterial": {"certificate": {"rawBytes": b64(leaf_der)}, "tlogEntries": [tlog_entry]},
+            "messageSignature": {
+                "messageDigest": {"algorithm": "SHA2_256", "digest": b64(digest)},
+                "signature": b64(signature),
+            },
+        }
+
+    def write(name, doc):
+        with open(os.path.join(a.out, name), "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+
+    start = rfc3339(now - datetime.timedelta(hours=1))
+    key_of = lambda k: {"rawBytes": b64(spki(k)), "keyDetails": "PKIX_ECDSA_P256_SHA_256", "validFor": {"start": start}}
+    write("trusted_root.json", {
+        "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+        "tlogs": [{"baseUrl": "https://rekor.airlock.test", "hashAlgorithm": "SHA2_256", "publicKey": key_of(rekor_key), "logId": {"keyId": b64(log_id)}}],
+        "certificateAuthorities": [{
+            "subject": {"organization": "airlock-test", "commonName": "test intermediate"},
+            "uri": "https://fulcio.airlock.test",
+            "certChain": {"certificates": [{"rawBytes": b64(c.public_bytes(serialization.Encoding.DER))} for c in (intermediate, root)]},
+            "validFor": {"start": start},
+        }],
+        "ctlogs": [{"baseUrl": "https://ctfe.airlock.test", "hashAlgorithm": "SHA2_256", "publicKey": key_of(ct_key), "logId": {"keyId": b64(hashlib.sha256(spki(ct_key)).digest())}}],
+        "timestampAuthorities": [],
+    })
+    write("bundle.sigstore.json", bundle(entry(integrated, index)))
+    write("tampered-entry.sigstore.json", bundle(entry(integrated, index) | {"integratedTime": str(integrated - 30)}))
+    write("other-log.sigstore.json", bundle(entry(integrated, index + 1)))
+
+
+if __name__ == "__main__":
+    main()
