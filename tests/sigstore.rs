@@ -144,6 +144,26 @@ fn a_private_instances_keyless_signature_verifies_under_its_root_only_and_a_tamp
         run(airlock().args(&args))
     };
     let root = out.join("trusted_root.json");
+    // The instance is a real one as far as an independent verifier can tell: sigstore-python
+    // accepts its signature and refuses the tampered entry, offline.
+    let python = |bundle: &str| {
+        run(Command::new("sigstore").args([
+            "--trust-config",
+            s(&out.join("trust_config.json")),
+            "verify",
+            "identity",
+            "--offline",
+            "--bundle",
+            s(&out.join(bundle)),
+            "--cert-identity",
+            identity,
+            "--cert-oidc-issuer",
+            issuer,
+            s(&file),
+        ]))
+    };
+    assert_eq!(python("bundle.sigstore.json").code, 0, "sigstore-python: {}", python("bundle.sigstore.json").stderr);
+    assert_ne!(python("tampered-entry.sigstore.json").code, 0, "sigstore-python refuses the tampered entry");
     let ok = verify("bundle.sigstore.json", identity, issuer, Some(&root));
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert!(ok.stdout.contains(identity) && ok.stdout.contains(issuer), "{}", ok.stdout);

@@ -15,6 +15,7 @@ writes into OUT_DIR:
                        Merkle tree of several entries, and a signed checkpoint
   tampered-entry.sigstore.json   the same bundle, its log entry's integrated time moved
   other-log.sigstore.json        the same bundle, its inclusion proof for another leaf
+  trust_config.json    the root as sigstore-python's `--trust-config` takes it (a ClientTrustConfig)
 """
 
 import argparse
@@ -77,6 +78,7 @@ def ca_cert(name, key, issuer_name, issuer_key, now, path_length):
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False)
         .sign(issuer_key, hashes.SHA256())
     )
 
@@ -92,6 +94,8 @@ def leaf_builder(leaf_key, intermediate, identity, issuer, now, serial):
         .not_valid_after(now + datetime.timedelta(minutes=10))
         .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(leaf_key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(intermediate.public_key()), critical=False)
         .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(identity)]), critical=True)
         .add_extension(x509.UnrecognizedExtension(ISSUER_V1_OID, issuer.encode()), critical=False)
         .add_extension(x509.UnrecognizedExtension(ISSUER_V2_OID, der_utf8(issuer)), critical=False)
@@ -251,6 +255,20 @@ def main():
         }],
         "ctlogs": [{"baseUrl": "https://ctfe.airlock.test", "hashAlgorithm": "SHA2_256", "publicKey": key_of(ct_key), "logId": {"keyId": b64(hashlib.sha256(spki(ct_key)).digest())}}],
         "timestampAuthorities": [],
+    })
+    urls = lambda url: [{"url": url, "majorApiVersion": 1, "validFor": {"start": start}, "operator": "airlock-test"}]
+    write("trust_config.json", {
+        "mediaType": "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
+        "trustedRoot": json.load(open(os.path.join(a.out, "trusted_root.json"))),
+        "signingConfig": {
+            "mediaType": "application/vnd.dev.sigstore.signingconfig.v0.2+json",
+            "caUrls": urls("https://fulcio.airlock.test"),
+            "oidcUrls": [],
+            "rekorTlogUrls": urls("https://rekor.airlock.test"),
+            "tsaUrls": [],
+            "rekorTlogConfig": {"selector": "ANY"},
+            "tsaConfig": {"selector": "ANY"},
+        },
     })
     write("bundle.sigstore.json", bundle(entry(integrated, index)))
     write("tampered-entry.sigstore.json", bundle(entry(integrated, index) | {"integratedTime": str(integrated - 30)}))
