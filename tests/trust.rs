@@ -600,3 +600,24 @@ fn a_sites_sigstore_root_is_a_target_of_its_trust_root_checked_and_taken_up_like
         r.stderr
     );
 }
+
+#[test]
+fn a_bundle_carries_the_sigstore_root_with_the_targets_that_list_it_and_a_site_takes_both_up() {
+    let tr = Trust::new();
+    tr.init(&tr.auth, "1y").ok();
+    let site = tr.site("site");
+    let custom = repo("testdata/sigstore-conformance/bundle-verify/intoto-with-custom-trust-root/trusted_root.json");
+    let signers = ["--sign", s(&tr.root1.private), "--sign", s(&tr.root2.private)];
+    airlock_run(&[&["trust", "sigstore-root", "--root", s(&tr.auth), s(&custom)][..], &signers].concat()).ok();
+    let bundle = tr.bundle("1.0.0", &[&tr.sec2], "", &["--trust-root", s(&tr.auth)]);
+    let listed =
+        manifest_member(&bundle)["entries"].as_array().unwrap().iter().map(|e| e["path"].clone()).collect::<Vec<_>>();
+    assert!(listed.contains(&serde_json::json!("airlock/trust/trusted_root.json")), "{listed:?}");
+    airlock_run(&["install", s(&bundle), "--root", s(&site), "--json"]).ok();
+    assert_eq!(
+        std::fs::read(site.join("trust/targets/sigstore/trusted_root.json")).unwrap(),
+        std::fs::read(&custom).unwrap()
+    );
+    let shown = airlock_run(&["trust", "show", "--root", s(&site)]).ok().stdout;
+    assert!(shown.contains("Sigstore trusted root: sigstore/trusted_root.json"), "{shown}");
+}

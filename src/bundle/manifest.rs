@@ -23,10 +23,12 @@ pub const PROVENANCE: &str = "airlock/provenance.dsse.json";
 /// Where a bundle carries its site trust root's metadata (`build --trust-root`).
 pub const TRUST_PREFIX: &str = "airlock/trust/";
 
-/// `airlock/trust/N.root.json` or `airlock/trust/targets.json`.
+/// `airlock/trust/N.root.json`, `airlock/trust/targets.json`, or the Sigstore trusted root
+/// the targets list (`airlock/trust/trusted_root.json`).
 pub fn is_carried_trust(path: &str) -> bool {
     path.strip_prefix(TRUST_PREFIX).is_some_and(|name| {
         name == "targets.json"
+            || name == "trusted_root.json"
             || name.strip_suffix(".root.json").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     })
 }

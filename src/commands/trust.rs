@@ -251,6 +251,10 @@ pub fn carried_files(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         crate::trust::TARGETS_FILE.to_owned(),
         bytes.with_context(|| format!("cannot read `{}`: no such file", path.display()))?,
     ));
+    // The Sigstore trusted root the targets list travels with them (checked against them first).
+    if let Some((bytes, _)) = trust.sigstore_root()? {
+        files.push(("trusted_root.json".to_owned(), bytes));
+    }
     Ok(files)
 }
 
