@@ -108,6 +108,20 @@ fn a_verified_bundle_says_who_signed_and_when_it_was_logged_and_a_wrong_identity
     // No signer named: a usage error.
     let r = verify(&[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
+    // A FIFO as the bundle or the signed file is refused, never read without end.
+    let t = tempfile::tempdir().unwrap();
+    let fifo = t.path().join("fifo");
+    run(Command::new("mkfifo").arg(&fifo)).ok();
+    let mut args = vec!["sigstore", "verify", "--bundle", s(&fifo)];
+    args.extend(["--certificate-identity", IDENTITY, "--certificate-oidc-issuer", ISSUER, s(&a)]);
+    let r = run(airlock().args(&args));
+    assert!(r.code != 0 && r.stderr.contains("not a regular file"), "{}", r.stderr);
+    let bundle = dir.join("bundle.sigstore.json");
+    let mut args = vec!["sigstore", "verify", "--bundle", s(&bundle)];
+    args.extend(["--certificate-identity", IDENTITY, "--certificate-oidc-issuer", ISSUER, s(&fifo)]);
+    let r = run(airlock().args(&args));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
 }
 
 #[test]

@@ -47,8 +47,10 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
         verify_bundle(&from, &bundle, Subject::Digest(d), &signer, &root)?
     } else {
         let path = std::path::Path::new(&args.subject);
-        let mut file =
-            std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?;
+        // A FIFO or a device would be read without end: a regular file only.
+        let mut file = crate::sign::policy::open_regular(path)
+            .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?
+            .ok_or_else(|| super::UsageError(format!("`{}` is not a regular file", path.display())))?;
         verify_bundle(&from, &bundle, Subject::Reader(&mut file), &signer, &root)?
     };
     if args.json {

@@ -254,7 +254,9 @@ fn run(
 /// A bundle, a key or a trusted root: small documents, refused past [`MAX_DOCUMENT_BYTES`].
 pub fn read_bounded(path: &Path) -> Result<Vec<u8>, SigstoreError> {
     let err = |detail: String| SigstoreError::Read { path: path.to_owned(), detail };
-    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let file = crate::sign::policy::open_regular(path)
+        .map_err(|e| err(e.to_string()))?
+        .ok_or_else(|| err("not a regular file (a FIFO, a device or a directory): refused, not read".into()))?;
     let mut bytes = Vec::new();
     file.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| err(e.to_string()))?;
     if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
