@@ -244,8 +244,8 @@ fn run(
     match subject {
         Subject::Reader(r) => verifier.verify_reader(r, bundle, policy),
         Subject::Digest(d) => {
-            let hash = Sha256Hash::from_hex(&d.to_string()).map_err(|e| e.to_string())?;
-            verifier.verify(Artifact::from_digest(ArtifactDigest::sha256(hash)), bundle, policy)
+            let digest = ArtifactDigest::sha256(Sha256Hash::new(*d.as_bytes()));
+            verifier.verify(Artifact::from_digest(digest), bundle, policy)
         }
     }
     .map_err(|e| e.to_string())
@@ -253,16 +253,17 @@ fn run(
 
 /// A bundle, a key or a trusted root: small documents, refused past [`MAX_DOCUMENT_BYTES`].
 pub fn read_bounded(path: &Path) -> Result<Vec<u8>, SigstoreError> {
+    use crate::sign::policy::{Refused, read_regular};
     let err = |detail: String| SigstoreError::Read { path: path.to_owned(), detail };
-    let file = crate::sign::policy::open_regular(path)
-        .map_err(|e| err(e.to_string()))?
-        .ok_or_else(|| err("not a regular file (a FIFO, a device or a directory): refused, not read".into()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| err(e.to_string()))?;
-    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
-        return Err(err(format!("larger than {MAX_DOCUMENT_BYTES} bytes")));
+    match read_regular(path, MAX_DOCUMENT_BYTES) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(err("no such file".into())),
+        Err(Refused::NotRegular) => {
+            Err(err("not a regular file (a FIFO, a device or a directory): refused, not read".into()))
+        }
+        Err(Refused::TooLarge) => Err(err(format!("larger than {MAX_DOCUMENT_BYTES} bytes"))),
+        Err(Refused::Io(e)) => Err(err(e.to_string())),
     }
-    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -279,24 +279,12 @@ impl SiteRoot {
 /// further than the limit) or when it is no regular file (opened without waiting: a FIFO or a
 /// device planted where a file was expected is refused, not read); `None` when it does not exist.
 pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, SiteError> {
-    use std::io::Read as _;
-    let io = |source| SiteError::Io { path: path.to_owned(), source };
-    let file = match crate::sign::policy::open_regular(path) {
-        Ok(Some(f)) => f,
-        Ok(None) => return Err(SiteError::NotRegular { path: path.to_owned() }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
-    let too_large = || SiteError::TooLarge { path: path.to_owned(), limit };
-    if file.metadata().map_err(io)?.len() > limit {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large());
-    }
-    Ok(Some(bytes))
+    use crate::sign::policy::{Refused, read_regular};
+    read_regular(path, limit).map_err(|e| match e {
+        Refused::NotRegular => SiteError::NotRegular { path: path.to_owned() },
+        Refused::TooLarge => SiteError::TooLarge { path: path.to_owned(), limit },
+        Refused::Io(source) => SiteError::Io { path: path.to_owned(), source },
+    })
 }
 
 #[cfg(test)]

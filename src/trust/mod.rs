@@ -213,25 +213,32 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, TrustError> {
 }
 
 fn read_up_to(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, TrustError> {
-    use std::io::Read as _;
+    use crate::sign::policy::{Refused, read_regular};
     let io = |source| TrustError::Io { path: path.to_owned(), source };
-    let file = match crate::sign::policy::open_regular(path) {
-        Ok(Some(f)) => f,
-        Ok(None) => {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file (a FIFO, a device or a directory): refused, not read",
-            )));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > limit {
-        return Err(TrustError::TooLarge { path: path.to_owned(), limit });
+    read_regular(path, limit).map_err(|e| match e {
+        Refused::NotRegular => io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device or a directory): refused, not read",
+        )),
+        Refused::TooLarge => TrustError::TooLarge { path: path.to_owned(), limit },
+        Refused::Io(e) => io(e),
+    })
+}
+
+/// Whether `bytes` are the target `entry` lists (its `length` and `hashes.sha256`); the
+/// difference in words when they are not.
+fn listed_target(entry: &serde_json::Value, bytes: &[u8]) -> Result<(), String> {
+    let (length, sha256) = (entry["length"].as_u64(), entry["hashes"]["sha256"].as_str());
+    let actual = Sha256::of_bytes(bytes);
+    if length == Some(bytes.len() as u64) && sha256 == Some(actual.to_string().as_str()) {
+        return Ok(());
     }
-    Ok(Some(bytes))
+    Err(format!(
+        "{} bytes with sha256 {actual}, expected {} bytes with sha256 {}",
+        bytes.len(),
+        length.map_or_else(|| "(no length listed)".to_owned(), |l| l.to_string()),
+        sha256.unwrap_or("(none listed)")
+    ))
 }
 
 fn format_err<'a>(path: &'a Path, role: &'static str) -> impl Fn(String) -> TrustError + 'a {
@@ -415,21 +422,10 @@ impl SiteTrust {
             version: targets.version,
             detail,
         };
-        let length = entry["length"].as_u64().ok_or_else(|| bad("the metadata gives it no length".into()))?;
-        let sha256 = entry["hashes"]["sha256"].as_str().ok_or_else(|| bad("the metadata gives it no sha256".into()))?;
-        if length > MAX_TARGET_BYTES {
-            return Err(bad(format!("{length} bytes, more than the {MAX_TARGET_BYTES} a target may have")));
-        }
         let bytes = read_up_to(&path, MAX_TARGET_BYTES)
             .map_err(|e| bad(e.to_string()))?
             .ok_or_else(|| bad("missing".into()))?;
-        let actual = Sha256::of_bytes(&bytes);
-        if bytes.len() as u64 != length || actual.to_string() != sha256 {
-            return Err(bad(format!(
-                "{} bytes with sha256 {actual}, expected {length} bytes with sha256 {sha256}",
-                bytes.len()
-            )));
-        }
+        listed_target(entry, &bytes).map_err(bad)?;
         Ok(Some((bytes, targets.version)))
     }
 
@@ -552,9 +548,7 @@ impl SiteTrust {
         presented: Option<(PathBuf, Vec<u8>)>,
     ) -> Result<Vec<(String, Vec<u8>)>, TrustError> {
         let Some(entry) = doc.signed.targets.get(SIGSTORE_TARGET) else { return Ok(Vec::new()) };
-        let (length, sha256) = (entry["length"].as_u64(), entry["hashes"]["sha256"].as_str());
-        let matches =
-            |b: &[u8]| Some(b.len() as u64) == length && Some(Sha256::of_bytes(b).to_string().as_str()) == sha256;
+        let matches = |b: &[u8]| listed_target(entry, b).is_ok();
         let on_disk = dir.join("targets").join(SIGSTORE_TARGET);
         let bad = |path: PathBuf, detail: String| TrustError::Target {
             path,
@@ -563,11 +557,10 @@ impl SiteTrust {
             detail,
         };
         match presented {
-            Some((_, bytes)) if matches(&bytes) => Ok(vec![(SIGSTORE_TARGET.to_owned(), bytes)]),
-            Some((path, bytes)) => Err(bad(
-                path,
-                format!("{} bytes with sha256 {}, not the listed one", bytes.len(), Sha256::of_bytes(&bytes)),
-            )),
+            Some((path, bytes)) => match listed_target(entry, &bytes) {
+                Ok(()) => Ok(vec![(SIGSTORE_TARGET.to_owned(), bytes)]),
+                Err(detail) => Err(bad(path, detail)),
+            },
             None => match read_up_to(&on_disk, MAX_TARGET_BYTES)? {
                 Some(bytes) if matches(&bytes) => Ok(Vec::new()),
                 _ => Err(bad(
