@@ -110,7 +110,6 @@ async fn publish_all(
         .await
         .map_err(|e| PublishError::Push { target: site.host.clone(), detail: e.to_string() })?;
     let layout = staged.join("images");
-    let source = Store::Layout { dir: layout.clone(), tag: None };
     let mut out = Vec::new();
     for entry in images {
         let bad = |detail| PublishError::Layout { path: layout.clone(), detail };
@@ -123,8 +122,7 @@ async fn publish_all(
             }
             (None, None) => return Err(bad(format!("entry sha256:{} has no name", entry.digest))),
         };
-        let target = Store::Registry { conn: conn.clone(), image: target, options };
-        out.push(push_image(&source, &target, &reach, entry, &name).await?);
+        out.push(push_image(&layout, &conn, target, &reach, entry, &name).await?);
     }
     Ok(out)
 }
@@ -134,16 +132,18 @@ async fn publish_all(
 /// resumes, platform manifests by digest, then the tagged manifest or index, which is read back
 /// to prove the registry serves that digest. Every request follows the command's retry policy.
 async fn push_image(
-    source: &Store,
-    target: &Store,
+    layout: &Path,
+    conn: &std::sync::Arc<crate::oci::Connection>,
+    image: ImageRef,
     reach: &Reach,
     entry: &Descriptor,
     name: &str,
 ) -> Result<Pushed, PublishError> {
+    let source = Store::Layout { dir: layout.to_owned(), tag: None };
+    let uploader = Uploader::new(conn, &image, reach, DEFAULT_CHUNK).await;
+    let target = Store::Registry { conn: conn.clone(), image: image.clone(), options: reach.options };
     let push_err = |e: &dyn std::fmt::Display| PublishError::Push { target: target.describe(), detail: e.to_string() };
-    let Store::Registry { conn, image, .. } = target else { return Err(push_err(&"not a registry")) };
-    let Store::Layout { dir: layout, .. } = source else { return Err(push_err(&"not a layout")) };
-    let uploader = Uploader::new(conn, image, reach, DEFAULT_CHUNK).await.map_err(|e| push_err(&e))?;
+    let uploader = uploader.map_err(|e| push_err(&e))?;
     let (top, _) = source.manifest(Some(entry.digest)).await.map_err(|e| push_err(&e))?;
     let document = doc::parse(&top).map_err(|e| push_err(&e))?;
     // (media type, bytes) of manifests to push before the top one.
