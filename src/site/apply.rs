@@ -129,8 +129,8 @@ pub fn apply(
             tempfile::Builder::new().prefix("airlock-dry-run-").tempdir().map_err(io_err(&std::env::temp_dir()))?;
         std::fs::create_dir(work.path().join("staging")).map_err(io_err(work.path()))?;
         let root = &SiteRoot::read_only(root, work.path());
-        let lock = if root.is_site() { Some(root.lock_for_reading("apply --dry-run", opts.wait)?) } else { None };
-        let mut tx = Transaction::reading(root, lock.as_ref())?;
+        let _lock = if root.is_site() { Some(root.lock_for_reading("apply --dry-run", opts.wait)?) } else { None };
+        let mut tx = Transaction::reading(root)?;
         return apply_locked(arrival, opened, trust, &mut tx, opts, node, reporter, &mut attempt);
     }
     let root = &SiteRoot::new(root);

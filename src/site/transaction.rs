@@ -12,10 +12,9 @@ use super::state::State;
 /// The root, the lock held on it and its state, from the state's load to the trip's end.
 pub(super) struct Transaction<'r> {
     root: &'r SiteRoot,
-    /// Held by the caller for as long as this lives (`None`: a dry run's read-only root).
-    held: Option<&'r RootLock>,
-    /// Whether `held` is a writer's lock: only then is the state saved.
-    writing: bool,
+    /// The writer's lock, held by the caller for as long as this lives; `None` for a trip that
+    /// changes nothing (a dry run), which never saves.
+    writer: Option<&'r RootLock>,
     pub state: State,
 }
 
@@ -61,13 +60,13 @@ impl Step {
 impl<'r> Transaction<'r> {
     /// A writer's trip: `held` is the lock `SiteRoot::open_for_writing` took.
     pub fn writing(root: &'r SiteRoot, held: &'r RootLock) -> Result<Self, SiteError> {
-        Ok(Self { root, held: Some(held), writing: true, state: State::load_for_writer(root)? })
+        Ok(Self { root, writer: Some(held), state: State::load_for_writer(root)? })
     }
 
-    /// A trip that changes nothing under the root (a dry run): its state read under the
-    /// reader's lock where there is one; [`Transaction::save`] refuses.
-    pub fn reading(root: &'r SiteRoot, held: Option<&'r RootLock>) -> Result<Self, SiteError> {
-        Ok(Self { root, held, writing: false, state: State::load_for_writer(root)? })
+    /// A trip that changes nothing under the root (a dry run, under the reader's lock where
+    /// there is a root): [`Transaction::save`] refuses.
+    pub fn reading(root: &'r SiteRoot) -> Result<Self, SiteError> {
+        Ok(Self { root, writer: None, state: State::load_for_writer(root)? })
     }
 
     pub fn root(&self) -> &'r SiteRoot {
@@ -76,7 +75,7 @@ impl<'r> Transaction<'r> {
 
     /// Save `state.json` (written beside, synced, renamed, the root synced) at `step`.
     pub fn save(&mut self, step: Step) -> Result<(), SiteError> {
-        if !self.writing || self.held.is_none() {
+        if self.writer.is_none() {
             let detail = format!("a trip that does not hold the writer's lock saves nothing (at `{}`)", step.name());
             return Err(SiteError::State { path: self.root.path().join("state.json"), detail });
         }
