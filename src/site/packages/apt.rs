@@ -35,28 +35,6 @@ impl Apt {
         Ok(out.trim().to_owned())
     }
 
-    /// Every installed package of `arch` or `all`, by name, with its version.
-    fn installed_of(arch: &str) -> Result<PackageSet, PackageError> {
-        let format = "${Package}\\t${Architecture}\\t${Version}\\t${db:Status-Abbrev}\\n";
-        let text = output("dpkg-query", Command::new("dpkg-query").args(["-W", "-f", format]))?;
-        let mut set = PackageSet::new();
-        for line in text.lines() {
-            let mut fields = line.split('\t');
-            let (Some(name), Some(a), Some(version), Some(status)) =
-                (fields.next(), fields.next(), fields.next(), fields.next())
-            else {
-                continue;
-            };
-            // `ii `, `hi `, half-installed states: the package is there. `rc`: only its
-            // config files remain; `un`: not installed.
-            let present = !matches!(status.as_bytes().get(1), Some(b'n' | b'c') | None);
-            if present && (a == arch || a == "all") {
-                set.insert(name.to_owned(), version.to_owned());
-            }
-        }
-        Ok(set)
-    }
-
     /// Point the private sources at `views` (each a flat repository, `debs/` of a retained
     /// bundle) and read their indexes.
     fn prepare(&self, views: &[PathBuf]) -> Result<(), PackageError> {
@@ -121,8 +99,26 @@ impl PackageManager for Apt {
         "debs"
     }
 
+    /// Every installed package of `arch` or `all`, by name, with its version.
     fn installed(&self, arch: &str) -> Result<PackageSet, PackageError> {
-        Self::installed_of(arch)
+        let format = "${Package}\\t${Architecture}\\t${Version}\\t${db:Status-Abbrev}\\n";
+        let text = output("dpkg-query", Command::new("dpkg-query").args(["-W", "-f", format]))?;
+        let mut set = PackageSet::new();
+        for line in text.lines() {
+            let mut fields = line.split('\t');
+            let (Some(name), Some(a), Some(version), Some(status)) =
+                (fields.next(), fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            // `ii `, `hi `, half-installed states: the package is there. `rc`: only its
+            // config files remain; `un`: not installed.
+            let present = !matches!(status.as_bytes().get(1), Some(b'n' | b'c') | None);
+            if present && (a == arch || a == "all") {
+                set.insert(name.to_owned(), version.to_owned());
+            }
+        }
+        Ok(set)
     }
 
     /// What apt would do to reach `wanted` from the views (`apt-get -s`): its own simulation

@@ -64,21 +64,6 @@ impl Rpm {
         Ok(out.trim().to_owned())
     }
 
-    /// Every installed package of `arch` or `noarch`, by name, with its `[EPOCH:]VERSION-RELEASE`.
-    fn installed_of(&self, arch: &str) -> Result<PackageSet, PackageError> {
-        let format = "%{NAME}\\t%{ARCH}\\t%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\n";
-        let text = output("rpm", Command::new("rpm").arg("--root").arg(&self.system).args(["-qa", "--qf", format]))?;
-        let mut set = PackageSet::new();
-        for line in text.lines() {
-            let mut fields = line.split('\t');
-            let (Some(name), Some(a), Some(evr)) = (fields.next(), fields.next(), fields.next()) else { continue };
-            if a == arch || a == "noarch" {
-                set.insert(name.to_owned(), evr.to_owned());
-            }
-        }
-        Ok(set)
-    }
-
     /// The repository file naming `views` (each `rpms/` of a retained bundle).
     fn prepare(&self, views: &[PathBuf]) -> Result<(), PackageError> {
         let io = super::io_at;
@@ -199,8 +184,19 @@ impl PackageManager for Rpm {
         "rpms"
     }
 
+    /// Every installed package of `arch` or `noarch`, by name, with its `[EPOCH:]VERSION-RELEASE`.
     fn installed(&self, arch: &str) -> Result<PackageSet, PackageError> {
-        self.installed_of(arch)
+        let format = "%{NAME}\\t%{ARCH}\\t%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\n";
+        let text = output("rpm", Command::new("rpm").arg("--root").arg(&self.system).args(["-qa", "--qf", format]))?;
+        let mut set = PackageSet::new();
+        for line in text.lines() {
+            let mut fields = line.split('\t');
+            let (Some(name), Some(a), Some(evr)) = (fields.next(), fields.next(), fields.next()) else { continue };
+            if a == arch || a == "noarch" {
+                set.insert(name.to_owned(), evr.to_owned());
+            }
+        }
+        Ok(set)
     }
 
     /// dnf's or zypper's simulation, and the changes `wanted` makes to what is installed (dnf
@@ -212,7 +208,7 @@ impl PackageManager for Rpm {
         wanted: &[Wanted],
         arch: &str,
     ) -> Result<(String, Vec<Change>), PackageError> {
-        let installed = self.installed_of(arch)?;
+        let installed = self.installed(arch)?;
         let text = self.simulation(views, wanted, &installed)?;
         Ok((text, planned(&installed, wanted)))
     }
@@ -222,7 +218,7 @@ impl PackageManager for Rpm {
         self.prepare(views)?;
         match self.manager {
             Manager::Dnf => {
-                let installed = self.installed_of(arch)?;
+                let installed = self.installed(arch)?;
                 let script = Self::transaction(wanted, &installed);
                 let path = self.dir.join("transaction");
                 crate::atomic::write(&path, script.as_bytes())
