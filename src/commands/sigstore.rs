@@ -1,11 +1,12 @@
 //! `airlock sigstore verify --bundle FILE (--certificate-identity ID | --certificate-identity-regexp RE)
-//! --certificate-oidc-issuer URL | --key PEM [--trusted-root FILE] FILE_OR_DIGEST [--json]`.
+//! --certificate-oidc-issuer URL | --key PEM [--trusted-root FILE | --root DIR] FILE_OR_DIGEST [--json]`.
 
 use std::io::Write as _;
 
 use crate::cli::SigstoreVerifyArgs;
 use crate::digest::Sha256;
 use crate::failure::Exit;
+use crate::progress::Reporter as _;
 use crate::sign::sigstore::{Identity, Root, Signer, Subject, read_bounded, verify as verify_bundle};
 
 pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
@@ -48,10 +49,16 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
     } else {
         let path = std::path::Path::new(&args.subject);
         // A FIFO or a device would be read without end: a regular file only.
-        let mut file = crate::sign::policy::open_regular(path)
+        let file = crate::sign::policy::open_regular(path)
             .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?
             .ok_or_else(|| super::UsageError(format!("`{}` is not a regular file", path.display())))?;
-        verify_bundle(&from, &bundle, Subject::Reader(&mut file), &signer, &root)?
+        // A release tarball or an image can be large: progress as it is hashed (a TTY only).
+        let reporter = crate::cli::TerminalReporter::new(args.json);
+        reporter.start("hashing", file.metadata().map_or(0, |m| m.len()));
+        let mut counted = Counted { inner: file, reporter: &reporter };
+        let verified = verify_bundle(&from, &bundle, Subject::Reader(&mut counted), &signer, &root);
+        reporter.finish();
+        verified?
     };
     if args.json {
         super::print_json(&verified)?;
@@ -66,4 +73,18 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
     let when = verified.logged_at.as_ref().map(|t| format!(", logged at {t}")).unwrap_or_default();
     writeln!(out, "{}: verified, {}{when}", crate::escape::value(&args.subject), crate::escape::value(&who))?;
     Ok(Exit::Ok)
+}
+
+/// A reader that tells `reporter` how far it got.
+struct Counted<'a, R> {
+    inner: R,
+    reporter: &'a dyn crate::progress::Reporter,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.reporter.advance(n as u64);
+        Ok(n)
+    }
 }
