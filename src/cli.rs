@@ -50,7 +50,7 @@ impl Cli {
             Command::Version(a) => a.json,
             Command::SelfUpgrade(a) => a.json,
             Command::Trust(a) => a.json(),
-            Command::Sigstore(SigstoreCommand::Verify(a)) => a.json,
+            Command::VerifyBlob(a) | Command::Sigstore(SigstoreCommand::Verify(a)) => a.json,
             Command::Completions(_) | Command::Man(_) => false,
         }
     }
@@ -122,8 +122,14 @@ pub enum Command {
     /// under `ROOT/trust/`): init, rotate, role, revoke, renew, update, show.
     #[command(subcommand)]
     Trust(TrustCommand),
-    /// Sigstore bundles, verified offline against a trusted root: `verify`.
-    #[command(subcommand)]
+    /// Verify a Sigstore bundle (v0.1 to v0.3; a message signature or a DSSE envelope) over a
+    /// file or its sha256, offline: the certificate chain at the signing time, SCTs, the
+    /// transparency log entry with its inclusion proof and checkpoint, SETs and RFC 3161
+    /// timestamps, against the shipped public-good trusted root, `--trusted-root` or the
+    /// site's. Exit 3 when it does not verify.
+    VerifyBlob(SigstoreVerifyArgs),
+    /// The earlier spelling of `verify-blob` (`airlock sigstore verify`), kept for scripts.
+    #[command(subcommand, hide = true)]
     Sigstore(SigstoreCommand),
     /// Write the man pages (airlock.1 and one per subcommand) into a directory.
     #[command(hide = true)]
@@ -132,31 +138,33 @@ pub enum Command {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum SigstoreCommand {
-    /// Verify a Sigstore bundle (v0.1 to v0.3; a message signature or a DSSE envelope) over a
-    /// file or its sha256, offline: the certificate chain at the signing time, SCTs, the
-    /// transparency log entry with its inclusion proof and checkpoint, SETs and RFC 3161
-    /// timestamps, against the shipped public-good trusted root or `--trusted-root`. Exit 3
-    /// when it does not verify.
+    /// `airlock verify-blob`, as it was first spelled.
     Verify(SigstoreVerifyArgs),
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("signer").required(true).args(["certificate_identity", "certificate_identity_regexp", "key"])))]
+#[command(group(clap::ArgGroup::new("signer").required(true).args(["identity", "identity_regexp", "key"])))]
 pub struct SigstoreVerifyArgs {
     /// The Sigstore bundle (`*.sigstore.json`).
     #[arg(long, value_name = "FILE")]
     pub bundle: PathBuf,
     /// The signer's identity: the certificate's SAN, exactly.
-    #[arg(long, value_name = "IDENTITY", requires = "certificate_oidc_issuer")]
-    pub certificate_identity: Option<String>,
+    #[arg(long, value_name = "IDENTITY", requires = "issuer", alias = "certificate-identity")]
+    pub identity: Option<String>,
     /// The signer's identity as a regular expression that must match the whole SAN.
-    #[arg(long, value_name = "REGEX", requires = "certificate_oidc_issuer", conflicts_with = "certificate_identity")]
-    pub certificate_identity_regexp: Option<String>,
+    #[arg(
+        long,
+        value_name = "REGEX",
+        requires = "issuer",
+        conflicts_with = "identity",
+        alias = "certificate-identity-regexp"
+    )]
+    pub identity_regexp: Option<String>,
     /// The OIDC issuer that vouched for the identity (`https://token.actions.githubusercontent.com`).
-    #[arg(long, value_name = "URL")]
-    pub certificate_oidc_issuer: Option<String>,
+    #[arg(long, value_name = "URL", alias = "certificate-oidc-issuer")]
+    pub issuer: Option<String>,
     /// A managed key's PEM public key, instead of a keyless identity.
-    #[arg(long, value_name = "PEM", conflicts_with_all = ["certificate_identity", "certificate_identity_regexp", "certificate_oidc_issuer"])]
+    #[arg(long, value_name = "PEM", conflicts_with_all = ["identity", "identity_regexp", "issuer"])]
     pub key: Option<PathBuf>,
     /// A private Sigstore instance's `trusted_root.json` [default: the public-good instance's,
     /// shipped with airlock].
@@ -673,9 +681,20 @@ pub struct LockArgs {
     pub lock: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArgs,
+    #[command(flatten)]
+    pub upstream: UpstreamRootArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The Sigstore trusted root upstream signatures (`verify = …`) are checked against at lock time.
+#[derive(Debug, Args)]
+pub struct UpstreamRootArgs {
+    /// A private Sigstore instance's `trusted_root.json` for the spec's `verify` policies
+    /// [default: the public-good instance's, shipped with airlock].
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -718,6 +737,8 @@ pub struct BuildArgs {
     pub lock: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheArgs,
+    #[command(flatten)]
+    pub upstream: UpstreamRootArgs,
     /// Image blobs not in the cache go from their registry (or layout) straight into the
     /// bundle as they download, and are not kept: each layer is written once, and the build
     /// host needs room for the bundle alone. A dropped connection resumes with `Range`; the
@@ -785,6 +806,10 @@ pub struct VerifyArgs {
     /// and expiry) instead of `--trust`.
     #[arg(long, value_name = "DIR", conflicts_with = "trust")]
     pub root: Option<PathBuf>,
+    /// The Sigstore trusted root the bundle's upstream signatures are checked again against
+    /// [default: the site's with `--root`, else the public-good instance's, shipped].
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
     /// Use expired trust metadata or an expired bundle anyway (the freeze-attack guard waived
     /// on purpose); needs `--reason`, which the record keeps.
     #[arg(long, requires = "reason")]

@@ -1,6 +1,6 @@
 //! Sigstore bundles verified offline (issue 65): the public sigstore-conformance suite's
 //! bundle-verify vectors (vendored under `testdata/sigstore-conformance/`), each run through
-//! `scripts/sigstore-conformance` — the suite's CLI protocol over `airlock sigstore verify` —
+//! `scripts/sigstore-conformance` — the suite's CLI protocol over `airlock verify-blob` —
 //! in a network namespace with no network at all: every valid one verifies, every `_fail` one
 //! is refused.
 
@@ -78,17 +78,17 @@ fn a_verified_bundle_says_who_signed_and_when_it_was_logged_and_a_wrong_identity
     let dir = vectors().join("happy-path-v0.3");
     let a = vectors().join("a.txt");
     let verify = |extra: &[&str]| {
-        let mut args = vec!["sigstore", "verify", "--bundle"];
+        let mut args = vec!["verify-blob", "--bundle"];
         let bundle = dir.join("bundle.sigstore.json");
         args.push(s(&bundle));
         args.extend_from_slice(extra);
         args.push(s(&a));
         run(airlock().args(&args))
     };
-    let ok = verify(&["--certificate-identity", IDENTITY, "--certificate-oidc-issuer", ISSUER, "--json"]).ok().json();
+    let ok = verify(&["--identity", IDENTITY, "--issuer", ISSUER, "--json"]).ok().json();
     assert_eq!((ok["identity"].as_str(), ok["issuer"].as_str()), (Some(IDENTITY), Some(ISSUER)), "{ok}");
     assert!(ok["logged_at"].as_str().is_some_and(|t| t.starts_with("20")), "{ok}");
-    // The same bundle by the file's digest.
+    // The same bundle by the file's digest, through the verb's first spelling and cosign's option names.
     let digest = format!("sha256:{}", sha256_file(&a));
     let mut args = vec!["sigstore", "verify", "--bundle"];
     let bundle = dir.join("bundle.sigstore.json");
@@ -98,12 +98,12 @@ fn a_verified_bundle_says_who_signed_and_when_it_was_logged_and_a_wrong_identity
     let text = run(airlock().args(&args)).ok();
     assert!(text.stdout.contains("verified, signed by https://github.com/sigstore-conformance/"), "{}", text.stdout);
     // Another identity, a pattern that matches only part of it, another issuer: exit 3, naming what was asked.
-    let r = verify(&["--certificate-identity", "https://github.com/someone/else", "--certificate-oidc-issuer", ISSUER]);
+    let r = verify(&["--identity", "https://github.com/someone/else", "--issuer", ISSUER]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("someone/else") && r.stderr.contains("does not verify"), "{}", r.stderr);
-    let r = verify(&["--certificate-identity-regexp", "sigstore-conformance", "--certificate-oidc-issuer", ISSUER]);
+    let r = verify(&["--identity-regexp", "sigstore-conformance", "--issuer", ISSUER]);
     assert_eq!(r.code, 3, "a pattern matches the whole identity: {}", r.stderr);
-    let r = verify(&["--certificate-identity", IDENTITY, "--certificate-oidc-issuer", "https://accounts.google.com"]);
+    let r = verify(&["--identity", IDENTITY, "--issuer", "https://accounts.google.com"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     // No signer named: a usage error.
     let r = verify(&[]);
@@ -148,8 +148,8 @@ fn a_private_instances_keyless_signature_verifies_under_its_root_only_and_a_tamp
     .ok();
     let verify = |bundle: &str, who: &str, from: &str, root: Option<&Path>| {
         let b = out.join(bundle);
-        let mut args = vec!["sigstore", "verify", "--bundle", s(&b), "--certificate-identity", who];
-        args.extend(["--certificate-oidc-issuer", from]);
+        let mut args = vec!["verify-blob", "--bundle", s(&b), "--identity", who];
+        args.extend(["--issuer", from]);
         let r = root.map(|r| s(r).to_owned());
         if let Some(r) = &r {
             args.extend(["--trusted-root", r.as_str()]);
@@ -199,4 +199,208 @@ fn a_private_instances_keyless_signature_verifies_under_its_root_only_and_a_tamp
     // Another file than the one signed.
     std::fs::write(&file, b"the release, altered").unwrap();
     refused(verify("bundle.sigstore.json", identity, issuer, Some(&root)), "altered file");
+}
+
+#[path = "common/http.rs"]
+mod http;
+#[path = "common/registry.rs"]
+mod registry;
+
+/// The private instance's `sigstore_instance.py` run once more, signing `what` (`--digest HEX`
+/// or `--file PATH`) into `OUT/PREFIXbundle.sigstore.json`, …
+fn instance_sign(out: &Path, prefix: &str, identity: &str, issuer: &str, what: [&str; 2]) {
+    run(Command::new("python3").args([
+        s(&repo("tests/sigstore_instance.py")),
+        s(out),
+        "--identity",
+        identity,
+        "--issuer",
+        issuer,
+        "--prefix",
+        prefix,
+        what[0],
+        what[1],
+    ]))
+    .ok();
+}
+
+fn attach(reg: &registry::Registry, repo_name: &str, digest: &str, args: &[&str]) {
+    let mut c = Command::new("python3");
+    c.arg(helper("attach_sigstore.py")).args([reg.url().as_str(), repo_name, digest]).args(args);
+    run(&mut c).ok();
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "one scenario: lock, refusals, build, the site's check, a poisoned lock")]
+fn upstream_keyless_signatures_are_verified_at_lock_carried_and_verified_again_offline() {
+    let t = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start(registry::Mode::Plain);
+    let host = reg.url().trim_start_matches("http://").to_owned();
+    let inst = t.path().join("instance");
+    let identity = "https://git.example.org/platform/stack/.ci/release.yml@refs/tags/v2026.11.1";
+    let issuer = "https://ci.example.org/oidc";
+    // Image `app`: cosign's bundle format, a referrer whose layer is the bundle over its digest.
+    let app = reg.push("stack/app", "v1", &[]);
+    instance_sign(&inst, "app-", identity, issuer, ["--digest", app.trim_start_matches("sha256:")]);
+    attach(&reg, "stack/app", &app, &["--referrer", s(&inst.join("app-bundle.sigstore.json"))]);
+    // Image `base`: cosign's legacy `.sig` tag, the simple-signing payload naming its digest.
+    let base = reg.push("stack/base", "v1", &["--seed", "2", "--platforms", "linux/amd64,linux/arm64"]);
+    let payload = t.path().join("payload.json");
+    let simple = serde_json::json!({"critical": {"identity": {"docker-reference": format!("{host}/stack/base")},
+        "image": {"docker-manifest-digest": base}, "type": "cosign container image signature"}, "optional": null});
+    std::fs::write(&payload, simple.to_string()).unwrap();
+    instance_sign(&inst, "base-", identity, issuer, ["--file", s(&payload)]);
+    attach(
+        &reg,
+        "stack/base",
+        &base,
+        &["--legacy", s(&inst.join("base-bundle.sigstore.json")), "--payload", s(&payload)],
+    );
+    // Image `tampered`: a referrer whose log entry's time was moved (its SET no longer holds).
+    let tampered = reg.push("stack/tampered", "v1", &["--seed", "3"]);
+    instance_sign(&inst, "tampered-", identity, issuer, ["--digest", tampered.trim_start_matches("sha256:")]);
+    attach(&reg, "stack/tampered", &tampered, &["--referrer", s(&inst.join("tampered-tampered-entry.sigstore.json"))]);
+    // A file from a web server, its bundle beside it.
+    let www = t.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("release.tar.gz"), pattern(50_000, 7)).unwrap();
+    instance_sign(&inst, "file-", identity, issuer, ["--file", s(&www.join("release.tar.gz"))]);
+    std::fs::copy(inst.join("file-bundle.sigstore.json"), www.join("release.tar.gz.sigstore.json")).unwrap();
+    let web = http::HttpServer::start(&www);
+    let root = inst.join("trusted_root.json");
+
+    let proj = t.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let spec = proj.join("airlock.toml");
+    let write_spec = |app_identity: &str, base_issuer: &str, extra: &str| {
+        let text = format!(
+            r#"[bundle]
+name = "signed"
+version = "1.0.0"
+
+[registries."{host}"]
+insecure = true
+
+[[image]]
+ref = "{host}/stack/app:v1"
+verify = {{ identity = "{app_identity}", issuer = "{issuer}" }}
+
+[[image]]
+ref = "{host}/stack/base:v1"
+platforms = ["linux/amd64"]
+verify = {{ identity_regex = "https://git\\.example\\.org/platform/.*", issuer = "{base_issuer}" }}
+
+[[file]]
+name = "release.tar.gz"
+source = "{url}/release.tar.gz"
+sha256 = "{sha}"
+sigstore_bundle = "{url}/release.tar.gz.sigstore.json"
+verify = {{ identity = "{identity}", issuer = "{issuer}" }}
+{extra}"#,
+            url = web.url,
+            sha = sha256_file(&www.join("release.tar.gz")),
+        );
+        std::fs::write(&spec, text).unwrap();
+    };
+    let cache = t.path().join("cache");
+    let lock = |extra: &[&str]| {
+        let mut args = vec!["lock", s(&spec), "--cache", s(&cache)];
+        args.extend_from_slice(extra);
+        airlock_run(&args)
+    };
+    let refused = |r: Run, why: &str| {
+        assert_eq!(r.code, 3, "{why}: {}", r.stderr);
+        r.stderr
+    };
+
+    // The public-good root does not know the private instance: refused, naming what was found.
+    write_spec(identity, issuer, "");
+    let e = refused(lock(&[]), "public-good root");
+    assert!(e.contains("stack/app") && e.contains("public-good") && e.contains("referrer sha256:"), "{e}");
+    // Another identity, another issuer: refused, naming the policy asked for.
+    write_spec("https://git.example.org/platform/other.yml@refs/heads/main", issuer, "");
+    let e = refused(lock(&["--trusted-root", s(&root)]), "another identity");
+    assert!(e.contains("platform/other.yml") && e.contains("no upstream Sigstore signature verifies"), "{e}");
+    write_spec(identity, "https://accounts.google.com", "");
+    let e = refused(lock(&["--trusted-root", s(&root)]), "another issuer");
+    assert!(e.contains("stack/base") && e.contains("accounts.google.com") && e.contains("`.sig` layer"), "{e}");
+    // A tampered log entry: refused.
+    let extra = format!(
+        "\n[[image]]\nref = \"{host}/stack/tampered:v1\"\nverify = {{ identity = \"{identity}\", issuer = \"{issuer}\" }}\n"
+    );
+    write_spec(identity, issuer, &extra);
+    let e = refused(lock(&["--trusted-root", s(&root)]), "tampered entry");
+    assert!(e.contains("stack/tampered") && (e.contains("SET") || e.contains("inclusion promise")), "{e}");
+
+    // The right policy under the instance's root: locked, each with what it proves.
+    write_spec(identity, issuer, "");
+    lock(&["--trusted-root", s(&root)]).ok();
+    let locked = toml_as_json(&std::fs::read_to_string(proj.join("airlock.lock")).unwrap());
+    let forms: Vec<(&str, &str)> = locked["image"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(locked["file"].as_array().unwrap())
+        .map(|e| (e["signature"]["form"].as_str().unwrap(), e["signature"]["identity"].as_str().unwrap()))
+        .collect();
+    assert_eq!(forms, [("referrer", identity), ("cosign-sig", identity), ("file", identity)], "{locked}");
+
+    // Built: the bundles travel as members, the manifest and the SBOM name them.
+    let keys = keygen(&t.path().join("keys"), "build");
+    let bundle = t.path().join("signed.airlock");
+    let build = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["build", s(&spec), "--key", s(&keys.private), "--out", s(out)];
+        args.extend(["--cache", s(&cache)]);
+        args.extend_from_slice(extra);
+        run(airlock().env("SOURCE_DATE_EPOCH", EPOCH).args(&args))
+    };
+    build(&bundle, &["--trusted-root", s(&root)]).ok();
+    let manifest = manifest_member(&bundle);
+    let file_sig =
+        &manifest["artifacts"].as_array().unwrap().iter().find(|a| a["kind"] == "file").unwrap()["signature"];
+    let member =
+        format!("sigstore/{}.sigstore.json", file_sig["bundle"].as_str().unwrap().trim_start_matches("sha256:"));
+    assert!(manifest["entries"].as_array().unwrap().iter().any(|e| e["path"] == member.as_str()), "{manifest}");
+    let (sbom, _) = checked_sbom(&bundle, &t.path().join("sbom"));
+    assert!(sbom.to_string().contains(&member) && sbom.to_string().contains("upstream signature"), "SBOM refs");
+
+    // The site checks them again, offline, under the instance's root.
+    let offline_verify = |b: &Path, extra: &[&str]| {
+        let mut c = Command::new("unshare");
+        c.args(["-rn", env!("CARGO_BIN_EXE_airlock"), "verify", s(b), "--trust", s(&keys.public)]).args(extra);
+        run(&mut c)
+    };
+    let ok = offline_verify(&bundle, &["--trusted-root", s(&root)]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_eq!(
+        ok.stdout.matches(&format!("signed by {identity} ({issuer}), logged at 20")).count(),
+        3,
+        "{}",
+        ok.stdout
+    );
+    let json = offline_verify(&bundle, &["--trusted-root", s(&root), "--json"]).ok().json();
+    assert_eq!(json["upstream_signatures"].as_array().unwrap().len(), 3, "{json}");
+    // Under the public-good root the same bundle is refused: the check is made here, not trusted.
+    let r = offline_verify(&bundle, &[]);
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert!(r.stdout.contains("upstream signature of") || r.stderr.contains("upstream signature of"), "{}", r.stdout);
+
+    // A poisoned lock on the build host (the bundle swapped for one whose entry was altered,
+    // its digest written into the lock): the build carries it, the site refuses it.
+    let bad = std::fs::read(inst.join("file-tampered-entry.sigstore.json")).unwrap();
+    std::fs::write(www.join("release.tar.gz.sigstore.json"), &bad).unwrap();
+    let lock_path = proj.join("airlock.lock");
+    let text = std::fs::read_to_string(&lock_path).unwrap();
+    let good = file_sig["bundle"].as_str().unwrap();
+    std::fs::write(
+        &lock_path,
+        text.replace(good, &format!("sha256:{}", hex(&<sha2::Sha256 as sha2::Digest>::digest(&bad)))),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&cache).unwrap();
+    let poisoned = t.path().join("poisoned.airlock");
+    build(&poisoned, &["--locked"]).ok();
+    let r = offline_verify(&poisoned, &["--trusted-root", s(&root)]);
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert!(r.stdout.contains("release.tar.gz") && r.stdout.contains("does not verify"), "{}", r.stdout);
 }

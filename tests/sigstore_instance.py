@@ -3,7 +3,10 @@
 signature from it: what Fulcio, a CT log and Rekor would have produced, made here with the
 `cryptography` package and nothing else.
 
-    sigstore_instance.py OUT_DIR --identity URI --issuer URL (--digest HEX | --file PATH)
+    sigstore_instance.py OUT_DIR --identity URI --issuer URL (--digest HEX | --file PATH) [--prefix P]
+
+A second run into the same OUT_DIR is the same instance (its keys and certificates are kept in
+OUT_DIR/instance.json) signing something else: `--prefix P` names its bundles `Pbundle.sigstore.json`, …
 
 writes into OUT_DIR:
   trusted_root.json    the instance's root: a root CA and an intermediate (Fulcio), a CT log
@@ -165,15 +168,29 @@ def main():
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--digest")
     what.add_argument("--file")
+    ap.add_argument("--prefix", default="")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     digest = bytes.fromhex(a.digest) if a.digest else hashlib.sha256(open(a.file, "rb").read()).digest()
 
+    state = os.path.join(a.out, "instance.json")
+    pem = lambda k: k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    if os.path.exists(state):
+        kept = json.load(open(state))
+        root_key, inter_key, ct_key, rekor_key = (serialization.load_pem_private_key(kept[k].encode(), None) for k in ("root", "inter", "ct", "rekor"))
+        root, intermediate = (x509.load_pem_x509_certificate(kept[c].encode()) for c in ("root_cert", "inter_cert"))
+        first = datetime.datetime.fromisoformat(kept["now"])
+    else:
+        first = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        root_key, inter_key, ct_key, rekor_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(4))
+        root_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airlock-test"), x509.NameAttribute(NameOID.COMMON_NAME, "test root")])
+        root = ca_cert("test root", root_key, root_name, root_key, first, 1)
+        intermediate = ca_cert("test intermediate", inter_key, root.subject, root_key, first, 0)
+        cert_pem = lambda c: c.public_bytes(serialization.Encoding.PEM).decode()
+        json.dump({"root": pem(root_key), "inter": pem(inter_key), "ct": pem(ct_key), "rekor": pem(rekor_key),
+                   "root_cert": cert_pem(root), "inter_cert": cert_pem(intermediate), "now": first.isoformat()}, open(state, "w"))
+    leaf_key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    root_key, inter_key, leaf_key, ct_key, rekor_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(5))
-    root_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airlock-test"), x509.NameAttribute(NameOID.COMMON_NAME, "test root")])
-    root = ca_cert("test root", root_key, root_name, root_key, now, 1)
-    intermediate = ca_cert("test intermediate", inter_key, root.subject, root_key, now, 0)
 
     # Fulcio's way: the SCT is over the certificate without its SCT list, then added to it.
     serial = x509.random_serial_number()
@@ -242,7 +259,7 @@ def main():
             json.dump(doc, f, indent=2)
             f.write("\n")
 
-    start = rfc3339(now - datetime.timedelta(hours=1))
+    start = rfc3339(first - datetime.timedelta(hours=1))
     key_of = lambda k: {"rawBytes": b64(spki(k)), "keyDetails": "PKIX_ECDSA_P256_SHA_256", "validFor": {"start": start}}
     write("trusted_root.json", {
         "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
@@ -270,9 +287,9 @@ def main():
             "tsaConfig": {"selector": "ANY"},
         },
     })
-    write("bundle.sigstore.json", bundle(entry(integrated, index)))
-    write("tampered-entry.sigstore.json", bundle(entry(integrated, index) | {"integratedTime": str(integrated - 30)}))
-    write("other-log.sigstore.json", bundle(entry(integrated, index + 1)))
+    write(a.prefix + "bundle.sigstore.json", bundle(entry(integrated, index)))
+    write(a.prefix + "tampered-entry.sigstore.json", bundle(entry(integrated, index) | {"integratedTime": str(integrated - 30)}))
+    write(a.prefix + "other-log.sigstore.json", bundle(entry(integrated, index + 1)))
 
 
 if __name__ == "__main__":

@@ -523,13 +523,12 @@ fn a_sites_sigstore_root_is_a_target_of_its_trust_root_checked_and_taken_up_like
     let identity = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
     let verify = |root: &Path| {
         airlock_run(&[
-            "sigstore",
-            "verify",
+            "verify-blob",
             "--bundle",
             s(&case.join("bundle.sigstore.json")),
-            "--certificate-identity",
+            "--identity",
             identity,
-            "--certificate-oidc-issuer",
+            "--issuer",
             "https://token.actions.githubusercontent.com",
             "--root",
             s(root),

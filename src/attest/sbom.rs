@@ -187,6 +187,9 @@ fn file_component(f: &FileArtifact) -> Result<Component, SbomError> {
     let version = file_version(f, &class);
     let p = purl("generic", None, f.name.as_str(), &version, &q)?;
     let mut c = component(class.clone(), f.name.as_str(), &version, format!("file:{}", f.name), &f.sha256, p);
+    if let Some(sig) = &f.signature {
+        c.external_references = Some(ExternalReferences(vec![signature_reference(sig)]));
+    }
     if !f.notes.is_empty() {
         let props = f
             .notes
@@ -276,10 +279,26 @@ fn image_component(i: &ImageArtifact) -> Result<Component, SbomError> {
             r
         })
         .collect();
+    let references: Vec<_> = references.into_iter().chain(i.signature.iter().map(signature_reference)).collect();
     if !references.is_empty() {
         c.external_references = Some(ExternalReferences(references));
     }
     Ok(c)
+}
+
+/// An upstream Sigstore signature that verified at lock time: a reference to the member the
+/// site re-checks it from, and who signed.
+fn signature_reference(s: &crate::spec::UpstreamSignature) -> ExternalReference {
+    let (path, digest) = s.members().into_iter().next().expect("a signature names at least its bundle");
+    let mut r = ExternalReference::new(ExternalReferenceType::Other, Uri::new(path.as_str()));
+    let form = match s.form {
+        crate::spec::SignatureForm::Referrer => "a Sigstore bundle (OCI referrer)",
+        crate::spec::SignatureForm::CosignSig => "a cosign `.sig` signature manifest",
+        crate::spec::SignatureForm::File => "a Sigstore bundle",
+    };
+    r.comment = Some(format!("upstream signature, {form}, carried in the bundle: {}", s.describe()));
+    r.hashes = Some(sha256(&digest));
+    r
 }
 
 fn model_component(m: &ModelArtifact) -> Result<Component, SbomError> {

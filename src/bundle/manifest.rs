@@ -33,7 +33,7 @@ pub fn is_carried_trust(path: &str) -> bool {
     })
 }
 /// Top-level areas a content member may live in.
-pub const AREAS: [&str; 7] = ["airlock", "images", "wheels", "debs", "rpms", "models", "files"];
+pub const AREAS: [&str; 8] = ["airlock", "images", "wheels", "debs", "rpms", "models", "files", "sigstore"];
 /// The largest manifest a reader accepts before it has checked the signature.
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 /// The largest signature member a reader accepts.
@@ -309,6 +309,11 @@ pub struct ImageArtifact {
     /// is listed by the referrers it holds). The SBOM references them; it never merges them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attached: Vec<Attachment>,
+    /// The upstream Sigstore signature that verified at lock time (`[[image]] verify`), over
+    /// `upstream_digest` (else `digest`); its bundle (or `.sig` manifest and payload) is among
+    /// the carried blobs, and the site checks it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::spec::UpstreamSignature>,
 }
 
 /// One upstream manifest carried with an image, at `images/blobs/sha256/HEX`.
@@ -391,6 +396,10 @@ pub struct FileArtifact {
     /// entries, but serde's output leaves `files` out (`Manifest::list_tree_files` first).
     #[serde(skip)]
     pub tree: Option<TreeListing>,
+    /// The upstream Sigstore signature that verified at lock time (`sigstore_bundle` under
+    /// `verify`), over `sha256`; its bundle is the member `sigstore/HEX.sigstore.json`.
+    #[serde(default)]
+    pub signature: Option<crate::spec::UpstreamSignature>,
 }
 
 /// A directory's `files` as they were read, summed up: how many, their total size, and the
@@ -455,6 +464,8 @@ impl Serialize for FileArtifact {
             notes: Option<&'a BTreeMap<String, String>>,
             #[serde(skip_serializing_if = "Listing::is_empty")]
             files: Listing<'a>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            signature: Option<&'a crate::spec::UpstreamSignature>,
         }
         FileArtifact {
             name: &self.name,
@@ -465,6 +476,7 @@ impl Serialize for FileArtifact {
             file_kind: self.file_kind,
             notes: (!self.notes.is_empty()).then_some(&self.notes),
             files: Listing { dir: self.path.as_str().to_owned(), files: &self.files },
+            signature: self.signature.as_ref(),
         }
         .serialize(s)
     }
@@ -702,6 +714,7 @@ impl Artifact {
                 notes: f.notes.clone(),
                 files: Vec::new(),
                 tree: None,
+                signature: f.signature.clone(),
             }),
             Artifact::Model(m) => Artifact::Model(ModelArtifact {
                 hub: m.hub.clone(),
@@ -896,6 +909,21 @@ impl Manifest {
 
     /// The entry an artifact of one file points at: its name, path, sha256 and size (a model
     /// and a directory are checked file by file, before this).
+    /// An artifact's upstream signature names members that are entries, with their digests.
+    fn check_signature(a: &Artifact, by_path: &ByPath<'_>) -> Result<(), String> {
+        let (name, signature) = match a {
+            Artifact::Image(i) => (i.reference.as_str(), &i.signature),
+            Artifact::File(f) => (f.name.as_str(), &f.signature),
+            _ => return Ok(()),
+        };
+        for (path, sha256) in signature.iter().flat_map(crate::spec::UpstreamSignature::members) {
+            if by_path.get(path.as_str()).is_none_or(|e| e.sha256 != sha256) {
+                return Err(format!("`{name}`'s upstream signature is at `{path}` (sha256 {sha256}), not an entry"));
+            }
+        }
+        Ok(())
+    }
+
     fn artifact_entry(a: &Artifact) -> Result<(&str, String, Sha256, u64), String> {
         Ok(match a {
             Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
@@ -1077,6 +1105,7 @@ impl Manifest {
             }
         }
         for a in &self.artifacts {
+            Self::check_signature(a, &by_path).map_err(ManifestError::Artifact)?;
             if let Artifact::Model(m) = a {
                 Self::check_model(m, &by_path).map_err(ManifestError::Artifact)?;
                 continue;
@@ -1621,6 +1650,7 @@ mod tests {
             notes: BTreeMap::new(),
             files,
             tree: None,
+            signature: None,
         })];
         let written = m.canonical_bytes();
         m.hold_trees_as_entries();

@@ -143,6 +143,7 @@ impl FileArtifact {
             notes: entry.notes.clone(),
             files,
             tree: None,
+            signature: locked.signature,
         })
     }
 }

@@ -94,6 +94,12 @@ pub enum Rejection {
         build_key: KeyId,
         cosigners: Vec<KeyId>,
     },
+    /// An artifact's upstream Sigstore signature, recorded when it was locked, does not verify
+    /// here (under the site's trusted root) over the bytes carried.
+    UpstreamSignature {
+        artifact: String,
+        detail: String,
+    },
 }
 
 impl Rejection {
@@ -113,6 +119,24 @@ impl Rejection {
     }
 }
 
+/// No trusted key signed the manifest: which were tried, and what the manifest claims.
+fn untrusted(f: &mut fmt::Formatter<'_>, tried: &[KeyId], claimed: Option<&KeyId>, detail: &str) -> fmt::Result {
+    write!(f, "untrusted or bad signature: it does not verify with any trusted key ({})", short_ids(tried))?;
+    match claimed {
+        Some(k) if !tried.contains(k) => write!(
+            f,
+            "; the manifest says key `{}` signed it (a claim, unverified): add `--trust` with that key's .pub if \
+             you trust its holder",
+            k.short()
+        )?,
+        Some(k) => {
+            write!(f, "; the manifest names trusted key `{}`: the manifest or its signature was altered", k.short())?;
+        }
+        None => {}
+    }
+    f.write_str(detail)
+}
+
 /// Key ids as human output shows them: short, in backticks.
 fn short_ids(ids: &[KeyId]) -> String {
     ids.iter().map(|k| format!("`{}`", k.short())).collect::<Vec<_>>().join(", ")
@@ -129,30 +153,7 @@ impl fmt::Display for Rejection {
             Self::TooLargeBeforeTrust { limit } => {
                 write!(f, "larger than the {limit} bytes allowed before the signature is checked")
             }
-            Self::Untrusted { tried, claimed, detail } => {
-                write!(
-                    f,
-                    "untrusted or bad signature: it does not verify with any trusted key ({})",
-                    short_ids(tried)
-                )?;
-                match claimed {
-                    Some(k) if !tried.contains(k) => write!(
-                        f,
-                        "; the manifest says key `{}` signed it (a claim, unverified): add `--trust` with that \
-                         key's .pub if you trust its holder",
-                        k.short()
-                    )?,
-                    Some(k) => {
-                        write!(
-                            f,
-                            "; the manifest names trusted key `{}`: the manifest or its signature was altered",
-                            k.short()
-                        )?;
-                    }
-                    None => {}
-                }
-                f.write_str(detail)
-            }
+            Self::Untrusted { tried, claimed, detail } => untrusted(f, tried, claimed.as_ref(), detail),
             Self::Threshold { role, need, signers, cosignatures } => {
                 let (what, whose, revoked) = match role.as_str() {
                     crate::sign::policy::GIVEN_ROLE => ("signature threshold".to_owned(), "trusted keys", ""),
@@ -191,6 +192,9 @@ impl fmt::Display for Rejection {
             }
             Self::TrailingData => f.write_str("non-zero data after the end of the archive"),
             Self::Provenance(d) => write!(f, "provenance does not verify: {d}"),
+            Self::UpstreamSignature { artifact, detail } => {
+                write!(f, "the upstream signature of `{artifact}` does not verify here: {detail}")
+            }
             Self::ProvenanceBuildKeyUntrusted { build_key, cosigners } => write!(
                 f,
                 "the provenance is signed by the build key `{}`, which is not trusted; the manifest is \
@@ -254,6 +258,53 @@ pub trait MemberSink {
     }
 }
 
+/// The sink a reader hands members to once the manifest is read: the caller's, with the bytes
+/// of the members upstream signatures are checked from kept aside (small documents: a Sigstore
+/// bundle, a `.sig` manifest and its payload), by the digest the manifest lists for them.
+struct Capture<'a> {
+    inner: &'a mut dyn MemberSink,
+    wanted: BTreeMap<MemberPath, Sha256>,
+    got: BTreeMap<Sha256, Vec<u8>>,
+}
+
+impl<'a> Capture<'a> {
+    fn new(inner: &'a mut dyn MemberSink, manifest: &Manifest) -> Self {
+        use crate::bundle::manifest::Artifact;
+        let wanted = manifest
+            .artifacts
+            .iter()
+            .filter_map(|a| match a {
+                Artifact::Image(i) => i.signature.as_ref(),
+                Artifact::File(f) => f.signature.as_ref(),
+                _ => None,
+            })
+            .flat_map(crate::spec::UpstreamSignature::members)
+            .collect();
+        Self { inner, wanted, got: BTreeMap::new() }
+    }
+
+    fn wants(&self, path: &MemberPath) -> bool {
+        self.wanted.contains_key(path)
+    }
+}
+
+impl MemberSink for Capture<'_> {
+    fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> io::Result<()> {
+        let Some(digest) = self.wanted.get(path).copied() else { return self.inner.member(path, data) };
+        let mut bytes = Vec::new();
+        data.take(crate::sign::sigstore::MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes)?;
+        self.inner.member(path, &mut bytes.as_slice().chain(data))?;
+        if bytes.len() as u64 <= crate::sign::sigstore::MAX_DOCUMENT_BYTES {
+            self.got.insert(digest, bytes);
+        }
+        Ok(())
+    }
+
+    fn spool(&mut self) -> io::Result<File> {
+        self.inner.spool()
+    }
+}
+
 /// A sink that keeps nothing (verify).
 pub struct Discard;
 
@@ -277,7 +328,23 @@ pub struct Report {
     /// The trusted keys that signed the DSSE provenance, when the bundle has one (empty when
     /// it did not verify).
     pub provenance: Option<Vec<KeyId>>,
+    /// The upstream Sigstore signatures the manifest records, each checked again here over
+    /// the carried bytes (only when every member verified).
+    pub upstream: Vec<UpstreamCheck>,
     pub problems: Vec<Problem>,
+}
+
+/// One artifact's upstream signature, verified again by this reader.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UpstreamCheck {
+    /// The image's reference or the file's name.
+    pub artifact: String,
+    pub identity: String,
+    pub issuer: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logged_at: Option<String>,
+    /// The trusted root it verified under.
+    pub root: String,
 }
 
 impl Report {
@@ -530,14 +597,15 @@ impl Reader {
         let mut listing = Listing::of(&manifest.entries).map_err(|p| {
             self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(format!("entry `{p}` is listed twice")))
         })?;
+        let mut sink = Capture::new(sink, &manifest);
 
         for item in members.by_ref() {
             let entry = item.map_err(|e| self.fatal(None, budget.explain(&e, Rejection::Truncated)))?;
             if entry.path_bytes().as_ref() == PROVENANCE.as_bytes() && self.report.provenance.is_none() {
-                self.provenance_member(entry, trust, manifest_sha256, &manifest.builder.key_id, budget, sink)?;
+                self.provenance_member(entry, trust, manifest_sha256, &manifest.builder.key_id, budget, &mut sink)?;
                 continue;
             }
-            self.content_member(entry, &mut listing, budget, sink, reporter, deferred.as_mut())?;
+            self.content_member(entry, &mut listing, budget, &mut sink, reporter, deferred.as_mut())?;
         }
         if let Some(deferred) = deferred {
             self.hashed(deferred.scanner.finish(reporter))?;
@@ -553,7 +621,55 @@ impl Reader {
         if self.report.provenance.is_none() {
             self.problem(Some(PROVENANCE.into()), Rejection::Missing)?;
         }
+        // Upstream signatures are checked over bytes that verified, or not at all.
+        if self.report.problems.is_empty() {
+            self.upstream(&manifest, &sink.got, &trust.sigstore_root)?;
+        }
         Ok(manifest)
+    }
+
+    /// Every upstream signature the manifest records, verified again over the captured
+    /// members under `root`: what lets a site prove, offline and years later, who signed.
+    fn upstream(
+        &mut self,
+        manifest: &VerifiedManifest,
+        got: &BTreeMap<Sha256, Vec<u8>>,
+        root: &crate::sign::sigstore::Root,
+    ) -> Result<(), Halt> {
+        use crate::bundle::manifest::Artifact;
+        for a in &manifest.artifacts {
+            let (name, subject, signature) = match a {
+                Artifact::Image(i) => (i.reference.clone(), i.upstream_digest.map_or(i.digest, |d| d.0), &i.signature),
+                Artifact::File(f) => (f.name.as_str().to_owned(), f.sha256, &f.signature),
+                _ => continue,
+            };
+            let Some(signature) = signature else { continue };
+            let bytes = |d: Sha256| got.get(&d).cloned();
+            match crate::sign::sigstore::upstream::recheck(signature, subject, &bytes, root) {
+                Ok(v) => {
+                    tracing::info!(
+                        "upstream signature of `{name}`: {} under {}",
+                        signature.describe(),
+                        root.describe()
+                    );
+                    self.report.upstream.push(UpstreamCheck {
+                        artifact: name.clone(),
+                        identity: v.identity.unwrap_or_default(),
+                        issuer: v.issuer.unwrap_or_default(),
+                        logged_at: v.logged_at,
+                        root: root.describe(),
+                    });
+                }
+                Err(e) => {
+                    let member = signature.members().first().map(|(p, _)| p.to_string());
+                    self.problem(
+                        member,
+                        Rejection::UpstreamSignature { artifact: name.clone(), detail: e.to_string() },
+                    )?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The members hashed from the file (`spans`), checked against the manifest.
@@ -660,7 +776,7 @@ impl Reader {
         mut entry: tar::Entry<'_, R>,
         listing: &mut Listing<'_>,
         budget: &Budget,
-        sink: &mut dyn MemberSink,
+        sink: &mut Capture<'_>,
         reporter: &dyn Reporter,
         deferred: Option<&mut Deferred>,
     ) -> Result<(), Halt> {
@@ -689,8 +805,8 @@ impl Reader {
             return self.problem(Some(name), Rejection::SizeMismatch { expected: expected.size, actual: actual_size });
         }
         // Stored as it is, in a file: hashed from there on a thread of its own; the `tar`
-        // crate skips its bytes.
-        if let Some(deferred) = deferred {
+        // crate skips its bytes. Not a member whose bytes are wanted here (a signature).
+        if let Some(deferred) = deferred.filter(|_| !sink.wants(&path)) {
             match deferred.deferral.take(actual_size) {
                 Ok(Some(spans)) => {
                     deferred.scanner.push(spans::Job { name, expected: expected.sha256, spans }, reporter);

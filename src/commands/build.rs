@@ -27,7 +27,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<Exit> {
     let reporter = TerminalReporter::new(args.json);
     let net = Net::new(args.cache.net.options())?;
     let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
-    let sources = Sources::new(&spec, fetch);
+    let sources = Sources::new(&spec, fetch).with_sigstore_root(super::upstream_root(&args.upstream)?);
     let (lock, outcome) = ensure(&sources, &net, &path, refresh)?;
     if outcome == Outcome::Written {
         tracing::warn!("lock `{}` was missing or out of date and has been rewritten", path.display());

@@ -15,7 +15,8 @@ pub fn run(args: &LockArgs) -> anyhow::Result<Exit> {
     let reporter = TerminalReporter::new(args.json);
     let net = Net::new(args.cache.net.options())?;
     let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
-    let (lock, outcome) = ensure(&Sources::new(&spec, fetch), &net, &path, Refresh::Always)?;
+    let sources = Sources::new(&spec, fetch).with_sigstore_root(super::upstream_root(&args.upstream)?);
+    let (lock, outcome) = ensure(&sources, &net, &path, Refresh::Always)?;
     let written = outcome == Outcome::Written;
     if args.json {
         super::print_json(

@@ -75,7 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Version(a) => meta::version(&a),
         Command::Man(a) => meta::man(&a),
         Command::Trust(a) => trust::run(&a),
-        Command::Sigstore(crate::cli::SigstoreCommand::Verify(a)) => sigstore::verify(&a),
+        Command::VerifyBlob(a) | Command::Sigstore(crate::cli::SigstoreCommand::Verify(a)) => sigstore::verify(&a),
         Command::SelfUpgrade(a) => meta::self_upgrade(&a),
     }
 }
@@ -388,6 +388,16 @@ fn cosignatures_beside(bundle: &Path) -> Vec<crate::sign::CoSignature> {
         tracing::warn!("cannot read the co-signatures beside `{}`: {e}; none are counted", bundle.display());
         Vec::new()
     })
+}
+
+/// The Sigstore root for a spec's `verify` policies: `--trusted-root`, checked to be one, else
+/// the shipped public-good root.
+fn upstream_root(args: &crate::cli::UpstreamRootArgs) -> anyhow::Result<crate::sign::sigstore::Root> {
+    use crate::sign::sigstore::Root;
+    let Some(path) = &args.trusted_root else { return Ok(Root::PublicGood) };
+    let root = Root::file(path)?;
+    root.check()?;
+    Ok(root)
 }
 
 /// The spec at `path`, with a warning when it would make an empty bundle.

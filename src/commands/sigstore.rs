@@ -1,5 +1,6 @@
-//! `airlock sigstore verify --bundle FILE (--certificate-identity ID | --certificate-identity-regexp RE)
-//! --certificate-oidc-issuer URL | --key PEM [--trusted-root FILE | --root DIR] FILE_OR_DIGEST [--json]`.
+//! `airlock verify-blob FILE_OR_DIGEST --bundle FILE (--identity ID | --identity-regexp RE) --issuer URL
+//! | --key PEM [--trusted-root FILE | --root DIR] [--json]` (the earlier spelling, `airlock sigstore
+//! verify` with cosign's `--certificate-identity`/`--certificate-oidc-issuer`, still works).
 
 use std::io::Write as _;
 
@@ -10,10 +11,10 @@ use crate::progress::Reporter as _;
 use crate::sign::sigstore::{Identity, Root, Signer, Subject, read_bounded, verify as verify_bundle};
 
 pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
-    let signer = match (&args.key, &args.certificate_identity, &args.certificate_identity_regexp) {
+    let signer = match (&args.key, &args.identity, &args.identity_regexp) {
         (Some(key), _, _) => Signer::key(key)?,
         (None, exact, pattern) => {
-            let issuer = args.certificate_oidc_issuer.clone().unwrap_or_default();
+            let issuer = args.issuer.clone().unwrap_or_default();
             let identity = match (exact, pattern) {
                 (Some(id), _) => Identity::Exact(id.clone()),
                 (None, Some(p)) => Identity::regex(p)?,

@@ -74,6 +74,8 @@ struct VerifyJson<'a> {
     sbom: Option<serde_json::Value>,
     /// `{verified, signers}` for the DSSE provenance, or null when the bundle has none.
     provenance: Option<serde_json::Value>,
+    /// Upstream Sigstore signatures the manifest records, each verified again here.
+    upstream_signatures: &'a [crate::bundle::reader::UpstreamCheck],
     problems: &'a [Problem],
     /// `{file, count, bytes, signed_by}` for a split bundle, read from its parts.
     parts: Option<serde_json::Value>,
@@ -116,6 +118,11 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Exit> {
         }
         None => super::load_policy(&args.trust, input.bundle())?,
     };
+    if let Some(path) = &args.trusted_root {
+        let root = crate::sign::sigstore::Root::file(path)?;
+        root.check()?;
+        policy = policy.with_sigstore_root(root);
+    }
     let reporter = TerminalReporter::new(args.json);
     let (mut report, parts_signer) = match read(&input, &policy, &reporter) {
         Ok(read) => read,
@@ -149,6 +156,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Exit> {
                 .provenance
                 .as_ref()
                 .map(|signers| serde_json::json!({ "verified": !signers.is_empty(), "signers": signers })),
+            upstream_signatures: &report.upstream,
             problems: &report.problems,
             parts: input.split().map(|s| {
                 serde_json::json!({
@@ -252,6 +260,10 @@ fn print_human(args: &VerifyArgs, input: &Input, report: &Report, policy: &crate
         None => "no provenance in the bundle",
     };
     writeln!(out, "  {provenance}")?;
+    for u in &report.upstream {
+        let logged = u.logged_at.as_deref().map(|t| format!(", logged at {t}")).unwrap_or_default();
+        writeln!(out, "  upstream signature of {}: signed by {} ({}){logged}", u.artifact, u.identity, u.issuer)?;
+    }
     if let Some(split) = input.split() {
         writeln!(
             out,

@@ -136,6 +136,9 @@ pub struct Policy {
     pub origin: Option<Origin>,
     /// Expired metadata (or an expired bundle) used anyway, on record.
     pub waiver: Option<Waiver>,
+    /// The Sigstore trusted root upstream signatures the manifest records are checked again
+    /// against: the site's (its trust root's target), `--trusted-root`, else the public-good one.
+    pub sigstore_root: crate::sign::sigstore::Root,
 }
 
 /// What `--allow-expired --reason` let through.
@@ -260,7 +263,8 @@ impl Policy {
         let keys = distinct(keys);
         let rule =
             Rule { role: GIVEN_ROLE.to_owned(), keys: keys.iter().map(|k| k.key_id().clone()).collect(), threshold };
-        Ok(Self { keys, rules: vec![rule], cosignatures, origin: None, waiver: None })
+        let sigstore_root = crate::sign::sigstore::Root::PublicGood;
+        Ok(Self { keys, rules: vec![rule], cosignatures, origin: None, waiver: None, sigstore_root })
     }
 
     /// A policy of several rules (a site trust root's signing roles); `keys` must hold every
@@ -282,7 +286,8 @@ impl Policy {
                 });
             }
         }
-        Ok(Self { keys, rules, cosignatures, origin: Some(origin), waiver: None })
+        let sigstore_root = crate::sign::sigstore::Root::PublicGood;
+        Ok(Self { keys, rules, cosignatures, origin: Some(origin), waiver: None, sigstore_root })
     }
 
     /// The same rules and keys over other co-signatures (those kept beside a retained bundle).
@@ -294,7 +299,15 @@ impl Policy {
             cosignatures,
             origin: self.origin,
             waiver: self.waiver.clone(),
+            sigstore_root: self.sigstore_root.clone(),
         }
+    }
+
+    /// The same policy, re-checking upstream signatures against `root`.
+    #[must_use]
+    pub fn with_sigstore_root(mut self, root: crate::sign::sigstore::Root) -> Self {
+        self.sigstore_root = root;
+        self
     }
 
     /// The first rule `signers` do not meet, if any.

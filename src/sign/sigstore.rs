@@ -9,6 +9,8 @@
 //! here: which root (the public-good one airlock ships, pinned by its sha256, or a site's), the
 //! identity policy's regular expression, and what a failure means (exit 3).
 
+pub mod upstream;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -64,9 +66,16 @@ impl Classify for SigstoreError {
 
 /// Which trusted root verifies: the public-good one airlock ships, or one given as bytes (a
 /// file named on the command line, a site trust root's target).
+#[derive(Clone)]
 pub enum Root {
     PublicGood,
     Given { from: String, json: Vec<u8> },
+}
+
+impl std::fmt::Debug for Root {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 impl Root {
@@ -95,7 +104,7 @@ impl Root {
         })
     }
 
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             Root::PublicGood => "the public-good instance's (shipped)".to_owned(),
             Root::Given { from, .. } => from.clone(),

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use super::{Plan, SourceError, Sources};
 use crate::bundle::manifest::{Artifact, FileArtifact};
 use crate::bundle::writer::{Member, Origin};
-use crate::digest::hash_reader;
+use crate::digest::{Sha256, hash_reader};
 use crate::fetch::{Wanted, blocking};
 use crate::member_path::MemberPathError;
 use crate::spec::lock::{LockError, LockFile, LockedFile, TreeFile, tree_digest};
-use crate::spec::{FileSource, FileSpec, SpecFile};
+use crate::spec::{FileSource, FileSpec, SignatureForm, SpecFile, UpstreamSignature, UpstreamSigner};
 
 fn describe(entry: &FileSpec) -> String {
     format!("[[file]] {}", entry.name)
@@ -81,8 +81,18 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedFile>, SourceErr
                     hint: " (the spec pins a different tree digest)",
                 });
             }
+            if entry.sigstore_bundle.is_some() {
+                return Err(SourceError::Read {
+                    what: describe(entry),
+                    path: path.clone(),
+                    source: std::io::Error::other(
+                        "a directory has no one digest a Sigstore bundle signs: `sigstore_bundle` needs a single file",
+                    ),
+                });
+            }
             let size = files.iter().map(|f| f.size).sum();
-            locked.push(LockedFile { name: entry.name.clone(), source: entry.source.clone(), sha256, size, files });
+            let (name, source) = (entry.name.clone(), entry.source.clone());
+            locked.push(LockedFile { name, source, sha256, size, files, signature: None });
             continue;
         }
         let (sha256, size) = match entry.source_kind() {
@@ -107,16 +117,104 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedFile>, SourceErr
                 hint: " (the spec pins a different sha256)",
             });
         }
+        let signature = match (&entry.sigstore_bundle, &entry.verify) {
+            (Some(at), Some(policy)) => Some(verify_signature(sources, entry, at, policy, sha256).await?),
+            _ => None,
+        };
         locked.push(LockedFile {
             name: entry.name.clone(),
             source: entry.source.clone(),
             sha256,
             size,
             files: Vec::new(),
+            signature,
         });
     }
     locked.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(locked)
+}
+
+/// A `[[file]]`'s `sigstore_bundle` (a URL, or a path beside the spec), bounded; kept in the
+/// cache by its digest for the build that carries it.
+async fn bundle_bytes(sources: &Sources<'_>, entry: &FileSpec, at: &str) -> Result<Vec<u8>, SourceError> {
+    let what = format!("{} sigstore_bundle", describe(entry));
+    let bytes = if at.starts_with("http://") || at.starts_with("https://") {
+        let limit = crate::sign::sigstore::MAX_DOCUMENT_BYTES;
+        sources.fetch.http.fetch_small(at, "application/json", None, limit).await?.0
+    } else {
+        let path = sources.spec.base_dir().join(at);
+        let read = path.clone();
+        blocking(move || crate::sign::sigstore::read_bounded(&read)).await.map_err(|e| SourceError::Read {
+            what: what.clone(),
+            path,
+            source: std::io::Error::other(e.to_string()),
+        })?
+    };
+    let (digest, cache, size) = (Sha256::of_bytes(&bytes), sources.fetch.cache.clone(), bytes.len() as u64);
+    blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice()).map(|_| bytes)).await.map_err(Into::into)
+}
+
+/// The member carrying a file's Sigstore bundle (`sigstore/HEX.sigstore.json`), from the cache
+/// where the lock left it, else fetched again and held to the digest the lock recorded.
+async fn carried_bundle(
+    sources: &Sources<'_>,
+    entry: &FileSpec,
+    at: &str,
+    digest: Sha256,
+) -> Result<Member, SourceError> {
+    let what = format!("{} sigstore_bundle", describe(entry));
+    let limit = crate::sign::sigstore::MAX_DOCUMENT_BYTES;
+    let size = if let Some(bytes) = sources.fetch.cache.get_small(&digest, limit) {
+        bytes.len() as u64
+    } else {
+        let bytes = bundle_bytes(sources, entry, at).await?;
+        let actual = Sha256::of_bytes(&bytes);
+        if actual != digest {
+            return Err(SourceError::DigestMismatch {
+                what,
+                origin: at.to_owned(),
+                expected: digest,
+                actual,
+                hint: " (the lock pins another Sigstore bundle: run `airlock lock`)",
+            });
+        }
+        bytes.len() as u64
+    };
+    let path = crate::spec::upstream::bundle_member(digest);
+    Ok(Member { path, size, sha256: digest, origin: sources.fetch.cache.path(&digest).into(), what: what.into() })
+}
+
+/// The file's signature: its bundle verified over `sha256` under the spec's policy and the
+/// build host's trusted root, or the file refused (exit 3).
+async fn verify_signature(
+    sources: &Sources<'_>,
+    entry: &FileSpec,
+    at: &str,
+    policy: &UpstreamSigner,
+    sha256: Sha256,
+) -> Result<UpstreamSignature, SourceError> {
+    use crate::sign::sigstore::{Signer, upstream::verify_over_digest};
+    let bytes = bundle_bytes(sources, entry, at).await?;
+    let unsigned = |detail: String| super::oci::Unsigned {
+        reference: describe(entry),
+        digest: sha256,
+        asked: policy.to_string(),
+        root: sources.sigstore_root.describe(),
+        found: vec![detail],
+    };
+    let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
+    let verified = verify_over_digest(&format!("`{at}`"), &bytes, sha256, &signer, &sources.sigstore_root)
+        .map_err(|e| unsigned(e.to_string()))?;
+    Ok(UpstreamSignature {
+        form: SignatureForm::File,
+        bundle: Sha256::of_bytes(&bytes),
+        payload: None,
+        url: Some(at.to_owned()),
+        verify: policy.clone(),
+        identity: verified.identity.unwrap_or_default(),
+        issuer: verified.issuer.unwrap_or_default(),
+        logged_at: verified.logged_at,
+    })
 }
 
 /// Every regular file under `dir`, in path order, hashed; anything else refused by name.
@@ -190,6 +288,9 @@ pub async fn plan(sources: &Sources<'_>, lock: &mut LockFile) -> Result<Plan, So
             }
             plan.artifacts.push(Artifact::File(artifact));
             continue;
+        }
+        if let (Some(signature), Some(at)) = (&artifact.signature, &entry.sigstore_bundle) {
+            plan.members.push(carried_bundle(sources, entry, at, signature.bundle).await?);
         }
         let (path, size, sha256, what) = (artifact.path.clone(), artifact.size, artifact.sha256, describe(entry));
         plan.members.push(Member { path, size, sha256, origin: origin.into(), what: what.into() });

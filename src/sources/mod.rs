@@ -47,6 +47,8 @@ pub enum SourceError {
     Deb(#[from] apt::DebError),
     #[error(transparent)]
     Rpm(#[from] rpm::RpmError),
+    #[error(transparent)]
+    Unsigned(#[from] oci::Unsigned),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
     Read {
         what: String,
@@ -151,9 +153,10 @@ impl Classify for SourceError {
             SourceError::Deb(e) => e.class(),
             SourceError::Rpm(e) => e.class(),
             SourceError::Read { .. } => Class::Runtime,
-            SourceError::Overrun(_) | SourceError::DigestMismatch { .. } | SourceError::Unserved { .. } => {
-                Class::Verification
-            }
+            SourceError::Overrun(_)
+            | SourceError::DigestMismatch { .. }
+            | SourceError::Unserved { .. }
+            | SourceError::Unsigned(_) => Class::Verification,
         }
     }
 }
@@ -180,6 +183,9 @@ pub struct Sources<'a> {
     pub spec: &'a SpecFile,
     pub fetch: Fetch<'a>,
     registries: crate::oci::Registries,
+    /// The Sigstore trusted root upstream signatures are verified against (`--trusted-root`,
+    /// else the public-good one airlock ships).
+    pub sigstore_root: crate::sign::sigstore::Root,
 }
 
 impl<'a> Sources<'a> {
@@ -197,7 +203,19 @@ impl<'a> Sources<'a> {
             .collect();
         let options = fetch.http.options();
         let timeouts = (options.connect_timeout, options.read_timeout);
-        Self { spec, fetch, registries: crate::oci::Registries::new(endpoints, timeouts) }
+        Self {
+            spec,
+            fetch,
+            registries: crate::oci::Registries::new(endpoints, timeouts),
+            sigstore_root: crate::sign::sigstore::Root::PublicGood,
+        }
+    }
+
+    /// Verify upstream signatures against `root` instead of the public-good one.
+    #[must_use]
+    pub fn with_sigstore_root(mut self, root: crate::sign::sigstore::Root) -> Self {
+        self.sigstore_root = root;
+        self
     }
 
     /// Resolve every entry of the spec: hash what it names and pin it.

@@ -149,6 +149,9 @@ pub struct LockedImage {
     /// Upstream signatures and attestations of this image (cosign tags, OCI referrers).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attached: Vec<LockedAttachment>,
+    /// The upstream Sigstore signature that verified under the spec's `verify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::spec::UpstreamSignature>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,6 +232,9 @@ pub struct LockedFile {
     /// A directory's regular files, by path relative to it, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<TreeFile>,
+    /// The upstream Sigstore signature (`sigstore_bundle`) that verified under the spec's `verify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::spec::UpstreamSignature>,
 }
 
 /// One regular file of a `[[file]]` directory. In the lock it is one string, its line of the
@@ -432,6 +438,10 @@ impl Lock {
             if want.sha256.is_some_and(|pinned| pinned != have.sha256) {
                 return Some(format!("`[[file]]` `{}` has a different pinned sha256 than the lock", want.name));
             }
+            let signed = have.signature.as_ref().map(|s| (&s.verify, s.url.as_deref()));
+            if signed != want.verify.as_ref().map(|v| (v, want.sigstore_bundle.as_deref())) {
+                return Some(format!("`[[file]]` `{}`: its `verify` or `sigstore_bundle` changed", want.name));
+            }
         }
         locked.into_keys().next().map(|name| format!("locked file `{name}` is no longer in the spec"))
     }
@@ -448,6 +458,9 @@ impl Lock {
             let wanted: Vec<&str> = want.platforms.iter().map(String::as_str).collect();
             if !wanted.is_empty() && have.platforms.iter().any(|p| !wanted.contains(&p.platform.as_str())) {
                 return Some(format!("`[[image]]` `{}` platforms changed", key.0));
+            }
+            if have.signature.as_ref().map(|s| &s.verify) != want.verify.as_ref() {
+                return Some(format!("`[[image]]` `{}`: its `verify` changed", key.0));
             }
         }
         locked.first().map(|l| format!("locked image `{}` is no longer in the spec", l.source))

@@ -6,6 +6,7 @@
 pub mod lock;
 pub mod metric;
 mod names;
+pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -16,6 +17,7 @@ use toml::Spanned;
 
 use crate::digest::Sha256;
 pub use names::{BundleName, DebPin, FileName, RpmPin};
+pub use upstream::{SignatureForm, UpstreamSignature, UpstreamSigner};
 
 /// Entry kinds a spec may hold, as their TOML array-of-tables names.
 pub const ENTRY_KINDS: [&str; 6] = ["image", "wheel", "deb", "rpm", "model", "file"];
@@ -96,6 +98,9 @@ pub struct ImageSpec {
     pub tag: Option<String>,
     #[serde(default)]
     pub platforms: Vec<String>,
+    /// Its upstream Sigstore signature must verify (found among its referrers or `.sig` tag).
+    #[serde(default)]
+    pub verify: Option<UpstreamSigner>,
 }
 
 impl ImageSpec {
@@ -246,6 +251,12 @@ pub struct FileSpec {
     pub kind: FileKind,
     #[serde(default)]
     pub notes: BTreeMap<String, String>,
+    /// Its upstream Sigstore bundle (a URL, or a path relative to the spec), verified at lock
+    /// time under `verify`.
+    #[serde(default)]
+    pub sigstore_bundle: Option<String>,
+    #[serde(default)]
+    pub verify: Option<UpstreamSigner>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -580,7 +591,7 @@ impl SpecFile {
     }
 
     /// Checks that span entries, after each entry parsed on its own.
-    fn check(&self) -> Result<(), SpecError> {
+    fn check_images(&self) -> Result<(), SpecError> {
         let spec = &self.spec;
         for image in &spec.image {
             let i = image.get_ref();
@@ -617,9 +628,22 @@ impl SpecFile {
                     return Err(self.invalid(&image.span(), "`[[image]]` needs `ref` or `oci_layout`"));
                 }
             }
+            if let Some(v) = &i.verify {
+                v.check().map_err(|e| self.invalid(&image.span(), format!("`[[image]]` {e}")))?;
+                if i.reference.is_none() {
+                    return Err(self.invalid(
+                        &image.span(),
+                        "`[[image]]` `verify` needs a registry `ref`: its signatures are found among the registry's \
+                         referrers and `.sig` tags",
+                    ));
+                }
+            }
         }
-        self.check_wheels()?;
-        self.check_rpms()?;
+        Ok(())
+    }
+
+    fn check_files(&self) -> Result<(), SpecError> {
+        let spec = &self.spec;
         let mut names = BTreeSet::new();
         for file in &spec.file {
             let f = file.get_ref();
@@ -634,6 +658,27 @@ impl SpecFile {
             if f.source.is_empty() {
                 return Err(self.invalid(&file.span(), format!("`[[file]]` `{}` has an empty `source`", f.name)));
             }
+            match (&f.sigstore_bundle, &f.verify) {
+                (None, None) => {}
+                (Some(_), Some(v)) => {
+                    v.check().map_err(|e| self.invalid(&file.span(), format!("`[[file]]` `{}`: {e}", f.name)))?;
+                }
+                (Some(_), None) => {
+                    return Err(self.invalid(
+                        &file.span(),
+                        format!(
+                            "`[[file]]` `{}` has `sigstore_bundle` but no `verify` (whose signature it must be)",
+                            f.name
+                        ),
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err(self.invalid(
+                        &file.span(),
+                        format!("`[[file]]` `{}` has `verify` but no `sigstore_bundle` to verify", f.name),
+                    ));
+                }
+            }
             if f.kind == FileKind::Airlock && !f.notes.contains_key("target") {
                 return Err(self.invalid(
                     &file.span(),
@@ -645,8 +690,16 @@ impl SpecFile {
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn check(&self) -> Result<(), SpecError> {
+        self.check_images()?;
+        self.check_wheels()?;
+        self.check_rpms()?;
+        self.check_files()?;
         let mut checks = BTreeSet::new();
-        for check in &spec.validation.check {
+        for check in &self.spec.validation.check {
             let (span, c) = (check.span(), check.get_ref());
             if c.run.is_empty() {
                 return Err(self.invalid(&span, format!("`[[validation.check]]` `{}` has an empty `run`", c.name)));

@@ -162,6 +162,7 @@ fn lock_staleness_is_explained() {
         sha256: crate::digest::Sha256::of_bytes(b""),
         size: 0,
         files: Vec::new(),
+        signature: None,
     };
     lock.file.push(entry.clone());
     assert_eq!(lock.stale_reason(&f.spec), None);

@@ -461,7 +461,8 @@ impl SiteTrust {
             });
             keys.extend(role_keys);
         }
-        Ok(Policy::of_roles(keys, rules, cosignatures, self.origin())?)
+        let policy = Policy::of_roles(keys, rules, cosignatures, self.origin())?;
+        Ok(policy.with_sigstore_root(crate::sign::sigstore::Root::of_site(self)?))
     }
 
     /// Check files presented to this site (`trust update`, or a bundle's `airlock/trust/`):

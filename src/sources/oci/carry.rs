@@ -67,6 +67,7 @@ impl<'a> Carrier<'a> {
             size,
             platforms,
             attached,
+            signature: locked.signature.clone(),
         })
     }
 

@@ -8,12 +8,14 @@
 //! `.sbom` tags) and OCI referrers travel with their image.
 
 mod carry;
+mod signed;
 
 use std::collections::BTreeSet;
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 
 pub use carry::{BlobRoute, PendingBlob, fetch_blobs};
+pub use signed::Unsigned;
 
 use super::{Plan, SourceError, Sources};
 use crate::cache::CacheError;
@@ -38,6 +40,8 @@ pub enum ImageError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Cache(#[from] CacheError),
+    #[error(transparent)]
+    Unsigned(#[from] Unsigned),
 }
 
 impl Classify for ImageError {
@@ -45,6 +49,7 @@ impl Classify for ImageError {
         match self {
             ImageError::Store(e) => e.class(),
             ImageError::Cache(e) => e.class(),
+            ImageError::Unsigned(_) => Class::Verification,
             ImageError::Manifest { .. } | ImageError::Cancelled { .. } | ImageError::Client(_) => Class::Runtime,
         }
     }
@@ -108,6 +113,12 @@ async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedI
         Store::Registry { conn, image, options } => attachments(conn, image, digest, options).await?,
         Store::Layout { .. } => Vec::new(),
     };
+    let signature = match &entry.verify {
+        Some(policy) => {
+            Some(signed::verify_image(&origin, &reference, digest, &attached, policy, &sources.sigstore_root).await?)
+        }
+        None => None,
+    };
     let (source, tag) = entry.source_key();
     Ok(LockedImage {
         source: source.to_owned(),
@@ -118,6 +129,7 @@ async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedI
         size: bytes.len() as u64,
         platforms,
         attached,
+        signature,
     })
 }
 

@@ -1,0 +1,115 @@
+//! Upstream Sigstore signatures as a spec asks for them (`verify = { identity, issuer }`) and
+//! as the lock and the bundle's manifest record what verified: the same record in both, so the
+//! site re-checks exactly what the build host checked.
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::{Prefixed, Sha256};
+
+/// Who must have signed an input upstream, keylessly: the certificate's identity (its SAN,
+/// exactly, or `identity_regex` matching all of it) and the OIDC issuer that vouched for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSigner {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_regex: Option<String>,
+    pub issuer: String,
+}
+
+impl UpstreamSigner {
+    /// Exactly one of `identity` and `identity_regex`, and a pattern that compiles.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.identity, &self.identity_regex) {
+            (Some(_), None) => Ok(()),
+            (None, Some(pattern)) => {
+                regex::Regex::new(pattern).map(drop).map_err(|e| format!("`identity_regex` `{pattern}`: {e}"))
+            }
+            (Some(_), Some(_)) => Err("`verify` takes `identity` or `identity_regex`, not both".into()),
+            (None, None) => Err("`verify` needs `identity` (or `identity_regex`) and `issuer`".into()),
+        }
+    }
+}
+
+impl std::fmt::Display for UpstreamSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.identity, &self.identity_regex) {
+            (Some(id), _) => write!(f, "`{id}`")?,
+            (None, Some(re)) => write!(f, "an identity matching `{re}`")?,
+            (None, None) => f.write_str("any identity")?,
+        }
+        write!(f, " from issuer `{}`", self.issuer)
+    }
+}
+
+/// Where an upstream Sigstore bundle was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignatureForm {
+    /// Cosign's bundle format: an OCI referrer of the image whose one layer is the bundle.
+    Referrer,
+    /// Cosign's legacy `sha256-HEX.sig` tag: a layer (the simple-signing payload naming the
+    /// image's digest) whose annotations carry the signature, certificate and Rekor bundle.
+    CosignSig,
+    /// A `[[file]]`'s `sigstore_bundle`.
+    File,
+}
+
+/// An upstream signature that verified: where its bundle is, the policy it verified under,
+/// and what it proves. In the lock and in the bundle's manifest alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSignature {
+    pub form: SignatureForm,
+    /// The Sigstore bundle's sha256 (a referrer's layer, a file's bundle); for `cosign-sig`,
+    /// the signature manifest's.
+    #[serde(with = "crate::digest::prefixed")]
+    pub bundle: Sha256,
+    /// `cosign-sig`: the signed layer (the simple-signing payload) of that manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Prefixed>,
+    /// `file`: where the bundle was downloaded from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The spec's policy it verified under (and is re-checked under at the site).
+    pub verify: UpstreamSigner,
+    /// The certificate's identity and issuer.
+    pub identity: String,
+    pub issuer: String,
+    /// When the transparency log (or a timestamp authority) saw it, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logged_at: Option<String>,
+}
+
+impl UpstreamSignature {
+    /// "signed by IDENTITY (ISSUER), logged at TIME".
+    pub fn describe(&self) -> String {
+        let logged = self.logged_at.as_deref().map(|t| format!(", logged at {t}")).unwrap_or_default();
+        format!("signed by {} ({}){logged}", self.identity, self.issuer)
+    }
+}
+
+impl UpstreamSignature {
+    /// The bundle members this signature is checked from, each with the sha256 it must have:
+    /// a file's bundle under `sigstore/`, an image's among its carried blobs.
+    pub fn members(&self) -> Vec<(crate::member_path::MemberPath, Sha256)> {
+        let blob = |d: Sha256| {
+            let path = crate::member_path::MemberPath::new(format!("images/blobs/sha256/{d}"));
+            (path.expect("a digest makes a valid member path"), d)
+        };
+        match self.form {
+            SignatureForm::File => vec![(bundle_member(self.bundle), self.bundle)],
+            SignatureForm::Referrer => vec![blob(self.bundle)],
+            SignatureForm::CosignSig => {
+                std::iter::once(blob(self.bundle)).chain(self.payload.map(|p| blob(p.0))).collect()
+            }
+        }
+    }
+}
+
+/// Where a file's Sigstore bundle is carried: `sigstore/HEX.sigstore.json`, by its own digest.
+pub fn bundle_member(digest: Sha256) -> crate::member_path::MemberPath {
+    crate::member_path::MemberPath::new(format!("sigstore/{digest}.sigstore.json"))
+        .expect("a digest makes a valid member path")
+}
