@@ -546,6 +546,11 @@ pub struct TrustArgs {
     /// co-signatures beside the bundle (`BUNDLE.KEYID.sig`, from `airlock sign`) count.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threshold: u32,
+    /// The Sigstore trusted root the bundle's upstream signatures are checked again against
+    /// (a private instance's `trusted_root.json`) [default: a site trust root's Sigstore
+    /// target, else the public-good instance's, shipped with airlock].
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
 }
 
 /// Where downloads go and how many run at once: shared by `lock` and `build`.
@@ -806,10 +811,6 @@ pub struct VerifyArgs {
     /// and expiry) instead of `--trust`.
     #[arg(long, value_name = "DIR", conflicts_with = "trust")]
     pub root: Option<PathBuf>,
-    /// The Sigstore trusted root the bundle's upstream signatures are checked again against
-    /// [default: the site's with `--root`, else the public-good instance's, shipped].
-    #[arg(long, value_name = "FILE")]
-    pub trusted_root: Option<PathBuf>,
     /// Use expired trust metadata or an expired bundle anyway (the freeze-attack guard waived
     /// on purpose); needs `--reason`, which the record keeps.
     #[arg(long, requires = "reason")]

@@ -344,6 +344,10 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
         .map(|e| (e["signature"]["form"].as_str().unwrap(), e["signature"]["identity"].as_str().unwrap()))
         .collect();
     assert_eq!(forms, [("referrer", identity), ("cosign-sig", identity), ("file", identity)], "{locked}");
+    // The spec, the lock and (below) the manifest are what their published schemas say.
+    let spec_json = toml_as_json(&std::fs::read_to_string(&spec).unwrap());
+    assert_eq!(schema_errors(&validator("airlock.spec.schema.json"), &spec_json), Vec::<String>::new());
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &locked), Vec::<String>::new());
 
     // Built: the bundles travel as members, the manifest and the SBOM name them.
     let keys = keygen(&t.path().join("keys"), "build");
@@ -356,6 +360,7 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
     };
     build(&bundle, &["--trusted-root", s(&root)]).ok();
     let manifest = manifest_member(&bundle);
+    assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
     let file_sig =
         &manifest["artifacts"].as_array().unwrap().iter().find(|a| a["kind"] == "file").unwrap()["signature"];
     let member =
@@ -384,6 +389,27 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
     let r = offline_verify(&bundle, &[]);
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert!(r.stdout.contains("upstream signature of") || r.stderr.contains("upstream signature of"), "{}", r.stdout);
+
+    // The approval pack says, per artifact, who signed it upstream, checked again here.
+    let report = |extra: &[&str]| {
+        let mut args = vec!["report", s(&bundle), "--trust", s(&keys.public), "--json"];
+        args.extend_from_slice(extra);
+        airlock_run(&args)
+    };
+    let pack = report(&["--trusted-root", s(&root)]).ok().json();
+    let upstream: Vec<&str> =
+        pack["artifacts"].as_array().unwrap().iter().filter_map(|a| a["upstream"].as_str()).collect();
+    assert_eq!(upstream.len(), 3, "{pack}");
+    assert!(
+        upstream.iter().all(|u| u.starts_with(&format!("signed by {identity} ({issuer}), logged at 20"))),
+        "{pack}"
+    );
+    assert!(upstream.iter().all(|u| u.contains("verified here")), "{pack}");
+    let refused = report(&[]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    let pack = refused.json();
+    assert_eq!(pack["bundle"]["verified"], false, "{pack}");
+    assert!(pack["artifacts"][0]["upstream"].as_str().unwrap().contains("does NOT verify here"), "{pack}");
 
     // A poisoned lock on the build host (the bundle swapped for one whose entry was altered,
     // its digest written into the lock): the build carries it, the site refuses it.

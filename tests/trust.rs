@@ -620,3 +620,61 @@ fn a_bundle_carries_the_sigstore_root_with_the_targets_that_list_it_and_a_site_t
     let shown = airlock_run(&["trust", "show", "--root", s(&site)]).ok().stdout;
     assert!(shown.contains("Sigstore trusted root: sigstore/trusted_root.json"), "{shown}");
 }
+
+#[test]
+fn a_site_checks_upstream_signatures_again_under_its_own_sigstore_root() {
+    let tr = Trust::new();
+    tr.init(&tr.auth, "1y").ok();
+    // A private Sigstore instance signs an upstream file (tests/sigstore_instance.py).
+    let inst = tr.path("instance");
+    let upstream = tr.path("upstream/vendor-fw.bin");
+    std::fs::create_dir_all(upstream.parent().unwrap()).unwrap();
+    std::fs::write(&upstream, pattern(20_000, 9)).unwrap();
+    let identity = "https://git.example.org/vendor/fw/.ci/release.yml@refs/tags/v3";
+    let issuer = "https://ci.example.org/oidc";
+    run(std::process::Command::new("python3").args([
+        s(&repo("tests/sigstore_instance.py")),
+        s(&inst),
+        "--identity",
+        identity,
+        "--issuer",
+        issuer,
+        "--file",
+        s(&upstream),
+    ]))
+    .ok();
+    let root = inst.join("trusted_root.json");
+    // Both sites are provisioned at targets version 1: no Sigstore root but the public-good one.
+    let (site, other) = (tr.site("site"), tr.site("other"));
+    let signers = ["--sign", s(&tr.root1.private), "--sign", s(&tr.root2.private)];
+    airlock_run(&[&["trust", "sigstore-root", "--root", s(&tr.auth), s(&root)][..], &signers].concat()).ok();
+    let extra = format!(
+        "\n[[file]]\nname = \"vendor-fw.bin\"\nsource = \"{}\"\nkind = \"firmware\"\nsigstore_bundle = \"{}\"\n\
+         verify = {{ identity = \"{identity}\", issuer = \"{issuer}\" }}\n",
+        s(&upstream),
+        s(&inst.join("bundle.sigstore.json"))
+    );
+    // Built with the site's trust metadata carried: the site takes up the Sigstore root with it.
+    let carried = tr.bundle("1.0.0", &[&tr.sec2], &extra, &["--trusted-root", s(&root), "--trust-root", s(&tr.auth)]);
+    let installed = airlock_run(&["install", s(&carried), "--root", s(&site), "--json"]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    assert!(site.join("trust/targets/sigstore/trusted_root.json").is_file());
+    let pack = airlock_run(&["report", "--root", s(&site), "--json"]).ok().json();
+    let line = pack["artifacts"].as_array().unwrap().iter().find(|a| a["name"] == "vendor-fw.bin").unwrap().clone();
+    let said = line["upstream"].as_str().unwrap();
+    assert!(said.starts_with(&format!("signed by {identity} ({issuer}), logged at 20")), "{pack}");
+    assert!(said.contains("the site's `sigstore/trusted_root.json`"), "{said}");
+    let unsigned = pack["artifacts"].as_array().unwrap().iter().find(|a| a["name"] == "notes.txt").unwrap().clone();
+    assert_eq!(unsigned["upstream"], "unsigned upstream", "{pack}");
+    // A command line cannot hand a site another Sigstore root.
+    let r = airlock_run(&["install", s(&carried), "--root", s(&site), "--trusted-root", s(&root)]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+
+    // A site whose Sigstore root is the public-good one refuses the same content: nothing is
+    // activated, and the refusal names the artifact and the root it was checked under.
+    let bare = tr.bundle("1.0.1", &[&tr.sec2], &extra, &["--trusted-root", s(&root)]);
+    let r = airlock_run(&["install", s(&bare), "--root", s(&other)]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("vendor-fw.bin") && r.stderr.contains("public-good"), "{}", r.stderr);
+    assert!(!other.join("current").exists(), "nothing activated");
+}

@@ -284,7 +284,15 @@ fn load_policy(trust: &TrustArgs, bundle: &Path) -> anyhow::Result<crate::sign::
     let keys = load_trusted(&trust.trust)?;
     let cosignatures = cosignatures_beside(bundle);
     let threshold = usize::try_from(trust.threshold).unwrap_or(usize::MAX);
-    Ok(crate::sign::Policy::new(keys, threshold, cosignatures)?)
+    with_trusted_root(crate::sign::Policy::new(keys, threshold, cosignatures)?, trust)
+}
+
+/// `policy`, re-checking upstream Sigstore signatures under `--trusted-root` when it is given.
+fn with_trusted_root(policy: crate::sign::Policy, trust: &TrustArgs) -> anyhow::Result<crate::sign::Policy> {
+    let Some(path) = &trust.trusted_root else { return Ok(policy) };
+    let root = crate::sign::sigstore::Root::file(path)?;
+    root.check()?;
+    Ok(policy.with_sigstore_root(root))
 }
 
 /// The policy for a bundle activated on the site at `root` (install, apply): `--trust` on a site
@@ -303,6 +311,18 @@ fn site_policy(
 ) -> anyhow::Result<crate::sign::Policy> {
     let site = crate::site::root::SiteRoot::new(root);
     let has_root = crate::trust::SiteTrust::exists(root);
+    if let Some(path) = &trust.trusted_root {
+        // What a site activates is checked again later (check, report, rollback) under the
+        // same root: one the site keeps, not one a command line gave once.
+        return Err(crate::trust::TrustError::Usage(format!(
+            "--trusted-root `{}`: a site's Sigstore root is its trust root's `{}` target (`airlock trust \
+             sigstore-root`, then `airlock trust update`), else the public-good one; --trusted-root is for \
+             `verify` and `report` of a bundle file",
+            path.display(),
+            crate::trust::SIGSTORE_TARGET
+        ))
+        .into());
+    }
     if !trust.trust.is_empty() {
         if has_root {
             return Err(crate::site::SiteError::TrustGiven { dir: root.join(crate::trust::TRUST_DIR) }.into());

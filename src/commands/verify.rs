@@ -118,10 +118,8 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Exit> {
         }
         None => super::load_policy(&args.trust, input.bundle())?,
     };
-    if let Some(path) = &args.trusted_root {
-        let root = crate::sign::sigstore::Root::file(path)?;
-        root.check()?;
-        policy = policy.with_sigstore_root(root);
+    if args.root.is_some() {
+        policy = super::with_trusted_root(policy, &args.trust)?;
     }
     let reporter = TerminalReporter::new(args.json);
     let (mut report, parts_signer) = match read(&input, &policy, &reporter) {

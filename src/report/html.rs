@@ -397,15 +397,16 @@ fn contents(o: &mut String, r: &Report) {
     }
     let _ = writeln!(
         o,
-        "</tbody></table><table id=\"artifacts\"><thead><tr><th>Kind</th><th>Name</th><th>Version or digest</th></tr></thead><tbody>"
+        "</tbody></table><table id=\"artifacts\"><thead><tr><th>Kind</th><th>Name</th><th>Version or digest</th><th>Upstream signature</th></tr></thead><tbody>"
     );
     for a in &r.artifacts {
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td></tr>",
             esc(&a.kind),
             esc(&a.name),
-            esc(&a.version)
+            esc(&a.version),
+            esc(a.upstream.as_deref().unwrap_or("—"))
         );
     }
     let _ = writeln!(o, "</tbody></table>");

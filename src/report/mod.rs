@@ -121,6 +121,11 @@ pub struct Line {
     pub kind: String,
     pub name: String,
     pub version: String,
+    /// Its upstream Sigstore signature: "signed by IDENTITY (ISSUER), logged at TIME" (checked
+    /// again by this read, or as the lock recorded it where this read could not), or "unsigned
+    /// upstream". Absent for packages, which their archives' signed indexes vouch for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -566,7 +571,8 @@ fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site
         total.0 += 1;
         total.1 += e.size;
     }
-    let artifacts = m.artifacts.iter().map(line).collect();
+    let checked = read.report.as_ref().map(|r| r.upstream.as_slice());
+    let artifacts = m.artifacts.iter().map(|a| line(a, checked)).collect();
     let firmware = m
         .artifacts
         .iter()
@@ -670,7 +676,15 @@ fn signatures(read: &ReadBundle) -> Signatures {
     }
 }
 
-fn line(a: &Artifact) -> Line {
+/// An artifact's line; `checked`: the upstream signatures this read verified again (`None`
+/// when it could not: read unverified, or a node's kept part).
+fn line(a: &Artifact, checked: Option<&[crate::bundle::reader::UpstreamCheck]>) -> Line {
+    let recorded = match a {
+        Artifact::Image(i) => Some(i.signature.as_ref()),
+        Artifact::File(f) => Some(f.signature.as_ref()),
+        Artifact::Wheel(_) | Artifact::Model(_) => Some(None),
+        Artifact::Deb(_) | Artifact::Rpm(_) => None,
+    };
     let (kind, name, version) = match a {
         Artifact::Image(i) => ("image", i.reference.clone(), format!("sha256:{}", i.digest)),
         Artifact::Wheel(w) => ("wheel", w.filename.clone(), w.version.clone()),
@@ -679,7 +693,18 @@ fn line(a: &Artifact) -> Line {
         Artifact::Model(m) => ("model", m.repo.to_string(), m.commit.to_string()),
         Artifact::File(f) => ("file", f.name.to_string(), format!("{} sha256:{}", f.file_kind, f.sha256.short(16))),
     };
-    Line { kind: kind.to_owned(), name, version }
+    let upstream = recorded.map(|signature| match (signature, checked) {
+        (None, _) => "unsigned upstream".to_owned(),
+        (Some(s), Some(checked)) => match checked.iter().find(|c| c.artifact == name) {
+            Some(c) => {
+                let logged = c.logged_at.as_deref().map(|t| format!(", logged at {t}")).unwrap_or_default();
+                format!("signed by {} ({}){logged}; verified here under {}", c.identity, c.issuer, c.root)
+            }
+            None => format!("{}, as recorded at lock: it does NOT verify here", s.describe()),
+        },
+        (Some(s), None) => format!("{}, as recorded at lock (not checked by this read)", s.describe()),
+    });
+    Line { kind: kind.to_owned(), name, version, upstream }
 }
 
 fn firmware(f: &FileArtifact) -> Firmware {
