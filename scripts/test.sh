@@ -32,7 +32,8 @@ if ((${#missing[@]})); then
 fi
 # Python packages the tests run as real servers and clients.
 for module in pypiserver:pypiserver huggingface_hub:huggingface-hub cyclonedx:cyclonedx-python-lib[json-validation] \
-    ansible:ansible-core ansiblelint:ansible-lint ziglang:ziglang tuf:tuf cryptography:cryptography sigstore:sigstore; do
+    ansible:ansible-core ansiblelint:ansible-lint ziglang:ziglang tuf:tuf cryptography:cryptography sigstore:sigstore \
+    pypi_attestations:pypi-attestations; do
   if ! python3 -c "import ${module%%:*}" 2>/dev/null; then
     echo "==> installing ${module##*:} (pip)"
     python3 -m pip install -q --disable-pip-version-check "${module##*:}" 2>/dev/null \

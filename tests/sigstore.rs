@@ -430,3 +430,120 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert!(r.stdout.contains("release.tar.gz") && r.stdout.contains("does not verify"), "{}", r.stdout);
 }
+
+#[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario: the fixture's independent check, refusals, lock, build, the site's check"
+)]
+fn pep740_attestations_from_a_json_index_are_verified_at_lock_carried_and_verified_again() {
+    let t = tempfile::tempdir().unwrap();
+    let pkgs = t.path().join("pkgs");
+    std::fs::create_dir_all(&pkgs).unwrap();
+    let signed = make_wheel(&pkgs, "signed_pkg", "1.0", "py3-none-any");
+    let plain = make_wheel(&pkgs, "plain_pkg", "1.0", "py3-none-any");
+    let name = signed.file_name().unwrap().to_str().unwrap().to_owned();
+    let inst = t.path().join("instance");
+    let identity = "https://github.com/platform/stack/.github/workflows/release.yml@refs/tags/v1.0";
+    let issuer = "https://token.actions.githubusercontent.com";
+    let subject = format!("{name}:{}", sha256_file(&signed));
+    instance_sign(&inst, "", identity, issuer, ["--dsse-subject", &subject]);
+    // PyPI's own library reads the provenance object and sigstore-python verifies what it makes
+    // of it: the fixture is what PyPI serves, as far as its reference implementation can tell.
+    let check = format!(
+        "from pypi_attestations import Provenance\n\
+         p = Provenance.model_validate_json(open('{}').read())\n\
+         open('{}', 'w').write(p.attestation_bundles[0].attestations[0].to_bundle().to_json())",
+        s(&inst.join("provenance.json")),
+        s(&inst.join("converted.sigstore.json"))
+    );
+    run(Command::new("python3").args(["-c", &check])).ok();
+    let python = run(Command::new("sigstore").args([
+        "--trust-config",
+        s(&inst.join("trust_config.json")),
+        "verify",
+        "identity",
+        "--offline",
+        "--bundle",
+        s(&inst.join("converted.sigstore.json")),
+        "--cert-identity",
+        identity,
+        "--cert-oidc-issuer",
+        issuer,
+        &format!("sha256:{}", sha256_file(&signed)),
+    ]));
+    assert_eq!(python.code, 0, "sigstore-python: {}", python.stderr);
+    std::fs::copy(inst.join("provenance.json"), pkgs.join(format!("{name}.provenance"))).unwrap();
+    let index = http::HttpServer::spawn(&pkgs, |port| vec![helper("json_index.py"), port.to_string(), ".".into()]);
+    let root = inst.join("trusted_root.json");
+
+    let proj = t.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let spec = proj.join("airlock.toml");
+    let write_spec = |requirement: &str, who: &str| {
+        let text = format!(
+            "[bundle]\nname = \"wheels\"\nversion = \"1.0.0\"\n\n[[wheel]]\nindex = \"{}/simple/\"\nrequirements = \
+             [\"{requirement}\"]\nverify = {{ identity = \"{who}\", issuer = \"{issuer}\" }}\n",
+            index.url
+        );
+        std::fs::write(&spec, text).unwrap();
+    };
+    let cache = t.path().join("cache");
+    let lock = || airlock_run(&["lock", s(&spec), "--cache", s(&cache), "--trusted-root", s(&root)]);
+    // A wheel the index offers no provenance for: refused, saying so.
+    write_spec("plain-pkg==1.0", identity);
+    let r = lock();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(plain.file_name().unwrap().to_str().unwrap()) && r.stderr.contains("no PEP 740"),
+        "{}",
+        r.stderr
+    );
+    // Another identity: refused.
+    write_spec("signed-pkg==1.0", "https://github.com/someone/else/.github/workflows/x.yml@refs/heads/main");
+    let r = lock();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("someone/else") && r.stderr.contains("identity"), "{}", r.stderr);
+    // A tampered log entry: refused.
+    std::fs::copy(inst.join("tampered-provenance.json"), pkgs.join(format!("{name}.provenance"))).unwrap();
+    write_spec("signed-pkg==1.0", identity);
+    let r = lock();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    std::fs::copy(inst.join("provenance.json"), pkgs.join(format!("{name}.provenance"))).unwrap();
+    // The publisher's identity: locked, carried, checked again offline.
+    lock().ok();
+    let locked = toml_as_json(&std::fs::read_to_string(proj.join("airlock.lock")).unwrap());
+    assert_eq!(locked["wheel"][0]["signature"]["form"], "pep740", "{locked}");
+    let spec_json = toml_as_json(&std::fs::read_to_string(&spec).unwrap());
+    assert_eq!(schema_errors(&validator("airlock.spec.schema.json"), &spec_json), Vec::<String>::new());
+    assert_eq!(schema_errors(&validator("airlock.lock.schema.json"), &locked), Vec::<String>::new());
+    let keys = keygen(&t.path().join("keys"), "build");
+    let bundle = t.path().join("wheels.airlock");
+    run(airlock().env("SOURCE_DATE_EPOCH", EPOCH).args([
+        "build",
+        s(&spec),
+        "--key",
+        s(&keys.private),
+        "--out",
+        s(&bundle),
+        "--cache",
+        s(&cache),
+    ]))
+    .ok();
+    let manifest = manifest_member(&bundle);
+    assert_eq!(schema_errors(&validator("airlock.manifest.v1.schema.json"), &manifest), Vec::<String>::new());
+    let member = format!(
+        "sigstore/{}.provenance.json",
+        manifest["artifacts"][0]["signature"]["bundle"].as_str().unwrap().trim_start_matches("sha256:")
+    );
+    assert!(manifest["entries"].as_array().unwrap().iter().any(|e| e["path"] == member.as_str()), "{manifest}");
+    let mut c = Command::new("unshare");
+    c.args(["-rn", env!("CARGO_BIN_EXE_airlock"), "verify", s(&bundle), "--trust", s(&keys.public)]);
+    let ok = run(c.args(["--trusted-root", s(&root)]));
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert!(
+        ok.stdout.contains(&format!("upstream signature of {name}: signed by {identity} ({issuer})")),
+        "{}",
+        ok.stdout
+    );
+}

@@ -3,7 +3,11 @@
 signature from it: what Fulcio, a CT log and Rekor would have produced, made here with the
 `cryptography` package and nothing else.
 
-    sigstore_instance.py OUT_DIR --identity URI --issuer URL (--digest HEX | --file PATH) [--prefix P]
+    sigstore_instance.py OUT_DIR --identity URI --issuer URL (--digest HEX | --file PATH | --dsse-subject NAME:HEX) [--prefix P]
+
+`--dsse-subject`: a DSSE envelope over an in-toto statement naming NAME with sha256 HEX (PyPI's
+publish attestation), logged as a Rekor `dsse` entry; also written as a PEP 740 provenance
+object (`Pprovenance.json`, and `Ptampered-provenance.json` from the tampered entry).
 
 A second run into the same OUT_DIR is the same instance (its keys and certificates are kept in
 OUT_DIR/instance.json) signing something else: `--prefix P` names its bundles `Pbundle.sigstore.json`, …
@@ -168,10 +172,18 @@ def main():
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--digest")
     what.add_argument("--file")
+    what.add_argument("--dsse-subject")
     ap.add_argument("--prefix", default="")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    digest = bytes.fromhex(a.digest) if a.digest else hashlib.sha256(open(a.file, "rb").read()).digest()
+    statement = None
+    if a.dsse_subject:
+        name, hexdigest = a.dsse_subject.rsplit(":", 1)
+        statement = canonical({"_type": "https://in-toto.io/Statement/v1", "subject": [{"name": name, "digest": {"sha256": hexdigest}}],
+                               "predicateType": "https://docs.pypi.org/attestations/publish/v1", "predicate": None})
+        digest = hashlib.sha256(statement).digest()
+    else:
+        digest = bytes.fromhex(a.digest) if a.digest else hashlib.sha256(open(a.file, "rb").read()).digest()
 
     state = os.path.join(a.out, "instance.json")
     pem = lambda k: k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
@@ -203,17 +215,33 @@ def main():
         .sign(inter_key, hashes.SHA256())
     )
     leaf_der = leaf.public_bytes(serialization.Encoding.DER)
-    signature = leaf_key.sign(digest, ec.ECDSA(utils.Prehashed(hashes.SHA256())))
-
-    # Rekor v1: the hashedrekord entry, one leaf among several of a real tree.
-    body = canonical({
-        "apiVersion": "0.0.1",
-        "kind": "hashedrekord",
-        "spec": {
-            "data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
-            "signature": {"content": b64(signature), "publicKey": {"content": b64(leaf.public_bytes(serialization.Encoding.PEM))}},
-        },
-    })
+    leaf_pem = leaf.public_bytes(serialization.Encoding.PEM)
+    payload_type = "application/vnd.in-toto+json"
+    if statement is not None:
+        # DSSE: the signature is over the envelope's pre-authentication encoding.
+        pae = b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type.encode(), len(statement), statement)
+        signature = leaf_key.sign(pae, ec.ECDSA(hashes.SHA256()))
+        envelope = {"payload": b64(statement), "payloadType": payload_type, "signatures": [{"sig": b64(signature)}]}
+        body = canonical({
+            "apiVersion": "0.0.1",
+            "kind": "dsse",
+            "spec": {
+                "envelopeHash": {"algorithm": "sha256", "value": hashlib.sha256(canonical(envelope)).hexdigest()},
+                "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(statement).hexdigest()},
+                "signatures": [{"signature": b64(signature), "verifier": b64(leaf_pem)}],
+            },
+        })
+    else:
+        signature = leaf_key.sign(digest, ec.ECDSA(utils.Prehashed(hashes.SHA256())))
+        # Rekor v1: the hashedrekord entry, one leaf among several of a real tree.
+        body = canonical({
+            "apiVersion": "0.0.1",
+            "kind": "hashedrekord",
+            "spec": {
+                "data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
+                "signature": {"content": b64(signature), "publicKey": {"content": b64(leaf_pem)}},
+            },
+        })
     others = [canonical({"entry": i}) for i in range(6)]
     index = 3
     entries = others[:index] + [body] + others[index:]
@@ -231,7 +259,7 @@ def main():
         return {
             "logIndex": str(index),
             "logId": {"keyId": b64(log_id)},
-            "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+            "kindVersion": {"kind": "dsse" if statement is not None else "hashedrekord", "version": "0.0.1"},
             "integratedTime": str(integrated_time),
             "inclusionPromise": {"signedEntryTimestamp": b64(rekor_key.sign(set_payload, ec.ECDSA(hashes.SHA256())))},
             "inclusionProof": {
@@ -245,14 +273,26 @@ def main():
         }
 
     def bundle(tlog_entry):
-        return {
+        doc = {
             "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
             "verificationMaterial": {"certificate": {"rawBytes": b64(leaf_der)}, "tlogEntries": [tlog_entry]},
-            "messageSignature": {
+        }
+        if statement is not None:
+            doc["dsseEnvelope"] = envelope
+        else:
+            doc["messageSignature"] = {
                 "messageDigest": {"algorithm": "SHA2_256", "digest": b64(digest)},
                 "signature": b64(signature),
-            },
-        }
+            }
+        return doc
+
+    def provenance(tlog_entry):
+        # PEP 740: the same material as an attestation object, in a provenance object.
+        attestation = {"version": 1,
+                       "verification_material": {"certificate": b64(leaf_der), "transparency_entries": [tlog_entry]},
+                       "envelope": {"statement": b64(statement), "signature": b64(signature)}}
+        publisher = {"kind": "GitHub", "repository": "platform/stack", "workflow": "release.yml", "environment": None}
+        return {"version": 1, "attestation_bundles": [{"publisher": publisher, "attestations": [attestation]}]}
 
     def write(name, doc):
         with open(os.path.join(a.out, name), "w") as f:
@@ -290,6 +330,9 @@ def main():
     write(a.prefix + "bundle.sigstore.json", bundle(entry(integrated, index)))
     write(a.prefix + "tampered-entry.sigstore.json", bundle(entry(integrated, index) | {"integratedTime": str(integrated - 30)}))
     write(a.prefix + "other-log.sigstore.json", bundle(entry(integrated, index + 1)))
+    if statement is not None:
+        write(a.prefix + "provenance.json", provenance(entry(integrated, index)))
+        write(a.prefix + "tampered-provenance.json", provenance(entry(integrated, index) | {"integratedTime": str(integrated - 30)}))
 
 
 if __name__ == "__main__":

@@ -110,7 +110,12 @@ fn artifact_component(artifact: &Artifact) -> Result<Component, SbomError> {
         Artifact::Image(i) => image_component(i)?,
         Artifact::Wheel(w) => {
             let p = purl("pypi", None, &w.name, &w.version, &[("file_name", w.filename.as_str())])?;
-            component(Classification::Library, &w.name, &w.version, format!("wheel:{}", w.filename), &w.sha256, p)
+            let mut c =
+                component(Classification::Library, &w.name, &w.version, format!("wheel:{}", w.filename), &w.sha256, p);
+            if let Some(sig) = &w.signature {
+                c.external_references = Some(ExternalReferences(vec![signature_reference(sig)]));
+            }
+            c
         }
         Artifact::Deb(d) => {
             // purl's deb type: the vendor as namespace (`Release` `Origin`: debian, ubuntu),
@@ -295,6 +300,7 @@ fn signature_reference(s: &crate::spec::UpstreamSignature) -> ExternalReference 
         crate::spec::SignatureForm::Referrer => "a Sigstore bundle (OCI referrer)",
         crate::spec::SignatureForm::CosignSig => "a cosign `.sig` signature manifest",
         crate::spec::SignatureForm::File => "a Sigstore bundle",
+        crate::spec::SignatureForm::Pep740 => "a PEP 740 provenance object",
     };
     r.comment = Some(format!("upstream signature, {form}, carried in the bundle: {}", s.describe()));
     r.hashes = Some(sha256(&digest));

@@ -286,6 +286,10 @@ pub struct WheelArtifact {
     /// What its Python lock file says it depends on (normalised names).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<String>,
+    /// Its PEP 740 attestation that verified at lock time (`[[wheel]] verify`); the provenance
+    /// object is the member `sigstore/HEX.provenance.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::spec::UpstreamSignature>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -914,6 +918,7 @@ impl Manifest {
         let (name, signature) = match a {
             Artifact::Image(i) => (i.reference.as_str(), &i.signature),
             Artifact::File(f) => (f.name.as_str(), &f.signature),
+            Artifact::Wheel(w) => (w.filename.as_str(), &w.signature),
             _ => return Ok(()),
         };
         for (path, sha256) in signature.iter().flat_map(crate::spec::UpstreamSignature::members) {

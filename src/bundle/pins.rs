@@ -72,6 +72,7 @@ impl TryFrom<&LockedWheel> for WheelArtifact {
             size: w.size,
             path: wheel_member(&w.filename)?,
             dependencies: w.dependencies.clone(),
+            signature: w.signature.clone(),
         })
     }
 }

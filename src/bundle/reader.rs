@@ -276,6 +276,7 @@ impl<'a> Capture<'a> {
             .filter_map(|a| match a {
                 Artifact::Image(i) => i.signature.as_ref(),
                 Artifact::File(f) => f.signature.as_ref(),
+                Artifact::Wheel(w) => w.signature.as_ref(),
                 _ => None,
             })
             .flat_map(crate::spec::UpstreamSignature::members)
@@ -641,11 +642,12 @@ impl Reader {
             let (name, subject, signature) = match a {
                 Artifact::Image(i) => (i.reference.clone(), i.upstream_digest.map_or(i.digest, |d| d.0), &i.signature),
                 Artifact::File(f) => (f.name.as_str().to_owned(), f.sha256, &f.signature),
+                Artifact::Wheel(w) => (w.filename.clone(), w.sha256, &w.signature),
                 _ => continue,
             };
             let Some(signature) = signature else { continue };
             let bytes = |d: Sha256| got.get(&d).cloned();
-            match crate::sign::sigstore::upstream::recheck(signature, subject, &bytes, root) {
+            match crate::sign::sigstore::upstream::recheck(signature, subject, &name, &bytes, root) {
                 Ok(v) => {
                     tracing::info!(
                         "upstream signature of `{name}`: {} under {}",

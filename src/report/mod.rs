@@ -682,7 +682,8 @@ fn line(a: &Artifact, checked: Option<&[crate::bundle::reader::UpstreamCheck]>) 
     let recorded = match a {
         Artifact::Image(i) => Some(i.signature.as_ref()),
         Artifact::File(f) => Some(f.signature.as_ref()),
-        Artifact::Wheel(_) | Artifact::Model(_) => Some(None),
+        Artifact::Wheel(w) => Some(w.signature.as_ref()),
+        Artifact::Model(_) => Some(None),
         Artifact::Deb(_) | Artifact::Rpm(_) => None,
     };
     let (kind, name, version) = match a {

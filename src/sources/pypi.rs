@@ -99,6 +99,8 @@ struct Offered {
     size: Option<u64>,
     /// PEP 592 / 691: the file is yanked, with the reason given (possibly empty).
     yanked: Option<String>,
+    /// PEP 740: where its provenance object is (JSON `provenance`, HTML `data-provenance`).
+    provenance: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +119,9 @@ struct JsonFile {
     /// `false`, `true`, or the reason (a string means yanked).
     #[serde(default)]
     yanked: serde_json::Value,
+    /// PEP 740: the URL of the file's provenance object, or null.
+    #[serde(default)]
+    provenance: Option<String>,
 }
 
 /// The files a project page offers, from PEP 691 JSON or PEP 503 HTML.
@@ -138,7 +143,8 @@ fn parse_page(page_url: &str, body: &[u8], content_type: &str) -> Result<Vec<Off
                     serde_json::Value::String(reason) => Some(reason),
                     _ => None,
                 };
-                Ok(Offered { url: resolve(&f.url)?, filename: f.filename, sha256, size: f.size, yanked })
+                let provenance = f.provenance.as_deref().map(resolve).transpose()?;
+                Ok(Offered { url: resolve(&f.url)?, filename: f.filename, sha256, size: f.size, yanked, provenance })
             })
             .collect();
     }
@@ -166,7 +172,10 @@ fn parse_page(page_url: &str, body: &[u8], content_type: &str) -> Result<Vec<Off
             tag.attributes().iter().find(|(key, _)| key.eq_ignore_ascii_case("data-yanked")).map(|(_, value)| {
                 value.map(|v| html_escape::decode_html_entities(&v).into_owned()).unwrap_or_default()
             });
-        out.push(Offered { url: url.to_string(), filename, sha256, size: None, yanked });
+        let provenance = attribute(tag, "data-provenance")
+            .map(|p| base.join(&p).map(|u| u.to_string()).map_err(|e| bad(format!("bad data-provenance `{p}`: {e}"))))
+            .transpose()?;
+        out.push(Offered { url: url.to_string(), filename, sha256, size: None, yanked, provenance });
     }
     Ok(out)
 }
@@ -357,7 +366,12 @@ async fn resolve_pin(
         let available = of_version.iter().map(|(o, _)| o.filename.as_str()).collect::<Vec<_>>().join(", ");
         return Err(WheelError::NoMatchingWheel { index: index.to_owned(), name, version, filter, available }.into());
     }
-    let locked = |(offered, sha256): (&Offered, Sha256)| {
+    let mut out = Vec::new();
+    for (offered, sha256) in chosen {
+        let signature = match &entry.verify {
+            Some(policy) => Some(verify_provenance(sources, offered, sha256, policy).await?),
+            None => None,
+        };
         let w = LockedWheel {
             index: entry.index.clone(),
             requirement: pin.requirement.clone(),
@@ -370,10 +384,56 @@ async fn resolve_pin(
             lockfile: None,
             lockfile_sha256: None,
             dependencies: Vec::new(),
+            signature,
         };
-        (w, offered.size)
+        out.push((w, offered.size));
+    }
+    Ok(out)
+}
+
+/// A wheel's PEP 740 attestation under the spec's `verify`: its provenance object fetched
+/// (bounded, kept in the cache for the build) and verified against the build host's trusted
+/// root, or the wheel refused (exit 3) — also when the index offers no provenance for it.
+async fn verify_provenance(
+    sources: &Sources<'_>,
+    offered: &Offered,
+    sha256: Sha256,
+    policy: &crate::spec::UpstreamSigner,
+) -> Result<crate::spec::UpstreamSignature, SourceError> {
+    use crate::sign::sigstore::{MAX_DOCUMENT_BYTES, Signer, upstream::verify_pep740};
+    let unsigned = |detail: String| super::oci::Unsigned {
+        reference: format!("wheel {}", offered.filename),
+        digest: sha256,
+        asked: policy.to_string(),
+        root: sources.sigstore_root.describe(),
+        found: vec![detail],
     };
-    Ok(chosen.into_iter().map(locked).collect())
+    let Some(url) = &offered.provenance else {
+        return Err(unsigned("the index offers no PEP 740 provenance for it".into()).into());
+    };
+    let (bytes, _) = sources
+        .fetch
+        .http
+        .fetch_small(url, "application/vnd.pypi.integrity.v1+json, application/json", None, MAX_DOCUMENT_BYTES)
+        .await?;
+    let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
+    let verified =
+        verify_pep740(&format!("`{url}`"), &bytes, &offered.filename, sha256, &signer, &sources.sigstore_root)
+            .map_err(|e| unsigned(e.to_string()))?;
+    let digest = Sha256::of_bytes(&bytes);
+    let (cache, what, size) =
+        (sources.fetch.cache.clone(), format!("provenance of {}", offered.filename), bytes.len() as u64);
+    crate::fetch::blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice())).await?;
+    Ok(crate::spec::UpstreamSignature {
+        form: crate::spec::SignatureForm::Pep740,
+        bundle: digest,
+        payload: None,
+        url: Some(url.clone()),
+        verify: policy.clone(),
+        identity: verified.identity.unwrap_or_default(),
+        issuer: verified.issuer.unwrap_or_default(),
+        logged_at: verified.logged_at,
+    })
 }
 
 /// The wheels of the version that fit the targets, each with the digest it must have: for a
@@ -463,9 +523,40 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
             origin: origin.into(),
             what: want.what.into(),
         });
+        if let Some(signature) = &w.signature {
+            plan.members.push(carried_provenance(sources, w, signature).await?);
+        }
         plan.artifacts.push(Artifact::Wheel(artifact));
     }
     Ok(plan)
+}
+
+/// The member carrying a wheel's provenance object, from the cache where the lock left it,
+/// else fetched again from where the lock found it and held to the digest it recorded.
+async fn carried_provenance(
+    sources: &Sources<'_>,
+    w: &LockedWheel,
+    signature: &crate::spec::UpstreamSignature,
+) -> Result<Member, SourceError> {
+    let limit = crate::sign::sigstore::MAX_DOCUMENT_BYTES;
+    let (digest, what) = (signature.bundle, format!("provenance of {}", w.filename));
+    let cache = sources.fetch.cache;
+    let size = if let Some(bytes) = cache.get_small(&digest, limit) {
+        bytes.len() as u64
+    } else {
+        let url = signature.url.clone().unwrap_or_default();
+        let (bytes, _) = sources.fetch.http.fetch_small(&url, "application/json", None, limit).await?;
+        let actual = Sha256::of_bytes(&bytes);
+        if actual != digest {
+            let hint = " (the index serves another provenance than the lock recorded: run `airlock lock`)";
+            return Err(SourceError::DigestMismatch { what, origin: url, expected: digest, actual, hint });
+        }
+        let (c, w, size) = (cache.clone(), what.clone(), bytes.len() as u64);
+        crate::fetch::blocking(move || c.put(digest, Some(size), &w, bytes.as_slice())).await?;
+        size
+    };
+    let path = crate::spec::upstream::provenance_member(digest);
+    Ok(Member { path, size, sha256: digest, origin: cache.path(&digest).into(), what: what.into() })
 }
 
 #[cfg(test)]
@@ -516,5 +607,20 @@ mod tests {
         let json = br#"{"meta":{"api-version":"1.1"},"name":"six","files":[{"filename":"six-1.16.0-py2.py3-none-any.whl","url":"../../p/six.whl","hashes":{"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},"size":11}]}"#;
         let files = parse_page("http://h/simple/six/", json, "application/vnd.pypi.simple.v1+json").unwrap();
         assert_eq!((files[0].url.as_str(), files[0].size), ("http://h/p/six.whl", Some(11)));
+        assert_eq!(files[0].provenance, None);
+    }
+
+    #[test]
+    fn pep740_provenance_urls_resolve_against_the_page() {
+        let json = br#"{"meta":{"api-version":"1.3"},"name":"six","files":[{"filename":"six-1.16.0-py2.py3-none-any.whl","url":"../../p/six.whl","hashes":{},"provenance":"https://pypi.example/integrity/six/1.16.0/six-1.16.0-py2.py3-none-any.whl/provenance"},{"filename":"six-1.16.0.tar.gz","url":"../../p/six.tgz","hashes":{},"provenance":null}]}"#;
+        let files = parse_page("http://h/simple/six/", json, "application/vnd.pypi.simple.v1+json").unwrap();
+        assert_eq!(
+            files[0].provenance.as_deref(),
+            Some("https://pypi.example/integrity/six/1.16.0/six-1.16.0-py2.py3-none-any.whl/provenance")
+        );
+        assert_eq!(files[1].provenance, None);
+        let html = br#"<a href="../../p/six.whl" data-provenance="../../integrity/six.whl/provenance">six-1.16.0-py2.py3-none-any.whl</a>"#;
+        let files = parse_page("http://h/simple/six/", html, "text/html").unwrap();
+        assert_eq!(files[0].provenance.as_deref(), Some("http://h/integrity/six.whl/provenance"));
     }
 }

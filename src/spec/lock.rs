@@ -126,6 +126,9 @@ pub struct LockedWheel {
     /// dependency graph.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<String>,
+    /// Its PEP 740 attestation that verified under the spec's `verify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::spec::UpstreamSignature>,
 }
 
 /// An image pinned to the digest its source served for the tag.
@@ -495,6 +498,26 @@ impl Lock {
         }
         if let Some((_, r)) = wanted.difference(&locked).next() {
             return Some(format!("`[[wheel]]` requirement `{r}` is not locked"));
+        }
+        // Every wheel an entry locked carries that entry's `verify` (none, or the same policy).
+        for entry in &spec.wheel {
+            let e = entry.get_ref();
+            let from_entry = |w: &&LockedWheel| {
+                w.index == e.index
+                    && match (&e.lockfile, &w.lockfile) {
+                        (Some(f), Some(l)) => f.display().to_string() == *l,
+                        (None, None) => e.requirements.contains(&w.requirement),
+                        _ => false,
+                    }
+            };
+            if let Some(w) = self
+                .wheel
+                .iter()
+                .filter(from_entry)
+                .find(|w| w.signature.as_ref().map(|s| &s.verify) != e.verify.as_ref())
+            {
+                return Some(format!("`[[wheel]]` `{}`: its `verify` changed", w.filename));
+            }
         }
         locked
             .difference(&wanted)

@@ -129,6 +129,9 @@ pub struct WheelSpec {
     pub python: Vec<String>,
     #[serde(default)]
     pub platforms: Vec<String>,
+    /// Each wheel's PEP 740 attestations (the index's `provenance`) must verify as this signer.
+    #[serde(default)]
+    pub verify: Option<UpstreamSigner>,
 }
 
 /// A string or a list of strings.

@@ -54,6 +54,9 @@ pub enum SignatureForm {
     CosignSig,
     /// A `[[file]]`'s `sigstore_bundle`.
     File,
+    /// A wheel's PEP 740 provenance object, from its index's `provenance` URL: attestations
+    /// (DSSE envelopes over in-toto statements naming the wheel) with their log entries.
+    Pep740,
 }
 
 /// An upstream signature that verified: where its bundle is, the policy it verified under,
@@ -69,7 +72,7 @@ pub struct UpstreamSignature {
     /// `cosign-sig`: the signed layer (the simple-signing payload) of that manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Prefixed>,
-    /// `file`: where the bundle was downloaded from.
+    /// `file`, `pep740`: where the bundle or provenance was downloaded from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// The spec's policy it verified under (and is re-checked under at the site).
@@ -100,12 +103,19 @@ impl UpstreamSignature {
         };
         match self.form {
             SignatureForm::File => vec![(bundle_member(self.bundle), self.bundle)],
+            SignatureForm::Pep740 => vec![(provenance_member(self.bundle), self.bundle)],
             SignatureForm::Referrer => vec![blob(self.bundle)],
             SignatureForm::CosignSig => {
                 std::iter::once(blob(self.bundle)).chain(self.payload.map(|p| blob(p.0))).collect()
             }
         }
     }
+}
+
+/// Where a wheel's PEP 740 provenance object is carried: `sigstore/HEX.provenance.json`.
+pub fn provenance_member(digest: Sha256) -> crate::member_path::MemberPath {
+    crate::member_path::MemberPath::new(format!("sigstore/{digest}.provenance.json"))
+        .expect("a digest makes a valid member path")
 }
 
 /// Where a file's Sigstore bundle is carried: `sigstore/HEX.sigstore.json`, by its own digest.

@@ -140,12 +140,120 @@ fn legacy_bundle(annotations: &BTreeMap<String, String>, payload: &[u8]) -> Resu
     Ok(bundle.to_string())
 }
 
-/// Re-check a recorded upstream signature over `subject` (the image's digest, the file's
-/// sha256) with the bytes it names, looked up by digest (`bytes`: the carried members), under
-/// `root`: what a site does, offline, years after the build host first checked it.
+/// A wheel's PEP 740 provenance object (the index's `provenance` URL): the first of its
+/// attestations that verifies over `digest` as `signer` allows, its in-toto statement naming
+/// `filename`. Each attestation is the protobuf-specs bundle it amounts to (v0.3: the
+/// certificate, the log entries, a DSSE envelope of the statement and its signature), as
+/// `PyPI`'s own `pypi-attestations` converts it.
+pub fn verify_pep740(
+    from: &str,
+    provenance: &[u8],
+    filename: &str,
+    digest: Sha256,
+    signer: &Signer,
+    root: &Root,
+) -> Result<Verified, SigstoreError> {
+    let malformed = |detail: String| SigstoreError::Bundle { from: from.to_owned(), detail };
+    let doc: Provenance =
+        serde_json::from_slice(provenance).map_err(|e| malformed(format!("not a PEP 740 provenance object: {e}")))?;
+    if doc.version != 1 {
+        return Err(malformed(format!("provenance version {}, this airlock reads 1", doc.version)));
+    }
+    let mut failures = Vec::new();
+    for (b, group) in doc.attestation_bundles.iter().enumerate() {
+        for (a, attestation) in group.attestations.iter().enumerate() {
+            let at = format!("{from} attestation {b}.{a}");
+            let outcome = attestation_bundle(attestation, filename)
+                .map_err(|detail| SigstoreError::Bundle { from: at.clone(), detail })
+                .and_then(|json| verify(&at, json.as_bytes(), Subject::Digest(digest), signer, root));
+            match outcome {
+                Ok(v) => return Ok(v),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+    }
+    Err(SigstoreError::Failed {
+        from: from.to_owned(),
+        against: String::new(),
+        detail: if failures.is_empty() { "it holds no attestation".into() } else { failures.join("; ") },
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct Provenance {
+    version: u32,
+    attestation_bundles: Vec<AttestationBundle>,
+}
+
+#[derive(serde::Deserialize)]
+struct AttestationBundle {
+    attestations: Vec<Attestation>,
+}
+
+#[derive(serde::Deserialize)]
+struct Attestation {
+    version: u32,
+    verification_material: Material,
+    envelope: Envelope,
+}
+
+#[derive(serde::Deserialize)]
+struct Material {
+    certificate: String,
+    transparency_entries: Vec<serde_json::Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct Envelope {
+    statement: String,
+    signature: String,
+}
+
+/// One attestation as a v0.3 bundle, once its statement names `filename`.
+fn attestation_bundle(a: &Attestation, filename: &str) -> Result<String, String> {
+    if a.version != 1 {
+        return Err(format!("attestation version {}, this airlock reads 1", a.version));
+    }
+    let statement = B64.decode(&a.envelope.statement).map_err(|e| format!("the statement is not base64: {e}"))?;
+    let doc: serde_json::Value =
+        serde_json::from_slice(&statement).map_err(|e| format!("the statement is not JSON: {e}"))?;
+    let names: Vec<&str> = doc
+        .get("subject")
+        .and_then(|s| s.as_array())
+        .map(|s| s.iter().filter_map(|x| x.get("name").and_then(|n| n.as_str())).collect())
+        .unwrap_or_default();
+    let same = |n: &str| {
+        n == filename
+            || crate::wheel::WheelName::parse(n)
+                .zip(crate::wheel::WheelName::parse(filename))
+                .is_some_and(|(x, y)| x == y)
+    };
+    if !names.iter().any(|n| same(n)) {
+        return Err(format!("its statement names {names:?}, not `{filename}`"));
+    }
+    let bundle = serde_json::json!({
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {
+            "certificate": { "rawBytes": a.verification_material.certificate },
+            "tlogEntries": a.verification_material.transparency_entries,
+        },
+        "dsseEnvelope": {
+            "payload": a.envelope.statement,
+            "payloadType": "application/vnd.in-toto+json",
+            "signatures": [{ "sig": a.envelope.signature }],
+        },
+    });
+    Ok(bundle.to_string())
+}
+
+/// Re-check a recorded upstream signature over `subject` (the image's digest, the file's or
+/// wheel's sha256; `name`, a wheel's filename, which its attestation must name) with the bytes
+/// it names, looked up by digest (`bytes`: the carried members), under `root`: what a site
+/// does, offline, years after the build host first checked it.
 pub fn recheck(
     signature: &crate::spec::UpstreamSignature,
     subject: Sha256,
+    name: &str,
     bytes: &dyn Fn(Sha256) -> Option<Vec<u8>>,
     root: &Root,
 ) -> Result<Verified, SigstoreError> {
@@ -160,6 +268,10 @@ pub fn recheck(
         SignatureForm::Referrer | SignatureForm::File => {
             let json = bytes(signature.bundle).ok_or_else(|| missing("bundle", signature.bundle))?;
             verify_over_digest(&from, &json, subject, &signer, root)?
+        }
+        SignatureForm::Pep740 => {
+            let json = bytes(signature.bundle).ok_or_else(|| missing("provenance", signature.bundle))?;
+            verify_pep740(&from, &json, name, subject, &signer, root)?
         }
         SignatureForm::CosignSig => {
             let manifest = bytes(signature.bundle).ok_or_else(|| missing("signature manifest", signature.bundle))?;
