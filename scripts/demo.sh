@@ -173,4 +173,19 @@ set -e
 echo "    security.pub revoked: verify --root exits $code (the security role cannot be met until a key is added)"
 [[ $code -eq 3 ]]
 
+step "20. upstream signatures: a vendor file signed with Sigstore, verified at lock, carried, checked again offline"
+cp -r "$repo/testdata/upstream-signed" "$work/upstream"
+vendor_root="$work/upstream/vendor-instance.trusted_root.json"   # a private instance's trusted root
+"$AIRLOCK" lock "$work/upstream/airlock.toml" --trusted-root "$vendor_root"
+"$AIRLOCK" build "$work/upstream/airlock.toml" --locked --key "$work/keys/build.key" --out "$work/vendor.airlock" \
+  | head -n 1
+"$AIRLOCK" verify "$work/vendor.airlock" --trust "$work/keys/build.pub" --trusted-root "$vendor_root" \
+  | grep "upstream signature"
+set +e
+"$AIRLOCK" verify "$work/vendor.airlock" --trust "$work/keys/build.pub" >/dev/null 2>&1
+code=$?
+set -e
+echo "    under the public-good root, which does not know the vendor's instance: verify exits $code"
+[[ $code -eq 3 ]]
+
 printf '\n==> done: bundle %s bytes\n' "$(stat -c %s "$bundle")"

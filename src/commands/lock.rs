@@ -40,10 +40,11 @@ pub fn run(args: &LockArgs) -> anyhow::Result<Exit> {
         for i in &lock.lock.image {
             let platforms: Vec<&str> = i.platforms.iter().map(|p| p.platform.as_str()).collect();
             let extra = if platforms.is_empty() { String::new() } else { format!("  [{}]", platforms.join(" ")) };
-            writeln!(out, "  image {}  sha256:{}{extra}", i.reference, i.digest)?;
+            writeln!(out, "  image {}  sha256:{}{extra}{}", i.reference, i.digest, signed(i.signature.as_ref()))?;
         }
         for w in &lock.lock.wheel {
-            writeln!(out, "  wheel {}  {} bytes  sha256 {}", w.filename, w.size, w.sha256)?;
+            let signed = signed(w.signature.as_ref());
+            writeln!(out, "  wheel {}  {} bytes  sha256 {}{signed}", w.filename, w.size, w.sha256)?;
         }
         for d in &lock.lock.deb {
             let why =
@@ -77,8 +78,14 @@ pub fn run(args: &LockArgs) -> anyhow::Result<Exit> {
             writeln!(out, "  model {} at {} ({} files)", m.repo, m.commit, m.files.len())?;
         }
         for f in &lock.lock.file {
-            writeln!(out, "  file {}  {} bytes  sha256 {}", f.name, f.size, f.sha256)?;
+            let signed = signed(f.signature.as_ref());
+            writeln!(out, "  file {}  {} bytes  sha256 {}{signed}", f.name, f.size, f.sha256)?;
         }
     }
     Ok(Exit::Ok)
+}
+
+/// `\n    signed by IDENTITY (ISSUER), logged at TIME` for an input whose upstream signature verified.
+fn signed(signature: Option<&crate::spec::UpstreamSignature>) -> String {
+    signature.map(|s| format!("\n    {}", s.describe())).unwrap_or_default()
 }
