@@ -194,8 +194,11 @@ fn version_completions_and_man_pages_describe_the_cli_itself() {
         assert!(r.stdout.contains("SYNOPSIS"), "{page}");
         // Its NAME is the name `man` finds it by; its synopsis the command as typed.
         let name = std::path::Path::new(page).file_stem().unwrap().to_str().unwrap();
-        let typed =
-            name.replace('-', " ").replace("self upgrade", "self-upgrade").replace("sigstore root", "sigstore-root");
+        let typed = name
+            .replace('-', " ")
+            .replace("self upgrade", "self-upgrade")
+            .replace("sigstore root", "sigstore-root")
+            .replace("verify blob", "verify-blob");
         let name_line = r.stdout.lines().skip_while(|l| l.trim() != "NAME").nth(1).unwrap_or("");
         assert!(name_line.trim_start().starts_with(&format!("{name} ")), "{page}: NAME {name_line}");
         let flat = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
