@@ -49,7 +49,7 @@ impl Classify for ImageError {
         match self {
             ImageError::Store(e) => e.class(),
             ImageError::Cache(e) => e.class(),
-            ImageError::Unsigned(_) => Class::Verification,
+            ImageError::Unsigned(e) => e.class(),
             ImageError::Manifest { .. } | ImageError::Cancelled { .. } | ImageError::Client(_) => Class::Runtime,
         }
     }

@@ -30,6 +30,12 @@ pub struct Unsigned {
     pub found: Vec<String>,
 }
 
+impl crate::failure::Classify for Unsigned {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}
+
 /// The image's signature under `policy`, from its `attached` documents at `origin`.
 pub(super) async fn verify_image(
     origin: &Store,
