@@ -546,9 +546,9 @@ pub struct TrustArgs {
     /// co-signatures beside the bundle (`BUNDLE.KEYID.sig`, from `airlock sign`) count.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threshold: u32,
-    /// The Sigstore trusted root the bundle's upstream signatures are checked again against
-    /// (a private instance's `trusted_root.json`) [default: a site trust root's Sigstore
-    /// target, else the public-good instance's, shipped with airlock].
+    /// A private Sigstore instance's `trusted_root.json` to check the bundle's upstream
+    /// signatures against again (without it: a site trust root's Sigstore target, else the
+    /// public-good instance's, shipped with airlock).
     #[arg(long, value_name = "FILE")]
     pub trusted_root: Option<PathBuf>,
 }
@@ -697,7 +697,7 @@ pub struct LockArgs {
 #[derive(Debug, Args)]
 pub struct UpstreamRootArgs {
     /// A private Sigstore instance's `trusted_root.json` for the spec's `verify` policies
-    /// [default: the public-good instance's, shipped with airlock].
+    /// (without it: the public-good instance's, shipped with airlock).
     #[arg(long, value_name = "FILE")]
     pub trusted_root: Option<PathBuf>,
 }
