@@ -1156,6 +1156,10 @@ pub struct StatusArgs {
     /// Site state root.
     #[arg(long, default_value = "/var/lib/airlock")]
     pub root: PathBuf,
+    /// With `--json`: also the records this run wrote (`run_records`: file name → its exact
+    /// text), what a rollout's evidence gathers from each node in the same call.
+    #[arg(long, value_name = "ID", requires = "json")]
+    pub run: Option<crate::site::records::RunId>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

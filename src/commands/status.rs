@@ -9,7 +9,17 @@ use crate::site::status::{Entry, status};
 pub fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     let s = status(&args.root)?;
     if args.json {
-        super::print_json(&s)?;
+        match &args.run {
+            Some(run) => {
+                let records = crate::site::records::of_run(&crate::site::SiteRoot::new(&args.root), run)?;
+                let mut doc = serde_json::to_value(&s)?;
+                doc["run_records"] = serde_json::Value::Object(
+                    records.into_iter().map(|(name, text)| (name, serde_json::Value::String(text))).collect(),
+                );
+                super::print_json(&doc)?;
+            }
+            None => super::print_json(&s)?,
+        }
         return damaged_state(&s, true);
     }
     let mut out = std::io::stdout().lock();

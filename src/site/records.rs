@@ -480,6 +480,31 @@ pub fn read_all(root: &SiteRoot) -> Result<Vec<(PathBuf, Record)>, SiteError> {
     read_as(root)
 }
 
+/// The records run `run` wrote, by file name, each as its exact text (what the Ansible
+/// collection's evidence keeps), oldest first. Unreadable or oversized ones are skipped, as by
+/// [`read_all`].
+pub fn of_run(root: &SiteRoot, run: &RunId) -> Result<Vec<(String, String)>, SiteError> {
+    #[derive(serde::Deserialize)]
+    struct RunOf {
+        #[serde(default)]
+        run_id: Option<RunId>,
+    }
+    let mut out = Vec::new();
+    for (path, r) in read_as::<RunOf>(root)? {
+        if r.run_id.as_ref() != Some(run) {
+            continue;
+        }
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else { continue };
+        // Read again for its exact text: the evidence is the file, not a re-serialisation.
+        match super::root::read_bounded(&path, MAX_RECORD_BYTES) {
+            Ok(Some(bytes)) => out.push((name, String::from_utf8_lossy(&bytes).into_owned())),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("skipping record: {e}"),
+        }
+    }
+    Ok(out)
+}
+
 /// Every record read as `T` (a `Record`, or a view of some of its fields).
 fn read_as<T: serde::de::DeserializeOwned>(root: &SiteRoot) -> Result<Vec<(PathBuf, T)>, SiteError> {
     let dir = root.records();
