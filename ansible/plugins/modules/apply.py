@@ -139,9 +139,9 @@ def adopt(module, args):
     )
 
 
-def main():
-    spec = dict(COMMON_ARGS)
-    spec.update(
+MODULE_ARGS = dict(
+    argument_spec=dict(
+        COMMON_ARGS,
         source=dict(type="str", required=True),
         trust=dict(type="list", elements="path", default=[]),
         threshold=dict(type="int"),
@@ -153,12 +153,17 @@ def main():
         release=dict(type="str"),
         download_only=dict(type="bool", default=False),
         adopt=dict(type="bool", default=False),
-    )
-    module = AnsibleModule(
-        argument_spec=spec,
-        supports_check_mode=True,
-        required_if=[("accept_amber", True, ["reason"]), ("accept_unrestorable", True, ["reason"])],
-    )
+    ),
+    supports_check_mode=True,
+    required_if=[("accept_amber", True, ["reason"]), ("accept_unrestorable", True, ["reason"])],
+)
+
+
+def main():
+    run(AnsibleModule(**MODULE_ARGS))
+
+
+def run(module):
     p = module.params
     args = ["apply", p["source"], "--root", p["root"]] + trust_args(p["trust"], p["threshold"]) + run_args(module)
     if p["accept_amber"]:

@@ -22,6 +22,12 @@ options:
   node: {description: What the playbook knows of the node (returned as given, written as C(node.json))., type: dict, default: {}}
   nodes: {description: "The gathered evidence of every node (each node's C(evidence) return value).", type: list, elements: dict}
   dir: {description: The run's evidence directory on the controller (C(EVIDENCE/runs/RUN_ID))., type: path}
+  files:
+    description: "With O(nodes): the run's own files to write under O(dir) in the same call, by relative path
+      (C(run.json), C(plan.json), C(batches/NAME.json)), each with its text."
+    type: dict
+    default: {}
+    version_added: "0.2.0"
 extends_documentation_fragment: airlock.site.common
 attributes:
   check_mode: {support: full, description: Gathering reads only; writing writes nothing in check mode.}
@@ -58,32 +64,25 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, approval_pack, run_airlock
-
-# The largest record read back (airlock's own bound, records::MAX_RECORD_BYTES).
-MAX_RECORD_BYTES = 16 << 20
+from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, run_airlock
 
 
 def gather(module):
+    """Everything through airlock on the node (the records of this run come with its status),
+    nothing read from the node's disk by this code: it runs on the controller (plugins/action)."""
     p = module.params
-    records = {}
-    folder = os.path.join(p["root"], "records")
-    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-    for name in names:
-        path = os.path.join(folder, name)
-        if not name.endswith(".json") or not os.path.isfile(path) or os.path.getsize(path) > MAX_RECORD_BYTES:
-            continue
-        with open(path, "r", encoding="utf-8") as f:
-            text = f.read()
-        try:
-            run_id = json.loads(text).get("run_id")
-        except ValueError:
-            continue
-        if p["run_id"] and run_id == p["run_id"]:
-            records[name] = text
-    rc, status, _ = run_airlock(module, ["status", "--root", p["root"]])
-    page = approval_pack(module)[0] if p["pack"] and not module.check_mode else None
-    evidence = dict(node=p["node"], records=records, status=status if rc == 0 else None, page=page)
+    args = ["status", "--root", p["root"]] + (["--run", p["run_id"]] if p["run_id"] else [])
+    rc, status, _ = run_airlock(module, args)
+    status = status if rc == 0 and isinstance(status, dict) else None
+    records = (status or {}).pop("run_records", None) or {}
+    page = None
+    if p["pack"] and not module.check_mode:
+        # The approval pack's HTML on stdout (`report` without `--out`); a page whose bundle did
+        # not verify (exit 3) is evidence too.
+        env = dict((str(k), str(v)) for k, v in p["environment"].items())
+        rc, out, _ = module.run_command([p["binary"], "report", "--root", p["root"]], environ_update=env)
+        page = out if out.lstrip().startswith("<!DOCTYPE html") else None
+    evidence = dict(node=p["node"], records=records, status=status, page=page)
     module.exit_json(changed=False, evidence=evidence)
 
 
@@ -92,6 +91,7 @@ def write(module):
     written = []
     if module.check_mode:
         module.exit_json(changed=False, written=written)
+    os.makedirs(os.path.join(p["dir"], "batches"), exist_ok=True)
     for e in p["nodes"]:
         name = (e.get("node") or {}).get("node")
         if not name or "/" in name or name.startswith("."):
@@ -107,29 +107,55 @@ def write(module):
             if "/" in record or record.startswith("."):
                 module.fail_json(msg="%s: a record named %r" % (name, record))
             files.append((os.path.join("records", record), text))
-        for rel, text in files:
-            path = os.path.join(top, rel)
-            if os.path.isfile(path):
-                with open(path, "r", encoding="utf-8", errors="replace") as f:
-                    if f.read() == text:
-                        continue
-            tmp = path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-            written.append(path)
+        written += write_files(top, files)
+    run_files = []
+    for rel, text in sorted((p["files"] or {}).items()):
+        parts = rel.split("/")
+        if rel.startswith("/") or any(part in ("", ".", "..") for part in parts):
+            module.fail_json(msg="a run file named %r: a relative path without . or .." % (rel,))
+        os.makedirs(os.path.join(p["dir"], *parts[:-1]), exist_ok=True)
+        run_files.append((rel, text))
+    written += write_files(p["dir"], run_files)
     module.exit_json(changed=bool(written), written=written)
 
 
-def main():
-    spec = dict(COMMON_ARGS)
-    spec.update(
+def write_files(top, files):
+    """Each (relative path, text) under `top`, replaced whole; one that already holds the text
+    is left as it is. The paths written."""
+    written = []
+    for rel, text in files:
+        path = os.path.join(top, rel)
+        if os.path.isfile(path):
+            with open(path, "r", encoding="utf-8", errors="replace") as f:
+                if f.read() == text:
+                    continue
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
+MODULE_ARGS = dict(
+    argument_spec=dict(
+        COMMON_ARGS,
         pack=dict(type="bool", default=True),
         node=dict(type="dict", default={}),
         nodes=dict(type="list", elements="dict"),
         dir=dict(type="path"),
-    )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_together=[("nodes", "dir")])
+        files=dict(type="dict", default={}),
+    ),
+    supports_check_mode=True,
+    required_together=[("nodes", "dir")],
+)
+
+
+def main():
+    run(AnsibleModule(**MODULE_ARGS))
+
+
+def run(module):
     if module.params["nodes"] is not None:
         write(module)
     gather(module)

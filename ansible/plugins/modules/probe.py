@@ -84,10 +84,14 @@ def stack_only(probe):
     return probe
 
 
+MODULE_ARGS = dict(argument_spec=dict(COMMON_ARGS, packages=dict(type="bool", default=False)), supports_check_mode=True)
+
+
 def main():
-    spec = dict(COMMON_ARGS)
-    spec.update(packages=dict(type="bool", default=False))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    run(AnsibleModule(**MODULE_ARGS))
+
+
+def run(module):
     rc, probe, err = run_airlock(module, ["probe", "--root", module.params["root"]], check_rc=True)
     if not module.params["packages"]:
         probe = stack_only(probe or {})

@@ -67,10 +67,14 @@ def bundle_id(entry):
     return (entry or {}).get("id")
 
 
+MODULE_ARGS = dict(argument_spec=dict(COMMON_ARGS, max_seconds=dict(type="float"), to=dict(type="str")), supports_check_mode=True)
+
+
 def main():
-    spec = dict(COMMON_ARGS)
-    spec.update(max_seconds=dict(type="float"), to=dict(type="str"))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    run(AnsibleModule(**MODULE_ARGS))
+
+
+def run(module):
     to = module.params["to"]
     if module.check_mode or to:
         # What a rollback would go back to, read without the lock and without changing anything.

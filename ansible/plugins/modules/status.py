@@ -37,8 +37,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, run_airlock
 
 
+MODULE_ARGS = dict(argument_spec=dict(COMMON_ARGS), supports_check_mode=True)
+
+
 def main():
-    module = AnsibleModule(argument_spec=dict(COMMON_ARGS), supports_check_mode=True)
+    run(AnsibleModule(**MODULE_ARGS))
+
+
+def run(module):
     rc, doc, err = run_airlock(module, ["status", "--root", module.params["root"]])
     module.exit_json(changed=False, status=doc if rc == 0 else None)
 

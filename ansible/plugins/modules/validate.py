@@ -40,10 +40,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, error_message, run_airlock, run_args
 
 
+MODULE_ARGS = dict(argument_spec=dict(COMMON_ARGS, commit=dict(type="bool", default=False)), supports_check_mode=True)
+
+
 def main():
-    spec = dict(COMMON_ARGS)
-    spec.update(commit=dict(type="bool", default=False))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    run(AnsibleModule(**MODULE_ARGS))
+
+
+def run(module):
     # Check mode runs nothing: validating runs the bundle's checks and writes a record.
     if module.check_mode and module.params["commit"]:
         module.exit_json(changed=True, msg="would commit the pending apply")
