@@ -198,7 +198,7 @@ if [[ -n ${ROLLOUT} ]]; then
   command -v ansible-playbook >/dev/null || { echo "rollout: ansible-core is needed (scripts/test.sh installs it)" >&2; exit 1; }
   r="$m/rollout"; mkdir -p "$r"
   ansible-galaxy collection build --force --output-path "$r/built" "$repo/ansible" >/dev/null
-  ansible-galaxy collection install --offline -p "$r/collections" "$r"/built/airlock-site-*.tar.gz >/dev/null 2>&1
+  ansible-galaxy collection install --force --offline -p "$r/collections" "$r"/built/airlock-site-*.tar.gz >/dev/null 2>&1
   cp -r "$repo/testdata/demo" "$r/project"
   (cd "$r/project" && "$airlock" build airlock.toml --key "$work/keys/bench.key" --out "$r/demo.airlock" >/dev/null 2>&1)
   probes=$repo/testdata/probes/mi300x
@@ -239,5 +239,5 @@ verdict = ("ok" if wall / n <= 0.4 else "MISSED") if n == largest else "-"
 print(f"  {n:<4} {wall:7.1f}s {wall / n:9.2f}s {own / n:10.3f} s  {verdict}")
 EOF
   done
-  rm -rf "$r"
+  [[ -n ${KEEP_ROLLOUT:-} ]] || rm -rf "$r"
 fi
