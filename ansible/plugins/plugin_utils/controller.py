@@ -62,3 +62,19 @@ def run_module(action, module, task_vars):
     except Done as done:
         return done.result
     return dict(failed=True, msg="the module ended without a result")
+
+
+def action_for(module):
+    """The action plugin of `module`: it runs the module here (`run_module`)."""
+    from ansible.plugins.action import ActionBase
+
+    class ActionModule(ActionBase):
+        TRANSFERS_FILES = False
+        _supports_check_mode = True
+
+        def run(self, tmp=None, task_vars=None):
+            result = super(ActionModule, self).run(tmp, task_vars)
+            result.update(run_module(self, module, task_vars))
+            return result
+
+    return ActionModule
