@@ -547,3 +547,31 @@ fn pep740_attestations_from_a_json_index_are_verified_at_lock_carried_and_verifi
         ok.stdout
     );
 }
+
+#[test]
+fn a_registry_listing_endless_sigstore_referrers_cannot_make_the_lock_fetch_without_end() {
+    // The attack: an image with 40 Sigstore-typed referrers, none valid. Each is a small
+    // document, but before the bound the lock fetched and tried every one of them.
+    let t = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start(registry::Mode::Plain);
+    let host = reg.url().trim_start_matches("http://").to_owned();
+    let inst = t.path().join("instance");
+    let (identity, issuer) = ("https://git.example.org/a/b/.ci/x.yml@refs/tags/v1", "https://ci.example.org/oidc");
+    let image = reg.push("stack/many", "v1", &["--seed", "9"]);
+    instance_sign(&inst, "", identity, issuer, ["--digest", image.trim_start_matches("sha256:")]);
+    let bad = inst.join("tampered-entry.sigstore.json");
+    attach(&reg, "stack/many", &image, &["--referrer", s(&bad), "--copies", "40"]);
+    let spec = t.path().join("airlock.toml");
+    let text = format!(
+        "[bundle]\nname = \"many\"\nversion = \"1.0.0\"\n\n[registries.\"{host}\"]\ninsecure = true\n\n[[image]]\nref = \
+         \"{host}/stack/many:v1\"\nverify = {{ identity = \"{identity}\", issuer = \"{issuer}\" }}\n"
+    );
+    std::fs::write(&spec, text).unwrap();
+    let root = inst.join("trusted_root.json");
+    let cache = t.path().join("cache");
+    let r = airlock_run(&["lock", s(&spec), "--cache", s(&cache), "--trusted-root", s(&root)]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let tried = r.stderr.matches("'s bundle sha256:").count();
+    assert_eq!(tried, 16, "at most 16 tried: {}", r.stderr);
+    assert!(r.stderr.contains("24 more not fetched or tried"), "{}", r.stderr);
+}

@@ -31,16 +31,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("base"); ap.add_argument("repo"); ap.add_argument("digest")
     ap.add_argument("--referrer"); ap.add_argument("--legacy"); ap.add_argument("--payload")
+    ap.add_argument("--copies", type=int, default=1, help="--referrer: that many referrers, each its own manifest")
     a = ap.parse_args()
     reg = Registry(a.base)
     empty = reg.push_blob(a.repo, b"{}")
     subject = json.load(reg.request("GET", f"/v2/{a.repo}/manifests/{a.digest}",
                                     headers={"Accept": f"{OCI_MANIFEST}, {OCI_INDEX}"}))
-    if a.referrer:
+    for copy in range(a.copies if a.referrer else 0):
         data = open(a.referrer, "rb").read()
         blob = reg.push_blob(a.repo, data)
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": BUNDLE_TYPE,
-                    "annotations": {"dev.sigstore.bundle.content": "message-signature"},
+                    "annotations": {"dev.sigstore.bundle.content": "message-signature",
+                                    "org.opencontainers.image.created": "2026-12-05T%02d:%02d:00Z" % (copy // 60, copy % 60)},
                     "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": empty, "size": 2},
                     "layers": [{"mediaType": BUNDLE_TYPE, "digest": blob, "size": len(data),
                                 "annotations": {"org.opencontainers.image.title": blob.replace(":", "-") + ".sigstore.json"}}],

@@ -36,6 +36,29 @@ impl crate::failure::Classify for Unsigned {
     }
 }
 
+/// How many referrer manifests and signatures `lock` fetches and tries for one image before it
+/// gives up: a registry listing thousands of Sigstore-typed referrers cannot make it fetch
+/// without end (each is bounded to `MAX_DOCUMENT_BYTES`, their number was not).
+pub const MAX_TRIED: usize = 16;
+
+/// What is left of [`MAX_TRIED`] for one image, and how many were passed over once it ran out.
+struct Tries {
+    left: usize,
+    untried: usize,
+}
+
+impl Tries {
+    /// Whether one more may be fetched and tried.
+    fn take(&mut self) -> bool {
+        if self.left == 0 {
+            self.untried += 1;
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
+}
+
 /// The image's signature under `policy`, from its `attached` documents at `origin`.
 pub(super) async fn verify_image(
     origin: &Store,
@@ -48,11 +71,12 @@ pub(super) async fn verify_image(
     let signer = Signer::upstream(policy)
         .map_err(|e| ImageError::Manifest { reference: reference.to_owned(), detail: e.to_string() })?;
     let mut found = Vec::new();
+    let mut tries = Tries { left: MAX_TRIED, untried: 0 };
     for a in attached {
         // Cosign's tags are `sha256-HEX.sig`, `.att`, `.sbom` (lower case, as cosign writes them).
         let suffix = a.tag.as_deref().and_then(|t| t.rsplit_once('.')).map(|(_, s)| s);
         let is_sig_tag = suffix == Some("sig");
-        if matches!(suffix, Some("att" | "sbom")) {
+        if matches!(suffix, Some("att" | "sbom")) || (a.tag.is_none() && !tries.take()) {
             continue;
         }
         let bytes = match origin.manifest(Some(a.digest)).await {
@@ -65,7 +89,7 @@ pub(super) async fn verify_image(
         let Ok(document) = doc::parse(&bytes) else { continue };
         if is_sig_tag {
             for layer in &document.blobs {
-                if layer.annotations.is_empty() {
+                if layer.annotations.is_empty() || !tries.take() {
                     continue;
                 }
                 let from = format!("`.sig` layer sha256:{}", layer.digest);
@@ -85,7 +109,7 @@ pub(super) async fn verify_image(
         let referrers: Vec<(Sha256, Vec<u8>)> = if document.is_index() {
             let mut out = Vec::new();
             for child in &document.children {
-                if child.artifact_type.as_deref().is_some_and(|t| !is_bundle_media_type(t)) {
+                if child.artifact_type.as_deref().is_some_and(|t| !is_bundle_media_type(t)) || !tries.take() {
                     continue;
                 }
                 match origin.manifest(Some(child.digest)).await {
@@ -114,6 +138,12 @@ pub(super) async fn verify_image(
                 }
             }
         }
+    }
+    if tries.untried > 0 {
+        found.push(format!(
+            "{} more not fetched or tried (at most {MAX_TRIED} referrers and signatures are, for one image)",
+            tries.untried
+        ));
     }
     Err(Unsigned { reference: reference.to_owned(), digest, asked: policy.to_string(), root: root.describe(), found }
         .into())
