@@ -291,9 +291,7 @@ fn load_policy(trust: &TrustArgs, bundle: &Path) -> anyhow::Result<crate::sign::
 /// `policy`, re-checking upstream Sigstore signatures under `--trusted-root` when it is given.
 fn with_trusted_root(policy: crate::sign::Policy, trust: &TrustArgs) -> anyhow::Result<crate::sign::Policy> {
     let Some(path) = &trust.trusted_root else { return Ok(policy) };
-    let root = crate::sign::sigstore::Root::file(path)?;
-    root.check()?;
-    Ok(policy.with_sigstore_root(root))
+    Ok(policy.with_sigstore_root(crate::sign::sigstore::Root::checked_file(path)?))
 }
 
 /// The policy for a bundle activated on the site at `root` (install, apply): `--trust` on a site
@@ -415,10 +413,7 @@ fn cosignatures_beside(bundle: &Path) -> Vec<crate::sign::CoSignature> {
 /// the shipped public-good root.
 fn upstream_root(args: &crate::cli::UpstreamRootArgs) -> anyhow::Result<crate::sign::sigstore::Root> {
     use crate::sign::sigstore::Root;
-    let Some(path) = &args.trusted_root else { return Ok(Root::PublicGood) };
-    let root = Root::file(path)?;
-    root.check()?;
-    Ok(root)
+    Ok(args.trusted_root.as_deref().map(Root::checked_file).transpose()?.unwrap_or(Root::PublicGood))
 }
 
 /// The spec at `path`, with a warning when it would make an empty bundle.

@@ -84,6 +84,13 @@ impl Root {
         Ok(Root::Given { from: format!("`{}`", path.display()), json: read_bounded(path)? })
     }
 
+    /// A trusted root file (`--trusted-root`), checked to be one before anything relies on it.
+    pub fn checked_file(path: &Path) -> Result<Self, SigstoreError> {
+        let root = Self::file(path)?;
+        root.check()?;
+        Ok(root)
+    }
+
     /// Whether it is a trusted root this airlock reads (and, shipped, the pinned one).
     pub fn check(&self) -> Result<(), SigstoreError> {
         let trusted = self.load()?;

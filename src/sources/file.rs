@@ -134,58 +134,24 @@ pub async fn resolve(sources: &Sources<'_>) -> Result<Vec<LockedFile>, SourceErr
     Ok(locked)
 }
 
-/// A `[[file]]`'s `sigstore_bundle` (a URL, or a path beside the spec), bounded; kept in the
-/// cache by its digest for the build that carries it.
+/// A `[[file]]`'s `sigstore_bundle` (a URL, or a path beside the spec), at most
+/// `MAX_DOCUMENT_BYTES`.
 async fn bundle_bytes(sources: &Sources<'_>, entry: &FileSpec, at: &str) -> Result<Vec<u8>, SourceError> {
-    let what = format!("{} sigstore_bundle", describe(entry));
-    let bytes = if at.starts_with("http://") || at.starts_with("https://") {
+    if at.starts_with("http://") || at.starts_with("https://") {
         let limit = crate::sign::sigstore::MAX_DOCUMENT_BYTES;
-        sources.fetch.http.fetch_small(at, "application/json", None, limit).await?.0
-    } else {
-        let path = sources.spec.base_dir().join(at);
-        let read = path.clone();
-        blocking(move || crate::sign::sigstore::read_bounded(&read)).await.map_err(|e| SourceError::Read {
-            what: what.clone(),
-            path,
-            source: std::io::Error::other(e.to_string()),
-        })?
-    };
-    let (digest, cache, size) = (Sha256::of_bytes(&bytes), sources.fetch.cache.clone(), bytes.len() as u64);
-    blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice()).map(|_| bytes)).await.map_err(Into::into)
-}
-
-/// The member carrying a file's Sigstore bundle (`sigstore/HEX.sigstore.json`), from the cache
-/// where the lock left it, else fetched again and held to the digest the lock recorded.
-async fn carried_bundle(
-    sources: &Sources<'_>,
-    entry: &FileSpec,
-    at: &str,
-    digest: Sha256,
-) -> Result<Member, SourceError> {
-    let what = format!("{} sigstore_bundle", describe(entry));
-    let limit = crate::sign::sigstore::MAX_DOCUMENT_BYTES;
-    let size = if let Some(bytes) = sources.fetch.cache.get_small(&digest, limit) {
-        bytes.len() as u64
-    } else {
-        let bytes = bundle_bytes(sources, entry, at).await?;
-        let actual = Sha256::of_bytes(&bytes);
-        if actual != digest {
-            return Err(SourceError::DigestMismatch {
-                what,
-                origin: at.to_owned(),
-                expected: digest,
-                actual,
-                hint: " (the lock pins another Sigstore bundle: run `airlock lock`)",
-            });
-        }
-        bytes.len() as u64
-    };
-    let path = crate::spec::upstream::bundle_member(digest);
-    Ok(Member { path, size, sha256: digest, origin: sources.fetch.cache.path(&digest).into(), what: what.into() })
+        return Ok(sources.fetch.http.fetch_small(at, "application/json", None, limit).await?.0);
+    }
+    let path = sources.spec.base_dir().join(at);
+    let read = path.clone();
+    blocking(move || crate::sign::sigstore::read_bounded(&read)).await.map_err(|e| SourceError::Read {
+        what: format!("{} sigstore_bundle", describe(entry)),
+        path,
+        source: std::io::Error::other(e.to_string()),
+    })
 }
 
 /// The file's signature: its bundle verified over `sha256` under the spec's policy and the
-/// build host's trusted root, or the file refused (exit 3).
+/// build host's trusted root (and kept in the cache for the build), or the file refused (exit 3).
 async fn verify_signature(
     sources: &Sources<'_>,
     entry: &FileSpec,
@@ -193,7 +159,10 @@ async fn verify_signature(
     policy: &UpstreamSigner,
     sha256: Sha256,
 ) -> Result<UpstreamSignature, SourceError> {
-    use crate::sign::sigstore::{Signer, upstream::verify_over_digest};
+    use crate::sign::sigstore::{
+        Signer,
+        upstream::{record, verify_over_digest},
+    };
     let bytes = bundle_bytes(sources, entry, at).await?;
     let unsigned = |detail: String| super::oci::Unsigned {
         reference: describe(entry),
@@ -205,16 +174,8 @@ async fn verify_signature(
     let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
     let verified = verify_over_digest(&format!("`{at}`"), &bytes, sha256, &signer, &sources.sigstore_root)
         .map_err(|e| unsigned(e.to_string()))?;
-    Ok(UpstreamSignature {
-        form: SignatureForm::File,
-        bundle: Sha256::of_bytes(&bytes),
-        payload: None,
-        url: Some(at.to_owned()),
-        verify: policy.clone(),
-        identity: verified.identity.unwrap_or_default(),
-        issuer: verified.issuer.unwrap_or_default(),
-        logged_at: verified.logged_at,
-    })
+    let (_, digest) = super::keep(sources.fetch.cache, &format!("{} sigstore_bundle", describe(entry)), bytes).await?;
+    Ok(UpstreamSignature { url: Some(at.to_owned()), ..record(SignatureForm::File, digest, policy, verified) })
 }
 
 /// Every regular file under `dir`, in path order, hashed; anything else refused by name.
@@ -290,7 +251,10 @@ pub async fn plan(sources: &Sources<'_>, lock: &mut LockFile) -> Result<Plan, So
             continue;
         }
         if let (Some(signature), Some(at)) = (&artifact.signature, &entry.sigstore_bundle) {
-            plan.members.push(carried_bundle(sources, entry, at, signature.bundle).await?);
+            let (path, what) = (crate::spec::upstream::bundle_member(signature.bundle), describe(entry));
+            let refetch = bundle_bytes(sources, entry, at);
+            let what = (format!("{what} sigstore_bundle"), at.as_str());
+            plan.members.push(super::carried_document(sources, path, signature.bundle, what, refetch).await?);
         }
         let (path, size, sha256, what) = (artifact.path.clone(), artifact.size, artifact.sha256, describe(entry));
         plan.members.push(Member { path, size, sha256, origin: origin.into(), what: what.into() });

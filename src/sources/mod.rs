@@ -161,6 +161,48 @@ impl Classify for SourceError {
     }
 }
 
+/// Small bytes (a manifest, a Sigstore bundle, a provenance object) kept in the cache by their
+/// own digest, for the build that carries them: the bytes back, and that digest.
+pub(crate) async fn keep(
+    cache: &crate::cache::Cache,
+    what: &str,
+    bytes: Vec<u8>,
+) -> Result<(Vec<u8>, Sha256), crate::cache::CacheError> {
+    let (digest, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
+    let (cache, what) = (cache.clone(), what.to_owned());
+    crate::fetch::blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice()).map(|_| (bytes, digest)))
+        .await
+}
+
+/// The member `path` carrying a small document the lock kept (`keep`): from the cache, else
+/// fetched again from `origin` (`refetch`) and held to the `digest` the lock recorded.
+pub(crate) async fn carried_document(
+    sources: &Sources<'_>,
+    path: crate::member_path::MemberPath,
+    digest: Sha256,
+    (what, origin): (String, &str),
+    refetch: impl std::future::Future<Output = Result<Vec<u8>, SourceError>>,
+) -> Result<Member, SourceError> {
+    let cache = sources.fetch.cache;
+    let size = if let Some(bytes) = cache.get_small(&digest, crate::sign::sigstore::MAX_DOCUMENT_BYTES) {
+        bytes.len() as u64
+    } else {
+        let (bytes, actual) = keep(cache, &what, refetch.await?).await?;
+        if actual != digest {
+            let hint = " (the lock pins another one than its source serves now: run `airlock lock`)";
+            return Err(SourceError::DigestMismatch {
+                what,
+                origin: origin.to_owned(),
+                expected: digest,
+                actual,
+                hint,
+            });
+        }
+        bytes.len() as u64
+    };
+    Ok(Member { path, size, sha256: digest, origin: cache.path(&digest).into(), what: what.into() })
+}
+
 /// What goes into a bundle: the manifest's artifacts and the content members.
 #[derive(Debug, Default)]
 pub struct Plan {

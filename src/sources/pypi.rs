@@ -420,20 +420,10 @@ async fn verify_provenance(
     let verified =
         verify_pep740(&format!("`{url}`"), &bytes, &offered.filename, sha256, &signer, &sources.sigstore_root)
             .map_err(|e| unsigned(e.to_string()))?;
-    let digest = Sha256::of_bytes(&bytes);
-    let (cache, what, size) =
-        (sources.fetch.cache.clone(), format!("provenance of {}", offered.filename), bytes.len() as u64);
-    crate::fetch::blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice())).await?;
-    Ok(crate::spec::UpstreamSignature {
-        form: crate::spec::SignatureForm::Pep740,
-        bundle: digest,
-        payload: None,
-        url: Some(url.clone()),
-        verify: policy.clone(),
-        identity: verified.identity.unwrap_or_default(),
-        issuer: verified.issuer.unwrap_or_default(),
-        logged_at: verified.logged_at,
-    })
+    let (_, digest) = super::keep(sources.fetch.cache, &format!("provenance of {}", offered.filename), bytes).await?;
+    let recorded =
+        crate::sign::sigstore::upstream::record(crate::spec::SignatureForm::Pep740, digest, policy, verified);
+    Ok(crate::spec::UpstreamSignature { url: Some(url.clone()), ..recorded })
 }
 
 /// The wheels of the version that fit the targets, each with the digest it must have: for a
@@ -524,39 +514,18 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
             what: want.what.into(),
         });
         if let Some(signature) = &w.signature {
-            plan.members.push(carried_provenance(sources, w, signature).await?);
+            let url = signature.url.as_deref().unwrap_or_default();
+            let path = crate::spec::upstream::provenance_member(signature.bundle);
+            let refetch = async {
+                let limit = crate::sign::sigstore::MAX_DOCUMENT_BYTES;
+                Ok(sources.fetch.http.fetch_small(url, "application/json", None, limit).await?.0)
+            };
+            let what = (format!("provenance of {}", w.filename), url);
+            plan.members.push(super::carried_document(sources, path, signature.bundle, what, refetch).await?);
         }
         plan.artifacts.push(Artifact::Wheel(artifact));
     }
     Ok(plan)
-}
-
-/// The member carrying a wheel's provenance object, from the cache where the lock left it,
-/// else fetched again from where the lock found it and held to the digest it recorded.
-async fn carried_provenance(
-    sources: &Sources<'_>,
-    w: &LockedWheel,
-    signature: &crate::spec::UpstreamSignature,
-) -> Result<Member, SourceError> {
-    let limit = crate::sign::sigstore::MAX_DOCUMENT_BYTES;
-    let (digest, what) = (signature.bundle, format!("provenance of {}", w.filename));
-    let cache = sources.fetch.cache;
-    let size = if let Some(bytes) = cache.get_small(&digest, limit) {
-        bytes.len() as u64
-    } else {
-        let url = signature.url.clone().unwrap_or_default();
-        let (bytes, _) = sources.fetch.http.fetch_small(&url, "application/json", None, limit).await?;
-        let actual = Sha256::of_bytes(&bytes);
-        if actual != digest {
-            let hint = " (the index serves another provenance than the lock recorded: run `airlock lock`)";
-            return Err(SourceError::DigestMismatch { what, origin: url, expected: digest, actual, hint });
-        }
-        let (c, w, size) = (cache.clone(), what.clone(), bytes.len() as u64);
-        crate::fetch::blocking(move || c.put(digest, Some(size), &w, bytes.as_slice())).await?;
-        size
-    };
-    let path = crate::spec::upstream::provenance_member(digest);
-    Ok(Member { path, size, sha256: digest, origin: cache.path(&digest).into(), what: what.into() })
 }
 
 #[cfg(test)]

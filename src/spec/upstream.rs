@@ -91,9 +91,7 @@ impl UpstreamSignature {
         let logged = self.logged_at.as_deref().map(|t| format!(", logged at {t}")).unwrap_or_default();
         format!("signed by {} ({}){logged}", self.identity, self.issuer)
     }
-}
 
-impl UpstreamSignature {
     /// The bundle members this signature is checked from, each with the sha256 it must have:
     /// a file's bundle under `sigstore/`, an image's among its carried blobs.
     pub fn members(&self) -> Vec<(crate::member_path::MemberPath, Sha256)> {

@@ -42,6 +42,26 @@ impl Signer {
     }
 }
 
+/// What the lock and the manifest record of a signature that verified under `policy`: its
+/// `form` and the digest of what it was read from (a caller adds `payload` or `url`).
+pub fn record(
+    form: crate::spec::SignatureForm,
+    bundle: Sha256,
+    policy: &UpstreamSigner,
+    verified: Verified,
+) -> crate::spec::UpstreamSignature {
+    crate::spec::UpstreamSignature {
+        form,
+        bundle,
+        payload: None,
+        url: None,
+        verify: policy.clone(),
+        identity: verified.identity.unwrap_or_default(),
+        issuer: verified.issuer.unwrap_or_default(),
+        logged_at: verified.logged_at,
+    }
+}
+
 /// A Sigstore bundle over an image (a referrer's layer): its message signature is over the
 /// image manifest's digest, or its DSSE statement names that digest as a subject.
 pub fn verify_over_digest(

@@ -216,12 +216,9 @@ impl<'a> Carrier<'a> {
     }
 }
 
-/// Keep manifest bytes in the cache by their own digest: the bytes back, and that digest.
+/// Keep manifest bytes in the cache by their own digest (`sources::keep`).
 pub(super) async fn keep(cache: &Cache, what: &str, bytes: Vec<u8>) -> Result<(Vec<u8>, Sha256), ImageError> {
-    let (digest, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
-    let (cache, what) = (cache.clone(), what.to_owned());
-    let bytes = blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice()).map(|_| bytes)).await?;
-    Ok((bytes, digest))
+    Ok(crate::sources::keep(cache, what, bytes).await?)
 }
 
 /// Where a blob is in the bundle's `images/` layout.

@@ -11,7 +11,7 @@ use super::ImageError;
 use crate::digest::Sha256;
 use crate::oci::Store;
 use crate::oci::doc::{self, Descriptor};
-use crate::sign::sigstore::upstream::{is_bundle_media_type, verify_cosign_sig, verify_over_digest};
+use crate::sign::sigstore::upstream::{is_bundle_media_type, record, verify_cosign_sig, verify_over_digest};
 use crate::sign::sigstore::{MAX_DOCUMENT_BYTES, Root, Signer};
 use crate::spec::lock::LockedAttachment;
 use crate::spec::{SignatureForm, UpstreamSignature, UpstreamSigner};
@@ -99,7 +99,7 @@ pub(super) async fn verify_image(
                     Err(e) => Err(format!("{from}: {e}")),
                 };
                 match outcome {
-                    Ok(v) => return Ok(record(SignatureForm::CosignSig, a.digest, Some(layer.digest), policy, v)),
+                    Ok(v) => return Ok(cosign_record(a.digest, layer.digest, policy, v)),
                     Err(e) => found.push(e),
                 }
             }
@@ -133,7 +133,7 @@ pub(super) async fn verify_image(
                     Err(e) => Err(format!("{from}: {e}")),
                 };
                 match outcome {
-                    Ok(v) => return Ok(record(SignatureForm::Referrer, layer.digest, None, policy, v)),
+                    Ok(v) => return Ok(record(SignatureForm::Referrer, layer.digest, policy, v)),
                     Err(e) => found.push(e),
                 }
             }
@@ -149,23 +149,15 @@ pub(super) async fn verify_image(
         .into())
 }
 
-fn record(
-    form: SignatureForm,
-    bundle: Sha256,
-    payload: Option<Sha256>,
+/// A legacy `.sig` signature's record: its manifest, and the layer that verified.
+fn cosign_record(
+    manifest: Sha256,
+    layer: Sha256,
     policy: &UpstreamSigner,
     v: crate::sign::sigstore::Verified,
 ) -> UpstreamSignature {
-    UpstreamSignature {
-        form,
-        bundle,
-        payload: payload.map(crate::digest::Prefixed),
-        url: None,
-        verify: policy.clone(),
-        identity: v.identity.unwrap_or_default(),
-        issuer: v.issuer.unwrap_or_default(),
-        logged_at: v.logged_at,
-    }
+    let payload = Some(crate::digest::Prefixed(layer));
+    UpstreamSignature { payload, ..record(SignatureForm::CosignSig, manifest, policy, v) }
 }
 
 /// A small blob (a Sigstore bundle, a simple-signing payload), checked against its digest.
