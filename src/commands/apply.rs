@@ -16,11 +16,13 @@ use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
 pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
     let (mirror, release) = mirror_of(args)?;
     // A mirror's redirects stay on its origin (or go to the hosts named on purpose).
-    let redirects = match mirror {
-        Some(_) => crate::fetch::Redirects::SameOrigin { also: args.allow_redirect_host.clone() },
-        None => crate::fetch::Redirects::Anywhere,
-    };
-    let net = std::sync::Arc::new(Net::with_redirects(args.net.options(), redirects)?);
+    let net = std::sync::Arc::new(match mirror {
+        Some(_) => {
+            let redirects = crate::fetch::Redirects::SameOrigin { also: args.allow_redirect_host.clone() };
+            Net::for_mirror(args.net.options(), redirects)?
+        }
+        None => Net::new(args.net.options())?,
+    });
     // A mirror's root: its co-signatures are the mirror's, found once its manifest is read.
     let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let wait = std::time::Duration::from_secs(args.site.wait);
