@@ -20,6 +20,8 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::progress::Reporter;
 
+mod direct;
+
 /// Tries per request by default (`--retries 4`).
 pub const ATTEMPTS: u32 = 5;
 /// The longest `Retry-After` honoured; a server asking for more gets this.
@@ -426,17 +428,17 @@ impl Landing for Streaming {
 
 /// A download into a file of its own (a mirror's member on a node): hashed as it lands,
 /// never past the declared size; a resumed attempt appends, one answered from byte 0 starts
-/// the file and the hash over. The network's chunks are kept as they came, not copied, until
-/// `GATHER` bytes are there, then written by one vectored write on the blocking pool while the
-/// next ones arrive: one write in flight, and no copy in user space (a buffer in between and
-/// tokio's file each copied every byte once more: a seventh of the CPU of 8 nodes staging).
+/// the file and the hash over. The bytes are copied into a block, written (past the page cache
+/// where the filesystem allows: `direct`) on the blocking pool while the next block fills: one
+/// write in flight.
 struct IntoFile {
     /// The file, while no write holds it.
-    file: Option<std::fs::File>,
-    /// The write in flight, which gives the file back.
-    writing: Option<tokio::task::JoinHandle<(std::fs::File, std::io::Result<()>)>>,
-    gathered: Vec<bytes::Bytes>,
-    gathered_len: usize,
+    file: Option<direct::DirectFile>,
+    /// The write in flight, which gives the file and its block back.
+    writing: Option<tokio::task::JoinHandle<(direct::DirectFile, direct::Block, std::io::Result<()>)>>,
+    filling: direct::Block,
+    /// The block the last write gave back, for the next to fill.
+    spare: Option<direct::Block>,
     path: PathBuf,
     hash: sha2::Sha256,
     written: u64,
@@ -444,17 +446,13 @@ struct IntoFile {
     what: String,
 }
 
-/// Bytes gathered before they are written: enough that a write is worth its trip to the
-/// blocking pool.
-const GATHER: usize = 1 << 20;
-
 impl IntoFile {
-    fn new(file: std::fs::File, path: &std::path::Path, limit: u64, what: &str) -> Self {
+    fn new(file: direct::DirectFile, path: &std::path::Path, limit: u64, what: &str) -> Self {
         Self {
             file: Some(file),
             writing: None,
-            gathered: Vec::new(),
-            gathered_len: 0,
+            filling: direct::Block::new(),
+            spare: None,
             path: path.to_owned(),
             hash: <sha2::Sha256 as sha2::Digest>::new(),
             written: 0,
@@ -467,56 +465,42 @@ impl IntoFile {
         |source| CacheError::Io { path: self.path.clone(), source }
     }
 
-    /// The write in flight finished, its file back here.
+    /// The write in flight finished, its file and block back here.
     async fn written_back(&mut self) -> Result<(), CacheError> {
         if let Some(writing) = self.writing.take() {
-            let (file, done) = match writing.await {
+            let (file, mut block, done) = match writing.await {
                 Ok(back) => back,
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             };
             self.file = Some(file);
+            block.clear();
+            self.spare = Some(block);
             done.map_err(self.io())?;
         }
         Ok(())
     }
 
-    /// What is gathered handed to the blocking pool, once the write before it finished.
-    async fn write_gathered(&mut self) -> Result<(), CacheError> {
+    /// The block filled so far handed to the blocking pool, once the write before it finished.
+    async fn write_filled(&mut self) -> Result<(), CacheError> {
         self.written_back().await?;
-        if self.gathered.is_empty() {
+        if self.filling.is_empty() {
             return Ok(());
         }
         let Some(mut file) = self.file.take() else { return Ok(()) };
-        let chunks = std::mem::take(&mut self.gathered);
-        self.gathered_len = 0;
+        let next = self.spare.take().unwrap_or_else(direct::Block::new);
+        let block = std::mem::replace(&mut self.filling, next);
         self.writing = Some(tokio::task::spawn_blocking(move || {
-            let done = write_chunks(&mut file, &chunks);
-            (file, done)
+            let done = file.write(&block);
+            (file, block, done)
         }));
         Ok(())
     }
 
     /// Everything received is in the file.
     async fn flushed(&mut self) -> Result<(), CacheError> {
-        self.write_gathered().await?;
+        self.write_filled().await?;
         self.written_back().await
     }
-}
-
-/// `chunks` written whole and in order, in as few vectored writes as the kernel takes.
-fn write_chunks(file: &mut std::fs::File, chunks: &[bytes::Bytes]) -> std::io::Result<()> {
-    use std::io::{IoSlice, Write as _};
-    let mut slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
-    let mut slices = &mut slices[..];
-    while !slices.is_empty() {
-        match file.write_vectored(slices) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut slices, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 impl Landing for IntoFile {
@@ -528,8 +512,7 @@ impl Landing for IntoFile {
         self.flushed().await?;
         if let Some(mut file) = self.file.take() {
             let (file, emptied) = blocking(move || {
-                use std::io::Seek as _;
-                let emptied = file.set_len(0).and_then(|()| file.rewind());
+                let emptied = file.truncate();
                 (file, emptied)
             })
             .await;
@@ -547,10 +530,12 @@ impl Landing for IntoFile {
         }
         sha2::Digest::update(&mut self.hash, &chunk);
         self.written += chunk.len() as u64;
-        self.gathered_len += chunk.len();
-        self.gathered.push(chunk);
-        if self.gathered_len >= GATHER {
-            self.write_gathered().await?;
+        let mut rest = &chunk[..];
+        while !rest.is_empty() {
+            rest = &rest[self.filling.fill(rest)..];
+            if self.filling.is_full() {
+                self.write_filled().await?;
+            }
         }
         Ok(true)
     }
@@ -580,7 +565,7 @@ where
 {
     let io = |source| CacheError::Io { path: path.to_owned(), source };
     let create = path.to_owned();
-    let file = blocking(move || std::fs::File::create(create)).await.map_err(io)?;
+    let file = blocking(move || direct::DirectFile::create(&create)).await.map_err(io)?;
     let mut landing = IntoFile::new(file, path, size, what);
     attempts(&mut landing, (what, what), reporter, options, open).await?;
     landing.flushed().await?;
@@ -1178,9 +1163,10 @@ mod tests {
         (std::fs::read(&path).expect("the file"), sha, landed)
     }
 
-    /// 3.5 MiB that differ at every offset, so a byte out of place shows.
+    /// 3.5 MiB and a tail that is no whole block, bytes that differ at every offset, so a byte
+    /// out of place shows.
     fn member() -> Vec<u8> {
-        (0..(7u32 << 19)).map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes()[2]).collect()
+        (0..(7u32 << 19) + 1000).map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes()[2]).collect()
     }
 
     #[test]
