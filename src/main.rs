@@ -74,10 +74,10 @@ fn init_logging(verbose: u8) {
 /// lives as long as its command or its sink, not a file.
 ///
 /// Fixing it also fixes the trim threshold, at 128 KiB: an arena whose free top grew past that
-/// gave it back at once, and took it again with the next chunk. A node staging from its mirror
-/// frees the chunks of a 1 MiB write together, so each write was handed back and faulted in
-/// again (a million page faults and an eighth of the CPU of 8 nodes staging 1 GiB each). At
-/// 4 MiB an arena keeps that much free at its top at most.
+/// gave it back at once, and took it again for the next buffer. A node staging from its mirror
+/// frees hyper's read buffers as it hashes and writes them: 150,000 page faults for 8 nodes
+/// staging 1 GiB each, 36,000 with the threshold at 4 MiB, which an arena keeps free at its
+/// top at most.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)] // The one `unsafe` in airlock; the library forbids it.
 fn fix_malloc_thresholds() {
