@@ -136,7 +136,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::sources::apt::DebError,
             crate::sources::rpm::RpmError,
             crate::sources::oci::ImageError,
-            crate::sources::oci::Unsigned,
+            crate::sources::Unsigned,
             crate::sources::hf::ModelError,
             crate::sources::pypi::WheelError,
             crate::site::mirror::MirrorError,

@@ -164,13 +164,8 @@ async fn verify_signature(
         upstream::{record, verify_over_digest},
     };
     let bytes = bundle_bytes(sources, entry, at).await?;
-    let unsigned = |detail: String| super::oci::Unsigned {
-        reference: describe(entry),
-        digest: sha256,
-        asked: policy.to_string(),
-        root: sources.sigstore_root.describe(),
-        found: vec![detail],
-    };
+    let unsigned =
+        |detail: String| super::Unsigned::new(describe(entry), sha256, policy, &sources.sigstore_root, vec![detail]);
     let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
     let verified = verify_over_digest(&format!("`{at}`"), &bytes, sha256, &signer, &sources.sigstore_root)
         .map_err(|e| unsigned(e.to_string()))?;

@@ -27,6 +27,40 @@ use crate::fetch::{DownloadError, Fetch, HttpError};
 use crate::spec::SpecFile;
 use crate::spec::lock::{Lock, LockError, LockFile};
 
+/// An input whose upstream signature the spec requires (`verify`) and none verified: an
+/// image's referrers and `.sig` signatures, a file's Sigstore bundle, a wheel's provenance.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`{reference}` (sha256:{digest}): no upstream Sigstore signature verifies as {asked} under {root}; {}",
+    if found.is_empty() { "none found among its referrers or its `.sig` tag".to_owned() } else { format!("found: {}", found.join("; ")) }
+)]
+pub struct Unsigned {
+    pub reference: String,
+    pub digest: Sha256,
+    pub asked: String,
+    pub root: String,
+    /// Each signature found, and why it did not verify.
+    pub found: Vec<String>,
+}
+
+impl Unsigned {
+    pub fn new(
+        reference: String,
+        digest: Sha256,
+        policy: &crate::spec::UpstreamSigner,
+        root: &crate::sign::sigstore::Root,
+        found: Vec<String>,
+    ) -> Self {
+        Self { reference, digest, asked: policy.to_string(), root: root.describe(), found }
+    }
+}
+
+impl Classify for Unsigned {
+    fn class(&self) -> Class {
+        Class::Verification
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error(transparent)]
@@ -48,7 +82,7 @@ pub enum SourceError {
     #[error(transparent)]
     Rpm(#[from] rpm::RpmError),
     #[error(transparent)]
-    Unsigned(#[from] oci::Unsigned),
+    Unsigned(#[from] Unsigned),
     #[error("cannot read `{}` (source of `{what}`)", path.display())]
     Read {
         what: String,

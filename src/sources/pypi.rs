@@ -401,13 +401,9 @@ async fn verify_provenance(
     policy: &crate::spec::UpstreamSigner,
 ) -> Result<crate::spec::UpstreamSignature, SourceError> {
     use crate::sign::sigstore::{MAX_DOCUMENT_BYTES, Signer, upstream::verify_pep740};
-    let unsigned = |detail: String| super::oci::Unsigned {
-        reference: format!("wheel {}", offered.filename),
-        digest: sha256,
-        asked: policy.to_string(),
-        root: sources.sigstore_root.describe(),
-        found: vec![detail],
-    };
+    let reference = format!("wheel {}", offered.filename);
+    let unsigned =
+        |detail: String| super::Unsigned::new(reference.clone(), sha256, policy, &sources.sigstore_root, vec![detail]);
     let Some(url) = &offered.provenance else {
         return Err(unsigned("the index offers no PEP 740 provenance for it".into()).into());
     };

@@ -15,7 +15,6 @@ use std::collections::BTreeSet;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 
 pub use carry::{BlobRoute, PendingBlob, fetch_blobs};
-pub use signed::Unsigned;
 
 use super::{Plan, SourceError, Sources};
 use crate::cache::CacheError;
@@ -41,7 +40,7 @@ pub enum ImageError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error(transparent)]
-    Unsigned(#[from] Unsigned),
+    Unsigned(#[from] crate::sources::Unsigned),
 }
 
 impl Classify for ImageError {

@@ -13,28 +13,9 @@ use crate::oci::Store;
 use crate::oci::doc::{self, Descriptor};
 use crate::sign::sigstore::upstream::{is_bundle_media_type, record, verify_cosign_sig, verify_over_digest};
 use crate::sign::sigstore::{MAX_DOCUMENT_BYTES, Root, Signer};
+use crate::sources::Unsigned;
 use crate::spec::lock::LockedAttachment;
 use crate::spec::{SignatureForm, UpstreamSignature, UpstreamSigner};
-
-/// An image whose upstream signature the spec requires and none verified.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "`{reference}` (sha256:{digest}): no upstream Sigstore signature verifies as {asked} under {root}; {}",
-    if found.is_empty() { "none found among its referrers or its `.sig` tag".to_owned() } else { format!("found: {}", found.join("; ")) }
-)]
-pub struct Unsigned {
-    pub reference: String,
-    pub digest: Sha256,
-    pub asked: String,
-    pub root: String,
-    pub found: Vec<String>,
-}
-
-impl crate::failure::Classify for Unsigned {
-    fn class(&self) -> crate::failure::Class {
-        crate::failure::Class::Verification
-    }
-}
 
 /// How many referrer manifests and signatures `lock` fetches and tries for one image before it
 /// gives up: a registry listing thousands of Sigstore-typed referrers cannot make it fetch
@@ -145,8 +126,7 @@ pub(super) async fn verify_image(
             tries.untried
         ));
     }
-    Err(Unsigned { reference: reference.to_owned(), digest, asked: policy.to_string(), root: root.describe(), found }
-        .into())
+    Err(Unsigned::new(reference.to_owned(), digest, policy, root, found).into())
 }
 
 /// A legacy `.sig` signature's record: its manifest, and the layer that verified.
