@@ -30,6 +30,13 @@ port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)
 wait_port() { for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$1/$2" && return; sleep 0.1; done; echo "no server on $1" >&2; exit 1; }
 
 if [[ -n ${SERVE_MIB} && ${SERVE_MIB} -gt 0 ]]; then
+  # The largest N's roots hold the release at once, beside the mirror's two releases and bundles.
+  need_mib=$(( SERVE_MIB * ($(echo $NODES | tr ' ' '\n' | sort -n | tail -1) + 6) * 21 / 20 ))
+  free_mib=$(df -Pm "$m" | awk 'NR == 2 {print $4}')
+  if (( free_mib < need_mib )); then
+    echo "serve: about $need_mib MiB free needed under $m for SERVE_MIB=$SERVE_MIB and NODES=\"$NODES\", $free_mib there" >&2
+    exit 1
+  fi
   # 40 packages of SERVE_MIB/40 MiB each at 1.0-1; bench-big-001 and -002 also at 1.1-1.
   export GNUPGHOME="$m/gnupg"
   mkdir -p "$GNUPGHOME" "$m/repo/pool/main/b" && chmod 700 "$GNUPGHOME"
@@ -166,18 +173,18 @@ EOF
   rm -rf "$m/nodes"; mkdir -p "$m/nodes"
   pids=()
   for i in $(seq "$n"); do
-    "$airlock" apply "$url" --download-only --trust "$work/keys/bench.pub" --root "$m/nodes/$i" >/dev/null 2>&1 &
+    "$airlock" apply "$url" --download-only --trust "$work/keys/bench.pub" --root "$m/nodes/$i" >/dev/null 2>"$m/nodes/err.$i" &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p"; done
+  for p in "${pids[@]}"; do wait "$p" || { echo "a node failed:" >&2; cat "$m"/nodes/err.* >&2; exit 1; }; done
   "$airlock" install "$m/b2.airlock" --role mirror --candidate --trust "$work/keys/bench.pub" --root "$m/root" >/dev/null
   : > "$m/access.log"; start=$(date +%s.%N)
   pids=()
   for i in $(seq "$n"); do
-    "$airlock" apply "$url" --release 2.0.0 --download-only --trust "$work/keys/bench.pub" --root "$m/nodes/$i" >/dev/null 2>&1 &
+    "$airlock" apply "$url" --release 2.0.0 --download-only --trust "$work/keys/bench.pub" --root "$m/nodes/$i" >/dev/null 2>"$m/nodes/err.$i" &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p"; done
+  for p in "${pids[@]}"; do wait "$p" || { echo "a node failed:" >&2; cat "$m"/nodes/err.* >&2; exit 1; }; done
   wall=$(python3 -c "import time; print(time.time() - $start)")
   changed=$(find "$(readlink -f "$m/root/public/releases/2.0.0")/debs" -name '*1.1-1*.deb' -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')
   sent=$(awk '{s += $3} END {printf "%.0f", s}' "$m/access.log")

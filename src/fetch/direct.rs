@@ -2,7 +2,7 @@
 //! release's packages, gigabytes that would otherwise be copied into the page cache, dirtied,
 //! written back and reclaimed (and push out what the node's jobs keep there), to be read once,
 //! at the apply hours later. 32 nodes staging 1 GiB each on two cores: 0.82 -> 0.97 of curl's
-//! rate, a fifth less CPU (`docs/performance.md`).
+//! rate in the same session (`docs/performance.md`).
 //!
 //! Direct writes need an aligned buffer, length and offset: the bytes are copied into
 //! `Block`s that start at a 4 KiB boundary and are written whole. What cannot be written
