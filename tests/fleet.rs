@@ -82,10 +82,7 @@ impl Fleet {
             } else {
                 String::new()
             };
-            let env = serde_json::json!({
-                "PATH": format!("{first}{}:{}:/usr/bin:/bin", probes.join(host).join("bin").display(), probes.join("mi300x/bin").display()),
-                "AIRLOCK_HOST_ROOT": probes.join(host).join("root"),
-            });
+            let env = host_environment(host, &first);
             let _ = writeln!(
                 text,
                 "{node} ansible_connection=local airlock_root={} airlock_environment='{env}'",
@@ -140,6 +137,21 @@ impl Fleet {
         run(&mut c)
     }
 
+    /// One module of the collection on `node`, the way Ansible runs it on a node when no action
+    /// plugin takes its task (a playbook of the user's calling the module by its file, an older
+    /// controller): its file under Python, its arguments in a file, nothing of the controller.
+    fn module_on_node(&self, node: &str, host: &str, module: &str, args: &serde_json::Value) -> serde_json::Value {
+        let mut args = args.clone();
+        args["root"] = serde_json::json!(self.root(node));
+        args["binary"] = serde_json::json!(env!("CARGO_BIN_EXE_airlock"));
+        args["environment"] = host_environment(host, "");
+        let file = self.dir.path().join(format!("{node}-{module}.args.json"));
+        std::fs::write(&file, serde_json::json!({ "ANSIBLE_MODULE_ARGS": args }).to_string()).unwrap();
+        let source =
+            self.collections.join("ansible_collections/airlock/site/plugins/modules").join(format!("{module}.py"));
+        run(Command::new(python()).arg(&source).arg(&file).env("PYTHONPATH", &self.collections)).ok().json()
+    }
+
     /// The version each node runs now (`status`), or `-`.
     fn versions(&self, nodes: &[(&str, &str)]) -> BTreeMap<String, String> {
         nodes
@@ -159,6 +171,16 @@ impl Fleet {
     fn records(&self, node: &str) -> usize {
         std::fs::read_dir(self.root(node).join("records")).map_or(0, Iterator::count)
     }
+}
+
+/// A node's environment: the recorded `host`'s tools first (after `first`, a directory list
+/// ending in `:`), then the 8x MI300X recording's (its rvs).
+fn host_environment(host: &str, first: &str) -> serde_json::Value {
+    let probes = repo("testdata/probes");
+    serde_json::json!({
+        "PATH": format!("{first}{}:{}:/usr/bin:/bin", probes.join(host).join("bin").display(), probes.join("mi300x/bin").display()),
+        "AIRLOCK_HOST_ROOT": probes.join(host).join("root"),
+    })
 }
 
 /// The Python that runs ansible (its modules run under it too).
@@ -281,6 +303,45 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
         (versions["n2"].as_str(), versions["n4"].as_str(), versions["n6"].as_str()),
         ("2026.11.1", "2026.11.0", "2026.11.0")
     );
+}
+
+/// The node modules run on the controller through action plugins of the same name; run on a
+/// node as plain modules (their `main()`), they do the same.
+#[test]
+fn the_node_modules_run_on_a_node_on_their_own_as_they_do_through_the_action_plugins() {
+    let f = Fleet::new();
+    let (node, host, via) = ("n1", "mi300x", "n2");
+    let inventory = f.inventory("modules", &[(node, host), (via, host)]);
+    let through_plugin = |module: &str, mut args: serde_json::Value| {
+        args["environment"] = host_environment(host, "");
+        let r = f.module(&inventory, via, module, &args, &[]).ok();
+        let json = r.stdout.split_once(" => ").map_or_else(|| panic!("a result: {}", r.stdout), |(_, j)| j);
+        serde_json::from_str::<serde_json::Value>(json).unwrap()
+    };
+    let probe = f.module_on_node(node, host, "probe", &serde_json::json!({}));
+    assert_eq!(probe["changed"], false);
+    assert_eq!(probe["tuple"], through_plugin("probe", serde_json::json!({}))["tuple"], "the same tuple either way");
+    assert!(probe["tuple"].as_str().is_some_and(|t| t.contains("gfx942")), "{probe}");
+
+    let apply = |version: &str| serde_json::json!({ "source": f.dir.path().join(format!("{version}.airlock")), "trust": [f.keys.public] });
+    let first = f.module_on_node(node, host, "apply", &apply("2026.11.0"));
+    assert_eq!(
+        (first["changed"].clone(), first["verdict"].clone()),
+        (serde_json::json!(true), serde_json::json!("green"))
+    );
+    let again = through_plugin("apply", apply("2026.11.0"));
+    assert_eq!(again["verdict"], "green");
+    assert_eq!(again["id"], first["id"], "the same bundle id either way");
+    let status = f.module_on_node(node, host, "status", &serde_json::json!({}));
+    assert_eq!(status["status"]["current"]["version"], "2026.11.0");
+    let validated = f.module_on_node(node, host, "validate", &serde_json::json!({}));
+    assert_eq!(validated["verdict"], "green", "{validated}");
+
+    let second = f.module_on_node(node, host, "apply", &apply("2026.11.1"));
+    assert_eq!(second["changed"], true);
+    let rolled = f.module_on_node(node, host, "rollback", &serde_json::json!({}));
+    assert_eq!(rolled["changed"], true, "{rolled}");
+    assert_eq!(f.versions(&[(node, host), (via, host)]), all("2026.11.0", &[(node, host), (via, host)]));
 }
 
 #[test]
