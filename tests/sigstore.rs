@@ -321,6 +321,8 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
     write_spec("https://git.example.org/platform/other.yml@refs/heads/main", issuer, "");
     let e = refused(lock(&["--trusted-root", s(&root)]), "another identity");
     assert!(e.contains("platform/other.yml") && e.contains("no upstream Sigstore signature verifies"), "{e}");
+    // The head names the policy and the root; each signature found says only why it failed.
+    assert_eq!(e.matches("trusted_root.json").count(), 1, "the root named once: {e}");
     write_spec(identity, "https://accounts.google.com", "");
     let e = refused(lock(&["--trusted-root", s(&root)]), "another issuer");
     assert!(e.contains("stack/base") && e.contains("accounts.google.com") && e.contains("`.sig` layer"), "{e}");

@@ -51,6 +51,17 @@ pub enum SigstoreError {
     Failed { from: String, against: String, detail: String },
 }
 
+impl SigstoreError {
+    /// This error as one of the signatures a refusal lists, whose head already names the policy
+    /// and the root: a failed verification without them.
+    pub fn as_found(&self) -> String {
+        match self {
+            SigstoreError::Failed { from, detail, .. } => format!("Sigstore bundle {from} does not verify: {detail}"),
+            e => e.to_string(),
+        }
+    }
+}
+
 impl Classify for SigstoreError {
     fn class(&self) -> Class {
         match self {

@@ -168,7 +168,7 @@ async fn verify_signature(
         |detail: String| super::Unsigned::new(describe(entry), sha256, policy, &sources.sigstore_root, vec![detail]);
     let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
     let verified = verify_over_digest(&format!("`{at}`"), &bytes, sha256, &signer, &sources.sigstore_root)
-        .map_err(|e| unsigned(e.to_string()))?;
+        .map_err(|e| unsigned(e.as_found()))?;
     let (_, digest) = super::keep(sources.fetch.cache, &format!("{} sigstore_bundle", describe(entry)), bytes).await?;
     Ok(UpstreamSignature { url: Some(at.to_owned()), ..record(SignatureForm::File, digest, policy, verified) })
 }

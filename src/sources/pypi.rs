@@ -415,7 +415,7 @@ async fn verify_provenance(
     let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
     let verified =
         verify_pep740(&format!("`{url}`"), &bytes, &offered.filename, sha256, &signer, &sources.sigstore_root)
-            .map_err(|e| unsigned(e.to_string()))?;
+            .map_err(|e| unsigned(e.as_found()))?;
     let (_, digest) = super::keep(sources.fetch.cache, &format!("provenance of {}", offered.filename), bytes).await?;
     let recorded =
         crate::sign::sigstore::upstream::record(crate::spec::SignatureForm::Pep740, digest, policy, verified);

@@ -76,7 +76,7 @@ pub(super) async fn verify_image(
                 let from = format!("`.sig` layer sha256:{}", layer.digest);
                 let outcome = match small_blob(origin, layer).await {
                     Ok(payload) => verify_cosign_sig(&from, &layer.annotations, &payload, digest, &signer, root)
-                        .map_err(|e| e.to_string()),
+                        .map_err(|e| e.as_found()),
                     Err(e) => Err(format!("{from}: {e}")),
                 };
                 match outcome {
@@ -110,7 +110,7 @@ pub(super) async fn verify_image(
             for layer in referrer.blobs.iter().filter(|l| is_bundle_media_type(&l.media_type)) {
                 let from = format!("referrer sha256:{manifest_digest}'s bundle sha256:{}", layer.digest);
                 let outcome = match small_blob(origin, layer).await {
-                    Ok(json) => verify_over_digest(&from, &json, digest, &signer, root).map_err(|e| e.to_string()),
+                    Ok(json) => verify_over_digest(&from, &json, digest, &signer, root).map_err(|e| e.as_found()),
                     Err(e) => Err(format!("{from}: {e}")),
                 };
                 match outcome {
