@@ -20,7 +20,7 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::progress::Reporter;
 
-mod direct;
+pub(crate) mod direct;
 
 /// Tries per request by default (`--retries 4`).
 pub const ATTEMPTS: u32 = 5;

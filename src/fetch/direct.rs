@@ -63,6 +63,20 @@ impl Block {
         self.len = 0;
     }
 
+    /// Reads into the rest of the block until it is full or `src` ends; the bytes it read.
+    fn fill_from(&mut self, src: &mut impl std::io::Read) -> std::io::Result<&[u8]> {
+        let from = self.len;
+        while self.len < BLOCK {
+            match src.read(&mut self.bytes[self.start + self.len..self.start + BLOCK]) {
+                Ok(0) => break,
+                Ok(n) => self.len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(&self.bytes[self.start + from..self.start + self.len])
+    }
+
     fn filled(&self) -> &[u8] {
         &self.bytes[self.start..self.start + self.len]
     }
@@ -75,6 +89,26 @@ impl Drop for Block {
         {
             spare.push(std::mem::take(&mut self.bytes));
         }
+    }
+}
+
+/// `src` copied into the new file `dest` the same way (a member of a mounted mirror), hashed
+/// as it is read: its sha256 and length.
+pub(crate) fn copy_hashed(mut src: impl std::io::Read, dest: &Path) -> std::io::Result<(crate::digest::Sha256, u64)> {
+    let mut out = DirectFile::create(dest)?;
+    let mut hash = <sha2::Sha256 as sha2::Digest>::new();
+    let mut block = Block::new();
+    let mut size = 0u64;
+    loop {
+        let read = block.fill_from(&mut src)?;
+        sha2::Digest::update(&mut hash, read);
+        size += read.len() as u64;
+        if !block.is_full() {
+            out.write(&block)?;
+            return Ok((crate::digest::Sha256::from_raw(sha2::Digest::finalize(hash).into()), size));
+        }
+        out.write(&block)?;
+        block.clear();
     }
 }
 
@@ -154,6 +188,20 @@ impl DirectFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_lands_whole_and_is_hashed_as_it_is_read() {
+        let dir = tempfile::tempdir().expect("a directory");
+        for len in [0, 1000, BLOCK, 2 * BLOCK + 1234] {
+            let bytes = pattern(len, 7);
+            // A short read first (3000 bytes), as a network filesystem may give, then the rest.
+            let src = std::io::Read::chain(&bytes[..len.min(3000)], &bytes[len.min(3000)..]);
+            let dest = dir.path().join(format!("member-{len}.deb"));
+            let (sha, size) = copy_hashed(src, &dest).expect("copied");
+            assert_eq!((sha, size), (crate::digest::Sha256::of_bytes(&bytes), len as u64), "{len} bytes");
+            assert!(std::fs::read(&dest).expect("the copy") == bytes, "{len} bytes in order");
+        }
+    }
 
     /// `len` bytes that differ at every offset, so a byte out of place shows.
     fn pattern(len: usize, seed: u32) -> Vec<u8> {

@@ -309,12 +309,9 @@ impl Place {
             let Some(file) = crate::sign::policy::open_regular(&path).map_err(io_err(&path))? else {
                 return Err(MirrorError::NotRegular { url }.into());
             };
-            let out = std::fs::File::create(&dest).map_err(io_err(&dest))?;
-            let mut writer = crate::digest::HashingWriter::new(out);
-            std::io::copy(&mut file.take(limit + 1), &mut writer).map_err(io_err(&dest))?;
-            // Synced with the tree it lands in, before that is renamed into place.
-            let (sha, size, _) = writer.finish();
-            Ok((sha, size))
+            // Past the page cache where the filesystem allows, as from an HTTP mirror; synced
+            // with the tree it lands in, before that is renamed into place.
+            crate::fetch::direct::copy_hashed(file.take(limit + 1), &dest).map_err(io_err(&dest))
         })
         .await
     }
