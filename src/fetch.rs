@@ -432,10 +432,11 @@ impl Landing for Streaming {
 /// where the filesystem allows: `direct`) on the blocking pool while the next block fills: one
 /// write in flight.
 struct IntoFile {
-    /// The file, while no write holds it.
-    file: Option<direct::DirectFile>,
-    /// The write in flight, which gives the file and its block back.
-    writing: Option<tokio::task::JoinHandle<(direct::DirectFile, direct::Block, std::io::Result<()>)>>,
+    /// The file, shared with the write in flight (which holds the lock while it writes): there
+    /// is no state in which bytes were hashed and their file was not there to write them.
+    file: std::sync::Arc<std::sync::Mutex<direct::DirectFile>>,
+    /// The write in flight, which gives its block back.
+    writing: Option<tokio::task::JoinHandle<(direct::Block, std::io::Result<()>)>>,
     filling: direct::Block,
     /// The block the last write gave back, for the next to fill.
     spare: Option<direct::Block>,
@@ -449,7 +450,7 @@ struct IntoFile {
 impl IntoFile {
     fn new(file: direct::DirectFile, path: &std::path::Path, limit: u64, what: &str) -> Self {
         Self {
-            file: Some(file),
+            file: std::sync::Arc::new(std::sync::Mutex::new(file)),
             writing: None,
             filling: direct::Block::new(),
             spare: None,
@@ -465,14 +466,13 @@ impl IntoFile {
         |source| CacheError::Io { path: self.path.clone(), source }
     }
 
-    /// The write in flight finished, its file and block back here.
+    /// The write in flight finished, its block back here.
     async fn written_back(&mut self) -> Result<(), CacheError> {
         if let Some(writing) = self.writing.take() {
-            let (file, mut block, done) = match writing.await {
+            let (mut block, done) = match writing.await {
                 Ok(back) => back,
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             };
-            self.file = Some(file);
             block.clear();
             self.spare = Some(block);
             done.map_err(self.io())?;
@@ -486,12 +486,12 @@ impl IntoFile {
         if self.filling.is_empty() {
             return Ok(());
         }
-        let Some(mut file) = self.file.take() else { return Ok(()) };
         let next = self.spare.take().unwrap_or_else(direct::Block::new);
         let block = std::mem::replace(&mut self.filling, next);
+        let file = std::sync::Arc::clone(&self.file);
         self.writing = Some(tokio::task::spawn_blocking(move || {
-            let done = file.write(&block);
-            (file, block, done)
+            let done = locked(&file).and_then(|mut file| file.write(&block));
+            (block, done)
         }));
         Ok(())
     }
@@ -503,6 +503,14 @@ impl IntoFile {
     }
 }
 
+/// The file, once the write before has let it go. A write that panicked leaves the lock
+/// poisoned: an error here, not a second panic.
+fn locked(
+    file: &std::sync::Mutex<direct::DirectFile>,
+) -> std::io::Result<std::sync::MutexGuard<'_, direct::DirectFile>> {
+    file.lock().map_err(|_| std::io::Error::other("an earlier write of this file panicked"))
+}
+
 impl Landing for IntoFile {
     fn offset(&mut self) -> u64 {
         self.written
@@ -510,15 +518,8 @@ impl Landing for IntoFile {
 
     async fn restart_at_zero(&mut self) -> Result<(), CacheError> {
         self.flushed().await?;
-        if let Some(mut file) = self.file.take() {
-            let (file, emptied) = blocking(move || {
-                let emptied = file.truncate();
-                (file, emptied)
-            })
-            .await;
-            self.file = Some(file);
-            emptied.map_err(self.io())?;
-        }
+        let file = std::sync::Arc::clone(&self.file);
+        blocking(move || locked(&file)?.truncate()).await.map_err(self.io())?;
         self.hash = <sha2::Sha256 as sha2::Digest>::new();
         self.written = 0;
         Ok(())
