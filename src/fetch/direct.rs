@@ -63,9 +63,8 @@ impl Block {
         self.len = 0;
     }
 
-    /// Reads into the rest of the block until it is full or `src` ends; the bytes it read.
-    fn fill_from(&mut self, src: &mut impl std::io::Read) -> std::io::Result<&[u8]> {
-        let from = self.len;
+    /// Reads into the rest of the block until it is full or `src` ends.
+    fn fill_from(&mut self, src: &mut impl std::io::Read) -> std::io::Result<()> {
         while self.len < BLOCK {
             match src.read(&mut self.bytes[self.start + self.len..self.start + BLOCK]) {
                 Ok(0) => break,
@@ -74,7 +73,7 @@ impl Block {
                 Err(e) => return Err(e),
             }
         }
-        Ok(&self.bytes[self.start + from..self.start + self.len])
+        Ok(())
     }
 
     fn filled(&self) -> &[u8] {
@@ -94,20 +93,16 @@ impl Drop for Block {
 
 /// `src` copied into the new file `dest` the same way (a member of a mounted mirror), hashed
 /// as it is read: its sha256 and length.
-pub(crate) fn copy_hashed(mut src: impl std::io::Read, dest: &Path) -> std::io::Result<(crate::digest::Sha256, u64)> {
+pub(crate) fn copy_hashed(src: impl std::io::Read, dest: &Path) -> std::io::Result<(crate::digest::Sha256, u64)> {
     let mut out = DirectFile::create(dest)?;
-    let mut hash = <sha2::Sha256 as sha2::Digest>::new();
+    let mut src = crate::digest::HashingReader::new(src);
     let mut block = Block::new();
-    let mut size = 0u64;
     loop {
-        let read = block.fill_from(&mut src)?;
-        sha2::Digest::update(&mut hash, read);
-        size += read.len() as u64;
-        if !block.is_full() {
-            out.write(&block)?;
-            return Ok((crate::digest::Sha256::from_raw(sha2::Digest::finalize(hash).into()), size));
-        }
+        block.fill_from(&mut src)?;
         out.write(&block)?;
+        if !block.is_full() {
+            return Ok(src.finish());
+        }
         block.clear();
     }
 }
