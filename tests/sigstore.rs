@@ -431,6 +431,28 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
     let r = offline_verify(&poisoned, &["--trusted-root", s(&root)]);
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert!(r.stdout.contains("release.tar.gz") && r.stdout.contains("does not verify"), "{}", r.stdout);
+
+    // The source now serves another bundle than the lock pins, and the cache lost the pinned
+    // one: the build refuses, naming what, where, expected and actual, and keeps nothing of it.
+    std::fs::write(
+        www.join("release.tar.gz.sigstore.json"),
+        std::fs::read(inst.join("file-bundle.sigstore.json")).unwrap(),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&cache).unwrap();
+    let r = build(&t.path().join("moved.airlock"), &["--locked"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let served = good.trim_start_matches("sha256:");
+    assert!(
+        r.stderr.contains("release.tar.gz sigstore_bundle")
+            && r.stderr.contains("release.tar.gz.sigstore.json")
+            && r.stderr.contains(served)
+            && r.stderr.contains("run `airlock lock`"),
+        "{}",
+        r.stderr
+    );
+    let kept = walkdir::WalkDir::new(&cache).into_iter().filter_map(Result::ok);
+    assert!(!kept.into_iter().any(|e| e.path().to_string_lossy().contains(served)), "the served bundle was kept");
 }
 
 #[test]

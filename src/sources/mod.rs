@@ -202,8 +202,18 @@ pub(crate) async fn keep(
     what: &str,
     bytes: Vec<u8>,
 ) -> Result<(Vec<u8>, Sha256), crate::cache::CacheError> {
-    let (digest, size) = (Sha256::of_bytes(&bytes), bytes.len() as u64);
-    let (cache, what) = (cache.clone(), what.to_owned());
+    let digest = Sha256::of_bytes(&bytes);
+    keep_as(cache, what, bytes, digest).await
+}
+
+/// The same, the bytes' digest known already (the cache checks it as it writes them).
+async fn keep_as(
+    cache: &crate::cache::Cache,
+    what: &str,
+    bytes: Vec<u8>,
+    digest: Sha256,
+) -> Result<(Vec<u8>, Sha256), crate::cache::CacheError> {
+    let (cache, what, size) = (cache.clone(), what.to_owned(), bytes.len() as u64);
     crate::fetch::blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice()).map(|_| (bytes, digest)))
         .await
 }
@@ -221,7 +231,8 @@ pub(crate) async fn carried_document(
     let size = if let Some(bytes) = cache.get_small(&digest, crate::sign::sigstore::MAX_DOCUMENT_BYTES) {
         bytes.len() as u64
     } else {
-        let (bytes, actual) = keep(cache, &what, refetch.await?).await?;
+        let bytes = refetch.await?;
+        let actual = Sha256::of_bytes(&bytes);
         if actual != digest {
             let hint = " (the lock pins another one than its source serves now: run `airlock lock`)";
             return Err(SourceError::DigestMismatch {
@@ -232,7 +243,8 @@ pub(crate) async fn carried_document(
                 hint,
             });
         }
-        bytes.len() as u64
+        // Kept only once it is the document the lock recorded.
+        keep_as(cache, &what, bytes, actual).await?.0.len() as u64
     };
     Ok(Member { path, size, sha256: digest, origin: cache.path(&digest).into(), what: what.into() })
 }
