@@ -21,11 +21,16 @@ COMMON_ARGS = dict(
 )
 
 
+def run_plain(module, args):
+    """Run `airlock ARGS` with the module's environment; (rc, stdout, stderr)."""
+    env = dict((str(k), str(v)) for k, v in module.params["environment"].items())
+    return module.run_command([module.params["binary"]] + list(args), environ_update=env, check_rc=False)
+
+
 def run_airlock(module, args, check_rc=False):
     """Run `airlock ARGS --json` with the module's environment; (rc, document, stderr)."""
-    env = dict((str(k), str(v)) for k, v in module.params["environment"].items())
     cmd = [module.params["binary"]] + list(args) + ["--json"]
-    rc, out, err = module.run_command(cmd, environ_update=env, check_rc=False)
+    rc, out, err = run_plain(module, list(args) + ["--json"])
     doc = None
     if out.strip():
         try:

@@ -64,7 +64,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, run_airlock
+from ansible_collections.airlock.site.plugins.module_utils.airlock import COMMON_ARGS, run_airlock, run_plain
 
 
 def gather(module):
@@ -79,8 +79,7 @@ def gather(module):
     if p["pack"] and not module.check_mode:
         # The approval pack's HTML on stdout (`report` without `--out`); a page whose bundle did
         # not verify (exit 3) is evidence too.
-        env = dict((str(k), str(v)) for k, v in p["environment"].items())
-        rc, out, _ = module.run_command([p["binary"], "report", "--root", p["root"]], environ_update=env)
+        rc, out, _ = run_plain(module, ["report", "--root", p["root"]])
         page = out if out.lstrip().startswith("<!DOCTYPE html") else None
     evidence = dict(node=p["node"], records=records, status=status, page=page)
     module.exit_json(changed=False, evidence=evidence)
