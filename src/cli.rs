@@ -50,6 +50,7 @@ impl Cli {
             Command::Version(a) => a.json,
             Command::SelfUpgrade(a) => a.json,
             Command::Trust(a) => a.json(),
+            Command::Rollout(_) => true,
             Command::VerifyBlob(a) | Command::Sigstore(SigstoreCommand::Verify(a)) => a.json,
             Command::Completions(_) | Command::Man(_) => false,
         }
@@ -134,6 +135,95 @@ pub enum Command {
     /// Write the man pages (airlock.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man(ManArgs),
+    /// The rollout's decisions, for the Ansible collection's playbook on its controller: the
+    /// release a run pins, its plan, whether each wave starts, what each wave's results mean
+    /// and what to roll back, the run journal and the nodes' evidence (`docs/fleet.md`).
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RolloutCommand {
+    /// The bundle id a source serves (a mirror's current or `--release`, or a bundle file):
+    /// what a run pins once at its start. Read, not verified: each node verifies what it takes.
+    Resolve(RolloutResolveArgs),
+    /// Plan the run from every node's facts (JSON on stdin): each node skip, reserved,
+    /// unavailable, canary or in a batch; write `plan.json` and start the journal.
+    Plan(RolloutArgs),
+    /// Whether `--wave` starts now (JSON on stdin: `batch`, the scheduler's `rows`): the run
+    /// still going, Ansible's batch the plan's, the capacity rule met.
+    Next(RolloutWaveArgs),
+    /// Judge `--wave` from its nodes' results (JSON on stdin): go on, or stop with the nodes
+    /// to roll back; journaled.
+    Judge(RolloutWaveArgs),
+    /// Journal a step's results (JSON on stdin): adopt, stage, after (resume or hold),
+    /// rollback.
+    Note(RolloutNoteArgs),
+    /// Check and write every node's evidence (JSON on stdin: each node's `status --run` text),
+    /// one node's bad answer refused for that node alone.
+    Evidence(RolloutArgs),
+    /// End the run: `run.json` gets its end, the journal its last line.
+    End(RolloutArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutResolveArgs {
+    /// A mirror's public tree (`http(s)://…/`, `file:///…/`) or a bundle file.
+    pub source: String,
+    /// The mirror's release by version or id instead of its current.
+    #[arg(long, value_name = "VERSION|ID", value_parser = parse_release)]
+    pub release: Option<crate::site::mirror::Release>,
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// Print one JSON document on stdout (always; accepted for symmetry).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// The evidence directory on the controller (`airlock_evidence_dir`); the run's own is
+    /// `DIR/runs/RUN/`.
+    #[arg(long, value_name = "DIR")]
+    pub evidence: PathBuf,
+    /// The run's id (1 to 64 of `A-Z a-z 0-9 . _ : -`), checked before any path is built.
+    #[arg(long, value_name = "ID")]
+    pub run: crate::site::records::RunId,
+    /// Decide and print, write nothing (the playbook's `--check`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout (always; accepted for symmetry).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutWaveArgs {
+    #[command(flatten)]
+    pub run: RolloutArgs,
+    /// The wave: `canary` or `batch N`.
+    #[arg(long)]
+    pub wave: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutNoteArgs {
+    #[command(flatten)]
+    pub run: RolloutArgs,
+    /// What the results are of.
+    #[arg(long, value_enum)]
+    pub step: RolloutStep,
+    /// A rollback longer than this stops the run too (seconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RolloutStep {
+    Adopt,
+    Stage,
+    After,
+    Rollback,
 }
 
 #[derive(Debug, clap::Subcommand)]

@@ -5,7 +5,7 @@
 //!
 //! - edge: `main`, [`cli`] (argument structs), [`commands`] (one verb each, glue only); nothing
 //!   imports them;
-//! - phases: [`build`], [`site`], [`validate`], [`artifact`], [`report`], [`sources`];
+//! - phases: [`build`], [`site`], [`validate`], [`artifact`], [`report`], [`sources`], [`fleet`];
 //! - formats and transports: [`bundle`], [`rpmmd`], [`attest`], [`sign`], [`trust`], [`oci`],
 //!   [`fetch`], [`cache`], [`upgrade`];
 //! - values: [`spec`], [`digest`], [`member_path`], [`wheel`], [`clock`], [`failure`],
@@ -27,6 +27,7 @@ pub mod digest;
 pub mod escape;
 pub mod failure;
 pub mod fetch;
+pub mod fleet;
 pub mod member_path;
 pub mod oci;
 pub mod overlap;

@@ -19,6 +19,7 @@ mod pull;
 mod push;
 mod report;
 mod rollback;
+mod rollout;
 mod sbom;
 mod sign;
 mod sigstore;
@@ -77,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Trust(a) => trust::run(&a),
         Command::VerifyBlob(a) | Command::Sigstore(crate::cli::SigstoreCommand::Verify(a)) => sigstore::verify(&a),
         Command::SelfUpgrade(a) => meta::self_upgrade(&a),
+        Command::Rollout(a) => rollout::run(&a),
     }
 }
 
@@ -124,6 +126,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::oci::StoreError,
             crate::upgrade::UpgradeError,
             crate::report::ReportError,
+            crate::fleet::FleetError,
             crate::sign::policy::PolicyError,
             crate::trust::TrustError,
             crate::sign::KeyError,

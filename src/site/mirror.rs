@@ -494,3 +494,22 @@ async fn verified_manifest(
     }
     Ok(MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked })
 }
+
+/// The manifest a mirror serves as `release`, read but not verified, and its sha256: what a
+/// rollout pins at its start (`airlock rollout resolve`). Nothing is taken on its word: every
+/// node verifies the release it fetches by this id under its own trust.
+pub fn served_manifest(source: &str, release: &Release, net: &Net) -> Result<(Sha256, Manifest), SiteError> {
+    let place = Place::parse(source, release)?;
+    let url = place.url(MANIFEST);
+    let bytes = net
+        .block_on(place.small(net, MANIFEST, MAX_MANIFEST_BYTES))?
+        .ok_or_else(|| MirrorError::Missing { url: url.clone() })?;
+    let sha256 = Sha256::of_bytes(&bytes);
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
+    if !release.is(&manifest, &sha256) {
+        let (version, id) = (manifest.version.to_string(), super::root::BundleId::of(&sha256));
+        return Err(MirrorError::WrongRelease { url, asked: release.to_string(), version, id }.into());
+    }
+    Ok((sha256, manifest))
+}

@@ -17,6 +17,7 @@
 //! result depends only on the evidence, so the same evidence gives the same page and JSON (the
 //! contract: `schemas/fleet-report.v1.json`).
 
+mod node;
 mod page;
 
 use std::collections::BTreeMap;
@@ -24,11 +25,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use node::node_page;
 pub use page::render;
 
 use super::ReportError;
 use crate::clock::Timestamp;
 use crate::site::SiteRoot;
+use crate::fleet::journal::{Event, Line};
+use crate::fleet::plan::{Part, Plan};
 use crate::site::records::{Action, Outcome, Record, RunId};
 use crate::site::status::Rehearsals;
 
@@ -96,6 +100,14 @@ pub struct NodeLine {
     pub record: Option<String>,
     /// Its approval pack, relative to the run's directory, when the evidence holds one.
     pub pack: Option<String>,
+    /// What the run did with it (from its plan and journal): `skipped`, `reserved`,
+    /// `unavailable`, `not reached`, `canary`, `batch N`, `held`, `failed`, `restored`, `rolled
+    /// back`, `left alone`; the wave for an older run's evidence.
+    #[serde(default)]
+    pub state: String,
+    /// Why it is in that state (the scheduler's reason, the failure, the refusal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -188,13 +200,20 @@ struct RunFile {
     source: Option<String>,
 }
 
-/// A node's part, as the playbook writes it.
+/// A node's part, as the playbook (older runs) or `rollout evidence` writes it.
 #[derive(Debug, Default, Deserialize)]
 struct NodeFile {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text_or_none")]
     tuple: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text_or_none")]
     wave: String,
+    /// Why `rollout evidence` refused what the node returned.
+    #[serde(default)]
+    refused: Option<String>,
+}
+
+fn text_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// The fields of `airlock status --json` the page shows.
@@ -208,6 +227,8 @@ struct StatusFile {
 struct StatusEntry {
     #[serde(default)]
     version: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -307,6 +328,8 @@ pub fn fleet(dir: &Path, run: Option<&RunId>) -> Result<Fleet, ReportError> {
 struct NodeEvidence {
     line: NodeLine,
     records: Vec<(PathBuf, Record)>,
+    /// The bundle its status says is current at the run's end.
+    current_id: Option<String>,
 }
 
 /// One run's directory, judged on its own.
@@ -318,7 +341,22 @@ fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
     for (name, path) in sorted_dirs(&dir.join("nodes"))? {
         nodes.push(node_evidence(id, &name, &path, &batches)?);
     }
+    let planned = planned(id, dir)?;
+    let (mut nodes, journal_problems, journal_waves, journal_capacity) = match &planned {
+        Some((plan, lines)) => {
+            let (nodes, problems) = with_plan(plan, lines, nodes);
+            let (waves, capacity) = waves_of_journal(plan, lines);
+            (nodes, problems, Some(waves), Some(capacity))
+        }
+        None => (nodes, Vec::new(), None, None),
+    };
+    nodes.iter_mut().for_each(|n| {
+        if n.line.state.is_empty() {
+            n.line.state.clone_from(&n.line.wave);
+        }
+    });
     let mut problems: Vec<Problem> = nodes.iter().flat_map(|n| problems_of(&n.line.node, &n.records)).collect();
+    problems.extend(journal_problems);
     problems.sort_by(|a, b| (&a.at, &a.node).cmp(&(&b.at, &b.node)));
     if file.aborted || file.ended.is_none() {
         problems.push(Problem {
@@ -340,6 +378,14 @@ fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
     };
     let source =
         file.source.clone().or_else(|| plan.as_ref()?.get("source")?.as_str().map(str::to_owned)).unwrap_or_default();
+    let bundle = bundle_of(&nodes).or_else(|| {
+        let (plan, _) = planned.as_ref()?;
+        Some(BundleFacts {
+            name: plan.bundle.name.clone()?,
+            version: plan.bundle.version.clone()?,
+            id: Some(plan.bundle.id.to_string()),
+        })
+    });
     Ok(Fleet {
         schema: SCHEMA,
         dir: dir.to_owned(),
@@ -351,11 +397,11 @@ fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
             aborted: file.aborted,
             reason: file.reason,
         },
-        bundle: bundle_of(&nodes),
+        bundle,
         source,
         tuples: tuples(&nodes),
-        waves: waves(&nodes, &batches),
-        capacity: capacity(&batches),
+        waves: journal_waves.unwrap_or_else(|| waves(&nodes, &batches)),
+        capacity: journal_capacity.unwrap_or_else(|| capacity(&batches)),
         nodes: nodes.into_iter().map(|n| n.line).collect(),
         problems,
         earlier: Vec::new(),
@@ -380,15 +426,7 @@ fn node_evidence(
         .iter()
         .rev()
         .find(|(_, r)| matches!(r.action, Action::Apply | Action::Install) && r.outcome() != Outcome::Staged);
-    let verdict = match change {
-        None => "untouched".to_owned(),
-        Some((_, r)) => match r.outcome() {
-            Outcome::Activated | Outcome::Validated => activated_verdict(r),
-            Outcome::PendingReboot => "pending".to_owned(),
-            Outcome::Refused | Outcome::Failed | Outcome::Restored => "red".to_owned(),
-            Outcome::Staged => "untouched".to_owned(),
-        },
-    };
+    let verdict = change.map_or_else(|| "untouched".to_owned(), |(_, r)| verdict_of(r));
     let rolled_back_s = records
         .iter()
         .rev()
@@ -399,17 +437,44 @@ fn node_evidence(
         |(name, _)| name.clone(),
     );
     let pack = dir.join("report.html").is_file().then(|| format!("nodes/{node}/report.html"));
+    let current = status.and_then(|s| s.current);
     let line = NodeLine {
         node: node.to_owned(),
         tuple: if file.tuple.is_empty() { "unknown".to_owned() } else { file.tuple },
+        state: wave.clone(),
         wave,
-        version: status.and_then(|s| s.current?.version),
+        version: current.as_ref().and_then(|c| c.version.clone()),
         verdict,
         rolled_back_s,
         record: change.and_then(|(p, _)| Some(p.file_name()?.to_string_lossy().into_owned())),
         pack,
+        reason: file.refused,
     };
-    Ok(NodeEvidence { line, records })
+    Ok(NodeEvidence { line, records, current_id: current.and_then(|c| c.id) })
+}
+
+/// A change's verdict: its validation's when it activated, `pending` before a reboot, `red`
+/// when it was refused, failed or restored.
+pub(super) fn verdict_of(r: &Record) -> String {
+    match r.outcome() {
+        Outcome::Activated | Outcome::Validated => activated_verdict(r),
+        Outcome::PendingReboot => "pending".to_owned(),
+        Outcome::Refused | Outcome::Failed | Outcome::Restored => "red".to_owned(),
+        Outcome::Staged => "untouched".to_owned(),
+    }
+}
+
+/// An outcome's word, as records spell it.
+pub(super) fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Activated => "activated",
+        Outcome::Refused => "refused",
+        Outcome::Failed => "failed",
+        Outcome::Validated => "validated",
+        Outcome::PendingReboot => "pending-reboot",
+        Outcome::Restored => "restored",
+        Outcome::Staged => "staged",
+    }
 }
 
 /// The word for an activation: its validation verdict, `skipped` when the bundle names no
@@ -507,7 +572,7 @@ fn tuples(nodes: &[NodeEvidence]) -> Vec<Tuple> {
             let mut rows: MetricRows = BTreeMap::new();
             for n in &nodes {
                 // The node's latest validation evidence with metrics in this run.
-                let latest = n.records.iter().rev().find_map(|(_, r)| {
+                let latest = n.records.iter().rev().filter(|(_, r)| r.action != Action::Rollback).find_map(|(_, r)| {
                     let e = r.validation.as_ref()?.evidence()?;
                     e.checks.iter().any(|c| !c.metrics.is_empty()).then_some(e)
                 });
@@ -620,4 +685,188 @@ fn medians(rows: MetricRows) -> Vec<MetricMedian> {
             }
         })
         .collect()
+}
+
+/// The run's plan and journal, when `rollout plan` made the run (older runs' evidence has
+/// neither: the playbook wrote it).
+fn planned(id: &RunId, dir: &Path) -> Result<Option<(Plan, Vec<Line>)>, ReportError> {
+    let path = dir.join(crate::fleet::plan::PLAN_FILE);
+    let Some(value) = read_json::<serde_json::Value>(&path)? else { return Ok(None) };
+    if value.get("schema").and_then(serde_json::Value::as_str) != Some(crate::fleet::plan::SCHEMA) {
+        return Ok(None);
+    }
+    let plan: Plan =
+        serde_json::from_value(value).map_err(|e| ReportError::Records { path: path.clone(), detail: e.to_string() })?;
+    let run = crate::fleet::RunDir { id: id.clone(), path: dir.to_owned() };
+    let lines = run.journal().map_err(|e| ReportError::Records { path: run.journal_file(), detail: e.to_string() })?;
+    Ok(Some((plan, lines)))
+}
+
+fn part_word(p: Part) -> &'static str {
+    match p {
+        Part::Skip => "skipped",
+        Part::Reserved => "reserved",
+        Part::Unavailable => "unavailable",
+        Part::Canary => "canary",
+        Part::Batch => "batch",
+    }
+}
+
+/// Every node of the plan, in its order, each with its state in the run from the journal; a
+/// node with no evidence is shown as the plan left it. The journal's own problems (failed
+/// steps, refused evidence, a node on another bundle, the stop) come back too.
+fn with_plan(plan: &Plan, lines: &[Line], nodes: Vec<NodeEvidence>) -> (Vec<NodeEvidence>, Vec<Problem>) {
+    let mut by_name: BTreeMap<String, NodeEvidence> = nodes.into_iter().map(|n| (n.line.node.clone(), n)).collect();
+    let stopped = lines.iter().any(|l| matches!(l.event, Event::Stopped { .. }));
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    let problem = |node: &str, at: Timestamp, action: &str, outcome: &str, reason: String| Problem {
+        node: node.to_owned(),
+        at: at.to_string(),
+        action: action.to_owned(),
+        outcome: outcome.to_owned(),
+        reason,
+    };
+    for p in &plan.nodes {
+        let name = p.node.as_str();
+        let mut n = by_name.remove(name).unwrap_or_else(|| NodeEvidence {
+            line: NodeLine {
+                node: name.to_owned(),
+                tuple: p.tuple.clone().unwrap_or_else(|| "unknown".to_owned()),
+                wave: String::new(),
+                version: p.current_version.clone(),
+                verdict: "untouched".to_owned(),
+                rolled_back_s: None,
+                record: None,
+                pack: None,
+                state: String::new(),
+                reason: None,
+            },
+            records: Vec::new(),
+            current_id: p.current.clone(),
+        });
+        n.line.wave = p.wave.clone().unwrap_or_else(|| part_word(p.part).to_owned());
+        let events: Vec<&Line> = lines.iter().filter(|l| l.event.node() == Some(&p.node)).collect();
+        let (mut state, mut reason) = match p.part {
+            Part::Skip | Part::Reserved | Part::Unavailable => (part_word(p.part).to_owned(), p.reason.clone()),
+            Part::Canary | Part::Batch => {
+                let reached = events.iter().any(|l| {
+                    matches!(l.event, Event::Applied { .. } | Event::Failed { .. } | Event::LeftAlone { .. })
+                });
+                if reached || !stopped { (n.line.wave.clone(), None) } else { ("not reached".to_owned(), None) }
+            }
+        };
+        let mut changed = false;
+        for l in &events {
+            match &l.event {
+                Event::Applied { changed: c, .. } => changed |= *c,
+                Event::LeftAlone { reason: r, .. } => (state, reason) = ("left alone".to_owned(), Some(r.clone())),
+                Event::Failed { reason: r, wave, .. } => {
+                    state = if n.records.iter().any(|(_, r)| r.outcome() == Outcome::Restored) {
+                        "restored".to_owned()
+                    } else {
+                        "failed".to_owned()
+                    };
+                    reason = Some(r.clone());
+                    n.line.verdict = "red".to_owned();
+                    let from_records = n.records.iter().any(|(_, r)| {
+                        matches!(r.outcome(), Outcome::Refused | Outcome::Failed | Outcome::Restored)
+                    });
+                    if !from_records {
+                        problems.push(problem(name, l.at, wave, "failed", r.clone()));
+                    }
+                }
+                Event::Held { reason: r, .. } => (state, reason) = ("held".to_owned(), Some(r.clone())),
+                Event::RolledBack { seconds, .. } => {
+                    state = "rolled back".to_owned();
+                    changed = false;
+                    if n.line.rolled_back_s.is_none() {
+                        n.line.rolled_back_s = Some(seconds.unwrap_or(0.0));
+                    }
+                }
+                Event::RollbackFailed { reason: r, .. } => {
+                    (state, reason) = ("rollback failed".to_owned(), Some(r.clone()));
+                    n.line.verdict = "red".to_owned();
+                    problems.push(problem(name, l.at, "rollback", "failed", r.clone()));
+                }
+                Event::EvidenceRefused { reason: r, .. } => {
+                    (state, reason) = ("evidence refused".to_owned(), Some(r.clone()));
+                    n.line.verdict = "red".to_owned();
+                    problems.push(problem(name, l.at, "evidence", "refused", r.clone()));
+                }
+                _ => {}
+            }
+        }
+        // A change the run kept must have left the node on the run's bundle.
+        let pinned = plan.bundle.id.as_str();
+        if changed && n.current_id.as_deref() != Some(pinned) {
+            let on = n.current_id.clone().unwrap_or_else(|| "no bundle".to_owned());
+            let why = format!("ends on {on}, not the run's bundle {pinned} ({})", plan.label);
+            n.line.verdict = "red".to_owned();
+            let at = events.last().map_or(plan.started, |l| l.at);
+            problems.push(problem(name, at, "apply", "other bundle", why.clone()));
+            reason = Some(why);
+        }
+        n.line.state = state;
+        n.line.reason = reason;
+        out.push(n);
+    }
+    // Evidence of a node the plan does not name is shown after the plan's nodes.
+    out.extend(by_name.into_values());
+    (out, problems)
+}
+
+/// The waves as the journal saw them start and end, and the capacity before each batch.
+fn waves_of_journal(plan: &Plan, lines: &[Line]) -> (Vec<Wave>, Vec<Capacity>) {
+    let mut waves: Vec<Wave> = Vec::new();
+    let mut capacity = Vec::new();
+    for l in lines {
+        match &l.event {
+            Event::Wave { wave, nodes, capacity: figures } => {
+                if let Some(f) = figures {
+                    capacity.push(Capacity {
+                        before_wave: wave.clone(),
+                        total: f.total,
+                        reserved: f.reserved,
+                        in_change: f.in_change,
+                        per_node: f.per_node,
+                        demand: f.demand,
+                        headroom: f.headroom,
+                        available: f.available,
+                        ok: f.ok,
+                        source: Some(f.source.clone()),
+                        reserved_nodes: f.reserved_nodes.clone(),
+                        in_change_nodes: f.in_change_nodes.clone(),
+                    });
+                }
+                if nodes.is_empty() {
+                    continue;
+                }
+                let names = nodes.iter().map(ToString::to_string);
+                match waves.iter_mut().find(|w| &w.name == wave) {
+                    Some(w) => w.nodes.extend(names),
+                    None => waves.push(Wave { name: wave.clone(), nodes: names.collect(), from: Some(l.at), to: Some(l.at) }),
+                }
+            }
+            event @ (Event::Drained { .. }
+            | Event::LeftAlone { .. }
+            | Event::Applied { .. }
+            | Event::Committed { .. }
+            | Event::Failed { .. }
+            | Event::Resumed { .. }
+            | Event::Held { .. }) => {
+                let Some(node) = event.node() else { continue };
+                let Some(wave) = plan.node(node).and_then(|p| p.wave.as_ref()) else { continue };
+                if let Some(w) = waves.iter_mut().find(|w| &w.name == wave) {
+                    w.to = w.to.max(Some(l.at));
+                }
+            }
+            _ => {}
+        }
+    }
+    for w in &mut waves {
+        w.nodes.sort();
+        w.nodes.dedup();
+    }
+    (waves, capacity)
 }
