@@ -201,8 +201,9 @@ pub struct RolloutArgs {
 pub struct RolloutWaveArgs {
     #[command(flatten)]
     pub run: RolloutArgs,
-    /// The wave: `canary` or `batch N`.
-    #[arg(long)]
+    /// The wave: `canary` or `batch N` [default for `next`: the wave of the batch's first
+    /// node in the plan].
+    #[arg(long, default_value = "")]
     pub wave: String,
 }
 

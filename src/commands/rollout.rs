@@ -270,7 +270,8 @@ fn end(a: &RolloutArgs) -> anyhow::Result<Exit> {
         format!("the rollout {} {}: {}", plan.run, if aborted { "stopped" } else { "ended red" }, problems.join("; "))
     };
     if !a.dry_run {
-        let file = RunFile { ended: Some(Timestamp::now()), aborted, reason: reason.clone(), ..RunFile::started(&plan) };
+        let file =
+            RunFile { ended: Some(Timestamp::now()), aborted, reason: reason.clone(), ..RunFile::started(&plan) };
         write_run_file(&run, &file)?;
         run.note(vec![Event::Ended { aborted, reason }])?;
     }

@@ -130,9 +130,10 @@ fn count(n: usize, figure: &'static str) -> Result<i64, FleetError> {
 /// The rule judged on `counts`.
 pub fn judge(rule: &Rule, counts: Counts) -> Result<Figures, FleetError> {
     let over = |figure: &'static str, detail: String| FleetError::Overflow { figure, detail };
-    let changing = counts.in_change.checked_mul(rule.per_node).ok_or_else(|| {
-        over("in change × per node", format!("{} × {}", counts.in_change, rule.per_node))
-    })?;
+    let changing = counts
+        .in_change
+        .checked_mul(rule.per_node)
+        .ok_or_else(|| over("in change × per node", format!("{} × {}", counts.in_change, rule.per_node)))?;
     let available = counts
         .total
         .checked_sub(changing)
@@ -204,7 +205,10 @@ mod tests {
         let f = judge(&r, Counts::of_variables(&r, 2).unwrap()).unwrap();
         assert_eq!((f.available, f.ok), (2, false));
         let msg = broken(&["n4".into(), "n6".into()], &f);
-        assert!(msg.starts_with("capacity rule broken before the batch n4, n6: available 6 total - 2 in change"), "{msg}");
+        assert!(
+            msg.starts_with("capacity rule broken before the batch n4, n6: available 6 total - 2 in change"),
+            "{msg}"
+        );
         assert!(msg.contains("= 2 is below demand 3 + headroom 0 = 3; nothing"), "{msg}");
         let missing = Counts::of_variables(&rule(None, None, 1), 1).unwrap_err();
         assert!(matches!(missing, FleetError::Input { .. }), "{missing}");

@@ -126,8 +126,8 @@ pub fn check(dir: &RunDir, answer: &NodeAnswer) -> Result<Checked, String> {
         if text.len() > MAX_RECORD_BYTES {
             return Err(format!("record `{name}` is more than {MAX_RECORD_BYTES} bytes"));
         }
-        let record: Record =
-            serde_json::from_str(&text).map_err(|e| format!("record `{name}` is not a record: {}", one_line(&e.to_string())))?;
+        let record: Record = serde_json::from_str(&text)
+            .map_err(|e| format!("record `{name}` is not a record: {}", one_line(&e.to_string())))?;
         if record.run_id.as_ref() != Some(&dir.id) {
             return Err(format!("record `{name}` is not of run `{}`", dir.id));
         }

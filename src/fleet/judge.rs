@@ -88,6 +88,9 @@ pub fn next(
     batch: &[NodeName],
     rows: Option<&[SchedulerNode]>,
 ) -> Result<Next, FleetError> {
+    // Unnamed, the wave is the one the batch's first node is in.
+    let named = batch.first().and_then(|n| plan.node(n)).and_then(|p| p.wave.clone());
+    let wave = if wave.is_empty() { named.as_deref().unwrap_or("") } else { wave };
     let mut out = Next { wave: wave.to_owned(), go: false, reason: None, left_out: Vec::new(), capacity: None };
     if let Some(stopped) = &progress.stopped {
         out.reason = Some(format!("the run stopped: {stopped}"));
@@ -178,13 +181,6 @@ pub struct Rollback {
     pub resume: bool,
 }
 
-/// A node kept out of service, and the reason the scheduler shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Hold {
-    pub node: NodeName,
-    pub reason: String,
-}
-
 /// After a wave: the run's decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Judged {
@@ -194,7 +190,8 @@ pub struct Judged {
     pub failed: Vec<NodeName>,
     /// Drained for this wave, green (or amber accepted), not rolled back: back into service.
     pub resume: Vec<NodeName>,
-    pub hold: Vec<Hold>,
+    /// Drained for this wave and not good: kept out, the scheduler's reason by node.
+    pub hold: BTreeMap<NodeName, String>,
     pub rollback: Vec<Rollback>,
     /// The journal lines this judgement wrote (or, in a dry run, would write).
     #[serde(skip)]
@@ -278,7 +275,7 @@ pub fn judge(plan: &Plan, progress: &Progress, wave: &str, results: &[NodeResult
     let mut failed = Vec::new();
     let mut reasons = Vec::new();
     let mut resume = Vec::new();
-    let mut hold = Vec::new();
+    let mut hold = BTreeMap::new();
     let mut changed_here = Vec::new();
     for r in results {
         let o = outcome(plan, wave, r, &mut events);
@@ -287,7 +284,7 @@ pub fn judge(plan: &Plan, progress: &Progress, wave: &str, results: &[NodeResult
             reasons.push(format!("{}: {reason}", r.node));
             failed.push(r.node.clone());
             if o.drained {
-                hold.push(Hold { node: r.node.clone(), reason: plan.hold_reason(&verdict) });
+                hold.insert(r.node.clone(), plan.hold_reason(&verdict));
             }
         } else {
             if o.changed {
@@ -490,7 +487,9 @@ mod tests {
 
     fn red(node: &str) -> NodeResults {
         let mut r = applied(node, ID);
-        r.apply = Some(serde_json::json!({"failed": true, "msg": "red: firmware", "result": {"validation": {"verdict": "red"}}}));
+        r.apply = Some(
+            serde_json::json!({"failed": true, "msg": "red: firmware", "result": {"validation": {"verdict": "red"}}}),
+        );
         r
     }
 
@@ -549,7 +548,7 @@ mod tests {
         let batch = judge(&the_plan(Scheduler::Slurm, Scope::Batch, None), &progress, "batch 1", &results);
         assert!(!batch.go_on);
         assert_eq!(batch.failed, [name("a3")]);
-        assert_eq!(batch.hold, [Hold { node: name("a3"), reason: "airlock red r-2 run run-1".into() }]);
+        assert_eq!(batch.hold, BTreeMap::from([(name("a3"), "airlock red r-2 run run-1".to_owned())]));
         let nodes: Vec<(&str, bool, bool)> =
             batch.rollback.iter().map(|r| (r.node.as_str(), r.drain, r.resume)).collect();
         assert_eq!(nodes, [("a2", false, true)], "still drained from its change: resumed after the restore");
@@ -637,7 +636,9 @@ mod tests {
         ];
         let events = note(Step::Adopt, &adopt, None);
         assert!(matches!(&events[0], Event::Adopted { bundle: Some(b), .. } if b == OLD));
-        assert!(matches!(&events[1], Event::Failed { wave, reason, .. } if wave == "adopt" && reason == "adopt: not the baseline"));
+        assert!(
+            matches!(&events[1], Event::Failed { wave, reason, .. } if wave == "adopt" && reason == "adopt: not the baseline")
+        );
         let progress = Progress::of(&journal(events));
         assert!(progress.stopped.is_none(), "a node that cannot adopt is left out; the run goes on");
         let p = the_plan(Scheduler::None, Scope::Batch, None);

@@ -277,6 +277,11 @@ pub struct Plan {
     pub groups: Groups,
     /// The expansion batches' sizes, in order (the playbook's `serial`).
     pub sizes: Vec<usize>,
+    /// By node: an earlier run's hold reason its drain may take over (`take_over` of its node).
+    pub take_over: std::collections::BTreeMap<NodeName, String>,
+    /// One line a node, as a person reads the plan (`--check` prints it).
+    #[serde(default)]
+    pub summary: Vec<String>,
 }
 
 impl Plan {
@@ -324,9 +329,11 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
     }
     let mut at = 0;
     while at < rest.len() {
-        let spec = input.batches.get(sizes.len()).or_else(|| input.batches.last()).ok_or_else(|| {
-            FleetError::Input { what: "airlock_batches".into(), detail: "no batch size".into() }
-        })?;
+        let spec = input
+            .batches
+            .get(sizes.len())
+            .or_else(|| input.batches.last())
+            .ok_or_else(|| FleetError::Input { what: "airlock_batches".into(), detail: "no batch size".into() })?;
         let size = spec.of(rest.len())?.min(rest.len() - at);
         let name = format!("batch {}", sizes.len() + 1);
         let members: Vec<NodeName> = rest[at..at + size].iter().map(|&i| nodes[i].node.clone()).collect();
@@ -347,7 +354,19 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
     };
     let label = input.bundle.label();
     let apply_release = crate::site::mirror::is_mirror(&input.source).then(|| id.clone());
+    let take_over = nodes.iter().filter_map(|n| Some((n.node.clone(), n.take_over.clone()?))).collect();
+    let summary = nodes
+        .iter()
+        .map(|n| {
+            let what = n.wave.clone().unwrap_or_else(|| format!("{:?}", n.part).to_lowercase());
+            let adopt = if n.adopt { ", adopts the baseline first" } else { "" };
+            let why = n.reason.as_ref().map_or_else(String::new, |r| format!(" ({})", super::results::one_line(r)));
+            format!("{}: {what}{why}{adopt}", n.node)
+        })
+        .collect();
     Ok(Plan {
+        take_over,
+        summary,
         schema: SCHEMA.into(),
         drain_reason: scheduler::drain_reason(&label, &run),
         run,
@@ -496,7 +515,12 @@ mod tests {
         let waves: Vec<(&str, Vec<&str>)> = p.waves.iter().map(|w| (w.name.as_str(), names(&w.nodes))).collect();
         assert_eq!(
             waves,
-            [("canary", vec!["a1", "b1"]), ("batch 1", vec!["a2"]), ("batch 2", vec!["a3", "b2"]), ("batch 3", vec!["a4"])]
+            [
+                ("canary", vec!["a1", "b1"]),
+                ("batch 1", vec!["a2"]),
+                ("batch 2", vec!["a3", "b2"]),
+                ("batch 3", vec!["a4"])
+            ]
         );
         assert_eq!(p.sizes, [1, 2, 1], "the last size repeats, the remainder is the last batch");
         assert_eq!(names(&p.groups.expand), ["a2", "a3", "b2", "a4"]);
@@ -573,7 +597,10 @@ mod tests {
         i.adopt_release = Some("0.0.0-baseline".into());
         i.stage = true;
         let p = plan(run(), Timestamp::from_unix(0), i).unwrap();
-        assert_eq!((p.nodes[0].part, p.nodes[0].reason.as_deref()), (Part::Unavailable, Some("probe failed: unreachable")));
+        assert_eq!(
+            (p.nodes[0].part, p.nodes[0].reason.as_deref()),
+            (Part::Unavailable, Some("probe failed: unreachable"))
+        );
         assert_eq!(names(&p.groups.adopt), ["a1"]);
         assert_eq!(names(&p.groups.stage), ["a1", "a2"]);
         assert_eq!(p.adopt, Some(Adopt { source: "http://mirror/".into(), release: Some("0.0.0-baseline".into()) }));

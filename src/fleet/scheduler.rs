@@ -91,7 +91,8 @@ pub fn is_this_runs(reason: &str, label: &str, run: &RunId) -> bool {
     }
     ["red", "amber"].iter().any(|v| {
         let hold = hold_reason(v, label, run);
-        reason == hold || reason.strip_prefix(&hold).is_some_and(|r| r.starts_with(" record ") && is_airlock_hold(reason))
+        reason == hold
+            || reason.strip_prefix(&hold).is_some_and(|r| r.starts_with(" record ") && is_airlock_hold(reason))
     })
 }
 

@@ -505,8 +505,8 @@ pub fn served_manifest(source: &str, release: &Release, net: &Net) -> Result<(Sh
         .block_on(place.small(net, MANIFEST, MAX_MANIFEST_BYTES))?
         .ok_or_else(|| MirrorError::Missing { url: url.clone() })?;
     let sha256 = Sha256::of_bytes(&bytes);
-    let manifest: Manifest =
-        serde_json::from_slice(&bytes).map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| MirrorError::Manifest { url: url.clone(), detail: e.to_string() })?;
     if !release.is(&manifest, &sha256) {
         let (version, id) = (manifest.version.to_string(), super::root::BundleId::of(&sha256));
         return Err(MirrorError::WrongRelease { url, asked: release.to_string(), version, id }.into());

@@ -9,8 +9,9 @@ module: slurm
 short_description: A node in Slurm around its airlock change, and the capacity Slurm reports
 description:
   - "Runs C(scontrol) and C(sinfo) (Slurm's own clients, as a Slurm operator) for the rollout role
-    (C(airlock_scheduler: slurm)). A node is airlock's when its reason starts with C(airlock); a node drained,
-    down, failed, in maintenance or reserved for any other reason is an admin's and is never touched."
+    (C(airlock_scheduler: slurm)). A node is the rollout's only when its reason is exactly one of O(ours) (the
+    run's drain reason, and an earlier run's hold the plan hands over); a node drained, down, failed, in
+    maintenance or reserved for any other reason is someone else's and is never touched."
   - C(drain) drains the node with O(reason) and waits until its running jobs have ended (state C(drained)), up to
     O(timeout) seconds; past that the node is resumed as it was and the module fails, nothing changed. An admin's
     node is left alone (C(held=true)).
@@ -19,8 +20,9 @@ description:
     O(root) (a red node).
   - C(reboot) reboots the node through Slurm once it is idle (C(scontrol reboot ASAP nextstate=DOWN)) and waits,
     up to O(timeout) seconds, until slurmd registers again after it.
-  - C(capacity) reads every node of the partitions O(nodes) belong to (C(sinfo)) and returns the totals the
-    capacity rule takes from Slurm, with where each number came from.
+  - C(capacity) reads every node of the partitions O(nodes) belong to (C(sinfo)) and returns them as C(rows)
+    (node, partition, state, reason): C(airlock rollout next) computes the capacity rule from them.
+  - In check mode C(state) and C(capacity) read as usual; the other actions say what they would do.
 options:
   action: {description: What to do., type: str, required: true, choices: [state, drain, resume, hold, reboot, capacity]}
   node: {description: The node's Slurm name (NodeName)., type: str}
@@ -30,6 +32,7 @@ options:
   demand: {description: For capacity, the units the workload needs., type: int, default: 0}
   headroom: {description: For capacity, the units kept spare., type: int, default: 0}
   reason: {description: The reason Slurm shows (C(airlock ...))., type: str, default: airlock}
+  ours: {description: "Reasons that make an out-of-service node the rollout's (exact).", type: list, elements: str, default: []}
   timeout: {description: Seconds to wait for the jobs to end (drain) or the node to come back (reboot)., type: int, default: 3600}
   poll: {description: Seconds between two looks at the node's state., type: float, default: 2}
   root: {description: "For hold: the node's airlock root, whose last record the reason names.", type: path}
@@ -39,7 +42,7 @@ requirements:
   - airlock on the node (C(binary)), as new as the collection.
   - Slurm's clients (C(scontrol), C(sinfo)) on the node, run as a Slurm operator (root).
 attributes:
-  check_mode: {support: none, description: "scontrol changes the cluster; check mode is refused."}
+  check_mode: {support: full, description: "state and capacity read; drain, resume, hold and reboot only say what they would do."}
   diff_mode: {support: none}
 author: airlock maintainers
 """
@@ -118,8 +121,9 @@ def info(module, node):
     return state, reason
 
 
-def ours(reason):
-    return reason.startswith("airlock")
+def ours(module, reason):
+    """The rollout's own: exactly one of the reasons the plan named (never a prefix)."""
+    return reason in (module.params["ours"] or [])
 
 
 def out_of_service(state):
@@ -133,9 +137,11 @@ def update(module, node, *fields):
 def drain(module, node):
     p = module.params
     state, reason = info(module, node)
-    if out_of_service(state) and not ours(reason):
+    if out_of_service(state) and not ours(module, reason) and reason != p["reason"]:
         module.exit_json(changed=False, held=True, drained=False, state=state, reason=reason,
-                         msg="%s is %s (%s): an admin's, left alone" % (node, state, reason or "no reason"))
+                         msg="%s is %s (%s): someone else's, left alone" % (node, state, reason or "no reason"))
+    if module.check_mode:
+        module.exit_json(changed=True, held=False, drained=False, state=state, reason=reason, msg="would drain %s" % node)
     update(module, node, "State=DRAIN", "Reason=%s" % p["reason"])
     start = time.time()
     while True:
@@ -165,19 +171,8 @@ def capacity(module):
     seen = {}
     for name, _, state, reason in every:
         seen.setdefault(name, (state, reason))
-    reserved = [dict(node=n, state=s, reason=r) for n, (s, r) in sorted(seen.items()) if out_of_service(s) and not ours(r)]
-    airlock = [n for n, (s, r) in sorted(seen.items()) if out_of_service(s) and ours(r)]
-    in_change = sorted(set(airlock) | (set(p["batch"]) - set(r["node"] for r in reserved)))
-    available = len(seen) - len(in_change) * p["per_node"] - len(reserved)
-    figures = dict(
-        total=len(seen), reserved=len(reserved), in_change=len(in_change), per_node=p["per_node"],
-        demand=p["demand"], headroom=p["headroom"], available=available, ok=available >= p["demand"] + p["headroom"],
-        source="sinfo, partitions %s" % ",".join(partitions),
-        reserved_nodes=["%s (%s: %s)" % (r["node"], r["state"], r["reason"] or "no reason") for r in reserved],
-        in_change_nodes=in_change,
-    )
-    module.exit_json(changed=False, total=len(seen), reserved=len(reserved), reserved_nodes=reserved,
-                     airlock_nodes=airlock, partitions=partitions, figures=figures)
+    rows = [dict(node=n, partition=part, state=s, reason=r) for n, part, s, r in every]
+    module.exit_json(changed=False, rows=rows, partitions=partitions)
 
 
 def main():
@@ -191,13 +186,14 @@ def main():
             demand=dict(type="int", default=0),
             headroom=dict(type="int", default=0),
             reason=dict(type="str", default="airlock"),
+            ours=dict(type="list", elements="str", default=[]),
             timeout=dict(type="int", default=3600),
             poll=dict(type="float", default=2),
             root=dict(type="path"),
             environment=dict(type="dict", default={}),
         ),
         required_if=[("action", a, ["node"]) for a in ("state", "drain", "resume", "hold", "reboot")],
-        supports_check_mode=False,
+        supports_check_mode=True,
     )
     p = module.params
     if p["action"] == "capacity":
@@ -205,12 +201,14 @@ def main():
     node = p["node"]
     if p["action"] == "state":
         state, reason = info(module, node)
-        module.exit_json(changed=False, state=state, reason=reason, ours=ours(reason))
+        module.exit_json(changed=False, state=state, reason=reason, ours=ours(module, reason))
     if p["action"] == "drain":
         drain(module, node)
     state, reason = info(module, node)
-    if not ours(reason):
-        module.exit_json(changed=False, state=state, reason=reason, msg="%s is not airlock's (%s): left alone" % (node, reason))
+    if not ours(module, reason):
+        module.exit_json(changed=False, state=state, reason=reason, msg="%s is not the rollout's (%s): left alone" % (node, reason))
+    if module.check_mode:
+        module.exit_json(changed=True, state=state, reason=reason, msg="would %s %s" % (p["action"], node))
     if p["action"] == "resume":
         update(module, node, "State=RESUME")
         module.exit_json(changed=True, state=state, reason=reason)

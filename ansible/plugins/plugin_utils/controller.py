@@ -29,10 +29,11 @@ class NodeModule(object):
         self.params = params
         self.check_mode = check_mode
 
-    def run_command(self, cmd, environ_update=None, check_rc=False):
+    def run_command(self, cmd, environ_update=None, check_rc=False, data=None):
         assignments = ["%s=%s" % (k, shlex.quote(str(v))) for k, v in sorted((environ_update or {}).items())]
         line = " ".join(assignments + [shlex.quote(str(c)) for c in cmd])
-        done = self._action._low_level_execute_command(line, sudoable=True)
+        in_data = data.encode("utf-8") if isinstance(data, str) else data
+        done = self._action._low_level_execute_command(line, sudoable=True, in_data=in_data)
         rc, out, err = done.get("rc", 1), done.get("stdout", ""), done.get("stderr", "")
         if check_rc and rc != 0:
             self.fail_json(msg=err or out, rc=rc)
@@ -57,6 +58,7 @@ def run_module(action, module, task_vars):
     if checked.error_messages:
         return dict(failed=True, msg="; ".join(checked.error_messages))
     node = NodeModule(action, checked.validated_parameters, bool(action._task.check_mode))
+    node.task_vars = task_vars or {}
     try:
         module.run(node)
     except Done as done:

@@ -30,9 +30,9 @@ pub use page::render;
 
 use super::ReportError;
 use crate::clock::Timestamp;
-use crate::site::SiteRoot;
 use crate::fleet::journal::{Event, Line};
 use crate::fleet::plan::{Part, Plan};
+use crate::site::SiteRoot;
 use crate::site::records::{Action, Outcome, Record, RunId};
 use crate::site::status::Rehearsals;
 
@@ -695,8 +695,8 @@ fn planned(id: &RunId, dir: &Path) -> Result<Option<(Plan, Vec<Line>)>, ReportEr
     if value.get("schema").and_then(serde_json::Value::as_str) != Some(crate::fleet::plan::SCHEMA) {
         return Ok(None);
     }
-    let plan: Plan =
-        serde_json::from_value(value).map_err(|e| ReportError::Records { path: path.clone(), detail: e.to_string() })?;
+    let plan: Plan = serde_json::from_value(value)
+        .map_err(|e| ReportError::Records { path: path.clone(), detail: e.to_string() })?;
     let run = crate::fleet::RunDir { id: id.clone(), path: dir.to_owned() };
     let lines = run.journal().map_err(|e| ReportError::Records { path: run.journal_file(), detail: e.to_string() })?;
     Ok(Some((plan, lines)))
@@ -750,9 +750,9 @@ fn with_plan(plan: &Plan, lines: &[Line], nodes: Vec<NodeEvidence>) -> (Vec<Node
         let (mut state, mut reason) = match p.part {
             Part::Skip | Part::Reserved | Part::Unavailable => (part_word(p.part).to_owned(), p.reason.clone()),
             Part::Canary | Part::Batch => {
-                let reached = events.iter().any(|l| {
-                    matches!(l.event, Event::Applied { .. } | Event::Failed { .. } | Event::LeftAlone { .. })
-                });
+                let reached = events
+                    .iter()
+                    .any(|l| matches!(l.event, Event::Applied { .. } | Event::Failed { .. } | Event::LeftAlone { .. }));
                 if reached || !stopped { (n.line.wave.clone(), None) } else { ("not reached".to_owned(), None) }
             }
         };
@@ -769,9 +769,10 @@ fn with_plan(plan: &Plan, lines: &[Line], nodes: Vec<NodeEvidence>) -> (Vec<Node
                     };
                     reason = Some(r.clone());
                     n.line.verdict = "red".to_owned();
-                    let from_records = n.records.iter().any(|(_, r)| {
-                        matches!(r.outcome(), Outcome::Refused | Outcome::Failed | Outcome::Restored)
-                    });
+                    let from_records = n
+                        .records
+                        .iter()
+                        .any(|(_, r)| matches!(r.outcome(), Outcome::Refused | Outcome::Failed | Outcome::Restored));
                     if !from_records {
                         problems.push(problem(name, l.at, wave, "failed", r.clone()));
                     }
@@ -845,7 +846,12 @@ fn waves_of_journal(plan: &Plan, lines: &[Line]) -> (Vec<Wave>, Vec<Capacity>) {
                 let names = nodes.iter().map(ToString::to_string);
                 match waves.iter_mut().find(|w| &w.name == wave) {
                     Some(w) => w.nodes.extend(names),
-                    None => waves.push(Wave { name: wave.clone(), nodes: names.collect(), from: Some(l.at), to: Some(l.at) }),
+                    None => waves.push(Wave {
+                        name: wave.clone(),
+                        nodes: names.collect(),
+                        from: Some(l.at),
+                        to: Some(l.at),
+                    }),
                 }
             }
             event @ (Event::Drained { .. }
