@@ -532,9 +532,11 @@ fn under_slurm_jobs_end_before_a_change_green_nodes_resume_red_ones_stay_drained
     assert!(state == "drained" && reason.starts_with("airlock: red rocm10-demo 2026.11.0"), "{state}: {reason}");
     assert!(reason.contains("record "), "{reason}");
 
-    // Second run: n3 is healthy again. Before the first expansion batch (n2) the capacity rule
+    // NHC's drain is not the rollout's: n1 stays out of a run until its admin resumes it
+    // (here, the RVS is mended). Second run: n3 is healthy again. Before the first expansion batch (n2) the capacity rule
     // takes total and reserved from sinfo: 4 nodes, n5 reserved by its admin, n2 about to
     // change: 2 available, below a demand of 3. The run stops, naming every number.
+    slurm.cmd("scontrol", &["update", "NodeName=n1", "State=RESUME"]);
     let inventory = f.inventory("slurm-2.ini", nodes);
     let vars = slurm_vars(
         &slurm,
@@ -742,4 +744,117 @@ fn chromium_dom(page: &Path) -> String {
         &format!("file://{}", page.display()),
     ]));
     r.stdout
+}
+
+/// `airlock rollout` on stdin, as the collection's `rollout` module calls it.
+fn rollout_step(args: &[&str], input: &serde_json::Value) -> Run {
+    use std::io::Write as _;
+    let mut child = airlock()
+        .args(["rollout"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A plan over `nodes` (one tuple, nothing current) for run `run` under `evidence`.
+fn planned(evidence: &Path, run: &str, nodes: &[&str]) -> Run {
+    let facts: Vec<serde_json::Value> =
+        nodes.iter().map(|n| serde_json::json!({"node": n, "probe": {"tuple": "A", "current": null}})).collect();
+    let input = serde_json::json!({
+        "source": "/srv/b.airlock",
+        "bundle": {"id": "0123456789abcdef", "name": "rocm10-demo", "version": "2026.11.0"},
+        "batches": [2],
+        "nodes": facts,
+    });
+    rollout_step(&["plan", "--evidence", s(evidence), "--run", run], &input)
+}
+
+#[test]
+fn a_run_id_that_climbs_out_is_refused_before_any_controller_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let evidence = dir.path().join("evidence");
+    for bad in ["../../escaped", "a/b", ".hidden", ""] {
+        let r = planned(&evidence, bad, &["n1"]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        assert!(r.stderr.contains("is not a run id"), "{bad}: {}", r.stderr);
+    }
+    assert!(!evidence.exists() && !dir.path().join("escaped").exists(), "nothing written anywhere");
+}
+
+#[test]
+fn a_node_returning_garbage_spoils_only_its_own_evidence_and_its_page_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let evidence = dir.path().join("evidence");
+    let nodes = ["n1", "n2", "n3", "n4", "n5", "n6"];
+    let r = planned(&evidence, "r1", &nodes);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let record = serde_json::json!({
+        "action": "apply", "outcome": "refused", "at": "2026-12-06T10:00:00Z", "run_id": "r1",
+        "reason": "<script>document.title='PWNED'</script>",
+    });
+    let good = serde_json::json!({
+        "current": {"id": "fedcba9876543210", "name": "rocm10-demo", "version": "2026.10.0"},
+        "run_records": {"20261206T100000.000Z-apply.json": record.to_string()},
+    });
+    let many: serde_json::Map<String, serde_json::Value> = (0..20_000)
+        .map(|i| (format!("20261206T100000.{:03}Z-apply-{}.json", i % 1000, i % 100), serde_json::json!("{}")))
+        .collect();
+    let answers = serde_json::json!({"nodes": [
+        {"node": "n1", "text": good.to_string()},
+        {"node": "n2", "text": serde_json::json!({"run_records": {"a": {"b": 1}}}).to_string()},
+        {"node": "n3", "text": serde_json::json!({"run_records": {"": "x"}}).to_string()},
+        {"node": "n4", "text": "{\"run_records\": {\"20261206T100000.000Z-apply.json\": \"\u{0}\"}}"},
+        {"node": "n5", "text": serde_json::json!({"run_records": many}).to_string()},
+        {"node": "n6", "text": {"a": "dict, not text"}},
+    ]});
+    let r = rollout_step(&["evidence", "--evidence", s(&evidence), "--run", "r1"], &answers);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let refused: Vec<String> = serde_json::from_str::<serde_json::Value>(&r.stdout).unwrap()["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(refused, ["n2", "n3", "n4", "n5", "n6"], "{}", r.stdout);
+    let run_dir = evidence.join("runs/r1");
+    assert!(run_dir.join("nodes/n1/records/20261206T100000.000Z-apply.json").is_file());
+    assert!(run_dir.join("nodes/n1/status.json").is_file());
+    for n in &nodes[1..] {
+        assert!(run_dir.join("nodes").join(n).join("node.json").is_file(), "{n}");
+        assert!(!run_dir.join("nodes").join(n).join("records").exists(), "{n}: nothing of its answer kept");
+    }
+    // The node's page is the controller's: its record's script is text, and nothing runs.
+    let page = std::fs::read_to_string(run_dir.join("nodes/n1/report.html")).unwrap();
+    assert!(!page.contains("<script"), "{page}");
+    let dom = chromium_dom(&run_dir.join("nodes/n1/report.html"));
+    assert!(!dom.contains("<title>PWNED") && dom.contains("&lt;script&gt;"), "{dom}");
+    // The run still ends, and the page accounts for every node: n1's refusal, the others' evidence refused.
+    let r = rollout_step(&["end", "--evidence", s(&evidence), "--run", "r1"], &serde_json::json!({}));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
+    assert_eq!(report["verdict"], "red");
+    assert!(report["run"]["ended"].is_string(), "{report}");
+    let states: Vec<(String, String)> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["node"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(states.len(), 6, "{report}");
+    assert!(states[1..].iter().all(|(_, s)| s == "evidence refused"), "{states:?}");
+    let fleet_page = dir.path().join("fleet.html");
+    run(airlock().args(["report", "--fleet", s(&evidence), "--out", s(&fleet_page)])).ok();
+    let dom = chromium_dom(&fleet_page);
+    assert!(!dom.contains("<title>PWNED") && dom.contains("n6"), "{dom}");
 }

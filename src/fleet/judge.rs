@@ -205,68 +205,72 @@ struct Outcome {
     failure: Option<(String, String)>,
 }
 
-fn outcome(plan: &Plan, wave: &str, r: &NodeResults, events: &mut Vec<Event>) -> Outcome {
-    let node = r.node.clone();
-    let mut o = Outcome { drained: false, changed: false, failure: None };
-    let parts = (read(r.drain.as_ref(), "drain"), read(r.apply.as_ref(), "apply"), read(r.commit.as_ref(), "commit"));
+fn outcome(plan: &Plan, wave: &str, results: &NodeResults, events: &mut Vec<Event>) -> Outcome {
+    let node = results.node.clone();
+    let mut out = Outcome { drained: false, changed: false, failure: None };
+    let parts = (
+        read(results.drain.as_ref(), "drain"),
+        read(results.apply.as_ref(), "apply"),
+        read(results.commit.as_ref(), "commit"),
+    );
     let (drain, apply, commit) = match parts {
-        (Ok(d), Ok(a), Ok(c)) => (d, a, c),
+        (Ok(drain), Ok(apply), Ok(commit)) => (drain, apply, commit),
         (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => {
-            o.failure = Some(("red".into(), e));
-            return o;
+            out.failure = Some(("red".into(), e));
+            return out;
         }
     };
-    if let Some(d) = drain.as_ref().filter(|d| d.ran_ok()) {
-        if d.held {
-            let reason = d.reason.clone().unwrap_or_default();
+    if let Some(drained) = drain.as_ref().filter(|d| d.ran_ok()) {
+        if drained.held {
+            let reason = drained.reason.clone().unwrap_or_default();
             events.push(Event::LeftAlone { node, reason: format!("out of service for someone else: {reason}") });
-            return o;
+            return out;
         }
-        if d.drained {
-            o.drained = true;
-            events.push(Event::Drained { node: node.clone(), waited_s: d.waited });
+        if drained.drained {
+            out.drained = true;
+            events.push(Event::Drained { node: node.clone(), waited_s: drained.waited });
         }
     }
-    if let Some(d) = drain.as_ref().filter(|d| d.went_wrong()) {
-        o.failure = Some(("red".into(), d.why("drain")));
-        return o;
+    if let Some(failed) = drain.as_ref().filter(|d| d.went_wrong()) {
+        out.failure = Some(("red".into(), failed.why("drain")));
+        return out;
     }
     match apply.as_ref() {
-        Some(a) if a.ran_ok() => {
-            let bundle = a.id.clone();
+        Some(applied) if applied.ran_ok() => {
+            let bundle = applied.id.clone();
             events.push(Event::Applied {
                 node: node.clone(),
                 wave: wave.to_owned(),
-                changed: a.changed,
+                changed: applied.changed,
                 bundle: bundle.clone(),
-                verdict: a.verdict.clone(),
-                pending_reboot: a.pending_reboot.clone(),
-                record: a.record.clone(),
+                verdict: applied.verdict.clone(),
+                pending_reboot: applied.pending_reboot.clone(),
+                record: applied.record.clone(),
             });
-            o.changed = a.changed;
+            out.changed = applied.changed;
             let pinned = plan.bundle.id.as_str();
             if bundle.as_deref() != Some(pinned) {
                 let got = bundle.unwrap_or_else(|| "no bundle id".into());
-                o.failure =
+                out.failure =
                     Some(("red".into(), format!("ended on {got}, not the run's bundle {pinned} ({})", plan.label)));
             }
         }
-        Some(a) if a.went_wrong() => {
-            o.failure = Some((a.failed_verdict().unwrap_or_else(|| "red".into()), a.why("apply")));
+        Some(failed) if failed.went_wrong() => {
+            out.failure = Some((failed.failed_verdict().unwrap_or_else(|| "red".into()), failed.why("apply")));
         }
         _ => {}
     }
-    if let Some(c) = commit.as_ref().filter(|c| !c.skipped) {
-        if c.ran_ok() {
-            events.push(Event::Committed { node: node.clone(), verdict: c.verdict.clone() });
-        } else if o.failure.is_none() {
-            o.failure = Some(("red".into(), c.why("commit after the reboot")));
+    if let Some(committed) = commit.as_ref().filter(|c| !c.skipped) {
+        if committed.ran_ok() {
+            events.push(Event::Committed { node: node.clone(), verdict: committed.verdict.clone() });
+        } else if out.failure.is_none() {
+            out.failure = Some(("red".into(), committed.why("commit after the reboot")));
         }
     }
-    if let (Some(f), None) = (&r.failure, &o.failure) {
-        o.failure = Some(("red".into(), f.clone()));
+    if let (Some(f), None) = (&results.failure, &out.failure) {
+        out.failure = Some(("red".into(), f.clone()));
     }
-    o
+    out
 }
 
 /// After wave `wave`: each node's `results`, judged against the plan and the run so far.
@@ -300,7 +304,7 @@ pub fn judge(plan: &Plan, progress: &Progress, wave: &str, results: &[NodeResult
     if !failed.is_empty() {
         let mut set: Vec<NodeName> = changed_here.clone();
         if plan.rollback_scope == Scope::All {
-            for (node, _) in &progress.changed {
+            for node in progress.changed.keys() {
                 if !set.contains(node) && !failed.contains(node) {
                     set.push(node.clone());
                 }
@@ -504,7 +508,9 @@ mod tests {
         let j = judge(&p, &Progress::default(), "canary", &[applied("a1", ID), applied("b1", ID)]);
         assert!(j.go_on && j.rollback.is_empty() && j.hold.is_empty(), "{j:?}");
         assert_eq!(j.resume, [name("a1"), name("b1")]);
-        assert!(j.events.iter().any(|e| matches!(e, Event::Drained { waited_s: Some(w), .. } if *w == 1.5)));
+        assert!(
+            j.events.iter().any(|e| matches!(e, Event::Drained { waited_s: Some(w), .. } if (*w - 1.5).abs() < 1e-9))
+        );
     }
 
     #[test]

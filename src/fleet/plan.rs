@@ -320,30 +320,13 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
             n.wave = Some("canary".into());
         }
     }
-    let rest: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].part == Part::Batch).collect();
-    let mut sizes = Vec::new();
-    let mut waves = Vec::new();
     let canaries: Vec<NodeName> = nodes.iter().filter(|n| n.part == Part::Canary).map(|n| n.node.clone()).collect();
+    let mut waves = Vec::new();
     if !canaries.is_empty() {
         waves.push(PlannedWave { name: "canary".into(), nodes: canaries.clone() });
     }
-    let mut at = 0;
-    while at < rest.len() {
-        let spec = input
-            .batches
-            .get(sizes.len())
-            .or_else(|| input.batches.last())
-            .ok_or_else(|| FleetError::Input { what: "airlock_batches".into(), detail: "no batch size".into() })?;
-        let size = spec.of(rest.len())?.min(rest.len() - at);
-        let name = format!("batch {}", sizes.len() + 1);
-        let members: Vec<NodeName> = rest[at..at + size].iter().map(|&i| nodes[i].node.clone()).collect();
-        for &i in &rest[at..at + size] {
-            nodes[i].wave = Some(name.clone());
-        }
-        waves.push(PlannedWave { name, nodes: members });
-        sizes.push(size);
-        at += size;
-    }
+    let (batches, sizes) = batches(&mut nodes, &input.batches)?;
+    waves.extend(batches);
     let pick = |f: &dyn Fn(&PlannedNode) -> bool| nodes.iter().filter(|n| f(n)).map(|n| n.node.clone()).collect();
     let groups = Groups {
         adopt: pick(&|n| n.adopt),
@@ -355,15 +338,7 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
     let label = input.bundle.label();
     let apply_release = crate::site::mirror::is_mirror(&input.source).then(|| id.clone());
     let take_over = nodes.iter().filter_map(|n| Some((n.node.clone(), n.take_over.clone()?))).collect();
-    let summary = nodes
-        .iter()
-        .map(|n| {
-            let what = n.wave.clone().unwrap_or_else(|| format!("{:?}", n.part).to_lowercase());
-            let adopt = if n.adopt { ", adopts the baseline first" } else { "" };
-            let why = n.reason.as_ref().map_or_else(String::new, |r| format!(" ({})", super::results::one_line(r)));
-            format!("{}: {what}{why}{adopt}", n.node)
-        })
-        .collect();
+    let summary = nodes.iter().map(summary_line).collect();
     Ok(Plan {
         take_over,
         summary,
@@ -387,6 +362,39 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
         groups,
         sizes,
     })
+}
+
+/// The non-canary eligible nodes in batches of Ansible's `serial` sizes, in inventory order;
+/// each node gets its batch's name. The batches, and their sizes.
+fn batches(nodes: &mut [PlannedNode], specs: &[BatchSize]) -> Result<(Vec<PlannedWave>, Vec<usize>), FleetError> {
+    let rest: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].part == Part::Batch).collect();
+    let mut sizes = Vec::new();
+    let mut waves = Vec::new();
+    let mut at = 0;
+    while at < rest.len() {
+        let spec = specs
+            .get(sizes.len())
+            .or_else(|| specs.last())
+            .ok_or_else(|| FleetError::Input { what: "airlock_batches".into(), detail: "no batch size".into() })?;
+        let size = spec.of(rest.len())?.min(rest.len() - at);
+        let name = format!("batch {}", sizes.len() + 1);
+        let members: Vec<NodeName> = rest[at..at + size].iter().map(|&i| nodes[i].node.clone()).collect();
+        for &i in &rest[at..at + size] {
+            nodes[i].wave = Some(name.clone());
+        }
+        waves.push(PlannedWave { name, nodes: members });
+        sizes.push(size);
+        at += size;
+    }
+    Ok((waves, sizes))
+}
+
+/// A node's line of the plan as a person reads it.
+fn summary_line(n: &PlannedNode) -> String {
+    let what = n.wave.clone().unwrap_or_else(|| format!("{:?}", n.part).to_lowercase());
+    let adopt = if n.adopt { ", adopts the baseline first" } else { "" };
+    let why = n.reason.as_ref().map_or_else(String::new, |r| format!(" ({})", super::results::one_line(r)));
+    format!("{}: {what}{why}{adopt}", n.node)
 }
 
 fn eligible(part: Part) -> bool {

@@ -9,6 +9,7 @@ use super::NodeName;
 
 /// One task's registered result; absent fields are their defaults.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[allow(clippy::struct_excessive_bools, reason = "the flags of Ansible's result dictionary, as it names them")]
 pub struct TaskResult {
     #[serde(default, deserialize_with = "lenient_bool")]
     pub changed: bool,

@@ -78,7 +78,10 @@ pub fn is_airlock_hold(reason: &str) -> bool {
     run_ok
         && match tail.len() {
             1 => true,
-            3 => tail[1] == "record" && tail[2].ends_with(".json") && !tail[2].contains('/'),
+            3 => {
+                let file = std::path::Path::new(tail[2]);
+                tail[1] == "record" && file.extension().is_some_and(|e| e == "json") && !tail[2].contains('/')
+            }
             _ => false,
         }
 }

@@ -20,8 +20,8 @@ description:
     O(root) (a red node).
   - C(reboot) reboots the node through Slurm once it is idle (C(scontrol reboot ASAP nextstate=DOWN)) and waits,
     up to O(timeout) seconds, until slurmd registers again after it.
-  - C(capacity) reads every node of the partitions O(nodes) belong to (C(sinfo)) and returns them as C(rows)
-    (node, partition, state, reason): C(airlock rollout next) computes the capacity rule from them.
+  - C(capacity) reads every node of the partitions O(nodes) belong to (C(sinfo)) and returns them as C(rows),
+    each with its node, partition, state and reason; C(airlock rollout next) computes the capacity rule from them.
   - In check mode C(state) and C(capacity) read as usual; the other actions say what they would do.
 options:
   action: {description: What to do., type: str, required: true, choices: [state, drain, resume, hold, reboot, capacity]}
@@ -71,12 +71,12 @@ reserved_nodes:
   sample: [{node: gpu17, state: drained, reason: "bad DIMM, ticket 4711"}]
 airlock_nodes: {description: "capacity: nodes airlock has drained now (in change, or red and held).", type: list, elements: str, returned: capacity, sample: [gpu03]}
 partitions: {description: "capacity: the partitions counted.", type: list, elements: str, returned: capacity, sample: [gpu]}
-figures:
-  description: "capacity: total, reserved, in_change (airlock's nodes and the batch), per_node, demand, headroom,
-    available, ok, source, and the nodes behind reserved and in_change: the batch file and the fleet report keep them."
-  type: dict
+rows:
+  description: "capacity: every node of the partitions, as sinfo lists it (node, partition, state, reason)."
+  type: list
+  elements: dict
   returned: capacity
-  sample: {total: 64, reserved: 2, in_change: 8, per_node: 1, demand: 50, headroom: 2, available: 54, ok: true, source: sinfo}
+  sample: [{node: gpu17, partition: gpu, state: drained, reason: "bad DIMM, ticket 4711"}]
 """
 
 import os

@@ -350,11 +350,11 @@ fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
         }
         None => (nodes, Vec::new(), None, None),
     };
-    nodes.iter_mut().for_each(|n| {
+    for n in &mut nodes {
         if n.line.state.is_empty() {
             n.line.state.clone_from(&n.line.wave);
         }
-    });
+    }
     let mut problems: Vec<Problem> = nodes.iter().flat_map(|n| problems_of(&n.line.node, &n.records)).collect();
     problems.extend(journal_problems);
     problems.sort_by(|a, b| (&a.at, &a.node).cmp(&(&b.at, &b.node)));
@@ -720,101 +720,114 @@ fn with_plan(plan: &Plan, lines: &[Line], nodes: Vec<NodeEvidence>) -> (Vec<Node
     let stopped = lines.iter().any(|l| matches!(l.event, Event::Stopped { .. }));
     let mut out = Vec::new();
     let mut problems = Vec::new();
-    let problem = |node: &str, at: Timestamp, action: &str, outcome: &str, reason: String| Problem {
-        node: node.to_owned(),
-        at: at.to_string(),
-        action: action.to_owned(),
-        outcome: outcome.to_owned(),
-        reason,
-    };
     for p in &plan.nodes {
-        let name = p.node.as_str();
-        let mut n = by_name.remove(name).unwrap_or_else(|| NodeEvidence {
-            line: NodeLine {
-                node: name.to_owned(),
-                tuple: p.tuple.clone().unwrap_or_else(|| "unknown".to_owned()),
-                wave: String::new(),
-                version: p.current_version.clone(),
-                verdict: "untouched".to_owned(),
-                rolled_back_s: None,
-                record: None,
-                pack: None,
-                state: String::new(),
-                reason: None,
-            },
-            records: Vec::new(),
-            current_id: p.current.clone(),
-        });
+        let mut n = by_name.remove(p.node.as_str()).unwrap_or_else(|| unseen(p));
         n.line.wave = p.wave.clone().unwrap_or_else(|| part_word(p.part).to_owned());
         let events: Vec<&Line> = lines.iter().filter(|l| l.event.node() == Some(&p.node)).collect();
-        let (mut state, mut reason) = match p.part {
+        let reached = events
+            .iter()
+            .any(|l| matches!(l.event, Event::Applied { .. } | Event::Failed { .. } | Event::LeftAlone { .. }));
+        let (state, reason) = match p.part {
             Part::Skip | Part::Reserved | Part::Unavailable => (part_word(p.part).to_owned(), p.reason.clone()),
-            Part::Canary | Part::Batch => {
-                let reached = events
-                    .iter()
-                    .any(|l| matches!(l.event, Event::Applied { .. } | Event::Failed { .. } | Event::LeftAlone { .. }));
-                if reached || !stopped { (n.line.wave.clone(), None) } else { ("not reached".to_owned(), None) }
-            }
+            Part::Canary | Part::Batch if reached || !stopped => (n.line.wave.clone(), None),
+            Part::Canary | Part::Batch => ("not reached".to_owned(), None),
         };
-        let mut changed = false;
-        for l in &events {
-            match &l.event {
-                Event::Applied { changed: c, .. } => changed |= *c,
-                Event::LeftAlone { reason: r, .. } => (state, reason) = ("left alone".to_owned(), Some(r.clone())),
-                Event::Failed { reason: r, wave, .. } => {
-                    state = if n.records.iter().any(|(_, r)| r.outcome() == Outcome::Restored) {
-                        "restored".to_owned()
-                    } else {
-                        "failed".to_owned()
-                    };
-                    reason = Some(r.clone());
-                    n.line.verdict = "red".to_owned();
-                    let from_records = n
-                        .records
-                        .iter()
-                        .any(|(_, r)| matches!(r.outcome(), Outcome::Refused | Outcome::Failed | Outcome::Restored));
-                    if !from_records {
-                        problems.push(problem(name, l.at, wave, "failed", r.clone()));
-                    }
-                }
-                Event::Held { reason: r, .. } => (state, reason) = ("held".to_owned(), Some(r.clone())),
-                Event::RolledBack { seconds, .. } => {
-                    state = "rolled back".to_owned();
-                    changed = false;
-                    if n.line.rolled_back_s.is_none() {
-                        n.line.rolled_back_s = Some(seconds.unwrap_or(0.0));
-                    }
-                }
-                Event::RollbackFailed { reason: r, .. } => {
-                    (state, reason) = ("rollback failed".to_owned(), Some(r.clone()));
-                    n.line.verdict = "red".to_owned();
-                    problems.push(problem(name, l.at, "rollback", "failed", r.clone()));
-                }
-                Event::EvidenceRefused { reason: r, .. } => {
-                    (state, reason) = ("evidence refused".to_owned(), Some(r.clone()));
-                    n.line.verdict = "red".to_owned();
-                    problems.push(problem(name, l.at, "evidence", "refused", r.clone()));
-                }
-                _ => {}
-            }
-        }
+        n.line.state = state;
+        n.line.reason = reason;
+        let changed = journaled(&mut n, &events, &mut problems);
         // A change the run kept must have left the node on the run's bundle.
         let pinned = plan.bundle.id.as_str();
         if changed && n.current_id.as_deref() != Some(pinned) {
             let on = n.current_id.clone().unwrap_or_else(|| "no bundle".to_owned());
             let why = format!("ends on {on}, not the run's bundle {pinned} ({})", plan.label);
-            n.line.verdict = "red".to_owned();
+            "red".clone_into(&mut n.line.verdict);
             let at = events.last().map_or(plan.started, |l| l.at);
-            problems.push(problem(name, at, "apply", "other bundle", why.clone()));
-            reason = Some(why);
+            problems.push(problem(p.node.as_str(), at, "apply", "other bundle", why.clone()));
+            n.line.reason = Some(why);
         }
-        n.line.state = state;
-        n.line.reason = reason;
         out.push(n);
     }
     // Evidence of a node the plan does not name is shown after the plan's nodes.
     out.extend(by_name.into_values());
     (out, problems)
+}
+
+fn problem(node: &str, at: Timestamp, action: &str, outcome: &str, reason: String) -> Problem {
+    Problem {
+        node: node.to_owned(),
+        at: at.to_string(),
+        action: action.to_owned(),
+        outcome: outcome.to_owned(),
+        reason,
+    }
+}
+
+/// A node of the plan with no evidence in the run's directory, as the plan saw it.
+fn unseen(p: &crate::fleet::plan::PlannedNode) -> NodeEvidence {
+    NodeEvidence {
+        line: NodeLine {
+            node: p.node.to_string(),
+            tuple: p.tuple.clone().unwrap_or_else(|| "unknown".to_owned()),
+            wave: String::new(),
+            version: p.current_version.clone(),
+            verdict: "untouched".to_owned(),
+            rolled_back_s: None,
+            record: None,
+            pack: None,
+            state: String::new(),
+            reason: None,
+        },
+        records: Vec::new(),
+        current_id: p.current.clone(),
+    }
+}
+
+/// What the journal says of node `n` (`events`, its lines): its state, reason and verdict set;
+/// whether the run kept a change of it.
+fn journaled(n: &mut NodeEvidence, events: &[&Line], problems: &mut Vec<Problem>) -> bool {
+    let name = n.line.node.clone();
+    let mut changed = false;
+    let set = |n: &mut NodeEvidence, state: &str, reason: &str| {
+        state.clone_into(&mut n.line.state);
+        n.line.reason = Some(reason.to_owned());
+    };
+    for l in events {
+        match &l.event {
+            Event::Applied { changed: c, .. } => changed |= *c,
+            Event::LeftAlone { reason, .. } => set(n, "left alone", reason),
+            Event::Failed { reason, wave, .. } => {
+                let restored = n.records.iter().any(|(_, r)| r.outcome() == Outcome::Restored);
+                set(n, if restored { "restored" } else { "failed" }, reason);
+                "red".clone_into(&mut n.line.verdict);
+                let from_records = n
+                    .records
+                    .iter()
+                    .any(|(_, r)| matches!(r.outcome(), Outcome::Refused | Outcome::Failed | Outcome::Restored));
+                if !from_records {
+                    let action = if matches!(wave.as_str(), "adopt" | "stage") { wave.as_str() } else { "apply" };
+                    problems.push(problem(&name, l.at, action, "failed", reason.clone()));
+                }
+            }
+            Event::Held { reason, .. } => set(n, "held", reason),
+            Event::RolledBack { seconds, .. } => {
+                "rolled back".clone_into(&mut n.line.state);
+                changed = false;
+                n.line.rolled_back_s = n.line.rolled_back_s.or(Some(seconds.unwrap_or(0.0)));
+            }
+            Event::RollbackFailed { reason, .. } => {
+                set(n, "rollback failed", reason);
+                "red".clone_into(&mut n.line.verdict);
+                problems.push(problem(&name, l.at, "rollback", "failed", reason.clone()));
+            }
+            Event::EvidenceRefused { reason, .. } => {
+                set(n, "evidence refused", reason);
+                "red".clone_into(&mut n.line.verdict);
+                problems.push(problem(&name, l.at, "evidence", "refused", reason.clone()));
+            }
+            _ => {}
+        }
+    }
+    changed
 }
 
 /// The waves as the journal saw them start and end, and the capacity before each batch.

@@ -51,6 +51,20 @@ pub fn node_page(plan: &Plan, c: &Checked) -> String {
         entry(c.status.current.as_ref()),
         entry(c.status.previous.as_ref())
     );
+    records(&mut o, c);
+    validations(&mut o, c);
+    let _ = writeln!(
+        o,
+        "<p class=\"muted\">Made by airlock {} on the rollout's controller from the records and status {} returned, \
+         checked as they arrived.</p>\n</body></html>",
+        env!("CARGO_PKG_VERSION"),
+        esc(c.node.as_str())
+    );
+    o
+}
+
+/// The node's records of the run, one row each.
+fn records(o: &mut String, c: &Checked) {
     let _ = writeln!(
         o,
         "<h2>Its records of this run</h2>\n<table><tr><th>record</th><th>action</th><th>outcome</th><th>bundle</th>\
@@ -77,6 +91,10 @@ pub fn node_page(plan: &Plan, c: &Checked) -> String {
         );
     }
     let _ = writeln!(o, "</table>");
+}
+
+/// Each validation the records hold: its checks and their metrics.
+fn validations(o: &mut String, c: &Checked) {
     for (name, _, r) in &c.records {
         let Some(e) = r.validation.as_ref().and_then(|v| v.evidence()) else { continue };
         let _ = writeln!(
@@ -107,12 +125,4 @@ pub fn node_page(plan: &Plan, c: &Checked) -> String {
         }
         let _ = writeln!(o, "</table>");
     }
-    let _ = writeln!(
-        o,
-        "<p class=\"muted\">Made by airlock {} on the rollout's controller from the records and status {} returned, \
-         checked as they arrived.</p>\n</body></html>",
-        env!("CARGO_PKG_VERSION"),
-        esc(c.node.as_str())
-    );
-    o
 }
