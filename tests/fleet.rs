@@ -858,3 +858,114 @@ fn a_node_returning_garbage_spoils_only_its_own_evidence_and_its_page_runs_nothi
     let dom = chromium_dom(&fleet_page);
     assert!(!dom.contains("<title>PWNED") && dom.contains("n6"), "{dom}");
 }
+
+/// The run's journal lines as JSON.
+fn journal_of(evidence: &Path, run: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(evidence.join("runs").join(run).join("journal.jsonl")).unwrap_or_default();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Each node's state on the run's page, by name.
+fn states(report: &serde_json::Value) -> BTreeMap<String, String> {
+    report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["node"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "one Slurm cluster through a dry run, a run, a re-run and a rollback")]
+fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_drains_nodes_in_service_first() {
+    let f = Fleet::new();
+    let nodes: &[(&str, &str)] = &[("n1", "mi300x"), ("n2", "mi300x"), ("n3", "mi300x-cpx"), ("n4", "mi300x-cpx")];
+    let slurm = Slurm::start(&["n1", "n2", "n3", "n4"]);
+    let inventory = f.inventory("slurm.ini", nodes);
+    let evidence = f.dir.path().join("evidence");
+    let capacity = serde_json::json!({ "airlock_capacity": { "demand": 1 } });
+
+    // --check --diff on Slurm with a capacity rule: the plan on stdout, nothing changed.
+    let vars = slurm_vars(&slurm, "dry-1", &capacity);
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars, "--check", "--diff"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("n1: canary") && r.stdout.contains("n2: batch 1"), "the plan is printed: {}", r.stdout);
+    assert!(nodes.iter().all(|(n, _)| f.records(n) == 0), "a dry run writes no record");
+    assert!(!evidence.join("runs/dry-1").exists(), "nor any evidence");
+    assert!(!slurm.log().contains("reason set to"), "nor drains a node");
+
+    let vars = slurm_vars(&slurm, "green-1", &capacity);
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(f.versions(nodes), all("2026.11.0", nodes));
+
+    // The same release again while n2 runs a job: nothing is drained, the job runs on, and
+    // every node's recap says changed=0.
+    let job = slurm.submit("n2", "sleep 6");
+    slurm.wait_job(&job, "RUNNING");
+    let drains_before = slurm.log().matches("reason set to").count();
+    let vars = slurm_vars(&slurm, "green-2", &capacity);
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for (host, counts) in recap(&r.stdout).iter().filter(|(h, _)| *h != "localhost") {
+        assert!(counts.contains("changed=0") && counts.contains("failed=0"), "{host}: {counts}");
+    }
+    assert_eq!(slurm.log().matches("reason set to").count(), drains_before, "a re-run drains nothing");
+    assert_eq!(slurm.job(&job)["JobState"], "RUNNING", "the job on a current node runs undisturbed");
+    let report =
+        run(airlock().args(["report", "--fleet", s(&evidence), "--run", "green-2", "--json"])).ok().json();
+    assert_eq!(report["verdict"], "green", "{report}");
+    assert!(states(&report).values().all(|s| s == "skipped"), "{report}");
+
+    // 2026.11.1 with n4's RVS failing, scope all: n4 (batch 1 with n2) is red. n2, still
+    // drained from its change, is rolled back and resumed; the canaries n1 and n3, back in
+    // service, are drained again first (a job on n1 ends before its packages change).
+    let inventory = f.inventory_with("slurm-red.ini", nodes, &["n4"]);
+    let vars = slurm_vars(
+        &slurm,
+        "red-1",
+        &serde_json::json!({ "airlock_rollback_scope": "all", "airlock_batches": [2] }),
+    );
+    let mut child = f.rollout_command(&inventory, "2026.11.1", "evidence", &["-e", &vars]);
+    let log = f.dir.path().join("red-1.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = child.stdout(out.try_clone().unwrap()).stderr(out).spawn().unwrap();
+    let start = std::time::Instant::now();
+    let resumed = |n: &str| {
+        journal_of(&evidence, "red-1").iter().any(|l| l["event"] == "resumed" && l["node"] == n)
+    };
+    while !resumed("n1") {
+        assert!(child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 120, "n1 never resumed");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let job = slurm.submit("n1", "sleep 4");
+    let status = child.wait().unwrap();
+    let stdout = std::fs::read_to_string(&log).unwrap();
+    assert_ne!(status.code(), Some(0), "{stdout}");
+    assert_eq!(f.versions(nodes), all("2026.11.0", nodes), "{stdout}");
+    for n in ["n1", "n2", "n3"] {
+        assert_eq!(slurm.state(n).0, "idle", "{n} is back in service after its green restore");
+    }
+    let (state, reason) = slurm.state("n4");
+    assert!(state == "drained" && reason.starts_with("airlock red rocm10-demo-2026.11.1 run red-1"), "{reason}");
+    let rollback_at = std::fs::read_dir(f.root("n1").join("records"))
+        .unwrap()
+        .map(|e| serde_json::from_slice::<serde_json::Value>(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+        .find(|r| r["action"] == "rollback" && r["run_id"] == "red-1")
+        .expect("n1 rolled back")["at"]
+        .clone();
+    slurm.wait_job(&job, "COMPLETED");
+    assert!(slurm.job(&job)["EndTime"] <= second(&rollback_at), "n1's job ended before its rollback: {stdout}");
+    let journal = journal_of(&evidence, "red-1");
+    let drained: Vec<&str> =
+        journal.iter().filter(|l| l["event"] == "drained").map(|l| l["node"].as_str().unwrap()).collect();
+    assert_eq!(drained.iter().filter(|n| **n == "n1").count(), 2, "n1 drained for its change and its rollback");
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!(report["verdict"], "red");
+    let states = states(&report);
+    assert_eq!(
+        (states["n1"].as_str(), states["n2"].as_str(), states["n3"].as_str(), states["n4"].as_str()),
+        ("rolled back", "rolled back", "rolled back", "held"),
+        "{report}"
+    );
+}
