@@ -912,8 +912,7 @@ fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_d
     }
     assert_eq!(slurm.log().matches("reason set to").count(), drains_before, "a re-run drains nothing");
     assert_eq!(slurm.job(&job)["JobState"], "RUNNING", "the job on a current node runs undisturbed");
-    let report =
-        run(airlock().args(["report", "--fleet", s(&evidence), "--run", "green-2", "--json"])).ok().json();
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--run", "green-2", "--json"])).ok().json();
     assert_eq!(report["verdict"], "green", "{report}");
     assert!(states(&report).values().all(|s| s == "skipped"), "{report}");
 
@@ -921,19 +920,14 @@ fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_d
     // drained from its change, is rolled back and resumed; the canaries n1 and n3, back in
     // service, are drained again first (a job on n1 ends before its packages change).
     let inventory = f.inventory_with("slurm-red.ini", nodes, &["n4"]);
-    let vars = slurm_vars(
-        &slurm,
-        "red-1",
-        &serde_json::json!({ "airlock_rollback_scope": "all", "airlock_batches": [2] }),
-    );
+    let vars =
+        slurm_vars(&slurm, "red-1", &serde_json::json!({ "airlock_rollback_scope": "all", "airlock_batches": [2] }));
     let mut child = f.rollout_command(&inventory, "2026.11.1", "evidence", &["-e", &vars]);
     let log = f.dir.path().join("red-1.log");
     let out = std::fs::File::create(&log).unwrap();
     let mut child = child.stdout(out.try_clone().unwrap()).stderr(out).spawn().unwrap();
     let start = std::time::Instant::now();
-    let resumed = |n: &str| {
-        journal_of(&evidence, "red-1").iter().any(|l| l["event"] == "resumed" && l["node"] == n)
-    };
+    let resumed = |n: &str| journal_of(&evidence, "red-1").iter().any(|l| l["event"] == "resumed" && l["node"] == n);
     while !resumed("n1") {
         assert!(child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 120, "n1 never resumed");
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -968,4 +962,86 @@ fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_d
         ("rolled back", "rolled back", "rolled back", "held"),
         "{report}"
     );
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "two runs from one mirror, each node's fate checked")]
+fn from_a_mirror_a_stopped_adoption_keeps_its_evidence_and_a_promotion_mid_run_changes_nothing_the_run_applies() {
+    let f = Fleet::new();
+    // The baseline the nodes run before airlock, and two releases, on a mirror: 2026.11.0 its
+    // current, the baseline and 2026.11.1 candidates.
+    let p = f.dir.path().join("project");
+    let spec = std::fs::read_to_string(p.join("airlock.toml")).unwrap();
+    let version = spec.lines().find(|l| l.starts_with("version")).unwrap().to_owned();
+    std::fs::write(p.join("base.toml"), spec.replacen(&version, "version = \"0.0.0-baseline\"", 1)).unwrap();
+    let base = f.dir.path().join("base.airlock");
+    run(airlock().current_dir(&p).args(["build", "base.toml", "--key", s(&f.keys.private), "--out", s(&base)])).ok();
+    let mirror = f.dir.path().join("mirror");
+    for (bundle, candidate) in [
+        (base.clone(), true),
+        (f.dir.path().join("2026.11.0.airlock"), false),
+        (f.dir.path().join("2026.11.1.airlock"), true),
+    ] {
+        let args = ["install", s(&bundle), "--trust", s(&f.keys.public), "--root", s(&mirror), "--role", "mirror"];
+        run(airlock().args(args).args(candidate.then_some("--candidate"))).ok();
+    }
+    let url = format!("file://{}/", mirror.join("public").display());
+    let evidence = f.dir.path().join("evidence");
+
+    // The first rollout adopts the baseline by its release on the mirror, then its first
+    // canary (n1, whose RVS fails) is red: the run stops, and still every node's adoption,
+    // the red record and the run's end are in the evidence.
+    let nodes: &[(&str, &str)] = &[("n1", "mi300x"), ("n2", "mi300x"), ("n3", "mi300x-cpx")];
+    let inventory = f.inventory_with("adopt.ini", nodes, &["n1"]);
+    let vars = serde_json::json!({
+        "airlock_source": url, "airlock_adopt": url, "airlock_adopt_release": "0.0.0-baseline",
+        "airlock_run_id": "adopt-1",
+    });
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert_eq!(f.versions(nodes), all("0.0.0-baseline", nodes), "{}", r.stdout);
+    let run_dir = evidence.join("runs/adopt-1");
+    for (n, _) in nodes {
+        let kept: Vec<serde_json::Value> = std::fs::read_dir(run_dir.join("nodes").join(n).join("records"))
+            .unwrap_or_else(|e| panic!("{n}'s evidence: {e}"))
+            .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+            .collect();
+        assert!(kept.iter().any(|r| r["action"] == "adopt" && r["outcome"] == "activated"), "{n}: {kept:?}");
+    }
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
+    assert!(report["run"]["ended"].is_string() && report["run"]["aborted"] == true, "{report}");
+    let states = states(&report);
+    assert_eq!(
+        (states["n1"].as_str(), states["n2"].as_str(), states["n3"].as_str()),
+        ("restored", "not reached", "not reached"),
+        "{report}"
+    );
+
+    // n1 is mended. A second run follows the mirror's current (2026.11.0), pinned at its start;
+    // the mirror promotes 2026.11.1 right after the first canary: every later wave still takes
+    // 2026.11.0, the release the canaries qualified.
+    let promote = f.dir.path().join("promote.yml");
+    std::fs::write(
+        &promote,
+        format!(
+            "- name: The mirror promotes a release mid-run\n  ansible.builtin.command:\n    argv: [{bin}, promote, --root, {root}, 2026.11.1]\n  \
+             delegate_to: localhost\n  changed_when: true\n  when: inventory_hostname == 'n1'\n",
+            bin = env!("CARGO_BIN_EXE_airlock"),
+            root = mirror.display()
+        ),
+    )
+    .unwrap();
+    let inventory = f.inventory("mirror.ini", nodes);
+    let vars = serde_json::json!({
+        "airlock_source": url, "airlock_run_id": "pinned-2", "airlock_batches": [1],
+        "airlock_resume_tasks": [promote],
+    });
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let status = run(airlock().args(["status", "--root", s(&mirror), "--json"])).ok().json();
+    assert_eq!(status["current"]["version"], "2026.11.1", "the mirror promoted mid-run");
+    assert_eq!(f.versions(nodes), all("2026.11.0", nodes), "every wave took the pinned release: {}", r.stdout);
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!((report["verdict"].as_str(), report["bundle"]["version"].as_str()), (Some("green"), Some("2026.11.0")));
 }

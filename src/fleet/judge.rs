@@ -188,7 +188,8 @@ pub struct Judged {
     pub go_on: bool,
     pub reason: Option<String>,
     pub failed: Vec<NodeName>,
-    /// Drained for this wave, green (or amber accepted), not rolled back: back into service.
+    /// Green (or amber accepted) and not rolled back: back into service (under Slurm, those
+    /// it drained; on any other scheduler, the site's resume tasks run for them).
     pub resume: Vec<NodeName>,
     /// Drained for this wave and not good: kept out, the scheduler's reason by node.
     pub hold: BTreeMap<NodeName, String>,
@@ -202,12 +203,14 @@ pub struct Judged {
 struct Outcome {
     drained: bool,
     changed: bool,
+    /// The scheduler found it someone else's: not changed, not ours to resume.
+    left_alone: bool,
     failure: Option<(String, String)>,
 }
 
 fn outcome(plan: &Plan, wave: &str, results: &NodeResults, events: &mut Vec<Event>) -> Outcome {
     let node = results.node.clone();
-    let mut out = Outcome { drained: false, changed: false, failure: None };
+    let mut out = Outcome { drained: false, changed: false, left_alone: false, failure: None };
     let parts = (
         read(results.drain.as_ref(), "drain"),
         read(results.apply.as_ref(), "apply"),
@@ -224,6 +227,7 @@ fn outcome(plan: &Plan, wave: &str, results: &NodeResults, events: &mut Vec<Even
         if drained.held {
             let reason = drained.reason.clone().unwrap_or_default();
             events.push(Event::LeftAlone { node, reason: format!("out of service for someone else: {reason}") });
+            out.left_alone = true;
             return out;
         }
         if drained.drained {
@@ -294,7 +298,9 @@ pub fn judge(plan: &Plan, progress: &Progress, wave: &str, results: &[NodeResult
             if o.changed {
                 changed_here.push(r.node.clone());
             }
-            if o.drained {
+            // Back into service: what Slurm drained, and on any other scheduler (its own task
+            // files drain) every node whose change was good.
+            if o.drained || (plan.scheduler != Scheduler::Slurm && !o.left_alone) {
                 resume.push(r.node.clone());
             }
         }
@@ -570,6 +576,8 @@ mod tests {
         );
         let none = judge(&the_plan(Scheduler::None, Scope::All, None), &progress, "batch 1", &results);
         assert!(none.rollback.iter().all(|r| !r.drain && !r.resume), "no scheduler: nothing to drain");
+        let green = judge(&the_plan(Scheduler::None, Scope::Batch, None), &progress, "batch 1", &results[..1]);
+        assert_eq!(green.resume, [name("a2")], "the site's resume tasks run for a good node without Slurm");
     }
 
     #[test]
