@@ -838,9 +838,17 @@ fn a_node_returning_garbage_spoils_only_its_own_evidence_and_its_page_runs_nothi
     assert!(!page.contains("<script"), "{page}");
     let dom = chromium_dom(&run_dir.join("nodes/n1/report.html"));
     assert!(!dom.contains("<title>PWNED") && dom.contains("&lt;script&gt;"), "{dom}");
+    // The plan and every journal line are what their schemas say.
+    let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(run_dir.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(schema_errors(&validator("rollout-plan.v1.json"), &plan), Vec::<String>::new());
     // The run still ends, and the page accounts for every node: n1's refusal, the others' evidence refused.
     let r = rollout_step(&["end", "--evidence", s(&evidence), "--run", "r1"], &serde_json::json!({}));
     assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines = journal_of(&evidence, "r1");
+    assert!(lines.iter().any(|l| l["event"] == "ended") && lines.len() == 7, "{lines:?}");
+    for line in &lines {
+        assert_eq!(schema_errors(&validator("rollout-journal-line.v1.json"), line), Vec::<String>::new());
+    }
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
     assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
     assert_eq!(report["verdict"], "red");
@@ -901,7 +909,7 @@ fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_d
 
     // The same release again while n2 runs a job: nothing is drained, the job runs on, and
     // every node's recap says changed=0.
-    let job = slurm.submit("n2", "sleep 6");
+    let job = slurm.submit("n2", "sleep 120");
     slurm.wait_job(&job, "RUNNING");
     let drains_before = slurm.log().matches("reason set to").count();
     let vars = slurm_vars(&slurm, "green-2", &capacity);
@@ -912,6 +920,9 @@ fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_d
     }
     assert_eq!(slurm.log().matches("reason set to").count(), drains_before, "a re-run drains nothing");
     assert_eq!(slurm.job(&job)["JobState"], "RUNNING", "the job on a current node runs undisturbed");
+    assert_eq!(slurm.state("n2").0, "allocated", "n2 was never drained");
+    slurm.cmd("scancel", &[&job]);
+    slurm.wait_job(&job, "CANCELLED");
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--run", "green-2", "--json"])).ok().json();
     assert_eq!(report["verdict"], "green", "{report}");
     assert!(states(&report).values().all(|s| s == "skipped"), "{report}");
@@ -951,14 +962,17 @@ fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_d
     slurm.wait_job(&job, "COMPLETED");
     assert!(slurm.job(&job)["EndTime"] <= second(&rollback_at), "n1's job ended before its rollback: {stdout}");
     let journal = journal_of(&evidence, "red-1");
+    for line in &journal {
+        assert_eq!(schema_errors(&validator("rollout-journal-line.v1.json"), line), Vec::<String>::new(), "{line}");
+    }
     let drained: Vec<&str> =
         journal.iter().filter(|l| l["event"] == "drained").map(|l| l["node"].as_str().unwrap()).collect();
     assert_eq!(drained.iter().filter(|n| **n == "n1").count(), 2, "n1 drained for its change and its rollback");
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
     assert_eq!(report["verdict"], "red");
-    let states = states(&report);
+    let by_node = states(&report);
     assert_eq!(
-        (states["n1"].as_str(), states["n2"].as_str(), states["n3"].as_str(), states["n4"].as_str()),
+        (by_node["n1"].as_str(), by_node["n2"].as_str(), by_node["n3"].as_str(), by_node["n4"].as_str()),
         ("rolled back", "rolled back", "rolled back", "held"),
         "{report}"
     );
@@ -1011,9 +1025,9 @@ fn from_a_mirror_a_stopped_adoption_keeps_its_evidence_and_a_promotion_mid_run_c
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
     assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
     assert!(report["run"]["ended"].is_string() && report["run"]["aborted"] == true, "{report}");
-    let states = states(&report);
+    let by_node = states(&report);
     assert_eq!(
-        (states["n1"].as_str(), states["n2"].as_str(), states["n3"].as_str()),
+        (by_node["n1"].as_str(), by_node["n2"].as_str(), by_node["n3"].as_str()),
         ("restored", "not reached", "not reached"),
         "{report}"
     );
@@ -1039,8 +1053,8 @@ fn from_a_mirror_a_stopped_adoption_keeps_its_evidence_and_a_promotion_mid_run_c
     });
     let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let status = run(airlock().args(["status", "--root", s(&mirror), "--json"])).ok().json();
-    assert_eq!(status["current"]["version"], "2026.11.1", "the mirror promoted mid-run");
+    let mirror_status = run(airlock().args(["status", "--root", s(&mirror), "--json"])).ok().json();
+    assert_eq!(mirror_status["current"]["version"], "2026.11.1", "the mirror promoted mid-run");
     assert_eq!(f.versions(nodes), all("2026.11.0", nodes), "every wave took the pinned release: {}", r.stdout);
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
     assert_eq!((report["verdict"].as_str(), report["bundle"]["version"].as_str()), (Some("green"), Some("2026.11.0")));
