@@ -209,6 +209,14 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     let f = Fleet::new();
     let inventory = f.inventory("green.ini", &GREEN);
 
+    // A run id that would climb out of the evidence directory stops the playbook at its plan,
+    // before anything is written on the controller or a node.
+    let r = f.rollout(&inventory, "2026.11.0", "escape-evidence", &["-e", "airlock_run_id=../../escaped"]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("is not a run id"), "{}", r.stdout);
+    assert!(!f.dir.path().join("escape-evidence").exists() && !f.dir.path().join("escaped").exists());
+    assert!(GREEN.iter().all(|(n, _)| f.records(n) == 0));
+
     // --check: nothing changes anywhere.
     let r = f.rollout(&inventory, "2026.11.0", "check-evidence", &["--check"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -597,6 +605,14 @@ fn a_red_canary_stops_the_rollout_before_any_expansion() {
     // Only this run: n7's records of the earlier run stay out of it.
     let n7 = report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "n7").unwrap();
     assert_eq!((n7["verdict"].as_str(), n7["version"].as_str()), (Some("red"), Some("2026.11.0")), "{report}");
+    assert!(n7["restored_s"].is_null(), "refused at its pre-flight, nothing to restore: {report}");
+    let n8 = report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "n8").unwrap();
+    assert_eq!((n8["state"].as_str(), n8["verdict"].as_str()), (Some("not reached"), Some("untouched")), "{report}");
+    assert_eq!(
+        report["problems"].as_array().unwrap().len(),
+        2,
+        "n7's refusal and the stop, nothing of untouched nodes: {report}"
+    );
     let n7_records = std::fs::read_dir(run_dir.join("nodes/n7/records")).unwrap().count();
     assert_eq!(n7_records, f.records("n7") - before["n7"], "n7's records of this run only");
     let reasons: Vec<&str> =
@@ -625,6 +641,9 @@ fn a_failed_batch_is_rolled_back_and_stops_the_rollout() {
     let evidence = f.dir.path().join("evidence");
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
     assert_eq!(rolled_back(&report), ["n4", "n6"], "{report}");
+    let n2 = report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "n2").unwrap();
+    assert!(n2["restored_s"].as_f64().is_some(), "the red node's restore time: {report}");
+    assert_eq!(n2["state"], "restored", "{report}");
     assert!(report["tuples"].as_array().unwrap().iter().any(|t| t["rollbacks"]["count"] == 1), "{report}");
     assert_final_state(&f, &report, &GREEN);
 

@@ -221,6 +221,7 @@ fn every_json_command_prints_one_document_when_it_fails() {
     let doc: serde_json::Value = serde_json::from_str(&red.stdout).expect("one JSON document");
     assert_eq!((doc["error"]["class"].as_str(), doc["error"]["exit_code"].as_u64()), (Some("validation"), Some(4)));
     assert!(doc["error"]["message"].as_str().unwrap().contains("red"), "{doc:#}");
+    assert_eq!(doc["error"]["verdict"], "red", "the verdict, for a scheduler's hold reason: {doc:#}");
     // Nothing to roll back to: not a site yet (runtime, exit 1).
     let none = airlock_run(&["rollback", "--root", s(&t.path().join("none")), "--json"]).code(1);
     let doc: serde_json::Value = serde_json::from_str(&none.stdout).expect("one JSON document");

@@ -98,7 +98,17 @@ pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<Exit> {
 /// document with `error: {class, exit_code, message}`.
 pub fn error_document(err: &anyhow::Error) -> serde_json::Value {
     let exit = exit_of(err);
-    serde_json::json!({ "error": { "class": exit.name(), "exit_code": exit.code(), "message": format!("{err:#}") } })
+    let mut doc = serde_json::json!({ "error": { "class": exit.name(), "exit_code": exit.code(), "message": format!("{err:#}") } });
+    // A stack that did not pass says its verdict (red, or amber not accepted): what a
+    // scheduler's hold reason names.
+    let verdict = err.chain().find_map(|cause| match cause.downcast_ref::<crate::site::SiteError>()? {
+        crate::site::SiteError::Validation { verdict, .. } => Some(crate::validate::word(*verdict)),
+        _ => None,
+    });
+    if let Some(v) = verdict {
+        doc["error"]["verdict"] = serde_json::json!(v);
+    }
+    doc
 }
 
 /// How a command that failed ends: the class of the outermost error in its chain that knows

@@ -226,7 +226,10 @@ fn evidence(a: &RolloutArgs) -> anyhow::Result<Exit> {
     if a.dry_run {
         return print(&Written { written: Vec::new(), refused: Vec::new() });
     }
-    let (written, events) = evidence::write_all(&run, &plan, &input.nodes, &crate::report::fleet::node_page)?;
+    let touched: std::collections::BTreeSet<NodeName> =
+        run.journal()?.into_iter().filter_map(|l| l.event.node().cloned()).collect();
+    let (written, events) =
+        evidence::write_all(&run, &plan, &input.nodes, &|n| touched.contains(n), &crate::report::fleet::node_page)?;
     let refused = events
         .iter()
         .filter_map(|e| match e {

@@ -143,12 +143,15 @@ fn short(s: &str) -> String {
 }
 
 /// Every answer written under `dir/nodes/`: a node's accepted evidence in full, a refused
-/// one's `node.json` alone, with the refusal journaled. `page` makes a node's page from its
+/// one's `node.json` alone, with the refusal journaled. A node the journal never names
+/// (`touched` says no: the run stopped before it) that has no status to give (no site root
+/// yet) has nothing to refuse: its `node.json` alone. `page` makes a node's page from its
 /// checked evidence. Returns the files written.
 pub fn write_all(
     dir: &RunDir,
     plan: &Plan,
     answers: &[NodeAnswer],
+    touched: &dyn Fn(&NodeName) -> bool,
     page: &dyn Fn(&Plan, &Checked) -> String,
 ) -> Result<(Vec<PathBuf>, Vec<Event>), FleetError> {
     let mut written = Vec::new();
@@ -170,7 +173,8 @@ pub fn write_all(
             refused: None,
         };
         let checked = check(dir, answer);
-        if let Err(reason) = &checked {
+        let untouched_without_status = answer.text.is_none() && !touched(&answer.node);
+        if let (Err(reason), false) = (&checked, untouched_without_status) {
             node_file.refused = Some(reason.clone());
             events.push(Event::EvidenceRefused { node: answer.node.clone(), reason: reason.clone() });
         }

@@ -581,6 +581,17 @@ mod tests {
     }
 
     #[test]
+    fn an_amber_stack_not_accepted_is_held_as_amber() {
+        let p = the_plan(Scheduler::Slurm, Scope::Batch, None);
+        let mut r = applied("a1", ID);
+        r.apply = Some(
+            serde_json::json!({"failed": true, "msg": "validation is amber", "result": {"error": {"verdict": "amber"}}}),
+        );
+        let j = judge(&p, &Progress::default(), "canary", &[r]);
+        assert_eq!(j.hold.get(&name("a1")).map(String::as_str), Some("airlock amber r-2 run run-1"));
+    }
+
+    #[test]
     fn a_result_a_node_garbled_is_its_own_failure() {
         let p = the_plan(Scheduler::None, Scope::Batch, None);
         let mut bad = applied("a1", ID);

@@ -63,9 +63,9 @@ impl TaskResult {
         if self.unreachable { format!("{what}: unreachable: {msg}") } else { format!("{what}: {msg}") }
     }
 
-    /// The verdict a failed apply reached, when its document says (`red` or `amber`).
+    /// The verdict a failed apply reached, when its error document says (`red` or `amber`).
     pub fn failed_verdict(&self) -> Option<String> {
-        let v = self.result.as_ref()?.get("validation")?.get("verdict")?.as_str()?;
+        let v = self.result.as_ref()?.get("error")?.get("verdict")?.as_str()?;
         matches!(v, "red" | "amber").then(|| v.to_owned())
     }
 }

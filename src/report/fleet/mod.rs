@@ -96,6 +96,9 @@ pub struct NodeLine {
     pub verdict: String,
     /// How long its rollback in this run took; null when it was not rolled back.
     pub rolled_back_s: Option<f64>,
+    /// How long airlock took to put its packages back after its change was red (its
+    /// record's `restore` phase); null when it was not restored.
+    pub restored_s: Option<f64>,
     /// The record that decided its verdict (its file name under `records/`).
     pub record: Option<String>,
     /// Its approval pack, relative to the run's directory, when the evidence holds one.
@@ -446,6 +449,7 @@ fn node_evidence(
         version: current.as_ref().and_then(|c| c.version.clone()),
         verdict,
         rolled_back_s,
+        restored_s: change.filter(|(_, r)| r.outcome() == Outcome::Restored).and_then(|(_, r)| r.phases.get("restore")),
         record: change.and_then(|(p, _)| Some(p.file_name()?.to_string_lossy().into_owned())),
         pack,
         reason: file.refused,
@@ -772,6 +776,7 @@ fn unseen(p: &crate::fleet::plan::PlannedNode) -> NodeEvidence {
             version: p.current_version.clone(),
             verdict: "untouched".to_owned(),
             rolled_back_s: None,
+            restored_s: None,
             record: None,
             pack: None,
             state: String::new(),

@@ -82,11 +82,19 @@ fn nodes(o: &mut String, f: &Fleet, page_dir: Option<&Path>) {
         let _ = writeln!(o, "<h3 class=\"mono\">{} ({} node(s))</h3>", esc(&t.tuple), t.nodes.len());
         let _ = writeln!(
             o,
-            "<table class=\"nodes\"><tr><th>node</th><th>wave</th><th>runs now</th><th>its change</th><th>rolled \
-             back</th><th>approval pack</th></tr>"
+            "<table class=\"nodes\"><tr><th>node</th><th>wave</th><th>in this run</th><th>runs now</th><th>its change</th>\
+             <th>put back</th><th>its page</th></tr>"
         );
         for n in f.nodes.iter().filter(|n| t.nodes.contains(&n.node)) {
-            let rolled = n.rolled_back_s.map_or_else(String::new, |s| format!("rolled back ({s:.2} s)"));
+            let rolled = match (n.rolled_back_s, n.restored_s) {
+                (Some(s), _) => format!("rolled back ({s:.2} s)"),
+                (None, Some(s)) => format!("restored by airlock ({s:.2} s)"),
+                (None, None) => String::new(),
+            };
+            let state = match &n.reason {
+                Some(r) => format!("{} <span class=\"muted\">({})</span>", esc(&n.state), esc(r)),
+                None => esc(&n.state),
+            };
             let pack = n.pack.as_ref().map_or_else(String::new, |p| {
                 let href = link(&f.dir.join(p), page_dir);
                 format!("<a href=\"{}\">report.html</a>", esc(&href))
@@ -94,7 +102,8 @@ fn nodes(o: &mut String, f: &Fleet, page_dir: Option<&Path>) {
             let class = if matches!(n.verdict.as_str(), "green" | "amber" | "red") { n.verdict.as_str() } else { "" };
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{rolled}</td><td>{pack}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{state}</td><td>{}</td><td class=\"{class}\">{}</td><td>{rolled}</td>\
+                 <td>{pack}</td></tr>",
                 esc(&n.node),
                 esc(&n.wave),
                 esc(n.version.as_deref().unwrap_or("nothing current")),
