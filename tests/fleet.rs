@@ -209,14 +209,6 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     let f = Fleet::new();
     let inventory = f.inventory("green.ini", &GREEN);
 
-    // A run id that would climb out of the evidence directory stops the playbook at its plan,
-    // before anything is written on the controller or a node.
-    let r = f.rollout(&inventory, "2026.11.0", "escape-evidence", &["-e", "airlock_run_id=../../escaped"]);
-    assert_ne!(r.code, 0, "{}", r.stdout);
-    assert!(r.stdout.contains("is not a run id"), "{}", r.stdout);
-    assert!(!f.dir.path().join("escape-evidence").exists() && !f.dir.path().join("escaped").exists());
-    assert!(GREEN.iter().all(|(n, _)| f.records(n) == 0));
-
     // --check: nothing changes anywhere.
     let r = f.rollout(&inventory, "2026.11.0", "check-evidence", &["--check"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -796,6 +788,19 @@ fn planned(evidence: &Path, run: &str, nodes: &[&str]) -> Run {
         "nodes": facts,
     });
     rollout_step(&["plan", "--evidence", s(evidence), "--run", run], &input)
+}
+
+#[test]
+fn the_playbook_stops_at_its_plan_on_a_run_id_that_climbs_out() {
+    let f = Fleet::new();
+    let inventory = f.inventory("escape.ini", &GREEN[..2]);
+    // A run id that would climb out of the evidence directory stops the playbook at its plan,
+    // before anything is written on the controller or a node.
+    let r = f.rollout(&inventory, "2026.11.0", "escape-evidence", &["-e", "airlock_run_id=../../escaped"]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("is not a run id"), "{}", r.stdout);
+    assert!(!f.dir.path().join("escape-evidence").exists() && !f.dir.path().join("escaped").exists());
+    assert!(GREEN[..2].iter().all(|(n, _)| f.records(n) == 0));
 }
 
 #[test]
