@@ -894,3 +894,105 @@ fn waves_of_journal(plan: &Plan, lines: &[Line]) -> (Vec<Wave>, Vec<Capacity>) {
     }
     (waves, capacity)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::NodeName;
+    use crate::fleet::plan::{CurrentBundle, NodeFacts, PlanInput, ProbeFacts, Resolved};
+
+    const ID: &str = "0123456789abcdef";
+    const OLD: &str = "fedcba9876543210";
+
+    fn name(n: &str) -> NodeName {
+        NodeName::try_from(n.to_owned()).unwrap()
+    }
+
+    /// A run of four nodes (a skipped one, a reserved one, a canary, a batch node) planned under
+    /// `evidence`, with `events` journaled and each `(node, current id)` status written.
+    fn run_of(evidence: &Path, events: Vec<Event>, statuses: &[(&str, &str)]) -> crate::fleet::RunDir {
+        let facts = |n: &str, current: &str| NodeFacts {
+            node: name(n),
+            scheduler_name: None,
+            probe: Some(ProbeFacts {
+                tuple: Some("A".into()),
+                current: Some(CurrentBundle { id: Some(current.into()), version: Some("v".into()) }),
+                failed: false,
+                msg: None,
+            }),
+            scheduler: None,
+        };
+        let mut reserved = facts("r1", OLD);
+        reserved.probe = Some(ProbeFacts { failed: true, msg: Some("unreachable".into()), ..ProbeFacts::default() });
+        let input = PlanInput {
+            source: "/srv/b.airlock".into(),
+            release: None,
+            bundle: Resolved {
+                id: crate::site::BundleId::parse(ID).unwrap(),
+                name: Some("rocm".into()),
+                version: Some("2".into()),
+            },
+            batches: vec![crate::fleet::plan::BatchSize::Count(1)],
+            capacity: None,
+            scheduler: crate::fleet::plan::Scheduler::None,
+            rollback_scope: crate::fleet::plan::Scope::Batch,
+            adopt: None,
+            adopt_release: None,
+            stage: false,
+            nodes: vec![facts("s1", ID), reserved, facts("c1", OLD), facts("b1", OLD)],
+        };
+        let run_id: RunId = "run-1".parse().unwrap();
+        let plan = crate::fleet::plan::plan(run_id.clone(), Timestamp::from_unix(1_800_000_000), input).unwrap();
+        let dir = crate::fleet::RunDir::new(evidence, run_id);
+        std::fs::create_dir_all(&dir.path).unwrap();
+        std::fs::write(dir.plan_file(), serde_json::to_vec(&plan).unwrap()).unwrap();
+        let run = serde_json::json!({"started": "2027-01-15T08:00:00Z", "ended": "2027-01-15T09:00:00Z"});
+        std::fs::write(dir.run_file(), run.to_string()).unwrap();
+        dir.note(events).unwrap();
+        for (node, current) in statuses {
+            let top = dir.node_dir(&name(node));
+            std::fs::create_dir_all(&top).unwrap();
+            let status = serde_json::json!({"current": {"id": current, "version": "v"}});
+            std::fs::write(top.join("status.json"), status.to_string()).unwrap();
+        }
+        dir
+    }
+
+    fn applied(node: &str) -> Event {
+        Event::Applied {
+            node: name(node),
+            wave: "canary".into(),
+            changed: true,
+            bundle: Some(ID.into()),
+            verdict: Some("green".into()),
+            pending_reboot: None,
+            record: None,
+        }
+    }
+
+    #[test]
+    fn every_planned_node_is_on_the_page_with_its_state() {
+        let t = tempfile::tempdir().unwrap();
+        let wave = Event::Wave { wave: "canary".into(), nodes: vec![name("c1")], capacity: None };
+        let stop = Event::Stopped { reason: "c1: red".into() };
+        run_of(t.path(), vec![wave, applied("c1"), stop], &[("c1", ID)]);
+        let f = fleet(t.path(), None).unwrap();
+        let states: Vec<(&str, &str)> = f.nodes.iter().map(|n| (n.node.as_str(), n.state.as_str())).collect();
+        assert_eq!(states, [("s1", "skipped"), ("r1", "unavailable"), ("c1", "canary"), ("b1", "not reached")]);
+        assert_eq!(f.nodes[1].reason.as_deref(), Some("probe failed: unreachable"));
+        assert_eq!(f.waves.len(), 1, "a wave the run never started is not shown");
+    }
+
+    #[test]
+    fn a_node_that_ends_on_another_bundle_is_red_and_named() {
+        let t = tempfile::tempdir().unwrap();
+        let wave = Event::Wave { wave: "canary".into(), nodes: vec![name("c1")], capacity: None };
+        run_of(t.path(), vec![wave, applied("c1")], &[("c1", OLD)]);
+        let f = fleet(t.path(), None).unwrap();
+        assert_eq!(f.verdict, "red");
+        let c1 = f.nodes.iter().find(|n| n.node == "c1").unwrap();
+        assert_eq!(c1.verdict, "red");
+        let p = f.problems.iter().find(|p| p.node == "c1").expect("named");
+        assert!(p.outcome == "other bundle" && p.reason.starts_with("ends on fedcba9876543210"), "{p:?}");
+    }
+}
