@@ -23,6 +23,8 @@ pub mod evidence;
 pub mod journal;
 pub mod judge;
 pub mod plan;
+#[cfg(test)]
+mod properties;
 pub mod results;
 pub mod scheduler;
 
