@@ -1035,6 +1035,14 @@ fn from_a_mirror_a_stopped_adoption_keeps_its_evidence_and_a_promotion_mid_run_c
         "airlock_source": url, "airlock_adopt": url, "airlock_adopt_release": "0.0.0-baseline",
         "airlock_run_id": "adopt-1",
     });
+    // The dry run first, adopting and staging: the plan on stdout, nothing changed anywhere.
+    let mut check = vars.clone();
+    check["airlock_stage"] = serde_json::json!(true);
+    check["airlock_run_id"] = serde_json::json!("adopt-check");
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &check.to_string(), "--check", "--diff"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("n2: batch 1, adopts the baseline first"), "{}", r.stdout);
+    assert!(nodes.iter().all(|(n, _)| f.records(n) == 0) && !evidence.exists(), "{}", r.stdout);
     let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
     assert_ne!(r.code, 0, "{}", r.stdout);
     assert_eq!(f.versions(nodes), all("0.0.0-baseline", nodes), "{}", r.stdout);
