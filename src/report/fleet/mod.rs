@@ -147,28 +147,13 @@ pub struct Wave {
     pub to: Option<Timestamp>,
 }
 
-/// The capacity rule as it stood before a batch.
+/// The capacity rule as it stood before a batch: its figures, each with its source
+/// (`fleet::capacity`, checked arithmetic).
 #[derive(Debug, Serialize)]
 pub struct Capacity {
     pub before_wave: String,
-    pub total: i64,
-    pub reserved: i64,
-    pub in_change: i64,
-    pub per_node: i64,
-    pub demand: i64,
-    pub headroom: i64,
-    /// `total - in_change × per_node - reserved`.
-    pub available: i64,
-    /// available ≥ demand + headroom.
-    pub ok: bool,
-    /// Where total and reserved came from: `variables`, or `sinfo, partitions P` (Slurm).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The nodes behind `reserved` and `in_change`, where the scheduler named them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub reserved_nodes: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub in_change_nodes: Vec<String>,
+    #[serde(flatten)]
+    pub figures: crate::fleet::capacity::Figures,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -404,7 +389,10 @@ fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
         source,
         tuples: tuples(&nodes),
         waves: journal_waves.unwrap_or_else(|| waves(&nodes, &batches)),
-        capacity: journal_capacity.unwrap_or_else(|| capacity(&batches)),
+        capacity: match journal_capacity {
+            Some(c) => c,
+            None => capacity(dir, &batches)?,
+        },
         nodes: nodes.into_iter().map(|n| n.line).collect(),
         problems,
         earlier: Vec::new(),
@@ -631,28 +619,33 @@ fn waves(nodes: &[NodeEvidence], batches: &[(String, BatchFile)]) -> Vec<Wave> {
     out
 }
 
-fn capacity(batches: &[(String, BatchFile)]) -> Vec<Capacity> {
-    batches
-        .iter()
-        .filter_map(|(name, b)| {
-            let c = b.capacity.as_ref()?;
-            let available = c.total - c.in_change * c.per_node - c.reserved;
-            Some(Capacity {
-                before_wave: name.clone(),
-                total: c.total,
-                reserved: c.reserved,
-                in_change: c.in_change,
-                per_node: c.per_node,
-                demand: c.demand,
-                headroom: c.headroom,
-                available,
-                ok: available >= c.demand + c.headroom,
-                source: c.source.clone(),
-                reserved_nodes: c.reserved_nodes.clone(),
-                in_change_nodes: c.in_change_nodes.clone(),
-            })
-        })
-        .collect()
+/// The capacity rule before each batch of a run the playbook itself judged (evidence written
+/// before `airlock rollout`): judged again here, in checked arithmetic.
+fn capacity(dir: &Path, batches: &[(String, BatchFile)]) -> Result<Vec<Capacity>, ReportError> {
+    use crate::fleet::capacity::{Counts, Rule, judge};
+    let mut out = Vec::new();
+    for (name, b) in batches {
+        let Some(c) = b.capacity.as_ref() else { continue };
+        let rule = Rule {
+            total: Some(c.total),
+            reserved: Some(c.reserved),
+            demand: c.demand,
+            headroom: c.headroom,
+            per_node: c.per_node,
+        };
+        let counts = Counts {
+            total: c.total,
+            reserved: c.reserved,
+            in_change: c.in_change,
+            source: c.source.clone().unwrap_or_else(|| "variables".to_owned()),
+            reserved_nodes: c.reserved_nodes.clone(),
+            in_change_nodes: c.in_change_nodes.clone(),
+        };
+        let figures = judge(&rule, counts)
+            .map_err(|e| ReportError::Records { path: dir.join("batches"), detail: format!("{name}: {e}") })?;
+        out.push(Capacity { before_wave: name.clone(), figures });
+    }
+    Ok(out)
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -843,20 +836,7 @@ fn waves_of_journal(plan: &Plan, lines: &[Line]) -> (Vec<Wave>, Vec<Capacity>) {
         match &l.event {
             Event::Wave { wave, nodes, capacity: figures } => {
                 if let Some(f) = figures {
-                    capacity.push(Capacity {
-                        before_wave: wave.clone(),
-                        total: f.total,
-                        reserved: f.reserved,
-                        in_change: f.in_change,
-                        per_node: f.per_node,
-                        demand: f.demand,
-                        headroom: f.headroom,
-                        available: f.available,
-                        ok: f.ok,
-                        source: Some(f.source.clone()),
-                        reserved_nodes: f.reserved_nodes.clone(),
-                        in_change_nodes: f.in_change_nodes.clone(),
-                    });
+                    capacity.push(Capacity { before_wave: wave.clone(), figures: f.clone() });
                 }
                 if nodes.is_empty() {
                     continue;
@@ -994,5 +974,18 @@ mod tests {
         assert_eq!(c1.verdict, "red");
         let p = f.problems.iter().find(|p| p.node == "c1").expect("named");
         assert!(p.outcome == "other bundle" && p.reason.starts_with("ends on fedcba9876543210"), "{p:?}");
+    }
+
+    #[test]
+    fn capacity_figures_that_overflow_in_older_evidence_are_an_error_naming_them() {
+        let t = tempfile::tempdir().unwrap();
+        let run = t.path().join("runs/old-1");
+        std::fs::create_dir_all(run.join("batches")).unwrap();
+        std::fs::write(run.join("run.json"), r#"{"started": "2026-12-01T08:00:00Z"}"#).unwrap();
+        let batch = serde_json::json!({"nodes": ["n1"], "capacity": {
+            "total": i64::MAX, "in_change": 2, "per_node": i64::MAX, "demand": 1}});
+        std::fs::write(run.join("batches/20261201T080000000000.json"), batch.to_string()).unwrap();
+        let e = fleet(t.path(), None).unwrap_err().to_string();
+        assert!(e.contains("batch 1: capacity rule: in change × per node overflows"), "{e}");
     }
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
-use super::{Fleet, MetricMedian, Problem};
+use super::{Capacity, Fleet, MetricMedian, Problem};
 use crate::report::html::{STYLE, esc};
 
 /// The page; `page_dir` is where it will be written, so that the node approval packs it links
@@ -168,12 +168,12 @@ fn capacity(o: &mut String, f: &Fleet) {
         "<h2>Capacity before each batch</h2><table id=\"capacity\"><tr><th>before</th><th>total</th><th>in \
          change × per node</th><th>reserved</th><th>available</th><th>demand + headroom</th><th>rule</th><th>from</th></tr>"
     );
-    for c in &f.capacity {
+    for Capacity { before_wave, figures: c } in &f.capacity {
         let named = |n: &[String]| if n.is_empty() { String::new() } else { format!(" ({})", esc(&n.join(", "))) };
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{} × {}{}</td><td>{}{}</td><td>{}</td><td>{} + {}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
-            esc(&c.before_wave),
+            esc(before_wave),
             c.total,
             c.in_change,
             c.per_node,
@@ -185,7 +185,7 @@ fn capacity(o: &mut String, f: &Fleet) {
             c.headroom,
             if c.ok { "green" } else { "red" },
             if c.ok { "met" } else { "broken: the batch did not run" },
-            esc(c.source.as_deref().unwrap_or("variables"))
+            esc(&c.source)
         );
     }
     let _ = writeln!(o, "</table>");
