@@ -1091,3 +1091,30 @@ fn from_a_mirror_a_stopped_adoption_keeps_its_evidence_and_a_promotion_mid_run_c
     let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
     assert_eq!((report["verdict"].as_str(), report["bundle"]["version"].as_str()), (Some("green"), Some("2026.11.0")));
 }
+
+/// Issue 77, attack 5: an `environment` key of a module run on the controller cannot run a
+/// shell command on the node (the values were quoted, the names were not).
+#[test]
+fn an_environment_name_cannot_inject_a_shell_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let collections = collection(dir.path());
+    let pwned = dir.path().join("PWNED");
+    let inventory = dir.path().join("one.ini");
+    std::fs::write(&inventory, "n1 ansible_connection=local\n").unwrap();
+    let key = format!("X=1; touch {}; Y", pwned.display());
+    let args = serde_json::json!({
+        "root": dir.path().join("root"),
+        "binary": env!("CARGO_BIN_EXE_airlock"),
+        "environment": { key: "v" },
+    });
+    let r = run(Command::new("ansible")
+        .env("ANSIBLE_COLLECTIONS_PATH", &collections)
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_LOCAL_TEMP", dir.path().join("ansible-tmp"))
+        .env("ANSIBLE_HOME", dir.path().join("ansible-home"))
+        .args(["n1", "-i", s(&inventory), "-m", "airlock.site.status", "-a", &args.to_string()])
+        .args(["-e", &format!("ansible_python_interpreter={}", python())]));
+    assert!(!pwned.exists(), "the environment's name ran a command: {}", r.stdout);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("is not an environment variable name"), "{}", r.stdout);
+}

@@ -8,7 +8,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 import shlex
+
+# An environment variable's name as POSIX shells take it in an assignment: anything else in
+# the command line below would be shell syntax.
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -30,6 +35,9 @@ class NodeModule(object):
         self.check_mode = check_mode
 
     def run_command(self, cmd, environ_update=None, check_rc=False, data=None):
+        for k in sorted(environ_update or {}):
+            if not NAME.match(str(k)):
+                self.fail_json(msg="%r is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)" % (str(k),))
         assignments = ["%s=%s" % (k, shlex.quote(str(v))) for k, v in sorted((environ_update or {}).items())]
         line = " ".join(assignments + [shlex.quote(str(c)) for c in cmd])
         in_data = data.encode("utf-8") if isinstance(data, str) else data
