@@ -616,3 +616,29 @@ fn probe_lists_the_whole_rocm_family_carried_packages_python_environments_and_im
     let paths: Vec<&str> = diff["changes"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
     assert!(paths.contains(&"inventory.packages.hipcc.version"), "{paths:?}");
 }
+
+/// Issue 77, attack 4: while another command holds the root (a `--download-only` from a slow
+/// mirror can hold it for hours), `validate --nhc` said "busy, not judged" and exit 0 on a node
+/// whose stack was red, so NHC never drained it. It repeats the last verdict with its age.
+#[test]
+fn a_busy_root_repeats_the_last_verdict_and_never_calls_a_red_node_healthy() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let green = bundle(t.path(), &keys, "green", ROW, RVS);
+    let root = t.path().join("site");
+    install("mi300x", &green, &keys, &root, &[]).ok();
+    let nhc = |c: &mut std::process::Command| run(c.args(["validate", "--root", s(&root), "--nhc"]));
+    // Holding the lock from here, as a writer would.
+    let lock = std::fs::OpenOptions::new().write(true).open(root.join(".lock")).unwrap();
+    lock.try_lock().unwrap();
+    std::fs::write(root.join(".lock"), "pid 4242 apply since now\n").unwrap();
+    let busy = nhc(&mut on_host("mi300x")).code(0);
+    assert!(busy.stdout.starts_with("airlock: busy, last judged green"), "{}", busy.stdout);
+    lock.unlock().unwrap();
+    let red = nhc(&mut with_failing_rvs("mi300x")).code(1);
+    assert!(red.stdout.starts_with("airlock: red "), "{}", red.stdout);
+    lock.try_lock().unwrap();
+    let busy = nhc(&mut with_failing_rvs("mi300x")).code(1);
+    assert!(busy.stdout.starts_with("airlock: red demo 1.0.0 record "), "{}", busy.stdout);
+    assert!(busy.stdout.contains("(last judged ") && busy.stdout.contains("; busy now): "), "{}", busy.stdout);
+}

@@ -119,8 +119,9 @@ fn judge(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> anyho
 const NHC_LINE: usize = 240;
 
 /// `validate --nhc`: one line on stdout, `airlock: …`, and exit 0 (green, amber, nothing to
-/// judge, another airlock command holding the root) or 1 (red, or the active bundle cannot be
-/// judged: it does not verify, its tree is damaged), as Node Health Check's checks and Slurm's
+/// judge, another airlock command holding the root of a node last judged green or amber) or 1
+/// (red, last judged red while the root is held, or the active bundle cannot be judged: it does
+/// not verify, its tree is damaged), as Node Health Check's checks and Slurm's
 /// `HealthCheckProgram` take it: the line becomes the node's drain reason.
 fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> Exit {
     let root = SiteRoot::new(&args.root);
@@ -142,9 +143,11 @@ fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> Exit {
                     }
                 }
             }
-            // An apply or rollback holds the root: it judges the stack itself.
+            // Another command holds the root (an apply, a rollback, a staging from a slow
+            // mirror): the last verdict judged on this bundle stands, with its age; a node
+            // last judged red is never called healthy.
             Err(e) if e.chain().any(|c| matches!(c.downcast_ref(), Some(crate::site::SiteError::Busy { .. }))) => {
-                (format!("airlock: busy, not judged: {e}"), Exit::Ok)
+                last_judged(&root, &e)
             }
             Err(e) => (format!("airlock: red, not judged: {e:#}"), Exit::Failed(Class::Runtime)),
         }
@@ -153,6 +156,36 @@ fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> Exit {
     let line: String = line.chars().take(NHC_LINE).collect();
     let _ = writeln!(std::io::stdout().lock(), "{line}");
     code
+}
+
+/// The line and exit of a node whose root another command holds: the newest verdict its
+/// records hold for the current bundle (read without the lock: a record is written whole),
+/// with its age; none judged yet: busy, exit 0.
+fn last_judged(root: &SiteRoot, busy: &anyhow::Error) -> (String, Exit) {
+    let current = root.link(crate::site::root::Link::Current);
+    let records = crate::site::records::read_all(root).unwrap_or_default();
+    let last = records.iter().rev().find_map(|(path, r)| {
+        let on_current = r.bundle.as_ref().and_then(|b| b.id.as_ref()) == current.as_ref();
+        let e = r.validation.as_ref()?.evidence()?;
+        on_current.then_some((path, r, e))
+    });
+    let Some((path, r, e)) = last else {
+        return (format!("airlock: busy, not judged yet: {busy}"), Exit::Ok);
+    };
+    let age = crate::clock::Timestamp::now().unix().saturating_sub(r.at.unix());
+    let record = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let what = r.bundle.as_ref().map_or_else(String::new, |b| {
+        let (name, version) = (b.name.as_deref().unwrap_or("?"), b.version.as_deref().unwrap_or("?"));
+        format!("{name} {version}")
+    });
+    if e.verdict == Verdict::Red {
+        // The record first (a long line loses its end), the lock holder to stderr.
+        let line = format!("airlock: red {what} record {record} (last judged {age} s ago; busy now): {}", e.summary);
+        eprintln!("{}", crate::escape::lines(&format!("{busy:#}")));
+        return (line, Exit::Failed(Class::Runtime));
+    }
+    let line = format!("airlock: busy, last judged {} {age} s ago: {what} record {record}: {busy}", word(e.verdict));
+    (line, Exit::Ok)
 }
 
 /// `validate --commit`: a pending apply committed (exit 0) or the host restored (exit 4).
