@@ -1013,6 +1013,10 @@ impl Http {
             .and_then(|v| v.split('-').next())
             .and_then(|v| v.parse::<u64>().ok());
         let partial = status == reqwest::StatusCode::PARTIAL_CONTENT;
+        // Without a Content-Range nothing says where the part starts: never taken on trust.
+        if partial && starts_at.is_none() {
+            return Err(Failure::Transient(format!("HTTP 206 without a Content-Range (asked from byte {offset})")));
+        }
         if partial && starts_at.is_some_and(|at| at != offset) {
             return Err(Failure::Transient(format!("HTTP 206 not starting at byte {offset}")));
         }

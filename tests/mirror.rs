@@ -262,6 +262,41 @@ fn nodes_stage_ahead_fetch_only_what_changed_resume_cut_transfers_and_give_up_sl
     airlock_run(&["check", "--root", s(&r.mirror)]).ok();
 }
 
+/// Issue 77: a mirror that answers a resumed request with a 206, no Content-Range and the
+/// whole body was taken as starting at the byte asked for (and the overrun then named a
+/// made-up sha256, the empty string's); one that sends past a member's size was reported with
+/// that same invented digest. Both failed this way on the old code.
+#[test]
+fn a_resume_without_a_content_range_and_a_member_past_its_size_are_refused_by_name() {
+    let r = releases();
+    r.install(&r.v1, &[]).ok();
+    r.install(&r.v2, &["--candidate"]).ok();
+    let public = r.mirror.join("public");
+    let server = Nginx::serve(&public);
+    // A mirror that answers the resumed request with a 206, no Content-Range and the
+    // whole body is refused for it (it was taken as starting at the byte asked for, and the
+    // overrun then named a made-up sha256); one that sends past a member's size is refused
+    // naming the size, never an invented digest.
+    let proxy = |extra: &[&str]| {
+        let extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
+        http::HttpServer::spawn(&public, |port| {
+            [vec![helper("fault_proxy.py"), port.to_string(), server.url.clone()], extra].concat()
+        })
+    };
+    let no_range = proxy(&["--truncate", "hello-airlock", "--ignore-range", "--fake-206"]);
+    let refused = r.node(
+        &format!("{}/", no_range.url),
+        "fresh-206",
+        &["--release", "2.0.0", "--download-only", "--retries", "1"],
+    );
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("206 without a Content-Range"), "{}", refused.stderr);
+    let endless = proxy(&["--endless", "hello-airlock"]);
+    let over =
+        r.node(&format!("{}/", endless.url), "fresh-endless", &["--release", "2.0.0", "--download-only"]).code(3);
+    assert!(over.stderr.contains("more than") && !over.stderr.contains("e3b0c442"), "{}", over.stderr);
+}
+
 #[test]
 fn a_mirror_that_sends_a_package_a_byte_a_second_is_given_up_at_the_floor_tries_included() {
     let r = releases();

@@ -82,6 +82,8 @@ pub enum MirrorError {
         "the mirror's `{url}`: expected {expected_size} bytes with sha256 {expected}, got {size} bytes with sha256 {actual}; nothing was changed"
     )]
     Member { url: String, expected: Sha256, expected_size: u64, actual: Sha256, size: u64 },
+    #[error("the mirror's `{url}` sends more than the {size} bytes its manifest lists: refused; nothing was changed")]
+    Overrun { url: String, size: u64 },
 }
 
 impl crate::failure::Classify for MirrorError {
@@ -92,6 +94,7 @@ impl crate::failure::Classify for MirrorError {
             MirrorError::Manifest { .. }
             | MirrorError::Untrusted { .. }
             | MirrorError::Member { .. }
+            | MirrorError::Overrun { .. }
             | MirrorError::WrongRelease { .. }
             | MirrorError::Unsigned { .. }
             | MirrorError::NotRegular { .. }
@@ -279,13 +282,9 @@ impl Place {
                 };
                 let fetched = crate::fetch::download_to_file(dest, entry.size, &url, reporter, http.options(), open);
                 fetched.await.map_err(|e| match e {
-                    crate::fetch::DownloadError::Overrun(_) => MirrorError::Member {
-                        url: url.clone(),
-                        expected: entry.sha256,
-                        expected_size: entry.size,
-                        actual: Sha256::of_bytes(b""),
-                        size: entry.size + 1,
-                    },
+                    crate::fetch::DownloadError::Overrun(_) => {
+                        MirrorError::Overrun { url: url.clone(), size: entry.size }
+                    }
                     e => MirrorError::Read { url: url.clone(), detail: crate::fetch::with_causes(&e) },
                 })?
             }

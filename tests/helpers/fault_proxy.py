@@ -26,6 +26,8 @@ truncate = args[args.index("--truncate") + 1] if "--truncate" in args else None
 corrupt = args[args.index("--corrupt") + 1] if "--corrupt" in args else None
 endless = args[args.index("--endless") + 1] if "--endless" in args else None
 ignore_range = "--ignore-range" in args
+# A resumed request answered 206 with the whole body and no Content-Range (with --ignore-range).
+fake_206 = "--fake-206" in args
 log = "--log" in args
 fail_patch = int(args[args.index("--fail-patch") + 1]) if "--fail-patch" in args else None
 seen, lock = {}, threading.Lock()
@@ -71,9 +73,10 @@ class Proxy(quiet_http.Handler):
             data = bytes([data[0] ^ 0xFF]) + data[1:]
         if endless and endless in self.path and self.command == "GET" and resp.status in (200, 206):
             return self.endless(resp, data)
-        self.send_response(resp.status)
+        status = 206 if fake_206 and not whole and self.command == "GET" and resp.status == 200 else resp.status
+        self.send_response(status)
         for k, v in resp.getheaders():
-            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+            if k.lower() not in ("transfer-encoding", "connection", "content-length") + (("content-range",) if fake_206 else ()):
                 if k.lower() == "location":
                     # Keep the client on the proxy (what nginx's proxy_redirect does).
                     v = v.replace(f"//{upstream.netloc}/", f"//{self.headers.get('Host', upstream.netloc)}/")
