@@ -9,7 +9,7 @@
 //! - formats and transports: [`bundle`], [`rpmmd`], [`attest`], [`sign`], [`trust`], [`oci`],
 //!   [`fetch`], [`cache`], [`upgrade`];
 //! - values: [`spec`], [`digest`], [`member_path`], [`wheel`], [`clock`], [`failure`],
-//!   [`progress`], [`atomic`], [`tee`], [`overlap`], [`escape`]: value types and small utilities
+//!   [`progress`], [`atomic`], [`tee`], [`overlap`], [`escape`], [`regular`]: value types and small utilities
 //!   that everything may use.
 
 #![forbid(unsafe_code)]
@@ -32,6 +32,7 @@ pub mod member_path;
 pub mod oci;
 pub mod overlap;
 pub mod progress;
+pub mod regular;
 pub mod report;
 pub mod rpmmd;
 pub mod sign;

@@ -175,3 +175,50 @@ fn a_version_tag_that_points_at_another_version_is_refused() {
     .code(3);
     assert!(refused.stderr.contains("already activated demo 1.1.0"), "{}", refused.stderr);
 }
+
+/// Issue 77: a FIFO planted in an `oci-layout:` directory (a manifest or a layer) held `pull`
+/// for ever: nothing writes to it. Opened as the rest of airlock opens files it did not write
+/// (a regular file or nothing), it is refused at once.
+#[test]
+fn a_fifo_planted_in_a_layout_is_refused_not_waited_on() {
+    let b = built_project();
+    let layout = pushed_layout(&b, "1.0.0");
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
+    let artifact_digest = index["manifests"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_owned();
+    let artifact_path = layout.join("blobs/sha256").join(&artifact_digest);
+    let artifact: serde_json::Value = serde_json::from_slice(&std::fs::read(&artifact_path).unwrap()).unwrap();
+    let layer = artifact["layers"].as_array().unwrap().last().unwrap()["digest"].as_str().unwrap().to_owned();
+    let planted = |path: &Path| {
+        std::fs::remove_file(path).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+        assert!(made.success());
+    };
+    planted(&layout.join("blobs/sha256").join(layer.trim_start_matches("sha256:")));
+    for round in ["layer", "manifest"] {
+        if round == "manifest" {
+            planted(&artifact_path);
+        }
+        let work = b.t.path().join(round);
+        let mut child = airlock()
+            .env("AIRLOCK_CACHE", work.join("cache"))
+            .args(["pull", &format!("oci-layout:{}:1.0.0", layout.display()), "--out"])
+            .arg(work.join("pulled.airlock"))
+            .args(["--trust", s(&b.keys.public)])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("{round}: pull still waits on the FIFO after 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("not a regular file"), "{round}: {stderr}");
+        assert!(!work.join("pulled.airlock").exists(), "{round}");
+    }
+}

@@ -348,7 +348,12 @@ impl Store {
             Self::Layout { dir, .. } => {
                 // tokio's files do their reads on the blocking pool.
                 let path = layout_blob(dir, d.digest);
-                let file = tokio::fs::File::open(&path).await.map_err(io_err(&path))?;
+                let opened = blocking({
+                    let path = path.clone();
+                    move || crate::regular::open_file(&path)
+                })
+                .await;
+                let file = tokio::fs::File::from_std(opened.map_err(io_err(&path))?);
                 let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20);
                 Box::pin(stream.map_err(OciDistributionError::IoError)) as ByteStream
             }
@@ -375,7 +380,7 @@ impl Store {
                 // downloads running beside it are not held up.
                 let (path, cache, digest, size) = (layout_blob(dir, d.digest), cache.clone(), d.digest, d.size);
                 let stored = blocking(move || {
-                    let file = std::fs::File::open(&path).map_err(io_err(&path))?;
+                    let file = crate::regular::open_file(&path).map_err(io_err(&path))?;
                     Ok::<_, StoreError>(cache.put(digest, Some(size), &what, std::io::BufReader::new(file))?)
                 })
                 .await?;
@@ -638,7 +643,7 @@ pub fn layout_blob(dir: &Path, digest: Sha256) -> PathBuf {
 fn read_small(path: &Path) -> Result<Vec<u8>, StoreError> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
+    crate::regular::open_file(path)
         .and_then(|f| f.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
         .map_err(io_err(path))?;
     if bytes.len() as u64 > MAX_MANIFEST_BYTES {

@@ -106,22 +106,7 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Refused>
     Ok(Some(bytes))
 }
 
-/// Open `path` for reading without blocking (a FIFO named like a co-signature would otherwise
-/// hang until someone writes to it) and check what was opened, not what the name pointed at a
-/// moment before: `None` when it is not a regular file.
-pub fn open_regular(path: &Path) -> io::Result<Option<std::fs::File>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Ok(None);
-    }
-    // Regular files ignore O_NONBLOCK; clear it anyway so reads behave as plain reads.
-    rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())?;
-    Ok(Some(file))
-}
+pub use crate::regular::open as open_regular;
 
 /// The signature policy a bundle is verified under: every rule must be met.
 #[derive(Debug)]
