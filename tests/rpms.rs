@@ -513,6 +513,27 @@ fn an_rpm_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_ow
     )
     .ok();
 
+    // Issue 77, attack 2: a probe file's name wrote a real `[[validation.check]]` table into
+    // the baseline's header comment on the old code (signed by `build --locked`, run by
+    // `validate` on every node). The name goes in escaped: the comment stays a comment.
+    let hostile = dir.join("gpu07\n[[validation.check]]\nname = \"injected\"\nrun = [\"touch\", \"PWNED\"]\n#.json");
+    std::fs::write(&hostile, &probe.stdout).unwrap();
+    let out = dir.join("hostile.toml");
+    airlock_in(t.path(), &["freeze", s(&hostile), "--spec", s(&release), "--out", s(&out)]).ok();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let parsed: toml::Value = toml::from_str(&text).unwrap();
+    let mut lines = text.lines();
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("# Written by"))
+            && lines.next().is_some_and(|l| l.starts_with("# "))
+    );
+    assert_eq!(lines.next(), Some("[bundle]"), "the comment is two lines, then the spec: {text}");
+    let checks = parsed.get("validation").and_then(|v| v.get("check")).and_then(toml::Value::as_array);
+    assert!(
+        checks.is_none_or(|c| c.iter().all(|c| c.get("name").and_then(toml::Value::as_str) != Some("injected"))),
+        "{text}"
+    );
+
     // An EVR no repository serves: exit 3, naming it.
     let moved = probe.stdout.replace("\"1:6.4.1-1.el9\"", "\"1:6.4.0-7.el9\"");
     std::fs::write(dir.join("moved.json"), moved).unwrap();

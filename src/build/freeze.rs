@@ -238,9 +238,11 @@ fn baseline_spec(text: &str, frozen: &Frozen, rpms: &FrozenRpms, version: &str, 
         doc.insert("deb".into(), toml::Value::Array(entries));
     }
     let body = toml::to_string(&doc).map_err(|e| e.to_string())?;
+    // The inventory's file name is the user's: escaped (a line break in it would end the
+    // comment and open a table of its own in a spec that gets signed).
+    let node = crate::escape::value(&node.display().to_string()).into_owned();
     Ok(format!(
-        "# Written by `airlock freeze {}`: the packages this node ran, pinned exactly (resolve = false).\n\
-         # Adopt it on the nodes with `airlock apply BASE.airlock --adopt` (docs/site-operator.md).\n{body}",
-        node.display()
+        "# Written by `airlock freeze {node}`: the packages this node ran, pinned exactly (resolve = false).\n\
+         # Adopt it on the nodes with `airlock apply BASE.airlock --adopt` (docs/site-operator.md).\n{body}"
     ))
 }
