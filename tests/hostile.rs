@@ -936,3 +936,25 @@ fn bounded(secs: u32, args: &[&str]) -> Run {
     c.arg(secs.to_string()).arg(env!("CARGO_BIN_EXE_airlock")).args(args);
     run(&mut c)
 }
+
+/// Issue 77, attack 3: a line break in a package's version, in an inventory a node wrote,
+/// printed a forged "the same N package(s): one baseline serves both" above the real
+/// difference on the old code. Every value from an inventory is printed escaped, on its line.
+#[test]
+fn an_inventory_cannot_forge_a_line_of_probe_output() {
+    let t = tempfile::tempdir().unwrap();
+    let real = run(on_host("mi300x").args(["probe", "--json"])).ok().json();
+    let mut forged = real.clone();
+    let packages = forged["inventory"]["packages"].as_object_mut().unwrap();
+    let count = packages.len();
+    let first = packages.keys().next().unwrap().clone();
+    packages[&first]["version"] =
+        serde_json::json!(format!("9.9\nthe same {count} package(s): one baseline serves both"));
+    std::fs::write(t.path().join("real.json"), real.to_string()).unwrap();
+    std::fs::write(t.path().join("forged.json"), forged.to_string()).unwrap();
+    let diff =
+        run(airlock().current_dir(t.path()).args(["probe", "--inventory-diff", "real.json", "forged.json"])).code(10);
+    assert!(!diff.stdout.lines().any(|l| l.starts_with("the same ")), "a forged line was printed: {}", diff.stdout);
+    assert_eq!(diff.stdout.lines().count(), 2, "one change, one summary: {}", diff.stdout);
+    assert!(diff.stdout.contains("9.9\\nthe same"), "the value, escaped: {}", diff.stdout);
+}

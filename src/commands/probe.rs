@@ -77,19 +77,22 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
     let shown: Vec<_> = inv.packages.iter().filter(|(n, i)| i.carried || family(n)).collect();
     let others = inv.packages.len() - shown.len();
     let _ = writeln!(t, "packages:  {} installed ({others} outside the GPU stack: see --json)", inv.packages.len());
+    // What the host's package databases, Python environments and image stores say: each value
+    // escaped on its own (a line break in a version must not print a line).
+    let v = |s: &str| crate::escape::value(s).into_owned();
     for (name, i) in shown {
-        let source = if i.source == *name { String::new() } else { format!(" (source {})", i.source) };
+        let source = if i.source == *name { String::new() } else { format!(" (source {})", v(&i.source)) };
         let carried = if i.carried { ", carried by the bundle" } else { "" };
-        let _ = writeln!(t, "  {name} {}{source} [{}{carried}]", i.version, i.manager);
+        let _ = writeln!(t, "  {} {}{source} [{}{carried}]", v(name), v(&i.version), v(&i.manager));
     }
     for (venv, packages) in &inv.python {
-        let _ = writeln!(t, "python {venv}: {} package(s)", packages.len());
+        let _ = writeln!(t, "python {}: {} package(s)", v(venv), packages.len());
         for (name, version) in packages {
-            let _ = writeln!(t, "  {name} {version}");
+            let _ = writeln!(t, "  {} {}", v(name), v(version));
         }
     }
     for (image, digest) in &inv.images {
-        let _ = writeln!(t, "image {image} {digest}");
+        let _ = writeln!(t, "image {} {}", v(image), v(digest));
     }
     std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
     Ok(Exit::Ok)
@@ -131,10 +134,13 @@ fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<Exit> {
             &serde_json::json!({ "same": same, "packages": [left.len(), right.len()], "changes": changes }),
         )?;
     } else {
+        // Names and versions are the inventories' (files a node wrote): each escaped as one
+        // value, so a line break in one cannot print a line of its own.
         let mut t = String::new();
+        let value = |v: &str| crate::escape::value(v).into_owned();
         for c in &changes {
-            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(not installed)".into());
-            let _ = writeln!(t, "~ {}: {} -> {}", c.path, show(&c.old), show(&c.new));
+            let show = |v: &Option<String>| v.as_deref().map_or_else(|| "(not installed)".into(), value);
+            let _ = writeln!(t, "~ {}: {} -> {}", value(&c.path), show(&c.old), show(&c.new));
         }
         let _ = if same {
             writeln!(t, "the same {} package(s): one baseline serves both", left.len())
