@@ -103,6 +103,11 @@ fn a_verified_bundle_says_who_signed_and_when_it_was_logged_and_a_wrong_identity
     assert!(r.stderr.contains("someone/else") && r.stderr.contains("does not verify"), "{}", r.stderr);
     let r = verify(&["--identity-regexp", "sigstore-conformance", "--issuer", ISSUER]);
     assert_eq!(r.code, 3, "a pattern matches the whole identity: {}", r.stderr);
+    // Issue 77, attack 1: a pattern that is not whole on its own closed the anchoring group and
+    // matched anyone (`other/x)|(.*` verified this bundle on the old code): a usage error.
+    let r = verify(&["--identity-regexp", r"https://github\.com/other/x)|(.*", "--issuer", ISSUER]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not a whole pattern"), "{}", r.stderr);
     let r = verify(&["--identity", IDENTITY, "--issuer", "https://accounts.google.com"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     // No signer named: a usage error.
@@ -598,4 +603,31 @@ fn a_registry_listing_endless_sigstore_referrers_cannot_make_the_lock_fetch_with
     let tried = r.stderr.matches("'s bundle sha256:").count();
     assert_eq!(tried, 16, "at most 16 tried: {}", r.stderr);
     assert!(r.stderr.contains("24 more not fetched or tried"), "{}", r.stderr);
+}
+
+/// Issue 77, attack 1: `[[wheel]] verify` was never checked as `[[image]]` and `[[file]]`
+/// `verify` are: a pattern that is not whole (`…x)|(.*`, which matched an attacker's identity
+/// once anchored) and both `identity` and `identity_regex` were accepted. Both are usage
+/// errors naming the field now, before anything is fetched.
+#[test]
+fn a_wheels_signer_pattern_must_be_whole_and_alone() {
+    let t = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            r#"{ identity_regex = "https://github\\.com/org/repo/x)|(.*", issuer = "https://token.actions.githubusercontent.com" }"#,
+            "not a whole pattern",
+        ),
+        (r#"{ identity = "https://a", identity_regex = "https://a", issuer = "https://i" }"#, "not both"),
+    ];
+    for (n, (verify, says)) in cases.iter().enumerate() {
+        let spec = t.path().join(format!("{n}.toml"));
+        let text = format!(
+            "[bundle]\nname = \"wheels\"\nversion = \"1.0.0\"\n\n[[wheel]]\nindex = \"http://127.0.0.1:9/simple/\"\n\
+             requirements = [\"demo==1.0\"]\nverify = {verify}\n"
+        );
+        std::fs::write(&spec, text).unwrap();
+        let r = run(airlock().current_dir(t.path()).args(["lock", s(&spec)]));
+        assert_eq!(r.code, 2, "{n}: {}", r.stderr);
+        assert!(r.stderr.contains("[[wheel]]") && r.stderr.contains(says), "{n}: {}", r.stderr);
+    }
 }

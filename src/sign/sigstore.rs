@@ -146,6 +146,14 @@ impl Root {
     }
 }
 
+/// Whether `pattern` is a regular expression on its own (it is then safe to wrap in an
+/// anchoring group): the one rule for every identity pattern, in a spec and on the command line.
+pub fn whole_pattern(pattern: &str) -> Result<(), String> {
+    regex::Regex::new(pattern)
+        .map(drop)
+        .map_err(|e| format!("not a whole pattern on its own (it must parse before it is anchored): {e}"))
+}
+
 /// Whose signature is accepted: a keyless signer's identity (the certificate's SAN, exactly or
 /// by a regular expression matching all of it) and OIDC issuer, or a key.
 pub enum Signer {
@@ -159,11 +167,12 @@ pub enum Identity {
 }
 
 impl Identity {
-    /// `pattern` anchored: it must match the whole SAN.
+    /// `pattern` anchored: it must match the whole SAN. It must be a whole pattern on its own
+    /// first: one that is not (`org/x)|(.*`) would close the anchoring group and match anyone.
     pub fn regex(pattern: &str) -> Result<Self, SigstoreError> {
-        regex::Regex::new(&format!("^(?:{pattern})$"))
-            .map(Identity::Regex)
-            .map_err(|e| SigstoreError::Pattern { pattern: pattern.to_owned(), detail: e.to_string() })
+        let bad = |detail: String| SigstoreError::Pattern { pattern: pattern.to_owned(), detail };
+        whole_pattern(pattern).map_err(bad)?;
+        regex::Regex::new(&format!("^(?:{pattern})$")).map(Identity::Regex).map_err(|e| bad(e.to_string()))
     }
 
     fn describe(&self) -> String {

@@ -533,6 +533,10 @@ impl SpecFile {
             if let Some(bad) = w.python.iter().find(|p| crate::wheel::PythonVersion::parse(p).is_none()) {
                 return Err(self.invalid(&wheel.span(), format!("invalid python `{bad}`: expected `3.12` or `3.12.4`")));
             }
+            // The signer check `[[image]]` and `[[file]]` get (it was never run for wheels).
+            if let Some(v) = &w.verify {
+                v.check().map_err(|e| self.invalid(&wheel.span(), format!("`[[wheel]]` {e}")))?;
+            }
         }
         Ok(())
     }

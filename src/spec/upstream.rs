@@ -23,9 +23,11 @@ impl UpstreamSigner {
     pub fn check(&self) -> Result<(), String> {
         match (&self.identity, &self.identity_regex) {
             (Some(_), None) => Ok(()),
-            (None, Some(pattern)) => {
-                regex::Regex::new(pattern).map(drop).map_err(|e| format!("`identity_regex` `{pattern}`: {e}"))
-            }
+            // Parsed alone, as a whole pattern: one that is not (`org/x)|(.*`) would close the
+            // group it is anchored in and match anyone (`sign::sigstore::whole_pattern`).
+            (None, Some(pattern)) => regex::Regex::new(pattern)
+                .map(drop)
+                .map_err(|e| format!("`identity_regex` `{pattern}`: not a whole pattern on its own: {e}")),
             (Some(_), Some(_)) => Err("`verify` takes `identity` or `identity_regex`, not both".into()),
             (None, None) => Err("`verify` needs `identity` (or `identity_regex`) and `issuer`".into()),
         }
