@@ -44,6 +44,10 @@ pub enum StoreError {
     Digest { what: String, expected: Sha256, actual: Sha256 },
     #[error("`{}`: {detail}", path.display())]
     Io { path: PathBuf, detail: String },
+    /// A layout's document or layer that is a FIFO, a device or a directory: planted, not
+    /// written by any tool that writes layouts; refused before a byte is read.
+    #[error("`{}` is not a regular file (a FIFO, a device or a directory): refused, not read", path.display())]
+    NotRegular { path: PathBuf },
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error(transparent)]
@@ -54,7 +58,7 @@ impl Classify for StoreError {
     fn class(&self) -> Class {
         match self {
             StoreError::Location(_) => Class::Usage,
-            StoreError::Digest { .. } | StoreError::Overrun(_) => Class::Verification,
+            StoreError::Digest { .. } | StoreError::Overrun(_) | StoreError::NotRegular { .. } => Class::Verification,
             StoreError::Cache(e) => e.class(),
             StoreError::Client(_) | StoreError::Registry { .. } | StoreError::Io { .. } => Class::Runtime,
         }
@@ -63,6 +67,11 @@ impl Classify for StoreError {
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
     move |e| StoreError::Io { path: path.to_owned(), detail: e.to_string() }
+}
+
+/// A layout's file opened as airlock opens what it did not write (`regular::open`).
+fn open_layout_file(path: &Path) -> Result<std::fs::File, StoreError> {
+    crate::regular::open(path).map_err(io_err(path))?.ok_or_else(|| StoreError::NotRegular { path: path.to_owned() })
 }
 
 /// How to reach the registries a command names: `--insecure-registry`, `--registry-ca`, the
@@ -350,10 +359,10 @@ impl Store {
                 let path = layout_blob(dir, d.digest);
                 let opened = blocking({
                     let path = path.clone();
-                    move || crate::regular::open_file(&path)
+                    move || open_layout_file(&path)
                 })
                 .await;
-                let file = tokio::fs::File::from_std(opened.map_err(io_err(&path))?);
+                let file = tokio::fs::File::from_std(opened?);
                 let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20);
                 Box::pin(stream.map_err(OciDistributionError::IoError)) as ByteStream
             }
@@ -380,7 +389,7 @@ impl Store {
                 // downloads running beside it are not held up.
                 let (path, cache, digest, size) = (layout_blob(dir, d.digest), cache.clone(), d.digest, d.size);
                 let stored = blocking(move || {
-                    let file = crate::regular::open_file(&path).map_err(io_err(&path))?;
+                    let file = open_layout_file(&path)?;
                     Ok::<_, StoreError>(cache.put(digest, Some(size), &what, std::io::BufReader::new(file))?)
                 })
                 .await?;
@@ -643,9 +652,7 @@ pub fn layout_blob(dir: &Path, digest: Sha256) -> PathBuf {
 fn read_small(path: &Path) -> Result<Vec<u8>, StoreError> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
-    crate::regular::open_file(path)
-        .and_then(|f| f.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(io_err(path))?;
+    open_layout_file(path)?.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes).map_err(io_err(path))?;
     if bytes.len() as u64 > MAX_MANIFEST_BYTES {
         let detail = format!("larger than {MAX_MANIFEST_BYTES} bytes, more than a manifest can be");
         return Err(StoreError::Io { path: path.to_owned(), detail });
