@@ -120,7 +120,14 @@ fn a_verified_bundle_says_who_signed_and_when_it_was_logged_and_a_wrong_identity
     let mut args = vec!["sigstore", "verify", "--bundle", s(&fifo)];
     args.extend(["--certificate-identity", IDENTITY, "--certificate-oidc-issuer", ISSUER, s(&a)]);
     let r = run(airlock().args(&args));
-    assert!(r.code != 0 && r.stderr.contains("not a regular file"), "{}", r.stderr);
+    assert!(r.code == 3 && r.stderr.contains("not a regular file"), "issue 77: exit 3, it was 1: {}", r.stderr);
+    // A bundle larger than any Sigstore document is refused unread, a verification failure too.
+    let huge = t.path().join("huge.sigstore.json");
+    std::fs::write(&huge, vec![b' '; 5 << 20]).unwrap();
+    let mut args = vec!["verify-blob", "--bundle", s(&huge)];
+    args.extend(["--identity", IDENTITY, "--issuer", ISSUER, s(&a)]);
+    let r = run(airlock().args(&args));
+    assert!(r.code == 3 && r.stderr.contains("refused"), "{}", r.stderr);
     let bundle = dir.join("bundle.sigstore.json");
     let mut args = vec!["sigstore", "verify", "--bundle", s(&bundle)];
     args.extend(["--certificate-identity", IDENTITY, "--certificate-oidc-issuer", ISSUER, s(&fifo)]);

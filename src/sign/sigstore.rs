@@ -37,6 +37,9 @@ pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
 pub enum SigstoreError {
     #[error("`{}`: {detail}", path.display())]
     Read { path: PathBuf, detail: String },
+    /// A document refused unread: not a regular file, or larger than any Sigstore document is.
+    #[error("`{}`: {detail}", path.display())]
+    Refused { path: PathBuf, detail: String },
     #[error("trusted root {from}: {detail}")]
     Root { from: String, detail: String },
     #[error("the shipped public-good trusted root has sha256 {actual}, not the pinned {PUBLIC_GOOD_SHA256}")]
@@ -67,7 +70,8 @@ impl Classify for SigstoreError {
         match self {
             SigstoreError::Read { .. } => Class::Runtime,
             SigstoreError::Key { .. } | SigstoreError::Pattern { .. } => Class::Usage,
-            SigstoreError::Root { .. }
+            SigstoreError::Refused { .. }
+            | SigstoreError::Root { .. }
             | SigstoreError::RootPin { .. }
             | SigstoreError::Bundle { .. }
             | SigstoreError::Failed { .. } => Class::Verification,
@@ -291,13 +295,16 @@ fn run(
 pub fn read_bounded(path: &Path) -> Result<Vec<u8>, SigstoreError> {
     use crate::sign::policy::{Refused, read_regular};
     let err = |detail: String| SigstoreError::Read { path: path.to_owned(), detail };
+    // What is there but cannot be a Sigstore document is a verification failure (exit 3), as a
+    // document that does not parse is; a file that cannot be read at all is not.
+    let refused = |detail: String| SigstoreError::Refused { path: path.to_owned(), detail };
     match read_regular(path, MAX_DOCUMENT_BYTES) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(err("no such file".into())),
         Err(Refused::NotRegular) => {
-            Err(err("not a regular file (a FIFO, a device or a directory): refused, not read".into()))
+            Err(refused("not a regular file (a FIFO, a device or a directory): refused, not read".into()))
         }
-        Err(Refused::TooLarge) => Err(err(format!("larger than {MAX_DOCUMENT_BYTES} bytes"))),
+        Err(Refused::TooLarge) => Err(refused(format!("larger than {MAX_DOCUMENT_BYTES} bytes: refused"))),
         Err(Refused::Io(e)) => Err(err(e.to_string())),
     }
 }
