@@ -282,6 +282,9 @@ pub struct Plan {
     /// One line a node, as a person reads the plan (`--check` prints it).
     #[serde(default)]
     pub summary: Vec<String>,
+    /// Every node's scheduler name (what the capacity rule reads the partitions of).
+    #[serde(default)]
+    pub scheduler_names: Vec<String>,
 }
 
 impl Plan {
@@ -339,9 +342,11 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
     let apply_release = crate::site::mirror::is_mirror(&input.source).then(|| id.clone());
     let take_over = nodes.iter().filter_map(|n| Some((n.node.clone(), n.take_over.clone()?))).collect();
     let summary = nodes.iter().map(summary_line).collect();
+    let scheduler_names = nodes.iter().map(|n| n.scheduler_name.clone()).collect();
     Ok(Plan {
         take_over,
         summary,
+        scheduler_names,
         schema: SCHEMA.into(),
         drain_reason: scheduler::drain_reason(&label, &run),
         run,
