@@ -1118,3 +1118,48 @@ fn an_environment_name_cannot_inject_a_shell_command() {
     assert_ne!(r.code, 0, "{}", r.stdout);
     assert!(r.stdout.contains("is not an environment variable name"), "{}", r.stdout);
 }
+
+/// Through the playbook: a node whose airlock answers `status --run` with records that are not
+/// text (a dict) spoils only its own evidence; the other node's evidence and the run's end are
+/// written, and the playbook fails naming the node.
+#[test]
+fn through_the_playbook_a_node_returning_garbage_spoils_only_its_own_evidence() {
+    let f = Fleet::new();
+    let wrapper = f.dir.path().join("lying-airlock");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --run ] && {{ echo '{{\"current\": null, \"run_records\": {{\"20261206T100000.000Z-apply.json\": {{\"a\": 1}}}}}}'; exit 0; }}; done\nexec {} \"$@\"\n",
+            env!("CARGO_BIN_EXE_airlock")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let nodes: &[(&str, &str)] = &[("n1", "mi300x"), ("n3", "mi300x-cpx")];
+    let inventory = f.inventory("lying.ini", nodes);
+    let text = std::fs::read_to_string(&inventory).unwrap().replace(
+        "n3 ansible_connection=local",
+        &format!("n3 airlock_binary={} ansible_connection=local", wrapper.display()),
+    );
+    std::fs::write(&inventory, text).unwrap();
+    // n3's own `airlock_binary` (a host variable) must win: the run's binary goes in as the
+    // inventory's group variable, not as an extra variable (which would override it).
+    let mut c = f.rollout_command(&inventory, "2026.11.0", "evidence", &["-e", r#"{"airlock_run_id": "lying-1"}"#]);
+    let vars_file = f.dir.path().join("evidence.vars.json");
+    let mut vars: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&vars_file).unwrap()).unwrap();
+    vars.as_object_mut().unwrap().remove("airlock_binary");
+    std::fs::write(&vars_file, vars.to_string()).unwrap();
+    let mut text = std::fs::read_to_string(&inventory).unwrap();
+    let _ = write!(text, "\n[all:vars]\nairlock_binary={}\n", env!("CARGO_BIN_EXE_airlock"));
+    std::fs::write(&inventory, text).unwrap();
+    let r = run(&mut c);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("n3: evidence refused"), "{}", r.stdout);
+    let run_dir = f.dir.path().join("evidence/runs/lying-1");
+    assert!(run_dir.join("nodes/n1/records").is_dir() && run_dir.join("nodes/n1/report.html").is_file());
+    assert!(run_dir.join("nodes/n3/node.json").is_file() && !run_dir.join("nodes/n3/records").exists());
+    let report = run(airlock().args(["report", "--fleet", s(&f.dir.path().join("evidence")), "--json"])).ok().json();
+    assert!(report["run"]["ended"].is_string(), "{report}");
+    let by_node = states(&report);
+    assert_eq!((by_node["n1"].as_str(), by_node["n3"].as_str()), ("canary", "evidence refused"), "{report}");
+}
