@@ -544,6 +544,18 @@ fn an_rpm_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_ow
     .code(3);
     assert!(r3.stderr.contains("rocm-core 1:6.4.0-7.el9"), "{}", r3.stderr);
     assert!(!dir.join("moved.toml").exists());
+    // Issue 77, attack 3: a version holding a line break reached stderr raw, a forged line of
+    // its own under the error. Escaped now.
+    let forged =
+        probe.stdout.replace("\"1:6.4.1-1.el9\"", "\"1:6.4.0-7.el9\\nwrote moved.toml: every package pinned\"");
+    std::fs::write(dir.join("forged.json"), forged).unwrap();
+    let r4 = airlock_in(
+        t.path(),
+        &["freeze", s(&dir.join("forged.json")), "--spec", s(&release), "--out", s(&dir.join("forged.toml"))],
+    )
+    .code(3);
+    assert!(!r4.stderr.lines().any(|l| l.starts_with("wrote ")), "a forged line: {}", r4.stderr);
+    assert!(r4.stderr.contains("1:6.4.0-7.el9\\nwrote"), "{}", r4.stderr);
 
     // Adopted with dnf untouched; the red release then puts the by-hand stack back.
     let on_node = |root: &Path, args: &[&str]| {

@@ -171,7 +171,10 @@ pub(crate) fn installed_closure<E>(
 
 impl std::fmt::Display for Unserved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} ({}, {})", self.name, self.version, self.arch, self.wanted_by)
+        // A node's inventory said these: each escaped (a line break in a version would print a
+        // line of its own under airlock's error).
+        let v = |s: &str| crate::escape::value(s).into_owned();
+        write!(f, "{} {} ({}, {})", v(&self.name), v(&self.version), v(&self.arch), v(&self.wanted_by))
     }
 }
 
