@@ -33,7 +33,7 @@ fi
 # Python packages the tests run as real servers and clients.
 for module in pypiserver:pypiserver huggingface_hub:huggingface-hub cyclonedx:cyclonedx-python-lib[json-validation] \
     ansible:ansible-core ansiblelint:ansible-lint ziglang:ziglang tuf:tuf cryptography:cryptography sigstore:sigstore \
-    pypi_attestations:pypi-attestations; do
+    pypi_attestations:pypi-attestations securesystemslib:securesystemslib in_toto_attestation:in-toto-attestation; do
   if ! python3 -c "import ${module%%:*}" 2>/dev/null; then
     echo "==> installing ${module##*:} (pip)"
     python3 -m pip install -q --disable-pip-version-check "${module##*:}" 2>/dev/null \

@@ -36,6 +36,8 @@ impl Cli {
             Command::Diff(a) => a.json,
             Command::Rollback(a) => a.json,
             Command::Promote(a) => a.json,
+            Command::Approve(a) => a.json,
+            Command::VerifyApproval(a) => a.json,
             Command::Status(a) => a.json,
             Command::Check(a) => a.json,
             Command::Probe(a) => a.json,
@@ -87,6 +89,12 @@ pub enum Command {
     /// A mirror: make a retained release (a candidate, `install --candidate`) its current,
     /// verified again; nodes that follow the mirror's current then take it.
     Promote(PromoteArgs),
+    /// Sign the decision a rollout run's canary evidence supports (an in-toto statement with
+    /// the SLSA verification-summary predicate, in a DSSE envelope) as an approver, or co-sign one.
+    Approve(ApproveArgs),
+    /// Check an approval offline against a site trust root's `approvers` role and threshold,
+    /// and each record it names against the evidence when given.
+    VerifyApproval(VerifyApprovalArgs),
     /// What a site root has: current, previous, retained bundles, history, the last rollback.
     Status(StatusArgs),
     /// Verify every retained bundle again and compare each staged tree with it, file by file
@@ -173,6 +181,10 @@ pub struct RolloutResolveArgs {
     /// The mirror's release by version or id instead of its current.
     #[arg(long, value_name = "VERSION|ID", value_parser = parse_release)]
     pub release: Option<crate::site::mirror::Release>,
+    /// The node's site root: where its trust root has a `promotion` role, a mirror's current
+    /// is pinned only as its signed promotion names it.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
     #[command(flatten)]
     pub net: NetArgs,
     /// Print one JSON document on stdout (always; accepted for symmetry).
@@ -1149,13 +1161,75 @@ pub struct RollbackArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The rollout evidence (`airlock_evidence_dir`): the run's records are read and hashed there.
+    #[arg(long, value_name = "DIR")]
+    pub fleet: Option<PathBuf>,
+    /// The run decided on (`report --fleet DIR` names it).
+    #[arg(long = "run", value_name = "ID", required_unless_present = "add_to", requires = "fleet")]
+    pub run: Option<crate::site::records::RunId>,
+    /// The approver's private key: a key of the site's `approvers` role.
+    #[arg(long, value_name = "KEY")]
+    pub key: PathBuf,
+    /// The approver's name, kept in the decision (their identity is their key).
+    #[arg(long, value_name = "NAME")]
+    pub approver: Option<String>,
+    /// Where the approval is written [default: `DIR/runs/ID/approval.dsse.json`].
+    #[arg(long, value_name = "FILE", conflicts_with = "add_to")]
+    pub out: Option<PathBuf>,
+    /// Co-sign this approval (its statement unchanged); with `--fleet`, its records are
+    /// checked against the evidence first.
+    #[arg(long, value_name = "FILE", conflicts_with = "run")]
+    pub add_to: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyApprovalArgs {
+    /// The approval (`airlock approve`).
+    #[arg(value_name = "FILE")]
+    pub approval: PathBuf,
+    /// The site root whose trust root (`ROOT/trust/`) holds the `approvers` role.
+    #[arg(long, default_value = "/var/lib/airlock")]
+    pub root: PathBuf,
+    /// The rollout evidence: every record the approval names is checked there by sha256.
+    #[arg(long, value_name = "DIR")]
+    pub evidence: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools, reason = "each is a command-line switch of its own")]
 pub struct PromoteArgs {
     /// The mirror's site root.
     #[arg(long, default_value = "/var/lib/airlock")]
     pub root: PathBuf,
     /// The retained release: its version, or its bundle id (`airlock status`).
-    #[arg(value_name = "VERSION|ID")]
-    pub release: String,
+    #[arg(value_name = "VERSION|ID", required_unless_present = "renew")]
+    pub release: Option<String>,
+    /// The approval the promotion rests on (`airlock approve`): checked against the site's
+    /// `approvers` role and this exact bundle, and kept as `ROOT/approvals/ID.dsse.json`.
+    #[arg(long, value_name = "FILE", conflicts_with = "without_approval")]
+    pub approval: Option<PathBuf>,
+    /// Promote with no approval on a site whose trust root has an `approvers` role: the
+    /// exception, recorded with `--reason` and shown red.
+    #[arg(long, requires = "reason")]
+    pub without_approval: bool,
+    /// A private key of the site's `promotion` role: signs `public/promotion.json` (repeat for
+    /// a threshold above 1). Needed where the trust root has that role.
+    #[arg(long = "sign", value_name = "KEY")]
+    pub sign: Vec<PathBuf>,
+    /// How long the signed promotion holds (`7d`, `12h`): nodes refuse it after.
+    #[arg(long, value_name = "DURATION", default_value = crate::site::promotion::DEFAULT_EXPIRES)]
+    pub promotion_expires: String,
+    /// Re-sign the current promotion with the next number and a new expiry (no release named):
+    /// what the mirror host's timer runs well within `--promotion-expires`.
+    #[arg(long, conflicts_with_all = ["release", "approval", "without_approval"])]
+    pub renew: bool,
     /// Promote a lower version than the mirror has had current (logged and recorded).
     #[arg(long)]
     pub allow_downgrade: bool,
@@ -1165,8 +1239,9 @@ pub struct PromoteArgs {
     /// Use expired trust metadata or an expired bundle anyway; needs `--reason`.
     #[arg(long, requires = "reason")]
     pub allow_expired: bool,
-    /// Why the expired metadata or bundle is acceptable here; the record keeps it.
-    #[arg(long, value_name = "TEXT", requires = "allow_expired")]
+    /// Why the expired metadata or bundle (`--allow-expired`) or the promotion without an
+    /// approval (`--without-approval`) is acceptable here; the record keeps it.
+    #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
     #[command(flatten)]
     pub net: NetArgs,

@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod artifact;
 pub mod atomic;
 pub mod attest;

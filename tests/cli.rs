@@ -198,7 +198,8 @@ fn version_completions_and_man_pages_describe_the_cli_itself() {
             .replace('-', " ")
             .replace("self upgrade", "self-upgrade")
             .replace("sigstore root", "sigstore-root")
-            .replace("verify blob", "verify-blob");
+            .replace("verify blob", "verify-blob")
+            .replace("verify approval", "verify-approval");
         let name_line = r.stdout.lines().skip_while(|l| l.trim() != "NAME").nth(1).unwrap_or("");
         assert!(name_line.trim_start().starts_with(&format!("{name} ")), "{page}: NAME {name_line}");
         let flat = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");

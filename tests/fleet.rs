@@ -7,6 +7,8 @@
 //! evidence lands under `EVIDENCE/runs/ID/`; `report --fleet` judges the newest run.
 
 mod common;
+#[path = "common/nginx.rs"]
+mod nginx;
 #[path = "common/slurm.rs"]
 mod slurm;
 
@@ -1162,4 +1164,243 @@ fn through_the_playbook_a_node_returning_garbage_spoils_only_its_own_evidence() 
     assert!(report["run"]["ended"].is_string(), "{report}");
     let by_node = states(&report);
     assert_eq!((by_node["n1"].as_str(), by_node["n3"].as_str()), ("canary", "evidence refused"), "{report}");
+}
+
+/// An independent check of an approval: securesystemslib's DSSE verifier with the approvers'
+/// public keys (their key ids computed here, as the sha256 of the SPKI DER), and the statement
+/// read with the in-toto attestation bindings (the VSA predicate's own fields).
+const INDEPENDENT_VERIFIER: &str = r#"
+import base64, hashlib, json, sys
+from cryptography.hazmat.primitives.serialization import load_pem_public_key, Encoding, PublicFormat
+from securesystemslib.signer import SSlibKey
+from securesystemslib.dsse import Envelope
+from google.protobuf import json_format
+from in_toto_attestation.v1.statement import Statement
+from in_toto_attestation.v1 import statement_pb2
+from in_toto_attestation.predicates.vsa.v1 import vsa_pb2
+env_json = json.load(open(sys.argv[1]))
+threshold = int(sys.argv[2])
+keys = []
+for pem in sys.argv[3:]:
+    pub = load_pem_public_key(open(pem, "rb").read())
+    keyid = hashlib.sha256(pub.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)).hexdigest()
+    keys.append(SSlibKey.from_crypto(pub, keyid=keyid, scheme="ecdsa-sha2-nistp256"))
+env = Envelope.from_dict(env_json)
+env.verify(keys, threshold)
+pb = json_format.Parse(env.payload.decode(), statement_pb2.Statement())
+stmt = Statement.copy_from_pb(pb)
+stmt.validate()
+predicate = json.loads(env.payload)["predicate"]
+# The bindings (0.9.3) declare verifiedLevels one string; the VSA v1 specification an array.
+levels = predicate.pop("verifiedLevels")
+assert isinstance(levels, list) and all(isinstance(l, str) for l in levels), levels
+vsa = json_format.ParseDict(predicate, vsa_pb2.VerificationSummary(), ignore_unknown_fields=True)
+assert pb.predicate_type == "https://slsa.dev/verification_summary/v1", pb.predicate_type
+assert vsa.verification_result == "PASSED", vsa.verification_result
+print(pb.subject[0].digest["sha256"], len(vsa.input_attestations))
+"#;
+
+/// Issue 75: the canaries' evidence becomes an approval two of three approvers sign (checked by
+/// an independent verifier too); the mirror promotes only on it, signs the promotion, and a node
+/// behind a real nginx follows only that signed promotion.
+#[test]
+#[allow(clippy::too_many_lines, reason = "one decision from the canary's evidence to a node that follows it")]
+fn the_canary_evidence_becomes_a_signed_approval_that_gates_promotion_and_nodes_follow_only_signed_promotions() {
+    use base64::Engine as _;
+    let f = Fleet::new();
+    let k = f.dir.path().join("decision-keys");
+    let [root, a1, a2, a3, promo] = ["root", "a1", "a2", "a3", "promotion"].map(|n| keygen(&k, n));
+    let mirror = f.dir.path().join("mirror");
+    airlock_run(&[
+        "trust",
+        "init",
+        "--root",
+        s(&mirror),
+        "--root-key",
+        s(&root.public),
+        "--role",
+        &format!("build={}:1", s(&f.keys.public)),
+        "--role",
+        &format!("approvers={},{},{}:2", s(&a1.public), s(&a2.public), s(&a3.public)),
+        "--role",
+        &format!("promotion={}:1", s(&promo.public)),
+        "--expires",
+        "1y",
+        "--sign",
+        s(&root.private),
+    ])
+    .ok();
+    let shown = airlock_run(&["trust", "show", "--root", s(&mirror)]).ok();
+    assert!(shown.stdout.contains("decision roles") && shown.stdout.contains("approvers 2 of 3"), "{}", shown.stdout);
+    for version in ["2026.11.0", "2026.11.1"] {
+        let bundle = f.dir.path().join(format!("{version}.airlock"));
+        airlock_run(&["install", s(&bundle), "--root", s(&mirror), "--role", "mirror", "--candidate"]).ok();
+    }
+    let promote = |args: &[&str]| airlock_run(&[&["promote", "--root", s(&mirror)][..], args].concat());
+    // The site's first release: no run qualified it; promoted as the recorded exception.
+    let r = promote(&["2026.11.0", "--sign", s(&promo.private)]).code(3);
+    assert!(r.stderr.contains("needs an approval"), "{}", r.stderr);
+    promote(&["2026.11.0", "--without-approval", "--reason", "the site's first release", "--sign", s(&promo.private)])
+        .ok();
+    let url = format!("file://{}/", mirror.join("public").display());
+
+    // The canaries (one per tuple) take the candidate by its id.
+    let nodes: &[(&str, &str)] = &[("n1", "mi300x"), ("n3", "mi300x-cpx")];
+    let inventory = f.inventory("approval.ini", nodes);
+    let vars = serde_json::json!({"airlock_source": url, "airlock_release": "2026.11.1", "airlock_run_id": "canary-1"});
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", &vars.to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let evidence = f.dir.path().join("evidence");
+
+    // One approver signs: below the role's threshold, refused by verify-approval and promote.
+    let approve = |args: &[&str]| airlock_run(&[&["approve", "--fleet", s(&evidence)][..], args].concat());
+    let first = approve(&["--run", "canary-1", "--key", s(&a1.private), "--approver", "alice", "--json"]).ok().json();
+    let approval = PathBuf::from(first["approval"].as_str().unwrap());
+    assert_eq!((first["canaries"].as_u64(), first["bundle"]["version"].as_str()), (Some(2), Some("2026.11.1")));
+    let verify =
+        |extra: &[&str]| airlock_run(&[&["verify-approval", s(&approval), "--root", s(&mirror)][..], extra].concat());
+    let r = verify(&[]).code(3);
+    assert!(r.stderr.contains("signed by 1 of the 2 approver(s)"), "{}", r.stderr);
+    let r = promote(&["2026.11.1", "--approval", s(&approval), "--sign", s(&promo.private)]).code(3);
+    assert!(r.stderr.contains("1 of the 2"), "{}", r.stderr);
+    // A second approver co-signs the same statement: two of three.
+    approve(&["--add-to", s(&approval), "--key", s(&a2.private)]).ok();
+    let ok = verify(&["--evidence", s(&evidence), "--json"]).ok().json();
+    assert_eq!((ok["signers"].as_array().unwrap().len(), ok["records_checked"].as_u64()), (2, Some(2)), "{ok}");
+
+    // The independent verifier agrees, and refuses the statement edited after signing.
+    let independent = |file: &Path| {
+        run(Command::new(python()).args([
+            "-c",
+            INDEPENDENT_VERIFIER,
+            s(file),
+            "2",
+            s(&a1.public),
+            s(&a2.public),
+            s(&a3.public),
+        ]))
+    };
+    let out = independent(&approval).ok();
+    assert!(out.stdout.starts_with(first["bundle"]["manifest_sha256"].as_str().unwrap()), "{}", out.stdout);
+    let mut envelope: serde_json::Value = serde_json::from_slice(&std::fs::read(&approval).unwrap()).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let payload = String::from_utf8(b64.decode(envelope["payload"].as_str().unwrap()).unwrap()).unwrap();
+    envelope["payload"] = b64.encode(payload.replacen("\"green\"", "\"amber\"", 1)).into();
+    let edited = f.dir.path().join("edited.dsse.json");
+    std::fs::write(&edited, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let r = independent(&edited);
+    assert_ne!(r.code, 0, "securesystemslib refuses the edited statement: {}", r.stdout);
+    assert!(r.stderr.contains("VerificationError") || r.stderr.contains("Verification"), "{}", r.stderr);
+    airlock_run(&["verify-approval", s(&edited), "--root", s(&mirror)]).code(3);
+    // A record changed after the approval is named.
+    let record = evidence.join(first_input(&approval));
+    let kept = std::fs::read(&record).unwrap();
+    std::fs::write(&record, [kept.as_slice(), b" "].concat()).unwrap();
+    let r = verify(&["--evidence", s(&evidence)]).code(3);
+    assert!(r.stderr.contains("changed after") && r.stderr.contains("records/"), "{}", r.stderr);
+    std::fs::write(&record, &kept).unwrap();
+
+    // Promotion: refused without an approval, with one for another bundle, and without the
+    // promotion key; taken on the approval, which the mirror keeps.
+    promote(&["2026.11.1", "--sign", s(&promo.private)]).code(3);
+    let r =
+        promote(&["2026.11.0", "--approval", s(&approval), "--sign", s(&promo.private), "--allow-downgrade"]).code(3);
+    assert!(r.stderr.contains("approves rocm10-demo 2026.11.1"), "{}", r.stderr);
+    promote(&["2026.11.1", "--approval", s(&approval)]).code(2);
+    let done = promote(&["2026.11.1", "--approval", s(&approval), "--sign", s(&promo.private), "--json"]).ok().json();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(done["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
+    assert_eq!(record["decision"]["run"], "canary-1", "{record}");
+    assert_eq!(record["decision"]["approvers"].as_array().unwrap().len(), 2, "{record}");
+    assert_eq!(record["decision"]["promotion"], 2, "{record}");
+    let id = done["id"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read(mirror.join("approvals").join(format!("{id}.dsse.json"))).unwrap(),
+        std::fs::read(&approval).unwrap()
+    );
+    airlock_run(&["check", "--root", s(&mirror)]).ok();
+    // The mirror's approval pack shows each decision: the exception red, the approval by
+    // whom on which run, and that the first promotion was replaced.
+    let page = f.dir.path().join("mirror-pack.html");
+    let pack = airlock_run(&["report", "--root", s(&mirror), "--out", s(&page), "--json"]).ok().json();
+    let decisions = pack["site"]["decisions"].as_array().expect("decisions in the pack");
+    assert_eq!(decisions.len(), 2, "{pack}");
+    assert_eq!(decisions[0]["decision"]["without_approval"], "the site's first release", "{pack}");
+    assert!(decisions[0]["replaced_by"].as_str().is_some_and(|r| r.starts_with("promote")), "{pack}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("WITHOUT APPROVAL") && html.contains("approved on run canary-1 by 2 approver(s)"), "{html}");
+
+    // A revoked approver no longer counts; a third approver's signature brings it back.
+    airlock_run(&["trust", "revoke", "--root", s(&mirror), "--key", s(&a2.public), "--sign", s(&root.private)]).ok();
+    verify(&[]).code(3);
+    approve(&["--add-to", s(&approval), "--key", s(&a3.private)]).ok();
+    verify(&[]).ok();
+
+    // A node behind nginx follows only the signed promotion.
+    let public = mirror.join("public");
+    let server = nginx::Nginx::serve(&public);
+    let web = format!("{}/", server.url);
+    let node = |name: &str, env: &[(&str, &str)]| {
+        let root = f.dir.path().join("fresh").join(name);
+        if !root.join("trust").exists() {
+            std::fs::create_dir_all(root.join("trust")).unwrap();
+            for file in ["1.root.json", "targets.json"] {
+                std::fs::copy(mirror.join("trust").join(file), root.join("trust").join(file)).unwrap();
+            }
+        }
+        let mut c = airlock();
+        c.args(["apply", &web, "--root", s(&root), "--download-only", "--json"]).envs(env.iter().copied());
+        (run(&mut c), root)
+    };
+    let (took, _) = node("a", &[]);
+    let took = took.ok().json();
+    assert_eq!(took["version"], "2026.11.1", "{took}");
+    let applied: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(took["record"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(
+        (applied["decision"]["promotion"].as_u64(), applied["decision"]["run"].as_str()),
+        (Some(2), Some("canary-1"))
+    );
+    assert_eq!(schema_errors(&validator("record.v1.json"), &applied), Vec::<String>::new());
+    // `current` swapped to the release the promotion does not name: refused, nothing fetched.
+    let current = public.join("current");
+    let promoted_target = std::fs::read_link(&current).unwrap();
+    let old_id = record["previous"].as_str().unwrap().trim_start_matches("bundles/").to_owned();
+    std::os::unix::fs::symlink(format!("../bundles/{old_id}"), public.join(".swap")).unwrap();
+    std::fs::rename(public.join(".swap"), &current).unwrap();
+    let (r, root_b) = node("b", &[]);
+    let r = r.code(3);
+    assert!(
+        r.stderr.contains("signed promotion (number 2)") && r.stderr.contains("nothing downloaded"),
+        "{}",
+        r.stderr
+    );
+    assert!(!root_b.join("downloads").exists() || std::fs::read_dir(root_b.join("downloads")).unwrap().count() == 0);
+    std::os::unix::fs::symlink(&promoted_target, public.join(".swap")).unwrap();
+    std::fs::rename(public.join(".swap"), &current).unwrap();
+    // An older promotion replayed after a newer one this node took.
+    let number2 = std::fs::read(public.join("promotion.json")).unwrap();
+    let renewed = promote(&["--renew", "--sign", s(&promo.private), "--json"]).ok().json();
+    assert_eq!(renewed["number"], 3, "{renewed}");
+    node("a", &[]).0.ok();
+    std::fs::write(public.join("promotion.json"), &number2).unwrap();
+    let r = node("a", &[]).0.code(3);
+    assert!(r.stderr.contains("number 2, below number 3"), "{}", r.stderr);
+    promote(&["--renew", "--sign", s(&promo.private)]).ok();
+    // An expired promotion (the node's clock 8 days on; it holds 7).
+    let r = node("c", &[("AIRLOCK_TEST_CLOCK_AHEAD", "691200")]).0.code(3);
+    assert!(r.stderr.contains("expired at"), "{}", r.stderr);
+    // Signed by a key that is not the promotion role's: refused.
+    let r = promote(&["--renew", "--sign", s(&a1.private)]).code(2);
+    assert!(r.stderr.contains("not a key of the site's `promotion` role"), "{}", r.stderr);
+}
+
+/// The first record an approval names (its path under the evidence directory).
+fn first_input(approval: &Path) -> String {
+    use base64::Engine as _;
+    let envelope: serde_json::Value = serde_json::from_slice(&std::fs::read(approval).unwrap()).unwrap();
+    let payload = base64::engine::general_purpose::STANDARD.decode(envelope["payload"].as_str().unwrap()).unwrap();
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    statement["predicate"]["inputAttestations"][0]["uri"].as_str().unwrap().to_owned()
 }

@@ -64,10 +64,9 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         super::record_early(&args.root, Action::Apply, &args.source, args.run.id.as_ref(), e);
     }
     let (input, policy, tag_version, referrers) = opened?;
-    let arrival = match &input {
-        Some(input) => Arrival::Bundle(input),
-        None => Arrival::Mirror { source: mirror.unwrap_or_default(), release: &release, net: &net },
-    };
+    let (source, promotion) = (mirror.unwrap_or_default(), promotion_role(args, mirror.is_some()));
+    let mirrored = Arrival::Mirror { source, release: &release, net: &net, promotion: promotion.as_ref() };
+    let arrival = input.as_ref().map_or(mirrored, Arrival::Bundle);
     let reason = args.reason.clone().unwrap_or_default();
     let opts = Options {
         amber: super::amber(args.accept_amber, args.reason.as_ref(), &args.amber)?,
@@ -98,6 +97,15 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         writeln!(std::io::stdout(), "{r}")?;
     }
     Ok(code)
+}
+
+/// On a node under a site trust root, following a mirror's `current` takes only what its
+/// `promotion` role signed.
+fn promotion_role(args: &ApplyArgs, from_mirror: bool) -> Option<crate::trust::DecisionRole> {
+    if !args.trust.trust.is_empty() || !from_mirror {
+        return None;
+    }
+    crate::trust::SiteTrust::load(&args.root).ok()?.decision_role(crate::trust::PROMOTION_ROLE)
 }
 
 /// The mirror `SOURCE` names, if it is one, and the release asked of it (`--release` and

@@ -2,6 +2,7 @@
 //! `anyhow::Error` and are mapped to exit codes here, once.
 
 mod apply;
+mod approve;
 mod build;
 mod check;
 mod copy;
@@ -63,6 +64,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Sign(a) => sign::run(&a),
         Command::Rollback(a) => rollback::run(&a),
         Command::Promote(a) => rollback::promote(&a),
+        Command::Approve(a) => approve::run(&a),
+        Command::VerifyApproval(a) => approve::verify(&a),
         Command::Status(a) => status::run(&a),
         Command::Check(a) => check::run(&a),
         Command::Probe(a) => probe::run(&a),
@@ -137,6 +140,8 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::upgrade::UpgradeError,
             crate::report::ReportError,
             crate::fleet::FleetError,
+            crate::approval::ApprovalError,
+            crate::site::promotion::PromotionError,
             crate::sign::policy::PolicyError,
             crate::trust::TrustError,
             crate::sign::KeyError,

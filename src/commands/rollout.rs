@@ -65,6 +65,14 @@ fn resolve(a: &RolloutResolveArgs) -> anyhow::Result<Exit> {
         let net = crate::fetch::Net::for_mirror(a.net.options(), redirects)?;
         let release = a.release.clone().unwrap_or_default();
         let (sha256, m) = crate::site::mirror::served_manifest(&a.source, &release, &net)?;
+        // Where the node follows only a signed promotion, so does the run it pins.
+        let role = a.root.as_deref().and_then(|r| crate::trust::SiteTrust::load(r).ok());
+        let role = role.and_then(|t| t.decision_role(crate::trust::PROMOTION_ROLE));
+        if let (Some(role), crate::site::mirror::Release::Current) = (role, &release) {
+            let root = crate::site::SiteRoot::new(a.root.as_deref().unwrap_or(Path::new(".")));
+            let seen = crate::site::state::State::load(&root).map_or(0, |s| s.promotion);
+            crate::site::mirror::check_promoted(&a.source, &role, seen, &sha256, &m, &net)?;
+        }
         (sha256, m.name.to_string(), m.version.to_string())
     } else if a.source.starts_with("oci://") {
         return Err(UsageError(format!(

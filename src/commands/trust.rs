@@ -353,7 +353,22 @@ fn print(s: &Shown) -> anyhow::Result<()> {
     writeln!(out, "trust root {} (1.root.json sha256 {})", s.dir.display(), s.anchor_sha256)?;
     writeln!(out, "root version {}, expires {}", s.root_version, s.root_expires)?;
     writeln!(out, "targets version {}, expires {}", s.targets_version, s.targets_expires)?;
-    for (title, roles) in [("top-level roles", &s.top_level), ("signing roles (every one must be met)", &s.roles)] {
+    let (decision, signing): (Vec<&ShownRole>, Vec<&ShownRole>) =
+        s.roles.iter().partition(|r| crate::trust::DECISION_ROLES.contains(&r.name.as_str()));
+    let top_level: Vec<&ShownRole> = s.top_level.iter().collect();
+    for (title, roles) in [
+        ("top-level roles", &top_level),
+        ("signing roles (every one must be met)", &signing),
+        ("decision roles (approvals and promotions, never a bundle's signature)", &decision),
+    ] {
+        if roles.is_empty() && title.starts_with("decision") {
+            writeln!(
+                out,
+                "decision roles: none (promote needs no approval, nodes follow the mirror's `current` unsigned; \
+                 add them with `airlock trust role --role approvers=A.pub,B.pub:2 --role promotion=P.pub:1`)"
+            )?;
+            continue;
+        }
         writeln!(out, "{title}:")?;
         for r in roles {
             let keys: Vec<_> = r.keys.iter().map(|k| k.key_id.get(..16).unwrap_or(&k.key_id)).collect();

@@ -563,7 +563,47 @@ fn record_row(o: &mut String, l: &RecordLine) {
     );
 }
 
+/// Each promotion or apply from a mirror and the signed decision it rested on: approved by
+/// whom on which run (the approval's sha256), the exception in red, the unsigned in amber.
+fn decisions(o: &mut String, site: &super::SiteFacts) {
+    if site.decisions.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "<h2>Decisions</h2><ul id=\"decisions\">");
+    for d in &site.decisions {
+        let u = &d.decision;
+        let promotion = u.promotion.map(|n| format!(", signed promotion {n}")).unwrap_or_default();
+        let what = if let Some(reason) = &u.without_approval {
+            format!("<span class=\"verdict red\">WITHOUT APPROVAL</span> {}{promotion}", esc(reason))
+        } else if let Some(sha) = u.approval {
+            let who: Vec<&str> = u.approvers.iter().map(crate::sign::KeyId::short).collect();
+            format!(
+                "approved on run {} by {} approver(s) ({}), approval sha256 <code>{sha}</code>{promotion}",
+                esc(u.run.as_deref().unwrap_or("?")),
+                who.len(),
+                who.join(", ")
+            )
+        } else if let Some(n) = u.promotion {
+            format!("signed promotion {n}")
+        } else {
+            format!("<span class=\"warn\">unsigned</span>: {}", esc(u.unsigned.as_deref().unwrap_or("")))
+        };
+        let replaced =
+            d.replaced_by.as_ref().map(|r| format!("; <b>later replaced</b> by {}", esc(r))).unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "<li>{} {} at {}: {what}{replaced} ({})</li>",
+            esc(&d.action),
+            esc(&d.bundle),
+            esc(&d.at),
+            esc(&d.record)
+        );
+    }
+    let _ = writeln!(o, "</ul>");
+}
+
 fn records(o: &mut String, site: &super::SiteFacts) {
+    decisions(o, site);
     if let Some(b) = &site.baseline {
         let kept = if b.retained {
             "still retained: what it pins can be put back"

@@ -179,6 +179,52 @@ pub struct SiteFacts {
     /// restore or a rollback.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineLine>,
+    /// Every promotion (a mirror's) and every apply from a mirror (a node's) with the signed
+    /// decision it rested on, oldest first; a promoted release later replaced says when.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<DecisionLine>,
+}
+
+/// One change and the decision it rested on.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionLine {
+    pub record: String,
+    pub action: String,
+    pub at: String,
+    pub bundle: String,
+    pub decision: crate::site::records::DecisionUsed,
+    /// A later promotion or rollback made another release current (the record that did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced_by: Option<String>,
+}
+
+/// The decisions on record: each change that rested on one, and what replaced a promotion.
+fn decisions(records: &[(RecordLine, Record)]) -> Vec<DecisionLine> {
+    let activated = |r: &Record| r.outcome() == RecordOutcome::Activated;
+    let mut out = Vec::new();
+    for (i, (line, r)) in records.iter().enumerate() {
+        let Some(decision) = r.decision.clone() else { continue };
+        let id = r.bundle.as_ref().and_then(|b| b.id.clone());
+        let replaced_by = (r.action == Action::Promote && activated(r))
+            .then(|| {
+                records[i + 1..].iter().find(|(_, later)| {
+                    matches!(later.action, Action::Promote | Action::Rollback)
+                        && activated(later)
+                        && later.bundle.as_ref().and_then(|b| b.id.clone()) != id
+                })
+            })
+            .flatten()
+            .map(|(l, later)| format!("{} {} ({})", later.action.as_str(), l.bundle, l.at));
+        out.push(DecisionLine {
+            record: line.file.clone(),
+            action: line.action.clone(),
+            at: line.at.clone(),
+            bundle: line.bundle.clone(),
+            decision,
+            replaced_by,
+        });
+    }
+    out
 }
 
 /// The baseline a node adopted.
@@ -325,9 +371,11 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
                 }
             },
         );
+    let decisions = decisions(&records);
     let site = SiteFacts {
         root: path.to_owned(),
         baseline,
+        decisions,
         current: Some(current),
         previous: root.link(Link::Previous),
         validation,

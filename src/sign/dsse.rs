@@ -58,6 +58,30 @@ pub fn seal(payload_type: &str, payload: &[u8], key: &SigningKey) -> Vec<u8> {
     serde_json_canonicalizer::to_vec(&envelope).expect("an envelope serialises")
 }
 
+/// `bytes` (an envelope airlock wrote, canonical) with `key`'s signature added, or replaced
+/// when that key had signed already; signatures ordered by key id, so the same signers give
+/// the same bytes in whatever order they signed. Co-signing: each signer signs the same
+/// payload, checked to be the envelope's own before anything is added.
+pub fn cosign(bytes: &[u8], payload_type: &str, key: &SigningKey) -> Result<Vec<u8>, DsseError> {
+    let mut envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| DsseError::Format(e.to_string()))?;
+    if envelope.payload_type != payload_type {
+        return Err(DsseError::PayloadType { expected: payload_type.to_owned(), actual: envelope.payload_type });
+    }
+    let payload =
+        STANDARD.decode(&envelope.payload).map_err(|e| DsseError::Format(format!("payload is not base64: {e}")))?;
+    let keyid = key.key_id().to_string();
+    envelope.signatures.retain(|s| s.keyid != keyid);
+    envelope.signatures.push(EnvelopeSignature { keyid, sig: key.sign_blob(&pae(payload_type, &payload)) });
+    envelope.signatures.sort_by(|a, b| a.keyid.cmp(&b.keyid));
+    Ok(serde_json_canonicalizer::to_vec(&envelope).expect("an envelope serialises"))
+}
+
+/// The key ids an envelope's signatures name (signed or not: for showing, never for trusting).
+pub fn named_keyids(bytes: &[u8]) -> Result<Vec<String>, DsseError> {
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| DsseError::Format(e.to_string()))?;
+    Ok(envelope.signatures.into_iter().map(|s| s.keyid).collect())
+}
+
 /// The payload of an envelope, unchecked: for showing what it claims, never for trusting it.
 pub fn payload_unverified(bytes: &[u8]) -> Result<Vec<u8>, DsseError> {
     let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| DsseError::Format(e.to_string()))?;
@@ -130,6 +154,11 @@ mod tests {
         let text = String::from_utf8(sealed.clone()).unwrap();
         let altered_id = text.replacen(&a.key_id.to_string()[..8], "00000000", 1);
         assert_eq!(open(altered_id.as_bytes(), "application/x-test", &trusted).unwrap_err(), DsseError::Untrusted);
+        let both = cosign(&sealed, "application/x-test", &SigningKey::load(&b.private_path, None).unwrap()).unwrap();
+        let keys = [TrustedKey::load(&a.public_path).unwrap(), TrustedKey::load(&b.public_path).unwrap()];
+        assert_eq!(open(&both, "application/x-test", &keys).unwrap().signers.len(), 2, "co-signed by both");
+        let again = cosign(&both, "application/x-test", &key).unwrap();
+        assert_eq!(again, both, "signing twice changes nothing");
         let spaced = text.replacen(':', ": ", 1);
         assert!(matches!(open(spaced.as_bytes(), "application/x-test", &trusted), Err(DsseError::Format(_))));
     }

@@ -91,7 +91,13 @@ pub enum Arrival<'a> {
     /// A mirror's site root (`http(s)://…/`, `file:///…/`): its signed manifest checked
     /// under the node's policy, then only the members under `debs/` and `rpms/`, each checked against it
     /// (`mirror`); the node retains that part.
-    Mirror { source: &'a str, release: &'a super::mirror::Release, net: &'a crate::fetch::Net },
+    Mirror {
+        source: &'a str,
+        release: &'a super::mirror::Release,
+        net: &'a crate::fetch::Net,
+        /// The node's `promotion` role: following `current` takes only a signed promotion.
+        promotion: Option<&'a crate::trust::DecisionRole>,
+    },
 }
 
 impl Arrival<'_> {
@@ -145,6 +151,7 @@ pub fn apply(
 struct Arrived {
     staged: Staged,
     fetched: Option<(Policy, records::Transfer)>,
+    promotion: Option<super::promotion::Promotion>,
 }
 
 /// The bundle verified into `staging/`; `verified` runs on its verified manifest before any
@@ -170,14 +177,14 @@ fn arrive(
                 split.check_manifest(&staged.verified.manifest_sha256)?;
             }
             verified(&staged.verified.manifest, &staged.verified.manifest_sha256)?;
-            Ok(Arrived { staged, fetched: None })
+            Ok(Arrived { staged, fetched: None, promotion: None })
         }
-        (Arrival::Mirror { source, release, net }, _) => {
-            let from = super::mirror::Fetching { source, release, net, packages };
+        (Arrival::Mirror { source, release, net, promotion }, _) => {
+            let promotion = promotion.map(|role| (role, state.promotion));
+            let from = super::mirror::Fetching { source, release, net, packages, promotion };
             let held = super::mirror::Held::of(root);
-            let (staged, policy, transfer) =
-                super::mirror::stage_packages(&from, trust, root, &held, reporter, verified)?;
-            Ok(Arrived { staged, fetched: Some((policy, transfer)) })
+            let got = super::mirror::stage_packages(&from, trust, root, &held, reporter, verified)?;
+            Ok(Arrived { staged: got.staged, fetched: Some((got.policy, got.transfer)), promotion: got.promotion })
         }
         (Arrival::Bundle(input), None) => {
             Err(SiteError::Open { path: input.bundle().to_owned(), source: std::io::Error::other("not opened") })
@@ -214,14 +221,13 @@ fn apply_locked(
     };
     let packages = !node_opts.dry_run;
     let arrived = arrive(arrival, opened, trust, root, state, packages, reporter, &mut before_packages)?;
-    let Arrived { staged: Staged { dir, verified }, fetched } = arrived;
-    let partial = fetched.is_some();
-    let transfer = fetched.as_ref().map(|(_, t)| *t);
+    let Arrived { staged: Staged { dir, verified }, fetched, promotion } = arrived;
+    follow(tx, arrival, promotion.as_ref(), node_opts.dry_run, attempt)?;
+    let state = &mut tx.state;
+    let (partial, transfer) = (fetched.is_some(), fetched.as_ref().map(|(_, t)| *t));
     attempt.record.transfer = transfer;
     let trust = fetched.as_ref().map_or(trust, |(policy, _)| policy);
-    if let Some(tag) = &opts.tag_version {
-        verified.manifest.check_tag(tag)?;
-    }
+    opts.tag_version.as_ref().map(|tag| verified.manifest.check_tag(tag)).transpose()?;
     attempt.verified(&verified, &opts.expiry)?;
     attempt.phases.mark("preflight", "plan");
     let id = BundleId::of(&verified.manifest_sha256);
@@ -283,6 +289,48 @@ fn apply_locked(
         forget(tx, &retained.id);
     }
     outcome
+}
+
+/// A node's apply from a mirror on record with what it rested on, and the signed promotion it
+/// followed remembered as the highest it accepted (saved at once, a dry run aside).
+fn follow(
+    tx: &mut Transaction<'_>,
+    arrival: &Arrival<'_>,
+    promotion: Option<&super::promotion::Promotion>,
+    dry_run: bool,
+    attempt: &mut Attempt,
+) -> Result<(), SiteError> {
+    let Arrival::Mirror { release, .. } = arrival else { return Ok(()) };
+    attempt.record.decision = Some(followed(promotion, release));
+    if let Some(p) = promotion.filter(|p| p.version > tx.state.promotion && !dry_run) {
+        tx.state.promotion = p.version;
+        tx.save(Step::Promoted)?;
+    }
+    Ok(())
+}
+
+/// What a node's apply from a mirror rested on: the signed promotion it followed, or why none.
+fn followed(
+    promotion: Option<&super::promotion::Promotion>,
+    release: &super::mirror::Release,
+) -> records::DecisionUsed {
+    let Some(p) = promotion else {
+        let unsigned = match release {
+            super::mirror::Release::Named(name) => format!("release {name} taken by name (--release), not a promotion"),
+            super::mirror::Release::Current => {
+                "the node's trust root has no promotion role: `current` followed unsigned".to_owned()
+            }
+        };
+        return records::DecisionUsed { unsigned: Some(unsigned), ..records::DecisionUsed::default() };
+    };
+    records::DecisionUsed {
+        promotion: Some(p.version),
+        approval: p.approval.as_ref().map(|a| a.sha256),
+        run: p.approval.as_ref().map(|a| a.run.clone()),
+        approvers: p.approval.as_ref().map(|a| a.approvers.clone()).unwrap_or_default(),
+        without_approval: p.without_approval.clone(),
+        unsigned: None,
+    }
 }
 
 /// `--adopt`: every package the baseline pins is installed at exactly its version (else exit 3

@@ -216,6 +216,17 @@ pub fn carried_trust(
 }
 
 impl Place {
+    /// The mirror's public tree itself (where `promotion.json` is).
+    fn root(source: &str) -> Result<Self, MirrorError> {
+        if let Some(path) = source.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(MirrorError::NotAMirror(source.to_owned()));
+            }
+            return Ok(Self::Dir(PathBuf::from(path)));
+        }
+        Ok(Self::Http(format!("{}/", source.trim_end_matches('/'))))
+    }
+
     fn parse(source: &str, release: &Release) -> Result<Self, MirrorError> {
         if let Some(path) = source.strip_prefix("file://") {
             if !path.starts_with('/') {
@@ -375,6 +386,18 @@ pub(super) struct Fetching<'a> {
     pub release: &'a Release,
     pub net: &'a Net,
     pub packages: bool,
+    /// The node's `promotion` role (following `current` needs a signed promotion) and the
+    /// highest promotion number it accepted.
+    pub promotion: Option<(&'a crate::trust::DecisionRole, u64)>,
+}
+
+/// What a node staged from a mirror: the tree, the policy that verified it (the mirror's
+/// co-signatures), what was fetched and reused, and the signed promotion it followed.
+pub(super) struct FromMirror {
+    pub staged: Staged,
+    pub policy: Policy,
+    pub transfer: super::records::Transfer,
+    pub promotion: Option<super::promotion::Promotion>,
 }
 
 /// A package file (what a dry run leaves on the mirror).
@@ -395,10 +418,18 @@ pub(super) fn stage_packages(
     held: &Held,
     reporter: &dyn Reporter,
     before_fetch: &mut dyn FnMut(&VerifiedManifest, &Sha256) -> Result<(), SiteError>,
-) -> Result<(Staged, Policy, super::records::Transfer), SiteError> {
+) -> Result<FromMirror, SiteError> {
     let (place, net) = (Place::parse(from.source, from.release)?, from.net);
+    // A node that follows `current` reads the signed promotion first.
+    let promotion = match (from.release, from.promotion) {
+        (Release::Current, Some((role, seen))) => Some(promotion(from.source, role, seen, net)?),
+        _ => None,
+    };
     let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked } =
         net.block_on(verified_manifest(&place, from.release, trust, net))?;
+    if let Some(p) = promotion.as_ref().filter(|p| p.bundle.manifest_sha256 != manifest_sha256) {
+        return Err(other_bundle(p, &manifest, &manifest_sha256).into());
+    }
     before_fetch(&manifest, &manifest_sha256)?;
     let staging = root.staging();
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
@@ -439,7 +470,53 @@ pub(super) fn stage_packages(
     );
     let verified =
         Verified { manifest, manifest_sha256, signers: checked.signers, signatures: checked.signatures, base: None };
-    Ok((Staged { dir, verified }, policy, transfer))
+    Ok(FromMirror { staged: Staged { dir, verified }, policy, transfer, promotion })
+}
+
+/// The mirror's signed promotion verified, and naming the manifest with `sha256` that its
+/// `current` serves (what `rollout resolve` pins for a node that follows only promotions).
+pub fn check_promoted(
+    source: &str,
+    role: &crate::trust::DecisionRole,
+    seen: u64,
+    sha256: &Sha256,
+    manifest: &Manifest,
+    net: &Net,
+) -> Result<super::promotion::Promotion, SiteError> {
+    let p = promotion(source, role, seen, net)?;
+    if p.bundle.manifest_sha256 != *sha256 {
+        return Err(other_bundle(&p, manifest, sha256).into());
+    }
+    Ok(p)
+}
+
+/// A `current` that is not what the signed promotion names.
+fn other_bundle(
+    p: &super::promotion::Promotion,
+    served: &Manifest,
+    sha256: &Sha256,
+) -> super::promotion::PromotionError {
+    super::promotion::PromotionError::OtherBundle {
+        number: p.version,
+        promoted: format!("{} {} ({})", p.bundle.name, p.bundle.version, p.bundle.id),
+        served: format!("{} {} ({})", served.name, served.version, super::root::BundleId::of(sha256)),
+    }
+}
+
+/// The mirror's signed promotion (`promotion.json` beside `current`), verified under the
+/// node's `promotion` role before anything else is read.
+fn promotion(
+    source: &str,
+    role: &crate::trust::DecisionRole,
+    seen: u64,
+    net: &Net,
+) -> Result<super::promotion::Promotion, SiteError> {
+    use super::promotion::{FILE, MAX_BYTES, PromotionError};
+    let place = Place::root(source)?;
+    let url = place.url(FILE);
+    let bytes =
+        net.block_on(place.small(net, FILE, MAX_BYTES))?.ok_or_else(|| PromotionError::Missing { url: url.clone() })?;
+    Ok(super::promotion::verify(&url, &bytes, role, crate::clock::Timestamp::started(), seen)?)
 }
 
 /// The mirror's current manifest and signature, with the policy they met and what it found.

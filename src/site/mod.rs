@@ -19,6 +19,7 @@ mod install;
 mod lock;
 pub mod mirror;
 pub mod packages;
+pub mod promotion;
 pub mod public;
 pub mod records;
 pub mod registry;
@@ -243,6 +244,9 @@ pub enum SiteError {
     StillPending { reason: String },
     #[error(transparent)]
     Mirror(#[from] mirror::MirrorError),
+    #[error(transparent)]
+    Promotion(#[from] promotion::PromotionError),
+
     #[error("the host's package manager could not say what would change; nothing was changed")]
     Plan(#[from] packages::PackageError),
     #[error("site I/O failed at `{}`{}", path.display(), permission_hint(source))]
@@ -307,6 +311,7 @@ impl Classify for SiteError {
             | SiteError::Io { .. } => Class::Runtime,
             SiteError::Policy(e) => e.class(),
             SiteError::Mirror(e) => e.class(),
+            SiteError::Promotion(e) => e.class(),
         }
     }
 }

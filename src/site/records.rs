@@ -79,6 +79,10 @@ pub struct Record {
     /// What a node fetched from its mirror and what it took from what it already held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer: Option<Transfer>,
+    /// The signed decision the change rested on: a mirror's approval and promotion, a node's
+    /// promotion (or that it took a release by id, unpromoted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<DecisionUsed>,
     /// Why it was refused or failed: the whole error, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -90,6 +94,30 @@ pub struct Record {
     pub phases: PhaseTimes,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+}
+
+/// What a promotion or an apply from a mirror rested on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionUsed {
+    /// The signed promotion's number (issued by a mirror's `promote`, accepted by a node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<u64>,
+    /// The approval's sha256 (the file kept as `approvals/ID.dsse.json` on the mirror).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Sha256>,
+    /// The rollout run the approval decided on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The approvers whose signatures counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<KeyId>,
+    /// `promote --without-approval --reason TEXT`: the exception, shown red.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_approval: Option<String>,
+    /// Why there is no signed decision: the site has no such role, or a node took a release
+    /// by id (`--release`, a rollout's canary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsigned: Option<String>,
 }
 
 /// What a node's apply from a mirror fetched, and what it took from what it already held (the
@@ -218,6 +246,7 @@ impl Record {
             restored_validation: None,
             preflight: None,
             transfer: None,
+            decision: None,
             reason: None,
             failed_in: None,
             phases: PhaseTimes::default(),

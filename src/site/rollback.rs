@@ -20,6 +20,7 @@ use super::activate::activate;
 use super::apply::{failed_change, judge, retained_views};
 use super::install::Attempt;
 use super::packages::{self, Change, Changes, Node, Wanted};
+use super::promotion::{Decided, PromotedBundle, Promotion, PromotionError};
 use super::records::{self, Action};
 use super::registry::{self, publish_images};
 use super::retain::retain;
@@ -56,12 +57,21 @@ pub struct RolledBack {
 }
 
 /// Which retained bundle becomes current.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Switch {
     /// `previous` (`airlock rollback`).
     Rollback,
-    /// A mirror's retained release by version or id (`airlock promote`).
-    Promote { release: String, downgrade: super::Downgrade },
+    /// A mirror's retained release by version or id (`airlock promote`), on the decision it
+    /// rests on, signed as the site's `promotion` role when `signing` is given.
+    Promote { release: String, downgrade: super::Downgrade, decided: Box<Decided>, signing: Option<Signing> },
+}
+
+/// How a mirror signs its promotions: the site's `promotion` role, the keys given, the expiry.
+#[derive(Debug)]
+pub struct Signing {
+    pub role: crate::trust::DecisionRole,
+    pub keys: Vec<crate::sign::SigningKey>,
+    pub expires: crate::clock::Timestamp,
 }
 
 impl Switch {
@@ -135,8 +145,9 @@ fn rollback_locked(
     let (verified, tree, retained) = verify_again(root, state, &id, &policy, apt_key, reporter)?;
     attempt.verified(&verified, expiry)?;
     let mut downgrade = None;
-    if let Switch::Promote { downgrade: policy, .. } = to {
+    if let Switch::Promote { downgrade: policy, decided, .. } = to {
         downgrade = Some(super::install::check_downgrade(root, state, &verified.manifest, *policy)?);
+        attempt.record.decision = Some(keep_decision(root, decided, &verified, &id)?);
     }
     attempt.phases.mark("verify", "stage");
     crash_point("verified");
@@ -164,6 +175,13 @@ fn rollback_locked(
     crash_point("activated");
     if super::public::served(root) {
         super::public::refresh(root, &tx.state)?;
+    }
+    if let Switch::Promote { signing: Some(signing), .. } = to {
+        let number = publish_promotion(root, &tx.state, &verified, &id, attempt.record.decision.as_ref(), signing)?;
+        tx.state.promotion = number;
+        if let Some(d) = attempt.record.decision.as_mut() {
+            d.promotion = Some(number);
+        }
     }
     attempt.phases.mark("switch", "record");
 
@@ -195,6 +213,88 @@ fn rollback_locked(
         record,
         seconds: event.seconds,
     })
+}
+
+/// What a promotion rests on, checked against the release verified now and kept: an approval
+/// for exactly this bundle, retained as `ROOT/approvals/ID.dsse.json` before `current` moves.
+fn keep_decision(
+    root: &SiteRoot,
+    decided: &Decided,
+    verified: &Verified,
+    id: &BundleId,
+) -> Result<crate::site::records::DecisionUsed, SiteError> {
+    use crate::site::records::DecisionUsed;
+    Ok(match decided {
+        Decided::Approved { by, manifest_sha256, label, path, bytes } => {
+            if *manifest_sha256 != verified.manifest_sha256 {
+                let m = &verified.manifest;
+                return Err(PromotionError::NotApproved {
+                    path: path.clone(),
+                    approved: label.clone(),
+                    expected: format!("{} {} ({id})", m.name, m.version),
+                }
+                .into());
+            }
+            let dir = root.path().join(APPROVALS);
+            std::fs::create_dir_all(&dir).map_err(super::io_err(&dir))?;
+            let kept = dir.join(format!("{id}.dsse.json"));
+            crate::atomic::write_durable(&kept, bytes).map_err(super::io_err(&kept))?;
+            root.commit_dir(&dir)?;
+            DecisionUsed {
+                approval: Some(by.sha256),
+                run: Some(by.run.clone()),
+                approvers: by.approvers.clone(),
+                ..DecisionUsed::default()
+            }
+        }
+        Decided::Without { reason } => {
+            DecisionUsed { without_approval: Some(reason.clone()), ..DecisionUsed::default() }
+        }
+        Decided::NoRole => DecisionUsed {
+            unsigned: Some("the site's trust root has no approvers role".to_owned()),
+            ..DecisionUsed::default()
+        },
+    })
+}
+
+/// Where a mirror keeps the approvals its promotions rest on.
+pub const APPROVALS: &str = "approvals";
+
+/// `public/promotion.json`, signed, for the release made current: the next number, the
+/// approval it rests on. Written durably beside `current` (a node refuses a `current` its
+/// promotion does not name, so a crash between the two fails closed).
+fn publish_promotion(
+    root: &SiteRoot,
+    state: &State,
+    verified: &Verified,
+    id: &BundleId,
+    decision: Option<&crate::site::records::DecisionUsed>,
+    signing: &Signing,
+) -> Result<u64, SiteError> {
+    let public = root.public();
+    let last = super::promotion::current(&public).map_or(0, |p| p.version);
+    let number = state.promotion.max(last) + 1;
+    let m = &verified.manifest;
+    let bundle = PromotedBundle {
+        name: m.name.to_string(),
+        version: m.version.to_string(),
+        id: id.clone(),
+        manifest_sha256: verified.manifest_sha256,
+    };
+    let now = crate::clock::Timestamp::now();
+    let mut promotion = Promotion::new(number, bundle, now, signing.expires);
+    if let Some(d) = decision {
+        promotion.without_approval.clone_from(&d.without_approval);
+        if let (Some(sha256), Some(run)) = (d.approval, d.run.clone()) {
+            promotion.approval = Some(super::promotion::ApprovedBy { sha256, run, approvers: d.approvers.clone() });
+        }
+    }
+    let doc = super::promotion::sign(promotion, &signing.role, &signing.keys)?;
+    std::fs::create_dir_all(&public).map_err(super::io_err(&public))?;
+    let path = public.join(super::promotion::FILE);
+    crate::atomic::write_durable(&path, &doc.to_bytes()).map_err(super::io_err(&path))?;
+    root.commit_dir(&public)?;
+    Ok(number)
 }
 
 /// On a node (the current bundle was applied, its packages changed): the retained bundle's

@@ -41,6 +41,15 @@ pub struct State {
     /// The site trust root this site has used: its anchor and the highest versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust: Option<TrustPin>,
+    /// The highest signed promotion number this root issued (a mirror: `promote`) or accepted
+    /// (a node following a mirror's `current`): a lower one is a replay.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub promotion: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if passes a reference")]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What pins a site's trust root: `1.root.json`'s sha256 (a whole other trust root planted in
@@ -159,6 +168,7 @@ impl Default for State {
             last_rollback: None,
             pending: None,
             trust: None,
+            promotion: 0,
         }
     }
 }

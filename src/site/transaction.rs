@@ -39,6 +39,9 @@ pub(super) enum Step {
     Candidate,
     /// The site's trust root pinned or changed.
     Trust,
+    /// The highest signed promotion a node accepted, raised once it verified (before any
+    /// member is kept, so a replay is refused even after an apply that went no further).
+    Promoted,
 }
 
 impl Step {
@@ -53,6 +56,7 @@ impl Step {
             Step::Forgotten => "forgotten",
             Step::Candidate => "candidate",
             Step::Trust => "trust",
+            Step::Promoted => "promoted",
         }
     }
 }

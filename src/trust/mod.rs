@@ -33,6 +33,14 @@ pub const TARGETS_FILE: &str = "targets.json";
 /// The target a site's Sigstore trusted root is (`targets.targets`), its file under
 /// `trust/targets/`: a private Sigstore instance's root, updated as the rest of the site's trust.
 pub const SIGSTORE_TARGET: &str = "sigstore/trusted_root.json";
+/// The role whose keys approve a release for promotion (`airlock approve`), and the role whose
+/// keys sign a mirror's promotion (`ROOT/public/promotion.json`): the site's decisions, never
+/// counted toward a bundle's signatures. A site without them promotes and follows `current`
+/// as before (and says so).
+pub const APPROVERS_ROLE: &str = "approvers";
+pub const PROMOTION_ROLE: &str = "promotion";
+/// The delegated roles that are not signing roles.
+pub const DECISION_ROLES: [&str; 2] = [APPROVERS_ROLE, PROMOTION_ROLE];
 /// The largest target file read.
 pub const MAX_TARGET_BYTES: u64 = 4 << 20;
 /// The largest metadata file read: a root with a few dozen keys is a few tens of KiB.
@@ -158,6 +166,28 @@ impl Update {
     }
 }
 
+/// A decision role of a site: the keys the targets metadata delegates it, by TUF id, and how
+/// many of them must sign.
+#[derive(Debug, Clone)]
+pub struct DecisionRole {
+    pub name: String,
+    pub keys: BTreeMap<String, Key>,
+    pub role: RoleKeys,
+    /// Where it comes from, for messages.
+    pub origin: String,
+}
+
+impl DecisionRole {
+    /// The role's distinct keys (by airlock key id), each once.
+    pub fn trusted(&self) -> Result<Vec<TrustedKey>, TrustError> {
+        Ok(metadata::distinct_keys(&self.keys, &self.role.keyids, &self.origin)?)
+    }
+
+    pub fn threshold(&self) -> usize {
+        usize::try_from(self.role.threshold).unwrap_or(usize::MAX)
+    }
+}
+
 /// A signing role as `trust init` and `trust role` take it: `NAME=PUB[,PUB…]:THRESHOLD`.
 #[derive(Debug, Clone)]
 pub struct RoleSpec {
@@ -277,7 +307,7 @@ pub fn parse_targets(path: &Path, bytes: &[u8]) -> Result<Signed<Targets>, Trust
     check_spec_version(&t.spec_version).map_err(&err)?;
     Timestamp::parse_rfc3339(&t.expires).map_err(|e| err(e.to_string()))?;
     let Some(delegations) = &t.delegations else { return Err(err("no delegations: no signing roles".to_owned())) };
-    if delegations.roles.is_empty() {
+    if delegations.roles.iter().all(|r| DECISION_ROLES.contains(&r.name.as_str())) {
         return Err(err("no signing roles".to_owned()));
     }
     let mut names = std::collections::BTreeSet::new();
@@ -446,13 +476,30 @@ impl SiteTrust {
             .collect()
     }
 
+    /// A decision role (`approvers`, `promotion`) as the verified targets metadata delegates
+    /// it: its keys by TUF id, its key ids and threshold; `None` when the site has none.
+    pub fn decision_role(&self, name: &str) -> Option<DecisionRole> {
+        let delegations = self.targets.signed.delegations.as_ref()?;
+        let role = delegations.roles.iter().find(|r| r.name == name)?;
+        Some(DecisionRole {
+            name: role.name.clone(),
+            keys: delegations.keys.clone(),
+            role: RoleKeys { keyids: role.keyids.clone(), threshold: role.threshold },
+            origin: format!(
+                "{} role `{name}` (targets version {})",
+                self.dir.join(TARGETS_FILE).display(),
+                self.targets.signed.version
+            ),
+        })
+    }
+
     /// The signing roles as a policy over `cosignatures`.
     pub fn policy(&self, cosignatures: Vec<CoSignature>) -> Result<Policy, TrustError> {
         let delegations = self.targets.signed.delegations.as_ref().expect("parse_targets checked the delegations");
         let origin = self.dir.join(TARGETS_FILE).display().to_string();
         let mut keys = Vec::new();
         let mut rules = Vec::new();
-        for role in &delegations.roles {
+        for role in delegations.roles.iter().filter(|r| !DECISION_ROLES.contains(&r.name.as_str())) {
             let role_keys = metadata::distinct_keys(&delegations.keys, &role.keyids, &origin)?;
             rules.push(Rule {
                 role: role.name.clone(),
@@ -697,7 +744,7 @@ impl SiteTrust {
             let before = delegations.roles.len();
             delegations.roles.retain(|r| &r.name != name);
             if delegations.roles.len() == before {
-                return Err(TrustError::Usage(format!("there is no signing role `{name}` to remove")));
+                return Err(TrustError::Usage(format!("there is no role `{name}` to remove")));
             }
         }
         for spec in &change.set_roles {
@@ -742,7 +789,7 @@ impl SiteTrust {
             }
             delegations.keys.retain(|k, _| !tuf_ids.contains(k));
         }
-        if delegations.roles.is_empty() {
+        if delegations.roles.iter().all(|r| DECISION_ROLES.contains(&r.name.as_str())) {
             return Err(TrustError::Usage("the change leaves no signing role".to_owned()));
         }
         let mut target_files = Vec::new();
@@ -775,7 +822,7 @@ fn targets_doc(version: u64, expires: String, delegations: Delegations) -> Targe
 }
 
 fn delegations(roles: &[RoleSpec]) -> Result<Delegations, TrustError> {
-    if roles.is_empty() {
+    if roles.iter().all(|r| DECISION_ROLES.contains(&r.name.as_str())) {
         return Err(TrustError::Usage("name at least one signing role: --role build=BUILD.pub:1".to_owned()));
     }
     let mut keys = BTreeMap::new();

@@ -24,6 +24,7 @@ options:
   max_seconds: {description: "C(note rollback): a longer rollback stops the run.", type: float}
   source: {description: "C(resolve): the source as the nodes see it.", type: str}
   release: {description: "C(resolve): a mirror's release instead of its current.", type: str}
+  root: {description: "C(resolve): the node's site root; where its trust root has a C(promotion) role, a mirror's current is pinned only as its signed promotion names it.", type: path}
   input: {description: The step's parameters, passed to airlock as they are., type: dict, default: {}}
   nodes: {description: The nodes whose results are gathered into the input's C(nodes)., type: list, elements: str, default: []}
   gather:
@@ -70,6 +71,7 @@ MODULE_ARGS = dict(
         max_seconds=dict(type="float"),
         source=dict(type="str"),
         release=dict(type="str"),
+        root=dict(type="path"),
         input=dict(type="dict", default={}),
         nodes=dict(type="list", elements="str", default=[]),
         gather=dict(type="dict", default={}),
@@ -110,6 +112,7 @@ def run(module):
     p = module.params
     if p["step"] == "resolve":
         args = ["rollout", "resolve", p["source"]] + (["--release", p["release"]] if p["release"] else [])
+        args += ["--root", p["root"]] if p["root"] else []
         data = None
     else:
         args = ["rollout", p["step"], "--evidence", p["evidence"], "--run", p["run_id"]]

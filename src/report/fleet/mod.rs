@@ -125,7 +125,7 @@ pub struct Tuple {
 
 /// One metric over a tuple's nodes: the medians of the current and candidate values, and how
 /// many nodes met the threshold.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricMedian {
     pub check: String,
     pub metric: String,
