@@ -30,6 +30,7 @@ impl Cli {
             Command::Build(a) => a.json,
             Command::Verify(a) => a.json,
             Command::Sign(a) => a.json,
+            Command::Rebuild(a) => a.json,
             Command::Inspect(a) => a.json,
             Command::Install(a) => a.json,
             Command::Apply(a) => a.json,
@@ -75,6 +76,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Co-sign a bundle: write a detached signature `BUNDLE.KEYID.sig` beside it.
     Sign(SignArgs),
+    /// On a second build host: build the bundle again from its spec and lock, compare it with
+    /// BUNDLE, and only when they are the same bytes co-sign it (a `rebuilders` role's key).
+    Rebuild(RebuildArgs),
     /// Show what a bundle holds without extracting it (nothing is verified).
     Inspect(InspectArgs),
     /// Verify a bundle while staging it under a site root, then activate it.
@@ -1155,6 +1159,38 @@ pub struct RollbackArgs {
     pub site: SiteArgs,
     #[command(flatten)]
     pub run: RunArgs,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RebuildArgs {
+    /// The bundle to rebuild and, when the rebuild is the same, co-sign.
+    #[arg(value_name = "BUNDLE")]
+    pub bundle: PathBuf,
+    /// The spec it was built from (its sha256 must be the one the bundle's manifest names).
+    #[arg(long, default_value = "airlock.toml")]
+    pub spec: PathBuf,
+    /// The lock [default: `airlock.lock` beside the spec]; never resolved again.
+    #[arg(long)]
+    pub lock: Option<PathBuf>,
+    /// The rebuilder's private key: what the co-signature is made with.
+    #[arg(long)]
+    pub key: PathBuf,
+    /// The site trust root the bundle carries (`build --trust-root`), when it carries one.
+    #[arg(long, value_name = "DIR")]
+    pub trust_root: Option<PathBuf>,
+    /// The `CycloneDX` version the bundle's SBOM was written in.
+    #[arg(long, value_name = "1.5|1.6", default_value = "1.5")]
+    pub sbom_spec: crate::attest::sbom::SbomSpec,
+    /// Keep the rebuilt bundle here (by default it is removed once compared).
+    #[arg(long, value_name = "FILE")]
+    pub keep: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub upstream: UpstreamRootArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

@@ -678,3 +678,82 @@ fn a_site_checks_upstream_signatures_again_under_its_own_sigstore_root() {
     assert!(r.stderr.contains("vendor-fw.bin") && r.stderr.contains("public-good"), "{}", r.stderr);
     assert!(!other.join("current").exists(), "nothing activated");
 }
+
+/// Issue 75: an independent rebuild on a second build host co-signs only the same bundle, and a
+/// site whose `rebuilders` role needs one takes the bundle only with such a co-signature; a
+/// rebuild from an edited lock is refused naming the member that differs, and co-signs nothing.
+#[test]
+fn a_rebuild_from_the_same_lock_co_signs_and_one_from_an_edited_lock_is_refused_naming_the_member() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = t.path().join("keys");
+    let [root, build_key, r1, r2] = ["root", "build", "r1", "r2"].map(|n| keygen(&keys, n));
+    let first = project(&t.path().join("host-a"), "1.0.0");
+    let bundle = t.path().join("demo.airlock");
+    build(&first, &build_key, &bundle).ok();
+    let site = t.path().join("site");
+    airlock_run(&[
+        "trust",
+        "init",
+        "--root",
+        s(&site),
+        "--root-key",
+        s(&root.public),
+        "--role",
+        &format!("build={}:1", s(&build_key.public)),
+        "--role",
+        &format!("rebuilders={},{}:1", s(&r1.public), s(&r2.public)),
+        "--expires",
+        "1y",
+        "--sign",
+        s(&root.private),
+    ])
+    .ok();
+    let r = airlock_run(&["install", s(&bundle), "--root", s(&site)]).code(3);
+    assert!(r.stderr.contains("rebuilders"), "no rebuild yet: {}", r.stderr);
+
+    // A second host: the same spec and lock, its own cache and key.
+    let copy = |name: &str| {
+        let dir = t.path().join(name);
+        run(std::process::Command::new("cp").args(["-r", s(&first.dir), s(&dir)])).ok();
+        dir
+    };
+    let second = copy("host-b");
+    let rebuild = |dir: &Path, key: &Keys| {
+        let cache = dir.join(".cache");
+        airlock_run(&[
+            "rebuild",
+            s(&bundle),
+            "--spec",
+            s(&dir.join("airlock.toml")),
+            "--key",
+            s(&key.private),
+            "--cache",
+            s(&cache),
+            "--json",
+        ])
+    };
+    let done = rebuild(&second, &r1).ok().json();
+    assert_eq!(done["identical"], true, "{done}");
+    let cosig = PathBuf::from(done["signature"].as_str().unwrap());
+    assert!(cosig.exists());
+    airlock_run(&["install", s(&bundle), "--root", s(&site)]).ok();
+
+    // A third host whose lock pins other release notes: refused, naming the member.
+    let third = copy("host-c");
+    std::fs::write(third.join("notes.txt"), "release notes, edited\n").unwrap();
+    airlock_run(&["lock", s(&third.join("airlock.toml"))]).ok();
+    let r = rebuild(&third, &r2).code(3);
+    assert!(
+        r.stderr.contains("not the same bundle")
+            && r.stderr.contains("notes.txt")
+            && r.stderr.contains("the lock differs"),
+        "{}",
+        r.stderr
+    );
+    let sigs: Vec<_> = std::fs::read_dir(t.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".sig"))
+        .collect();
+    assert_eq!(sigs.len(), 1, "only the identical rebuild co-signed: {sigs:?}");
+}

@@ -88,6 +88,17 @@ pub struct Options {
     pub carried_trust: Vec<(String, Vec<u8>)>,
     /// Where the image blobs not in the cache go: into it, or straight into the bundle.
     pub blobs: BlobRoute,
+    /// A rebuild (`airlock rebuild`): the manifest names the original's builder key and its
+    /// creation time, so the same inputs give the same manifest, byte for byte, whoever signs.
+    pub reproduce: Option<Reproduce>,
+}
+
+/// What a rebuild takes over from the bundle it rebuilds (the fields a builder's key and clock
+/// decide, not its content).
+#[derive(Debug, Clone)]
+pub struct Reproduce {
+    pub builder_key_id: crate::sign::KeyId,
+    pub created: Timestamp,
 }
 
 /// Build the bundle for the sources' spec, pinned by `lock`, signed by `key`, into `out`. The
@@ -104,7 +115,10 @@ pub fn build(
 ) -> Result<Built, BuildError> {
     tracing::info!("fetch: every pinned input into the cache (image blobs while packing)");
     let mut plan = net.block_on(sources.plan(&mut lock))?;
-    let created = Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at);
+    let created = match &options.reproduce {
+        Some(r) => r.created,
+        None => Timestamp::source_date_epoch()?.unwrap_or(lock.lock.resolved_at),
+    };
     let lock_sha256 = lock.sha256;
     drop(lock);
     tracing::info!("sbom: {} artifacts", plan.artifacts.len());
@@ -128,6 +142,9 @@ pub fn build(
     // bytes are: a directory of 50,000 files is one origin, not 50,000 members (13 MiB).
     let (entries, origins) = Origins::split(members);
     let mut manifest = assemble(sources.spec, lock_sha256, key, created, artifacts, entries);
+    if let Some(r) = &options.reproduce {
+        manifest.builder.key_id = r.builder_key_id.clone();
+    }
     // After `add_sbom`, the last reader of a directory's `files` list (`sbom::write`).
     manifest.hold_trees_as_entries();
     for entry in &mut manifest.entries {

@@ -39,7 +39,8 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<Exit> {
     let layout = Layout { compression: args.compression.compression(), split_size: args.split_size };
     let carried_trust = args.trust_root.as_deref().map(super::trust::carried_files).transpose()?.unwrap_or_default();
     let blobs = if args.no_blob_cache { BlobRoute::Stream } else { BlobRoute::Cache };
-    let options = crate::build::Options { layout, base, sbom_spec: args.sbom_spec, carried_trust, blobs };
+    let options =
+        crate::build::Options { layout, base, sbom_spec: args.sbom_spec, carried_trust, blobs, reproduce: None };
     let built = crate::build::build(&sources, &net, lock, &key, &args.out, &options, &reporter)?;
     let (manifest, packed) = (&built.manifest, &built.packed);
     let seconds = started.elapsed().as_secs_f64();

@@ -18,6 +18,7 @@ mod probe;
 mod provenance;
 mod pull;
 mod push;
+mod rebuild;
 mod report;
 mod rollback;
 mod rollout;
@@ -62,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Provenance(a) => provenance::run(&a),
         Command::Diff(a) => diff::run(&a),
         Command::Sign(a) => sign::run(&a),
+        Command::Rebuild(a) => rebuild::run(&a),
         Command::Rollback(a) => rollback::run(&a),
         Command::Promote(a) => rollback::promote(&a),
         Command::Approve(a) => approve::run(&a),
