@@ -1244,13 +1244,28 @@ fn the_canary_evidence_becomes_a_signed_approval_that_gates_promotion_and_nodes_
         .ok();
     let url = format!("file://{}/", mirror.join("public").display());
 
-    // The canaries (one per tuple) take the candidate by its id.
-    let nodes: &[(&str, &str)] = &[("n1", "mi300x"), ("n3", "mi300x-cpx")];
+    // The canaries (one per tuple) take the candidate by its id; the batch waits for approval.
+    let nodes: &[(&str, &str)] = &[("n1", "mi300x"), ("n3", "mi300x-cpx"), ("n2", "mi300x")];
     let inventory = f.inventory("approval.ini", nodes);
-    let vars = serde_json::json!({"airlock_source": url, "airlock_release": "2026.11.1", "airlock_run_id": "canary-1"});
+    let vars = serde_json::json!({
+        "airlock_source": url, "airlock_release": "2026.11.1", "airlock_run_id": "canary-1",
+        "airlock_approval_required": true,
+    });
     let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", &vars.to_string()]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 0, "a pause for approval is not a failure: {}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("awaiting approval"), "{}", r.stdout);
+    let versions = f.versions(nodes);
+    assert_eq!(
+        (versions["n1"].as_str(), versions["n3"].as_str(), versions["n2"].as_str()),
+        ("2026.11.1", "2026.11.1", "-")
+    );
     let evidence = f.dir.path().join("evidence");
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--json"])).ok().json();
+    assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
+    assert_eq!(
+        (report["approval"]["awaiting"].as_bool(), report["run"]["aborted"].as_bool()),
+        (Some(true), Some(false))
+    );
 
     // One approver signs: below the role's threshold, refused by verify-approval and promote.
     let approve = |args: &[&str]| airlock_run(&[&["approve", "--fleet", s(&evidence)][..], args].concat());
@@ -1307,9 +1322,27 @@ fn the_canary_evidence_becomes_a_signed_approval_that_gates_promotion_and_nodes_
         promote(&["2026.11.0", "--approval", s(&approval), "--sign", s(&promo.private), "--allow-downgrade"]).code(3);
     assert!(r.stderr.contains("approves rocm10-demo 2026.11.1"), "{}", r.stderr);
     promote(&["2026.11.1", "--approval", s(&approval)]).code(2);
-    let done = promote(&["2026.11.1", "--approval", s(&approval), "--sign", s(&promo.private), "--json"]).ok().json();
-    let record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(done["record"].as_str().unwrap()).unwrap()).unwrap();
+    // The second run expands on the approval: checked when planned, the mirror promoted, the
+    // batch changed (the canaries, on the bundle already, skipped).
+    let vars = serde_json::json!({
+        "airlock_source": url, "airlock_release": "2026.11.1", "airlock_run_id": "expand-2",
+        "airlock_approval_required": true, "airlock_approval": approval, "airlock_approval_root": mirror,
+        "airlock_promote_root": mirror, "airlock_promotion_key": promo.private,
+    });
+    let r = f.rollout(&inventory, "2026.11.1", "evidence", &["-e", &vars.to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(f.versions(nodes), all("2026.11.1", nodes));
+    let report = run(airlock().args(["report", "--fleet", s(&evidence), "--run", "expand-2", "--json"])).ok().json();
+    assert_eq!(schema_errors(&validator("fleet-report.v1.json"), &report), Vec::<String>::new());
+    assert_eq!(report["approval"]["expanded_on"]["run"], "canary-1", "{report}");
+    let last = std::fs::read_dir(mirror.join("records")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap();
+    assert_eq!(
+        (record["action"].as_str(), record["outcome"].as_str()),
+        (Some("promote"), Some("activated")),
+        "{record}"
+    );
+    let done = serde_json::json!({"id": record["bundle"]["id"]});
     assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
     assert_eq!(record["decision"]["run"], "canary-1", "{record}");
     assert_eq!(record["decision"]["approvers"].as_array().unwrap().len(), 2, "{record}");

@@ -95,7 +95,8 @@ fn resolve(a: &RolloutResolveArgs) -> anyhow::Result<Exit> {
 
 fn plan(a: &RolloutArgs) -> anyhow::Result<Exit> {
     let run = dir(a);
-    let input: PlanInput = stdin("the run's facts (stdin)")?;
+    let mut input: PlanInput = stdin("the run's facts (stdin)")?;
+    input.approved = approved(&input)?;
     let plan = plan::plan(a.run.clone(), Timestamp::now(), input)?;
     if a.dry_run {
         return print(&plan);
@@ -118,6 +119,47 @@ fn plan(a: &RolloutArgs) -> anyhow::Result<Exit> {
         waves: plan.waves.len(),
     }])?;
     print(&plan)
+}
+
+/// The approval a run expands on, verified against the `approvers` role of the site root
+/// `approval_root` names, for the run's bundle; none when the run names none.
+fn approved(input: &PlanInput) -> anyhow::Result<Option<plan::Approved>> {
+    let Some(file) = &input.approval else { return Ok(None) };
+    let Some(root) = &input.approval_root else {
+        return Err(UsageError(
+            "airlock_approval needs airlock_approval_root: a site root (the mirror's, or a copy of its trust/) \
+             whose trust root holds the approvers role"
+                .into(),
+        )
+        .into());
+    };
+    let trust = crate::trust::SiteTrust::load(Path::new(root))?;
+    let role = trust.decision_role(crate::trust::APPROVERS_ROLE).ok_or_else(|| {
+        crate::approval::ApprovalError::NoApprovers {
+            dir: trust.dir.clone(),
+            what: "airlock_approval cannot be checked".into(),
+        }
+    })?;
+    let path = Path::new(file);
+    let bytes = crate::approval::read(path, crate::approval::MAX_APPROVAL_BYTES)?.ok_or_else(|| {
+        crate::approval::ApprovalError::Format { path: path.to_owned(), detail: "no such file".into() }
+    })?;
+    let approval = crate::approval::verify(path, &bytes, &role)?;
+    let d = &approval.statement.predicate.decision;
+    if d.bundle.id != input.bundle.id.as_str() {
+        return Err(crate::approval::ApprovalError::OtherBundle {
+            path: path.to_owned(),
+            approved: format!("{} {} ({})", d.bundle.name, d.bundle.version, d.bundle.id),
+            expected: format!("the run's bundle {}", input.bundle.id),
+        }
+        .into());
+    }
+    Ok(Some(plan::Approved {
+        file: file.clone(),
+        sha256: approval.sha256,
+        run: d.run.clone(),
+        approvers: approval.signers,
+    }))
 }
 
 fn write_durable(path: &Path, bytes: &[u8]) -> Result<(), FleetError> {
@@ -274,8 +316,10 @@ fn end(a: &RolloutArgs) -> anyhow::Result<Exit> {
         }
     }
     let aborted = progress.stopped.is_some();
-    let reason = progress.stopped.clone();
-    let message = if problems.is_empty() {
+    let reason = progress.stopped.clone().or_else(|| progress.awaiting.clone());
+    let message = if let (true, Some(awaiting)) = (problems.is_empty(), &progress.awaiting) {
+        format!("the rollout {} of {} ended after its canaries, {awaiting}", plan.run, plan.label)
+    } else if problems.is_empty() {
         format!("the rollout {} of {} ended", plan.run, plan.label)
     } else {
         format!("the rollout {} {}: {}", plan.run, if aborted { "stopped" } else { "ended red" }, problems.join("; "))

@@ -66,6 +66,9 @@ pub enum Event {
     RollbackFailed { node: NodeName, reason: String },
     /// The run stops here; no later wave starts.
     Stopped { reason: String },
+    /// The canaries are done and the batches wait for an approval of their evidence; the run
+    /// ends here, not aborted.
+    AwaitingApproval { reason: String },
     /// A node's evidence could not be taken as it came; the other nodes' evidence was.
     EvidenceRefused { node: NodeName, reason: String },
     /// The run's end.
@@ -88,7 +91,11 @@ impl Event {
             | Event::RolledBack { node, .. }
             | Event::RollbackFailed { node, .. }
             | Event::EvidenceRefused { node, .. } => Some(node),
-            Event::Planned { .. } | Event::Wave { .. } | Event::Stopped { .. } | Event::Ended { .. } => None,
+            Event::Planned { .. }
+            | Event::Wave { .. }
+            | Event::Stopped { .. }
+            | Event::AwaitingApproval { .. }
+            | Event::Ended { .. } => None,
         }
     }
 }

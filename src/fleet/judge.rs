@@ -31,6 +31,8 @@ pub struct Next {
 #[derive(Debug, Default)]
 pub struct Progress {
     pub stopped: Option<String>,
+    /// The run paused after its canaries for an approval (not a stop: nothing failed).
+    pub awaiting: Option<String>,
     pub started_waves: BTreeSet<String>,
     pub started_canaries: BTreeSet<NodeName>,
     pub failed: BTreeSet<NodeName>,
@@ -49,6 +51,9 @@ impl Progress {
             match &line.event {
                 Event::Stopped { reason } => {
                     p.stopped.get_or_insert_with(|| reason.clone());
+                }
+                Event::AwaitingApproval { reason } => {
+                    p.awaiting.get_or_insert_with(|| reason.clone());
                 }
                 Event::Wave { wave, nodes, .. } => {
                     p.started_waves.insert(wave.clone());
@@ -100,6 +105,15 @@ pub fn next(
         out.reason = Some(format!("the plan has no wave `{wave}`"));
         return Ok(out);
     };
+    if wave != "canary" && plan.approval.required && plan.approval.approved.is_none() {
+        out.reason = Some(format!(
+            "{}: the canaries are done; approve their evidence (`airlock approve --fleet DIR --run {}`, co-signed \
+             to the approvers' threshold), then run again with airlock_approval=FILE",
+            super::plan::AWAITING_APPROVAL,
+            plan.run
+        ));
+        return Ok(out);
+    }
     let asked: BTreeSet<&NodeName> = batch.iter().collect();
     // The canaries go one at a time: each batch is one canary not started yet.
     let want: BTreeSet<&NodeName> = if wave == "canary" {
@@ -161,7 +175,9 @@ pub fn next_events(n: &Next, batch: &[NodeName]) -> Vec<Event> {
         if n.capacity.is_some() {
             events.push(Event::Wave { wave: n.wave.clone(), nodes: Vec::new(), capacity: n.capacity.clone() });
         }
-        if !reason.starts_with("the run stopped: ") {
+        if reason.starts_with(super::plan::AWAITING_APPROVAL) {
+            events.push(Event::AwaitingApproval { reason });
+        } else if !reason.starts_with("the run stopped: ") {
             events.push(Event::Stopped { reason });
         }
         events
@@ -477,6 +493,10 @@ mod tests {
             adopt_release: None,
             stage: false,
             nodes,
+            approval_required: false,
+            approval: None,
+            approval_root: None,
+            approved: None,
         };
         plan("run-1".parse().unwrap(), Timestamp::from_unix(0), input).unwrap()
     }
@@ -614,6 +634,27 @@ mod tests {
         let j = judge(&p, &Progress::default(), "canary", &[r]);
         assert!(j.go_on && j.resume.is_empty() && j.failed.is_empty(), "{j:?}");
         assert!(matches!(&j.events[0], Event::LeftAlone { .. }));
+    }
+
+    #[test]
+    fn with_an_approval_required_the_canaries_go_and_the_batches_wait_for_it() {
+        let mut p = the_plan(Scheduler::None, Scope::Batch, None);
+        p.approval.required = true;
+        assert!(next(&p, &Progress::default(), "canary", &[name("a1")], None).unwrap().go);
+        let batch1 = p.wave("batch 1").unwrap().nodes.clone();
+        let n = next(&p, &Progress::default(), "batch 1", &batch1, None).unwrap();
+        assert!(!n.go && n.reason.as_deref().unwrap().starts_with(super::super::plan::AWAITING_APPROVAL), "{n:?}");
+        let events = next_events(&n, &batch1);
+        assert!(matches!(events.as_slice(), [Event::AwaitingApproval { .. }]), "a pause, not a stop: {events:?}");
+        let progress = Progress::of(&journal(events));
+        assert!(progress.stopped.is_none() && progress.awaiting.is_some());
+        p.approval.approved = Some(super::super::plan::Approved {
+            file: "approval.dsse.json".into(),
+            sha256: crate::digest::Sha256::of_bytes(b"approval"),
+            run: "run-0".into(),
+            approvers: Vec::new(),
+        });
+        assert!(next(&p, &Progress::default(), "batch 1", &batch1, None).unwrap().go, "approved: the batches go");
     }
 
     #[test]

@@ -166,7 +166,40 @@ pub struct PlanInput {
     #[serde(default)]
     pub stage: bool,
     pub nodes: Vec<NodeFacts>,
+    /// The canaries' evidence must be approved before any batch (`airlock_approval_required`).
+    #[serde(default)]
+    pub approval_required: bool,
+    /// The approval this run expands on (`airlock_approval`), a file on the controller…
+    #[serde(default, deserialize_with = "empty_none")]
+    pub approval: Option<String>,
+    /// … checked against this site root's trust (`airlock_approval_root`: its `approvers` role).
+    #[serde(default, deserialize_with = "empty_none")]
+    pub approval_root: Option<String>,
+    /// The approval as `rollout plan` verified it (never read from the input).
+    #[serde(skip)]
+    pub approved: Option<Approved>,
 }
+
+/// Whether the run's batches wait for an approval, and the one it expands on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalGate {
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<Approved>,
+}
+
+/// An approval verified against the site's `approvers` role for the run's bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approved {
+    pub file: String,
+    pub sha256: crate::digest::Sha256,
+    /// The run whose canaries it approved.
+    pub run: String,
+    pub approvers: Vec<crate::sign::KeyId>,
+}
+
+/// The reason `next` gives a batch that waits for the approval (and the journal keeps).
+pub const AWAITING_APPROVAL: &str = "awaiting approval";
 
 fn default_batches() -> Vec<BatchSize> {
     ["1", "10%", "25%", "100%"].iter().map(|s| BatchSize::Text((*s).to_owned())).collect()
@@ -285,6 +318,9 @@ pub struct Plan {
     /// Every node's scheduler name (what the capacity rule reads the partitions of).
     #[serde(default)]
     pub scheduler_names: Vec<String>,
+    /// Whether the batches wait for an approval of the canaries, and the one the run expands on.
+    #[serde(default)]
+    pub approval: ApprovalGate,
 }
 
 impl Plan {
@@ -343,7 +379,9 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
     let take_over = nodes.iter().filter_map(|n| Some((n.node.clone(), n.take_over.clone()?))).collect();
     let summary = nodes.iter().map(summary_line).collect();
     let scheduler_names = nodes.iter().map(|n| n.scheduler_name.clone()).collect();
+    let required = input.approval_required || input.approved.is_some();
     Ok(Plan {
+        approval: ApprovalGate { required, approved: input.approved },
         take_over,
         summary,
         scheduler_names,
@@ -502,6 +540,10 @@ mod tests {
             adopt_release: None,
             stage: false,
             nodes,
+            approval_required: false,
+            approval: None,
+            approval_root: None,
+            approved: None,
         }
     }
 

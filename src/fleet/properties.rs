@@ -114,6 +114,10 @@ fn plans_account_for_every_node_and_runs_roll_back_exactly_what_they_changed() {
             adopt_release: None,
             stage: false,
             nodes: nodes.clone(),
+            approval_required: false,
+            approval: None,
+            approval_root: None,
+            approved: None,
         };
         let p = plan("r1".parse().unwrap(), Timestamp::from_unix(0), input).unwrap();
         // Every node once, in inventory order.

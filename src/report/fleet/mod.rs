@@ -63,6 +63,10 @@ pub struct Fleet {
     pub capacity: Vec<Capacity>,
     /// This run's refusals, restores, failures and accepted ambers, and why it stopped.
     pub problems: Vec<Problem>,
+    /// The decision around this run: whether its batches waited for an approval, the approval
+    /// it expanded on, one prepared from its canaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalFacts>,
     /// Earlier runs in the same evidence directory: history, not judged here.
     pub earlier: Vec<EarlierRun>,
 }
@@ -171,6 +175,55 @@ pub struct EarlierRun {
     pub started: Option<Timestamp>,
     pub verdict: &'static str,
     pub problems: Vec<Problem>,
+}
+
+/// What the evidence says of a run's approval.
+#[derive(Debug, Serialize)]
+pub struct ApprovalFacts {
+    /// The batches waited for an approval of the canaries (`airlock_approval_required`).
+    pub required: bool,
+    /// The run ended after its canaries, awaiting it.
+    pub awaiting: bool,
+    /// The approval this run expanded on, as `rollout plan` verified it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expanded_on: Option<crate::fleet::plan::Approved>,
+    /// An approval of this run's canaries in its directory (`approval.dsse.json`), not verified
+    /// here: its sha256 and the key ids its signatures name (`airlock verify-approval` checks them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepared: Option<PreparedApproval>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PreparedApproval {
+    pub file: String,
+    pub sha256: crate::digest::Sha256,
+    pub keyids: Vec<String>,
+}
+
+/// The approval facts of the run in `dir`, when it has any.
+fn approval_facts(
+    dir: &Path,
+    planned: Option<&(crate::fleet::plan::Plan, Vec<crate::fleet::journal::Line>)>,
+) -> Option<ApprovalFacts> {
+    let file = dir.join("approval.dsse.json");
+    let prepared = crate::site::root::read_bounded(&file, 16 << 20).ok().flatten().map(|bytes| PreparedApproval {
+        file: "approval.dsse.json".to_owned(),
+        sha256: crate::digest::Sha256::of_bytes(&bytes),
+        keyids: crate::sign::dsse::named_keyids(&bytes).unwrap_or_default(),
+    });
+    let (gate, awaiting) = planned.map_or((None, false), |(plan, lines)| {
+        let awaiting = lines.iter().any(|l| matches!(l.event, crate::fleet::journal::Event::AwaitingApproval { .. }));
+        (Some(&plan.approval), awaiting)
+    });
+    if prepared.is_none() && !gate.is_some_and(|g| g.required) {
+        return None;
+    }
+    Some(ApprovalFacts {
+        required: gate.is_some_and(|g| g.required),
+        awaiting,
+        expanded_on: gate.and_then(|g| g.approved.clone()),
+        prepared,
+    })
 }
 
 /// `run.json`, as the playbook writes it.
@@ -374,7 +427,9 @@ fn judge(id: &RunId, dir: &Path) -> Result<Fleet, ReportError> {
             id: Some(plan.bundle.id.to_string()),
         })
     });
+    let approval = approval_facts(dir, planned.as_ref());
     Ok(Fleet {
+        approval,
         schema: SCHEMA,
         dir: dir.to_owned(),
         verdict,
@@ -730,6 +785,10 @@ mod tests {
             adopt_release: None,
             stage: false,
             nodes: vec![facts("s1", ID), reserved, facts("c1", OLD), facts("b1", OLD)],
+            approval_required: false,
+            approval: None,
+            approval_root: None,
+            approved: None,
         };
         let run_id: RunId = "run-1".parse().unwrap();
         let plan = crate::fleet::plan::plan(run_id.clone(), Timestamp::from_unix(1_800_000_000), input).unwrap();

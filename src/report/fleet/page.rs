@@ -62,6 +62,7 @@ fn head(o: &mut String, f: &Fleet) {
     if let Some(reason) = f.run.reason.as_ref().filter(|_| f.run.aborted) {
         let _ = writeln!(o, "<p class=\"bad\" id=\"stopped\">Stopped: {}</p>", esc(reason));
     }
+    approval(o, f);
     let when = |t: Option<crate::clock::Timestamp>| t.map_or_else(|| "—".to_owned(), |t| t.to_string());
     let _ = writeln!(o, "<table><tbody>");
     let rows = [
@@ -74,6 +75,47 @@ fn head(o: &mut String, f: &Fleet) {
         let _ = writeln!(o, "<tr><th>{k}</th><td>{v}</td></tr>");
     }
     let _ = writeln!(o, "</tbody></table>");
+}
+
+/// The run's decision: awaiting an approval, the approval it expanded on, one prepared.
+fn approval(o: &mut String, f: &Fleet) {
+    let Some(a) = &f.approval else { return };
+    let mut lines = Vec::new();
+    if a.awaiting {
+        lines.push(
+            "<span class=\"warn\">Awaiting approval</span>: the canaries are done and the batches wait for \
+                    an approval of their evidence (<code>airlock approve</code>)."
+                .to_owned(),
+        );
+    }
+    if let Some(e) = &a.expanded_on {
+        let who: Vec<&str> = e.approvers.iter().map(crate::sign::KeyId::short).collect();
+        lines.push(format!(
+            "Expanded on the approval of run <code>{}</code> by {} approver(s) ({}), sha256 <code>{}</code>, \
+             verified when the run was planned.",
+            esc(&e.run),
+            who.len(),
+            who.join(", "),
+            e.sha256
+        ));
+    } else if a.required && !a.awaiting {
+        lines.push("<span class=\"bad\">An approval was required and none was given.</span>".to_owned());
+    }
+    if let Some(p) = &a.prepared {
+        let keys: Vec<&str> = p.keyids.iter().map(|k| k.get(..16).unwrap_or(k)).collect();
+        lines.push(format!(
+            "Approval of this run's canaries: <code>{}</code> (sha256 <code>{}</code>), signatures by {} \
+             (not verified here: <code>airlock verify-approval</code> checks them against the approvers role).",
+            esc(&p.file),
+            p.sha256,
+            esc(&keys.join(", "))
+        ));
+    }
+    let _ = writeln!(o, "<div id=\"approval\">");
+    for l in lines {
+        let _ = writeln!(o, "<p>{l}</p>");
+    }
+    let _ = writeln!(o, "</div>");
 }
 
 fn nodes(o: &mut String, f: &Fleet, page_dir: Option<&Path>) {
