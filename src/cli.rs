@@ -281,9 +281,12 @@ pub struct SigstoreVerifyArgs {
     /// else the public-good one.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// The signed file, or its digest as `sha256:HEX`.
-    #[arg(value_name = "FILE_OR_DIGEST")]
-    pub subject: String,
+    /// The signed file (always a file: a digest goes in `--digest`).
+    #[arg(value_name = "FILE", required_unless_present = "digest", conflicts_with = "digest")]
+    pub subject: Option<String>,
+    /// The signed file's digest instead of the file, `sha256:HEX`.
+    #[arg(long, value_name = "sha256:HEX", value_parser = parse_digest)]
+    pub digest: Option<crate::digest::Sha256>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -693,6 +696,10 @@ pub struct NetArgs {
     /// Seconds a transfer runs before `--min-rate` is judged.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub min_rate_window: u64,
+}
+
+fn parse_digest(value: &str) -> Result<crate::digest::Sha256, String> {
+    crate::digest::prefixed::parse(value)
 }
 
 fn parse_release(value: &str) -> Result<crate::site::mirror::Release, String> {

@@ -957,4 +957,12 @@ fn an_inventory_cannot_forge_a_line_of_probe_output() {
     assert!(!diff.stdout.lines().any(|l| l.starts_with("the same ")), "a forged line was printed: {}", diff.stdout);
     assert_eq!(diff.stdout.lines().count(), 2, "one change, one summary: {}", diff.stdout);
     assert!(diff.stdout.contains("9.9\\nthe same"), "the value, escaped: {}", diff.stdout);
+    // The `--diff` printer (a probe against an older record): the same forgery in the old
+    // record's value printed a line of its own on the old code.
+    let mut old = real.clone();
+    old["host"]["kernel"] = serde_json::json!("6.8.0\n0 field(s) differ from `old.json`");
+    std::fs::write(t.path().join("old.json"), old.to_string()).unwrap();
+    let diff = run(on_host("mi300x").current_dir(t.path()).args(["probe", "--diff", "old.json"])).ok();
+    assert!(!diff.stdout.lines().any(|l| l.starts_with("0 field(s)")), "a forged line was printed: {}", diff.stdout);
+    assert!(diff.stdout.contains("6.8.0\\n0 field(s)"), "the value, escaped: {}", diff.stdout);
 }

@@ -94,9 +94,21 @@ fn a_verified_bundle_says_who_signed_and_when_it_was_logged_and_a_wrong_identity
     let bundle = dir.join("bundle.sigstore.json");
     args.push(s(&bundle));
     args.extend(["--certificate-identity-regexp", "https://github.com/sigstore-conformance/.*"]);
-    args.extend(["--certificate-oidc-issuer", ISSUER, &digest]);
+    args.extend(["--certificate-oidc-issuer", ISSUER, "--digest", &digest]);
     let text = run(airlock().args(&args)).ok();
     assert!(text.stdout.contains("verified, signed by https://github.com/sigstore-conformance/"), "{}", text.stdout);
+    // Issue 77, 6: the digest form is explicit. A bare `sha256:HEX` is a file name only (the old
+    // code verified the digest when no such file existed, and the file when one did).
+    let mut args = vec!["verify-blob", "--bundle", s(&bundle), "--identity", IDENTITY, "--issuer", ISSUER, &digest];
+    let r = run(airlock().args(&args));
+    assert!(r.code == 2 && r.stderr.contains("--digest"), "{}", r.stderr);
+    let planted = tempfile::tempdir().unwrap();
+    std::fs::write(planted.path().join(&digest), b"another file").unwrap();
+    let r = run(airlock().current_dir(planted.path()).args(&args));
+    assert_eq!(r.code, 3, "the file of that name is what is verified, and it is another: {}", r.stderr);
+    args.pop();
+    args.extend(["--digest", &digest]);
+    run(airlock().current_dir(planted.path()).args(&args)).ok();
     // Another identity, a pattern that matches only part of it, another issuer: exit 3, naming what was asked.
     let r = verify(&["--identity", "https://github.com/someone/else", "--issuer", ISSUER]);
     assert_eq!(r.code, 3, "{}", r.stderr);
@@ -540,6 +552,28 @@ fn pep740_attestations_from_a_json_index_are_verified_at_lock_carried_and_verifi
     let r = lock();
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("someone/else") && r.stderr.contains("identity"), "{}", r.stderr);
+    // Issue 77, 6: an attestation of another predicate, by the same identity, over the same
+    // wheel: not PyPI's publish attestation, refused (the old code accepted any predicateType).
+    run(Command::new("python3").args([
+        s(&repo("tests/sigstore_instance.py")),
+        s(&inst),
+        "--identity",
+        identity,
+        "--issuer",
+        issuer,
+        "--prefix",
+        "slsa-",
+        "--dsse-subject",
+        &subject,
+        "--predicate-type",
+        "https://slsa.dev/provenance/v1",
+    ]))
+    .ok();
+    std::fs::copy(inst.join("slsa-provenance.json"), pkgs.join(format!("{name}.provenance"))).unwrap();
+    write_spec("signed-pkg==1.0", identity);
+    let r = lock();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("not PyPI's publish attestation"), "{}", r.stderr);
     // A tampered log entry: refused.
     std::fs::copy(inst.join("tampered-provenance.json"), pkgs.join(format!("{name}.provenance"))).unwrap();
     write_spec("signed-pkg==1.0", identity);
@@ -637,4 +671,67 @@ fn a_wheels_signer_pattern_must_be_whole_and_alone() {
         assert_eq!(r.code, 2, "{n}: {}", r.stderr);
         assert!(r.stderr.contains("[[wheel]]") && r.stderr.contains(says), "{n}: {}", r.stderr);
     }
+}
+
+/// Issue 77, 6: what parsers disagree on is refused, named, before anything is verified: a key
+/// twice, no `mediaType`, two log entries, a DSSE payload that is not an in-toto Statement, and
+/// two issuer extensions that disagree (the old code took the first key, guessed the version,
+/// took an entry, took any payload, and took the current extension). Each mutation of the good
+/// bundle below verified on the old code where the library accepts it.
+#[test]
+fn a_bundle_whose_reading_is_ambiguous_is_refused_naming_the_ambiguity() {
+    let dir = vectors().join("happy-path-v0.3");
+    let a = vectors().join("a.txt");
+    let good = std::fs::read_to_string(dir.join("bundle.sigstore.json")).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let verify = |bundle: &str, extra: &[&str], subject: &[&str]| {
+        let path = t.path().join("b.sigstore.json");
+        std::fs::write(&path, bundle).unwrap();
+        let mut c = airlock();
+        c.args(["verify-blob", "--bundle", s(&path)]).args(extra).args(subject);
+        run(&mut c)
+    };
+    let who = ["--identity", IDENTITY, "--issuer", ISSUER];
+    verify(&good, &who, &[s(&a)]).ok();
+    let doc: serde_json::Value = serde_json::from_str(&good).unwrap();
+    // A key twice: the first and the last differ; a reader picks one.
+    let media = doc["mediaType"].as_str().unwrap();
+    let twice = good.replacen('{', &format!("{{\"mediaType\":\"{media}\",\n"), 1);
+    let r = verify(&twice, &who, &[s(&a)]).code(3);
+    assert!(r.stderr.contains("`mediaType` twice") || r.stderr.contains("duplicate field"), "{}", r.stderr);
+    // No mediaType.
+    let mut none = doc.clone();
+    none.as_object_mut().unwrap().remove("mediaType");
+    let r = verify(&none.to_string(), &who, &[s(&a)]).code(3);
+    assert!(r.stderr.contains("no `mediaType`"), "{}", r.stderr);
+    // Two log entries.
+    let mut two = doc.clone();
+    let entries = two["verificationMaterial"]["tlogEntries"].as_array_mut().unwrap();
+    entries.push(entries[0].clone());
+    let r = verify(&two.to_string(), &who, &[s(&a)]).code(3);
+    assert!(r.stderr.contains("2 transparency log entries"), "{}", r.stderr);
+
+    // Signed by a private instance: a payload whose `_type` is not a Statement, and a
+    // certificate whose legacy issuer extension names another issuer than the current one.
+    let inst = t.path().join("instance");
+    let subject = format!("thing:{}", sha256_file(&a));
+    let sign = |prefix: &str, extra: &[&str]| {
+        let mut c = Command::new("python3");
+        c.args([s(&repo("tests/sigstore_instance.py")), s(&inst), "--identity", IDENTITY, "--issuer", ISSUER]);
+        c.args(["--prefix", prefix, "--dsse-subject", &subject]).args(extra);
+        run(&mut c).ok();
+        std::fs::read_to_string(inst.join(format!("{prefix}bundle.sigstore.json"))).unwrap()
+    };
+    let root = inst.join("trusted_root.json");
+    let signed = sign("plain-", &[]);
+    let mut with_root = who.to_vec();
+    with_root.extend(["--trusted-root", s(&root)]);
+    let digest = format!("sha256:{}", sha256_file(&a));
+    verify(&signed, &with_root, &["--digest", &digest]).ok();
+    let odd = sign("odd-", &["--statement-type", "https://example.org/NotAStatement/v1"]);
+    let r = verify(&odd, &with_root, &["--digest", &digest]).code(3);
+    assert!(r.stderr.contains("not an in-toto Statement"), "{}", r.stderr);
+    let split = sign("split-", &["--issuer-v1", "https://accounts.google.com"]);
+    let r = verify(&split, &with_root, &["--digest", &digest]).code(3);
+    assert!(r.stderr.contains("two OIDC issuers") && r.stderr.contains("accounts.google.com"), "{}", r.stderr);
 }

@@ -90,7 +90,7 @@ def ca_cert(name, key, issuer_name, issuer_key, now, path_length):
     )
 
 
-def leaf_builder(leaf_key, intermediate, identity, issuer, now, serial):
+def leaf_builder(leaf_key, intermediate, identity, issuer, now, serial, issuer_v1=None):
     return (
         x509.CertificateBuilder()
         .subject_name(x509.Name([]))
@@ -104,7 +104,7 @@ def leaf_builder(leaf_key, intermediate, identity, issuer, now, serial):
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(leaf_key.public_key()), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(intermediate.public_key()), critical=False)
         .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(identity)]), critical=True)
-        .add_extension(x509.UnrecognizedExtension(ISSUER_V1_OID, issuer.encode()), critical=False)
+        .add_extension(x509.UnrecognizedExtension(ISSUER_V1_OID, (issuer_v1 or issuer).encode()), critical=False)
         .add_extension(x509.UnrecognizedExtension(ISSUER_V2_OID, der_utf8(issuer)), critical=False)
     )
 
@@ -174,13 +174,19 @@ def main():
     what.add_argument("--file")
     what.add_argument("--dsse-subject")
     ap.add_argument("--prefix", default="")
+    # PyPI's publish attestation, unless another predicate is asked for (a test of refusing it).
+    ap.add_argument("--predicate-type", default="https://docs.pypi.org/attestations/publish/v1")
+    # The statement's `_type`, and a legacy issuer extension (1.1) that differs from the current
+    # one (1.8): ambiguities a verifier must refuse (tests of refusing them).
+    ap.add_argument("--statement-type", default="https://in-toto.io/Statement/v1")
+    ap.add_argument("--issuer-v1", default=None)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     statement = None
     if a.dsse_subject:
         name, hexdigest = a.dsse_subject.rsplit(":", 1)
-        statement = canonical({"_type": "https://in-toto.io/Statement/v1", "subject": [{"name": name, "digest": {"sha256": hexdigest}}],
-                               "predicateType": "https://docs.pypi.org/attestations/publish/v1", "predicate": None})
+        statement = canonical({"_type": a.statement_type, "subject": [{"name": name, "digest": {"sha256": hexdigest}}],
+                               "predicateType": a.predicate_type, "predicate": None})
         digest = hashlib.sha256(statement).digest()
     else:
         digest = bytes.fromhex(a.digest) if a.digest else hashlib.sha256(open(a.file, "rb").read()).digest()
@@ -206,11 +212,11 @@ def main():
 
     # Fulcio's way: the SCT is over the certificate without its SCT list, then added to it.
     serial = x509.random_serial_number()
-    pre = leaf_builder(leaf_key, intermediate, a.identity, a.issuer, now, serial).sign(inter_key, hashes.SHA256())
+    pre = leaf_builder(leaf_key, intermediate, a.identity, a.issuer, now, serial, a.issuer_v1).sign(inter_key, hashes.SHA256())
     sct = sct_for(pre.tbs_certificate_bytes, spki(inter_key), ct_key, int(now.timestamp() * 1000))
     sct_list = struct.pack(">H", len(sct) + 2) + struct.pack(">H", len(sct)) + sct
     leaf = (
-        leaf_builder(leaf_key, intermediate, a.identity, a.issuer, now, serial)
+        leaf_builder(leaf_key, intermediate, a.identity, a.issuer, now, serial, a.issuer_v1)
         .add_extension(x509.UnrecognizedExtension(SCT_LIST_OID, der_octet_string(sct_list)), critical=False)
         .sign(inter_key, hashes.SHA256())
     )

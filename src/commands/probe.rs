@@ -34,9 +34,13 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
             return Ok(Exit::Ok);
         }
         let mut t = String::new();
+        // The old record's values are a file's, the new ones tools': each escaped whole, a line
+        // break in one printed as `\n`, never as a line of its own.
         for c in &changes {
-            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
-            let _ = writeln!(t, "~ {}: {} -> {}", c.path, show(&c.old), show(&c.new));
+            let show = |v: &Option<String>| {
+                v.as_deref().map_or_else(|| "(absent)".into(), |v| crate::escape::value(v).into_owned())
+            };
+            let _ = writeln!(t, "~ {}: {} -> {}", crate::escape::value(&c.path), show(&c.old), show(&c.new));
         }
         let _ = writeln!(t, "{} field(s) differ from `{}`", changes.len(), old_path.display());
         std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;

@@ -1,11 +1,10 @@
-//! `airlock verify-blob FILE_OR_DIGEST --bundle FILE (--identity ID | --identity-regexp RE) --issuer URL
+//! `airlock verify-blob (FILE | --digest sha256:HEX) --bundle FILE (--identity ID | --identity-regexp RE) --issuer URL
 //! | --key PEM [--trusted-root FILE | --root DIR] [--json]` (the earlier spelling, `airlock sigstore
 //! verify` with cosign's `--certificate-identity`/`--certificate-oidc-issuer`, still works).
 
 use std::io::Write as _;
 
 use crate::cli::SigstoreVerifyArgs;
-use crate::digest::Sha256;
 use crate::failure::Exit;
 use crate::progress::Reporter as _;
 use crate::sign::sigstore::{Identity, Root, Signer, Subject, read_bounded, verify as verify_bundle};
@@ -39,16 +38,21 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
     };
     let bundle = read_bounded(&args.bundle)?;
     let from = format!("`{}`", args.bundle.display());
-    // A digest only when it is one and names no file (the conformance protocol's rule).
-    let digest = args
-        .subject
-        .strip_prefix("sha256:")
-        .filter(|_| !std::path::Path::new(&args.subject).exists())
-        .and_then(|hex| hex.parse::<Sha256>().ok());
-    let verified = if let Some(d) = digest {
+    // The digest form is explicit (`--digest`): a positional argument is a file, always, so a
+    // file named like a digest, planted or not, is never mistaken for one, nor one for it.
+    let subject = args.subject.as_deref().unwrap_or_default();
+    let verified = if let Some(d) = args.digest {
         verify_bundle(&from, &bundle, Subject::Digest(d), &signer, &root)?
     } else {
-        let path = std::path::Path::new(&args.subject);
+        let path = std::path::Path::new(subject);
+        if !path.exists() && subject.starts_with("sha256:") {
+            return Err(super::UsageError(format!(
+                "there is no file `{}`: a digest is given as `--digest {}`",
+                crate::escape::value(subject),
+                crate::escape::value(subject)
+            ))
+            .into());
+        }
         // A FIFO or a device would be read without end: a regular file only.
         let file = crate::sign::policy::open_regular(path)
             .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?
@@ -72,7 +76,8 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
         _ => "signed by the given key".to_owned(),
     };
     let when = verified.logged_at.as_ref().map(|t| format!(", logged at {t}")).unwrap_or_default();
-    writeln!(out, "{}: verified, {}{when}", crate::escape::value(&args.subject), crate::escape::value(&who))?;
+    let what = args.digest.map_or_else(|| subject.to_owned(), |d| format!("sha256:{d}"));
+    writeln!(out, "{}: verified, {}{when}", crate::escape::value(&what), crate::escape::value(&who))?;
     Ok(Exit::Ok)
 }
 

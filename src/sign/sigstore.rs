@@ -9,6 +9,7 @@
 //! here: which root (the public-good one airlock ships, pinned by its sha256, or a site's), the
 //! identity policy's regular expression, and what a failure means (exit 3).
 
+mod unambiguous;
 pub mod upstream;
 
 use std::io::Read;
@@ -234,6 +235,7 @@ pub fn verify(
 ) -> Result<Verified, SigstoreError> {
     let bundle_err = |detail: String| SigstoreError::Bundle { from: from.to_owned(), detail };
     let text = std::str::from_utf8(bundle_json).map_err(|e| bundle_err(format!("not UTF-8: {e}")))?;
+    unambiguous::check(text).map_err(bundle_err)?;
     let bundle = Bundle::from_json(text).map_err(|e| bundle_err(e.to_string()))?;
     let trusted = root.load()?;
     let against = format!("{} under {}", signer.describe(), root.describe());

@@ -229,7 +229,11 @@ struct Envelope {
     signature: String,
 }
 
-/// One attestation as a v0.3 bundle, once its statement names `filename`.
+/// The predicate type of `PyPI`'s publish attestation (PEP 740): the only one that counts.
+pub const PYPI_PUBLISH: &str = "https://docs.pypi.org/attestations/publish/v1";
+
+/// One attestation as a v0.3 bundle, once its statement names `filename` and is `PyPI`'s publish
+/// attestation.
 fn attestation_bundle(a: &Attestation, filename: &str) -> Result<String, String> {
     if a.version != 1 {
         return Err(format!("attestation version {}, this airlock reads 1", a.version));
@@ -250,6 +254,12 @@ fn attestation_bundle(a: &Attestation, filename: &str) -> Result<String, String>
     };
     if !names.iter().any(|n| same(n)) {
         return Err(format!("its statement names {names:?}, not `{filename}`"));
+    }
+    // Only PyPI's publish attestation says who published the file; another predicate signed by
+    // the same identity (a build's provenance, anything) is not that statement.
+    let predicate = doc.get("predicateType").and_then(|p| p.as_str()).unwrap_or("");
+    if predicate != PYPI_PUBLISH {
+        return Err(format!("its predicateType is `{predicate}`, not PyPI's publish attestation `{PYPI_PUBLISH}`"));
     }
     let bundle = serde_json::json!({
         "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",

@@ -1,0 +1,154 @@
+//! What a Sigstore bundle must not leave to its reader's choice. Parsers disagree on these
+//! (airlock and sigstore-python, issue 77): which of two equal keys counts, which of two issuer
+//! extensions names the issuer, what a bundle without a `mediaType` is, which of several log
+//! entries vouches for the signature, and whether a DSSE payload that is not an in-toto
+//! Statement is one. airlock refuses each, naming it, before verifying anything, rather than
+//! pick a side a victim's tooling may not pick.
+//!
+//! The duplicate-key walk is written here: `serde_json` keeps the last of two equal keys in a
+//! `Value`, and no maintained crate offers a strict mode for arbitrary JSON.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use base64::Engine as _;
+use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// The in-toto Statement types a DSSE payload may be.
+const STATEMENT_TYPES: [&str; 2] = ["https://in-toto.io/Statement/v1", "https://in-toto.io/Statement/v0.1"];
+/// Fulcio's OIDC issuer: the legacy raw string (`.1.1`) and the DER `UTF8String` (`.1.8`).
+const ISSUER_V1: &str = "1.3.6.1.4.1.57264.1.1";
+const ISSUER_V2: &str = "1.3.6.1.4.1.57264.1.8";
+
+/// `Ok` when nothing in the bundle is ambiguous; else the ambiguity, in words.
+pub fn check(text: &str) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    Unique::deserialize(&mut de).map_err(|e| format!("ambiguous JSON: {e}"))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    match v.get("mediaType").and_then(Value::as_str) {
+        None => return Err("no `mediaType`: which bundle version it is would be guessed".into()),
+        Some(m) if !m.starts_with("application/vnd.dev.sigstore.bundle") => {
+            return Err(format!("mediaType `{m}` is not a Sigstore bundle's"));
+        }
+        Some(_) => {}
+    }
+    let entries = v.pointer("/verificationMaterial/tlogEntries").and_then(Value::as_array).map_or(0, Vec::len);
+    if entries > 1 {
+        return Err(format!("{entries} transparency log entries: which one vouches for the signature is ambiguous"));
+    }
+    if let Some(env) = v.get("dsseEnvelope")
+        && env.get("payloadType").and_then(Value::as_str) == Some("application/vnd.in-toto+json")
+    {
+        let payload = env.get("payload").and_then(Value::as_str).unwrap_or_default();
+        let bytes = base64::engine::general_purpose::STANDARD.decode(payload).map_err(|e| format!("payload: {e}"))?;
+        let statement: Value = serde_json::from_slice(&bytes).map_err(|e| format!("the DSSE payload: {e}"))?;
+        let kind = statement.get("_type").and_then(Value::as_str).unwrap_or_default();
+        if !STATEMENT_TYPES.contains(&kind) {
+            return Err(format!("the DSSE payload's `_type` is `{kind}`, not an in-toto Statement"));
+        }
+    }
+    issuers(&v)
+}
+
+/// The leaf certificate's two issuer extensions, when both are there, must agree.
+fn issuers(v: &Value) -> Result<(), String> {
+    let leaf = v
+        .pointer("/verificationMaterial/certificate/rawBytes")
+        .or_else(|| v.pointer("/verificationMaterial/x509CertificateChain/certificates/0/rawBytes"))
+        .and_then(Value::as_str);
+    let Some(leaf) = leaf else { return Ok(()) };
+    let Ok(der) = base64::engine::general_purpose::STANDARD.decode(leaf) else { return Ok(()) };
+    // A certificate that does not parse is the verifier's to refuse, with its own words.
+    let Ok(cert) = <x509_cert::Certificate as x509_cert::der::Decode>::from_der(&der) else { return Ok(()) };
+    let mut v1 = None;
+    let mut v2 = None;
+    for ext in cert.tbs_certificate.extensions.iter().flatten() {
+        let oid = ext.extn_id.to_string();
+        let value = ext.extn_value.as_bytes();
+        if oid == ISSUER_V1 {
+            v1 = Some(String::from_utf8_lossy(value).into_owned());
+        } else if oid == ISSUER_V2 {
+            let utf8 = <x509_cert::der::asn1::Utf8StringRef<'_> as x509_cert::der::Decode>::from_der(value);
+            v2 = utf8.ok().map(|s| s.to_string());
+        }
+    }
+    match (v1, v2) {
+        (Some(a), Some(b)) if a != b => Err(format!(
+            "the certificate names two OIDC issuers (`{}` in the legacy extension, `{}` in the current one)",
+            crate::escape::value(&a),
+            crate::escape::value(&b)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Any JSON, refused when an object holds a key twice (at any depth).
+struct Unique;
+
+impl<'de> Deserialize<'de> for Unique {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueVisitor)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> Visitor<'de> for UniqueVisitor {
+    type Value = Unique;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+    fn visit_unit<E>(self) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Unique, A::Error> {
+        while seq.next_element::<Unique>()?.is_some() {}
+        Ok(Unique)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(A::Error::custom(format!("the key `{}` twice in one object", crate::escape::value(&key))));
+            }
+            map.next_value::<Unique>()?;
+        }
+        Ok(Unique)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_keys_at_any_depth_and_a_missing_media_type_are_refused() {
+        let ok = r#"{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","verificationMaterial":{"tlogEntries":[{}]}}"#;
+        assert_eq!(check(ok), Ok(()));
+        let twice = ok.replacen("{}", r#"{"logIndex":"1","logIndex":"2"}"#, 1);
+        assert!(check(&twice).unwrap_err().contains("`logIndex` twice"));
+        assert!(check(r#"{"verificationMaterial":{}}"#).unwrap_err().contains("no `mediaType`"));
+        let two = ok.replacen("[{}]", "[{},{}]", 1);
+        assert!(check(&two).unwrap_err().contains("2 transparency log entries"));
+    }
+}
