@@ -55,7 +55,12 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
     let mut t = String::new();
     let _ = writeln!(t, "os:        {} {}", h.os_id, h.os_version);
     let _ = writeln!(t, "kernel:    {}", h.kernel);
-    let _ = writeln!(t, "amdgpu:    {}{}", h.amdgpu, if h.amdgpu_live { " (live)" } else { "" });
+    if h.amdgpu == crate::validate::probe::UNKNOWN && h.amdgpu_live {
+        // No version of its own: the kernel's driver, which a row names as `amdgpu = "inbox"`.
+        let _ = writeln!(t, "amdgpu:    inbox, kernel {} (the kernel's own driver: no version of its own)", h.kernel);
+    } else {
+        let _ = writeln!(t, "amdgpu:    {}{}", h.amdgpu, if h.amdgpu_live { " (live)" } else { "" });
+    }
     let _ = writeln!(t, "rocm:      {}", h.rocm);
     let _ = writeln!(
         t,

@@ -99,6 +99,38 @@ fn version_field(name: &str, want: Option<&String>, actual: &str, radix: Radix, 
     }
 }
 
+/// What a row writes for the kernel's own GPU driver (`amdgpu = "inbox"`).
+pub const INBOX: &str = "inbox";
+
+/// The GPU driver: a version requirement, or `inbox`: the kernel's own driver, which has no
+/// version of its own (a distribution's ROCm runs on it), so the row's `kernel` field is what
+/// qualifies it. A versioned (DKMS) driver where the row names the inbox one is another driver.
+fn amdgpu_field(want: Option<&String>, host: &super::probe::Host, live: bool) -> FieldResult {
+    if !want.is_some_and(|w| w.trim().eq_ignore_ascii_case(INBOX)) {
+        return version_field("amdgpu", want, &host.amdgpu, Radix::Decimal, live);
+    }
+    if host.amdgpu == UNKNOWN && live {
+        let actual = format!("inbox, kernel {}", host.kernel);
+        return field(
+            "amdgpu",
+            INBOX,
+            &actual,
+            Verdict::Green,
+            "the kernel's own driver: judged by the row's `kernel`",
+        );
+    }
+    if host.amdgpu == UNKNOWN {
+        return field("amdgpu", INBOX, UNKNOWN, Verdict::Red, "no amdgpu module is loaded on this host");
+    }
+    field(
+        "amdgpu",
+        INBOX,
+        &host.amdgpu,
+        Verdict::Red,
+        format!("a versioned driver ({}), not the kernel's own the row was qualified with", host.amdgpu),
+    )
+}
+
 fn list_field(name: &str, wanted: &[String], actual: &str, matches: impl Fn(&str, &str) -> bool) -> FieldResult {
     if wanted.is_empty() {
         return field(name, "", actual, Verdict::Amber, "the row is silent about it");
@@ -172,7 +204,7 @@ fn amd_fields(t: &Target, gpu: &Gpu, probe: &Probe, fields: &mut Vec<FieldResult
         }
         Some(g) => field("gfx", g.as_str(), &gpu.gfx, Verdict::Red, "another LLVM target"),
     });
-    fields.push(version_field("amdgpu", t.amdgpu.as_ref(), &host.amdgpu, Radix::Decimal, live));
+    fields.push(amdgpu_field(t.amdgpu.as_ref(), host, live));
     let mut rocm = version_field("rocm", t.rocm.as_ref(), &host.rocm, Radix::Decimal, false);
     if !host.rocm_source.is_empty() {
         rocm.reason = format!("{} (from {})", rocm.reason, host.rocm_source);
@@ -356,6 +388,18 @@ mod tests {
         let o = classify(&[row("MI300X")], &recorded("mi300x")).unwrap();
         assert_eq!(o.verdict, Verdict::Green, "{o:#?}");
         assert_eq!(o.detected.len(), 8);
+    }
+
+    #[test]
+    fn a_row_naming_the_inbox_driver_is_green_on_the_kernels_own_and_red_on_a_dkms_driver() {
+        let mut inbox = row("MI300X");
+        inbox.amdgpu = Some(INBOX.into());
+        let o = classify(std::slice::from_ref(&inbox), &recorded("mi300x-inbox")).unwrap();
+        let f = field(&o, "amdgpu");
+        assert_eq!(f.verdict, Verdict::Green, "{o:#?}");
+        assert!(f.actual.starts_with("inbox, kernel "), "{f:?}");
+        let o = classify(&[inbox], &recorded("mi300x")).unwrap();
+        assert_eq!(field(&o, "amdgpu").verdict, Verdict::Red, "a DKMS driver is another driver");
     }
 
     #[test]
