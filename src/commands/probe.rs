@@ -25,26 +25,7 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
     scope.everything = true;
     let p = probe(&HostRoot::from_env(), &scope);
     if let Some(old_path) = &args.diff {
-        let text = std::fs::read(old_path).with_context(|| format!("cannot read `{}`", old_path.display()))?;
-        let old: serde_json::Value = serde_json::from_slice(&text)
-            .with_context(|| format!("`{}` is not a probe record (JSON)", old_path.display()))?;
-        let changes = crate::validate::probe::diff::diff(&old, &serde_json::to_value(&p)?);
-        if args.json {
-            super::print_json(&serde_json::json!({ "changes": changes, "record": p }))?;
-            return Ok(Exit::Ok);
-        }
-        let mut t = String::new();
-        // The old record's values are a file's, the new ones tools': each escaped whole, a line
-        // break in one printed as `\n`, never as a line of its own.
-        for c in &changes {
-            let show = |v: &Option<String>| {
-                v.as_deref().map_or_else(|| "(absent)".into(), |v| crate::escape::value(v).into_owned())
-            };
-            let _ = writeln!(t, "~ {}: {} -> {}", crate::escape::value(&c.path), show(&c.old), show(&c.new));
-        }
-        let _ = writeln!(t, "{} field(s) differ from `{}`", changes.len(), old_path.display());
-        std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
-        return Ok(Exit::Ok);
+        return diff(old_path, &p, args.json);
     }
     if args.json {
         super::print_json(&p)?;
@@ -120,6 +101,30 @@ fn inventory_of(path: &Path) -> anyhow::Result<BTreeMap<String, Installed>> {
         path.display()
     );
     Ok(record.inventory.packages)
+}
+
+/// `--diff OLD.json`: what changed since an earlier record, field by field.
+fn diff(old_path: &Path, p: &crate::validate::probe::Probe, json: bool) -> anyhow::Result<Exit> {
+    let text = std::fs::read(old_path).with_context(|| format!("cannot read `{}`", old_path.display()))?;
+    let old: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("`{}` is not a probe record (JSON)", old_path.display()))?;
+    let changes = crate::validate::probe::diff::diff(&old, &serde_json::to_value(p)?);
+    if json {
+        super::print_json(&serde_json::json!({ "changes": changes, "record": p }))?;
+        return Ok(Exit::Ok);
+    }
+    let mut t = String::new();
+    // The old record's values are a file's, the new ones tools': each escaped whole, a line
+    // break in one printed as `\n`, never as a line of its own.
+    for c in &changes {
+        let show = |v: &Option<String>| {
+            v.as_deref().map_or_else(|| "(absent)".into(), |v| crate::escape::value(v).into_owned())
+        };
+        let _ = writeln!(t, "~ {}: {} -> {}", crate::escape::value(&c.path), show(&c.old), show(&c.new));
+    }
+    let _ = writeln!(t, "{} field(s) differ from `{}`", changes.len(), old_path.display());
+    std::io::stdout().lock().write_all(crate::escape::lines(&t).as_bytes())?;
+    Ok(Exit::Ok)
 }
 
 /// `--inventory-diff A B`: what one node has installed that the other has not, or at another

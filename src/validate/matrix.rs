@@ -103,8 +103,8 @@ fn version_field(name: &str, want: Option<&String>, actual: &str, radix: Radix, 
 pub const INBOX: &str = "inbox";
 
 /// The GPU driver: a version requirement, or `inbox`: the kernel's own driver, which has no
-/// version of its own (a distribution's ROCm runs on it), so the row's `kernel` field is what
-/// qualifies it. A versioned (DKMS) driver where the row names the inbox one is another driver.
+/// version of its own (a distribution's `ROCm` runs on it), so the row's `kernel` field is what
+/// qualifies it. A versioned (`DKMS`) driver where the row names the inbox one is another driver.
 fn amdgpu_field(want: Option<&String>, host: &super::probe::Host, live: bool) -> FieldResult {
     if !want.is_some_and(|w| w.trim().eq_ignore_ascii_case(INBOX)) {
         return version_field("amdgpu", want, &host.amdgpu, Radix::Decimal, live);
