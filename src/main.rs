@@ -43,10 +43,13 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(verbose: u8) {
+    // `-v`/`-vv` turn up airlock's own logs; its dependencies stay at warn (an OpenPGP
+    // library's debug output drowned airlock's three lines in two thousand). RUST_LOG decides
+    // everything when it is set.
     let default = match verbose {
         0 => "warn",
-        1 => "info",
-        _ => "debug",
+        1 => "warn,airlock=info",
+        _ => "warn,airlock=debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -363,6 +363,18 @@ fn a_newcomers_mistakes_get_answers_a_script_and_a_person_can_use() {
         denied.stderr
     );
 
+    // Issue 76: apply as another user than root is refused before anything, saying why.
+    let node = t.path().join("node");
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin, "apply", s(&bundle), "--trust"]);
+    c.args([s(&keys.public), "--root", s(&node)]);
+    let refused = run(&mut c).code(2);
+    assert!(refused.stderr.contains("run it as root") && !node.exists(), "{}", refused.stderr);
+    // A public key given where the private one belongs is named as such, with no advice on its
+    // permissions.
+    let r = airlock_run(&["build", s(&p.spec), "--key", s(&keys.public), "--out", s(&t.path().join("x.airlock"))]);
+    assert!(r.code != 0 && r.stderr.contains("it is a public key") && !r.stderr.contains("chmod"), "{}", r.stderr);
+
     // `check` counts what is damaged, not what it looked at.
     airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
     let notes = walkdir::WalkDir::new(root.join("bundles"))

@@ -170,7 +170,11 @@ fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() 
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap();
     assert_eq!((record["action"].as_str(), record["outcome"].as_str()), (Some("promote"), Some("activated")));
     let down = airlock_run(&["promote", "--root", s(&r.mirror), "1.0.0"]).code(3);
-    assert!(down.stderr.contains("1.0.0"), "{}", down.stderr);
+    assert!(
+        down.stderr.contains("refusing to promote stack 1.0.0") && down.stderr.contains("--allow-downgrade"),
+        "issue 76: a promotion says it is one (it said \"refusing to install\"): {}",
+        down.stderr
+    );
     airlock_run(&["promote", "--root", s(&r.mirror), "1.0.0", "--allow-downgrade"]).ok();
     let missing = airlock_run(&["promote", "--root", s(&r.mirror), "9.9.9"]).code(2);
     assert!(missing.stderr.contains("retains no release `9.9.9`"), "{}", missing.stderr);

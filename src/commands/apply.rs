@@ -14,6 +14,7 @@ use crate::site::trust::ExpiryRule;
 use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
+    refuse_unprivileged(args)?;
     let (mirror, release) = mirror_of(args)?;
     // A mirror's redirects stay on its origin (or go to the hosts named on purpose).
     let net = std::sync::Arc::new(match mirror {
@@ -97,6 +98,20 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         writeln!(std::io::stdout(), "{r}")?;
     }
     Ok(code)
+}
+
+/// A change of the host's packages needs root: said before anything is read or written (as
+/// another user, the package manager failed half-way and the message blamed the bundle). A dry
+/// run and a fetch ahead change no package.
+fn refuse_unprivileged(args: &ApplyArgs) -> Result<(), super::UsageError> {
+    if args.dry_run || args.download_only || rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    Err(super::UsageError(
+        "apply changes the host's packages: run it as root (`--dry-run` shows what it would change, \
+         `--download-only` fetches a mirror's release ahead, as any user)"
+            .into(),
+    ))
 }
 
 /// On a node under a site trust root, following a mirror's `current` takes only what its

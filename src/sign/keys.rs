@@ -99,9 +99,16 @@ impl SigningKey {
     /// Load a private key file; `password` is needed for (and only for) encrypted keys.
     pub fn load(path: &Path, password: Option<&[u8]>) -> Result<Self, KeyError> {
         let text = std::fs::read(path).map_err(|source| KeyError::Read { path: path.to_owned(), source })?;
-        warn_if_shared(path);
         let format_err =
             |detail: String| KeyError::Format { path: path.to_owned(), expected: "private key PEM", detail };
+        // A public key where the private one belongs: said first, with no advice on the
+        // permissions of a file that is meant to be public.
+        if pem::parse(&text).is_ok_and(|b| b.tag() == "PUBLIC KEY") {
+            return Err(format_err(
+                "it is a public key (`-----BEGIN PUBLIC KEY-----`): sign with its private half (`NAME.key`)".into(),
+            ));
+        }
+        warn_if_shared(path);
         let block = pem::parse(&text).map_err(|e| format_err(e.to_string()))?;
         let pair = match block.tag() {
             SIGSTORE_PRIVATE_KEY_PEM_LABEL | COSIGN_PRIVATE_KEY_PEM_LABEL => {

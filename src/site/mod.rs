@@ -71,6 +71,11 @@ pub enum SiteError {
     )]
     Downgrade { name: String, version: semver::Version, high_water: semver::Version },
     #[error(
+        "refusing to promote {name} {version}: this mirror has had {name} {high_water} current; \
+         `airlock promote --allow-downgrade` promotes an older release on purpose (recorded); the mirror was not changed"
+    )]
+    PromoteDowngrade { name: String, version: semver::Version, high_water: semver::Version },
+    #[error(
         "not enough space under `{}`: the bundle needs about {needed} bytes ({}), {available} are available; \
          the site was not changed",
         root.display(),
@@ -272,6 +277,7 @@ impl Classify for SiteError {
         match self {
             SiteError::Rejected { .. }
             | SiteError::Downgrade { .. }
+            | SiteError::PromoteDowngrade { .. }
             | SiteError::NoBase { .. }
             | SiteError::NotInBase { .. }
             | SiteError::BaseRejected { .. }

@@ -146,7 +146,14 @@ fn rollback_locked(
     attempt.verified(&verified, expiry)?;
     let mut downgrade = None;
     if let Switch::Promote { downgrade: policy, decided, .. } = to {
-        downgrade = Some(super::install::check_downgrade(root, state, &verified.manifest, *policy)?);
+        let checked =
+            super::install::check_downgrade(root, state, &verified.manifest, *policy).map_err(|e| match e {
+                SiteError::Downgrade { name, version, high_water } => {
+                    SiteError::PromoteDowngrade { name, version, high_water }
+                }
+                e => e,
+            })?;
+        downgrade = Some(checked);
         attempt.record.decision = Some(keep_decision(root, decided, &verified, &id)?);
     }
     attempt.phases.mark("verify", "stage");
