@@ -106,6 +106,7 @@ fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one mirror's public tree, its nodes and its promotion, checked in turn")]
 fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() {
     let r = releases();
     let one = r.install(&r.v1, &[]).ok().json();
@@ -114,7 +115,10 @@ fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() 
     let (id1, id2) = (one["id"].as_str().unwrap().to_owned(), two["id"].as_str().unwrap().to_owned());
     // The public tree: the qualified release as current, every retained one by version and id.
     let public = r.mirror.join("public");
-    assert_eq!(names(&public), BTreeSet::from(["current".to_owned(), "releases".to_owned()]));
+    assert_eq!(
+        names(&public),
+        BTreeSet::from(["current".to_owned(), "releases".to_owned(), "releases.json".to_owned()])
+    );
     assert_eq!(
         names(&public.join("releases")),
         BTreeSet::from(["1.0.0".into(), "2.0.0".into(), id1.clone(), id2.clone()])
@@ -122,6 +126,10 @@ fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() 
     assert_eq!(std::fs::read_link(public.join("current")).unwrap(), Path::new(&format!("../bundles/{id1}")));
     let status = airlock_run(&["status", "--root", s(&r.mirror), "--json"]).ok().json();
     assert_eq!(status["current"]["version"], "1.0.0", "{status}");
+    // Issue 76: a mirror's status lists its candidates.
+    assert_eq!(status["candidates"][0]["version"], "2.0.0", "{status}");
+    let text = airlock_run(&["status", "--root", s(&r.mirror)]).ok().stdout;
+    assert!(text.contains("candidates: stack 2.0.0"), "{text}");
     let last = std::fs::read_dir(r.mirror.join("records")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap();
     assert_eq!(record["outcome"], "staged", "{record}");
@@ -152,6 +160,22 @@ fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() 
         lied.stderr.contains("is release 1.0.0") && lied.stderr.contains("not the 2.0.0 asked for"),
         "{}",
         lied.stderr
+    );
+    // Issue 76: a release the mirror does not serve is a usage error listing what it serves.
+    let unknown = r.node(&url, "unknown", &["--release", "9.9.9", "--download-only"]).code(2);
+    assert!(
+        unknown.stderr.contains("serves no release `9.9.9`")
+            && unknown.stderr.contains("1.0.0 (")
+            && unknown.stderr.contains("2.0.0 ("),
+        "{}",
+        unknown.stderr
+    );
+    // … and a node's status shows its last refused attempt.
+    let lied_status = airlock_run(&["status", "--root", s(&r.t.path().join("lied"))]).ok();
+    assert!(
+        lied_status.stdout.contains("last attempt: apply") && lied_status.stdout.contains("refused"),
+        "{}",
+        lied_status.stdout
     );
     let r2 = r.node(&url, "bad-name", &["--release", "../state.json"]);
     assert_eq!(r2.code, 2, "{}", r2.stderr);

@@ -45,6 +45,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     writeln!(out, "current:  {}", show(&s.current))?;
     writeln!(out, "previous: {}", show(&s.previous))?;
     writeln!(out, "retained: {}", s.retained.len())?;
+    mirror_and_attempt(&mut out, &s, &args.root)?;
     let rollback = match (&s.last_rollback, &s.previous) {
         (Some(r), _) => format!("to {} {} at {} in {:.2} s", r.name, r.version, r.installed_at, r.seconds),
         (None, Some(_)) => format!("none yet (rehearse one: `airlock rollback --root {}`)", args.root.display()),
@@ -82,6 +83,35 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
         )?;
     }
     damaged_state(&s, false)
+}
+
+/// A mirror's candidates and promotion, and the last change that did not activate.
+fn mirror_and_attempt(out: &mut impl Write, s: &crate::site::Status, root: &std::path::Path) -> anyhow::Result<()> {
+    if !s.candidates.is_empty() {
+        let c: Vec<String> = s.candidates.iter().map(|e| format!("{} {} ({})", e.name, e.version, e.id)).collect();
+        writeln!(out, "candidates: {} (`airlock promote --root {} VERSION|ID`)", c.join(", "), root.display())?;
+    }
+    if let Some(p) = &s.promotion {
+        let on = match (&p.approved_on_run, &p.without_approval) {
+            (Some(run), _) => format!("approved on run {}", crate::escape::value(run)),
+            (None, Some(reason)) => format!("WITHOUT APPROVAL: {}", crate::escape::value(reason)),
+            (None, None) => "no approval named".to_owned(),
+        };
+        writeln!(out, "promotion: {} of {} ({}), expires {}, {on}", p.number, p.version, p.id, p.expires)?;
+    }
+    if let Some(a) = &s.last_attempt {
+        writeln!(
+            out,
+            "last attempt: {} {} {} at {}: {} (record {})",
+            a.action,
+            crate::escape::value(&a.bundle),
+            a.outcome,
+            a.at,
+            crate::escape::value(a.reason.as_deref().unwrap_or("no reason recorded")),
+            a.record
+        )?;
+    }
+    Ok(())
 }
 
 /// After printing what could be read: a damaged `state.json` is an error (exit 1).

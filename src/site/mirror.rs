@@ -60,6 +60,11 @@ pub enum MirrorError {
         "the mirror has no `{url}`: is it a mirror's public tree, with a current release (and the one named by --release)?"
     )]
     Missing { url: String },
+    #[error(
+        "the mirror serves no release `{asked}`; it serves: {served}; name one with --release VERSION|ID \
+         (nothing was downloaded)"
+    )]
+    NoRelease { asked: String, served: String },
     #[error("the mirror's `{url}` is missing: its manifest is unsigned; nothing was downloaded")]
     Unsigned { url: String },
     #[error("the mirror's `{url}` is not a regular file (a FIFO, a device or a directory): refused, not read")]
@@ -90,7 +95,7 @@ impl crate::failure::Classify for MirrorError {
     fn class(&self) -> crate::failure::Class {
         use crate::failure::Class;
         match self {
-            MirrorError::NotAMirror(_) => Class::Usage,
+            MirrorError::NotAMirror(_) | MirrorError::NoRelease { .. } => Class::Usage,
             MirrorError::Manifest { .. }
             | MirrorError::Untrusted { .. }
             | MirrorError::Member { .. }
@@ -426,7 +431,7 @@ pub(super) fn stage_packages(
         _ => None,
     };
     let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked } =
-        net.block_on(verified_manifest(&place, from.release, trust, net))?;
+        net.block_on(verified_manifest(from.source, &place, from.release, trust, net))?;
     if let Some(p) = promotion.as_ref().filter(|p| p.bundle.manifest_sha256 != manifest_sha256) {
         return Err(other_bundle(p, &manifest, &manifest_sha256).into());
     }
@@ -529,15 +534,39 @@ struct MirrorHead {
     checked: Checked,
 }
 
+/// The releases a mirror serves, in words, from its `releases.json` (none when it has none or
+/// it is not one: only for a message, never trusted).
+async fn served_releases(source: &str, net: &Net) -> Option<String> {
+    let root = Place::root(source).ok()?;
+    let bytes = root.small(net, super::public::INDEX, 1 << 20).await.ok()??;
+    let index: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let current = index["current"].as_str().unwrap_or_default();
+    let list: Vec<String> = index["releases"]
+        .as_array()?
+        .iter()
+        .map(|r| {
+            let (v, id) = (r["version"].as_str().unwrap_or("?"), r["id"].as_str().unwrap_or("?"));
+            let mark = if id == current { ", current" } else { "" };
+            crate::escape::value(&format!("{v} ({id}{mark})")).into_owned()
+        })
+        .collect();
+    Some(if list.is_empty() { "nothing".to_owned() } else { list.join(", ") })
+}
+
 async fn verified_manifest(
+    source: &str,
     place: &Place,
     release: &Release,
     trust: &Policy,
     net: &Net,
 ) -> Result<MirrorHead, SiteError> {
     let url = place.url(MANIFEST);
-    let need = |rel: &str, got: Option<Vec<u8>>| got.ok_or_else(|| MirrorError::Missing { url: place.url(rel) });
-    let bytes = need(MANIFEST, place.small(net, MANIFEST, MAX_MANIFEST_BYTES).await?)?;
+    let Some(bytes) = place.small(net, MANIFEST, MAX_MANIFEST_BYTES).await? else {
+        if let (Release::Named(asked), Some(served)) = (release, served_releases(source, net).await) {
+            return Err(MirrorError::NoRelease { asked: asked.clone(), served }.into());
+        }
+        return Err(MirrorError::Missing { url }.into());
+    };
     let signature = place
         .small(net, SIGNATURE, MAX_SIGNATURE_BYTES)
         .await?

@@ -6,6 +6,8 @@
 //! public/current -> ../bundles/ID               the qualified release (what `apply URL` takes)
 //! public/releases/VERSION -> ../../bundles/ID   every retained release by version …
 //! public/releases/ID -> ../../bundles/ID        … and by id (`apply URL --release VERSION|ID`)
+//! public/releases.json                          the releases served and the current one (a list)
+//! public/promotion.json                         the signed promotion (`site::promotion`)
 //! ```
 //!
 //! Each entry is a relative symbolic link into `bundles/`, replaced by renaming a new link
@@ -24,6 +26,9 @@ use super::{SiteError, io_err};
 
 /// Where nodes find the releases, under `public/`.
 pub const RELEASES: &str = "releases";
+/// The releases served, by version and id, and the current one (`public/releases.json`): what a
+/// node lists when it asks for a release the mirror does not serve.
+pub const INDEX: &str = "releases.json";
 
 /// Make `public/` say what the root holds now: `current`, and every retained release by version
 /// and by id; links to releases no longer retained are removed. Where two retained bundles of
@@ -51,6 +56,20 @@ pub(super) fn refresh(root: &SiteRoot, state: &State) -> Result<(), SiteError> {
         }
     }
     root.commit_dir(&releases)?;
+    // What a node lists when it asks for a release the mirror does not serve.
+    let listed: Vec<serde_json::Value> = wanted
+        .iter()
+        .filter(|(name, id)| name.as_str() != id.as_str())
+        .filter_map(|(version, id)| {
+            let name = &state.bundles.get(id)?.name;
+            Some(serde_json::json!({ "version": version, "id": id, "name": name }))
+        })
+        .collect();
+    let index = serde_json::json!({ "current": root.link(Link::Current), "releases": listed });
+    let path = public.join(INDEX);
+    let mut bytes = serde_json::to_vec_pretty(&index).expect("the index serialises");
+    bytes.push(b'\n');
+    crate::atomic::write_durable(&path, &bytes).map_err(io_err(&path))?;
     match root.link(Link::Current) {
         Some(id) => set_link(&public, "current", &format!("../bundles/{id}")).map_err(io_err(&public))?,
         None => remove_if_present(&public.join("current")).map_err(io_err(&public))?,

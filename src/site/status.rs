@@ -35,10 +35,43 @@ pub struct Status {
     /// The amber acceptance the current bundle runs under, if it was activated amber.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub amber: Option<OpenAcceptance>,
+    /// A mirror's candidates: the releases it retains and serves by version and id that are not
+    /// its current (what `promote` takes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Entry>,
+    /// A mirror's signed promotion as `public/promotion.json` says it (not verified here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<PromotionEntry>,
+    /// The last change that did not activate (refused, failed, restored), when nothing activated
+    /// since: what a held node's operator looks for first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_attempt: Option<AttemptEntry>,
     /// Why `state.json` could not be read (then history and install times are missing, and the
     /// rest is shown from the links and trees).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_damaged: Option<String>,
+}
+
+/// A mirror's promotion, as its file says.
+#[derive(Debug, Serialize)]
+pub struct PromotionEntry {
+    pub number: u64,
+    pub id: BundleId,
+    pub version: String,
+    pub expires: Timestamp,
+    pub approved_on_run: Option<String>,
+    pub without_approval: Option<String>,
+}
+
+/// A change that did not activate, from its record.
+#[derive(Debug, Serialize)]
+pub struct AttemptEntry {
+    pub action: String,
+    pub outcome: String,
+    pub at: Timestamp,
+    pub bundle: String,
+    pub reason: Option<String>,
+    pub record: String,
 }
 
 /// One activation: what became current, when, by which action, and how long it took.
@@ -125,7 +158,7 @@ impl From<Event> for HistoryEntry {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Entry {
     pub id: BundleId,
     pub name: String,
@@ -175,10 +208,27 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
             },
         }
     };
-    let retained = root.retained().iter().map(entry).collect();
+    let retained: Vec<Entry> = root.retained().iter().map(entry).collect();
     let amber = root.link(Link::Current).and_then(|c| OpenAcceptance::of(root, &c, Timestamp::started()));
+    let current = root.link(Link::Current);
+    let candidates = if super::public::served(root) {
+        retained.iter().filter(|e| Some(&e.id) != current.as_ref()).map(Entry::clone).collect()
+    } else {
+        Vec::new()
+    };
+    let promotion = super::promotion::current(&root.public()).map(|p| PromotionEntry {
+        number: p.version,
+        id: p.bundle.id,
+        version: p.bundle.version,
+        expires: p.expires,
+        approved_on_run: p.approval.map(|a| a.run),
+        without_approval: p.without_approval,
+    });
     Ok(Status {
         amber,
+        candidates,
+        promotion,
+        last_attempt: last_attempt(root),
         root: root.path().to_owned(),
         current: root.link(Link::Current).as_ref().map(entry),
         previous: root.link(Link::Previous).as_ref().map(entry),
@@ -194,5 +244,32 @@ pub fn status(root: &Path) -> Result<Status, SiteError> {
         history: state.history.into_iter().map(HistoryEntry::from).collect(),
         last_rollback: state.last_rollback.map(HistoryEntry::from),
         state_damaged,
+    })
+}
+
+/// The newest record of a change that did not activate (refused, failed, restored), when no
+/// change activated after it.
+fn last_attempt(root: &SiteRoot) -> Option<AttemptEntry> {
+    use super::records::{Action, Outcome};
+    let records = super::records::read_all(root).ok()?;
+    let mut changes = records.iter().filter(|(_, r)| {
+        matches!(r.action, Action::Install | Action::Apply | Action::Adopt | Action::Promote | Action::Rollback)
+    });
+    let (path, r) = changes.rfind(|(_, r)| r.outcome() != Outcome::Staged)?;
+    if !matches!(r.outcome(), Outcome::Refused | Outcome::Failed | Outcome::Restored) {
+        return None;
+    }
+    let b = r.bundle.clone().unwrap_or_default();
+    Some(AttemptEntry {
+        action: r.action.as_str().to_owned(),
+        outcome: format!("{:?}", r.outcome()).to_lowercase(),
+        at: r.at,
+        bundle: format!(
+            "{} {}",
+            b.name.as_deref().unwrap_or("?"),
+            b.version.as_deref().or(b.file.as_deref()).unwrap_or("?")
+        ),
+        reason: r.reason.clone(),
+        record: path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
     })
 }
