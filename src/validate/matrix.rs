@@ -391,6 +391,18 @@ mod tests {
     }
 
     #[test]
+    fn what_is_not_green_is_each_gpus_best_row_counted_once_per_gpu() {
+        let mut older = row("MI300X");
+        older.os = vec!["ubuntu 20.04".into()];
+        let other = row("MI250X");
+        let o = classify(&[older, other], &recorded("mi300x")).unwrap();
+        let lines = crate::validate::not_green(&o.rows);
+        assert!(lines.iter().all(|l| !l.contains("another GPU")), "a row for another GPU is not the reason: {lines:?}");
+        assert!(lines.iter().any(|l| l.starts_with("  os") && l.ends_with("on 8 GPUs")), "{lines:?}");
+        assert!(lines.iter().all(|l| !l.contains("on 16 GPUs")), "counted per GPU, not per row: {lines:?}");
+    }
+
+    #[test]
     fn a_row_naming_the_inbox_driver_is_green_on_the_kernels_own_and_red_on_a_dkms_driver() {
         let mut inbox = row("MI300X");
         inbox.amdgpu = Some(INBOX.into());

@@ -101,11 +101,26 @@ pub fn word(v: Verdict) -> &'static str {
     }
 }
 
-/// The fields of an outcome that are not green, as lines for a person: the same finding on
-/// several GPUs (8× MI300X) is one line with their count. Untrusted text: escape it to show it.
+/// The fields of an outcome that are not green, as lines for a person: each GPU by its best row
+/// (the one that decided it: a row written for another GPU, or one its best row beats, is not
+/// why it is amber or red), the same finding on several GPUs (8× MI300X) one line with their
+/// count. Untrusted text: escape it to show it.
 pub fn not_green(rows: &[RowResult]) -> Vec<String> {
+    let rank = |v: Verdict| match v {
+        Verdict::Green => 2,
+        Verdict::Amber => 1,
+        Verdict::Red => 0,
+    };
+    let mut best: Vec<&RowResult> = Vec::new();
+    for r in rows {
+        match best.iter_mut().find(|b| b.detected == r.detected) {
+            Some(b) if rank(r.verdict) > rank(b.verdict) => *b = r,
+            Some(_) => {}
+            None => best.push(r),
+        }
+    }
     let mut lines: Vec<(String, usize)> = Vec::new();
-    for f in rows.iter().flat_map(|r| r.fields.iter()).filter(|f| f.verdict != Verdict::Green) {
+    for f in best.iter().flat_map(|r| r.fields.iter()).filter(|f| f.verdict != Verdict::Green) {
         let line = format!(
             "  {:<22} {}: {} (expected `{}`, found `{}`)",
             f.field,
