@@ -152,6 +152,11 @@ fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() 
     assert_eq!(by_id["id"], id2.as_str());
     let follows = r.node(&url, "follows", &["--download-only"]).ok().json();
     assert_eq!(follows["version"], "1.0.0");
+    // Issue 76: a node asks only for the co-signatures the mirror's index lists (here none: it
+    // asked for one per trusted key, each answered 404).
+    let missing: Vec<String> =
+        server.requests().into_iter().filter(|q| q.status == 404 && q.uri.ends_with(".sig")).map(|q| q.uri).collect();
+    assert!(missing.is_empty(), "co-signatures asked for that the mirror does not hold: {missing:?}");
     // A mirror that serves another release where one is asked for is refused (exit 3).
     std::fs::remove_file(public.join("releases/2.0.0")).unwrap();
     std::os::unix::fs::symlink(format!("../../bundles/{id1}"), public.join("releases/2.0.0")).unwrap();
@@ -352,4 +357,34 @@ fn a_mirror_that_sends_a_package_a_byte_a_second_is_given_up_at_the_floor_tries_
     assert!(given_up.stderr.contains("below the floor of 1024 B/s"), "{}", given_up.stderr);
     assert!(given_up.stderr.contains("after 3 tries"), "{}", given_up.stderr);
     assert!(started.elapsed().as_secs() < 60, "3 tries of a 2 s window and their waits: {:?}", started.elapsed());
+}
+
+/// Issue 76: the mirror's index lists each release's co-signatures; a node whose policy needs
+/// one fetches exactly those it lists, and asks for no co-signature the mirror does not hold.
+#[test]
+fn a_node_fetches_the_co_signatures_the_mirrors_index_lists_and_no_other() {
+    let r = releases();
+    let sec = keygen(&r.t.path().join("keys"), "sec");
+    let other = keygen(&r.t.path().join("keys"), "other");
+    airlock_run(&["sign", s(&r.v1), "--key", s(&sec.private)]).ok();
+    let two = ["--trust", s(&sec.public), "--threshold", "2"];
+    r.install(&r.v1, &two).ok();
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.mirror.join("public/releases.json")).unwrap()).unwrap();
+    let listed = index["releases"][0]["cosignatures"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 1, "{index}");
+    let server = Nginx::serve(&r.mirror.join("public"));
+    let url = format!("{}/", server.url);
+    let trust = ["--trust", s(&sec.public), "--trust", s(&other.public), "--threshold", "2", "--download-only"];
+    let took = r.node(&url, "n", &trust).ok().json();
+    assert_eq!(took["version"], "1.0.0", "{took}");
+    let sigs: Vec<(String, u16)> = server
+        .requests()
+        .into_iter()
+        .filter(|q| q.uri.ends_with(".sig") && !q.uri.ends_with("manifest.json.sig"))
+        .map(|q| (q.uri, q.status))
+        .collect();
+    assert_eq!(sigs.len(), 1, "the one co-signature listed, nothing for `other`: {sigs:?}");
+    assert_eq!(sigs[0].1, 200, "{sigs:?}");
+    assert!(sigs[0].0.contains(listed[0].as_str().unwrap()), "{sigs:?}");
 }

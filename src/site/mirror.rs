@@ -534,12 +534,33 @@ struct MirrorHead {
     checked: Checked,
 }
 
+/// The co-signatures the mirror's index lists for `release` (its current, or one by version or
+/// id), by key id; `None` when it has no index or the index does not name the release.
+async fn listed_cosignatures(source: &str, release: &Release, net: &Net) -> Option<Vec<String>> {
+    let index = mirror_index(source, net).await?;
+    let current = index["current"].as_str().map(str::to_owned);
+    let wanted = match release {
+        Release::Current => current?,
+        Release::Named(name) => name.clone(),
+    };
+    let entry = index["releases"]
+        .as_array()?
+        .iter()
+        .find(|r| r["id"].as_str() == Some(wanted.as_str()) || r["version"].as_str() == Some(wanted.as_str()))?;
+    Some(entry["cosignatures"].as_array()?.iter().filter_map(|k| k.as_str().map(str::to_owned)).collect())
+}
+
+/// The mirror's `releases.json`, parsed (bounded), if it has one.
+async fn mirror_index(source: &str, net: &Net) -> Option<serde_json::Value> {
+    let root = Place::root(source).ok()?;
+    let bytes = root.small(net, super::public::INDEX, 1 << 20).await.ok()??;
+    serde_json::from_slice(&bytes).ok()
+}
+
 /// The releases a mirror serves, in words, from its `releases.json` (none when it has none or
 /// it is not one: only for a message, never trusted).
 async fn served_releases(source: &str, net: &Net) -> Option<String> {
-    let root = Place::root(source).ok()?;
-    let bytes = root.small(net, super::public::INDEX, 1 << 20).await.ok()??;
-    let index: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let index = mirror_index(source, net).await?;
     let current = index["current"].as_str().unwrap_or_default();
     let list: Vec<String> = index["releases"]
         .as_array()?
@@ -572,7 +593,11 @@ async fn verified_manifest(
         .await?
         .ok_or_else(|| MirrorError::Unsigned { url: place.url(SIGNATURE) })?;
     let mut cosignatures = Vec::new();
-    for key in &trust.keys {
+    // The mirror's index says which co-signatures it holds for this release (a hint: one it
+    // hides can only fail the threshold, which the mirror could do anyway); without an index,
+    // each trusted key's is asked for.
+    let listed = listed_cosignatures(source, release, net).await;
+    for key in trust.keys.iter().filter(|k| listed.as_ref().is_none_or(|l| l.contains(&k.key_id().to_string()))) {
         let name = format!("{RETAINED_BUNDLE}.{}.sig", key.key_id());
         if let Some(sig) = place.small(net, &name, MAX_SIGNATURE_BYTES).await? {
             let path = PathBuf::from(place.url(&name));

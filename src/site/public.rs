@@ -62,7 +62,15 @@ pub(super) fn refresh(root: &SiteRoot, state: &State) -> Result<(), SiteError> {
         .filter(|(name, id)| name.as_str() != id.as_str())
         .filter_map(|(version, id)| {
             let name = &state.bundles.get(id)?.name;
-            Some(serde_json::json!({ "version": version, "id": id, "name": name }))
+            // The co-signatures beside it, by key id: a node fetches only these (not one
+            // request per trusted key, most of them answered 404).
+            let cosignatures: Vec<String> =
+                crate::sign::policy::cosignatures_beside(&root.bundle_dir(id).join(super::root::RETAINED_BUNDLE))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| c.key_id.to_string())
+                    .collect();
+            Some(serde_json::json!({ "version": version, "id": id, "name": name, "cosignatures": cosignatures }))
         })
         .collect();
     let index = serde_json::json!({ "current": root.link(Link::Current), "releases": listed });
