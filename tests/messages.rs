@@ -386,3 +386,34 @@ fn a_newcomers_mistakes_get_answers_a_script_and_a_person_can_use() {
     let checked = airlock_run(&["check", "--root", s(&root)]).code(3);
     assert!(checked.stdout.contains("DAMAGED: 1 of 1 retained bundle(s)"), "{}", checked.stdout);
 }
+
+/// Issue 76: the hint after a rollback that would move forward is a command that works when
+/// pasted: the same `--root`, and `--trust` named where the site has no trust root (it named
+/// the bundle file only, and pasted it targeted /var/lib/airlock).
+#[test]
+fn the_moving_forward_hint_runs_when_pasted() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("keys"), "build");
+    let root = t.path().join("site");
+    for v in ["1.0.0", "1.1.0"] {
+        let p = project(&t.path().join(v), v);
+        let out = t.path().join(format!("{v}.airlock"));
+        build(&p, &keys, &out).ok();
+        airlock_run(&["install", s(&out), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    }
+    airlock_run(&["rollback", "--root", s(&root)]).ok();
+    let forward = airlock_run(&["rollback", "--root", s(&root)]).code(1);
+    let hint = forward.stderr.split("moving forward is `").nth(1).and_then(|h| h.split('`').next()).unwrap_or_default();
+    assert!(
+        hint.contains(&format!("--root {}", root.display())) && hint.contains("--trust KEY.pub"),
+        "{}",
+        forward.stderr
+    );
+    let pasted: Vec<String> = hint
+        .split_whitespace()
+        .skip(1)
+        .map(|w| if w == "KEY.pub" { s(&keys.public).to_owned() } else { w.to_owned() })
+        .collect();
+    let done = run(airlock().args(&pasted).arg("--json")).ok().json();
+    assert_eq!(done["version"], "1.1.0", "{done}");
+}

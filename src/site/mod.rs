@@ -126,10 +126,20 @@ pub enum SiteError {
     Damaged { root: PathBuf, id: BundleId, damage: Vec<check::Damage> },
     #[error(
         "nothing older to roll back to: `previous` is {name} {previous}, newer than the current {current} (the \
-         release rolled back from); moving forward is `airlock install {}`",
-        file.display()
+         release rolled back from); moving forward is `airlock install {} --root {}{}`",
+        file.display(),
+        root.display(),
+        if *site_trust { "" } else { " --trust KEY.pub" }
     )]
-    NoOlder { name: String, previous: semver::Version, current: semver::Version, file: PathBuf },
+    NoOlder {
+        name: String,
+        previous: semver::Version,
+        current: semver::Version,
+        file: PathBuf,
+        root: PathBuf,
+        /// Whether the site has a trust root (else the hint names `--trust`, to fill in).
+        site_trust: bool,
+    },
     #[error(
         "`{}` has no previous bundle to roll back to{}",
         root.display(),

@@ -439,6 +439,8 @@ fn refuse_forward(root: &SiteRoot, state: &State, previous: &BundleId) -> Result
             previous: p.version.clone(),
             current: c.version.clone(),
             file: root.retained_file(previous),
+            root: root.path().to_owned(),
+            site_trust: crate::trust::SiteTrust::exists(root.path()),
         });
     }
     Ok(())
