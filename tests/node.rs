@@ -789,6 +789,22 @@ fn a_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_own_sta
     let dpkg_log = |n: &Node| std::fs::read_to_string(n.root.join("var/log/dpkg.log")).unwrap_or_default();
     let log_before = dpkg_log(&node);
     let fb = node.put(&base);
+    // Issue 76: a pinned package dpkg left half-configured (`iF`) is not adopted as installed.
+    let status = node.root.join("var/lib/dpkg/status");
+    let kept = std::fs::read_to_string(&status).unwrap();
+    let at = kept.find("Package: airlock-rocm-core\n").expect("the by-hand stack's rocm-core");
+    let (head, tail) = kept.split_at(at);
+    let half =
+        format!("{head}{}", tail.replacen("Status: install ok installed", "Status: install ok half-configured", 1));
+    std::fs::write(&status, half).unwrap();
+    let r = node.airlock(&["apply", &fb, "--adopt", "--trust", &key, "--root", "/var/lib/airlock"]).code(3);
+    assert!(
+        r.stderr.contains("airlock-rocm-core half-configured") && r.stderr.contains("dpkg --configure -a"),
+        "{}",
+        r.stderr
+    );
+    assert!(!node.root.join("var/lib/airlock/current").exists(), "not adopted");
+    std::fs::write(&status, kept).unwrap();
     let adopted =
         node.airlock(&["apply", &fb, "--adopt", "--trust", &key, "--root", "/var/lib/airlock", "--json"]).ok();
     assert_eq!(adopted.json()["version"], "0.0.0-baseline", "{}", adopted.stdout);

@@ -360,6 +360,13 @@ fn adopt(
     if !differences.is_empty() {
         return Err(SiteError::NotAdoptable { differences });
     }
+    // Installed at the version is not enough: a package dpkg left half-configured is not a
+    // stack to record as this node's own.
+    let unsettled: Vec<(String, String)> =
+        node.unsettled()?.into_iter().filter(|(name, _)| wanted.iter().any(|w| &w.name == name)).collect();
+    if !unsettled.is_empty() {
+        return Err(SiteError::Unsettled { packages: unsettled });
+    }
     tracing::info!("adopt: the {} package(s) the baseline pins are installed at its versions", wanted.len());
     attempt.phases.mark("plan", "stage");
     let id = BundleId::of(&verified.manifest_sha256);

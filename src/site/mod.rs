@@ -242,6 +242,13 @@ pub enum SiteError {
     )]
     NotAdoptable { differences: Vec<packages::Change> },
     #[error(
+        "{} package(s) the baseline pins are not fully installed: {}; finish them first (`dpkg --configure -a`, or \
+         reinstall), then adopt; nothing was changed",
+        packages.len(),
+        packages.iter().map(|(n, s)| format!("{n} {s}")).collect::<Vec<_>>().join(", ")
+    )]
+    Unsettled { packages: Vec<(String, String)> },
+    #[error(
         "applying the packages failed; {}",
         match restore {
             None => "the host's packages were put back as they were".to_owned(),
@@ -302,6 +309,7 @@ impl Classify for SiteError {
             | SiteError::TrustRolledBack { .. }
             | SiteError::BundleExpired { .. }
             | SiteError::NotAdoptable { .. }
+            | SiteError::Unsettled { .. }
             | SiteError::TagMismatch(_) => Class::Verification,
             SiteError::TrustGiven { .. } | SiteError::NoRelease { .. } | SiteError::NotAMirror { .. } => Class::Usage,
             SiteError::Trust(e) => e.class(),

@@ -121,6 +121,32 @@ impl PackageManager for Apt {
         Ok(set)
     }
 
+    /// dpkg's `db:Status-Abbrev`: its second letter is the package's state, its third an error
+    /// flag (`R`: reinstallation required).
+    fn unsettled(&self, arch: &str) -> Result<Vec<(String, String)>, PackageError> {
+        let format = "${Package}\t${Architecture}\t${db:Status-Abbrev}\n";
+        let text = output("dpkg-query", Command::new("dpkg-query").args(["-W", "-f", format]))?;
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let mut fields = line.split('\t');
+            let (Some(name), Some(a), Some(status)) = (fields.next(), fields.next(), fields.next()) else { continue };
+            if a != arch && a != "all" {
+                continue;
+            }
+            let state = match status.as_bytes().get(1) {
+                Some(b'U') => "unpacked",
+                Some(b'F') => "half-configured",
+                Some(b'H') => "half-installed",
+                Some(b'W') => "triggers-awaited",
+                Some(b't') => "triggers-pending",
+                _ if status.as_bytes().get(2) == Some(&b'R') => "reinstallation required",
+                _ => continue,
+            };
+            out.push((name.to_owned(), format!("{state} (`{}`)", status.trim_end())));
+        }
+        Ok(out)
+    }
+
     /// What apt would do to reach `wanted` from the views (`apt-get -s`): its own simulation
     /// text and the changes it lists.
     fn simulate(&self, views: &[PathBuf], wanted: &[Wanted], _: &str) -> Result<(String, Vec<Change>), PackageError> {

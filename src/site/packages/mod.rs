@@ -220,6 +220,13 @@ trait PackageManager {
     /// Every installed package of `arch` (or of no architecture), by name, with its version.
     fn installed(&self, arch: &str) -> Result<PackageSet, PackageError>;
 
+    /// Packages present but not settled (dpkg's half-installed, unpacked, half-configured,
+    /// awaiting or pending triggers, or marked for reinstallation), by name, with the state in
+    /// words: what `--adopt` must not take as installed. rpm has no such states.
+    fn unsettled(&self, _arch: &str) -> Result<Vec<(String, String)>, PackageError> {
+        Ok(Vec::new())
+    }
+
     /// The manager's own simulation of reaching `wanted` from `views`, and the changes it makes.
     fn simulate(&self, views: &[PathBuf], wanted: &[Wanted], arch: &str)
     -> Result<(String, Vec<Change>), PackageError>;
@@ -286,6 +293,10 @@ impl Node {
 
     pub fn installed(&self) -> Result<PackageSet, PackageError> {
         self.manager.installed(&self.arch)
+    }
+
+    pub fn unsettled(&self) -> Result<Vec<(String, String)>, PackageError> {
+        self.manager.unsettled(&self.arch)
     }
 
     fn run(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<String, PackageError> {
