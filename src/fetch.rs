@@ -136,13 +136,28 @@ pub async fn with_retries<T, E: std::fmt::Display, Fut: Future<Output = Result<T
                         _ => None,
                     };
                     let wait = options.wait(attempt, after);
-                    tracing::warn!("{what}: try {attempt} of {} failed ({e}); retrying in {wait:?}", options.attempts);
+                    let detail = without_urls_of(&e.to_string(), what);
+                    tracing::warn!(
+                        "{what}: try {attempt} of {} failed ({detail}); retrying in {wait:?}",
+                        options.attempts
+                    );
                     tokio::time::sleep(wait).await;
                 }
                 _ => return Err(e),
             },
         }
     }
+}
+
+/// An error's text without the URLs `what` already names (reqwest says "error sending request
+/// for url (URL)": the URL twice on one line).
+fn without_urls_of(detail: &str, what: &str) -> String {
+    let mut out = detail.strip_prefix(&format!("{what}: ")).unwrap_or(detail).to_owned();
+    for url in what.split_whitespace().filter(|w| w.contains("://")) {
+        let url = url.trim_matches(|c| matches!(c, '`' | '\'' | '"' | '(' | ')' | ','));
+        out = out.replace(&format!(" for url ({url})"), "").replace(&format!(" ({url})"), "");
+    }
+    out
 }
 
 /// A `Retry-After` header: delay-seconds or an HTTP-date.
@@ -1057,6 +1072,14 @@ impl Http {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_line_names_the_url_once() {
+        let what = "GET https://mirror.site/current/airlock/manifest.json";
+        let detail = "GET https://mirror.site/current/airlock/manifest.json: error sending request for url \
+                      (https://mirror.site/current/airlock/manifest.json): dns error";
+        assert_eq!(without_urls_of(detail, what), "error sending request: dns error");
+    }
     use crate::progress::Counted;
 
     /// Lands bytes as a partial file does: from `offset`, or again from 0 after a full answer.
