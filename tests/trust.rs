@@ -737,6 +737,16 @@ fn a_rebuild_from_the_same_lock_co_signs_and_one_from_an_edited_lock_is_refused_
     let cosig = PathBuf::from(done["signature"].as_str().unwrap());
     assert!(cosig.exists());
     airlock_run(&["install", s(&bundle), "--root", s(&site)]).ok();
+    // The approval pack says who rebuilt: each signature with the role its key signs for.
+    let pack = airlock_run(&["report", "--root", s(&site), "--json"]).ok().json();
+    let roles: Vec<String> = pack["signatures"]["checked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["roles"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| r.as_str().map(str::to_owned))
+        .collect();
+    assert!(roles.contains(&"rebuilders".to_owned()) && roles.contains(&"build".to_owned()), "{pack}");
 
     // A third host whose lock pins other release notes: refused, naming the member.
     let third = copy("host-c");

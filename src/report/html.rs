@@ -195,14 +195,15 @@ fn signatures(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<p id=\"signers\">Distinct trusted signers: {met}.</p>");
     let _ = writeln!(
         o,
-        "<table id=\"signatures\"><thead><tr><th>Signature</th><th>Key id</th><th>Status</th></tr></thead><tbody>"
+        "<table id=\"signatures\"><thead><tr><th>Signature</th><th>Key id</th><th>Role</th><th>Status</th></tr></thead><tbody>"
     );
     for c in &s.checked {
         let _ = writeln!(
             o,
-            "<tr><td class=\"mono\">{}</td><td class=\"mono key\">{}</td><td>{}</td></tr>",
+            "<tr><td class=\"mono\">{}</td><td class=\"mono key\">{}</td><td>{}</td><td>{}</td></tr>",
             esc(&c.source),
             esc(c.key_id.as_deref().unwrap_or("?")),
+            esc(&c.roles.join(", ")),
             esc(&c.status)
         );
     }

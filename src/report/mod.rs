@@ -107,6 +107,10 @@ pub struct SignatureLine {
     pub source: String,
     pub key_id: Option<String>,
     pub status: String,
+    /// The site's roles the key signs for (`build`, `security`, `rebuilders`: who built, who
+    /// reviewed, who rebuilt the same bytes), when a site trust root decided.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -438,6 +442,8 @@ struct ReadBundle {
     kept: Option<Kept>,
     threshold: usize,
     required: String,
+    /// The rules the signers had to meet (a site's roles), to name each signer's role.
+    rules: Vec<crate::sign::policy::Rule>,
     met: bool,
     trust_root: Option<crate::sign::policy::Origin>,
     source: String,
@@ -477,6 +483,7 @@ fn read(
         kept: None,
         threshold,
         required,
+        rules: policy.map(|p| p.rules.clone()).unwrap_or_default(),
         met,
         trust_root,
         source,
@@ -524,6 +531,7 @@ fn read_kept(
         }),
         threshold: policy.least_signers(),
         required: policy.describe(),
+        rules: policy.rules.clone(),
         met: kept.verified,
         trust_root: policy.origin,
         sbom: None,
@@ -660,6 +668,15 @@ fn assemble(kind: &'static str, read: &ReadBundle, diff: Option<DiffFacts>, site
     }
 }
 
+/// The roles a key signs for, by name (a site's; none for `--trust` keys).
+fn roles_of(rules: &[crate::sign::policy::Rule], key_id: &str) -> Vec<String> {
+    rules
+        .iter()
+        .filter(|r| r.role != crate::sign::policy::GIVEN_ROLE && r.keys.iter().any(|k| k.as_str() == key_id))
+        .map(|r| r.role.clone())
+        .collect()
+}
+
 fn signatures(read: &ReadBundle) -> Signatures {
     let m = &read.manifest;
     if let Some(k) = &read.kept {
@@ -675,6 +692,7 @@ fn signatures(read: &ReadBundle) -> Signatures {
                     source: crate::bundle::manifest::SIGNATURE.to_owned(),
                     key_id: Some(s.clone()),
                     status: "valid".to_owned(),
+                    roles: roles_of(&read.rules, s),
                 })
                 .collect(),
             signers,
@@ -699,6 +717,7 @@ fn signatures(read: &ReadBundle) -> Signatures {
                         }
                     },
                     key_id: c.key_id.as_ref().map(ToString::to_string),
+                    roles: c.key_id.as_ref().map(|k| roles_of(&read.rules, &k.to_string())).unwrap_or_default(),
                     status: match &c.outcome {
                         Outcome::Valid => "valid".to_owned(),
                         Outcome::Untrusted => "untrusted".to_owned(),
@@ -718,6 +737,7 @@ fn signatures(read: &ReadBundle) -> Signatures {
                 source: crate::bundle::manifest::SIGNATURE.to_owned(),
                 key_id: Some(m.builder.key_id.to_string()),
                 status: "not checked (claimed by the manifest)".to_owned(),
+                roles: Vec::new(),
             }],
             provenance: Vec::new(),
         },
