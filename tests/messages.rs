@@ -377,6 +377,13 @@ fn a_newcomers_mistakes_get_answers_a_script_and_a_person_can_use() {
 
     // `check` counts what is damaged, not what it looked at.
     airlock_run(&["install", s(&bundle), "--trust", s(&keys.public), "--root", s(&root)]).ok();
+    // Issue 76: an auditor who may read the root but not write it runs `check` (a reader's
+    // lock, shared, never created; it needed the writer's lock and failed on the old code).
+    run(Command::new("chmod").args(["-R", "a+rX", s(&root)])).ok();
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin, "check", "--root", s(&root)]);
+    let audited = run(&mut c);
+    assert_eq!(audited.code, 0, "{}{}", audited.stdout, audited.stderr);
     let notes = walkdir::WalkDir::new(root.join("bundles"))
         .into_iter()
         .filter_map(Result::ok)

@@ -13,9 +13,12 @@ use std::time::{Duration, Instant};
 
 use super::SiteError;
 
-/// `ROOT/.lock`, held.
+/// `ROOT/.lock`, held: exclusively by a writer, shared by readers (`check`, a dry run), or
+/// not at all by a reader who may not open it (an auditor without write access: nothing of the
+/// root is changed by a reader, and a writer's renames leave every file whole).
 pub struct RootLock {
-    file: File,
+    file: Option<File>,
+    exclusive: bool,
 }
 
 impl RootLock {
@@ -40,14 +43,47 @@ impl RootLock {
         }
         let note = format!("pid {} {action} since {}\n", std::process::id(), crate::clock::Timestamp::now());
         file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(note.as_bytes())).map_err(io_err)?;
-        Ok(Self { file })
+        Ok(Self { file: Some(file), exclusive: true })
+    }
+
+    /// A reader's lock: shared with other readers, waiting up to `wait` for a writer to finish.
+    /// Opened read-only, never created: a reader who cannot open it (no `.lock` yet, or no
+    /// permission) reads without it, and says so.
+    pub fn acquire_shared(root: &Path, action: &str, wait: Duration) -> Result<Self, SiteError> {
+        let path = root.join(".lock");
+        let file = match OpenOptions::new().read(true).open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(
+                    "{action}: reading `{}` without its lock ({e}): a writer may be at work",
+                    root.display()
+                );
+                return Ok(Self { file: None, exclusive: false });
+            }
+        };
+        let deadline = Instant::now() + wait;
+        loop {
+            match file.try_lock_shared() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(SiteError::Busy { root: root.to_owned(), holder: holder(&path), waited: wait });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(SiteError::Io { path, source: e }),
+            }
+        }
+        Ok(Self { file: Some(file), exclusive: false })
     }
 }
 
 impl Drop for RootLock {
     fn drop(&mut self) {
         // The note goes with the lock; the kernel drops the lock itself when the file closes.
-        let _ = self.file.set_len(0);
+        if let (Some(file), true) = (&self.file, self.exclusive) {
+            let _ = file.set_len(0);
+        }
     }
 }
 

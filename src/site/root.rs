@@ -220,7 +220,7 @@ impl SiteRoot {
         if !self.is_site() {
             return Err(SiteError::NotASite { root: self.path.clone() });
         }
-        RootLock::acquire(&self.path, action, wait)
+        RootLock::acquire_shared(&self.path, action, wait)
     }
 
     /// The root made ready for a writer: its directories real (never symbolic links planted to
