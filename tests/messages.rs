@@ -370,6 +370,22 @@ fn a_newcomers_mistakes_get_answers_a_script_and_a_person_can_use() {
     c.args([s(&keys.public), "--root", s(&node)]);
     let refused = run(&mut c).code(2);
     assert!(refused.stderr.contains("run it as root") && !node.exists(), "{}", refused.stderr);
+    // A scratch directory that cannot be made is TMPDIR's problem, said as such (it was said as
+    // the site root's, with advice on who may write a site root).
+    let r = run(airlock().env("TMPDIR", t.path().join("no-such-dir")).args([
+        "apply",
+        s(&bundle),
+        "--trust",
+        s(&keys.public),
+        "--root",
+        s(&node),
+        "--dry-run",
+    ]));
+    assert!(
+        r.code == 1 && r.stderr.contains("(TMPDIR)") && !r.stderr.contains("a site root is written by"),
+        "{}",
+        r.stderr
+    );
     // A public key given where the private one belongs is named as such, with no advice on its
     // permissions.
     let r = airlock_run(&["build", s(&p.spec), "--key", s(&keys.public), "--out", s(&t.path().join("x.airlock"))]);

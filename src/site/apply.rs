@@ -131,8 +131,10 @@ pub fn apply(
         // A dry run writes nothing under the root (no skeleton, no record, no state): the root
         // is read under its lock where it exists; the bundle is staged and apt's private
         // configuration made in a directory of its own outside it, removed after.
-        let work =
-            tempfile::Builder::new().prefix("airlock-dry-run-").tempdir().map_err(io_err(&std::env::temp_dir()))?;
+        let work = tempfile::Builder::new()
+            .prefix("airlock-dry-run-")
+            .tempdir()
+            .map_err(|source| SiteError::Scratch { path: std::env::temp_dir(), source })?;
         std::fs::create_dir(work.path().join("staging")).map_err(io_err(work.path()))?;
         let root = &SiteRoot::read_only(root, work.path());
         let _lock = if root.is_site() { Some(root.lock_for_reading("apply --dry-run", opts.wait)?) } else { None };

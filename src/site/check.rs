@@ -399,7 +399,7 @@ fn expected_tree(
     }
     // The views, written as install writes them over placeholders of the members; the package
     // views need the real carried indexes (their digests are checked as members').
-    let scratch = tempfile::tempdir().map_err(|source| SiteError::Io { path: std::env::temp_dir(), source })?;
+    let scratch = tempfile::tempdir().map_err(|source| SiteError::Scratch { path: std::env::temp_dir(), source })?;
     // Placeholders for every member made 50,000 empty files for a tree of 50,000 files that
     // no view is made from: 15 s of a check of 18 s.
     let viewed = |path: &&PathBuf| views::MADE_FROM.iter().any(|area| path.starts_with(area));

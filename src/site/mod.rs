@@ -268,6 +268,14 @@ pub enum SiteError {
     Mirror(#[from] mirror::MirrorError),
     #[error(transparent)]
     Promotion(#[from] promotion::PromotionError),
+    /// A scratch directory outside the root (`TMPDIR`) that cannot be made: not the site's
+    /// problem, and not said as one.
+    #[error("cannot make a scratch directory under `{}` (TMPDIR): {source}; set TMPDIR to a directory this user may write", path.display())]
+    Scratch {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 
     #[error("the host's package manager could not say what would change; nothing was changed")]
     Plan(#[from] packages::PackageError),
@@ -336,6 +344,7 @@ impl Classify for SiteError {
             SiteError::Policy(e) => e.class(),
             SiteError::Mirror(e) => e.class(),
             SiteError::Promotion(e) => e.class(),
+            SiteError::Scratch { .. } => Class::Runtime,
         }
     }
 }
