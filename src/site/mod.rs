@@ -340,11 +340,11 @@ impl Classify for SiteError {
             | SiteError::Unrestorable { .. }
             | SiteError::Packages { .. }
             | SiteError::Plan(_)
+            | SiteError::Scratch { .. }
             | SiteError::Io { .. } => Class::Runtime,
             SiteError::Policy(e) => e.class(),
             SiteError::Mirror(e) => e.class(),
             SiteError::Promotion(e) => e.class(),
-            SiteError::Scratch { .. } => Class::Runtime,
         }
     }
 }
