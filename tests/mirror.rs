@@ -202,6 +202,12 @@ fn a_mirror_serves_only_its_public_tree_and_its_candidate_waits_for_promotion() 
     let last = std::fs::read_dir(r.mirror.join("records")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap();
     assert_eq!((record["action"].as_str(), record["outcome"].as_str()), (Some("promote"), Some("activated")));
+    // Issue 76: promoting the current release again says so and changes nothing (it verified
+    // again and wrote a second record).
+    let records = std::fs::read_dir(r.mirror.join("records")).unwrap().count();
+    let again = airlock_run(&["promote", "--root", s(&r.mirror), "2.0.0"]).ok();
+    assert!(again.stdout.contains("is the mirror's current already: nothing changed"), "{}", again.stdout);
+    assert_eq!(std::fs::read_dir(r.mirror.join("records")).unwrap().count(), records, "no record written");
     let down = airlock_run(&["promote", "--root", s(&r.mirror), "1.0.0"]).code(3);
     assert!(
         down.stderr.contains("refusing to promote stack 1.0.0") && down.stderr.contains("--allow-downgrade"),

@@ -64,6 +64,24 @@ pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     };
+    // The release current already: nothing to switch, said so; unless the site signs promotions
+    // and its promotion does not name it yet (promoting it again is how it gets one).
+    if let Some((id, name, version)) = crate::site::rollback::already_current(&args.root, &release) {
+        let promoted = crate::site::promotion::current(&args.root.join("public")).map(|p| p.bundle.id);
+        if signing.is_none() || promoted.as_ref() == Some(&id) {
+            if args.json {
+                super::print_json(
+                    &serde_json::json!({ "already_current": true, "id": id, "name": name, "version": version }),
+                )?;
+            } else {
+                writeln!(
+                    std::io::stdout(),
+                    "{name} {version} (bundles/{id}) is the mirror's current already: nothing changed"
+                )?;
+            }
+            return Ok(Exit::Ok);
+        }
+    }
     let decided = decided(args, site_trust.as_ref(), &release)?;
     let to = Switch::Promote { release, downgrade, decided: Box::new(decided), signing };
     let apt_key = args.apt_signing_key.as_deref().map(super::install::load_apt_key).transpose()?;

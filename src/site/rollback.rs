@@ -391,6 +391,17 @@ fn target(root: &SiteRoot, state: &State, to: &Switch) -> Result<BundleId, SiteE
     }
 }
 
+/// The release `release` names when it is the mirror's current already, with its name and
+/// version; `None` otherwise (or when it names nothing: `promote` says so itself).
+pub fn already_current(root: &Path, release: &str) -> Option<(BundleId, String, String)> {
+    let root = SiteRoot::new(root);
+    let state = State::load(&root).ok()?;
+    let id = find_release(&root, &state, release).ok()?;
+    let entry = state.bundles.get(&id)?;
+    (root.link(Link::Current).as_ref() == Some(&id))
+        .then(|| (id.clone(), entry.name.clone(), entry.version.to_string()))
+}
+
 /// The retained release a promotion names: its id, or its version (one bundle name only);
 /// promotion is a mirror's (a node applies releases, and rolls back).
 fn find_release(root: &SiteRoot, state: &State, release: &str) -> Result<BundleId, SiteError> {
