@@ -64,25 +64,10 @@ pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     };
-    // The release current already: nothing to switch, said so; unless the site signs promotions
-    // and its promotion does not name it yet (promoting it again is how it gets one).
-    if let Some((id, name, version)) = crate::site::rollback::already_current(&args.root, &release) {
-        let promoted = crate::site::promotion::current(&args.root.join("public")).map(|p| p.bundle.id);
-        if signing.is_none() || promoted.as_ref() == Some(&id) {
-            if args.json {
-                super::print_json(
-                    &serde_json::json!({ "already_current": true, "id": id, "name": name, "version": version }),
-                )?;
-            } else {
-                writeln!(
-                    std::io::stdout(),
-                    "{name} {version} (bundles/{id}) is the mirror's current already: nothing changed"
-                )?;
-            }
-            return Ok(Exit::Ok);
-        }
-    }
     let decided = decided(args, site_trust.as_ref(), &release)?;
+    if already(args, &release, &decided, signing.as_ref())? {
+        return Ok(Exit::Ok);
+    }
     let to = Switch::Promote { release, downgrade, decided: Box::new(decided), signing };
     let apt_key = args.apt_signing_key.as_deref().map(super::install::load_apt_key).transpose()?;
     let trust = Trust::Site(expiry.clone());
@@ -92,6 +77,38 @@ pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     print("promoted", &done)
+}
+
+/// The release current already: nothing to switch, said so (`true`), unless the approval given
+/// is for another bundle (the switch refuses it, naming both), or the site signs promotions and
+/// its promotion does not name it yet (promoting it again is how it gets one).
+fn already(
+    args: &crate::cli::PromoteArgs,
+    release: &str,
+    decided: &crate::site::promotion::Decided,
+    signing: Option<&crate::site::rollback::Signing>,
+) -> anyhow::Result<bool> {
+    let Some((id, name, version)) = crate::site::rollback::already_current(&args.root, release) else {
+        return Ok(false);
+    };
+    if let crate::site::promotion::Decided::Approved { manifest_sha256, .. } = decided
+        && crate::site::BundleId::of(manifest_sha256) != id
+    {
+        return Ok(false);
+    }
+    let promoted = crate::site::promotion::current(&args.root.join("public")).map(|p| p.bundle.id);
+    if signing.is_some() && promoted.as_ref() != Some(&id) {
+        return Ok(false);
+    }
+    if args.json {
+        super::print_json(&serde_json::json!({ "already_current": true, "id": id, "name": name, "version": version }))?;
+    } else {
+        writeln!(
+            std::io::stdout(),
+            "{name} {version} (bundles/{id}) is the mirror's current already: nothing changed"
+        )?;
+    }
+    Ok(true)
 }
 
 /// What the promotion rests on: an approval verified under the site's `approvers` role, the
