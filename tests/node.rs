@@ -778,8 +778,17 @@ fn a_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_own_sta
     }
     assert_eq!(pinned.len(), expected.len(), "nothing else: {pinned:?}");
     assert_eq!(frozen["absent"], serde_json::json!(["libfile-which-perl"]), "{frozen}");
+    // Issue 76: the stack is pinned, its dependencies apart (the distribution patches them),
+    // and what the OS's base covers (libc6, under jq's and libjq1's dependencies) left to it.
+    assert_eq!(frozen["dependencies"], serde_json::json!(["libjq1", "libonig5"]), "{frozen}");
+    let left = frozen["left_to_os"].as_array().unwrap();
+    assert!(left.iter().any(|l| l.as_str().unwrap().starts_with("libc6 ")), "{frozen}");
+    for name in left.iter().map(|l| l.as_str().unwrap().split(' ').next().unwrap()) {
+        assert!(!pinned.iter().any(|p| p.starts_with(&format!("{name}="))), "{name} left and pinned: {frozen}");
+    }
     let spec = std::fs::read_to_string(p.join("base.toml")).unwrap();
     assert!(spec.contains("version = \"0.0.0-baseline\"") && spec.contains("resolve = false"), "{spec}");
+    assert!(spec.contains("dependencies = [\"libjq1="), "{spec}");
     assert!(spec.contains("[[validation.check]]"), "the matrix and checks carry over: {spec}");
     let lock = std::fs::read_to_string(p.join("base.lock")).unwrap();
     assert!(lock.contains("airlock-rocm-core_10.0.0-1_all.deb"), "{lock}");
@@ -849,4 +858,60 @@ fn a_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_own_sta
     // The approval pack shows the baseline as the freeze of the guide's first step.
     let pack = node.airlock(&["report", "--root", "/var/lib/airlock", "--json"]).ok().json();
     assert_eq!(pack["site"]["baseline"]["version"], "0.0.0-baseline", "{}", pack["site"]);
+
+    // Issue 76: a node that took the distribution's update of a dependency after the freeze
+    // adopts the baseline (recorded, nothing downgraded) while the stack's dependency on it
+    // holds; one whose update breaks the stack's exact dependency is refused.
+    let patched = Node::new(&fixture);
+    by_hand(&patched);
+    let key_p = patched.put(&stack.keys.public);
+    let fb_p = patched.put(&base);
+    let archive_deb = |prefix: &str| {
+        walk_debs(&fixture.join("archive/pool"))
+            .into_iter()
+            .find(|d| d.file_name().unwrap().to_string_lossy().starts_with(prefix))
+            .unwrap()
+    };
+    let install = |deb: &Path, force: bool| {
+        let f = patched.put(deb);
+        let mut c = Command::new("chroot");
+        c.arg(&patched.root).arg("dpkg");
+        if force {
+            c.arg("--force-depends");
+        }
+        run(c.args(["-i", &f])).ok();
+    };
+    let libjq1 = rebuilt(&archive_deb("libjq1_"), "+sec1", stack.dir.path());
+    install(&libjq1, true);
+    let r = patched.airlock(&["apply", &fb_p, "--adopt", "--trust", &key_p, "--root", "/var/lib/airlock"]).code(3);
+    assert!(r.stderr.contains("libjq1 ") && r.stderr.contains("jq: libjq1 (= "), "{}", r.stderr);
+    install(&archive_deb("libjq1_"), false);
+    let libonig5 = rebuilt(&archive_deb("libonig5_"), "+sec1", stack.dir.path());
+    install(&libonig5, false);
+    let onig = patched.packages()["libonig5"].clone();
+    assert!(onig.ends_with("+sec1"), "{onig}");
+    let r =
+        patched.airlock(&["apply", &fb_p, "--adopt", "--trust", &key_p, "--root", "/var/lib/airlock", "--json"]).ok();
+    assert_eq!(r.json()["version"], "0.0.0-baseline", "{}", r.stdout);
+    assert_eq!(patched.packages()["libonig5"], onig, "nothing downgraded");
+    let record = patched.records().pop().unwrap();
+    assert_eq!(record["newer_than_baseline"][0]["name"], "libonig5", "{record}");
+    assert_eq!(record["newer_than_baseline"][0]["after"].as_str(), Some(onig.as_str()), "{record}");
+    assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
+}
+
+/// `deb` rebuilt with `suffix` appended to its version: the distribution's update of it.
+fn rebuilt(deb: &Path, suffix: &str, dir: &Path) -> PathBuf {
+    let tree = tempfile::tempdir_in(dir).unwrap();
+    run(Command::new("dpkg-deb").args(["-R", s(deb), s(tree.path())])).ok();
+    let control = tree.path().join("DEBIAN/control");
+    let text = std::fs::read_to_string(&control).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| if l.starts_with("Version: ") { format!("{l}{suffix}\n") } else { format!("{l}\n") })
+        .collect();
+    std::fs::write(&control, text).unwrap();
+    let out = dir.join(format!("{}{suffix}.deb", deb.file_stem().unwrap().to_string_lossy()));
+    run(Command::new("dpkg-deb").args(["--root-owner-group", "-b", s(tree.path()), s(&out)])).ok();
+    out
 }

@@ -14,6 +14,7 @@ use super::lock::{Outcome, Refresh, ensure, lock_path};
 use crate::failure::{Class, Classify};
 use crate::fetch::Net;
 use crate::sources::Sources;
+use crate::sources::apt::debian_security;
 use crate::sources::apt::freeze::Frozen;
 use crate::sources::rpm::freeze::Frozen as FrozenRpms;
 
@@ -70,8 +71,14 @@ pub struct Baseline {
     pub spec: PathBuf,
     pub lock: PathBuf,
     pub version: String,
-    /// `name=version` by entry (`REPO SUITE`).
+    /// `name=version` by entry (`REPO SUITE`): the stack and its dependencies.
     pub pinned: BTreeMap<String, Vec<String>>,
+    /// Which of the pinned are the stack's dependencies (`[[deb]] dependencies`): the
+    /// distribution may patch them without blocking adoption.
+    pub dependencies: Vec<String>,
+    /// Installed packages the stack depends on that the operating system's base covers (`name
+    /// version`): left to the distribution, not in the baseline.
+    pub left_to_os: Vec<String>,
     /// Named by the spec, not installed on the node: not in the baseline.
     pub absent: Vec<String>,
     /// The lock's digest.
@@ -149,15 +156,27 @@ pub fn freeze(
     let mut pinned: BTreeMap<String, Vec<String>> = frozen
         .entries
         .iter()
-        .map(|(e, pins)| {
-            (format!("{} {}", e.repo.trim_end_matches('/'), e.suite), pins.iter().map(ToString::to_string).collect())
+        .map(|e| {
+            let archive = format!("{} {}", e.spec.repo.trim_end_matches('/'), e.spec.suite);
+            (archive, e.stack.iter().chain(&e.dependencies).map(ToString::to_string).collect())
         })
         .collect();
+    let dependencies =
+        frozen.entries.iter().flat_map(|e| e.dependencies.iter().map(|p| p.name.clone())).collect::<Vec<_>>();
     pinned
         .extend(frozen_rpms.entries.iter().map(|(e, pins)| (e.url(), pins.iter().map(ToString::to_string).collect())));
     let mut absent = frozen.absent;
     absent.extend(frozen_rpms.absent);
-    Ok(Baseline { spec: out.to_owned(), lock, version, pinned, absent, lock_sha256: locked.sha256.to_string() })
+    Ok(Baseline {
+        spec: out.to_owned(),
+        lock,
+        version,
+        pinned,
+        dependencies,
+        left_to_os: frozen.left_to_os,
+        absent,
+        lock_sha256: locked.sha256.to_string(),
+    })
 }
 
 /// `airlock lock` on the baseline spec just written.
@@ -212,24 +231,37 @@ fn baseline_spec(text: &str, frozen: &Frozen, rpms: &FrozenRpms, version: &str, 
         toml::Value::String(format!("baseline: the stack {node_name} ran when it was frozen (airlock freeze)")),
     );
     let mut entries = Vec::new();
-    for (entry, pins) in &frozen.entries {
-        let same = |t: &&toml::Table, suite: &str| {
-            let field = |k: &str| t.get(k).and_then(toml::Value::as_str).unwrap_or_default().to_owned();
-            field("repo") == entry.repo && field("suite") == suite && field("arch") == entry.arch
+    for frozen_entry in &frozen.entries {
+        let entry = &frozen_entry.spec;
+        let field = |t: &toml::Table, k: &str| t.get(k).and_then(toml::Value::as_str).unwrap_or_default().to_owned();
+        let same = |t: &toml::Table, repo: &str, suite: &str| {
+            field(t, "repo") == repo && field(t, "suite") == suite && field(t, "arch") == entry.arch
         };
-        // A security twin takes its configured entry's settings (keyring, components).
+        // A security twin takes its configured entry's settings (keyring, components); Debian's
+        // is an archive of its own beside the configured one.
         let configured = entry.suite.strip_suffix("-security").unwrap_or(&entry.suite);
         let original = originals
             .iter()
-            .find(|t| same(t, &entry.suite))
-            .or_else(|| originals.iter().find(|t| same(t, configured)))
+            .find(|t| same(t, &entry.repo, &entry.suite))
+            .or_else(|| originals.iter().find(|t| same(t, &entry.repo, configured)))
+            .or_else(|| {
+                originals.iter().find(|t| {
+                    debian_security(&field(t, "repo")).as_deref() == Some(entry.repo.as_str())
+                        && same(t, &field(t, "repo"), configured)
+                })
+            })
             .ok_or_else(|| format!("no [[deb]] entry for {} {}", entry.repo, entry.suite))?;
         let mut table = original.clone();
+        table.insert("repo".into(), toml::Value::String(entry.repo.clone()));
         table.insert("suite".into(), toml::Value::String(entry.suite.clone()));
-        table.insert(
-            "packages".into(),
-            toml::Value::Array(pins.iter().map(|p| toml::Value::String(p.to_string())).collect()),
-        );
+        let list = |pins: &[crate::spec::DebPin]| {
+            toml::Value::Array(pins.iter().map(|p| toml::Value::String(p.to_string())).collect())
+        };
+        table.insert("packages".into(), list(&frozen_entry.stack));
+        table.remove("dependencies");
+        if !frozen_entry.dependencies.is_empty() {
+            table.insert("dependencies".into(), list(&frozen_entry.dependencies));
+        }
         table.insert("resolve".into(), toml::Value::Boolean(false));
         table.remove("base_status");
         entries.push(toml::Value::Table(table));
@@ -242,7 +274,8 @@ fn baseline_spec(text: &str, frozen: &Frozen, rpms: &FrozenRpms, version: &str, 
     // comment and open a table of its own in a spec that gets signed).
     let node = crate::escape::value(&node.display().to_string()).into_owned();
     Ok(format!(
-        "# Written by `airlock freeze {node}`: the packages this node ran, pinned exactly (resolve = false).\n\
+        "# Written by `airlock freeze {node}`: the packages this node ran, pinned exactly (resolve = false);\n\
+         # `dependencies` are what the stack needs above the OS's base: adopt accepts a newer one it still meets.\n\
          # Adopt it on the nodes with `airlock apply BASE.airlock --adopt` (docs/site-operator.md).\n{body}"
     ))
 }

@@ -50,6 +50,21 @@ pub fn run(args: &FreezeArgs) -> anyhow::Result<Exit> {
     for (archive, pins) in &baseline.pinned {
         writeln!(out, "  {archive}: {}", pins.join(", "))?;
     }
+    if !baseline.dependencies.is_empty() {
+        writeln!(
+            out,
+            "of these, the stack's dependencies (the distribution may patch them; adopt accepts a newer one the stack \
+             still accepts): {}",
+            baseline.dependencies.join(", ")
+        )?;
+    }
+    if !baseline.left_to_os.is_empty() {
+        writeln!(
+            out,
+            "left to the operating system (its base covers them; its security updates are its own): {}",
+            baseline.left_to_os.join(", ")
+        )?;
+    }
     if !baseline.absent.is_empty() {
         writeln!(
             out,

@@ -359,9 +359,20 @@ fn adopt(
         .filter(|w| installed.get(&w.name) != w.version.as_ref())
         .map(|w| Change { name: w.name.clone(), before: installed.get(&w.name).cloned(), after: w.version.clone() })
         .collect();
+    let (newer, differences) =
+        patched_dependencies(node, &dir.path().join(node.area()), &verified.manifest, differences)?;
     if !differences.is_empty() {
         return Err(SiteError::NotAdoptable { differences });
     }
+    for c in &newer {
+        let (pinned, running) = (c.after.as_deref().unwrap_or("?"), c.before.as_deref().unwrap_or("?"));
+        tracing::info!(
+            "adopt: {} {running} is newer than the baseline's {pinned}; the stack's dependencies on it are met",
+            c.name
+        );
+    }
+    attempt.record.newer_than_baseline =
+        newer.into_iter().map(|c| Change { name: c.name, before: c.after, after: c.before }).collect();
     // Installed at the version is not enough: a package dpkg left half-configured is not a
     // stack to record as this node's own.
     let unsettled: Vec<(String, String)> =
@@ -391,6 +402,46 @@ fn adopt(
         phases: attempt.phases.times(),
         ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::default(), attempt.phases.total())
     })
+}
+
+/// Of the differences between a baseline and the node (`before`: the node's, `after`: the
+/// baseline's), those a distribution's update explains: a pinned dependency of the stack
+/// (`[[deb]] dependencies`, carried with what requires it) that the node runs newer, where
+/// every carried package's dependency on it is still met. Returns them, and the rest.
+fn patched_dependencies(
+    node: &Node,
+    view: &Path,
+    manifest: &VerifiedManifest,
+    differences: Vec<Change>,
+) -> Result<(Vec<Change>, Vec<Change>), SiteError> {
+    let mut newer = Vec::new();
+    let mut rest = Vec::new();
+    for c in differences {
+        let parents = manifest.artifacts.iter().find_map(|a| match a {
+            crate::bundle::manifest::Artifact::Deb(d) if d.name == c.name && !d.required_by.is_empty() => {
+                Some(d.required_by.clone())
+            }
+            _ => None,
+        });
+        let ahead = match (&c.before, &c.after, &parents) {
+            (Some(running), Some(pinned), Some(_)) => packages::newer(running, pinned),
+            _ => false,
+        };
+        match (ahead, parents) {
+            (true, Some(parents)) => {
+                let running = c.before.as_deref().unwrap_or_default();
+                let unmet = node.unmet(view, &parents, &c.name, running)?;
+                if unmet.is_empty() {
+                    newer.push(c);
+                } else {
+                    tracing::warn!("adopt: {} {running} does not meet {}", c.name, unmet.join("; "));
+                    rest.push(c);
+                }
+            }
+            _ => rest.push(c),
+        }
+    }
+    Ok((newer, rest))
 }
 
 /// The pre-flight (the guide's "intersect"): the verified manifest's matrix judged on what the

@@ -230,8 +230,9 @@ pub enum SiteError {
     Unrestorable { changes: Vec<packages::Change> },
     #[error(
         "not adopted: this node does not run what the baseline pins ({} package(s) differ: {}; installed → pinned); \
-         freeze this node's own inventory (`airlock probe --json`, `airlock freeze`), or bring it to the baseline \
-         first; nothing was changed",
+         freeze this node's own inventory (`airlock probe --json`, `airlock freeze`), or bring the stack's own \
+         packages to the baseline first (not the OS's updates: a baseline frozen with `[[deb]] dependencies` accepts \
+         a newer one the stack still meets); nothing was changed",
         differences.len(),
         differences.iter().map(|c| format!(
             "{} {} → {}",

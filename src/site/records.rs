@@ -68,6 +68,10 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packages: Option<super::packages::Changes>,
     /// After a red verdict or a failed change: what was done to put the host back.
+    /// `--adopt`: the baseline's pinned dependencies the node runs newer (before: the
+    /// baseline's version, after: the node's), accepted because the stack still accepts them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub newer_than_baseline: Vec<super::packages::Change>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored: Option<super::packages::Changes>,
     /// The validation of the host once restored, against the bundle it went back to.
@@ -242,6 +246,7 @@ impl Record {
             pruned: Vec::new(),
             role: None,
             packages: None,
+            newer_than_baseline: Vec::new(),
             restored: None,
             restored_validation: None,
             preflight: None,

@@ -113,6 +113,8 @@ pub struct Unserved {
     pub arch: String,
     /// Who needs it: the spec (named) or the installed package that depends on it.
     pub wanted_by: String,
+    /// The versions of it the searched archives do serve, by archive (empty: none).
+    pub served: String,
 }
 
 /// What `freeze` found from a spec's named packages through the node's installed
@@ -132,7 +134,7 @@ pub(crate) struct Found {
 pub(crate) fn installed_closure<E>(
     roots: &[(String, bool)],
     arch: &str,
-    served: impl Fn(&str) -> Option<Result<usize, String>>,
+    served: impl Fn(&str) -> Option<Result<usize, (String, String)>>,
     mut installed_deps: impl FnMut(usize) -> Result<(String, Vec<String>), E>,
 ) -> Result<Found, E> {
     let mut found = Found::default();
@@ -149,8 +151,9 @@ pub(crate) fn installed_closure<E>(
                     found.served.push(p);
                     queue.push_back((p, follow));
                 }
-                Some(Err(version)) => {
-                    found.unserved.push(Unserved { name: name.to_owned(), version, arch: arch.to_owned(), wanted_by });
+                Some(Err((version, served))) => {
+                    let arch = arch.to_owned();
+                    found.unserved.push(Unserved { name: name.to_owned(), version, arch, wanted_by, served });
                 }
             }
         };
@@ -174,7 +177,8 @@ impl std::fmt::Display for Unserved {
         // A node's inventory said these: each escaped (a line break in a version would print a
         // line of its own under airlock's error).
         let v = |s: &str| crate::escape::value(s).into_owned();
-        write!(f, "{} {} ({}, {})", v(&self.name), v(&self.version), v(&self.arch), v(&self.wanted_by))
+        write!(f, "{} {} ({}, {}", v(&self.name), v(&self.version), v(&self.arch), v(&self.wanted_by))?;
+        if self.served.is_empty() { write!(f, "; served nowhere)") } else { write!(f, "; served: {})", self.served) }
     }
 }
 

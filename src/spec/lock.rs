@@ -551,7 +551,12 @@ impl Lock {
             .deb
             .iter()
             .map(toml::Spanned::get_ref)
-            .flat_map(|d| d.packages.iter().map(move |p| (d.repo.clone(), d.suite.clone(), d.arch.clone(), p.clone())))
+            .flat_map(|d| {
+                d.packages
+                    .iter()
+                    .chain(&d.dependencies)
+                    .map(move |p| (d.repo.clone(), d.suite.clone(), d.arch.clone(), p.clone()))
+            })
             .collect();
         // A closure's dependencies follow from the requested packages; they are not compared.
         // A requested package that another requested package also depends on is both: it
@@ -577,7 +582,13 @@ impl Lock {
             return Some("the `[[deb]]` base status files changed".to_owned());
         }
         let resolving = spec.deb.iter().any(|d| d.get_ref().resolve);
-        if let Some(d) = self.deb.iter().find(|d| !resolving && !d.required_by.is_empty()) {
+        let pinned_dependency = |d: &LockedDeb| {
+            spec.deb
+                .iter()
+                .map(toml::Spanned::get_ref)
+                .any(|e| e.repo == d.repo && e.suite == d.suite && e.dependencies.contains(&d.package))
+        };
+        if let Some(d) = self.deb.iter().find(|d| !resolving && !d.required_by.is_empty() && !pinned_dependency(d)) {
             return Some(format!("dependency `{}` is locked but no `[[deb]]` entry has `resolve = true`", d.package));
         }
         locked.difference(&wanted).next().map(|(_, _, _, p)| format!("locked package `{p}` is no longer in the spec"))

@@ -170,6 +170,12 @@ pub struct DebSpec {
     /// Without it, a resolving entry takes the suite's `Priority: required` packages as the base.
     #[serde(default)]
     pub base_status: Option<PathBuf>,
+    /// A baseline's (`freeze`) pins of what the stack's packages depend on, each `name=version`:
+    /// carried and locked as `packages` are, but the distribution's to patch: `apply --adopt`
+    /// accepts a newer installed version while every carried package's dependency on it is
+    /// still met. Only without `resolve` (a resolving entry finds its own).
+    #[serde(default)]
+    pub dependencies: Vec<DebPin>,
 }
 
 /// `[[rpm]]`: packages from a dnf/yum repository (RHEL, Rocky, Alma, Oracle Linux, SLES).
@@ -541,6 +547,26 @@ impl SpecFile {
         Ok(())
     }
 
+    /// `[[deb]]`: `dependencies` pinned exactly, and only where the closure is not resolved.
+    fn check_debs(&self) -> Result<(), SpecError> {
+        for deb in &self.spec.deb {
+            let (span, d) = (deb.span(), deb.get_ref());
+            if d.resolve && !d.dependencies.is_empty() {
+                return Err(self.invalid(
+                    &span,
+                    "`[[deb]]` `dependencies` need `resolve = false` (a resolving entry finds its own)",
+                ));
+            }
+            if let Some(bad) = d.dependencies.iter().find(|p| p.version.is_none()) {
+                return Err(self.invalid(
+                    &span,
+                    format!("`[[deb]]` dependency `{}` needs its version (`{}=VERSION`)", bad.name, bad.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `[[rpm]]`: a key or an explicit `allow_unsigned`, module streams as `name:stream`, a
     /// base only where the closure is resolved.
     fn check_rpms(&self) -> Result<(), SpecError> {
@@ -703,6 +729,7 @@ impl SpecFile {
     fn check(&self) -> Result<(), SpecError> {
         self.check_images()?;
         self.check_wheels()?;
+        self.check_debs()?;
         self.check_rpms()?;
         self.check_files()?;
         let mut checks = BTreeSet::new();

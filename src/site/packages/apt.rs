@@ -178,6 +178,42 @@ impl PackageManager for Apt {
         }
         Ok(out)
     }
+
+    fn unmet(&self, view: &Path, parents: &[String], name: &str, version: &str) -> Result<Vec<String>, PackageError> {
+        use debian_control::relations::VersionConstraint as C;
+        let path = view.join("Packages");
+        let bad = |detail: String| PackageError::Index { path: path.clone(), detail };
+        let installed: debversion::Version = version.parse().map_err(|e| bad(format!("`{name}` {version}: {e}")))?;
+        let file = std::fs::File::open(&path).map_err(super::io_at(&path))?;
+        let mut unmet = Vec::new();
+        for paragraph in deb822_fast::ParagraphReader::new(std::io::BufReader::new(file)) {
+            let p = paragraph.map_err(|e| bad(e.to_string()))?;
+            let Some(parent) = p.get("Package").map(str::trim).filter(|n| parents.iter().any(|w| w == n)) else {
+                continue;
+            };
+            for field in ["Pre-Depends", "Depends"] {
+                let text = p.get(field).unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+                let relations: debian_control::lossy::Relations =
+                    text.parse().map_err(|e| bad(format!("`{parent}` {field}: {e}")))?;
+                // A group naming the package is met when one of its relations on it holds.
+                for group in relations.0.iter().filter(|g| g.iter().any(|r| r.name == name)) {
+                    let holds = group.iter().filter(|r| r.name == name).any(|r| match &r.version {
+                        None => true,
+                        Some((C::LessThan, v)) => installed < *v,
+                        Some((C::LessThanEqual, v)) => installed <= *v,
+                        Some((C::Equal, v)) => installed == *v,
+                        Some((C::GreaterThanEqual, v)) => installed >= *v,
+                        Some((C::GreaterThan, v)) => installed > *v,
+                    });
+                    if !holds {
+                        let words: Vec<String> = group.iter().map(ToString::to_string).collect();
+                        unmet.push(format!("{parent}: {}", words.join(" | ")));
+                    }
+                }
+            }
+        }
+        Ok(unmet)
+    }
 }
 
 /// `apt-get install` arguments: `name=version` to install at exactly that version,

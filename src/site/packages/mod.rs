@@ -158,7 +158,7 @@ impl Changes {
 
 /// Whether version `a` sorts after `b`: as Debian orders versions, or where one is not a
 /// Debian version (rpm's `^`), as rpm does (`rpmvercmp` on `[EPOCH:]VERSION-RELEASE`).
-fn newer(a: &str, b: &str) -> bool {
+pub fn newer(a: &str, b: &str) -> bool {
     match (a.parse::<debversion::Version>(), b.parse::<debversion::Version>()) {
         (Ok(a), Ok(b)) => a > b,
         _ => rpm_version::Evr::parse(a) > rpm_version::Evr::parse(b),
@@ -236,6 +236,18 @@ trait PackageManager {
 
     /// `(name, version)` of every package the views hold, read from their indexes.
     fn available(&self, views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageError>;
+
+    /// The dependencies of `parents` (packages of `view`) on `name` that `version` would not
+    /// meet, as `PARENT: RELATION`. A manager without the check names that it has none.
+    fn unmet(
+        &self,
+        _view: &Path,
+        _parents: &[String],
+        name: &str,
+        _version: &str,
+    ) -> Result<Vec<String>, PackageError> {
+        Ok(vec![format!("{name}: this package manager's dependencies are not checked here")])
+    }
 }
 
 /// A node's package manager, its private state under the site root.
@@ -297,6 +309,18 @@ impl Node {
 
     pub fn unsettled(&self) -> Result<Vec<(String, String)>, PackageError> {
         self.manager.unsettled(&self.arch)
+    }
+
+    /// The dependencies of `parents` (carried in `view`) on `name` that the installed
+    /// `version` does not meet (empty: all met).
+    pub fn unmet(
+        &self,
+        view: &Path,
+        parents: &[String],
+        name: &str,
+        version: &str,
+    ) -> Result<Vec<String>, PackageError> {
+        self.manager.unmet(view, parents, name, version)
     }
 
     fn run(&self, views: &[PathBuf], wanted: &[Wanted]) -> Result<String, PackageError> {

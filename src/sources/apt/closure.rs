@@ -60,12 +60,23 @@ impl Universe {
     /// alternatives (`usrmerge | usr-is-merged`) or naming a virtual package is not assumed:
     /// debootstrap took `usr-is-merged`, so `usrmerge`'s `perl` is not on a minbase system.
     pub fn required(&self, arch: &str) -> Vec<Pkg> {
+        self.priority_base(arch, false)
+    }
+
+    /// The operating system as `freeze` leaves it to the distribution: the required packages,
+    /// the `Priority: important` ones (a standard installation's: systemd, kmod, iproute2),
+    /// and their certain closure.
+    pub fn standard(&self, arch: &str) -> Vec<Pkg> {
+        self.priority_base(arch, true)
+    }
+
+    fn priority_base(&self, arch: &str, important: bool) -> Vec<Pkg> {
         let mut names: Vec<&String> = self.by_name.keys().collect();
         names.sort();
         let roots: Vec<(usize, bool)> = names
             .into_iter()
             .filter_map(|n| self.named(n).next())
-            .filter(|&i| self.pkgs[i].required)
+            .filter(|&i| self.pkgs[i].required || (important && self.pkgs[i].important))
             .map(|i| (i, true))
             .collect();
         let direct = || roots.iter().map(|&(i, _)| self.pkgs[i].clone()).collect();

@@ -9,6 +9,7 @@
 //! Written here, not by a solver: nothing is chosen, every package is the one installed; what
 //! is followed is which installed package satisfies a dependency.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -24,12 +25,25 @@ use crate::spec::{DebPin, DebSpec};
 pub type Installed = BTreeMap<String, String>;
 
 /// The pins: for each entry (the spec's, then any security twin a version was found in only),
-/// the packages it serves at the node's versions.
+/// the stack's packages it serves at the node's versions, and the dependencies of the stack it
+/// serves (`dependencies`: the distribution's to patch).
 #[derive(Debug, Default)]
 pub struct Frozen {
-    pub entries: Vec<(DebSpec, Vec<DebPin>)>,
+    pub entries: Vec<FrozenEntry>,
     /// Named by the spec but not installed on the node: not in the baseline.
     pub absent: Vec<String>,
+    /// Installed packages the stack depends on that the operating system's base covers
+    /// (`name version`): left to the distribution's updates, not pinned.
+    pub left_to_os: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct FrozenEntry {
+    pub spec: DebSpec,
+    /// The spec's named packages.
+    pub stack: Vec<DebPin>,
+    /// What they depend on, above the operating system's base.
+    pub dependencies: Vec<DebPin>,
 }
 
 /// Every `[[deb]]` entry frozen at the node's versions; `installed` by architecture.
@@ -48,16 +62,19 @@ pub async fn freeze(sources: &Sources<'_>, installed: &BTreeMap<String, Installe
     }
     let specs: Vec<&DebSpec> = entries.iter().map(|(e, _)| e).collect();
     let arches: BTreeSet<&str> = specs.iter().map(|e| e.arch.as_str()).collect();
+    let archives: Vec<String> = specs.iter().map(|e| format!("{} {}", e.repo.trim_end_matches('/'), e.suite)).collect();
     let empty = Installed::new();
-    let mut pins: BTreeMap<usize, BTreeSet<DebPin>> = BTreeMap::new();
-    let (mut absent, mut unserved) = (Vec::new(), Vec::new());
+    let mut pins: BTreeMap<usize, (BTreeSet<DebPin>, BTreeSet<DebPin>)> = BTreeMap::new();
+    let (mut absent, mut unserved, mut left) = (Vec::new(), Vec::new(), BTreeSet::new());
     for arch in arches {
         let group: Vec<usize> = (0..specs.len()).filter(|&i| specs[i].arch == arch).collect();
         let universe = universe(&specs, &loaded, &group).await?;
         let resolving: Vec<&DebSpec> = group.iter().map(|&i| specs[i]).filter(|e| e.resolve).collect();
-        let base = if resolving.is_empty() { Vec::new() } else { base(sources, &resolving, &universe).await?.0 };
+        // The operating system's part: what a standard installation has (or the spec's base).
+        let base = if resolving.is_empty() { Vec::new() } else { base(sources, &resolving, &universe, true).await?.0 };
         let on_node = installed.get(arch).unwrap_or(&empty);
-        let walk = Walk { universe: &universe, on_node, arch, base: &base };
+        let walk =
+            Walk { universe: &universe, on_node, arch, base: &base, left: RefCell::default(), archives: &archives };
         let roots: Vec<(String, bool)> = group
             .iter()
             .filter(|&&i| entries[i].1)
@@ -69,20 +86,37 @@ pub async fn freeze(sources: &Sources<'_>, installed: &BTreeMap<String, Installe
         let found = walk.closure(&roots)?;
         absent.extend(found.absent);
         unserved.extend(found.unserved);
+        let named: BTreeSet<&str> = roots.iter().map(|(n, _)| n.as_str()).collect();
         for p in found.served {
             let pkg = &universe.pkgs[p];
-            pins.entry(pkg.source)
-                .or_default()
-                .insert(DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) });
+            let (stack, dependencies) = pins.entry(pkg.source).or_default();
+            let pin = DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) };
+            if named.contains(pkg.name.as_str()) { stack } else { dependencies }.insert(pin);
         }
+        left.extend(
+            walk.left.into_inner().into_iter().map(|n| format!("{n} {}", on_node.get(&n).map_or("", String::as_str))),
+        );
     }
     if !unserved.is_empty() {
         unserved.sort();
-        let archives = specs.iter().map(|e| format!("{} {}", e.repo.trim_end_matches('/'), e.suite)).collect();
         return Err(SourceError::Unserved { packages: unserved, archives });
     }
-    let entries = pins.into_iter().map(|(i, pins)| (specs[i].clone(), pins.into_iter().collect())).collect();
-    Ok(Frozen { entries, absent })
+    let entries: Vec<FrozenEntry> = pins
+        .into_iter()
+        .map(|(i, (stack, dependencies))| FrozenEntry {
+            spec: specs[i].clone(),
+            stack: stack.into_iter().collect(),
+            dependencies: dependencies.into_iter().collect(),
+        })
+        .collect();
+    // A package the stack reaches both ways is pinned, not the OS's.
+    let pinned: BTreeSet<&str> = entries
+        .iter()
+        .flat_map(|e: &FrozenEntry| e.stack.iter().chain(&e.dependencies))
+        .map(|p| p.name.as_str())
+        .collect();
+    let left_to_os = left.into_iter().filter(|l| l.split(' ').next().is_none_or(|n| !pinned.contains(n))).collect();
+    Ok(Frozen { entries, absent, left_to_os })
 }
 
 struct Walk<'a> {
@@ -90,15 +124,29 @@ struct Walk<'a> {
     on_node: &'a Installed,
     arch: &'a str,
     base: &'a [super::index::Pkg],
+    /// Installed packages reached through a dependency the base covers: the OS's.
+    left: RefCell<BTreeSet<String>>,
+    /// Each loaded entry as `REPO SUITE`, by the universe's source index.
+    archives: &'a [String],
 }
 
 impl Walk<'_> {
     /// The served package of `name` at the node's version, if the node has it.
-    fn served(&self, name: &str) -> Option<Result<usize, String>> {
+    fn served(&self, name: &str) -> Option<Result<usize, (String, String)>> {
         let version = self.on_node.get(name)?;
         let parsed: Option<Version> = version.parse().ok();
         let hit = self.universe.named(name).find(|&i| Some(&self.universe.pkgs[i].version) == parsed.as_ref());
-        Some(hit.ok_or_else(|| version.clone()))
+        Some(hit.ok_or_else(|| (version.clone(), self.versions(name))))
+    }
+
+    /// The versions of `name` each archive serves: `bookworm 3.0.20-1~deb12u2; …`.
+    fn versions(&self, name: &str) -> String {
+        let mut by: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for i in self.universe.named(name) {
+            let pkg = &self.universe.pkgs[i];
+            by.entry(self.archives[pkg.source].as_str()).or_default().push(pkg.version.to_string());
+        }
+        by.into_iter().map(|(a, v)| format!("{a} {}", v.join(", "))).collect::<Vec<_>>().join("; ")
     }
 
     /// The installed packages that satisfy one dependency group: by name, else through an
@@ -137,11 +185,10 @@ impl Walk<'_> {
                 groups.extend(relations(&parent.depends).map_err(bad)?.0);
                 // A group the base satisfies is not carried; one nothing installed satisfies (a
                 // broken node, a provider outside dpkg) has nothing to pin.
-                let names = groups
-                    .iter()
-                    .filter(|g| !self.base.iter().any(|b| g.iter().any(|r| satisfies(b, r, self.arch))))
-                    .filter_map(|g| self.installed_for(g))
-                    .collect();
+                let (os, above): (Vec<_>, Vec<_>) =
+                    groups.iter().partition(|g| self.base.iter().any(|b| g.iter().any(|r| satisfies(b, r, self.arch))));
+                self.left.borrow_mut().extend(os.iter().filter_map(|g| self.installed_for(g)));
+                let names = above.iter().filter_map(|g| self.installed_for(g)).collect();
                 Ok((parent.name.clone(), names))
             },
         )

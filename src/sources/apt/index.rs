@@ -48,6 +48,8 @@ pub struct Pkg {
     pub architecture: String,
     pub multi_arch: MultiArch,
     pub required: bool,
+    /// `Priority: important`: what a standard installation has beside the required packages.
+    pub important: bool,
     pub pre_depends: String,
     pub depends: String,
     pub conflicts: String,
@@ -83,6 +85,7 @@ impl Pkg {
             multi_arch,
             required: p.get("Priority").is_some_and(|v| v.trim() == "required")
                 || p.get("Essential").is_some_and(|v| v.trim() == "yes"),
+            important: p.get("Priority").is_some_and(|v| v.trim() == "important"),
             pre_depends: text("Pre-Depends"),
             depends: text("Depends"),
             conflicts: text("Conflicts"),

@@ -364,12 +364,14 @@ async fn base(
     sources: &Sources<'_>,
     entries: &[&DebSpec],
     universe: &Universe,
+    standard: bool,
 ) -> Result<(Vec<Pkg>, Vec<LockedBase>), DebError> {
     let mut base = Vec::new();
     let mut files = Vec::new();
     let named: BTreeSet<&PathBuf> = entries.iter().filter_map(|e| e.base_status.as_ref()).collect();
     if named.is_empty() {
-        return Ok((universe.required(&entries[0].arch), files));
+        let arch = &entries[0].arch;
+        return Ok((if standard { universe.standard(arch) } else { universe.required(arch) }, files));
     }
     for name in named {
         let path = sources.spec.base_dir().join(name);
@@ -402,7 +404,7 @@ async fn resolve_arch(
     let mut roots = Vec::new();
     for &i in group {
         let entry = entries[i];
-        for wanted in &entry.packages {
+        for wanted in entry.packages.iter().chain(&entry.dependencies) {
             let pick = universe.named(&wanted.name).find(|&p| {
                 universe.pkgs[p].source == i
                     && wanted.version.as_ref().is_none_or(|v| universe.pkgs[p].version.to_string() == *v)
@@ -431,8 +433,11 @@ async fn resolve_arch(
         }
     }
     let resolving: Vec<&DebSpec> = group.iter().map(|&i| entries[i]).filter(|e| e.resolve).collect();
-    let (base, base_files) =
-        if resolving.is_empty() { (Vec::new(), Vec::new()) } else { base(sources, &resolving, &universe).await? };
+    let (base, base_files) = if resolving.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        base(sources, &resolving, &universe, false).await?
+    };
     let request = Request {
         roots: roots.iter().map(|&(p, follow, _)| (p, follow)).collect(),
         base: &base,
@@ -459,7 +464,13 @@ async fn resolve_arch(
             Some((_, _, wanted)) => (*wanted).clone(),
             None => DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) },
         };
-        let mut pinned = locked(entry, package, &stanza, c.required_by.iter().cloned().collect())?;
+        // A baseline's pinned dependency lists what it is carried for, as a closure's does.
+        let required_by = if entry.dependencies.iter().any(|d| d.name == pkg.name) {
+            dependents(&universe, &chosen, c.pkg, arch)
+        } else {
+            c.required_by.iter().cloned().collect()
+        };
+        let mut pinned = locked(entry, package, &stanza, required_by)?;
         (pinned.origin, pinned.codename) = (distros[pkg.source].origin.clone(), distros[pkg.source].codename.clone());
         out.push(pinned);
     }
@@ -482,6 +493,22 @@ fn wanted(d: &LockedDeb) -> Wanted {
 
 /// The upstream stanzas of the chosen packages, from a second streaming pass over the
 /// indexes they came from (cheaper than keeping 60 000 stanzas for the few hundred chosen).
+/// The chosen packages whose `Pre-Depends` or `Depends` `dep` satisfies, by name.
+fn dependents(universe: &Universe, chosen: &[Chosen], dep: usize, arch: &str) -> Vec<String> {
+    let target = &universe.pkgs[dep];
+    let mut out: BTreeSet<String> = BTreeSet::new();
+    for parent in chosen.iter().map(|c| &universe.pkgs[c.pkg]).filter(|p| p.name != target.name) {
+        let groups = [&parent.pre_depends, &parent.depends]
+            .into_iter()
+            .filter_map(|text| index::relations(text).ok())
+            .flat_map(|r| r.0);
+        if groups.into_iter().any(|g| g.iter().any(|r| closure::satisfies(target, r, arch))) {
+            out.insert(parent.name.clone());
+        }
+    }
+    out.into_iter().collect()
+}
+
 async fn stanzas(
     entries: &[&DebSpec],
     loaded: &[Arc<Vec<Index>>],
@@ -623,10 +650,24 @@ fn with_security_twins(sources: &Sources<'_>) -> Vec<(DebSpec, bool)> {
         if !is_flat(entry) && !entry.suite.contains("security") {
             let mut twin = entry.clone();
             twin.suite = format!("{}-security", entry.suite);
+            // Debian serves it from an archive of its own beside the main one
+            // (`…/debian-security`); Ubuntu from the same archive.
+            if let Some(debian) = debian_security(&entry.repo) {
+                let mut other = twin.clone();
+                other.repo = debian;
+                suites.push((other, false));
+            }
             suites.push((twin, false));
         }
     }
     suites
+}
+
+/// Debian's security archive beside `repo` when `repo` is a Debian archive (its path ends in
+/// `/debian`): `http://deb.debian.org/debian` → `http://deb.debian.org/debian-security`.
+pub(crate) fn debian_security(repo: &str) -> Option<String> {
+    let trimmed = repo.trim_end_matches('/');
+    trimmed.ends_with("/debian").then(|| format!("{trimmed}-security"))
 }
 
 /// The configured suites (`REPO SUITE`) not checked for security updates: a suite is checked

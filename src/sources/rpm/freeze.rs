@@ -102,10 +102,14 @@ fn plain(rich: &Rich, out: &mut Vec<Dep>) {
 
 impl Walk<'_> {
     /// The served package of `name` at the node's EVR, if the node has it.
-    fn served(&self, name: &str) -> Option<Result<usize, String>> {
+    fn served(&self, name: &str) -> Option<Result<usize, (String, String)>> {
         let evr = self.on_node.get(name)?;
         let hit = self.universe.named(name).find(|&i| same_evr(&self.universe.pkgs[i].package, evr));
-        Some(hit.ok_or_else(|| evr.clone()))
+        Some(hit.ok_or_else(|| {
+            let served: std::collections::BTreeSet<String> =
+                self.universe.named(name).map(|i| self.universe.pkgs[i].package.evr()).collect();
+            (evr.clone(), served.into_iter().collect::<Vec<_>>().join(", "))
+        }))
     }
 
     fn in_base(&self, dep: &Dep) -> bool {
