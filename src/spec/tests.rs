@@ -137,6 +137,15 @@ fn cross_entry_rules_point_at_the_entry() {
     assert!(message(&platform).contains("invalid platform `amd64`"));
     let no_tag = format!("{HEAD}[[image]]\noci_layout = \"l\"\n");
     assert!(message(&no_tag).contains("needs `tag`"));
+    let deb = "[[deb]]\nrepo = \"http://a/debian\"\nsuite = \"s\"\ncomponents = [\"main\"]\narch = \"amd64\"\n";
+    let resolving = format!("{HEAD}{deb}packages = [\"jq\"]\nresolve = true\ndependencies = [\"libjq1=1\"]\n");
+    assert!(message(&resolving).contains("`dependencies` need `resolve = false`"), "{}", message(&resolving));
+    let loose = format!("{HEAD}{deb}packages = [\"jq=1\"]\ndependencies = [\"libjq1\"]\n");
+    assert!(
+        message(&loose).contains("dependency `libjq1` needs its version (`libjq1=VERSION`)"),
+        "{}",
+        message(&loose)
+    );
     let empty_run = format!("{HEAD}[[validation.check]]\nname = \"x\"\nrun = []\n");
     let msg = message(&empty_run);
     assert!(msg.contains(":4:") && msg.contains("empty `run`"), "{msg}");

@@ -771,3 +771,16 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<DebScan, So
     }
     Ok(DebScan { news: out, security_unchecked: security_unchecked(sources, &security_read) })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debians_security_archive_stands_beside_its_main_one() {
+        let twin = super::debian_security;
+        assert_eq!(twin("http://deb.debian.org/debian/").as_deref(), Some("http://deb.debian.org/debian-security"));
+        assert_eq!(twin("http://mirror.site/debian").as_deref(), Some("http://mirror.site/debian-security"));
+        // Ubuntu serves `SUITE-security` in the same archive; other paths are not guessed at.
+        assert_eq!(twin("http://archive.ubuntu.com/ubuntu"), None);
+        assert_eq!(twin("http://mirror.site/debian-ports"), None);
+    }
+}
