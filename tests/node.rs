@@ -473,6 +473,31 @@ fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
         "{}",
         r.stderr
     );
+
+    // Issue 76: a release red after its change is restored, and what the node fetched for it
+    // stays under downloads/ID: trying it again fetches nothing.
+    let b3 = stack.build(&stack.spec("3.0.0", &["airlock-rocm-core=10.0.2-1"], VALIDATION), "gpu-stack-3.0.0");
+    mirror(&b3).ok();
+    let apply = || {
+        let args = ["apply", "http://127.0.0.1:8765/", "--trust", &key, "--root", "/var/lib/airlock"];
+        node.airlock_beside_server(&site.join("public"), &args).code(4)
+    };
+    apply();
+    let first = node.records().pop().unwrap();
+    assert_eq!(first["outcome"], "restored", "{}", first["reason"]);
+    assert!(first["transfer"]["fetched"]["files"].as_u64().unwrap() > 0, "{}", first["transfer"]);
+    let held: Vec<_> = std::fs::read_dir(node.root.join("var/lib/airlock/downloads")).unwrap().collect();
+    assert_eq!(held.len(), 1, "the restored release's packages are kept");
+    assert_eq!(version_of(&node.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
+    apply();
+    let second = node.records().pop().unwrap();
+    assert_eq!(second["outcome"], "restored", "{}", second["reason"]);
+    let (fetched, reused) = (&second["transfer"]["fetched"], &second["transfer"]["reused"]);
+    assert_eq!(fetched["files"], 0, "nothing fetched again: {}", second["transfer"]);
+    let total =
+        |t: &serde_json::Value| t["fetched"]["files"].as_u64().unwrap() + t["reused"]["files"].as_u64().unwrap();
+    assert_eq!(reused["files"].as_u64().unwrap(), total(&first["transfer"]), "{}", second["transfer"]);
+    node.airlock(&["check", "--root", "/var/lib/airlock"]).ok();
 }
 
 #[test]

@@ -260,7 +260,13 @@ fn apply_locked(
     }
     if !plan.unrestorable.is_empty() {
         match &node_opts.accept_unrestorable {
-            None => return Err(SiteError::Unrestorable { changes: plan.unrestorable }),
+            None => {
+                // Refused before anything changed: what was fetched waits for the next try.
+                if partial {
+                    hold_staged(root, dir, &id);
+                }
+                return Err(SiteError::Unrestorable { changes: plan.unrestorable });
+            }
             Some(reason) => tracing::warn!("--accept-unrestorable ({reason}): {}", list(&plan.unrestorable)),
         }
     }
@@ -276,7 +282,7 @@ fn apply_locked(
     drop_downloaded(root, &retained.id);
     if let Err(e) = measure_baseline(root, &tx.state, &verified.manifest) {
         if !retained.already_present {
-            forget(tx, &retained.id);
+            forget(tx, &retained.id, partial);
         }
         return Err(e);
     }
@@ -288,7 +294,7 @@ fn apply_locked(
     let fresh = !retained.already_present;
     let outcome = change(tx, &node, &verified, &retained, &wanted, downgrade, fresh, opts, attempt);
     if outcome.is_err() && fresh {
-        forget(tx, &retained.id);
+        forget(tx, &retained.id, partial);
     }
     outcome
 }
@@ -562,8 +568,6 @@ fn measure_baseline(root: &SiteRoot, state: &State, manifest: &VerifiedManifest)
     super::save_baseline(root.path(), &crate::validate::metrics::baseline(checks, under))
 }
 
-/// A bundle retained for an apply that did not commit, removed again (with its policy in
-/// `state.json`); a failure here is warned about, the apply's own error is the one reported.
 /// `--download-only`: the verified part moved to `downloads/ID` (replacing an older copy; other
 /// releases fetched ahead are dropped: a node waits for one), synced, and on record as staged.
 fn keep_downloaded(
@@ -610,12 +614,60 @@ fn drop_downloaded(root: &SiteRoot, id: &BundleId) {
     }
 }
 
-fn forget(tx: &mut Transaction<'_>, id: &BundleId) {
-    let removed = super::activate::discard(tx.root(), &mut tx.state, id).and_then(|()| tx.save(Step::Forgotten));
-    match removed {
+/// A bundle retained for an apply that did not commit leaves `bundles/` (with its policy in
+/// `state.json`; a failure here is warned about, the apply's own error is the one reported); what a node fetched
+/// from a mirror (`fetched`) stays under `downloads/ID` as a release fetched ahead would, so
+/// the next apply of it fetches nothing again (it verifies what it takes from there).
+fn forget(tx: &mut Transaction<'_>, id: &BundleId, fetched: bool) {
+    let root = tx.root();
+    let held = fetched && hold_fetched(root, id).inspect_err(|e| tracing::warn!("{e}")).is_ok();
+    let removed = if held {
+        tx.state.bundles.remove(id);
+        Ok(())
+    } else {
+        super::activate::discard(root, &mut tx.state, id)
+    };
+    match removed.and_then(|()| tx.save(Step::Forgotten)) {
+        Ok(()) if held => tracing::info!("bundles/{id} was retained for this apply only: kept as downloads/{id}"),
         Ok(()) => tracing::info!("bundles/{id} was retained for this apply only: removed"),
         Err(e) => tracing::warn!("bundles/{id} was retained for this apply only and could not be removed: {e}"),
     }
+}
+
+/// A staged tree fetched from a mirror kept as `downloads/ID` for the next apply of it (warned
+/// about when it cannot be: the refusal is what the apply reports).
+fn hold_staged(root: &SiteRoot, dir: tempfile::TempDir, id: &BundleId) {
+    let held = super::stage::sync_tree(dir.path()).map_err(io_err(dir.path())).and_then(|()| {
+        let downloads = root.downloads();
+        std::fs::create_dir_all(&downloads).map_err(io_err(&downloads))?;
+        let target = downloads.join(id.as_str());
+        if target.exists() {
+            std::fs::remove_dir_all(&target).map_err(io_err(&target))?;
+        }
+        let kept = dir.keep();
+        std::fs::rename(&kept, &target).map_err(io_err(&target))?;
+        root.commit_dir(&downloads)
+    });
+    match held {
+        Ok(()) => tracing::info!("what was fetched is kept as downloads/{id} for the next apply of it"),
+        Err(e) => tracing::warn!("what was fetched could not be kept for the next apply: {e}"),
+    }
+}
+
+/// `bundles/ID` moved to `downloads/ID` (replacing an older copy of the same release).
+fn hold_fetched(root: &SiteRoot, id: &BundleId) -> Result<(), SiteError> {
+    let downloads = root.downloads();
+    std::fs::create_dir_all(&downloads).map_err(io_err(&downloads))?;
+    let target = downloads.join(id.as_str());
+    if target.exists() {
+        let aside = root.staging().join(format!("dropped-{id}"));
+        std::fs::rename(&target, &aside).map_err(io_err(&target))?;
+        std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
+    }
+    let from = root.bundle_dir(id);
+    std::fs::rename(&from, &target).map_err(io_err(&from))?;
+    root.commit_dir(&root.bundles())?;
+    root.commit_dir(&downloads)
 }
 
 /// The views of a staged tree; a node that fetched from a mirror keeps the packages only, so
@@ -936,7 +988,8 @@ fn commit_locked(
             tx.state.pending = None;
             tx.save(Step::Restored)?;
             if pending.retained_here {
-                forget(tx, &pending.id);
+                let fetched = tx.state.bundles.get(&pending.id).is_some_and(|b| b.partial);
+                forget(tx, &pending.id, fetched);
             }
             return Err(e);
         }
