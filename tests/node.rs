@@ -374,6 +374,7 @@ fn a_change_that_needs_a_reboot_waits_for_validate_commit() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "a mirror's life with one node: apply, rollback, refusal, a restored release")]
 fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
     let fixture = fixture();
     let stack = Stack::new(&fixture);

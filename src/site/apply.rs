@@ -258,17 +258,12 @@ fn apply_locked(
         (applied.preflight, applied.transfer) = (preflight_evidence, transfer);
         return Ok(applied);
     }
-    if !plan.unrestorable.is_empty() {
-        match &node_opts.accept_unrestorable {
-            None => {
-                // Refused before anything changed: what was fetched waits for the next try.
-                if partial {
-                    hold_staged(root, dir, &id);
-                }
-                return Err(SiteError::Unrestorable { changes: plan.unrestorable });
-            }
-            Some(reason) => tracing::warn!("--accept-unrestorable ({reason}): {}", list(&plan.unrestorable)),
+    match (&node_opts.accept_unrestorable, plan.unrestorable.is_empty()) {
+        (_, true) => {}
+        (None, false) => {
+            return Err(refused(root, dir, &id, partial, SiteError::Unrestorable { changes: plan.unrestorable }));
         }
+        (Some(reason), false) => tracing::warn!("--accept-unrestorable ({reason}): {}", list(&plan.unrestorable)),
     }
     attempt.phases.mark("plan", "stage");
     remember_retained(state, &verified, &id, trust, opts);
@@ -632,6 +627,14 @@ fn forget(tx: &mut Transaction<'_>, id: &BundleId, fetched: bool) {
         Ok(()) => tracing::info!("bundles/{id} was retained for this apply only: removed"),
         Err(e) => tracing::warn!("bundles/{id} was retained for this apply only and could not be removed: {e}"),
     }
+}
+
+/// A refusal before anything changed: what was fetched from a mirror waits for the next try.
+fn refused(root: &SiteRoot, dir: tempfile::TempDir, id: &BundleId, fetched: bool, e: SiteError) -> SiteError {
+    if fetched {
+        hold_staged(root, dir, id);
+    }
+    e
 }
 
 /// A staged tree fetched from a mirror kept as `downloads/ID` for the next apply of it (warned
