@@ -271,6 +271,12 @@ fn a_node_applies_a_stack_judges_it_installed_restores_red_and_rolls_back() {
     for p in ["jq", "libjq1", "libonig5", "libfile-which-perl", "perl"] {
         assert!(after1.contains_key(p) && !pristine.contains_key(p), "{p} was installed by the apply");
     }
+    // Issue 76: what the closure pulled in is marked automatic, as apt marks it; what the spec
+    // names stays manual.
+    let auto = run(Command::new("chroot").arg(&node.root).args(["apt-mark", "showauto"])).ok().stdout;
+    let auto: Vec<&str> = auto.lines().collect();
+    let (deps, named) = (["libjq1", "libonig5", "perl"], ["jq", "libfile-which-perl", "airlock-rocm-core"]);
+    assert!(deps.iter().all(|p| auto.contains(p)) && !named.iter().any(|p| auto.contains(p)), "{auto:?}");
     // Each phase's time, as the record has it.
     for phase in ["verify", "plan", "stage", "baseline", "packages", "validate", "switch"] {
         assert!(done["phases"][phase].as_f64().is_some(), "{phase} timed: {}", r.stdout);

@@ -327,7 +327,7 @@ fn node_packages(
     let mut wanted = packages::carried(manifest, &node.arch);
     for c in applied {
         if !wanted.iter().any(|w| w.name == c.name) {
-            wanted.push(Wanted { name: c.name.clone(), version: c.before.clone() });
+            wanted.push(Wanted::put_back(&c.name, c.before.as_ref()));
         }
     }
     let views = retained_views(root, state, None, node.area());

@@ -179,6 +179,22 @@ impl PackageManager for Apt {
         Ok(out)
     }
 
+    fn automatic(&self) -> Result<BTreeSet<String>, PackageError> {
+        let out = output("apt-mark", Command::new("apt-mark").arg("showauto").env("LC_ALL", "C"))?;
+        Ok(out
+            .lines()
+            .map(|l| l.trim().split(':').next().unwrap_or_default().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect())
+    }
+
+    fn mark_automatic(&self, names: &[String]) -> Result<(), PackageError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        output("apt-mark", Command::new("apt-mark").arg("auto").args(names).env("LC_ALL", "C")).map(drop)
+    }
+
     fn unmet(&self, view: &Path, parents: &[String], name: &str, version: &str) -> Result<Vec<String>, PackageError> {
         use debian_control::relations::VersionConstraint as C;
         let path = view.join("Packages");

@@ -83,6 +83,16 @@ impl Classify for PackageError {
 pub struct Wanted {
     pub name: String,
     pub version: Option<String>,
+    /// Carried only as what another carried package depends on: installed as automatic (as
+    /// apt marks what it pulls in), so `apt autoremove` treats it as apt would.
+    pub dependency: bool,
+}
+
+impl Wanted {
+    /// `name` at `version` (or removed), as the host had it: no mark changes.
+    pub fn put_back(name: &str, version: Option<&String>) -> Self {
+        Self { name: name.to_owned(), version: version.cloned(), dependency: false }
+    }
 }
 
 /// A package's version before and after (`None`: not installed).
@@ -177,19 +187,19 @@ pub fn diff(before: &PackageSet, after: &PackageSet) -> Vec<Change> {
 
 /// The packages a bundle carries for `arch`, each at its locked version.
 pub fn carried(manifest: &VerifiedManifest, arch: &str) -> Vec<Wanted> {
-    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut out: BTreeMap<String, (String, bool)> = BTreeMap::new();
     for a in &manifest.artifacts {
         match a {
             Artifact::Deb(d) if d.architecture == arch || d.architecture == "all" => {
-                out.insert(d.name.clone(), d.version.clone());
+                out.insert(d.name.clone(), (d.version.clone(), !d.required_by.is_empty()));
             }
             Artifact::Rpm(r) if r.architecture == arch || r.architecture == "noarch" => {
-                out.insert(r.name.clone(), r.evr());
+                out.insert(r.name.clone(), (r.evr(), !r.required_by.is_empty()));
             }
             _ => {}
         }
     }
-    out.into_iter().map(|(name, version)| Wanted { name, version: Some(version) }).collect()
+    out.into_iter().map(|(name, (version, dependency))| Wanted { name, version: Some(version), dependency }).collect()
 }
 
 /// A change that failed: why, and what putting the host back did (or why it failed too).
@@ -236,6 +246,16 @@ trait PackageManager {
 
     /// `(name, version)` of every package the views hold, read from their indexes.
     fn available(&self, views: &[PathBuf]) -> Result<BTreeSet<(String, String)>, PackageError>;
+
+    /// The installed packages marked as installed automatically (apt's `extended_states`).
+    fn automatic(&self) -> Result<BTreeSet<String>, PackageError> {
+        Ok(BTreeSet::new())
+    }
+
+    /// Mark `names` as installed automatically (as dependencies).
+    fn mark_automatic(&self, _names: &[String]) -> Result<(), PackageError> {
+        Ok(())
+    }
 
     /// The dependencies of `parents` (packages of `view`) on `name` that `version` would not
     /// meet, as `PARENT: RELATION`. A manager without the check names that it has none.
@@ -357,9 +377,16 @@ impl Node {
         }
         let unchanged = |error| Failed { error, restored: Ok(Vec::new()) };
         let before = self.installed().map_err(unchanged)?;
+        let automatic = self.manager.automatic().unwrap_or_else(|e| {
+            tracing::warn!("which packages are installed automatically cannot be read: {e}");
+            BTreeSet::new()
+        });
         let applied = self.run(views, wanted);
         let after = self.installed().map_err(unchanged)?;
         let changes = diff(&before, &after);
+        if applied.is_ok() {
+            self.keep_automatic(wanted, &before, &automatic);
+        }
         let failure = if let Err(e) = applied {
             Some(e)
         } else {
@@ -379,6 +406,20 @@ impl Node {
         }
     }
 
+    /// The carried dependencies new here or automatic before marked automatic again: naming
+    /// each package to reach its exact version made it manual, which apt would not have.
+    fn keep_automatic(&self, wanted: &[Wanted], before: &PackageSet, automatic: &BTreeSet<String>) {
+        let names: Vec<String> = wanted
+            .iter()
+            .filter(|w| w.dependency && w.version.is_some())
+            .filter(|w| !before.contains_key(&w.name) || automatic.contains(&w.name))
+            .map(|w| w.name.clone())
+            .collect();
+        if let Err(e) = self.manager.mark_automatic(&names) {
+            tracing::warn!("the carried dependencies could not be marked as installed automatically: {e}");
+        }
+    }
+
     /// Put every package `changes` touched back at its before-version (removing what was
     /// new), from `views`; then check the installed set says so.
     pub fn restore(&self, changes: &[Change], views: &[PathBuf]) -> Result<Vec<Change>, PackageError> {
@@ -386,8 +427,7 @@ impl Node {
             return Ok(Vec::new());
         }
         let before = self.installed()?;
-        let wanted: Vec<Wanted> =
-            changes.iter().map(|c| Wanted { name: c.name.clone(), version: c.before.clone() }).collect();
+        let wanted: Vec<Wanted> = changes.iter().map(|c| Wanted::put_back(&c.name, c.before.as_ref())).collect();
         self.run(views, &wanted)?;
         let after = self.installed()?;
         let mismatches: Vec<Change> = changes
