@@ -1533,3 +1533,42 @@ pub struct AmberArgs {
     #[arg(long, value_name = "DATE", requires = "accept_amber")]
     pub expires: Option<String>,
 }
+
+/// The right flag for a slip clap cannot guess (`install --site`, `verify --key`, `--bundle`,
+/// `--out-dir`), for the subcommand that was given: `None` where clap's own tip stands.
+pub fn slip_hint(e: &clap::Error) -> Option<String> {
+    use clap::CommandFactory as _;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(given)) = e.get(ContextKind::InvalidArg) else { return None };
+    let flag = given.split('=').next().unwrap_or(given).trim_start_matches('-');
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = Cli::command();
+    let sub = args.iter().find_map(|a| command.find_subcommand(a))?;
+    let has = |long: &str| sub.get_arguments().any(|a| a.get_long() == Some(long));
+    let name = sub.get_name();
+    match flag {
+        "site" | "site-root" | "dir" if has("root") => {
+            Some(format!("the site is `--root DIR` (`airlock {name} … --root /srv/airlock`)"))
+        }
+        "key" | "pubkey" | "public-key" | "trusted-key" if has("trust") => {
+            let site = if has("root") { "; a site root's own trust needs none" } else { "" };
+            Some(format!(
+                "the key a bundle is checked with is `--trust KEY.pub` (`airlock {name} … --trust KEY.pub`){site}"
+            ))
+        }
+        "bundle" | "file" => {
+            let positional = sub.get_positionals().next().map(|a| a.get_id().as_str().to_uppercase())?;
+            Some(format!(
+                "the {} is the first argument, without a flag: `airlock {name} {positional} …`",
+                positional.to_lowercase()
+            ))
+        }
+        "out-dir" | "output" | "output-dir" if has("out") => {
+            Some(format!("the output is `--out PATH` (`airlock {name} … --out PATH`)"))
+        }
+        _ => None,
+    }
+}

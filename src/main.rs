@@ -12,7 +12,18 @@ fn main() -> ExitCode {
     let cli = match airlock::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            match airlock::cli::slip_hint(&e) {
+                // clap's own tip for these slips sends people the wrong way (`-- --key`, or
+                // `--registry-ca` for `--site`, with a usage line that makes it look required).
+                Some(hint) => {
+                    let rendered = e.render().to_string();
+                    let first = rendered.lines().next().unwrap_or("error: usage error");
+                    eprintln!("{first}\n\n  hint: {hint}\n\nFor more information, try '--help'.");
+                }
+                None => {
+                    let _ = e.print();
+                }
+            }
             // A script that asked for `--json` reads one document on stdout, a usage error too.
             if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
                 let rendered = e.render().to_string();

@@ -440,3 +440,29 @@ fn the_moving_forward_hint_runs_when_pasted() {
     let done = run(airlock().args(&pasted).arg("--json")).ok().json();
     assert_eq!(done["version"], "1.1.0", "{done}");
 }
+
+#[test]
+fn flag_slips_name_the_flag_that_works() {
+    // Issue 76: clap's own tips sent these to `--registry-ca` (with a usage line that made it
+    // look required) and to `-- --key`.
+    let cases = [
+        (vec!["install", "b.airlock", "--site", "/srv/airlock"], "`--root DIR`"),
+        (vec!["apply", "b.airlock", "--site=/srv/airlock"], "`--root DIR`"),
+        (vec!["verify", "b.airlock", "--key", "k.pub"], "`--trust KEY.pub`"),
+        (vec!["verify", "--bundle", "b.airlock"], "the bundle is the first argument"),
+        (vec!["build", "airlock.toml", "--out-dir", "x"], "`--out PATH`"),
+    ];
+    for (args, hint) in cases {
+        let r = airlock_run(&args).code(2);
+        assert!(r.stderr.contains(hint), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("registry-ca") && !r.stderr.contains("-- --"), "{args:?}: {}", r.stderr);
+    }
+    // The hinted flags parse: what fails then is the missing file, not the command line.
+    let t = tempfile::tempdir().unwrap();
+    let missing = t.path().join("b.airlock");
+    let r = airlock_run(&["verify", s(&missing), "--trust", s(&t.path().join("k.pub"))]);
+    assert_ne!(r.code, 2, "{}", r.stderr);
+    // A slip with no better flag keeps clap's own tip.
+    let r = airlock_run(&["verify", "b.airlock", "--trsut", "k.pub"]).code(2);
+    assert!(r.stderr.contains("--trust"), "{}", r.stderr);
+}
