@@ -558,6 +558,20 @@ fn changes_that_cannot_be_undone_are_refused_and_a_failed_change_is_put_back() {
         "{}",
         last["reason"]
     );
+
+    // Issue 76: a bundle locked without `resolve = true` lacks jq's libraries: the node says
+    // which dependency is missing and what would carry it, not apt's words alone.
+    let spec = stack.spec("4.0.0", &["airlock-rocm-core=10.0.1-1"], VALIDATION);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let text =
+        text.replacen("resolve = true", "resolve = false", 1).replacen("\"jq\", \"libfile-which-perl\"", "\"jq\"", 1);
+    std::fs::write(&spec, text).unwrap();
+    let fresh = Node::new(&fixture);
+    let (bare, key) = (fresh.put(&stack.build(&spec, "gpu-stack-4.0.0")), fresh.put(&stack.keys.public));
+    let pristine = fresh.packages();
+    let r = fresh.airlock(&["apply", &bare, "--trust", &key, "--root", "/var/lib/airlock"]).code(1);
+    assert!(r.stderr.contains("jq needs libjq1 (= ") && r.stderr.contains("`resolve = true`"), "{}", r.stderr);
+    assert_eq!(fresh.packages(), pristine, "nothing changed");
 }
 
 #[test]

@@ -87,9 +87,13 @@ impl Apt {
             .map_err(|source| PackageError::Spawn { tool: "apt-get".to_owned(), source })?;
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         if out.status.success() {
-            Ok(text)
-        } else {
+            return Ok(text);
+        }
+        let missing = not_installable(&text);
+        if missing.is_empty() {
             Err(PackageError::Apt { what: what.to_owned(), status: out.status.code(), output: tail(&text) })
+        } else {
+            Err(PackageError::Missing { what: what.to_owned(), missing, output: tail(&text) })
         }
     }
 }
@@ -232,6 +236,30 @@ impl PackageManager for Apt {
     }
 }
 
+/// apt's unmet dependencies that nothing it can see provides (`PKG : Depends: DEP but it is not
+/// installable`, continuation lines naming no package): `PKG needs DEP`.
+fn not_installable(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut package = String::new();
+    for line in text.lines() {
+        let (who, rest) = match line.split_once(" : ") {
+            Some((who, rest)) if !who.trim().is_empty() && !who.contains(':') => (who.trim(), rest),
+            _ => ("", line),
+        };
+        if !who.is_empty() {
+            who.clone_into(&mut package);
+        }
+        let rest = rest.trim();
+        let dep = ["Depends: ", "PreDepends: ", "Pre-Depends: "].iter().find_map(|k| rest.strip_prefix(k));
+        if let (Some(dep), false) = (dep, package.is_empty())
+            && let Some(dep) = dep.strip_suffix(" but it is not installable")
+        {
+            out.push(format!("{package} needs {dep}"));
+        }
+    }
+    out
+}
+
 /// `apt-get install` arguments: `name=version` to install at exactly that version,
 /// `name-` to remove (purged: what it brought, config files included, goes with it).
 fn install_args(wanted: &[Wanted], simulate: bool) -> Vec<String> {
@@ -273,6 +301,22 @@ fn parse_simulation(text: &str) -> Vec<Change> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dependency_nothing_provides_is_named_with_what_needs_it() {
+        let apt = "Reading package lists...\nSome packages could not be installed.\n\
+                   The following packages have unmet dependencies:\n \
+                   jq : Depends: libjq1 (= 1.6-2.1+deb12u1) but it is not installable\n      \
+                   Depends: libonig5 (>= 6.8.1) but it is not installable\n \
+                   tool : Depends: libc6 (>= 2.36) but 2.31-13 is to be installed\n\
+                   E: Unable to correct problems, you have held broken packages.\n";
+        assert_eq!(
+            not_installable(apt),
+            ["jq needs libjq1 (= 1.6-2.1+deb12u1)", "jq needs libonig5 (>= 6.8.1)"],
+            "a version conflict is not a missing package"
+        );
+        assert!(not_installable("E: Unable to locate package x\n").is_empty());
+    }
 
     #[test]
     fn apt_simulation_lines_become_changes() {

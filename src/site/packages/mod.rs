@@ -44,6 +44,15 @@ pub enum PackageError {
     },
     #[error("{what} failed ({}):\n{output}", status.map_or_else(|| "killed".to_owned(), |c| format!("exit {c}")))]
     Apt { what: String, status: Option<i32>, output: String },
+    /// apt found dependencies of the bundle's packages that nothing it can see provides: the
+    /// bundle does not carry them and the host does not have them.
+    #[error(
+        "{what}: the bundle's packages depend on what it does not carry and this host does not have: {}; lock the \
+         `[[deb]]` entry with `resolve = true` to carry their dependency closure (or name the missing packages), then \
+         build again. apt said:\n{output}",
+        missing.join(", ")
+    )]
+    Missing { what: String, missing: Vec<String>, output: String },
     #[error("`{}`", path.display())]
     Io {
         path: PathBuf,
@@ -70,6 +79,7 @@ impl Classify for PackageError {
         match self {
             PackageError::Spawn { .. }
             | PackageError::Apt { .. }
+            | PackageError::Missing { .. }
             | PackageError::Io { .. }
             | PackageError::Index { .. }
             | PackageError::NotExact { .. }
