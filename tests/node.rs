@@ -904,6 +904,17 @@ fn a_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_own_sta
     // The approval pack shows the baseline as the freeze of the guide's first step.
     let pack = node.airlock(&["report", "--root", "/var/lib/airlock", "--json"]).ok().json();
     assert_eq!(pack["site"]["baseline"]["version"], "0.0.0-baseline", "{}", pack["site"]);
+    // Issue 76: led by the current bundle's own verdict on the stack as it is now (the restored
+    // baseline's), not the red candidate's; the candidate is this node's last attempt.
+    let site = &pack["site"];
+    assert_eq!(site["validation"]["record"], last_file(&node), "the restore's judgement: {site}");
+    assert_eq!(site["validation"]["verdict"], "green", "{site}");
+    assert_eq!(
+        (site["attempt"]["outcome"].as_str(), site["attempt"]["action"].as_str()),
+        (Some("restored"), Some("apply"))
+    );
+    let probe = &site["validation"]["probe"]["host"]["rocm"];
+    assert_eq!(probe, "10.0.0-1", "the stack after the restore: {site}");
 
     // Issue 76: a node that took the distribution's update of a dependency after the freeze
     // adopts the baseline (recorded, nothing downgraded) while the stack's dependency on it
@@ -944,6 +955,15 @@ fn a_node_installed_by_hand_is_frozen_adopted_and_a_red_release_puts_its_own_sta
     assert_eq!(record["newer_than_baseline"][0]["name"], "libonig5", "{record}");
     assert_eq!(record["newer_than_baseline"][0]["after"].as_str(), Some(onig.as_str()), "{record}");
     assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
+}
+
+/// The newest record's file name on `node`.
+fn last_file(node: &Node) -> String {
+    let dir = node.root.join("var/lib/airlock/records");
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names.pop().unwrap()
 }
 
 /// `deb` rebuilt with `suffix` appended to its version: the distribution's update of it.

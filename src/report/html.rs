@@ -622,6 +622,19 @@ fn records(o: &mut String, site: &super::SiteFacts) {
             esc(&b.record)
         );
     }
+    if let Some(a) = &site.attempt {
+        let _ = writeln!(
+            o,
+            "<h2>Last attempt</h2><p id=\"attempt\" class=\"warn\">{} of {} {} at {}: {} ({}). This node runs its \
+             current bundle again; the verdict above is that bundle's, on the stack as it is now.</p>",
+            esc(&a.action),
+            esc(&a.bundle),
+            esc(&a.outcome),
+            esc(&a.at),
+            esc(a.reason.as_deref().unwrap_or("no reason recorded")),
+            esc(&a.file)
+        );
+    }
     let _ = writeln!(o, "<h2>Rollback</h2>");
     match &site.rollback {
         Some(l) => {

@@ -165,8 +165,13 @@ pub struct SiteFacts {
     pub root: PathBuf,
     pub current: Option<BundleId>,
     pub previous: Option<BundleId>,
-    /// The latest validation evidence (from an install or validate record), with its record.
+    /// The current bundle's latest verdict, with its record: from its install, apply or
+    /// validate, or — after a candidate was restored — the restored stack's, judged as it is now.
     pub validation: Option<Validation>,
+    /// The last apply, when it did not commit (restored or refused) and was of another bundle:
+    /// this node's history, shown beside the current stack's own verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<RecordLine>,
     /// Every install, rollback and validate record, oldest first.
     pub records: Vec<RecordLine>,
     /// How long the last rollback took (the rehearsed rollback time), and when.
@@ -351,10 +356,13 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         damage: checked.damage,
         policy: if policy_only { policy_failure(root, &current, &policy, &records) } else { None },
     };
-    let validation = records.iter().rev().find_map(|(line, record)| {
-        let evidence = record.validation.as_ref()?.evidence()?;
-        Some(Validation { record: line.file.clone(), evidence: evidence.clone() })
-    });
+    let validation = current_verdict(&records, &current);
+    // An apply that did not commit since: the node's history, not its current stack's verdict.
+    let attempt = records
+        .last()
+        .filter(|(_, r)| matches!(r.outcome(), RecordOutcome::Restored | RecordOutcome::Refused))
+        .filter(|(_, r)| r.bundle.as_ref().and_then(|b| b.id.as_ref()) != Some(&current))
+        .map(|(l, _)| l.clone());
     let accepted_amber = crate::site::status::OpenAcceptance::of(root, &current, crate::clock::Timestamp::started());
     let rolled_back = |r: &Record| r.action == Action::Rollback && r.outcome() == RecordOutcome::Activated;
     let rollback = records.iter().rev().find(|(_, r)| rolled_back(r)).map(|(l, _)| l.clone());
@@ -378,6 +386,7 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
     let decisions = decisions(&records);
     let site = SiteFacts {
         root: path.to_owned(),
+        attempt,
         baseline,
         decisions,
         current: Some(current),
@@ -390,6 +399,20 @@ pub fn site(path: &Path, reporter: &dyn Reporter) -> Result<Report, ReportError>
         check,
     };
     Ok(assemble("site", &read, None, Some(site)))
+}
+
+/// The verdict on the current bundle's stack: the newest record that judged it — its own
+/// install, apply or validate, or the validation after a candidate's restore put it back.
+fn current_verdict(records: &[(RecordLine, Record)], current: &BundleId) -> Option<Validation> {
+    records.iter().rev().find_map(|(line, record)| {
+        let about_current = record.bundle.as_ref().and_then(|b| b.id.as_ref()) == Some(current);
+        let judged = match (&record.restored_validation, about_current) {
+            (Some(restored), false) => restored,
+            (_, true) => record.validation.as_ref()?,
+            (None, false) => return None,
+        };
+        Some(Validation { record: line.file.clone(), evidence: judged.evidence()?.clone() })
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
