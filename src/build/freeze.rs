@@ -274,8 +274,7 @@ fn baseline_spec(text: &str, frozen: &Frozen, rpms: &FrozenRpms, version: &str, 
     // comment and open a table of its own in a spec that gets signed).
     let node = crate::escape::value(&node.display().to_string()).into_owned();
     Ok(format!(
-        "# Written by `airlock freeze {node}`: the packages this node ran, pinned exactly (resolve = false);\n\
-         # `dependencies` are what the stack needs above the OS's base: adopt accepts a newer one it still meets.\n\
-         # Adopt it on the nodes with `airlock apply BASE.airlock --adopt` (docs/site-operator.md).\n{body}"
+        "# Written by `airlock freeze {node}`: the packages this node ran, pinned exactly (resolve = false).\n\
+         # Adopt it with `airlock apply BASE.airlock --adopt`; a newer `dependencies` pin the stack still meets is accepted (docs/site-operator.md).\n{body}"
     ))
 }
