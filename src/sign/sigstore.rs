@@ -151,14 +151,6 @@ impl Root {
     }
 }
 
-/// Whether `pattern` is a regular expression on its own (it is then safe to wrap in an
-/// anchoring group): the one rule for every identity pattern, in a spec and on the command line.
-pub fn whole_pattern(pattern: &str) -> Result<(), String> {
-    regex::Regex::new(pattern)
-        .map(drop)
-        .map_err(|e| format!("not a whole pattern on its own (it must parse before it is anchored): {e}"))
-}
-
 /// Whose signature is accepted: a keyless signer's identity (the certificate's SAN, exactly or
 /// by a regular expression matching all of it) and OIDC issuer, or a key.
 pub enum Signer {
@@ -166,27 +158,7 @@ pub enum Signer {
     Key { path: PathBuf, pem: String },
 }
 
-pub enum Identity {
-    Exact(String),
-    Regex(regex::Regex),
-}
-
-impl Identity {
-    /// `pattern` anchored: it must match the whole SAN. It must be a whole pattern on its own
-    /// first: one that is not (`org/x)|(.*`) would close the anchoring group and match anyone.
-    pub fn regex(pattern: &str) -> Result<Self, SigstoreError> {
-        let bad = |detail: String| SigstoreError::Pattern { pattern: pattern.to_owned(), detail };
-        whole_pattern(pattern).map_err(bad)?;
-        regex::Regex::new(&format!("^(?:{pattern})$")).map(Identity::Regex).map_err(|e| bad(e.to_string()))
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Identity::Exact(s) => format!("`{s}`"),
-            Identity::Regex(r) => format!("matching `{}`", r.as_str()),
-        }
-    }
-}
+pub use crate::spec::upstream::Identity;
 
 impl Signer {
     /// A key from its PEM file (`--key`).
@@ -250,9 +222,9 @@ pub fn verify(
             }
             let result = run(&verifier, subject, &bundle, &policy).map_err(failed)?;
             // The regular expression the library leaves to its caller: over the SAN it verified.
-            if let Identity::Regex(re) = identity {
+            if let Identity::Pattern(_) = identity {
                 let san = result.identity().map(|s| s.as_str().to_owned()).unwrap_or_default();
-                if !re.is_match(&san) {
+                if !identity.matches(&san) {
                     return Err(failed(format!("the certificate's identity `{san}` does not match")));
                 }
             }
@@ -320,10 +292,11 @@ mod tests {
 
     #[test]
     fn an_identity_pattern_must_match_the_whole_san() {
-        let super::Identity::Regex(re) = super::Identity::regex("https://github.com/org/.*").unwrap() else {
-            unreachable!()
-        };
-        assert!(re.is_match("https://github.com/org/repo/.github/workflows/release.yml@refs/tags/v1"));
-        assert!(!re.is_match("evil https://github.com/org/x"));
+        let identity = super::Identity::pattern("https://github.com/org/.*").unwrap();
+        assert!(identity.matches("https://github.com/org/repo/.github/workflows/release.yml@refs/tags/v1"));
+        assert!(!identity.matches("evil https://github.com/org/x"));
+        // Not a whole pattern: it would close the anchoring group and match anyone.
+        let open = super::Identity::pattern("https://github.com/org/x)|(.*").unwrap_err();
+        assert!(open.contains("not a whole pattern"), "{open}");
     }
 }

@@ -166,7 +166,7 @@ async fn verify_signature(
     let bytes = bundle_bytes(sources, entry, at).await?;
     let unsigned =
         |detail: String| super::Unsigned::new(describe(entry), sha256, policy, &sources.sigstore_root, vec![detail]);
-    let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
+    let signer = Signer::upstream(policy);
     let verified = verify_over_digest(&format!("`{at}`"), &bytes, sha256, &signer, &sources.sigstore_root)
         .map_err(|e| unsigned(e.as_found()))?;
     let (_, digest) = super::keep(sources.fetch.cache, &format!("{} sigstore_bundle", describe(entry)), bytes).await?;

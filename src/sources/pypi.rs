@@ -412,7 +412,7 @@ async fn verify_provenance(
         .http
         .fetch_small(url, "application/vnd.pypi.integrity.v1+json, application/json", None, MAX_DOCUMENT_BYTES)
         .await?;
-    let signer = Signer::upstream(policy).map_err(|e| unsigned(e.to_string()))?;
+    let signer = Signer::upstream(policy);
     let verified =
         verify_pep740(&format!("`{url}`"), &bytes, &offered.filename, sha256, &signer, &sources.sigstore_root)
             .map_err(|e| unsigned(e.as_found()))?;

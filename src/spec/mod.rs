@@ -539,10 +539,6 @@ impl SpecFile {
             if let Some(bad) = w.python.iter().find(|p| crate::wheel::PythonVersion::parse(p).is_none()) {
                 return Err(self.invalid(&wheel.span(), format!("invalid python `{bad}`: expected `3.12` or `3.12.4`")));
             }
-            // The signer check `[[image]]` and `[[file]]` get (it was never run for wheels).
-            if let Some(v) = &w.verify {
-                v.check().map_err(|e| self.invalid(&wheel.span(), format!("`[[wheel]]` {e}")))?;
-            }
         }
         Ok(())
     }
@@ -661,15 +657,13 @@ impl SpecFile {
                     return Err(self.invalid(&image.span(), "`[[image]]` needs `ref` or `oci_layout`"));
                 }
             }
-            if let Some(v) = &i.verify {
-                v.check().map_err(|e| self.invalid(&image.span(), format!("`[[image]]` {e}")))?;
-                if i.reference.is_none() {
-                    return Err(self.invalid(
-                        &image.span(),
-                        "`[[image]]` `verify` needs a registry `ref`: its signatures are found among the registry's \
-                         referrers and `.sig` tags",
-                    ));
-                }
+            // The signer itself is checked as it is read (`UpstreamSigner`), for every kind.
+            if i.verify.is_some() && i.reference.is_none() {
+                return Err(self.invalid(
+                    &image.span(),
+                    "`[[image]]` `verify` needs a registry `ref`: its signatures are found among the registry's \
+                     referrers and `.sig` tags",
+                ));
             }
         }
         Ok(())
@@ -692,10 +686,7 @@ impl SpecFile {
                 return Err(self.invalid(&file.span(), format!("`[[file]]` `{}` has an empty `source`", f.name)));
             }
             match (&f.sigstore_bundle, &f.verify) {
-                (None, None) => {}
-                (Some(_), Some(v)) => {
-                    v.check().map_err(|e| self.invalid(&file.span(), format!("`[[file]]` `{}`: {e}", f.name)))?;
-                }
+                (None, None) | (Some(_), Some(_)) => {}
                 (Some(_), None) => {
                     return Err(self.invalid(
                         &file.span(),

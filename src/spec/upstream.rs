@@ -6,40 +6,114 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::{Prefixed, Sha256};
 
+/// A signer's identity as a policy requires it: the certificate's SAN exactly, or a regular
+/// expression that must match all of it. Compiled once, where the policy is read (a spec, a
+/// lock, a manifest, `verify-blob`'s flags), so a pattern that is not whole is refused there and
+/// nowhere later.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    Exact(String),
+    Pattern(IdentityPattern),
+}
+
+/// A whole regular expression (`source`) and the same anchored to the whole SAN.
+#[derive(Debug, Clone)]
+pub struct IdentityPattern {
+    source: String,
+    anchored: regex::Regex,
+}
+
+impl Identity {
+    /// `pattern` anchored: it must match the whole SAN. It must be a whole pattern on its own
+    /// first: one that is not (`org/x)|(.*`) would close the anchoring group and match anyone.
+    pub fn pattern(pattern: &str) -> Result<Self, String> {
+        regex::Regex::new(pattern).map_err(|e| {
+            format!("`{pattern}` is not a whole pattern on its own (it must parse before it is anchored): {e}")
+        })?;
+        let anchored = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("`{pattern}`: {e}"))?;
+        Ok(Identity::Pattern(IdentityPattern { source: pattern.to_owned(), anchored }))
+    }
+
+    /// Whether the certificate's `san` is this identity.
+    pub fn matches(&self, san: &str) -> bool {
+        match self {
+            Identity::Exact(id) => id == san,
+            Identity::Pattern(p) => p.anchored.is_match(san),
+        }
+    }
+
+    /// `` `SAN` `` or ``matching `PATTERN` ``.
+    pub fn describe(&self) -> String {
+        match self {
+            Identity::Exact(s) => format!("`{s}`"),
+            Identity::Pattern(p) => format!("matching `{}`", p.source),
+        }
+    }
+}
+
+impl PartialEq for Identity {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Identity::Exact(a), Identity::Exact(b)) => a == b,
+            (Identity::Pattern(a), Identity::Pattern(b)) => a.source == b.source,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Identity {}
+
 /// Who must have signed an input upstream, keylessly: the certificate's identity (its SAN,
 /// exactly, or `identity_regex` matching all of it) and the OIDC issuer that vouched for it.
+/// Written as `{ identity | identity_regex, issuer }`; read only when exactly one identity is
+/// given and a pattern is whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "SignerFields", into = "SignerFields")]
 pub struct UpstreamSigner {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity_regex: Option<String>,
+    pub identity: Identity,
     pub issuer: String,
 }
 
-impl UpstreamSigner {
-    /// Exactly one of `identity` and `identity_regex`, and a pattern that compiles.
-    pub fn check(&self) -> Result<(), String> {
-        match (&self.identity, &self.identity_regex) {
-            (Some(_), None) => Ok(()),
-            // Parsed alone, as a whole pattern: one that is not (`org/x)|(.*`) would close the
-            // group it is anchored in and match anyone (`sign::sigstore::whole_pattern`).
-            (None, Some(pattern)) => regex::Regex::new(pattern)
-                .map(drop)
-                .map_err(|e| format!("`identity_regex` `{pattern}`: not a whole pattern on its own: {e}")),
-            (Some(_), Some(_)) => Err("`verify` takes `identity` or `identity_regex`, not both".into()),
-            (None, None) => Err("`verify` needs `identity` (or `identity_regex`) and `issuer`".into()),
-        }
+/// `UpstreamSigner` as it is written.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignerFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    identity_regex: Option<String>,
+    issuer: String,
+}
+
+impl TryFrom<SignerFields> for UpstreamSigner {
+    type Error = String;
+
+    fn try_from(f: SignerFields) -> Result<Self, String> {
+        let identity = match (f.identity, f.identity_regex) {
+            (Some(id), None) => Identity::Exact(id),
+            (None, Some(pattern)) => Identity::pattern(&pattern).map_err(|e| format!("`identity_regex` {e}"))?,
+            (Some(_), Some(_)) => return Err("`verify` takes `identity` or `identity_regex`, not both".into()),
+            (None, None) => return Err("`verify` needs `identity` (or `identity_regex`) and `issuer`".into()),
+        };
+        Ok(Self { identity, issuer: f.issuer })
+    }
+}
+
+impl From<UpstreamSigner> for SignerFields {
+    fn from(s: UpstreamSigner) -> Self {
+        let (identity, identity_regex) = match s.identity {
+            Identity::Exact(id) => (Some(id), None),
+            Identity::Pattern(p) => (None, Some(p.source)),
+        };
+        Self { identity, identity_regex, issuer: s.issuer }
     }
 }
 
 impl std::fmt::Display for UpstreamSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.identity, &self.identity_regex) {
-            (Some(id), _) => write!(f, "`{id}`")?,
-            (None, Some(re)) => write!(f, "an identity matching `{re}`")?,
-            (None, None) => f.write_str("any identity")?,
+        match &self.identity {
+            Identity::Exact(id) => write!(f, "`{id}`")?,
+            Identity::Pattern(p) => write!(f, "an identity matching `{}`", p.source)?,
         }
         write!(f, " from issuer `{}`", self.issuer)
     }

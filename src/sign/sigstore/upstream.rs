@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
-use super::{Identity, Root, Signer, SigstoreError, Subject, Verified, verify};
+use super::{Root, Signer, SigstoreError, Subject, Verified, verify};
 use crate::digest::Sha256;
 use crate::spec::UpstreamSigner;
 
@@ -29,16 +29,9 @@ pub const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
 pub const BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 
 impl Signer {
-    /// The spec's `verify = { identity | identity_regex, issuer }`.
-    pub fn upstream(policy: &UpstreamSigner) -> Result<Self, SigstoreError> {
-        let identity = match (&policy.identity, &policy.identity_regex) {
-            (Some(id), _) => Identity::Exact(id.clone()),
-            (None, Some(pattern)) => Identity::regex(pattern)?,
-            (None, None) => {
-                return Err(SigstoreError::Pattern { pattern: String::new(), detail: "no identity to require".into() });
-            }
-        };
-        Ok(Signer::Keyless { identity, issuer: policy.issuer.clone() })
+    /// The spec's `verify = { identity | identity_regex, issuer }`, compiled when it was read.
+    pub fn upstream(policy: &UpstreamSigner) -> Self {
+        Signer::Keyless { identity: policy.identity.clone(), issuer: policy.issuer.clone() }
     }
 }
 
@@ -288,7 +281,7 @@ pub fn recheck(
     root: &Root,
 ) -> Result<Verified, SigstoreError> {
     use crate::spec::SignatureForm;
-    let signer = Signer::upstream(&signature.verify)?;
+    let signer = Signer::upstream(&signature.verify);
     let missing = |what: &str, digest: Sha256| SigstoreError::Bundle {
         from: format!("sha256:{}", signature.bundle),
         detail: format!("its {what} (sha256:{digest}) is not carried"),

@@ -49,8 +49,7 @@ pub(super) async fn verify_image(
     policy: &UpstreamSigner,
     root: &Root,
 ) -> Result<UpstreamSignature, ImageError> {
-    let signer = Signer::upstream(policy)
-        .map_err(|e| ImageError::Manifest { reference: reference.to_owned(), detail: e.to_string() })?;
+    let signer = Signer::upstream(policy);
     let mut found = Vec::new();
     let mut tries = Tries { left: MAX_TRIED, untried: 0 };
     for a in attached {
