@@ -392,6 +392,12 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
     let member =
         format!("sigstore/{}.sigstore.json", file_sig["bundle"].as_str().unwrap().trim_start_matches("sha256:"));
     assert!(manifest["entries"].as_array().unwrap().iter().any(|e| e["path"] == member.as_str()), "{manifest}");
+    // Issue 77, 6: `base` is carried filtered to linux/amd64; the upstream index its signature
+    // is over travels beside it, so the site can check the carried platform against it.
+    let base_art = manifest["artifacts"].as_array().unwrap().iter().find(|a| a["upstream_digest"].is_string()).unwrap();
+    let upstream_path =
+        format!("images/blobs/sha256/{}", base_art["upstream_digest"].as_str().unwrap().trim_start_matches("sha256:"));
+    assert!(manifest["entries"].as_array().unwrap().iter().any(|e| e["path"] == upstream_path.as_str()), "{manifest}");
     let (sbom, _) = checked_sbom(&bundle, &t.path().join("sbom"));
     assert!(sbom.to_string().contains(&member) && sbom.to_string().contains("upstream signature"), "SBOM refs");
 
@@ -477,6 +483,21 @@ verify = {{ identity = "{identity}", issuer = "{issuer}" }}
     );
     let kept = walkdir::WalkDir::new(&cache).into_iter().filter_map(Result::ok);
     assert!(!kept.into_iter().any(|e| e.path().to_string_lossy().contains(served)), "the served bundle was kept");
+
+    // Issue 77, 6: a poisoned lock pins, as `base`'s linux/amd64, a manifest the signed index
+    // never listed (pushed beside it in the same repository). The old code carried it under
+    // the index's signature, and the site accepted it; the build refuses it now, naming it.
+    lock(&["--trusted-root", s(&root)]).ok();
+    let evil = reg.push("stack/base", "evil", &["--seed", "9"]);
+    let text = std::fs::read_to_string(&lock_path).unwrap();
+    let locked = toml_as_json(&text);
+    let base_lock = locked["image"].as_array().unwrap().iter().find(|i| i["platforms"].is_array()).unwrap();
+    let amd64 = base_lock["platforms"][0]["digest"].as_str().unwrap();
+    std::fs::write(&lock_path, text.replace(amd64, &evil)).unwrap();
+    let r = build(&t.path().join("evil.airlock"), &["--locked", "--trusted-root", s(&root)]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let evil_hex = evil.trim_start_matches("sha256:");
+    assert!(r.stderr.contains(evil_hex) && r.stderr.contains("not listed in the upstream index"), "{}", r.stderr);
 }
 
 #[test]

@@ -320,6 +320,19 @@ pub struct ImageArtifact {
     pub signature: Option<crate::spec::UpstreamSignature>,
 }
 
+impl ImageArtifact {
+    /// For a signed image carried filtered to some platforms: the upstream index the signature
+    /// is over and the index as carried, at `images/blobs/sha256/HEX`, each with its sha256 —
+    /// what the site checks the carried platforms against.
+    pub fn filtered_indexes(&self) -> Vec<(MemberPath, Sha256)> {
+        let (Some(upstream), Some(_)) = (self.upstream_digest, &self.signature) else { return Vec::new() };
+        let blob = |d: Sha256| {
+            (MemberPath::new(format!("images/blobs/sha256/{d}")).expect("a digest makes a valid member path"), d)
+        };
+        vec![blob(upstream.0), blob(self.digest)]
+    }
+}
+
 /// One upstream manifest carried with an image, at `images/blobs/sha256/HEX`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -924,6 +937,16 @@ impl Manifest {
         for (path, sha256) in signature.iter().flat_map(crate::spec::UpstreamSignature::members) {
             if by_path.get(path.as_str()).is_none_or(|e| e.sha256 != sha256) {
                 return Err(format!("`{name}`'s upstream signature is at `{path}` (sha256 {sha256}), not an entry"));
+            }
+        }
+        if let Artifact::Image(i) = a {
+            for (path, sha256) in i.filtered_indexes() {
+                if by_path.get(path.as_str()).is_none_or(|e| e.sha256 != sha256) {
+                    return Err(format!(
+                        "`{name}` is carried filtered to some platforms, but the upstream index its signature is over \
+                         (sha256 {sha256}) is not an entry: its platforms cannot be checked against it"
+                    ));
+                }
             }
         }
         Ok(())

@@ -280,6 +280,10 @@ impl<'a> Capture<'a> {
                 _ => None,
             })
             .flat_map(crate::spec::UpstreamSignature::members)
+            .chain(manifest.artifacts.iter().flat_map(|a| match a {
+                Artifact::Image(i) => i.filtered_indexes(),
+                _ => Vec::new(),
+            }))
             .collect();
         Self { inner, wanted, got: BTreeMap::new() }
     }
@@ -304,6 +308,20 @@ impl MemberSink for Capture<'_> {
     fn spool(&mut self) -> io::Result<File> {
         self.inner.spool()
     }
+}
+
+/// A signed image carried filtered to some platforms: its carried index and platform
+/// manifests must be listed in the upstream index the signature is over (carried beside it).
+fn filtered_platforms(
+    image: &crate::bundle::manifest::ImageArtifact,
+    bytes: &dyn Fn(Sha256) -> Option<Vec<u8>>,
+) -> Result<(), String> {
+    let Some(upstream) = image.upstream_digest else { return Ok(()) };
+    let read = |d: Sha256, what: &str| bytes(d).ok_or_else(|| format!("its {what} (sha256:{d}) is not carried"));
+    let upstream = read(upstream.0, "upstream index")?;
+    let carried = read(image.digest, "carried index")?;
+    let platforms: Vec<Sha256> = image.platforms.iter().map(|p| p.digest).collect();
+    crate::oci::doc::listed_in(&upstream, &carried, &platforms)
 }
 
 /// A sink that keeps nothing (verify).
@@ -647,6 +665,13 @@ impl Reader {
             };
             let Some(signature) = signature else { continue };
             let bytes = |d: Sha256| got.get(&d).cloned();
+            if let Artifact::Image(i) = a
+                && let Err(detail) = filtered_platforms(i, &bytes)
+            {
+                let member = i.filtered_indexes().first().map(|(p, _)| p.to_string());
+                self.problem(member, Rejection::UpstreamSignature { artifact: name.clone(), detail })?;
+                continue;
+            }
             match crate::sign::sigstore::upstream::recheck(signature, subject, &name, &bytes, root) {
                 Ok(v) => {
                     tracing::info!(

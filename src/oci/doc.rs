@@ -177,6 +177,25 @@ pub fn filter_index(bytes: &[u8], keep: &[Sha256]) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&value).map_err(|e| e.to_string())
 }
 
+/// That an index filtered to some platforms (`carried`, and the platform manifests `platforms`
+/// named beside it) lists only what the `upstream` index lists: the upstream index is what a
+/// publisher signs, so a platform manifest it does not list is not the publisher's.
+pub fn listed_in(upstream: &[u8], carried: &[u8], platforms: &[Sha256]) -> Result<(), String> {
+    let upstream = parse(upstream).map_err(|e| format!("the upstream index: {e}"))?;
+    let carried = parse(carried).map_err(|e| format!("the carried index: {e}"))?;
+    if !upstream.is_index() || !carried.is_index() {
+        return Err("a platform-filtered image must be an index filtered from an index".into());
+    }
+    let listed: std::collections::BTreeSet<Sha256> = upstream.children.iter().map(|c| c.digest).collect();
+    let named = carried.children.iter().map(|c| c.digest).chain(platforms.iter().copied());
+    match named.into_iter().find(|d| !listed.contains(d)) {
+        Some(d) => {
+            Err(format!("platform manifest sha256:{d} is not listed in the upstream index the signature is over"))
+        }
+        None => Ok(()),
+    }
+}
+
 /// `oci-layout` and `index.json` of the bundle's image layout: one entry per image, named by
 /// its reference, sorted by name.
 pub fn layout_index(mut entries: Vec<Descriptor>) -> Vec<u8> {
@@ -191,6 +210,26 @@ pub const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filtered_index_lists_only_what_the_upstream_index_lists() {
+        let index = |digests: &[Sha256]| {
+            let manifests: Vec<_> = digests
+                .iter()
+                .map(|d| serde_json::json!({"mediaType": OCI_MANIFEST, "digest": format!("sha256:{d}"), "size": 1}))
+                .collect();
+            serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}))
+                .unwrap()
+        };
+        let (amd, arm, evil) = (Sha256::of_bytes(b"amd64"), Sha256::of_bytes(b"arm64"), Sha256::of_bytes(b"evil"));
+        let upstream = index(&[amd, arm]);
+        listed_in(&upstream, &index(&[amd]), &[amd]).unwrap();
+        // A platform manifest the publisher's index never listed, named in the manifest or in
+        // the carried index: refused.
+        let e = listed_in(&upstream, &index(&[amd]), &[evil]).unwrap_err();
+        assert!(e.contains(&evil.to_string()) && e.contains("not listed"), "{e}");
+        listed_in(&upstream, &index(&[evil]), &[amd]).unwrap_err();
+    }
 
     fn d(n: u8) -> String {
         format!("sha256:{}", Sha256::of_bytes(&[n]))

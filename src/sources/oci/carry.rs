@@ -92,7 +92,13 @@ impl<'a> Carrier<'a> {
             top.to_vec()
         } else {
             let keep: Vec<Sha256> = locked.platforms.iter().map(|p| p.digest).collect();
-            doc::filter_index(top, &keep).map_err(manifest_err)?
+            let filtered = doc::filter_index(top, &keep).map_err(manifest_err)?;
+            // What the filtered index lists must be what the upstream one (the digest signatures
+            // are over) lists: carried too, so the site checks it again.
+            doc::listed_in(top, &filtered, &keep)
+                .map_err(|detail| ImageError::NotListed { reference: locked.reference.clone(), detail })?;
+            self.store(&locked.reference, top.to_vec()).await?;
+            filtered
         };
         Ok((carried, platforms))
     }

@@ -41,6 +41,9 @@ pub enum ImageError {
     Cache(#[from] CacheError),
     #[error(transparent)]
     Unsigned(#[from] crate::sources::Unsigned),
+    /// A platform the lock pins that the index it pins does not list: not the publisher's.
+    #[error("`{reference}`: {detail}; lock it again (`airlock lock`) from the registry")]
+    NotListed { reference: String, detail: String },
 }
 
 impl Classify for ImageError {
@@ -49,6 +52,7 @@ impl Classify for ImageError {
             ImageError::Store(e) => e.class(),
             ImageError::Cache(e) => e.class(),
             ImageError::Unsigned(e) => e.class(),
+            ImageError::NotListed { .. } => Class::Verification,
             ImageError::Manifest { .. } | ImageError::Cancelled { .. } | ImageError::Client(_) => Class::Runtime,
         }
     }
