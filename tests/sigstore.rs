@@ -756,4 +756,14 @@ fn a_bundle_whose_reading_is_ambiguous_is_refused_naming_the_ambiguity() {
     let split = sign("split-", &["--issuer-v1", "https://accounts.google.com"]);
     let r = verify(&split, &with_root, &["--digest", &digest]).code(3);
     assert!(r.stderr.contains("two OIDC issuers") && r.stderr.contains("accounts.google.com"), "{}", r.stderr);
+
+    // A log entry with the promise (SET) and no inclusion proof: the library took it, and
+    // sigstore-python refuses it ("Field required"). Refused, named; the suite's v0.1 bundle,
+    // which has its proof, verifies.
+    let v01 = std::fs::read_to_string(vectors().join("happy-path-v0.1/bundle.sigstore.json")).unwrap();
+    verify(&v01, &who, &[s(&a)]).ok();
+    let mut set_only: serde_json::Value = serde_json::from_str(&v01).unwrap();
+    set_only["verificationMaterial"]["tlogEntries"][0].as_object_mut().unwrap().remove("inclusionProof");
+    let r = verify(&set_only.to_string(), &who, &[s(&a)]).code(3);
+    assert!(r.stderr.contains("no inclusion proof"), "{}", r.stderr);
 }

@@ -205,9 +205,32 @@ pub fn verify(
     signer: &Signer,
     root: &Root,
 ) -> Result<Verified, SigstoreError> {
+    verify_checked(from, bundle_json, subject, signer, root, unambiguous::check)
+}
+
+/// As `verify`, for the bundle made here from cosign's legacy `.sig` annotations (a SET, no
+/// inclusion proof: all that form holds).
+fn verify_legacy(
+    from: &str,
+    bundle_json: &[u8],
+    subject: Subject<'_>,
+    signer: &Signer,
+    root: &Root,
+) -> Result<Verified, SigstoreError> {
+    verify_checked(from, bundle_json, subject, signer, root, unambiguous::check_legacy)
+}
+
+fn verify_checked(
+    from: &str,
+    bundle_json: &[u8],
+    subject: Subject<'_>,
+    signer: &Signer,
+    root: &Root,
+    unambiguous: fn(&str) -> Result<(), String>,
+) -> Result<Verified, SigstoreError> {
     let bundle_err = |detail: String| SigstoreError::Bundle { from: from.to_owned(), detail };
     let text = std::str::from_utf8(bundle_json).map_err(|e| bundle_err(format!("not UTF-8: {e}")))?;
-    unambiguous::check(text).map_err(bundle_err)?;
+    unambiguous(text).map_err(bundle_err)?;
     let bundle = Bundle::from_json(text).map_err(|e| bundle_err(e.to_string()))?;
     let trusted = root.load()?;
     let against = format!("{} under {}", signer.describe(), root.describe());

@@ -79,7 +79,7 @@ pub fn verify_cosign_sig(
 ) -> Result<Verified, SigstoreError> {
     let bundle = legacy_bundle(annotations, payload)
         .map_err(|detail| SigstoreError::Bundle { from: from.to_owned(), detail })?;
-    let verified = verify(from, bundle.as_bytes(), Subject::Reader(&mut &payload[..]), signer, root)?;
+    let verified = super::verify_legacy(from, bundle.as_bytes(), Subject::Reader(&mut &payload[..]), signer, root)?;
     let named = payload_digest(payload).map_err(|detail| SigstoreError::Bundle { from: from.to_owned(), detail })?;
     if named != format!("sha256:{image}") {
         return Err(SigstoreError::Failed {
