@@ -966,3 +966,47 @@ fn an_inventory_cannot_forge_a_line_of_probe_output() {
     assert!(!diff.stdout.lines().any(|l| l.starts_with("0 field(s)")), "a forged line was printed: {}", diff.stdout);
     assert!(diff.stdout.contains("6.8.0\\n0 field(s)"), "the value, escaped: {}", diff.stdout);
 }
+
+/// Issue 77, 3: every printer that shows a bundle's own words shows them escaped. A bundle
+/// whose signed manifest carries an escape sequence, a carriage return and a line break in
+/// each free-text field (its description, its builder) is taken through every verb that prints
+/// it; no raw control byte reaches the terminal, and no forged line appears.
+#[test]
+fn every_printer_of_a_bundles_words_escapes_them() {
+    let fx = fixture();
+    let forged = "\u{1b}[2J\rline\nverified: 0 problems";
+    let mut manifest = manifest_for(&fx.key, &[("files/a", A)]);
+    manifest.description = Some(format!("desc{forged}"));
+    manifest.builder.tool = format!("tool{forged}");
+    let mut members = signed(&fx.key, &manifest);
+    members.push(file("files/a", A));
+    let bundle = fx.dir.join("words.airlock");
+    std::fs::write(&bundle, zstd(&tar_bytes(&members, &[]))).unwrap();
+    let plain = fx.dir.join("good.airlock");
+    std::fs::write(&plain, zstd(&tar_bytes(&good(&fx), &[]))).unwrap();
+    let root = fx.dir.join("site");
+    let (b, g, site, k) = (s(&bundle), s(&plain), s(&root), s(&fx.trusted.public));
+    let html = fx.dir.join("pack.html");
+    let verbs: Vec<Vec<&str>> = vec![
+        vec!["verify", b, "--trust", k],
+        vec!["verify", b, "--trust", k, "-v"],
+        vec!["inspect", b],
+        vec!["diff", g, b],
+        vec!["report", b, "--trust", k, "--out", s(&html)],
+        vec!["install", b, "--trust", k, "--root", site, "--role", "mirror"],
+        vec!["status", "--root", site],
+        vec!["check", "--root", site],
+        vec!["report", "--root", site, "--out", s(&html)],
+    ];
+    for args in verbs {
+        let out = airlock().args(&args).output().unwrap();
+        let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        let text = String::from_utf8_lossy(&all);
+        // The bundle is good: each verb gets to print it (a diff of two bundles exits 10).
+        assert!(matches!(out.status.code(), Some(0 | 10)), "{args:?}: {text}");
+        assert!(!all.contains(&0x1b) && !all.contains(&b'\r'), "{args:?}: a raw control byte: {text}");
+        assert!(!text.lines().any(|l| l.starts_with("verified: 0 problems")), "{args:?}: a forged line: {text}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.contains('\u{1b}') && !page.contains('\r'), "the page holds no raw control character");
+}

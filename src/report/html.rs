@@ -6,12 +6,15 @@ use std::fmt::Write as _;
 
 use super::{RecordLine, Report};
 
+/// Text for the page: HTML's specials encoded, and control characters other than the line
+/// breaks and tabs a `<pre>` lays out shown as visible escapes (`escape::lines`): a bundle's or
+/// a node's words reach a terminal too when the page is read with `cat` or `grep`.
 pub(super) fn esc(s: &str) -> String {
-    html_escape::encode_text(s).into_owned()
+    html_escape::encode_text(&crate::escape::lines(s)).into_owned()
 }
 
 fn attr(s: &str) -> String {
-    html_escape::encode_double_quoted_attribute(s).into_owned()
+    html_escape::encode_double_quoted_attribute(&crate::escape::value(s)).into_owned()
 }
 
 pub(super) const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:70em;color:#1f2328;padding:0 1em}\
