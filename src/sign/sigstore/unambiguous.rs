@@ -163,12 +163,19 @@ mod tests {
 
     #[test]
     fn duplicate_keys_at_any_depth_and_a_missing_media_type_are_refused() {
-        let ok = r#"{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","verificationMaterial":{"tlogEntries":[{}]}}"#;
-        assert_eq!(check(ok), Ok(()));
-        let twice = ok.replacen("{}", r#"{"logIndex":"1","logIndex":"2"}"#, 1);
+        let entry = r#"{"inclusionProof":{"logIndex":"1"}}"#;
+        let ok = format!(
+            r#"{{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","verificationMaterial":{{"tlogEntries":[{entry}]}}}}"#
+        );
+        assert_eq!(check(&ok), Ok(()));
+        let twice = ok.replacen(r#"{"inclusionProof""#, r#"{"logIndex":"1","logIndex":"2","inclusionProof""#, 1);
         assert!(check(&twice).unwrap_err().contains("`logIndex` twice"));
         assert!(check(r#"{"verificationMaterial":{}}"#).unwrap_err().contains("no `mediaType`"));
-        let two = ok.replacen("[{}]", "[{},{}]", 1);
+        let two = ok.replacen(entry, &format!("{entry},{entry}"), 1);
         assert!(check(&two).unwrap_err().contains("2 transparency log entries"));
+        // The promise alone: refused, except in the bundle made from cosign's legacy annotations.
+        let set_only = ok.replacen(entry, r#"{"inclusionPromise":{}}"#, 1);
+        assert!(check(&set_only).unwrap_err().contains("no inclusion proof"));
+        assert_eq!(check_legacy(&set_only), Ok(()));
     }
 }
