@@ -25,6 +25,7 @@ pub fn temp_beside(path: &Path) -> io::Result<NamedTempFile> {
         .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)?;
     rustix::fs::flock(tmp.as_file(), rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+    crate::interrupt::remove_on_interrupt(tmp.path());
     Ok(tmp)
 }
 

@@ -9,7 +9,7 @@
 //! - formats and transports: [`bundle`], [`rpmmd`], [`attest`], [`sign`], [`trust`], [`oci`],
 //!   [`fetch`], [`cache`], [`upgrade`];
 //! - values: [`spec`], [`digest`], [`member_path`], [`wheel`], [`clock`], [`failure`],
-//!   [`progress`], [`atomic`], [`tee`], [`overlap`], [`escape`], [`regular`]: value types and small utilities
+//!   [`progress`], [`atomic`], [`interrupt`], [`tee`], [`overlap`], [`escape`], [`regular`]: value types and small utilities
 //!   that everything may use.
 
 #![forbid(unsafe_code)]
@@ -29,6 +29,7 @@ pub mod escape;
 pub mod failure;
 pub mod fetch;
 pub mod fleet;
+pub mod interrupt;
 pub mod member_path;
 pub mod oci;
 pub mod overlap;

@@ -9,6 +9,7 @@ fn main() -> ExitCode {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fix_malloc_thresholds();
     airlock::clock::Timestamp::started();
+    airlock::interrupt::install();
     let cli = match airlock::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

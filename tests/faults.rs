@@ -392,3 +392,54 @@ fn install_and_rollback_publish_through_a_site_registry_that_answers_503_then_42
     let inspect = run(Command::new("skopeo").args(["inspect", "--tls-verify=false", "--raw", &tag])).ok();
     assert_eq!(format!("sha256:{}", hex(&<sha2::Sha256 as sha2::Digest>::digest(inspect.stdout.as_bytes()))), digest);
 }
+
+/// Issue 79, 7: Ctrl-C in the middle of a build removes the `.NAME.XXXXXX.partial` it was
+/// writing (hundreds of MB beside `--out`, left until the next build) and exits 130.
+#[test]
+fn an_interrupted_build_removes_its_partial_bundle_and_exits_130() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    // 384 MiB that zstd cannot shrink: long enough to be caught half-written.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("weights.bin")).unwrap());
+    for _ in 0..384 {
+        for b in chunk.chunks_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            b.copy_from_slice(&state.to_le_bytes());
+        }
+        std::io::Write::write_all(&mut file, &chunk).unwrap();
+    }
+    drop(file);
+    let spec = write_spec(dir, "[[file]]\nname = \"weights.bin\"\nsource = \"weights.bin\"\n");
+    let keys = keygen(&dir.join("keys"), "k");
+    let out = dir.join("big.airlock");
+    let partials = || {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+            .count()
+    };
+    let mut child = airlock()
+        .current_dir(dir)
+        .args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&out), "--cache", s(&dir.join("cache"))])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while partials() == 0 {
+        assert!(started.elapsed().as_secs() < 60, "no partial bundle appeared");
+        assert!(child.try_wait().unwrap().is_none(), "the build ended before it could be interrupted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    run(Command::new("kill").args(["-INT", &child.id().to_string()])).ok();
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted; removed 1 partial file"), "{stderr}");
+    assert_eq!(partials(), 0, "the partial bundle is gone");
+    assert!(!out.exists(), "no bundle either");
+}
