@@ -26,8 +26,12 @@ fn collection(dir: &Path) -> PathBuf {
     let src = repo("ansible");
     run(Command::new("ansible-galaxy").args(["collection", "build", "--force", "--output-path", s(&built), s(&src)]))
         .ok();
-    let tarball = built.join("airlock-site-0.1.0.tar.gz");
-    assert!(tarball.is_file(), "ansible-galaxy built {}", tarball.display());
+    // Named by galaxy.yml's version: the one tarball built.
+    let tarball = std::fs::read_dir(&built)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("airlock-site-")))
+        .expect("ansible-galaxy built the collection's tarball");
     let path = dir.join("collections");
     run(Command::new("ansible-galaxy").args(["collection", "install", "--offline", "-p", s(&path), s(&tarball)])).ok();
     path
@@ -344,6 +348,26 @@ fn the_node_modules_run_on_a_node_on_their_own_as_they_do_through_the_action_plu
     let rolled = f.module_on_node(node, host, "rollback", &serde_json::json!({}));
     assert_eq!(rolled["changed"], true, "{rolled}");
     assert_eq!(f.versions(&[(node, host), (via, host)]), all("2026.11.0", &[(node, host), (via, host)]));
+
+    // Issue 79: the node modules are the action group `airlock.site.node`: `module_defaults`
+    // sets their common options once, and the action plugin takes them.
+    let play = serde_json::json!([{
+        "hosts": via, "gather_facts": false,
+        "module_defaults": { "group/airlock.site.node": {
+            "root": f.root(via), "binary": env!("CARGO_BIN_EXE_airlock"), "environment": host_environment(host, ""),
+        }},
+        "tasks": [{ "airlock.site.status": {}, "register": "st" },
+                  { "ansible.builtin.debug": { "msg": "version={{ st.status.current.version }}" } }],
+    }]);
+    let book = f.dir.path().join("defaults.yml");
+    std::fs::write(&book, play.to_string()).unwrap();
+    let r = run(Command::new("ansible-playbook")
+        .env("ANSIBLE_COLLECTIONS_PATH", &f.collections)
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_LOCAL_TEMP", f.dir.path().join("ansible-tmp"))
+        .env("ANSIBLE_HOME", f.dir.path().join("ansible-home"))
+        .args(["-i", s(&inventory), s(&book), "-e", &format!("ansible_python_interpreter={}", python())]));
+    assert!(r.code == 0 && r.stdout.contains("version=2026.11.0"), "{}\n{}", r.stdout, r.stderr);
 }
 
 #[test]
