@@ -263,6 +263,14 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     let dom = chromium_dom(&page);
     assert!(dom.contains("GREEN") && dom.contains("batch 2") && dom.contains("CPX/NPS4"), "{dom}");
     assert!(dom.contains("Rollout of rocm10-demo 2026.11.0"), "the page names the bundle: {dom}");
+    // Issue 78: it leads with the counts per tuple and state (each of the 3 tuples: 2 nodes,
+    // 2 green), every node still listed below.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let (counts, listed) = (html.find("id=\"counts\"").expect("a counts table"), html.find("class=\"nodes\"").unwrap());
+    assert!(counts < listed, "the counts lead");
+    let table = &html[counts..listed];
+    assert_eq!(table.matches("<td class=\"green\">2</td>").count(), 3, "{table}");
+    assert_eq!(html.matches("report.html</a>").count(), GREEN.len(), "every node still listed");
     // Each node's approval pack is in the evidence, linked from the page, and opens.
     let pack = report["nodes"][0]["pack"].as_str().expect("an approval pack per node");
     let run_dir = Path::new(report["dir"].as_str().unwrap());

@@ -1,4 +1,5 @@
-//! The fleet page: the run's verdict and bundle first, then every node as the run left it,
+//! The fleet page: the run's verdict and bundle first, the counts per tuple and state, then
+//! every node as the run left it,
 //! the waves inside the run, the capacity rule before each batch, this run's problems, and the
 //! earlier runs behind a fold. Everything shown is escaped evidence.
 
@@ -22,6 +23,7 @@ pub fn render(f: &Fleet, page_dir: Option<&Path>) -> String {
         esc(&title)
     );
     head(&mut o, f);
+    counts(&mut o, f);
     nodes(&mut o, f, page_dir);
     waves(&mut o, f);
     capacity(&mut o, f);
@@ -118,8 +120,48 @@ fn approval(o: &mut String, f: &Fleet) {
     let _ = writeln!(o, "</div>");
 }
 
+/// What a person reads first on a page of a thousand nodes: per tuple, how many nodes ended in
+/// each verdict and in each state of the run (every node is listed below).
+fn counts(o: &mut String, f: &Fleet) {
+    use std::collections::{BTreeMap, BTreeSet};
+    let states: BTreeSet<&str> = f.nodes.iter().map(|n| n.state.as_str()).collect();
+    let mut by_tuple: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    for n in &f.nodes {
+        let row = by_tuple.entry(n.tuple.as_str()).or_default();
+        *row.entry(n.verdict.as_str()).or_default() += 1;
+        *row.entry(n.state.as_str()).or_default() += 1;
+    }
+    let verdicts = ["green", "amber", "red"];
+    let _ = write!(o, "<h2>Counts</h2><table id=\"counts\"><tr><th>tuple</th><th>nodes</th>");
+    for v in verdicts {
+        let _ = write!(o, "<th class=\"{v}\">{v}</th>");
+    }
+    for s in &states {
+        let _ = write!(o, "<th>{}</th>", esc(s));
+    }
+    let _ = writeln!(o, "</tr>");
+    for t in &f.tuples {
+        let row = by_tuple.get(t.tuple.as_str());
+        let count = |k: &str| row.and_then(|r| r.get(k)).copied().unwrap_or(0);
+        let _ = write!(o, "<tr><td class=\"mono\">{}</td><td>{}</td>", esc(&t.tuple), t.nodes.len());
+        for v in verdicts {
+            let n = count(v);
+            let class = if n > 0 { v } else { "" };
+            let _ = write!(o, "<td class=\"{class}\">{n}</td>");
+        }
+        for s in &states {
+            let _ = write!(o, "<td>{}</td>", count(s));
+        }
+        let _ = writeln!(o, "</tr>");
+    }
+    let _ = writeln!(o, "</table>");
+}
+
 fn nodes(o: &mut String, f: &Fleet, page_dir: Option<&Path>) {
     let _ = writeln!(o, "<h2>Nodes at the end of the run, by hardware tuple</h2>");
+    // Each node looked up by name once, not searched for in every tuple's list.
+    let by_name: std::collections::HashMap<&str, &super::NodeLine> =
+        f.nodes.iter().map(|n| (n.node.as_str(), n)).collect();
     for t in &f.tuples {
         let _ = writeln!(o, "<h3 class=\"mono\">{} ({} node(s))</h3>", esc(&t.tuple), t.nodes.len());
         let _ = writeln!(
@@ -127,7 +169,7 @@ fn nodes(o: &mut String, f: &Fleet, page_dir: Option<&Path>) {
             "<table class=\"nodes\"><tr><th>node</th><th>wave</th><th>in this run</th><th>runs now</th><th>its change</th>\
              <th>put back</th><th>its page</th></tr>"
         );
-        for n in f.nodes.iter().filter(|n| t.nodes.contains(&n.node)) {
+        for n in t.nodes.iter().filter_map(|name| by_name.get(name.as_str())) {
             let rolled = match (n.rolled_back_s, n.restored_s) {
                 (Some(s), _) => format!("rolled back ({s:.2} s)"),
                 (None, Some(s)) => format!("restored by airlock ({s:.2} s)"),
