@@ -211,6 +211,7 @@ fn all(version: &str, nodes: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one rollout and its evidence, then the same rollout again")]
 fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothing() {
     let f = Fleet::new();
     let inventory = f.inventory("green.ini", &GREEN);
@@ -263,14 +264,7 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     let dom = chromium_dom(&page);
     assert!(dom.contains("GREEN") && dom.contains("batch 2") && dom.contains("CPX/NPS4"), "{dom}");
     assert!(dom.contains("Rollout of rocm10-demo 2026.11.0"), "the page names the bundle: {dom}");
-    // Issue 78: it leads with the counts per tuple and state (each of the 3 tuples: 2 nodes,
-    // 2 green), every node still listed below.
-    let html = std::fs::read_to_string(&page).unwrap();
-    let (counts, listed) = (html.find("id=\"counts\"").expect("a counts table"), html.find("class=\"nodes\"").unwrap());
-    assert!(counts < listed, "the counts lead");
-    let table = &html[counts..listed];
-    assert_eq!(table.matches("<td class=\"green\">2</td>").count(), 3, "{table}");
-    assert_eq!(html.matches("report.html</a>").count(), GREEN.len(), "every node still listed");
+    counts_lead(&page, 3, 2);
     // Each node's approval pack is in the evidence, linked from the page, and opens.
     let pack = report["nodes"][0]["pack"].as_str().expect("an approval pack per node");
     let run_dir = Path::new(report["dir"].as_str().unwrap());
@@ -771,6 +765,18 @@ fn the_collection_passes_ansible_lint() {
         .env("ANSIBLE_HOME", dir.path().join("home"))
         .args(["--nocolor", "--offline"]));
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// Issue 78: the fleet page leads with its counts per tuple and state (each of `tuples` tuples
+/// with `green` green nodes), every node still listed below it with its page.
+fn counts_lead(page: &Path, tuples: usize, green: usize) {
+    let html = std::fs::read_to_string(page).unwrap();
+    let counts = html.find("id=\"counts\"").expect("a counts table");
+    let listed = html.find("class=\"nodes\"").expect("the nodes");
+    assert!(counts < listed, "the counts lead");
+    let table = &html[counts..listed];
+    assert_eq!(table.matches(&format!("<td class=\"green\">{green}</td>")).count(), tuples, "{table}");
+    assert_eq!(html.matches("report.html</a>").count(), tuples * green, "every node still listed");
 }
 
 /// The page as Chromium renders it (headless, offline).
