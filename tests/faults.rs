@@ -420,9 +420,14 @@ fn an_interrupted_build_removes_its_partial_bundle_and_exits_130() {
         std::fs::read_dir(dir)
             .unwrap()
             .filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with(".big.airlock.") && name.ends_with(".partial")
+            })
             .count()
     };
+    // Locked first: the lock's own partial file is not the one to catch.
+    run(airlock().current_dir(dir).args(["lock", s(&spec)])).ok();
     let mut child = airlock()
         .current_dir(dir)
         .args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&out), "--cache", s(&dir.join("cache"))])
