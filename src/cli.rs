@@ -1014,8 +1014,21 @@ pub struct InstallArgs {
     pub amber: AmberArgs,
     /// `host`: this host is judged as it is against the bundle's matrix. `mirror`: a host
     /// without GPUs that serves the views to nodes (no validation; nodes run `airlock apply`).
+    /// `relay`: a mirror fed from another mirror (BUNDLE is its public tree's URL), for a hall
+    /// or a rack: verifies what it takes, serves its own `ROOT/public/`; run it again to follow.
     #[arg(long, value_enum, default_value = "host")]
     pub role: RoleArg,
+    /// A relay's (`--role relay`): keep every member of the release (wheels, models, images'
+    /// blobs, files), not only what nodes install from (packages, trust metadata).
+    #[arg(long)]
+    pub all: bool,
+    /// A relay's (`--role relay`): the upstream's release by version or id, kept as a candidate
+    /// (served by version and id, `current` unchanged), instead of following its current.
+    #[arg(long, value_name = "VERSION|ID", value_parser = parse_release)]
+    pub release: Option<crate::site::mirror::Release>,
+    /// A relay's: the host its upstream may redirect to besides its own (repeat).
+    #[arg(long, value_name = "HOST")]
+    pub allow_redirect_host: Vec<String>,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]
@@ -1032,7 +1045,7 @@ impl InstallArgs {
     pub fn kept(&self) -> u16 {
         self.keep.unwrap_or(match self.role {
             RoleArg::Host => 2,
-            RoleArg::Mirror => 3,
+            RoleArg::Mirror | RoleArg::Relay => 3,
         })
     }
 }
@@ -1041,6 +1054,7 @@ impl InstallArgs {
 pub enum RoleArg {
     Host,
     Mirror,
+    Relay,
 }
 
 #[derive(Debug, Args)]

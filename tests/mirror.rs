@@ -343,16 +343,17 @@ fn a_resume_without_a_content_range_and_a_member_past_its_size_are_refused_by_na
 #[test]
 fn a_mirror_that_sends_a_package_a_byte_a_second_is_given_up_at_the_floor_tries_included() {
     let r = releases();
-    r.install(&r.v1, &[]).ok();
+    let id = r.install(&r.v1, &[]).ok().json()["id"].as_str().unwrap().to_owned();
     let public = r.mirror.join("public");
-    // A mirror that sends a package a byte a second is given up at the floor, tries included.
+    // A mirror that sends a package a byte a second is given up at the floor, tries included
+    // (a node reads a member by the release's id).
     let deb = public.join("current").canonicalize().unwrap();
     let rel = walkdir::WalkDir::new(&deb)
         .into_iter()
         .map(|e| e.unwrap().into_path())
         .find(|p| p.extension().is_some_and(|x| x == "deb"))
         .unwrap();
-    let slow = format!("/current/{}", rel.strip_prefix(&deb).unwrap().display());
+    let slow = format!("/releases/{id}/{}", rel.strip_prefix(&deb).unwrap().display());
     let trickle =
         http::HttpServer::spawn(&public, |port| vec![helper("trickle_http.py"), port.to_string(), slow.clone()]);
     let started = std::time::Instant::now();
@@ -397,4 +398,209 @@ fn a_node_fetches_the_co_signatures_the_mirrors_index_lists_and_no_other() {
     assert_eq!(sigs.len(), 1, "the one co-signature listed, nothing for `other`: {sigs:?}");
     assert_eq!(sigs[0].1, 200, "{sigs:?}");
     assert!(sigs[0].0.contains(listed[0].as_str().unwrap()), "{sigs:?}");
+}
+
+/// The package files a node staged in `downloads/`, by name, with their bytes.
+fn staged_debs(node: &Path) -> BTreeSet<(String, Vec<u8>)> {
+    walkdir::WalkDir::new(node.join("downloads"))
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "deb"))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+impl Releases {
+    /// `airlock install URL --role relay --root ROOT ARGS --json`.
+    fn relay(&self, url: &str, root: &str, extra: &[&str]) -> Run {
+        let root = self.t.path().join(root);
+        let base = ["install", url, "--role", "relay", "--trust", s(&self.keys.public), "--root", s(&root), "--json"];
+        run(airlock().args(base).args(extra))
+    }
+}
+
+/// Issue 78: a relay (a mirror fed from a mirror) over a real nginx verifies what it takes and
+/// serves its own public tree; nodes take from it exactly what they take from the mirror; it
+/// follows the mirror fetching only what changed, chains (site → hall → rack), keeps serving
+/// when its upstream is down, and refuses a tampered member keeping its verified release.
+#[test]
+#[allow(clippy::too_many_lines, reason = "one relay's life, step by step")]
+fn a_relay_verifies_once_serves_its_rack_follows_its_upstream_and_survives_its_loss() {
+    let r = releases();
+    let one = r.install(&r.v1, &[]).ok().json();
+    let id1 = one["id"].as_str().unwrap().to_owned();
+    let site = Nginx::serve(&r.mirror.join("public"));
+    let site_url = format!("{}/", site.url);
+    let relayed = r.relay(&site_url, "hall", &[]).ok().json();
+    assert_eq!((relayed["id"].as_str(), relayed["up_to_date"].as_bool()), (Some(id1.as_str()), Some(false)));
+    assert_eq!(relayed["kept"], "relay", "{relayed}");
+    assert_eq!(relayed["transfer"]["fetched"]["files"], 3, "two packages and their index: {relayed}");
+    let hall = r.t.path().join("hall");
+    // Its public tree is a mirror's: the same signed manifest, served by version and by id.
+    assert_eq!(
+        std::fs::read(hall.join("public/current/airlock/manifest.json")).unwrap(),
+        std::fs::read(r.mirror.join("public/current/airlock/manifest.json")).unwrap()
+    );
+    assert!(hall.join(format!("public/releases/{id1}/airlock/manifest.json.sig")).exists());
+    assert!(hall.join("public/releases/1.0.0").exists());
+    airlock_run(&["check", "--root", s(&hall)]).ok();
+    let record = std::fs::read(relayed["record"].as_str().unwrap()).unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&record).unwrap();
+    assert_eq!((record["role"].as_str(), record["outcome"].as_str()), (Some("relay"), Some("activated")), "{record}");
+    assert_eq!(schema_errors(&validator("record.v1.json"), &record), Vec::<String>::new());
+
+    // A node takes from the relay what it takes from the mirror: the same bundle, the same bytes.
+    let hall_server = Nginx::serve(&hall.join("public"));
+    let hall_url = format!("{}/", hall_server.url);
+    let direct = r.node(&site_url, "direct", &["--download-only"]).ok().json();
+    let via = r.node(&hall_url, "via-hall", &["--download-only"]).ok().json();
+    assert_eq!(direct["id"], via["id"]);
+    assert_eq!(staged_debs(&r.t.path().join("direct")), staged_debs(&r.t.path().join("via-hall")));
+    assert_eq!(staged_debs(&r.t.path().join("via-hall")).len(), 2);
+    // Members are read by id (immutable paths a cache keeps), not under `current/`.
+    assert!(
+        debs(&hall_server).iter().all(|u| u.starts_with(&format!("/releases/{id1}/debs/"))),
+        "{:?}",
+        debs(&hall_server)
+    );
+
+    // Run again with nothing new upstream: only the head is read, nothing written.
+    site.clear();
+    let records = std::fs::read_dir(hall.join("records")).unwrap().count();
+    let again = r.relay(&site_url, "hall", &[]).ok().json();
+    assert_eq!(again["up_to_date"], true, "{again}");
+    assert_eq!(debs(&site), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_dir(hall.join("records")).unwrap().count(),
+        records,
+        "no record for a run that changed nothing"
+    );
+
+    // A chain: a rack relay over the hall relay; a node under it.
+    let rack = r.relay(&hall_url, "rack", &[]).ok().json();
+    assert_eq!((rack["id"].as_str(), rack["kept"].as_str()), (Some(id1.as_str()), Some("relay")), "{rack}");
+    airlock_run(&["check", "--root", s(&r.t.path().join("rack"))]).ok();
+    // Every member (`--all`) comes from the mirror (or a relay with --all), not a relay's part.
+    let part = r.relay(&hall_url, "all", &["--all"]).code(1);
+    assert!(
+        part.stderr.contains("a relay keeps only a part of each release unless it runs with --all"),
+        "{}",
+        part.stderr
+    );
+    let all = r.relay(&site_url, "all", &["--all"]).ok().json();
+    assert_eq!(all["kept"], "all", "{all}");
+    assert!(r.t.path().join("all/public/current/airlock/sbom.cdx.json").exists());
+    airlock_run(&["check", "--root", s(&r.t.path().join("all"))]).ok();
+    let rack_url = format!("file://{}/", r.t.path().join("rack/public").display());
+    let via_rack = r.node(&rack_url, "via-rack", &["--download-only"]).ok().json();
+    assert_eq!(via_rack["id"], direct["id"]);
+    assert_eq!(staged_debs(&r.t.path().join("via-rack")), staged_debs(&r.t.path().join("direct")));
+
+    // The mirror moves to release 2, one of whose members is tampered with on the way: refused
+    // by name (exit 3); the relay keeps serving the release it verified.
+    r.install(&r.v2, &[]).ok();
+    let hello = walkdir::WalkDir::new(r.mirror.join("public/current/debs"))
+        .follow_links(true)
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.to_string_lossy().ends_with("hello-airlock_2.11-1_amd64.deb"))
+        .unwrap();
+    let good = std::fs::read(&hello).unwrap();
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x55;
+    std::fs::write(&hello, &bad).unwrap();
+    let before = tree(&hall.join("public"));
+    let tampered = r.relay(&site_url, "hall", &[]).code(3);
+    assert!(tampered.stderr.contains("hello-airlock_2.11-1_amd64.deb"), "{}", tampered.stderr);
+    assert_eq!(tree(&hall.join("public")), before, "the relay serves what it verified");
+    assert_eq!(std::fs::read_link(hall.join("current")).unwrap(), Path::new(&format!("bundles/{id1}")));
+    airlock_run(&["check", "--root", s(&hall)]).ok();
+
+    // Put right, the relay follows, fetching only the package that changed.
+    std::fs::write(&hello, &good).unwrap();
+    site.clear();
+    let two = r.relay(&site_url, "hall", &[]).ok().json();
+    assert_eq!((two["version"].as_str(), two["up_to_date"].as_bool()), (Some("2.0.0"), Some(false)), "{two}");
+    let fetched = debs(&site);
+    assert!(fetched.len() == 1 && fetched[0].contains("hello-airlock_2.11-1"), "{fetched:?}");
+    assert_eq!(two["transfer"]["reused"]["files"], 1, "{two}");
+    let id2 = two["id"].as_str().unwrap().to_owned();
+
+    // The upstream is down: the relay's run fails, and it still serves its rack.
+    drop(site);
+    let down = r.relay(&site_url, "hall", &[]);
+    assert_eq!(down.code, 1, "an upstream out of reach is a runtime failure: {}", down.stderr);
+    let status = airlock_run(&["status", "--root", s(&hall)]).ok().stdout;
+    assert!(status.contains("last attempt: install") && status.contains("failed"), "{status}");
+    let served = r.node(&hall_url, "after-loss", &["--download-only"]).ok().json();
+    assert_eq!(served["id"], id2.as_str(), "{served}");
+}
+
+/// Issue 78: a relay under the site's trust root follows `current` only as the site's
+/// `promotion` role signs it, and serves that signed promotion again, byte for byte, for its
+/// nodes to verify; a renewal upstream reaches them through it; a `current` the promotion does
+/// not name is refused and the relay keeps serving what it had.
+#[test]
+fn a_relay_follows_and_serves_the_signed_promotion_and_refuses_a_current_it_does_not_name() {
+    let r = releases();
+    let k = r.t.path().join("decision-keys");
+    let [root_key, promo] = ["root", "promotion"].map(|n| keygen(&k, n));
+    let build = format!("build={}:1", s(&r.keys.public));
+    let promotion = format!("promotion={}:1", s(&promo.public));
+    let init = ["trust", "init", "--root", s(&r.mirror), "--root-key", s(&root_key.public), "--role", &build];
+    airlock_run(&[&init[..], &["--role", &promotion, "--expires", "1y", "--sign", s(&root_key.private)]].concat()).ok();
+    let with_trust = |name: &str| {
+        let root = r.t.path().join(name);
+        std::fs::create_dir_all(root.join("trust")).unwrap();
+        for file in ["1.root.json", "targets.json"] {
+            std::fs::copy(r.mirror.join("trust").join(file), root.join("trust").join(file)).unwrap();
+        }
+        root
+    };
+    for bundle in [&r.v1, &r.v2] {
+        airlock_run(&["install", s(bundle), "--root", s(&r.mirror), "--role", "mirror", "--candidate"]).ok();
+    }
+    let promote = |args: &[&str]| airlock_run(&[&["promote", "--root", s(&r.mirror)][..], args].concat());
+    promote(&["1.0.0", "--sign", s(&promo.private)]).ok();
+    let public = r.mirror.join("public");
+    let site = Nginx::serve(&public);
+    let url = format!("{}/", site.url);
+    let relay_root = with_trust("relay");
+    let relay = || run(airlock().args(["install", &url, "--role", "relay", "--root", s(&relay_root), "--json"]));
+    let first = relay().ok().json();
+    assert_eq!((first["version"].as_str(), first["promotion"].as_u64()), (Some("1.0.0"), Some(1)), "{first}");
+    assert_eq!(
+        std::fs::read(relay_root.join("public/promotion.json")).unwrap(),
+        std::fs::read(public.join("promotion.json")).unwrap(),
+        "the signed promotion is served as it was signed"
+    );
+    let relay_server = Nginx::serve(&relay_root.join("public"));
+    let node = |name: &str| {
+        let root = with_trust(name);
+        let web = format!("{}/", relay_server.url);
+        run(airlock().args(["apply", &web, "--root", s(&root), "--download-only", "--json"]))
+    };
+    let took = node("n1").ok().json();
+    assert_eq!(took["version"], "1.0.0", "{took}");
+
+    // A renewal upstream: nothing to fetch, the new promotion served.
+    promote(&["--renew", "--sign", s(&promo.private)]).ok();
+    let renewed = relay().ok().json();
+    assert_eq!((renewed["up_to_date"].as_bool(), renewed["promotion"].as_u64()), (Some(true), Some(2)), "{renewed}");
+    assert_eq!(
+        std::fs::read(relay_root.join("public/promotion.json")).unwrap(),
+        std::fs::read(public.join("promotion.json")).unwrap()
+    );
+
+    // The mirror's `current` moved to the candidate with no promotion naming it: refused.
+    let id2 = std::fs::read_link(public.join("releases/2.0.0")).unwrap();
+    let id2 = id2.file_name().unwrap().to_string_lossy().into_owned();
+    std::os::unix::fs::symlink(format!("../bundles/{id2}"), public.join(".swap")).unwrap();
+    std::fs::rename(public.join(".swap"), public.join("current")).unwrap();
+    let before = tree(&relay_root.join("public"));
+    let refused = relay().code(3);
+    assert!(refused.stderr.contains("signed promotion (number 2)"), "{}", refused.stderr);
+    assert_eq!(tree(&relay_root.join("public")), before);
+    assert_eq!(node("n2").ok().json()["version"], "1.0.0");
 }

@@ -17,8 +17,21 @@ use crate::site::trust::ExpiryRule;
 use crate::site::{Downgrade, Options, install};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
-    if args.candidate && args.role != crate::cli::RoleArg::Mirror {
-        let why = "--candidate is a mirror's (--role mirror): a host installs what it runs";
+    use crate::cli::RoleArg;
+    if args.candidate && args.role != RoleArg::Mirror {
+        let why = match args.role {
+            RoleArg::Relay => {
+                "--candidate is a mirror's: a relay keeps an upstream's candidate with --release VERSION|ID"
+            }
+            _ => "--candidate is a mirror's (--role mirror): a host installs what it runs",
+        };
+        return Err(super::UsageError(why.to_owned()).into());
+    }
+    if args.role == RoleArg::Relay {
+        return super::relay::run(args);
+    }
+    if args.all || args.release.is_some() || !args.allow_redirect_host.is_empty() {
+        let why = "--all, --release and --allow-redirect-host are a relay's (--role relay URL)";
         return Err(super::UsageError(why.to_owned()).into());
     }
     let net = std::sync::Arc::new(Net::new(args.net.options())?);
@@ -50,8 +63,8 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
     let amber = super::amber(args.accept_amber, args.reason.as_ref(), &args.amber)?;
     let opts = Options {
         role: match args.role {
-            crate::cli::RoleArg::Host => crate::site::Role::Host,
-            crate::cli::RoleArg::Mirror => crate::site::Role::Mirror,
+            RoleArg::Host => crate::site::Role::Host,
+            RoleArg::Mirror | RoleArg::Relay => crate::site::Role::Mirror,
         },
         amber,
         registry,

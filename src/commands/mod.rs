@@ -19,6 +19,7 @@ mod provenance;
 mod pull;
 mod push;
 mod rebuild;
+mod relay;
 mod report;
 mod rollback;
 mod rollout;

@@ -183,10 +183,12 @@ fn arrive(
         }
         (Arrival::Mirror { source, release, net, promotion }, _) => {
             let promotion = promotion.map(|role| (role, state.promotion));
-            let from = super::mirror::Fetching { source, release, net, packages, promotion };
+            let kept = super::mirror::Kept::Packages;
+            let from = super::mirror::Fetching { source, release, net, packages, kept, promotion };
             let held = super::mirror::Held::of(root);
             let got = super::mirror::stage_packages(&from, trust, root, &held, reporter, verified)?;
-            Ok(Arrived { staged: got.staged, fetched: Some((got.policy, got.transfer)), promotion: got.promotion })
+            let promotion = got.promotion.map(|p| p.promotion);
+            Ok(Arrived { staged: got.staged, fetched: Some((got.policy, got.transfer)), promotion })
         }
         (Arrival::Bundle(input), None) => {
             Err(SiteError::Open { path: input.bundle().to_owned(), source: std::io::Error::other("not opened") })
@@ -677,7 +679,7 @@ fn hold_fetched(root: &SiteRoot, id: &BundleId) -> Result<(), SiteError> {
 /// their view only.
 fn write_node_views(dir: &Path, manifest: &VerifiedManifest, partial: bool, opts: &Options) -> Result<(), SiteError> {
     if partial {
-        write_views(dir, &super::mirror::kept(manifest), opts.apt_key.as_ref())
+        write_views(dir, &super::mirror::kept(manifest, super::mirror::Kept::Packages), opts.apt_key.as_ref())
     } else {
         write_views(dir, manifest, opts.apt_key.as_ref())
     }

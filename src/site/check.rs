@@ -186,10 +186,10 @@ pub type KeptPart = (BundleCheck, Option<(VerifiedManifest, Sha256)>);
 /// What a node keeps of a bundle it applied from a mirror (`None` for a bundle retained
 /// whole): the check of that part under `policy`, and its verified manifest and digest.
 pub fn kept_part(root: &SiteRoot, id: &BundleId, policy: &crate::sign::Policy) -> Result<Option<KeptPart>, SiteError> {
-    if !State::load(root)?.bundles.get(id).is_some_and(|b| b.partial) {
+    let Some(kept) = State::load(root)?.bundles.get(id).filter(|b| b.partial).map(|b| b.kept) else {
         return Ok(None);
-    }
-    partial(root, id, policy, BundleCheck::unchecked(id)).map(Some)
+    };
+    partial(root, id, policy, BundleCheck::unchecked(id), kept).map(Some)
 }
 
 /// Check one retained bundle; its verified manifest when the file verified.
@@ -208,8 +208,8 @@ fn bundle(
             return Ok((out, None));
         }
     };
-    if state.bundles.get(id).is_some_and(|b| b.partial) {
-        let (checked, kept) = partial(root, id, &policy, out)?;
+    if let Some(kept) = state.bundles.get(id).filter(|b| b.partial).map(|b| b.kept) {
+        let (checked, kept) = partial(root, id, &policy, out, kept)?;
         return Ok((checked, kept.map(|(m, _)| m)));
     }
     let file = dir.join(RETAINED_BUNDLE);
@@ -263,21 +263,24 @@ pub(super) fn verify_kept(
     policy: &crate::sign::Policy,
 ) -> Result<(VerifiedManifest, Sha256, Vec<crate::sign::KeyId>), SiteError> {
     let out = BundleCheck::unchecked(id);
-    let (checked, kept) = partial(root, id, policy, out)?;
+    let part = State::load(root)?.bundles.get(id).map(|b| b.kept).unwrap_or_default();
+    let (checked, kept) = partial(root, id, policy, out, part)?;
     match kept {
         Some((m, sha256)) if checked.ok() => Ok((m, sha256, checked.signers)),
         _ => Err(SiteError::Damaged { root: root.path().to_owned(), id: id.clone(), damage: checked.damage }),
     }
 }
 
-/// A bundle a node applied from a mirror and kept in part (with its manifest's sha256, read once) (`mirror::kept_by_node`): its
-/// manifest's signatures verified again under the recorded policy, its id from the manifest's
-/// digest, and the files it keeps (and their apt view) compared with the manifest.
+/// A bundle a node (or relay) took from a mirror and kept in part (`mirror::Kept`), with its
+/// manifest's sha256, read once: its manifest's signatures verified again under the recorded
+/// policy, its id from the manifest's digest, and the files it keeps (and their views) compared
+/// with the manifest.
 fn partial(
     root: &SiteRoot,
     id: &BundleId,
     policy: &crate::sign::Policy,
     mut out: BundleCheck,
+    part: super::mirror::Kept,
 ) -> Result<(BundleCheck, Option<(VerifiedManifest, Sha256)>), SiteError> {
     use super::mirror::{MAX_SIGNATURE_BYTES, SIGNATURE};
     let dir = root.bundle_dir(id);
@@ -325,7 +328,7 @@ fn partial(
     out.signers = checked.signers;
     out.name = Some(manifest.name.to_string());
     out.version = Some(manifest.version.to_string());
-    let kept = super::mirror::kept(&manifest);
+    let kept = super::mirror::kept(&manifest, part);
     let members = BTreeMap::from([
         (
             MemberPath::new(MANIFEST).map_err(|e| SiteError::State { path: dir.clone(), detail: e.to_string() })?,

@@ -38,11 +38,42 @@ pub fn kept_by_node(path: &str) -> bool {
     path.starts_with("debs/") || path.starts_with("rpms/") || path == MANIFEST || path == SIGNATURE
 }
 
-/// What of `manifest` a node keeps: its deb and rpm artifacts and the entries `kept_by_node` names
-/// (what its views and its check are made from).
-pub fn kept(manifest: &VerifiedManifest) -> VerifiedManifest {
+/// What of a release a root keeps when it takes the release from a mirror (`state.json`'s
+/// `kept` beside `partial`): what its views, its check and its rollback are made from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kept {
+    /// A node's part: the signed manifest, its signature, the package files (`kept_by_node`).
+    #[default]
+    Packages,
+    /// A relay's: a node's part and the trust metadata the bundle carries (`airlock/trust/`),
+    /// which the nodes and relays reading from it take a rotated trust root from.
+    Relay,
+    /// A relay's with `--all`: every member, as the mirror serves them.
+    All,
+}
+
+impl Kept {
+    /// Whether a member at `path` is kept.
+    pub fn holds(self, path: &str) -> bool {
+        match self {
+            Self::Packages => kept_by_node(path),
+            Self::Relay => kept_by_node(path) || path.starts_with(crate::bundle::manifest::TRUST_PREFIX),
+            Self::All => true,
+        }
+    }
+
+    pub fn is_packages(&self) -> bool {
+        *self == Self::Packages
+    }
+}
+
+/// What of `manifest` a root keeps: the entries `kept` holds, and the deb and rpm artifacts (all
+/// of them for `Kept::All`).
+pub fn kept(manifest: &VerifiedManifest, kept: Kept) -> VerifiedManifest {
     use crate::bundle::manifest::Artifact;
-    manifest.narrowed(|e| kept_by_node(e.path.as_str()), |a| matches!(a, Artifact::Deb(_) | Artifact::Rpm(_)))
+    let artifact = |a: &Artifact| kept == Kept::All || matches!(a, Artifact::Deb(_) | Artifact::Rpm(_));
+    manifest.narrowed(|e| kept.holds(e.path.as_str()), artifact)
 }
 
 /// The embedded signature member.
@@ -65,6 +96,11 @@ pub enum MirrorError {
          (nothing was downloaded)"
     )]
     NoRelease { asked: String, served: String },
+    #[error(
+        "the mirror does not serve `{url}`, a member its manifest lists: a relay keeps only a part of each \
+         release unless it runs with --all; take this from the mirror (or a relay with --all)"
+    )]
+    NotServed { url: String },
     #[error("the mirror's `{url}` is missing: its manifest is unsigned; nothing was downloaded")]
     Unsigned { url: String },
     #[error("the mirror's `{url}` is not a regular file (a FIFO, a device or a directory): refused, not read")]
@@ -105,7 +141,7 @@ impl crate::failure::Classify for MirrorError {
             | MirrorError::NotRegular { .. }
             | MirrorError::TooLarge { .. } => Class::Verification,
             MirrorError::Http(e) => e.class(),
-            MirrorError::Read { .. } | MirrorError::Missing { .. } => Class::Runtime,
+            MirrorError::Read { .. } | MirrorError::Missing { .. } | MirrorError::NotServed { .. } => Class::Runtime,
         }
     }
 }
@@ -301,6 +337,9 @@ impl Place {
                     crate::fetch::DownloadError::Overrun(_) => {
                         MirrorError::Overrun { url: url.clone(), size: entry.size }
                     }
+                    crate::fetch::DownloadError::Fatal(HttpError::Status { status: 404, .. }) => {
+                        MirrorError::NotServed { url: url.clone() }
+                    }
                     e => MirrorError::Read { url: url.clone(), detail: crate::fetch::with_causes(&e) },
                 })?
             }
@@ -332,7 +371,7 @@ impl Place {
     }
 }
 
-/// Package files a node already holds, by sha256: those of the releases it retains
+/// Members a node (or relay) already holds, by sha256: those of the releases it retains
 /// (`bundles/ID/`) and of those it fetched ahead (`downloads/ID/`), as their manifests list
 /// them. Only a hint of where to look: what is taken from here is verified again.
 #[derive(Debug, Default)]
@@ -347,7 +386,8 @@ impl Held {
                 let manifest = dir.join(MANIFEST);
                 let Ok(Some(bytes)) = super::root::read_bounded(&manifest, MAX_MANIFEST_BYTES) else { continue };
                 let Ok(m) = serde_json::from_slice::<Manifest>(&bytes) else { continue };
-                for e in m.entries.iter().filter(|e| kept_by_node(e.path.as_str())) {
+                // Every member: a relay that keeps them all reuses a model a release left unchanged.
+                for e in &m.entries {
                     held.entry(e.sha256).or_insert_with(|| e.path.under(&dir));
                 }
             }
@@ -391,6 +431,8 @@ pub(super) struct Fetching<'a> {
     pub release: &'a Release,
     pub net: &'a Net,
     pub packages: bool,
+    /// The members taken: a node's part, or a relay's.
+    pub kept: Kept,
     /// The node's `promotion` role (following `current` needs a signed promotion) and the
     /// highest promotion number it accepted.
     pub promotion: Option<(&'a crate::trust::DecisionRole, u64)>,
@@ -402,7 +444,14 @@ pub(super) struct FromMirror {
     pub staged: Staged,
     pub policy: Policy,
     pub transfer: super::records::Transfer,
-    pub promotion: Option<super::promotion::Promotion>,
+    pub promotion: Option<SignedPromotion>,
+}
+
+/// A mirror's signed promotion as it verified, with its bytes: what a relay serves again as
+/// they are (it holds no key of the role; its nodes verify them as the relay did).
+pub struct SignedPromotion {
+    pub promotion: super::promotion::Promotion,
+    pub bytes: Vec<u8>,
 }
 
 /// A package file (what a dry run leaves on the mirror).
@@ -430,9 +479,10 @@ pub(super) fn stage_packages(
         (Release::Current, Some((role, seen))) => Some(promotion(from.source, role, seen, net)?),
         _ => None,
     };
-    let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked } =
+    let MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked, members } =
         net.block_on(verified_manifest(from.source, &place, from.release, trust, net))?;
-    if let Some(p) = promotion.as_ref().filter(|p| p.bundle.manifest_sha256 != manifest_sha256) {
+    let place = members.unwrap_or(place);
+    if let Some(p) = promotion.as_ref().map(|p| &p.promotion).filter(|p| p.bundle.manifest_sha256 != manifest_sha256) {
         return Err(other_bundle(p, &manifest, &manifest_sha256).into());
     }
     before_fetch(&manifest, &manifest_sha256)?;
@@ -446,7 +496,7 @@ pub(super) fn stage_packages(
     let wanted: Vec<&Entry> = manifest
         .entries
         .iter()
-        .filter(|e| kept_by_node(e.path.as_str()) && (from.packages || !is_package(e.path.as_str())))
+        .filter(|e| from.kept.holds(e.path.as_str()) && (from.packages || !is_package(e.path.as_str())))
         .collect();
     let mut transfer = super::records::Transfer::default();
     let mut fetch = Vec::new();
@@ -487,12 +537,12 @@ pub fn check_promoted(
     sha256: &Sha256,
     manifest: &Manifest,
     net: &Net,
-) -> Result<super::promotion::Promotion, SiteError> {
-    let p = promotion(source, role, seen, net)?;
-    if p.bundle.manifest_sha256 != *sha256 {
-        return Err(other_bundle(&p, manifest, sha256).into());
+) -> Result<SignedPromotion, SiteError> {
+    let signed = promotion(source, role, seen, net)?;
+    if signed.promotion.bundle.manifest_sha256 != *sha256 {
+        return Err(other_bundle(&signed.promotion, manifest, sha256).into());
     }
-    Ok(p)
+    Ok(signed)
 }
 
 /// A `current` that is not what the signed promotion names.
@@ -515,13 +565,14 @@ fn promotion(
     role: &crate::trust::DecisionRole,
     seen: u64,
     net: &Net,
-) -> Result<super::promotion::Promotion, SiteError> {
+) -> Result<SignedPromotion, SiteError> {
     use super::promotion::{FILE, MAX_BYTES, PromotionError};
     let place = Place::root(source)?;
     let url = place.url(FILE);
     let bytes =
         net.block_on(place.small(net, FILE, MAX_BYTES))?.ok_or_else(|| PromotionError::Missing { url: url.clone() })?;
-    Ok(super::promotion::verify(&url, &bytes, role, crate::clock::Timestamp::started(), seen)?)
+    let promotion = super::promotion::verify(&url, &bytes, role, crate::clock::Timestamp::started(), seen)?;
+    Ok(SignedPromotion { promotion, bytes })
 }
 
 /// The mirror's current manifest and signature, with the policy they met and what it found.
@@ -532,12 +583,14 @@ struct MirrorHead {
     manifest: VerifiedManifest,
     manifest_sha256: Sha256,
     checked: Checked,
+    /// Where its members are read, when not beside it: the release's tree by id.
+    members: Option<Place>,
 }
 
 /// The co-signatures the mirror's index lists for `release` (its current, or one by version or
 /// id), by key id; `None` when it has no index or the index does not name the release.
-async fn listed_cosignatures(source: &str, release: &Release, net: &Net) -> Option<Vec<String>> {
-    let index = mirror_index(source, net).await?;
+fn listed_cosignatures(index: Option<&serde_json::Value>, release: &Release) -> Option<Vec<String>> {
+    let index = index?;
     let current = index["current"].as_str().map(str::to_owned);
     let wanted = match release {
         Release::Current => current?,
@@ -596,7 +649,8 @@ async fn verified_manifest(
     // The mirror's index says which co-signatures it holds for this release (a hint: one it
     // hides can only fail the threshold, which the mirror could do anyway); without an index,
     // each trusted key's is asked for.
-    let listed = listed_cosignatures(source, release, net).await;
+    let index = mirror_index(source, net).await;
+    let listed = listed_cosignatures(index.as_ref(), release);
     for key in trust.keys.iter().filter(|k| listed.as_ref().is_none_or(|l| l.contains(&k.key_id().to_string()))) {
         let name = format!("{RETAINED_BUNDLE}.{}.sig", key.key_id());
         if let Some(sig) = place.small(net, &name, MAX_SIGNATURE_BYTES).await? {
@@ -622,7 +676,19 @@ async fn verified_manifest(
         let (version, id) = (manifest.version.to_string(), super::root::BundleId::of(&manifest_sha256));
         return Err(MirrorError::WrongRelease { url, asked: release.to_string(), version, id }.into());
     }
-    Ok(MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked })
+    // Where the index serves the release by id too, its members are read there: a path whose
+    // content never changes (a cache in front of the mirror keeps it), and a `current` that
+    // moves while they are fetched does not mix two releases.
+    let id = super::root::BundleId::of(&manifest_sha256);
+    let by_id = index
+        .as_ref()
+        .and_then(|i| i["releases"].as_array())
+        .is_some_and(|list| list.iter().any(|r| r["id"].as_str() == Some(id.as_str())));
+    let members = match (release, by_id) {
+        (Release::Current, true) => Some(Place::parse(source, &Release::Named(id.to_string()))?),
+        _ => None,
+    };
+    Ok(MirrorHead { bytes, signature, policy, manifest, manifest_sha256, checked, members })
 }
 
 /// The manifest a mirror serves as `release`, read but not verified, and its sha256: what a

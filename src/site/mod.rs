@@ -23,6 +23,7 @@ pub mod promotion;
 pub mod public;
 pub mod records;
 pub mod registry;
+pub mod relay;
 mod retain;
 pub mod retained;
 pub mod root;
@@ -46,6 +47,7 @@ use crate::validate::matrix::Verdict;
 pub use apply::{Applied, Arrival, Committed, NodeOptions, apply, commit_pending};
 pub use install::{Installed, install};
 pub use lock::RootLock;
+pub use relay::{RelayOptions, Relayed, relay};
 pub use root::{BundleId, RETAINED_BUNDLE, SiteRoot, TRUST_DIR};
 use state::State;
 

@@ -88,10 +88,13 @@ pub struct Retained {
     /// back). Empty for a bundle only installed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied: Vec<super::packages::Change>,
-    /// A node applied it from a mirror and keeps only its signed manifest and the members
-    /// under `debs/` (`mirror::kept_by_node`), no bundle file: verified again from those.
+    /// A node (or relay) took it from a mirror and keeps only its signed manifest and some
+    /// members (`kept`), no bundle file: verified again from those.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// Which part a `partial` bundle keeps: a node's (the default), or a relay's.
+    #[serde(default, skip_serializing_if = "super::mirror::Kept::is_packages")]
+    pub kept: super::mirror::Kept,
 }
 
 /// An apply whose change needs a reboot before its stack can be judged: `validate --commit`
