@@ -604,3 +604,42 @@ fn a_relay_follows_and_serves_the_signed_promotion_and_refuses_a_current_it_does
     assert_eq!(tree(&relay_root.join("public")), before);
     assert_eq!(node("n2").ok().json()["version"], "1.0.0");
 }
+
+/// Issue 78: nginx's `proxy_cache` as a rack cache, configured as docs/examples documents it:
+/// nodes behind it take what they take from the mirror, each member crosses from the mirror
+/// once however many nodes ask, and a changed `current` is seen at once (never cached).
+#[test]
+fn an_nginx_cache_in_front_of_the_mirror_serves_nodes_once_per_member_and_never_caches_current() {
+    let r = releases();
+    let one = r.install(&r.v1, &[]).ok().json();
+    let site = Nginx::serve(&r.mirror.join("public"));
+    let cache = Nginx::cache_in_front_of(&site.url);
+    let url = format!("{}/", cache.url);
+    let direct = r.node(&format!("{}/", site.url), "direct", &["--download-only"]).ok().json();
+    site.clear();
+    let nodes: Vec<String> = (0..4).map(|n| format!("rack-{n}")).collect();
+    let staged: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = nodes.iter().map(|n| scope.spawn(|| r.node(&url, n, &["--download-only"]))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (n, run) in nodes.iter().zip(staged) {
+        assert_eq!(run.ok().json()["id"], one["id"], "{n}");
+        assert_eq!(staged_debs(&r.t.path().join(n)), staged_debs(&r.t.path().join("direct")), "{n}");
+    }
+    assert_eq!(direct["id"], one["id"]);
+    let upstream = debs(&site);
+    assert_eq!(upstream.len(), 2, "each package crossed from the mirror once for four nodes: {upstream:?}");
+    let hits = cache.cache_log().into_iter().filter(|(u, c)| u.ends_with(".deb") && c == "HIT").count();
+    assert_eq!(hits, 6, "the other three nodes' packages came from the cache: {:?}", cache.cache_log());
+    assert!(
+        cache.cache_log().iter().filter(|(u, _)| !u.starts_with("/releases/")).all(|(_, c)| c == "-"),
+        "current, releases.json and the rest are passed through: {:?}",
+        cache.cache_log()
+    );
+
+    // The mirror moves: a node behind the cache sees the new current at once.
+    let two = r.install(&r.v2, &[]).ok().json();
+    let after = r.node(&url, "rack-0", &["--download-only"]).ok().json();
+    assert_eq!(after["id"], two["id"], "{after}");
+    assert_eq!(after["transfer"]["fetched"]["files"], 2, "the changed package and its index: {after}");
+}

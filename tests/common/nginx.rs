@@ -25,6 +25,29 @@ pub struct Request {
 /// A one-process nginx's configuration: `root` served on 127.0.0.1:`port`, its log, pid and
 /// temporary files under `dir` (the access log `dir/access.log`).
 pub fn conf(root: &Path, port: u16, dir: &Path) -> String {
+    let server = format!("    server {{\n        listen 127.0.0.1:{port};\n        root {};\n    }}", root.display());
+    http_conf(&server, dir)
+}
+
+/// The rack cache of docs/examples/rack-cache.nginx.conf as it is documented, listening on
+/// 127.0.0.1:`port` in front of `upstream`, its cache under `dir/cache`.
+pub fn cache_conf(upstream: &str, port: u16, dir: &Path) -> String {
+    let documented = include_str!("../../docs/examples/rack-cache.nginx.conf");
+    let ours = documented
+        .replace("/var/cache/nginx/airlock", &dir.join("cache").display().to_string())
+        .replace("listen 80;", &format!("listen 127.0.0.1:{port};"))
+        .replace("http://site-mirror.example", upstream.trim_end_matches('/'));
+    assert_ne!(ours, documented);
+    let log = format!(
+        "    log_format cached '$request_uri $status $body_bytes_sent \"$http_range\" $upstream_cache_status';\n    \
+         access_log {}/cache.log cached;\n",
+        dir.display()
+    );
+    http_conf(&format!("{log}{ours}"), dir)
+}
+
+/// A one-process nginx's `http` block around `body`.
+fn http_conf(body: &str, dir: &Path) -> String {
     let user = if rustix::process::geteuid().is_root() { "user root;" } else { "" };
     let d = dir.display();
     format!(
@@ -43,13 +66,9 @@ http {{
     uwsgi_temp_path {d}/uwsgi;
     scgi_temp_path {d}/scgi;
     default_type application/octet-stream;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-    }}
+{body}
 }}
-"#,
-        root = root.display()
+"#
     )
 }
 
@@ -72,10 +91,30 @@ pub fn read_log(path: &Path) -> Vec<Request> {
 impl Nginx {
     /// nginx serving `root` (as root, its workers read files in 0700 temporary directories).
     pub fn serve(root: &Path) -> Self {
+        Self::start(|port, dir| conf(root, port, dir))
+    }
+
+    /// The documented rack cache (`cache_conf`) in front of `upstream`.
+    pub fn cache_in_front_of(upstream: &str) -> Self {
+        Self::start(|port, dir| cache_conf(upstream, port, dir))
+    }
+
+    /// The cache's log: each request with `$upstream_cache_status` (HIT, MISS, or `-`).
+    pub fn cache_log(&self) -> Vec<(String, String)> {
+        let text = std::fs::read_to_string(self.dir.path().join("cache.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| {
+                let (uri, rest) = l.split_once(' ')?;
+                Some((uri.to_owned(), rest.rsplit(' ').next()?.to_owned()))
+            })
+            .collect()
+    }
+
+    fn start(conf_for: impl Fn(u16, &Path) -> String) -> Self {
         let dir = tempfile::tempdir().unwrap();
         for _ in 0..10 {
             let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let conf = conf(root, port, dir.path());
+            let conf = conf_for(port, dir.path());
             std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
             let mut child = Command::new("nginx")
                 .arg("-e")
