@@ -1475,3 +1475,61 @@ fn first_input(approval: &Path) -> String {
     let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
     statement["predicate"]["inputAttestations"][0]["uri"].as_str().unwrap().to_owned()
 }
+
+/// Issue 78: relays in the inventory (group `airlock_relays`) take the run's release tier by
+/// tier (a rack relay after the hall relay it reads, whatever the inventory's order) before any
+/// node reads it; each node reads its rack's relay (`airlock_mirror`) and applies there exactly
+/// the bundle the run pinned at the site mirror. Relays are neither probed nor planned.
+#[test]
+fn relays_take_the_release_tier_by_tier_before_the_nodes_that_read_them() {
+    let f = Fleet::new();
+    let mirror = f.dir.path().join("mirror");
+    let bundle = f.dir.path().join("2026.11.0.airlock");
+    let install = ["install", s(&bundle), "--trust", s(&f.keys.public), "--root", s(&mirror), "--role", "mirror"];
+    let id = run(airlock().args(install).arg("--json")).ok().json()["id"].as_str().unwrap().to_owned();
+    let url = |root: &Path| format!("file://{}/", root.join("public").display());
+    let (hall, rack) = (f.dir.path().join("hall"), f.dir.path().join("rack"));
+    let nodes: &[(&str, &str)] = &[("n1", "mi300x"), ("n2", "mi300x-cpx")];
+    let inventory = f.inventory("relays.ini", nodes);
+    let mut text: String = std::fs::read_to_string(&inventory)
+        .unwrap()
+        .lines()
+        .map(|l| if l.starts_with('n') { format!("{l} airlock_mirror={}\n", url(&rack)) } else { format!("{l}\n") })
+        .collect();
+    let _ = write!(
+        text,
+        "[airlock_relays]\nrack ansible_connection=local airlock_relay_root={} airlock_relay_tier=2 \
+         airlock_relay_upstream={}\nhall ansible_connection=local airlock_relay_root={}\n",
+        rack.display(),
+        url(&hall),
+        hall.display()
+    );
+    std::fs::write(&inventory, text).unwrap();
+    let vars = serde_json::json!({ "airlock_source": url(&mirror), "airlock_run_id": "relayed-1" });
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(f.versions(nodes), all("2026.11.0", nodes), "{}", r.stdout);
+    for (relay, upstream) in [(&hall, url(&mirror)), (&rack, url(&hall))] {
+        let status = run(airlock().args(["status", "--root", s(relay), "--json"])).ok().json();
+        let retained: Vec<&str> =
+            status["retained"].as_array().unwrap().iter().filter_map(|b| b["id"].as_str()).collect();
+        assert!(retained.contains(&id.as_str()), "{}: {status}", relay.display());
+        let record = newest_record(relay);
+        assert_eq!(
+            (record["role"].as_str(), record["bundle"]["file"].as_str()),
+            (Some("relay"), Some(upstream.as_str()))
+        );
+    }
+    for (n, _) in nodes {
+        let record = newest_record(&f.root(n));
+        let (read, took) = (record["bundle"]["file"].as_str().unwrap_or_default(), &record["bundle"]["id"]);
+        assert_eq!(took, id.as_str(), "{n}");
+        assert_eq!(read, format!("{} --release {id}", url(&rack)), "{n} read its rack's relay for the pinned release");
+    }
+}
+
+/// The newest record under `root/records/`.
+fn newest_record(root: &Path) -> serde_json::Value {
+    let last = std::fs::read_dir(root.join("records")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap()
+}
