@@ -26,8 +26,7 @@ mkdir -p "$m"
 nginx_pid="" repo_pid=""
 cleanup() { for p in $nginx_pid $repo_pid; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$1/$2" && return; sleep 0.1; done; echo "no server on $1" >&2; exit 1; }
+. "$repo/scripts/bench-lib.sh"
 
 if [[ -n ${SERVE_MIB} && ${SERVE_MIB} -gt 0 ]]; then
   # The largest N's roots hold the release at once, beside the mirror's two releases and bundles.
@@ -37,49 +36,7 @@ if [[ -n ${SERVE_MIB} && ${SERVE_MIB} -gt 0 ]]; then
     echo "serve: about $need_mib MiB free needed under $m for SERVE_MIB=$SERVE_MIB and NODES=\"$NODES\", $free_mib there" >&2
     exit 1
   fi
-  # 40 packages of SERVE_MIB/40 MiB each at 1.0-1; bench-big-001 and -002 also at 1.1-1.
-  export GNUPGHOME="$m/gnupg"
-  mkdir -p "$GNUPGHOME" "$m/repo/pool/main/b" && chmod 700 "$GNUPGHOME"
-  gpg --batch --quiet --pinentry-mode loopback --passphrase '' --quick-gen-key "bench <bench@airlock.test>" ed25519 sign never
-  gpg --batch --quiet --export bench@airlock.test > "$m/keyring.gpg"
-  python3 - "$m/build" "$SERVE_MIB" <<'EOF'
-import os, sys
-root, mib = sys.argv[1], int(sys.argv[2])
-size = mib * 1024 * 1024 // 40
-for i in range(1, 41):
-    for version in (["1.0-1", "1.1-1"] if i <= 2 else ["1.0-1"]):
-        name = f"bench-big-{i:03d}"
-        top = os.path.join(root, f"{name}_{version}")
-        os.makedirs(os.path.join(top, "DEBIAN"))
-        os.makedirs(os.path.join(top, "usr/lib/bench"))
-        with open(os.path.join(top, "DEBIAN/control"), "w") as f:
-            f.write(f"Package: {name}\nVersion: {version}\nArchitecture: amd64\n"
-                    f"Maintainer: airlock bench <bench@airlock.test>\nDescription: bench package {i}\n a GPU library's bulk\n")
-        with open(os.path.join(top, f"usr/lib/bench/{name}.so"), "wb") as f:
-            f.write(os.urandom(size))
-EOF
-  for pkg in "$m"/build/*; do
-    dpkg-deb --root-owner-group -Znone --build "$pkg" "$m/repo/pool/main/b/$(basename "$pkg")_amd64.deb" > /dev/null
-  done
-  rm -rf "$m/build"
-  "$repo/tests/helpers/sign_suite.sh" "$m/repo" bench airlock-bench bench@airlock.test
-  rport=$(port)
-  python3 -m http.server --bind 127.0.0.1 "$rport" -d "$m/repo" >/dev/null 2>&1 &
-  repo_pid=$!
-  wait_port "$rport" ""
-  for v in 1 2; do
-    mkdir -p "$m/s$v"
-    pins=$(for i in $(seq -f '%03g' 40); do
-      ver=1.0-1; [[ $v == 2 && $((10#$i)) -le 2 ]] && ver=1.1-1
-      printf '"bench-big-%s=%s", ' "$i" "$ver"
-    done)
-    printf '[bundle]\nname = "bench-fleet"\nversion = "%s.0.0"\n\n[[deb]]\nrepo = "http://127.0.0.1:%s"\nsuite = "bench"\ncomponents = ["main"]\narch = "amd64"\npackages = [%s]\nkeyring = "%s"\n' \
-      "$v" "$rport" "${pins%, }" "$m/keyring.gpg" > "$m/s$v/airlock.toml"
-    "$airlock" lock "$m/s$v/airlock.toml" --cache "$m/cache" >/dev/null 2>&1
-    "$airlock" build "$m/s$v/airlock.toml" --locked --cache "$m/cache" --key "$work/keys/bench.key" --out "$m/b$v.airlock" >/dev/null 2>&1
-  done
-  kill "$repo_pid"; repo_pid=""
-  rm -rf "$m/cache" "$m/repo"
+  bench_release "$airlock" "$m" "$SERVE_MIB" "$work/keys/bench"
   "$airlock" install "$m/b1.airlock" --role mirror --trust "$work/keys/bench.pub" --root "$m/root" >/dev/null
   nport=$(port)
   user=""; [[ $(id -u) -ne 0 ]] || user="user root;"

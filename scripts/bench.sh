@@ -34,6 +34,11 @@
 #            leaves it out
 #   rollout  ansible-playbook airlock.site.rollout over ROLLOUT ("8 32 64") local nodes: controller
 #            seconds per node (<= 0.4 s at the largest); ROLLOUT= leaves it out
+#   fleet    FLEET=1: the rollout over 64, 256 and 1,024 local nodes in three tuples, one quiet run
+#            (scripts/bench-fleet.sh): controller seconds per node (<= 0.3 s at 1,024, flat or
+#            falling), airlock's own, the controller's peak RSS, the fleet page
+#   racks    RACKS=1 (root): 8 racks x 8 nodes in network namespaces behind tc-limited uplinks,
+#            staging direct and through one relay per rack (scripts/bench-racks.sh)
 #   referrers  REFERRERS referrers of one bundle (`pull`) and of one image (`lock` + `build`,
 #            cold cache) in a local docker-registry: at most 10 s each, no baseline
 #
@@ -453,6 +458,8 @@ EOF
 fi
 
 "$repo/scripts/bench-mirror.sh" "$airlock" "$work"
+if [[ -n ${FLEET:-} ]]; then echo; FLEET="64 256 1024" "$repo/scripts/bench-fleet.sh" "$airlock" "$work"; fi
+if [[ -n ${RACKS:-} ]]; then echo; RACKS=8 "$repo/scripts/bench-racks.sh" "$airlock" "$work"; fi
 
 echo
 printf 'release binary: %s bytes (target <= 25 MB)\n' "$(stat -c %s "$airlock")"

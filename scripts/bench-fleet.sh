@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The rollout at a site's scale (issue 78): `ansible-playbook airlock.site.rollout -f FORKS` over
+# each N in FLEET local nodes (ansible_connection=local, each its own site root), in one quiet run
+# so that the curve, not the day, shows:
+#   scripts/bench-fleet.sh AIRLOCK WORK            FLEET="64 256 1024" FORKS=5 (Ansible's default)
+#
+# The demo's files-only bundle, qualified for three hardware tuples (SPX bare metal, CPX/NPS4, a
+# passthrough guest: the recorded hosts of testdata/probes), the nodes spread over them round
+# robin; batches [1, "10%", "25%", "100%"]. For each N: the playbook's wall time per node (the
+# controller's cost: target <= 0.3 s at 1,024, and flat or falling with N), airlock's own seconds
+# per node (the apply records' `seconds`: no higher at the largest N than at the smallest), the
+# controller's peak RSS (ansible-playbook and its forks, the largest), and the fleet page
+# (`airlock report --fleet`): its seconds and size.
+set -euo pipefail
+airlock=$1 work=$2
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FLEET=${FLEET:-64 256 1024} FORKS=${FORKS:-5}
+command -v ansible-playbook >/dev/null || { echo "bench-fleet: ansible-core is needed (scripts/test.sh installs it)" >&2; exit 1; }
+r="$work/fleet-bench"; rm -rf "$r"; mkdir -p "$r"
+ansible-galaxy collection build --force --output-path "$r/built" "$repo/ansible" >/dev/null
+ansible-galaxy collection install --force --offline -p "$r/collections" "$r"/built/airlock-site-*.tar.gz >/dev/null 2>&1
+"$airlock" keygen --out-dir "$r/keys" --name bench >/dev/null
+cp -r "$repo/testdata/demo" "$r/project"
+python3 - "$r/project/airlock.toml" <<'PY'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+s = s.replace('partition = { compute = ["SPX"], memory = ["NPS1"] }',
+              'partition = { compute = ["SPX", "CPX"], memory = ["NPS1", "NPS4"] }')
+open(p, "w").write(s)
+PY
+(cd "$r/project" && "$airlock" build airlock.toml --key "$r/keys/bench.key" --out "$r/demo.airlock" >/dev/null 2>&1)
+probes=$repo/testdata/probes
+python=$(python3 -c 'import sys; print(sys.executable)')
+tuples=(mi300x mi300x-cpx guest)
+echo "fleet: ansible-playbook airlock.site.rollout -f $FORKS over N local nodes, ${#tuples[@]} tuples, $(nproc) cores"
+printf '  %-5s %8s %9s %10s %11s %9s %9s\n' N wall "s / node" "airlock's" "peak RSS" "report" "page"
+first_own="" ; largest=$(echo $FLEET | awk '{print $NF}')
+for n in $FLEET; do
+  rm -rf "$r/nodes" "$r/evidence"
+  { echo "[airlock_nodes]"
+    for i in $(seq "$n"); do
+      t=${tuples[$(( (i - 1) % ${#tuples[@]} ))]}
+      env="{\"PATH\": \"$probes/$t/bin:$probes/mi300x/bin:/usr/bin:/bin\", \"AIRLOCK_HOST_ROOT\": \"$probes/$t/root\"}"
+      printf "n%04d ansible_connection=local airlock_root=%s/nodes/n%04d airlock_environment='%s'\n" "$i" "$r" "$i" "$env"
+    done; } > "$r/inventory.ini"
+  cat > "$r/vars.json" <<EOF
+{"airlock_source": "$r/demo.airlock", "airlock_trust": ["$r/keys/bench.pub"], "airlock_binary": "$airlock",
+ "airlock_batches": [1, "10%", "25%", "100%"], "airlock_evidence_dir": "$r/evidence", "airlock_run_id": "bench-$n",
+ "ansible_python_interpreter": "$python"}
+EOF
+  start=$(date +%s.%N)
+  ANSIBLE_COLLECTIONS_PATH="$r/collections" ANSIBLE_HOME="$r/home" ANSIBLE_LOCAL_TEMP="$r/tmp" ANSIBLE_NOCOLOR=1 \
+    python3 "$repo/tests/helpers/peak_rss.py" ansible-playbook airlock.site.rollout -f "$FORKS" -i "$r/inventory.ini" \
+    -e "@$r/vars.json" > "$r/out.$n" 2> "$r/err.$n" ||
+    { echo "rollout failed:" >&2; tail -n 40 "$r/out.$n" "$r/err.$n" >&2; exit 1; }
+  wall=$(python3 -c "import time; print(time.time() - $start)")
+  rss=$(awk '/^peak_rss_kib/ {print $2}' "$r/err.$n")
+  own=$(cat "$r"/nodes/*/records/*-apply.json | python3 -c '
+import json, sys
+dec, text, total, i = json.JSONDecoder(), sys.stdin.read(), 0.0, 0
+while i < len(text):
+    while i < len(text) and text[i].isspace(): i += 1
+    if i >= len(text): break
+    doc, i = dec.raw_decode(text, i)
+    total += doc.get("seconds") or 0
+print(total)')
+  applied=$(ls "$r"/nodes/*/records/*-apply.json | wc -l)
+  [[ $applied -eq $n ]] || { echo "fleet: $applied of $n nodes applied" >&2; exit 1; }
+  rstart=$(date +%s.%N)
+  "$airlock" report --fleet "$r/evidence" --out "$r/fleet-$n.html" >/dev/null
+  report=$(python3 -c "import time; print(time.time() - $rstart)")
+  page=$(stat -c %s "$r/fleet-$n.html")
+  first_own=${first_own:-$(python3 -c "print($own / $n)")}
+  python3 - "$n" "$wall" "$own" "$rss" "$report" "$page" "$largest" "$first_own" <<'PY'
+import sys
+n, wall, own, rss, report, page, largest, first = (int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]),
+    int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8]))
+verdict = ""
+if n == largest:
+    per = "ok" if wall / n <= 0.3 else "MISSED"
+    flat = "ok" if own / n <= first * 1.1 else "MISSED"
+    verdict = f"  controller <= 0.3 s/node: {per}; airlock's no higher than at the smallest N: {flat}"
+print(f"  {n:<5} {wall:7.1f}s {wall / n:8.3f}s {own / n:9.3f}s {rss / 1024:8.0f} MiB {report:8.2f}s {page / 1024:6.0f} KB{verdict}")
+PY
+done
+[[ -n ${KEEP_FLEET:-} ]] || rm -rf "$r"
