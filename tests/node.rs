@@ -507,6 +507,47 @@ fn a_mirror_without_gpus_serves_nodes_that_apply_from_its_url() {
     node.airlock(&["check", "--root", "/var/lib/airlock"]).ok();
 }
 
+/// Issue 78: a node applies from a rack's relay exactly what it applies from the mirror: the
+/// same bundle, the same package bytes installed, the same green verdict.
+#[test]
+fn a_node_applies_from_a_relay_what_it_applies_from_the_mirror() {
+    let fixture = fixture();
+    let stack = Stack::new(&fixture);
+    let b1 = stack.bundle("1.0.0", &["airlock-rocm-core=10.0.0-1"]);
+    let site = stack.dir.path().join("mirror");
+    let key = s(&stack.keys.public);
+    run(on_host("nogpu").args(["install", s(&b1), "--trust", key, "--root", s(&site), "--role", "mirror"])).ok();
+    let relay = stack.dir.path().join("relay");
+    let upstream = format!("file://{}/", site.join("public").display());
+    let relayed = run(on_host("nogpu").args(["install", &upstream, "--role", "relay", "--trust", key]).args([
+        "--root",
+        s(&relay),
+        "--json",
+    ]))
+    .ok()
+    .json();
+    let (direct, via) = (Node::new(&fixture), Node::new(&fixture));
+    let apply = |node: &Node, public: &Path| {
+        let key = node.put(&stack.keys.public);
+        let args = ["apply", "http://127.0.0.1:8765/", "--trust", &key, "--root", "/var/lib/airlock", "--json"];
+        node.airlock_beside_server(public, &args).ok().json()
+    };
+    let from_mirror = apply(&direct, &site.join("public"));
+    let from_relay = apply(&via, &relay.join("public"));
+    assert_eq!(
+        (from_relay["id"].as_str(), from_mirror["id"].as_str()),
+        (relayed["id"].as_str(), relayed["id"].as_str())
+    );
+    assert_eq!(from_relay["validation"]["verdict"], "green", "{from_relay}");
+    assert_eq!(version_of(&via.packages(), "airlock-rocm-core"), Some("10.0.0-1"));
+    assert_eq!(via.packages(), direct.packages(), "the same packages installed");
+    let debs = |node: &Node| -> Vec<Vec<u8>> {
+        walk_debs(&node.root.join("var/lib/airlock/current/debs")).iter().map(|p| std::fs::read(p).unwrap()).collect()
+    };
+    assert_eq!(debs(&via), debs(&direct), "the same package bytes");
+    via.airlock(&["check", "--root", "/var/lib/airlock"]).ok();
+}
+
 #[test]
 fn changes_that_cannot_be_undone_are_refused_and_a_failed_change_is_put_back() {
     let fixture = fixture();
