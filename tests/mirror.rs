@@ -444,6 +444,8 @@ fn a_relay_verifies_once_serves_its_rack_follows_its_upstream_and_survives_its_l
     assert!(hall.join(format!("public/releases/{id1}/airlock/manifest.json.sig")).exists());
     assert!(hall.join("public/releases/1.0.0").exists());
     airlock_run(&["check", "--root", s(&hall)]).ok();
+    let promote = airlock_run(&["promote", "--root", s(&hall), "1.0.0"]).code(2);
+    assert!(promote.stderr.contains("is a relay's root: it follows its upstream's promotions"), "{}", promote.stderr);
     let record = std::fs::read(relayed["record"].as_str().unwrap()).unwrap();
     let record: serde_json::Value = serde_json::from_slice(&record).unwrap();
     assert_eq!((record["role"].as_str(), record["outcome"].as_str()), (Some("relay"), Some("activated")), "{record}");

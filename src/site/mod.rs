@@ -161,6 +161,12 @@ pub enum SiteError {
         root.display()
     )]
     NotAMirror { root: PathBuf },
+    #[error(
+        "`{}` is a relay's root: it follows its upstream's promotions (run `airlock install URL --role relay` \
+         again); promote on the site's mirror",
+        root.display()
+    )]
+    Relay { root: PathBuf },
     #[error("validation is {}: {summary}; `current` was not changed{hint}", crate::validate::word(*verdict))]
     Validation { verdict: Verdict, summary: String, hint: &'static str },
     #[error("`{}` is a symbolic link; the site root's own directories must be real directories", path.display())]
@@ -322,7 +328,10 @@ impl Classify for SiteError {
             | SiteError::NotAdoptable { .. }
             | SiteError::Unsettled { .. }
             | SiteError::TagMismatch(_) => Class::Verification,
-            SiteError::TrustGiven { .. } | SiteError::NoRelease { .. } | SiteError::NotAMirror { .. } => Class::Usage,
+            SiteError::TrustGiven { .. }
+            | SiteError::NoRelease { .. }
+            | SiteError::NotAMirror { .. }
+            | SiteError::Relay { .. } => Class::Usage,
             SiteError::Trust(e) => e.class(),
             SiteError::Parts(e) => e.class(),
             SiteError::Validation { .. } => Class::ValidationRed,

@@ -405,10 +405,13 @@ pub fn already_current(root: &Path, release: &str) -> Option<(BundleId, String, 
 /// The retained release a promotion names: its id, or its version (one bundle name only);
 /// promotion is a mirror's (a node applies releases, and rolls back).
 fn find_release(root: &SiteRoot, state: &State, release: &str) -> Result<BundleId, SiteError> {
-    if let Some(current) = root.link(Link::Current).and_then(|c| state.bundles.get(&c))
-        && (current.partial || !current.applied.is_empty())
-    {
-        return Err(SiteError::NotAMirror { root: root.path().to_owned() });
+    if let Some(current) = root.link(Link::Current).and_then(|c| state.bundles.get(&c)) {
+        if current.partial && !current.kept.is_packages() {
+            return Err(SiteError::Relay { root: root.path().to_owned() });
+        }
+        if current.partial || !current.applied.is_empty() {
+            return Err(SiteError::NotAMirror { root: root.path().to_owned() });
+        }
     }
     let retained = root.retained();
     let found: Vec<&BundleId> = state
