@@ -5,7 +5,8 @@
 //!
 //! - edge: `main`, [`cli`] (argument structs), [`commands`] (one verb each, glue only); nothing
 //!   imports them;
-//! - phases: [`build`], [`site`], [`validate`], [`artifact`], [`report`], [`sources`], [`fleet`];
+//! - phases: [`build`], [`site`], [`validate`], [`artifact`], [`report`], [`sources`], [`fleet`],
+//!   [`approval`];
 //! - formats and transports: [`bundle`], [`rpmmd`], [`attest`], [`sign`], [`trust`], [`oci`],
 //!   [`fetch`], [`cache`], [`upgrade`];
 //! - values: [`spec`], [`digest`], [`member_path`], [`wheel`], [`clock`], [`failure`],

@@ -19,16 +19,8 @@ use crate::site::{Downgrade, Options, install};
 pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
     use crate::cli::RoleArg;
     if args.candidate && args.role != RoleArg::Mirror {
-        let why = match args.role {
-            RoleArg::Relay => {
-                "--candidate is a mirror's: a relay keeps an upstream's candidate with --release VERSION|ID"
-            }
-            _ => "--candidate is a mirror's (--role mirror): a host installs what it runs",
-        };
+        let why = "--candidate is a mirror's (--role mirror): a host installs what it runs";
         return Err(super::UsageError(why.to_owned()).into());
-    }
-    if args.role == RoleArg::Relay {
-        return super::relay::run(args);
     }
     if args.all || args.release.is_some() || !args.allow_redirect_host.is_empty() {
         let why = "--all, --release and --allow-redirect-host are a relay's (--role relay URL)";

@@ -58,6 +58,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Build(a) => build::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Inspect(a) => inspect::run(&a),
+        // A relay is a mirror fed from another mirror: its own verb's file.
+        Command::Install(a) if a.role == crate::cli::RoleArg::Relay => relay::run(&a),
         Command::Install(a) => install::run(&a),
         Command::Apply(a) => apply::run(&a),
         Command::Sbom(a) => sbom::run(&a),

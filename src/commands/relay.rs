@@ -12,6 +12,10 @@ use crate::site::trust::ExpiryRule;
 use crate::site::{Downgrade, Options, RelayOptions, Role, relay};
 
 pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
+    if args.candidate {
+        let why = "--candidate is a mirror's: a relay keeps an upstream's candidate with --release VERSION|ID";
+        return Err(super::UsageError(why.to_owned()).into());
+    }
     let Some(source) = args.bundle.to_str().filter(|s| is_mirror(s)) else {
         return Err(super::UsageError(format!(
             "a relay follows a mirror's public tree: name it as http(s)://HOST/PATH/ or file:///PATH/, not `{}`",
