@@ -395,11 +395,8 @@ fn install_and_rollback_publish_through_a_site_registry_that_answers_503_then_42
 
 /// Issue 79, 7: Ctrl-C in the middle of a build removes the `.NAME.XXXXXX.partial` it was
 /// writing (hundreds of MB beside `--out`, left until the next build) and exits 130.
-#[test]
-fn an_interrupted_build_removes_its_partial_bundle_and_exits_130() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path();
-    // 384 MiB that zstd cannot shrink: long enough to be caught half-written.
+/// A project of 384 MiB that zstd cannot shrink, locked: long enough to be caught half-way.
+fn big_project(dir: &Path) -> (PathBuf, Keys) {
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
     let mut chunk = vec![0u8; 1 << 20];
     let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("weights.bin")).unwrap());
@@ -415,6 +412,53 @@ fn an_interrupted_build_removes_its_partial_bundle_and_exits_130() {
     drop(file);
     let spec = write_spec(dir, "[[file]]\nname = \"weights.bin\"\nsource = \"weights.bin\"\n");
     let keys = keygen(&dir.join("keys"), "k");
+    run(airlock().current_dir(dir).args(["lock", s(&spec)])).ok();
+    (spec, keys)
+}
+
+/// Issue 79: an install interrupted while it verifies the bundle into `staging/` removes that
+/// tree before it exits 130 (it stayed, the bundle's whole content, until the next writer).
+#[test]
+fn an_interrupted_install_removes_its_staged_tree_and_exits_130() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let (spec, keys) = big_project(dir);
+    let out = dir.join("big.airlock");
+    run(airlock().current_dir(dir).args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&out)])).ok();
+    let root = dir.join("site");
+    let staged = || {
+        std::fs::read_dir(root.join("staging"))
+            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("stage-")).count())
+            .unwrap_or(0)
+    };
+    let mut child = airlock()
+        .args(["install", s(&out), "--trust", s(&keys.public), "--root", s(&root), "--role", "mirror"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while staged() == 0 {
+        assert!(started.elapsed().as_secs() < 60, "no staged tree appeared");
+        assert!(child.try_wait().unwrap().is_none(), "the install ended before it could be interrupted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    run(Command::new("kill").args(["-INT", &child.id().to_string()])).ok();
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("staged tree(s) it was writing"), "{stderr}");
+    assert_eq!(staged(), 0, "the staged tree is gone");
+    assert!(!root.join("current").exists(), "nothing activated");
+    // The site is as it was: the next install goes through.
+    run(airlock().args(["install", s(&out), "--trust", s(&keys.public), "--root", s(&root), "--role", "mirror"])).ok();
+}
+
+#[test]
+fn an_interrupted_build_removes_its_partial_bundle_and_exits_130() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let (spec, keys) = big_project(dir);
     let out = dir.join("big.airlock");
     let partials = || {
         std::fs::read_dir(dir)
@@ -426,8 +470,7 @@ fn an_interrupted_build_removes_its_partial_bundle_and_exits_130() {
             })
             .count()
     };
-    // Locked first: the lock's own partial file is not the one to catch.
-    run(airlock().current_dir(dir).args(["lock", s(&spec)])).ok();
+    // Locked first (`big_project`): the lock's own partial file is not the one to catch.
     let mut child = airlock()
         .current_dir(dir)
         .args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&out), "--cache", s(&dir.join("cache"))])

@@ -1506,8 +1506,15 @@ fn relays_take_the_release_tier_by_tier_before_the_nodes_that_read_them() {
     );
     std::fs::write(&inventory, text).unwrap();
     let vars = serde_json::json!({ "airlock_source": url(&mirror), "airlock_run_id": "relayed-1" });
-    let r = f.rollout(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
+    // Every node's evidence in a part of its own (a 1,024-node run passed airlock's 64 MiB bound
+    // on one input): each part checked and written, the answers joined.
+    let mut c = f.rollout_command(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]);
+    let r = run(c.env("AIRLOCK_EVIDENCE_PART_BYTES", "1"));
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for (n, _) in nodes {
+        let kept = f.dir.path().join("evidence/runs/relayed-1/nodes").join(n).join("status.json");
+        assert!(kept.is_file(), "{n}'s evidence written in its own part");
+    }
     assert_eq!(f.versions(nodes), all("2026.11.0", nodes), "{}", r.stdout);
     for (relay, upstream) in [(&hall, url(&mirror)), (&rack, url(&hall))] {
         let status = run(airlock().args(["status", "--root", s(relay), "--json"])).ok().json();

@@ -488,6 +488,7 @@ pub(super) fn stage_packages(
     before_fetch(&manifest, &manifest_sha256)?;
     let staging = root.staging();
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
+    crate::interrupt::remove_tree_on_interrupt(dir.path());
     for (rel, content) in [(MANIFEST, &bytes), (SIGNATURE, &signature)] {
         let path = dir.path().join(rel);
         std::fs::create_dir_all(path.parent().unwrap_or(dir.path())).map_err(io_err(&path))?;

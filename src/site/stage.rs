@@ -80,6 +80,7 @@ pub(super) fn stage(
     let staging = root.staging();
     // Private (0700) until the tree is complete; `retain` gives it the usual mode.
     let dir = tempfile::Builder::new().prefix("stage-").tempdir_in(&staging).map_err(io_err(&staging))?;
+    crate::interrupt::remove_tree_on_interrupt(dir.path());
     let copy_path = dir.path().join(RETAINED_BUNDLE);
     let copy = File::options().read(true).write(true).create_new(true).open(&copy_path).map_err(io_err(&copy_path))?;
     // A file whose blocks the copy shares is read from the copy, which nobody else writes: the

@@ -58,6 +58,7 @@ decision: {description: "What airlock printed: the plan, the wave's go or stop, 
 """
 
 import json
+import os
 
 from ansible_collections.airlock.site.plugins.module_utils.airlock import error_message
 
@@ -127,7 +128,19 @@ def run(module):
         doc = dict(plain(p["input"]))
         if p["nodes"] or p["gather"]:
             doc["nodes"] = gathered(module)
+        if p["step"] == "evidence":
+            decision = evidence_in_parts(module, args, doc)
+            writes = bool(decision.get("written"))
+            module.exit_json(changed=writes and not module.check_mode, decision=decision)
         data = json.dumps(doc)
+    decision = call(module, args, data)
+    writes = p["step"] in ("plan", "end") or (p["step"] == "evidence" and bool(decision.get("written")))
+    module.exit_json(changed=writes and not module.check_mode, decision=decision)
+
+
+def call(module, args, data):
+    """`airlock ARGS --json` with `data` on its standard input: its JSON answer, or the task fails."""
+    p = module.params
     env = dict((str(k), str(v)) for k, v in p["environment"].items())
     rc, out, err = module.run_command([p["binary"]] + args + ["--json"], environ_update=env, data=data)
     try:
@@ -136,8 +149,42 @@ def run(module):
         decision = None
     if rc != 0 or not isinstance(decision, dict):
         module.fail_json(msg=error_message(decision, err) if rc != 0 else "airlock printed no JSON document", rc=rc)
-    writes = p["step"] in ("plan", "end") or (p["step"] == "evidence" and bool(decision.get("written")))
-    module.exit_json(changed=writes and not module.check_mode, decision=decision)
+    return decision
+
+
+# The nodes' evidence goes to airlock in parts of at most this many bytes: a node's status and
+# records are tens of KB (each record holds its validation evidence), so 1,024 nodes passed
+# airlock's 64 MiB bound on one input; each part is checked and written on its own.
+EVIDENCE_PART_BYTES = 8 << 20
+
+
+def part_bytes():
+    """The part size: `AIRLOCK_EVIDENCE_PART_BYTES` on the controller, else 8 MiB."""
+    try:
+        return max(1, int(os.environ.get("AIRLOCK_EVIDENCE_PART_BYTES", EVIDENCE_PART_BYTES)))
+    except ValueError:
+        return EVIDENCE_PART_BYTES
+
+
+def evidence_in_parts(module, args, doc):
+    """`rollout evidence` once per part of the nodes, its answers joined."""
+    joined = dict(written=[], refused=[])
+    limit = part_bytes()
+    part, size = [], 0
+    parts = []
+    for node in doc.get("nodes", []):
+        text = json.dumps(node)
+        if part and size + len(text) > limit:
+            parts.append(part)
+            part, size = [], 0
+        part.append(node)
+        size += len(text) + 2
+    parts.append(part)
+    for nodes in parts:
+        decision = call(module, args, json.dumps(dict(doc, nodes=nodes)))
+        for key in joined:
+            joined[key].extend(decision.get(key) or [])
+    return joined
 
 
 def main():
