@@ -3,24 +3,25 @@
 # node, relay and the origin mirror in its own network namespace (root needed), the racks on
 # bridges joined to a core bridge by an uplink that `tc` limits to UPLINK, the origin's link to
 # ORIGIN, each node's to NODE_LINK; a release of RELEASE_MIB MiB of packages on the origin (nginx).
-# The defaults are a site scaled down a thousandfold, its ratios kept (25 Gbit/s nodes, 100 Gbit/s
-# rack uplinks, an 800 Gbit/s origin), so that 64 nodes on this machine's two cores stay bound by
-# the network, not by hashing. Run alone:
+# The defaults are a site scaled down 2,500-fold, its ratios kept (25 Gbit/s nodes, 100 Gbit/s rack
+# uplinks, an 800 Gbit/s origin), so that 64 nodes on a two-core machine stay bound by the network:
+# at 25 Mbit/s a node, the kernel's bridges and tc for 64 flows kept both cores 94% busy and that,
+# not the network, set the time. Run alone:
 #   scripts/bench-racks.sh AIRLOCK WORK
-#   RACKS=8 PER_RACK=8 RELEASE_MIB=16 UPLINK=100mbit ORIGIN=800mbit NODE_LINK=25mbit
+#   RACKS=8 PER_RACK=8 RELEASE_MIB=16 NODE_LINK=10mbit UPLINK=40mbit ORIGIN=320mbit
 #
 # direct: every node stages the release from the origin (`apply URL --download-only`).
 # relay:  one relay per rack takes it (`install URL --role relay`), then the rack's nodes stage
 #         it from their relay.
 # For each: one rack alone, then every rack at once — the time until every node has staged (its
 # relays included), each node's p50 and p99, and the bytes the origin sent against the release's
-# package bytes. Targets (relay, every rack): the origin sends the release once per relay
+# package bytes, and how busy the machine's CPU was (MODES="direct relay" picks the modes). Targets (relay, every rack): the origin sends the release once per relay
 # (<= 1.02 x release x racks), the fleet stages within 1.3 x one rack's own time, p99 <= 1.5 x p50.
 set -euo pipefail
 airlock=$1 work=$2
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RACKS=${RACKS:-8} PER_RACK=${PER_RACK:-8} RELEASE_MIB=${RELEASE_MIB:-16}
-UPLINK=${UPLINK:-100mbit} ORIGIN=${ORIGIN:-800mbit} NODE_LINK=${NODE_LINK:-25mbit}
+UPLINK=${UPLINK:-40mbit} ORIGIN=${ORIGIN:-320mbit} NODE_LINK=${NODE_LINK:-10mbit}
 [[ $(id -u) -eq 0 ]] || { echo "bench-racks: network namespaces need root" >&2; exit 1; }
 command -v nginx >/dev/null && command -v tc >/dev/null ||
   { echo "bench-racks: nginx and tc are needed (scripts/test.sh installs nginx-light and iproute2)" >&2; exit 1; }
@@ -119,25 +120,31 @@ measure() { # measure MODE RACKS...: prints wall, p50, p99 and origin bytes / re
   for r in $(seq "$RACKS"); do ip netns pids "al-relay$r" | xargs -r kill 2>/dev/null || true; done
   sleep 0.5
   : > "$m/origin.log"; rm -rf "$m/nodes" "$m"/relay[0-9]* "$m"/t.*; mkdir -p "$m/nodes"
-  local start; start=$(date +%s.%N)
+  local start cpu0 cpu1; start=$(date +%s.%N); cpu0=$(head -1 /proc/stat)
   for r in "$@"; do rack "$mode" "$r" & racks+=($!); done
   for p in "${racks[@]}"; do wait "$p"; done
   local wall; wall=$(python3 -c "import time; print(time.time() - $start)")
+  cpu1=$(head -1 /proc/stat)
+  # The machine's CPU busy over the measure (softirq included: the bridges and tc are the kernel's).
+  local busy; busy=$(python3 -c "
+a, b = [list(map(int, l.split()[1:])) for l in ('$cpu0', '$cpu1')]
+d = [y - x for x, y in zip(a, b)]
+print(f'{100 * (1 - (d[3] + d[4]) / sum(d)):.0f}')")
   local sent; sent=$(awk '{s += $3} END {print s + 0}' "$m/origin.log")
   cat "$m"/t.* | python3 -c "
 import statistics, sys
 t = sorted(float(x) for x in sys.stdin.read().split())
 p99 = t[min(len(t) - 1, round(0.99 * (len(t) - 1)))]
-print(f'{$wall:.1f} {statistics.median(t):.1f} {p99:.1f} {$sent / $release_bytes:.3f} {len(t)}')"
+print(f'{$wall:.1f} {statistics.median(t):.1f} {p99:.1f} {$sent / $release_bytes:.3f} {len(t)} {$busy}')"
 }
 
 echo "racks: $RACKS x $PER_RACK nodes at $NODE_LINK, uplinks $UPLINK, origin $ORIGIN, a release of $RELEASE_MIB MiB of packages, $(nproc) cores"
-printf '  %-7s %-10s %7s %7s %7s %16s\n' mode racks wall p50 p99 "origin sent / release"
+printf '  %-7s %-10s %7s %7s %7s %16s\n' mode racks wall p50 p99 "origin sent / release, CPU busy"
 declare -A one
-for mode in direct relay; do
-  read -r w p50 p99 x n < <(measure "$mode" 1); one[$mode]=$w
-  printf '  %-7s %-10s %6.1fs %6.1fs %6.1fs %10.2f x (%s nodes)\n' "$mode" "one" "$w" "$p50" "$p99" "$x" "$n"
-  read -r w p50 p99 x n < <(measure "$mode" $(seq "$RACKS"))
+for mode in ${MODES:-direct relay}; do
+  read -r w p50 p99 x n busy < <(measure "$mode" 1); one[$mode]=$w
+  printf '  %-7s %-10s %6.1fs %6.1fs %6.1fs %10.2f x (%s nodes) %3s%%\n' "$mode" "one" "$w" "$p50" "$p99" "$x" "$n" "$busy"
+  read -r w p50 p99 x n busy < <(measure "$mode" $(seq "$RACKS"))
   verdict=""
   if [[ $mode == relay ]]; then
     verdict=$(python3 -c "
@@ -146,5 +153,5 @@ print('  origin <= 1.02 x relays: ' + ('ok' if x <= 1.02 * racks else 'MISSED')
       + '; fleet <= 1.3 x one rack: ' + ('ok' if w <= 1.3 * one else 'MISSED')
       + '; p99 <= 1.5 x p50: ' + ('ok' if p99 <= 1.5 * p50 else 'MISSED'))")
   fi
-  printf '  %-7s %-10s %6.1fs %6.1fs %6.1fs %10.2f x (%s nodes)%s\n' "$mode" "all $RACKS" "$w" "$p50" "$p99" "$x" "$n" "$verdict"
+  printf '  %-7s %-10s %6.1fs %6.1fs %6.1fs %10.2f x (%s nodes) %3s%%%s\n' "$mode" "all $RACKS" "$w" "$p50" "$p99" "$x" "$n" "$busy" "$verdict"
 done

@@ -427,9 +427,9 @@ fn an_interrupted_install_removes_its_staged_tree_and_exits_130() {
     run(airlock().current_dir(dir).args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&out)])).ok();
     let root = dir.join("site");
     let staged = || {
-        std::fs::read_dir(root.join("staging"))
-            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("stage-")).count())
-            .unwrap_or(0)
+        std::fs::read_dir(root.join("staging")).map_or(0, |d| {
+            d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("stage-")).count()
+        })
     };
     let mut child = airlock()
         .args(["install", s(&out), "--trust", s(&keys.public), "--root", s(&root), "--role", "mirror"])
