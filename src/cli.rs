@@ -1014,8 +1014,7 @@ pub struct InstallArgs {
     pub amber: AmberArgs,
     /// `host`: this host is judged as it is against the bundle's matrix. `mirror`: a host
     /// without GPUs that serves the views to nodes (no validation; nodes run `airlock apply`).
-    /// `relay`: a mirror fed from another mirror (BUNDLE is its public tree's URL), for a hall
-    /// or a rack: verifies what it takes, serves its own `ROOT/public/`; run it again to follow.
+    /// `relay`: a mirror fed from the mirror whose URL is BUNDLE (a hall's, a rack's).
     #[arg(long, value_enum, default_value = "host")]
     pub role: RoleArg,
     /// A relay's (`--role relay`): keep every member of the release (wheels, models, images'
