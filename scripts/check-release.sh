@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check what scripts/release.sh wrote: scripts/check-release.sh [DIST]   (default dist/)
 # The binary needs no glibc newer than 2.28 and runs; the tarball holds the binary, every man
-# page, the completions, README and LICENSE, and its .sha256 matches; the .deb and the .rpm list
+# page, the completions, README, LICENSE and the HTML documentation, and its .sha256 matches; the .deb and the .rpm list
 # the same files; lintian finds no error in the .deb; every man page renders; the bash
 # completion parses. Exit 1 with what is wrong.
 set -euo pipefail
@@ -27,7 +27,8 @@ pages=$("$bin" man "$work/pages" | wc -l)
 for page in "$top"/man/*.1; do
   MANWIDTH=80 man -l "$page" > /dev/null 2>&1 || fail "man -l $page fails"
 done
-for f in completions/airlock.bash completions/_airlock completions/airlock.fish README.md LICENSE; do
+for f in completions/airlock.bash completions/_airlock completions/airlock.fish README.md LICENSE \
+    doc/html/index.html doc/html/site-operator.html; do
   [[ -s $top/$f ]] || fail "the tarball lacks $f"
 done
 bash -n "$top/completions/airlock.bash" || fail "the bash completion does not parse"
@@ -38,7 +39,7 @@ dpkg-deb -c "$deb" > "$work/deb.list"
 rpm -qpl "$rpm" > "$work/rpm.list" 2>/dev/null
 for want in usr/bin/airlock usr/share/man/man1/airlock.1.gz usr/share/man/man1/airlock-apply.1.gz \
     usr/share/bash-completion/completions/airlock usr/share/zsh/vendor-completions/_airlock \
-    usr/share/fish/vendor_completions.d/airlock.fish; do
+    usr/share/fish/vendor_completions.d/airlock.fish usr/share/doc/airlock/html/index.html; do
   grep -q " \./$want\$" "$work/deb.list" || fail "$deb lacks /$want"
   grep -qx "/$want" "$work/rpm.list" || fail "$rpm lacks /$want"
 done

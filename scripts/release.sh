@@ -5,12 +5,14 @@
 # target), so it runs on RHEL 8 (2.28), SLES 15 and Ubuntu 20.04 (2.31) and everything newer.
 # DIST gets:
 #   airlock-VERSION-x86_64-unknown-linux-gnu.tar.gz (+ .sha256): the binary, man pages,
-#       completions for bash, zsh and fish, README.md, LICENSE
+#       completions for bash, zsh and fish, README.md, LICENSE, and the documentation as HTML
+#       (doc/html/index.html: scripts/docs-html.py; the isolated side reads it without a web)
 #   airlock_VERSION-1_amd64.deb and airlock-VERSION-1.x86_64.rpm: the same, in the places
-#       Debian's and RHEL's package managers use (/usr/bin, /usr/share/man/man1, completions)
+#       Debian's and RHEL's package managers use (/usr/bin, /usr/share/man/man1, completions,
+#       /usr/share/doc/airlock/html)
 # Deterministic for one commit and SOURCE_DATE_EPOCH (default: the commit's time).
 # aarch64 is not built here: this machine's toolchain has no standard library for it.
-# Needs: cargo-zigbuild and ziglang (pip), dpkg-deb, rpmbuild. scripts/check-release.sh checks.
+# Needs: cargo-zigbuild and ziglang (pip), dpkg-deb, rpmbuild, python3-markdown. scripts/check-release.sh checks.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -33,6 +35,7 @@ install -m 0755 "$bin" "$stage/airlock"
 "$stage/airlock" completions zsh > "$stage/completions/_airlock"
 "$stage/airlock" completions fish > "$stage/completions/airlock.fish"
 cp README.md LICENSE "$stage/"
+/usr/bin/python3 scripts/docs-html.py "$stage/doc/html" >&2
 find "$stage" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 
 tarball=airlock-$version-$target.tar.gz
@@ -48,6 +51,8 @@ tree() { # ROOT
   install -D -m 0644 "$stage/completions/airlock.bash" "$1/usr/share/bash-completion/completions/airlock"
   install -D -m 0644 "$stage/completions/_airlock" "$1/usr/share/zsh/vendor-completions/_airlock"
   install -D -m 0644 "$stage/completions/airlock.fish" "$1/usr/share/fish/vendor_completions.d/airlock.fish"
+  mkdir -p "$1/usr/share/doc/airlock"
+  cp -r "$stage/doc/html" "$1/usr/share/doc/airlock/html"
 }
 
 echo "==> .deb" >&2
@@ -115,6 +120,7 @@ cp -a $rpm/root/. %{buildroot}/
 /usr/share/bash-completion/completions/airlock
 /usr/share/zsh/vendor-completions/_airlock
 /usr/share/fish/vendor_completions.d/airlock.fish
+/usr/share/doc/airlock/html
 EOF
 rpmbuild -bb --quiet --define "_topdir $rpm/top" --define "_build_id_links none" \
   --define "use_source_date_epoch_as_buildtime 1" --define "__os_install_post %{nil}" \

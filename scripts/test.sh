@@ -12,7 +12,7 @@ declare -A packages=([zstd]=zstd [xz]=xz-utils [openssl]=openssl [tar]=tar [pyth
   [unshare]=util-linux [mount]=mount [chromium]=chromium [script]=bsdutils
   [debootstrap]=debootstrap [curl]=curl [ip]=iproute2 [chroot]=coreutils [man]=man-db
   [rpmbuild]=rpm [rpmsign]=rpm [createrepo_c]=createrepo-c [modifyrepo_c]=createrepo-c [dnf]=dnf [zypper]=zypper
-  [lintian]=lintian [nginx]=nginx-light [objdump]=binutils [mkfs.xfs]=xfsprogs [filefrag]=e2fsprogs
+  [lintian]=lintian [markdown_py]=python3-markdown [nginx]=nginx-light [objdump]=binutils [mkfs.xfs]=xfsprogs [filefrag]=e2fsprogs
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-client [munged]=munge)
 missing=()
 for cmd in "${!packages[@]}"; do

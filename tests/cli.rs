@@ -341,3 +341,38 @@ fn self_upgrade_refuses_an_expired_bundle_an_older_airlock_and_trust_keys_where_
     let r = upgrade(&bundle, &["--root", s(&site)]).code(2);
     assert!(r.stderr.contains("has a trust root"), "{}", r.stderr);
 }
+
+/// Issue 79: the documentation as HTML for the isolated side (`scripts/docs-html.py`, shipped by
+/// `scripts/release.sh`): every page rendered, no link left to a `.md`, every relative link and
+/// image found among the pages written.
+#[test]
+fn the_documentation_renders_to_html_pages_whose_links_all_resolve() {
+    let out = tempfile::tempdir().unwrap();
+    let html = out.path().join("html");
+    run(std::process::Command::new("/usr/bin/python3").arg(repo("scripts/docs-html.py")).arg(&html)).ok();
+    let pages: Vec<std::path::PathBuf> = walkdir::WalkDir::new(&html)
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .filter(|p| p.extension().is_some_and(|x| x == "html"))
+        .collect();
+    for page in ["index.html", "site-operator.html", "site/mirror-and-nodes.html", "fleet.html"] {
+        assert!(html.join(page).is_file(), "{page} is missing");
+    }
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for attr in ["href=\"", "src=\""] {
+            for link in text.split(attr).skip(1).filter_map(|t| t.split('"').next()) {
+                if link.starts_with("http") || link.starts_with('#') || link.starts_with("mailto:") {
+                    continue;
+                }
+                let file = link.split('#').next().unwrap();
+                assert!(!file.ends_with(".md"), "{}: a link to {link} was not made a page", page.display());
+                let target = page.parent().unwrap().join(file);
+                assert!(target.exists(), "{}: {link} leads nowhere", page.display());
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "{checked} links checked");
+}

@@ -275,6 +275,6 @@ fn baseline_spec(text: &str, frozen: &Frozen, rpms: &FrozenRpms, version: &str, 
     let node = crate::escape::value(&node.display().to_string()).into_owned();
     Ok(format!(
         "# Written by `airlock freeze {node}`: the packages this node ran, pinned exactly (resolve = false).\n\
-         # Adopt it with `airlock apply BASE.airlock --adopt`; a newer `dependencies` pin the stack still meets is accepted (docs/site-operator.md).\n{body}"
+         # Adopt it with `airlock apply BASE.airlock --adopt`; a newer `dependencies` pin the stack still meets is accepted (docs/site/distribution-stacks.md).\n{body}"
     ))
 }
