@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """docs-html.py OUT: the documentation as HTML pages for the isolated side, where the people who
 read it have no web: README.md as index.html, docs/*.md and docs/*/*.md beside it, links
-between them rewritten to the .html pages, images copied. Deterministic (no dates, sorted).
+between them rewritten to the .html pages, images and example files copied. Deterministic (no
+dates, sorted).
 
 Markdown is rendered by Python-Markdown (Debian's python3-markdown, pip's `markdown`), with its
 tables, fenced code and heading ids (`toc`): a maintained renderer, not one written here.
@@ -73,9 +74,10 @@ def main():
             % (html.escape(title), STYLE, nav, body),
             encoding="utf-8",
         )
-    images = repo / "docs" / "images"
-    if images.is_dir():
-        shutil.copytree(images, out / "images")
+    # What the pages link to beside them: screenshots, example configurations.
+    for extra in ("images", "examples"):
+        if (repo / "docs" / extra).is_dir():
+            shutil.copytree(repo / "docs" / extra, out / extra)
     print("%d pages in %s" % (len(found), out))
 
 
