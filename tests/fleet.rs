@@ -359,7 +359,12 @@ fn the_node_modules_run_on_a_node_on_their_own_as_they_do_through_the_action_plu
             "root": f.root(via), "binary": env!("CARGO_BIN_EXE_airlock"), "environment": host_environment(host, ""),
         }},
         "tasks": [{ "airlock.site.status": {}, "register": "st" },
-                  { "ansible.builtin.debug": { "msg": "version={{ st.status.current.version }}" } }],
+                  { "ansible.builtin.debug": { "msg": "version={{ st.status.current.version }}" } },
+                  // Issue 79: the task's `environment:` reaches airlock (it was ignored), under
+                  // the module's own `environment` argument (here emptied).
+                  { "airlock.site.probe": { "environment": {} }, "environment": host_environment(host, ""),
+                    "register": "pr" },
+                  { "ansible.builtin.debug": { "msg": "tuple={{ pr.tuple }}" } }],
     }]);
     let book = f.dir.path().join("defaults.yml");
     std::fs::write(&book, play.to_string()).unwrap();
@@ -370,6 +375,7 @@ fn the_node_modules_run_on_a_node_on_their_own_as_they_do_through_the_action_plu
         .env("ANSIBLE_HOME", f.dir.path().join("ansible-home"))
         .args(["-i", s(&inventory), s(&book), "-e", &format!("ansible_python_interpreter={}", python())]));
     assert!(r.code == 0 && r.stdout.contains("version=2026.11.0"), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("tuple=") && r.stdout.contains("gfx942"), "the task's environment: {}", r.stdout);
 }
 
 #[test]
@@ -763,7 +769,7 @@ fn the_collection_passes_ansible_lint() {
         .current_dir(repo("ansible"))
         .env("ANSIBLE_COLLECTIONS_PATH", &collections)
         .env("ANSIBLE_HOME", dir.path().join("home"))
-        .args(["--nocolor", "--offline"]));
+        .args(["--nocolor", "--offline", "--profile", "production"]));
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
 

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # A module of this collection run by its action plugin on the controller: its logic as it is,
-# its `airlock` calls made through the task's connection (with become, when the task has it).
+# its `airlock` calls made through the task's connection (with become, when the task has it) by
+# `ActionBase._low_level_execute_command`, the call Ansible's own raw-command action plugins use,
+# with the task's `environment:` as `_compute_environment_string` gives it to any remote command.
 # What a node pays per task is then the airlock calls alone: no module payload to build, copy
 # and start in a Python interpreter on the node, which was most of a rollout's cost per node
 # (issue 61: a dozen tasks and three module runs per node, 1.0-1.2 s each at 64 nodes).
@@ -35,10 +37,16 @@ class NodeModule(object):
         self.check_mode = check_mode
 
     def run_command(self, cmd, environ_update=None, check_rc=False, data=None):
-        for k in sorted(environ_update or {}):
-            if not NAME.match(str(k)):
-                self.fail_json(msg="%r is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)" % (str(k),))
-        assignments = ["%s=%s" % (k, shlex.quote(str(v))) for k, v in sorted((environ_update or {}).items())]
+        # The task's `environment:` (and its block's and play's), as Ansible computes it for any
+        # remote command, then the module's own `environment` argument over it.
+        env = {}
+        self._action._compute_environment_string(raw_environment_out=env)
+        env = dict((str(k), v) for k, v in env.items())
+        env.update((str(k), v) for k, v in (environ_update or {}).items())
+        for k in sorted(env):
+            if not NAME.match(k):
+                self.fail_json(msg="%r is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)" % (k,))
+        assignments = ["%s=%s" % (k, shlex.quote(str(v))) for k, v in sorted(env.items())]
         line = " ".join(assignments + [shlex.quote(str(c)) for c in cmd])
         in_data = data.encode("utf-8") if isinstance(data, str) else data
         done = self._action._low_level_execute_command(line, sudoable=True, in_data=in_data)
