@@ -9,7 +9,7 @@
 //!   [`approval`];
 //! - formats and transports: [`bundle`], [`rpmmd`], [`attest`], [`sign`], [`trust`], [`oci`],
 //!   [`fetch`], [`cache`], [`upgrade`];
-//! - values: [`spec`], [`digest`], [`member_path`], [`wheel`], [`clock`], [`failure`],
+//! - values: [`spec`], [`image_ref`], [`digest`], [`member_path`], [`wheel`], [`clock`], [`failure`],
 //!   [`progress`], [`atomic`], [`interrupt`], [`tee`], [`overlap`], [`escape`], [`regular`]: value types and small utilities
 //!   that everything may use.
 
@@ -30,6 +30,7 @@ pub mod escape;
 pub mod failure;
 pub mod fetch;
 pub mod fleet;
+pub mod image_ref;
 pub mod interrupt;
 pub mod member_path;
 pub mod oci;

@@ -7,7 +7,6 @@
 
 mod client;
 pub mod doc;
-mod reference;
 pub mod store;
 pub mod upload;
 
@@ -15,7 +14,7 @@ pub use client::{
     ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect, http_client, is_not_found, load_ca,
     pull_manifest, retryable,
 };
-pub use reference::ImageRef;
+pub use crate::image_ref::ImageRef;
 pub use store::{Location, Reach, Store, StoreError};
 
 /// Referrers' manifests (and co-signatures) asked for at once: a busy registry lists thousands
