@@ -21,7 +21,6 @@ const DEBTS: &[&str] = &[
     // The writer, its feed and frames, the reader and parts share compression settings and
     // rejection types: `bundle/format.rs` and `bundle/rejection.rs` would break the circle.
     "circle of files in src/bundle: feed -> frames -> parts -> reader -> spans -> writer",
-    "circle of files in src/validate: checks -> metrics",
     // The site's phases call each other's helpers (install's `Attempt`, stage, retain).
     "circle of files in src/site: activate -> apply -> check -> install -> mirror -> promotion -> public -> retain \
      -> retained -> rollback -> stage -> state -> transaction -> trust",

@@ -222,7 +222,7 @@ fn baseline(args: &ValidateArgs) -> anyhow::Result<Exit> {
     let (bundle_id, manifest, _) = crate::site::check::active(&root, &reporter)?;
     let checks = &manifest.validation.check;
     let under = Some(format!("{} {} (bundles/{bundle_id})", manifest.name, manifest.version));
-    let taken = crate::validate::metrics::baseline(checks, under);
+    let taken = crate::validate::checks::baseline(checks, under);
     crate::site::save_baseline(&args.root, &taken)?;
     if args.json {
         super::print_json(&taken)?;

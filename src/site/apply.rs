@@ -562,7 +562,7 @@ fn measure_baseline(root: &SiteRoot, state: &State, manifest: &VerifiedManifest)
         .and_then(|c| state.bundles.get(&c))
         .map(|b| format!("{} {}", b.name, b.version));
     tracing::info!("baseline: the checks' metrics on the current stack, before the change");
-    super::save_baseline(root.path(), &crate::validate::metrics::baseline(checks, under))
+    super::save_baseline(root.path(), &crate::validate::checks::baseline(checks, under))
 }
 
 /// `--download-only`: the verified part moved to `downloads/ID` (replacing an older copy; other

@@ -31,6 +31,19 @@ pub struct CheckResult {
 const DEFAULT_TIMEOUT: u64 = 900;
 const MAX_OUTPUT: u64 = 1 << 20;
 
+/// Run every check that declares metrics and read them: the current side (`metrics` reads and
+/// decides; running the checks is this module's).
+pub fn baseline(checks: &[Check], under: Option<String>) -> super::metrics::Baseline {
+    let mut values = std::collections::BTreeMap::new();
+    for c in checks.iter().filter(|c| !c.metric.is_empty()) {
+        let (_, stdout) = execute(c);
+        let read: std::collections::BTreeMap<String, Option<f64>> =
+            c.metric.iter().map(|m| (m.name.clone(), super::metrics::read(m, &stdout).ok())).collect();
+        values.insert(c.name.clone(), read);
+    }
+    super::metrics::Baseline { taken_at: Some(crate::clock::Timestamp::now()), under, values }
+}
+
 /// Run `check` on the candidate stack and decide it, its metrics against `baseline`: a metric
 /// that misses its threshold, or cannot be read, makes the check red.
 pub fn run(check: &Check, baseline: Option<&super::metrics::Baseline>) -> CheckResult {

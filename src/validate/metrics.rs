@@ -24,19 +24,8 @@ pub struct Baseline {
     pub values: BTreeMap<String, BTreeMap<String, Option<f64>>>,
 }
 
-/// Run every check that declares metrics and read them: the current side.
-pub fn baseline(checks: &[Check], under: Option<String>) -> Baseline {
-    let mut values = BTreeMap::new();
-    for c in checks.iter().filter(|c| !c.metric.is_empty()) {
-        let (_, stdout) = super::checks::execute(c);
-        let read: BTreeMap<String, Option<f64>> =
-            c.metric.iter().map(|m| (m.name.clone(), read(m, &stdout).ok())).collect();
-        values.insert(c.name.clone(), read);
-    }
-    Baseline { taken_at: Some(Timestamp::now()), under, values }
-}
-
-fn read(m: &Metric, stdout: &str) -> Result<f64, String> {
+/// A metric's value read from a check's output.
+pub(super) fn read(m: &Metric, stdout: &str) -> Result<f64, String> {
     Source::parse(&m.from)?.read(stdout)
 }
 
