@@ -21,6 +21,38 @@ pub fn open(path: &Path) -> io::Result<Option<std::fs::File>> {
     Ok(Some(file))
 }
 
+/// Why [`read`] read nothing.
+#[derive(Debug)]
+pub enum Refused {
+    /// Not a regular file (a FIFO, a device, a directory): refused, not read.
+    NotRegular,
+    /// Larger than the limit (checked on what was opened, and read no further than it).
+    TooLarge,
+    Io(io::Error),
+}
+
+/// A small file's bytes, at most `limit`, from a regular file only ([`open`]); `None`
+/// when it does not exist. The one bounded read every trust, state and signature file goes
+/// through; each caller names the refusal in its own error.
+pub fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Refused> {
+    use std::io::Read as _;
+    let file = match open(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Err(Refused::NotRegular),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Refused::Io(e)),
+    };
+    if file.metadata().map_err(Refused::Io)?.len() > limit {
+        return Err(Refused::TooLarge);
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(Refused::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(Refused::TooLarge);
+    }
+    Ok(Some(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -14,10 +14,6 @@ use std::path::{Path, PathBuf};
 
 /// Known violations, each to be mended (issue 79), exactly as `violations()` words them.
 const DEBTS: &[&str] = &[
-    // `sign::sigstore` checks against `trust::SiteTrust`; `trust` counts signatures with
-    // `sign::policy`.
-    "circle of modules: sign -> trust",
-    "circle of files in src/sign: policy -> sigstore",
     // The writer, its feed and frames, the reader and parts share compression settings and
     // rejection types: `bundle/format.rs` and `bundle/rejection.rs` would break the circle.
     "circle of files in src/bundle: feed -> frames -> parts -> reader -> spans -> writer",

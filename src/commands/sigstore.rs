@@ -31,7 +31,7 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
             let site = crate::site::root::SiteRoot::new(dir);
             let state = crate::site::state::State::load(&site)?;
             match crate::site::trust::load(&site, &state)? {
-                Some(trust) => Root::of_site(&trust)?,
+                Some(trust) => trust.sigstore()?,
                 None => Root::PublicGood,
             }
         }

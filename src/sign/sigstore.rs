@@ -115,18 +115,6 @@ impl Root {
             .map_err(|e| SigstoreError::Root { from: self.describe(), detail: e.to_string() })
     }
 
-    /// The site's Sigstore root: its trust root's `sigstore/trusted_root.json` target (checked
-    /// against the verified targets metadata), else the shipped public-good one.
-    pub fn of_site(trust: &crate::trust::SiteTrust) -> Result<Self, crate::trust::TrustError> {
-        Ok(match trust.sigstore_root()? {
-            Some((json, version)) => Root::Given {
-                from: format!("the site's `{}` (targets version {version})", crate::trust::SIGSTORE_TARGET),
-                json,
-            },
-            None => Root::PublicGood,
-        })
-    }
-
     pub fn describe(&self) -> String {
         match self {
             Root::PublicGood => "the public-good instance's (shipped)".to_owned(),
@@ -290,7 +278,7 @@ fn run(
 
 /// A bundle, a key or a trusted root: small documents, refused past [`MAX_DOCUMENT_BYTES`].
 pub fn read_bounded(path: &Path) -> Result<Vec<u8>, SigstoreError> {
-    use crate::sign::policy::{Refused, read_regular};
+    use crate::regular::{Refused, read as read_regular};
     let err = |detail: String| SigstoreError::Read { path: path.to_owned(), detail };
     // What is there but cannot be a Sigstore document is a verification failure (exit 3), as a
     // document that does not parse is; a file that cannot be read at all is not.

@@ -509,7 +509,19 @@ impl SiteTrust {
             keys.extend(role_keys);
         }
         let policy = Policy::of_roles(keys, rules, cosignatures, self.origin())?;
-        Ok(policy.with_sigstore_root(crate::sign::sigstore::Root::of_site(self)?))
+        Ok(policy.with_sigstore_root(self.sigstore()?))
+    }
+
+    /// The site's Sigstore root: its trust root's `sigstore/trusted_root.json` target (checked
+    /// against the verified targets metadata), else the shipped public-good one.
+    pub fn sigstore(&self) -> Result<crate::sign::sigstore::Root, TrustError> {
+        use crate::sign::sigstore::Root;
+        Ok(match self.sigstore_root()? {
+            Some((json, version)) => {
+                Root::Given { from: format!("the site's `{SIGSTORE_TARGET}` (targets version {version})"), json }
+            }
+            None => Root::PublicGood,
+        })
     }
 
     /// Check files presented to this site (`trust update`, or a bundle's `airlock/trust/`):
