@@ -15,7 +15,7 @@ use std::io::{self, IoSlice, Write};
 
 use zstd::zstd_safe::{CCtx, CParameter, DCtx, DParameter, InBuffer, OutBuffer};
 
-use super::writer::Compression;
+use super::format::Compression;
 use crate::overlap::write_all_vectored;
 
 /// The input of one zstd job: each job in flight holds its input and output, so this is what

@@ -3,6 +3,7 @@
 //! path. The writer is deterministic; the reader verifies while it streams.
 
 mod feed;
+pub mod format;
 mod frames;
 pub mod header;
 pub mod manifest;
@@ -10,6 +11,7 @@ pub mod parts;
 pub mod pins;
 pub mod provenance;
 pub mod reader;
+pub mod rejection;
 mod spans;
 pub mod tar_guard;
 pub mod writer;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use super::reader::{Problem, Rejection};
+use super::rejection::{Problem, Rejection};
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::sign::{KeyId, SigningKey, TrustedKey};

@@ -17,33 +17,13 @@ use super::header;
 use super::manifest::{Entry, MANIFEST, Manifest, PROVENANCE, SIGNATURE};
 use super::parts::{PartsFile, SplitWriter};
 use crate::digest::Sha256;
+pub use super::format::{Compression, MAX_WINDOW_LOG};
 use crate::failure::{Class, Classify};
 use crate::member_path::MemberPath;
 use crate::overlap::WriteBehind;
 use crate::progress::Reporter;
 use crate::sign::SigningKey;
 
-/// How the tar stream is compressed. The default was chosen from measurements on image
-/// layers, wheels, model weights and text (`docs/performance.md`): zstd level 3 with its own
-/// small window. Long-distance matching with a large window shrinks multi-target wheel sets
-/// by a fifth, but the decoder must then hold the whole window (128 MiB at `window_log` 27),
-/// so it is an opt-in (`--long`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compression {
-    pub level: i32,
-    /// Long-distance matching with a window of 2^log bytes.
-    pub long_window_log: Option<u32>,
-}
-
-impl Default for Compression {
-    fn default() -> Self {
-        Self { level: 3, long_window_log: None }
-    }
-}
-
-/// The largest window a bundle may ask its reader for: 128 MiB, the default limit of zstd
-/// decoders (`zstd -d` included), so any bundle decompresses without extra flags.
-pub const MAX_WINDOW_LOG: u32 = 27;
 /// The level for large members of compressed formats that still go through zstd (their first
 /// block shrinks: a zip with stored entries, a package whose payload is not compressed; the
 /// others are stored, `frames`): at level 3 zstd spends its time looking for matches that are
