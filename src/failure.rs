@@ -1,4 +1,4 @@
-//! How the process ends ([`Exit`], every exit code DESIGN.md names, numbered here and nowhere
+//! How the process ends ([`Exit`], every exit code `docs/architecture.md` ("Errors and exit codes") names, numbered here and nowhere
 //! else) and what kind of failure an error is ([`Class`], the exit of a command that failed).
 //!
 //! Every error type a command can end with implements [`Classify`] with an exhaustive `match`
@@ -19,7 +19,7 @@ pub enum Class {
     ValidationRed,
 }
 
-/// Every way a command ends (DESIGN.md, "Exit codes"). A command returns one; an error ends
+/// Every way a command ends (`docs/architecture.md`, "Errors and exit codes"). A command returns one; an error ends
 /// with its [`Class`]'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {

@@ -1,5 +1,5 @@
 //! What a new user reads: each message says what is wrong and what to do, with the exit code
-//! DESIGN.md gives; human output uses short ids and one vocabulary (artifacts, members,
+//! `docs/architecture.md` gives ("Errors and exit codes"); human output uses short ids and one vocabulary (artifacts, members,
 //! entries); colour only on a terminal; `-v` shows the phases; `--help` explains every flag.
 
 mod common;

@@ -1,7 +1,7 @@
 //! A repository index fetched whole (verified by the signed file that lists it) and read as a
 //! stream: decompressed on one thread into a pipe while the caller parses the other end, so a
 //! 60 MB index never sits in memory decompressed. apt's `Packages` (`apt::index`) and rpm's
-//! `primary.xml` and `updateinfo.xml` (`rpm::repodata`) are read this way.
+//! `primary.xml` and `updateinfo.xml` (`sources::rpm`) are read this way.
 
 use std::io::{BufRead, BufReader, Write};
 
