@@ -1,5 +1,6 @@
-//! How the process ends ([`Exit`], every exit code `docs/architecture.md` ("Errors and exit codes") names, numbered here and nowhere
-//! else) and what kind of failure an error is ([`Class`], the exit of a command that failed).
+//! How the process ends ([`Exit`], every exit code `docs/architecture.md` names in "Errors and
+//! exit codes", numbered here and nowhere else) and what kind of failure an error is
+//! ([`Class`], the exit of a command that failed).
 //!
 //! Every error type a command can end with implements [`Classify`] with an exhaustive `match`
 //! (no `_` arm), so a new variant does not compile until someone has said whether it is a
