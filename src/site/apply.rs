@@ -573,32 +573,55 @@ fn keep_downloaded(
     id: &BundleId,
     attempt: &mut Attempt,
 ) -> Result<(PathBuf, PathBuf), SiteError> {
-    let downloads = root.downloads();
-    std::fs::create_dir_all(&downloads).map_err(io_err(&downloads))?;
-    let target = downloads.join(id.as_str());
     super::stage::sync_tree(dir.path()).map_err(io_err(dir.path()))?;
-    for old in std::fs::read_dir(&downloads).map_err(io_err(&downloads))? {
-        let old = old.map_err(io_err(&downloads))?.path();
-        let aside = root.staging().join(format!("dropped-{}", old.file_name().unwrap_or_default().to_string_lossy()));
-        std::fs::rename(&old, &aside).map_err(io_err(&old))?;
-    }
     let kept = dir.keep();
-    std::fs::rename(&kept, &target).map_err(io_err(&target))?;
-    root.commit_dir(&downloads)?;
+    let target = into_downloads(root, &kept, id, Replacing::Every).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(&kept);
+    })?;
     let r = &mut attempt.record;
     r.outcome = Some(records::Outcome::Staged);
     r.phases = attempt.phases.times();
     r.seconds = Some(attempt.phases.total());
     r.at = Timestamp::now();
     let record = records::write(root, r)?;
-    // What was dropped went aside into `staging/`, which the next writer cleans anyway.
-    for left in std::fs::read_dir(root.staging()).into_iter().flatten().filter_map(Result::ok) {
-        if left.file_name().to_string_lossy().starts_with("dropped-") {
-            let _ = std::fs::remove_dir_all(left.path());
-        }
-    }
     tracing::info!("staged: {} waits for the apply of its release", target.display());
     Ok((target, record))
+}
+
+/// What a tree moved into `downloads/` replaces: every release fetched ahead (one fetched
+/// ahead now takes their place), or only an older copy of the same release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replacing {
+    Every,
+    Same,
+}
+
+/// `from`, a synced tree, renamed to `downloads/ID`; what it replaces goes aside into `staging/`
+/// first (the next writer cleans what is left there) and is removed after. Returns `downloads/ID`.
+fn into_downloads(root: &SiteRoot, from: &Path, id: &BundleId, replacing: Replacing) -> Result<PathBuf, SiteError> {
+    let downloads = root.downloads();
+    std::fs::create_dir_all(&downloads).map_err(io_err(&downloads))?;
+    let target = downloads.join(id.as_str());
+    let mut aside = Vec::new();
+    for old in std::fs::read_dir(&downloads).map_err(io_err(&downloads))? {
+        let old = old.map_err(io_err(&downloads))?.path();
+        if replacing == Replacing::Every || old == target {
+            let name = old.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let to = root.staging().join(format!("dropped-{name}"));
+            let _ = std::fs::remove_dir_all(&to);
+            std::fs::rename(&old, &to).map_err(io_err(&old))?;
+            aside.push(to);
+        }
+    }
+    std::fs::rename(from, &target).map_err(io_err(&target))?;
+    if let Some(parent) = from.parent() {
+        root.commit_dir(parent)?;
+    }
+    root.commit_dir(&downloads)?;
+    for dir in aside {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    Ok(target)
 }
 
 /// Once a release is retained, its copy fetched ahead is not needed any more.
@@ -643,36 +666,20 @@ fn refused(root: &SiteRoot, dir: tempfile::TempDir, id: &BundleId, fetched: bool
 /// about when it cannot be: the refusal is what the apply reports).
 fn hold_staged(root: &SiteRoot, dir: tempfile::TempDir, id: &BundleId) {
     let held = super::stage::sync_tree(dir.path()).map_err(io_err(dir.path())).and_then(|()| {
-        let downloads = root.downloads();
-        std::fs::create_dir_all(&downloads).map_err(io_err(&downloads))?;
-        let target = downloads.join(id.as_str());
-        if target.exists() {
-            std::fs::remove_dir_all(&target).map_err(io_err(&target))?;
-        }
         let kept = dir.keep();
-        std::fs::rename(&kept, &target).map_err(io_err(&target))?;
-        root.commit_dir(&downloads)
+        into_downloads(root, &kept, id, Replacing::Same).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&kept);
+        })
     });
     match held {
-        Ok(()) => tracing::info!("what was fetched is kept as downloads/{id} for the next apply of it"),
+        Ok(_) => tracing::info!("what was fetched is kept as downloads/{id} for the next apply of it"),
         Err(e) => tracing::warn!("what was fetched could not be kept for the next apply: {e}"),
     }
 }
 
 /// `bundles/ID` moved to `downloads/ID` (replacing an older copy of the same release).
 fn hold_fetched(root: &SiteRoot, id: &BundleId) -> Result<(), SiteError> {
-    let downloads = root.downloads();
-    std::fs::create_dir_all(&downloads).map_err(io_err(&downloads))?;
-    let target = downloads.join(id.as_str());
-    if target.exists() {
-        let aside = root.staging().join(format!("dropped-{id}"));
-        std::fs::rename(&target, &aside).map_err(io_err(&target))?;
-        std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
-    }
-    let from = root.bundle_dir(id);
-    std::fs::rename(&from, &target).map_err(io_err(&from))?;
-    root.commit_dir(&root.bundles())?;
-    root.commit_dir(&downloads)
+    into_downloads(root, &root.bundle_dir(id), id, Replacing::Same).map(drop)
 }
 
 /// The views of a staged tree; a node that fetched from a mirror keeps the packages only, so
