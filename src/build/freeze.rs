@@ -173,7 +173,7 @@ pub fn freeze(
         version,
         pinned,
         dependencies,
-        left_to_os: frozen.left_to_os,
+        left_to_os: frozen.left_to_os.into_iter().map(|(name, version)| format!("{name} {version}")).collect(),
         absent,
         lock_sha256: locked.sha256.to_string(),
     })

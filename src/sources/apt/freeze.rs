@@ -32,9 +32,9 @@ pub struct Frozen {
     pub entries: Vec<FrozenEntry>,
     /// Named by the spec but not installed on the node: not in the baseline.
     pub absent: Vec<String>,
-    /// Installed packages the stack depends on that the operating system's base covers
-    /// (`name version`): left to the distribution's updates, not pinned.
-    pub left_to_os: Vec<String>,
+    /// Installed packages the stack depends on that the operating system's base covers, with
+    /// the version the node runs: left to the distribution's updates, not pinned.
+    pub left_to_os: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -93,9 +93,10 @@ pub async fn freeze(sources: &Sources<'_>, installed: &BTreeMap<String, Installe
             let pin = DebPin { name: pkg.name.clone(), version: Some(pkg.version.to_string()) };
             if named.contains(pkg.name.as_str()) { stack } else { dependencies }.insert(pin);
         }
-        left.extend(
-            walk.left.into_inner().into_iter().map(|n| format!("{n} {}", on_node.get(&n).map_or("", String::as_str))),
-        );
+        left.extend(walk.left.into_inner().into_iter().map(|n| {
+            let version = on_node.get(&n).cloned().unwrap_or_default();
+            (n, version)
+        }));
     }
     if !unserved.is_empty() {
         unserved.sort();
@@ -115,7 +116,7 @@ pub async fn freeze(sources: &Sources<'_>, installed: &BTreeMap<String, Installe
         .flat_map(|e: &FrozenEntry| e.stack.iter().chain(&e.dependencies))
         .map(|p| p.name.as_str())
         .collect();
-    let left_to_os = left.into_iter().filter(|l| l.split(' ').next().is_none_or(|n| !pinned.contains(n))).collect();
+    let left_to_os = left.into_iter().filter(|(name, _)| !pinned.contains(name.as_str())).collect();
     Ok(Frozen { entries, absent, left_to_os })
 }
 
