@@ -419,13 +419,19 @@ fn patched_dependencies(
 ) -> Result<(Vec<Change>, Vec<Change>), SiteError> {
     let mut newer = Vec::new();
     let mut rest = Vec::new();
-    for c in differences {
-        let parents = manifest.artifacts.iter().find_map(|a| match a {
-            crate::bundle::manifest::Artifact::Deb(d) if d.name == c.name && !d.required_by.is_empty() => {
-                Some(d.required_by.clone())
+    // The carried packages each pinned dependency serves, looked up once for every difference.
+    let dependents: std::collections::HashMap<&str, &Vec<String>> = manifest
+        .artifacts
+        .iter()
+        .filter_map(|a| match a {
+            crate::bundle::manifest::Artifact::Deb(d) if !d.required_by.is_empty() => {
+                Some((d.name.as_str(), &d.required_by))
             }
             _ => None,
-        });
+        })
+        .collect();
+    for c in differences {
+        let parents = dependents.get(c.name.as_str()).map(|p| (*p).clone());
         let ahead = match (&c.before, &c.after, &parents) {
             (Some(running), Some(pinned), Some(_)) => packages::newer(running, pinned),
             _ => false,
