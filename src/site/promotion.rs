@@ -115,7 +115,14 @@ impl crate::failure::Classify for PromotionError {
     fn class(&self) -> crate::failure::Class {
         match self {
             PromotionError::Usage(_) => crate::failure::Class::Usage,
-            _ => crate::failure::Class::Verification,
+            PromotionError::Missing { .. }
+            | PromotionError::Format { .. }
+            | PromotionError::Unsigned { .. }
+            | PromotionError::Expired { .. }
+            | PromotionError::Replayed { .. }
+            | PromotionError::OtherBundle { .. }
+            | PromotionError::NotApproved { .. }
+            | PromotionError::NeedsApproval { .. } => crate::failure::Class::Verification,
         }
     }
 }

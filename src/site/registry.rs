@@ -42,7 +42,9 @@ impl crate::failure::Classify for PublishError {
     fn class(&self) -> crate::failure::Class {
         match self {
             PublishError::Client(e) => e.class(),
-            _ => crate::failure::Class::Runtime,
+            // The registry refused, or the staged layout (verified when staged) cannot be read:
+            // the site's side.
+            PublishError::Push { .. } | PublishError::Layout { .. } => crate::failure::Class::Runtime,
         }
     }
 }
