@@ -277,14 +277,22 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
     };
     reinstall(&old_big_bundle);
     reinstall(&big_bundle);
-    for fraction in [0.1, 0.3, 0.5] {
+    // Issue 79: the kills are counted as the install's are (a loop whose kills all landed after
+    // the rollback finished would prove nothing).
+    let mut interrupted = 0;
+    for fraction in [0.0, 0.1, 0.3] {
+        let before = staged(&root);
         let mut child = airlock()
             .args(["rollback", "--root", s(&root)])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        wait_for_staging(&root, &before, &mut child);
         std::thread::sleep(full.mul_f64(fraction));
+        if child.try_wait().unwrap().is_none() {
+            interrupted += 1;
+        }
         let _ = child.kill();
         let _ = child.wait();
         assert_current_verifies(&root, &keys);
@@ -293,6 +301,7 @@ fn killing_an_install_at_any_moment_leaves_a_verified_current_and_the_next_insta
             reinstall(&big_bundle); // forward is install; previous is the large one again
         }
     }
+    assert!(interrupted >= 2, "kills landed in the middle of a rollback ({interrupted} of 3)");
     airlock_run(&["rollback", "--root", s(&root)]).ok();
     assert_current_verifies(&root, &keys);
 }
@@ -305,7 +314,7 @@ fn staged(root: &Path) -> std::collections::BTreeSet<std::ffi::OsString> {
     )
 }
 
-/// Until the install started after `before` was taken has a directory of its own under
+/// Until the install (or rollback) started after `before` was taken has a directory of its own under
 /// `staging/` (a killed run's leftover does not count), or has ended.
 fn wait_for_staging(
     root: &Path,
