@@ -314,8 +314,8 @@ fn staged(root: &Path) -> std::collections::BTreeSet<std::ffi::OsString> {
     )
 }
 
-/// Until the install (or rollback) started after `before` was taken has a directory of its own under
-/// `staging/` (a killed run's leftover does not count), or has ended.
+/// Until the install (or rollback) started after `before` was taken has a directory of its own
+/// under `staging/` (a killed run's leftover does not count), or has ended.
 fn wait_for_staging(
     root: &Path,
     before: &std::collections::BTreeSet<std::ffi::OsString>,
