@@ -94,9 +94,27 @@ pub struct Targets {
     pub version: u64,
     pub expires: String,
     #[serde(default)]
-    pub targets: BTreeMap<String, serde_json::Value>,
+    pub targets: BTreeMap<String, TargetFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegations: Option<Delegations>,
+}
+
+/// A target file's entry (§4.5): its length, its hashes by algorithm, and the `custom` fields
+/// of whoever wrote it, kept as they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetFile {
+    pub length: u64,
+    pub hashes: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<serde_json::Value>,
+}
+
+impl TargetFile {
+    /// The entry of a file with these bytes (its sha256).
+    pub fn of(bytes: &[u8]) -> Self {
+        let sha256 = crate::digest::Sha256::of_bytes(bytes).to_string();
+        Self { length: bytes.len() as u64, hashes: BTreeMap::from([("sha256".to_owned(), sha256)]), custom: None }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -257,16 +257,16 @@ fn read_up_to(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, TrustError> {
 
 /// Whether `bytes` are the target `entry` lists (its `length` and `hashes.sha256`); the
 /// difference in words when they are not.
-fn listed_target(entry: &serde_json::Value, bytes: &[u8]) -> Result<(), String> {
-    let (length, sha256) = (entry["length"].as_u64(), entry["hashes"]["sha256"].as_str());
+fn listed_target(entry: &metadata::TargetFile, bytes: &[u8]) -> Result<(), String> {
+    let sha256 = entry.hashes.get("sha256").map(String::as_str);
     let actual = Sha256::of_bytes(bytes);
-    if length == Some(bytes.len() as u64) && sha256 == Some(actual.to_string().as_str()) {
+    if entry.length == bytes.len() as u64 && sha256 == Some(actual.to_string().as_str()) {
         return Ok(());
     }
     Err(format!(
         "{} bytes with sha256 {actual}, expected {} bytes with sha256 {}",
         bytes.len(),
-        length.map_or_else(|| "(no length listed)".to_owned(), |l| l.to_string()),
+        entry.length,
         sha256.unwrap_or("(none listed)")
     ))
 }
@@ -806,11 +806,7 @@ impl SiteTrust {
         }
         let mut target_files = Vec::new();
         if let Some(bytes) = &change.sigstore_root {
-            let entry = serde_json::json!({
-                "length": bytes.len(),
-                "hashes": { "sha256": Sha256::of_bytes(bytes).to_string() },
-            });
-            t.targets.insert(SIGSTORE_TARGET.to_owned(), entry);
+            t.targets.insert(SIGSTORE_TARGET.to_owned(), metadata::TargetFile::of(bytes));
             target_files.push((SIGSTORE_TARGET.to_owned(), bytes.clone()));
         }
         let path = self.dir.join(TARGETS_FILE);
