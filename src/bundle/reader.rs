@@ -12,13 +12,11 @@
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, Write};
 use std::rc::Rc;
 
-use serde::Serialize;
-
+use super::format::MAX_WINDOW_LOG;
 use super::frames::{FrameReader, Skip};
 use super::manifest::{
     ByPath, Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
@@ -28,7 +26,6 @@ use super::provenance;
 pub use super::rejection::{Problem, Rejection};
 use super::spans;
 use super::tar_guard::Tracker;
-use super::format::MAX_WINDOW_LOG;
 use crate::digest::{HashingReader, Sha256};
 use crate::member_path::MemberPath;
 use crate::overlap::ReadAhead;

@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::manifest::{MANIFEST, SIGNATURE};
 use crate::digest::Sha256;
 use crate::sign::KeyId;
 

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 pub use super::feed::Arrivals;
 use super::feed::Feed;
+pub use super::format::{Compression, MAX_WINDOW_LOG};
 use super::frames::{self, Frames, Store};
 use super::header;
 use super::manifest::{Entry, MANIFEST, Manifest, PROVENANCE, SIGNATURE};
 use super::parts::{PartsFile, SplitWriter};
 use crate::digest::Sha256;
-pub use super::format::{Compression, MAX_WINDOW_LOG};
 use crate::failure::{Class, Classify};
 use crate::member_path::MemberPath;
 use crate::overlap::WriteBehind;

@@ -276,7 +276,7 @@ struct Shown {
     /// The site's Sigstore trusted root (`sigstore/trusted_root.json`): its sha256 and length,
     /// or none (the public-good instance's, shipped with airlock).
     #[serde(skip_serializing_if = "Option::is_none")]
-    sigstore_root: Option<serde_json::Value>,
+    sigstore_root: Option<crate::trust::metadata::TargetFile>,
 }
 
 #[derive(Serialize)]
@@ -375,7 +375,7 @@ fn print(s: &Shown) -> anyhow::Result<()> {
             writeln!(out, "  {} {} of {}: {}", r.name, r.threshold, r.keys.len(), keys.join(", "))?;
         }
     }
-    match s.sigstore_root.as_ref().and_then(|t| t["hashes"]["sha256"].as_str()) {
+    match s.sigstore_root.as_ref().and_then(|t| t.hashes.get("sha256").map(String::as_str)) {
         Some(sha) => writeln!(out, "Sigstore trusted root: {} (sha256 {sha})", crate::trust::SIGSTORE_TARGET)?,
         None => writeln!(out, "Sigstore trusted root: the public-good instance's, shipped with airlock")?,
     }

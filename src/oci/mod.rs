@@ -10,11 +10,11 @@ pub mod doc;
 pub mod store;
 pub mod upload;
 
+pub use crate::image_ref::ImageRef;
 pub use client::{
     ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect, http_client, is_not_found, load_ca,
     pull_manifest, retryable,
 };
-pub use crate::image_ref::ImageRef;
 pub use store::{Location, Reach, Store, StoreError};
 
 /// Referrers' manifests (and co-signatures) asked for at once: a busy registry lists thousands
