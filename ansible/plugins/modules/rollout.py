@@ -90,8 +90,32 @@ def plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
+# The fields of a task's result airlock reads of a wave (`fleet::results::TaskResult`), and of
+# `result` (an apply's whole answer) only its error's verdict: `next`, `judge` and `note` take a
+# wave in one document, and each apply's answer with its validation evidence (~30 KB) would
+# bound a batch at about 2,000 nodes; the rest stays in Ansible's registered results.
+RESULT_FIELDS = ("changed", "failed", "skipped", "unreachable", "msg", "id", "verdict", "pending_reboot",
+                 "record", "seconds", "held", "drained", "waited", "reason")
+
+
+def compact(value):
+    """A task's result with only what airlock reads of it (anything else as it is)."""
+    if not isinstance(value, dict):
+        return value
+    out = dict((k, value[k]) for k in RESULT_FIELDS if k in value)
+    result = value.get("result")
+    error = result.get("error") if isinstance(result, dict) else None
+    if isinstance(error, dict) and "verdict" in error:
+        out["result"] = dict(error=dict(verdict=error["verdict"]))
+    elif "result" in value and not isinstance(result, dict):
+        out["result"] = result
+    return out
+
+
 def gathered(module):
-    """The input's `nodes`: for each node, each key from the host variable `gather` names."""
+    """The input's `nodes`: for each node, each key from the host variable `gather` names (a
+    wave's task results compacted to what airlock reads of them)."""
+    wave = module.params["step"] in ("next", "judge", "note")
     hostvars = getattr(module, "task_vars", {}).get("hostvars", {})
     nodes = []
     for name in module.params["nodes"]:
@@ -104,7 +128,7 @@ def gathered(module):
                 value = value.get(attr)
             elif attr:
                 value = None
-            entry[key] = plain(value)
+            entry[key] = compact(plain(value)) if wave else plain(value)
         nodes.append(entry)
     return nodes
 
