@@ -11,9 +11,13 @@
 # per node (the apply records' `seconds`: no higher at the largest N than at the smallest), the
 # controller's peak RSS (ansible-playbook and its forks, the largest), and the fleet page
 # (`airlock report --fleet`): its seconds and size.
+# SLURM=1 runs the Slurm path (`airlock_scheduler: slurm`: every node drained, its jobs waited for,
+# resumed) over a real local cluster (munged, slurmctld and one slurmd per node name, as
+# tests/common/slurm.rs starts it; root): FLEET's sizes are then what this machine allows.
 set -euo pipefail
 airlock=$1 work=$2
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$repo/scripts/bench-lib.sh"
 FLEET=${FLEET:-64 256 1024} FORKS=${FORKS:-5}
 command -v ansible-playbook >/dev/null || { echo "bench-fleet: ansible-core is needed (scripts/test.sh installs it)" >&2; exit 1; }
 r="$work/fleet-bench"; rm -rf "$r"; mkdir -p "$r"
@@ -33,7 +37,40 @@ PY
 probes=$repo/testdata/probes
 python=$(python3 -c 'import sys; print(sys.executable)')
 tuples=(mi300x mi300x-cpx guest)
-echo "fleet: ansible-playbook airlock.site.rollout -f $FORKS over N local nodes, ${#tuples[@]} tuples, $(nproc) cores"
+slurm_vars=""
+if [[ -n ${SLURM:-} ]]; then
+  largest=$(echo $FLEET | awk '{print $NF}')
+  sd="$r/slurm"; mkdir -p "$sd"/{state,spool,munge}; chmod 755 "$sd"
+  head -c 1024 /dev/urandom > "$sd/munge/munge.key"; chmod 400 "$sd/munge/munge.key"
+  pids=()
+  trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+  munged -F --force --key-file="$sd/munge/munge.key" --socket="$sd/munge/munge.socket" \
+    --pid-file="$sd/munge/munged.pid" --log-file="$sd/munge/munged.log" --seed-file="$sd/munge/munged.seed" \
+    </dev/null >/dev/null 2>&1 & pids+=($!)
+  for _ in $(seq 100); do [[ -S $sd/munge/munge.socket ]] && break; sleep 0.1; done
+  host=$(hostname -s)
+  { printf 'ClusterName=airlock\nSlurmctldHost=%s\nSlurmctldPort=%s\nAuthType=auth/munge\nAuthInfo=socket=%s\n' \
+      "$host" "$(port)" "$sd/munge/munge.socket"
+    printf 'CryptoType=crypto/munge\nSlurmUser=root\nSlurmdUser=root\nStateSaveLocation=%s/state\n' "$sd"
+    printf 'SlurmdSpoolDir=%s/spool/%%n\nSlurmctldPidFile=%s/slurmctld.pid\nSlurmdPidFile=%s/slurmd-%%n.pid\n' "$sd" "$sd" "$sd"
+    printf 'SlurmctldLogFile=%s/slurmctld.log\nSlurmdLogFile=%s/slurmd-%%n.log\n' "$sd" "$sd"
+    printf 'ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n'
+    printf 'SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nReturnToService=2\nMpiDefault=none\n'
+    printf 'MinJobAge=3600\nSlurmdParameters=config_overrides\nSchedulerParameters=sched_interval=2\n'
+    for i in $(seq "$largest"); do printf 'NodeName=n%04d NodeHostname=%s Port=%s CPUs=1 State=UNKNOWN\n' "$i" "$host" "$(port)"; done
+    printf 'PartitionName=gpu Nodes=n[0001-%04d] Default=YES MaxTime=INFINITE State=UP\n' "$largest"
+  } > "$sd/slurm.conf"
+  export SLURM_CONF=$sd/slurm.conf
+  slurmctld -D -i -f "$SLURM_CONF" </dev/null >/dev/null 2>&1 & pids+=($!)
+  for _ in $(seq 200); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
+  for i in $(seq "$largest"); do slurmd -D -f "$SLURM_CONF" -N "$(printf 'n%04d' "$i")" </dev/null >/dev/null 2>&1 & pids+=($!); done
+  for _ in $(seq 600); do
+    [[ $(sinfo --noheader --Node --format '%T' | grep -c '^idle') -ge $largest ]] && break; sleep 0.5
+  done
+  echo "slurm: $(sinfo --noheader --Node --format '%T' | grep -c '^idle') of $largest nodes idle"
+  slurm_vars=", \"airlock_scheduler\": \"slurm\", \"airlock_scheduler_environment\": {\"SLURM_CONF\": \"$SLURM_CONF\"}, \"airlock_slurm_poll\": 0.5"
+fi
+echo "fleet: ansible-playbook airlock.site.rollout -f $FORKS over N local nodes, ${#tuples[@]} tuples, $(nproc) cores${SLURM:+, under Slurm}"
 printf '  %-5s %8s %9s %10s %11s %9s %9s\n' N wall "s / node" "airlock's" "peak RSS" "report" "page"
 first_own="" ; largest=$(echo $FLEET | awk '{print $NF}')
 for n in $FLEET; do
@@ -47,7 +84,7 @@ for n in $FLEET; do
   cat > "$r/vars.json" <<EOF
 {"airlock_source": "$r/demo.airlock", "airlock_trust": ["$r/keys/bench.pub"], "airlock_binary": "$airlock",
  "airlock_batches": [1, "10%", "25%", "100%"], "airlock_evidence_dir": "$r/evidence", "airlock_run_id": "bench-$n",
- "ansible_python_interpreter": "$python"}
+ "ansible_python_interpreter": "$python"$slurm_vars}
 EOF
   start=$(date +%s.%N)
   ANSIBLE_COLLECTIONS_PATH="$r/collections" ANSIBLE_HOME="$r/home" ANSIBLE_LOCAL_TEMP="$r/tmp" ANSIBLE_NOCOLOR=1 \
