@@ -18,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::public::ReleaseIndex;
 use super::root::{RETAINED_BUNDLE, SiteRoot};
 use super::stage::{Staged, Verified};
 use super::{SiteError, io_err};
@@ -590,22 +591,17 @@ struct MirrorHead {
 
 /// The co-signatures the mirror's index lists for `release` (its current, or one by version or
 /// id), by key id; `None` when it has no index or the index does not name the release.
-fn listed_cosignatures(index: Option<&serde_json::Value>, release: &Release) -> Option<Vec<String>> {
+fn listed_cosignatures(index: Option<&ReleaseIndex>, release: &Release) -> Option<Vec<String>> {
     let index = index?;
-    let current = index["current"].as_str().map(str::to_owned);
     let wanted = match release {
-        Release::Current => current?,
-        Release::Named(name) => name.clone(),
+        Release::Current => index.current.as_ref()?.as_str(),
+        Release::Named(name) => name.as_str(),
     };
-    let entry = index["releases"]
-        .as_array()?
-        .iter()
-        .find(|r| r["id"].as_str() == Some(wanted.as_str()) || r["version"].as_str() == Some(wanted.as_str()))?;
-    Some(entry["cosignatures"].as_array()?.iter().filter_map(|k| k.as_str().map(str::to_owned)).collect())
+    index.find(wanted)?.cosignatures.clone()
 }
 
-/// The mirror's `releases.json`, parsed (bounded), if it has one.
-async fn mirror_index(source: &str, net: &Net) -> Option<serde_json::Value> {
+/// The mirror's `releases.json`, parsed (bounded), if it has one that reads as an index.
+async fn mirror_index(source: &str, net: &Net) -> Option<ReleaseIndex> {
     let root = Place::root(source).ok()?;
     let bytes = root.small(net, super::public::INDEX, 1 << 20).await.ok()??;
     serde_json::from_slice(&bytes).ok()
@@ -615,14 +611,12 @@ async fn mirror_index(source: &str, net: &Net) -> Option<serde_json::Value> {
 /// it is not one: only for a message, never trusted).
 async fn served_releases(source: &str, net: &Net) -> Option<String> {
     let index = mirror_index(source, net).await?;
-    let current = index["current"].as_str().unwrap_or_default();
-    let list: Vec<String> = index["releases"]
-        .as_array()?
+    let list: Vec<String> = index
+        .releases
         .iter()
         .map(|r| {
-            let (v, id) = (r["version"].as_str().unwrap_or("?"), r["id"].as_str().unwrap_or("?"));
-            let mark = if id == current { ", current" } else { "" };
-            crate::escape::value(&format!("{v} ({id}{mark})")).into_owned()
+            let mark = if index.current.as_ref() == Some(&r.id) { ", current" } else { "" };
+            crate::escape::value(&format!("{} ({}{mark})", r.version, r.id)).into_owned()
         })
         .collect();
     Some(if list.is_empty() { "nothing".to_owned() } else { list.join(", ") })
@@ -681,10 +675,7 @@ async fn verified_manifest(
     // content never changes (a cache in front of the mirror keeps it), and a `current` that
     // moves while they are fetched does not mix two releases.
     let id = super::root::BundleId::of(&manifest_sha256);
-    let by_id = index
-        .as_ref()
-        .and_then(|i| i["releases"].as_array())
-        .is_some_and(|list| list.iter().any(|r| r["id"].as_str() == Some(id.as_str())));
+    let by_id = index.as_ref().is_some_and(|i| i.releases.iter().any(|r| r.id == id));
     let members = match (release, by_id) {
         (Release::Current, true) => Some(Place::parse(source, &Release::Named(id.to_string()))?),
         _ => None,

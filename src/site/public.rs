@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
 use super::root::{BundleId, Link, SiteRoot};
 use super::state::State;
 use super::{SiteError, io_err};
@@ -29,6 +31,38 @@ pub const RELEASES: &str = "releases";
 /// The releases served, by version and id, and the current one (`public/releases.json`): what a
 /// node lists when it asks for a release the mirror does not serve.
 pub const INDEX: &str = "releases.json";
+
+/// `public/releases.json`: the releases a mirror serves (by version, each with its id, name and
+/// the co-signatures beside it) and its current one. `refresh` writes it; nodes and relays read
+/// it (`site::mirror`) as a hint only — which co-signatures to ask for, where a release's
+/// members are by id, what to list when a release is not served — never as a fact: each
+/// manifest is verified on its own.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReleaseIndex {
+    pub current: Option<BundleId>,
+    #[serde(default)]
+    pub releases: Vec<ListedRelease>,
+}
+
+/// One release of the index, under its version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListedRelease {
+    pub version: String,
+    pub id: BundleId,
+    #[serde(default)]
+    pub name: String,
+    /// The key ids of the co-signatures beside it; absent in an index written before they were
+    /// listed (a node then asks for each trusted key's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cosignatures: Option<Vec<String>>,
+}
+
+impl ReleaseIndex {
+    /// The release the index lists under `name`: a version or an id.
+    pub fn find(&self, name: &str) -> Option<&ListedRelease> {
+        self.releases.iter().find(|r| r.id.as_str() == name || r.version == name)
+    }
+}
 
 /// Make `public/` say what the root holds now: `current`, and every retained release by version
 /// and by id; links to releases no longer retained are removed. Where two retained bundles of
@@ -57,7 +91,7 @@ pub(super) fn refresh(root: &SiteRoot, state: &State) -> Result<(), SiteError> {
     }
     root.commit_dir(&releases)?;
     // What a node lists when it asks for a release the mirror does not serve.
-    let listed: Vec<serde_json::Value> = wanted
+    let releases: Vec<ListedRelease> = wanted
         .iter()
         .filter(|(name, id)| name.as_str() != id.as_str())
         .filter_map(|(version, id)| {
@@ -70,10 +104,15 @@ pub(super) fn refresh(root: &SiteRoot, state: &State) -> Result<(), SiteError> {
                     .into_iter()
                     .map(|c| c.key_id.to_string())
                     .collect();
-            Some(serde_json::json!({ "version": version, "id": id, "name": name, "cosignatures": cosignatures }))
+            Some(ListedRelease {
+                version: version.clone(),
+                id: id.clone(),
+                name: name.clone(),
+                cosignatures: Some(cosignatures),
+            })
         })
         .collect();
-    let index = serde_json::json!({ "current": root.link(Link::Current), "releases": listed });
+    let index = ReleaseIndex { current: root.link(Link::Current), releases };
     let path = public.join(INDEX);
     let mut bytes = serde_json::to_vec_pretty(&index).expect("the index serialises");
     bytes.push(b'\n');
