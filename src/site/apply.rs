@@ -185,7 +185,7 @@ fn arrive(
             let promotion = promotion.map(|role| (role, state.promotion));
             let kept = super::mirror::Kept::Packages;
             let from = super::mirror::Fetching { source, release, net, packages, kept, promotion };
-            let held = super::mirror::Held::of(root);
+            let held = super::mirror::Held::of(root, kept);
             let got = super::mirror::stage_packages(&from, trust, root, &held, reporter, verified)?;
             let promotion = got.promotion.map(|p| p.promotion);
             Ok(Arrived { staged: got.staged, fetched: Some((got.policy, got.transfer)), promotion })

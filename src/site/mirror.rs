@@ -379,7 +379,9 @@ impl Place {
 pub(super) struct Held(std::collections::HashMap<Sha256, PathBuf>);
 
 impl Held {
-    pub(super) fn of(root: &SiteRoot) -> Self {
+    /// What `root` holds of the members a `kept` part takes (a node indexes its packages only,
+    /// not the thousands of files its manifests list and it never keeps).
+    pub(super) fn of(root: &SiteRoot, kept: Kept) -> Self {
         let mut held = std::collections::HashMap::new();
         for parent in [root.bundles(), root.downloads()] {
             let Ok(dirs) = std::fs::read_dir(&parent) else { continue };
@@ -387,8 +389,8 @@ impl Held {
                 let manifest = dir.join(MANIFEST);
                 let Ok(Some(bytes)) = super::root::read_bounded(&manifest, MAX_MANIFEST_BYTES) else { continue };
                 let Ok(m) = serde_json::from_slice::<Manifest>(&bytes) else { continue };
-                // Every member: a relay that keeps them all reuses a model a release left unchanged.
-                for e in &m.entries {
+                // A relay that keeps every member reuses a model a release left unchanged.
+                for e in m.entries.iter().filter(|e| kept.holds(e.path.as_str())) {
                     held.entry(e.sha256).or_insert_with(|| e.path.under(&dir));
                 }
             }

@@ -157,7 +157,7 @@ fn relay_locked(
     let root = tx.root();
     let promotion = opts.promotion.as_ref().map(|role| (role, tx.state.promotion));
     let from = Fetching { source, release: &opts.release, net, packages: true, kept: opts.kept, promotion };
-    let held = Held::of(root);
+    let held = Held::of(root, opts.kept);
     let got = super::mirror::stage_packages(&from, trust, root, &held, reporter, &mut |_, _| Ok(()))?;
     let Staged { dir, verified } = got.staged;
     attempt.trusted(&got.policy);
