@@ -93,15 +93,7 @@ EOF
     { echo "rollout failed:" >&2; tail -n 40 "$r/out.$n" "$r/err.$n" >&2; exit 1; }
   wall=$(python3 -c "import time; print(time.time() - $start)")
   rss=$(awk '/^peak_rss_kib/ {print $2}' "$r/err.$n")
-  own=$(cat "$r"/nodes/*/records/*-apply.json | python3 -c '
-import json, sys
-dec, text, total, i = json.JSONDecoder(), sys.stdin.read(), 0.0, 0
-while i < len(text):
-    while i < len(text) and text[i].isspace(): i += 1
-    if i >= len(text): break
-    doc, i = dec.raw_decode(text, i)
-    total += doc.get("seconds") or 0
-print(total)')
+  own=$(apply_seconds "$r/nodes")
   applied=$(ls "$r"/nodes/*/records/*-apply.json | wc -l)
   [[ $applied -eq $n ]] || { echo "fleet: $applied of $n nodes applied" >&2; exit 1; }
   rstart=$(date +%s.%N)

@@ -1,6 +1,18 @@
 # Shared by the benchmark scripts (sourced): ports, and a release of packages to serve.
 
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# apply_seconds NODES: the sum of the `seconds` of every node's apply record under NODES/*/records/.
+apply_seconds() {
+  cat "$1"/*/records/*-apply.json | python3 -c '
+import json, sys
+dec, text, total, i = json.JSONDecoder(), sys.stdin.read(), 0.0, 0
+while i < len(text):
+    while i < len(text) and text[i].isspace(): i += 1
+    if i >= len(text): break
+    doc, i = dec.raw_decode(text, i)
+    total += doc.get("seconds") or 0
+print(total)'
+}
 wait_port() { for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$1/$2" && return; sleep 0.1; done; echo "no server on $1" >&2; exit 1; }
 
 # bench_release AIRLOCK DIR MIB KEY: DIR/b1.airlock and DIR/b2.airlock, bundles `bench-fleet` 1.0.0

@@ -187,15 +187,7 @@ EOF
       ansible-playbook airlock.site.rollout -f "$FORKS" -i "$r/inventory.ini" -e "@$r/vars.json" > "$r/out.$n" 2>&1 ||
       { echo "rollout failed:" >&2; tail -n 40 "$r/out.$n" >&2; exit 1; }
     wall=$(python3 -c "import time; print(time.time() - $start)")
-    own=$(cat "$r"/nodes/*/records/*-apply.json | python3 -c '
-import json, sys
-dec, text, total, i = json.JSONDecoder(), sys.stdin.read(), 0.0, 0
-while i < len(text):
-    while i < len(text) and text[i].isspace(): i += 1
-    if i >= len(text): break
-    doc, i = dec.raw_decode(text, i)
-    total += doc.get("seconds") or 0
-print(total)')
+    own=$(apply_seconds "$r/nodes")
     python3 - "$n" "$wall" "$own" "$largest" <<'EOF'
 import sys
 n, wall, own, largest = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
