@@ -431,20 +431,9 @@ fn an_interrupted_install_removes_its_staged_tree_and_exits_130() {
             d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("stage-")).count()
         })
     };
-    let mut child = airlock()
-        .args(["install", s(&out), "--trust", s(&keys.public), "--root", s(&root), "--role", "mirror"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while staged() == 0 {
-        assert!(started.elapsed().as_secs() < 60, "no staged tree appeared");
-        assert!(child.try_wait().unwrap().is_none(), "the install ended before it could be interrupted");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    run(Command::new("kill").args(["-INT", &child.id().to_string()])).ok();
-    let done = child.wait_with_output().unwrap();
+    let mut install = airlock();
+    install.args(["install", s(&out), "--trust", s(&keys.public), "--root", s(&root), "--role", "mirror"]);
+    let done = interrupted(&mut install, || staged() > 0, "a staged tree");
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert_eq!(done.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("staged tree(s) it was writing"), "{stderr}");
@@ -471,23 +460,27 @@ fn an_interrupted_build_removes_its_partial_bundle_and_exits_130() {
             .count()
     };
     // Locked first (`big_project`): the lock's own partial file is not the one to catch.
-    let mut child = airlock()
-        .current_dir(dir)
-        .args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&out), "--cache", s(&dir.join("cache"))])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while partials() == 0 {
-        assert!(started.elapsed().as_secs() < 60, "no partial bundle appeared");
-        assert!(child.try_wait().unwrap().is_none(), "the build ended before it could be interrupted");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    run(Command::new("kill").args(["-INT", &child.id().to_string()])).ok();
-    let done = child.wait_with_output().unwrap();
+    let mut build = airlock();
+    build.current_dir(dir).args(["build", s(&spec), "--key", s(&keys.private), "--out", s(&out)]);
+    let done = interrupted(build.args(["--cache", s(&dir.join("cache"))]), || partials() > 0, "a partial bundle");
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert_eq!(done.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted; removed 1 partial file"), "{stderr}");
     assert_eq!(partials(), 0, "the partial bundle is gone");
     assert!(!out.exists(), "no bundle either");
+}
+
+/// `command` started, sent SIGINT once `ready` (`what` has appeared; within a minute, and before
+/// the command ends), and its output.
+fn interrupted(command: &mut Command, ready: impl Fn() -> bool, what: &str) -> std::process::Output {
+    let mut child = command.stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(started.elapsed().as_secs() < 60, "no {what} appeared");
+        assert!(child.try_wait().unwrap().is_none(), "the command ended before {what} could be caught");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    run(Command::new("kill").args(["-INT", &child.id().to_string()])).ok();
+    child.wait_with_output().unwrap()
 }
