@@ -38,10 +38,11 @@ pub fn run(
         .spawn()?;
     let stdout = keep(child.stdout.take(), max_output);
     let stderr = keep(child.stderr.take(), max_output);
-    let status = wait_until(&mut child, deadline);
+    let group = child.id();
+    let status = wait_until(child, deadline);
     // What it started in the background (a daemon, `sleep 300 &`) would keep the pipes open
     // and the readers waiting: the check is over, so its whole group goes with it.
-    kill_group(&child);
+    kill_group(group);
     // A grandchild that left the group (setsid) can still hold a pipe: what was read by then
     // is what the check said.
     let joined = |k: Kept| k.take(AFTER_EXIT);
@@ -87,24 +88,28 @@ fn keep(stream: Option<impl Read + Send + 'static>, max: u64) -> Kept {
     Kept { bytes, done }
 }
 
-/// Kill every process left in the child's process group (it leads its own group).
-fn kill_group(child: &Child) {
-    if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0)) {
+/// Kill every process left in the process group `group` (the child leads its own group).
+fn kill_group(group: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(group).unwrap_or(0)) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 
-/// Its exit status, or `None` after killing its whole group at `deadline`.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                kill_group(child);
-                let _ = child.wait();
-                return None;
-            }
+/// Its exit status, or `None` after killing its whole group at `deadline`. The child is waited
+/// for on a thread, so its end is seen the moment it comes (a probe runs a dozen tools: polling
+/// every few milliseconds cost a node's apply a tenth of a second).
+fn wait_until(mut child: Child, deadline: Instant) -> Option<ExitStatus> {
+    let group = child.id();
+    let (send, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(child.wait());
+    });
+    match ended.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(status) => status.ok(),
+        Err(_) => {
+            kill_group(group);
+            let _ = ended.recv();
+            None
         }
     }
 }
