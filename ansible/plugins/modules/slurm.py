@@ -88,7 +88,7 @@ from ansible.module_utils.basic import AnsibleModule
 OUT = ("drained", "draining", "drain", "down", "fail", "failing", "maint", "reserved", "inval", "future")
 
 
-def run(module, argv):
+def command(module, argv):
     env = dict((str(k), str(v)) for k, v in module.params["environment"].items())
     rc, out, err = module.run_command(argv, environ_update=env)
     if rc != 0:
@@ -103,7 +103,7 @@ def word(state):
 
 def nodes_of(module, args):
     """sinfo one line per node and partition: (name, partition, state, reason)."""
-    out = run(module, ["sinfo", "--noheader", "--Node", "--format", "%N|%P|%T|%E"] + args)
+    out = command(module, ["sinfo", "--noheader", "--Node", "--format", "%N|%P|%T|%E"] + args)
     rows = []
     for line in out.splitlines():
         parts = line.split("|", 3)
@@ -131,7 +131,7 @@ def out_of_service(state):
 
 
 def update(module, node, *fields):
-    run(module, ["scontrol", "update", "NodeName=%s" % node] + list(fields))
+    command(module, ["scontrol", "update", "NodeName=%s" % node] + list(fields))
 
 
 def drain(module, node):
@@ -155,11 +155,11 @@ def drain(module, node):
     module.exit_json(changed=True, held=False, drained=True, state=state, reason=reason, waited=round(time.time() - start, 2))
 
 
-def last_record(root):
-    try:
-        names = sorted(n for n in os.listdir(os.path.join(root, "records")) if n.endswith(".json"))
-    except OSError:
-        return None
+def last_record(module, root):
+    """The newest record's name under the node's ROOT/records (read on the node: this module's
+    action plugin runs it on the controller, its commands over the task's connection)."""
+    rc, out, _ = module.run_command(["ls", "-1", "--", os.path.join(root, "records")])
+    names = sorted(n for n in out.splitlines() if n.endswith(".json")) if rc == 0 else []
     return names[-1] if names else None
 
 
@@ -175,26 +175,32 @@ def capacity(module):
     module.exit_json(changed=False, rows=rows, partitions=partitions)
 
 
+MODULE_ARGS = dict(
+    argument_spec=dict(
+        action=dict(type="str", required=True, choices=["state", "drain", "resume", "hold", "reboot", "capacity"]),
+        node=dict(type="str"),
+        nodes=dict(type="list", elements="str", default=[]),
+        batch=dict(type="list", elements="str", default=[]),
+        per_node=dict(type="int", default=1),
+        demand=dict(type="int", default=0),
+        headroom=dict(type="int", default=0),
+        reason=dict(type="str", default="airlock"),
+        ours=dict(type="list", elements="str", default=[]),
+        timeout=dict(type="int", default=3600),
+        poll=dict(type="float", default=2),
+        root=dict(type="path"),
+        environment=dict(type="dict", default={}),
+    ),
+    required_if=[("action", a, ["node"]) for a in ("state", "drain", "resume", "hold", "reboot")],
+    supports_check_mode=True,
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            action=dict(type="str", required=True, choices=["state", "drain", "resume", "hold", "reboot", "capacity"]),
-            node=dict(type="str"),
-            nodes=dict(type="list", elements="str", default=[]),
-            batch=dict(type="list", elements="str", default=[]),
-            per_node=dict(type="int", default=1),
-            demand=dict(type="int", default=0),
-            headroom=dict(type="int", default=0),
-            reason=dict(type="str", default="airlock"),
-            ours=dict(type="list", elements="str", default=[]),
-            timeout=dict(type="int", default=3600),
-            poll=dict(type="float", default=2),
-            root=dict(type="path"),
-            environment=dict(type="dict", default={}),
-        ),
-        required_if=[("action", a, ["node"]) for a in ("state", "drain", "resume", "hold", "reboot")],
-        supports_check_mode=True,
-    )
+    run(AnsibleModule(**MODULE_ARGS))
+
+
+def run(module):
     p = module.params
     if p["action"] == "capacity":
         capacity(module)
@@ -213,12 +219,12 @@ def main():
         update(module, node, "State=RESUME")
         module.exit_json(changed=True, state=state, reason=reason)
     if p["action"] == "hold":
-        record = last_record(p["root"]) if p["root"] else None
+        record = last_record(module, p["root"]) if p["root"] else None
         text = p["reason"] + (" record %s" % record if record else "")
         update(module, node, "State=DRAIN", "Reason=%s" % text)
         module.exit_json(changed=True, state=state, reason=text)
     # reboot: once idle, through slurmd's RebootProgram; back when slurmd registers again.
-    run(module, ["scontrol", "reboot", "ASAP", "nextstate=DOWN", "reason=%s" % p["reason"], node])
+    command(module, ["scontrol", "reboot", "ASAP", "nextstate=DOWN", "reason=%s" % p["reason"], node])
     start = time.time()
     seen_reboot = False
     while time.time() - start <= p["timeout"]:
