@@ -647,6 +647,32 @@ fn a_red_canary_stops_the_rollout_before_any_expansion() {
 }
 
 #[test]
+fn under_kubernetes_each_node_is_drained_before_its_change_and_only_a_good_one_uncordoned() {
+    // kubectl here is a stand-in that writes down what it was asked (no cluster on this machine):
+    // the wiring of the playbook's drain and resume items is what is tested.
+    let f = Fleet::new();
+    let bin = f.dir.path().join("kubectl-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = f.dir.path().join("kubectl.log");
+    std::fs::write(bin.join("kubectl"), format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display())).unwrap();
+    std::fs::set_permissions(bin.join("kubectl"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let nodes = [("n1", "mi300x"), ("n2", "mi300x")];
+    let inventory = f.inventory_with("k8s.ini", &nodes, &["n2"]);
+    let vars =
+        serde_json::json!({ "airlock_scheduler": "kubernetes", "airlock_run_id": "k8s-1", "airlock_batches": [1] });
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let r = run(f.rollout_command(&inventory, "2026.11.0", "evidence", &["-e", &vars.to_string()]).env("PATH", path));
+    assert_ne!(r.code, 0, "n2 is red: {}", r.stdout);
+    let asked = std::fs::read_to_string(&log).unwrap();
+    let asked: Vec<&str> = asked.lines().map(|l| l.split(" --").next().unwrap()).collect();
+    assert_eq!(asked, ["drain n1", "uncordon n1", "drain n2"], "n2, red, stays cordoned: {}", r.stdout);
+    let journal = journal_of(&f.dir.path().join("evidence"), "k8s-1");
+    let resumed: Vec<&str> =
+        journal.iter().filter(|l| l["event"] == "resumed").map(|l| l["node"].as_str().unwrap()).collect();
+    assert_eq!(resumed, ["n1"], "the uncordon is journaled as n1's resume");
+}
+
+#[test]
 fn a_failed_batch_is_rolled_back_and_stops_the_rollout() {
     let f = Fleet::new();
     let inventory = f.inventory("green.ini", &GREEN);
@@ -1000,20 +1026,41 @@ fn under_slurm_a_re_run_drains_nothing_a_dry_run_changes_nothing_and_scope_all_d
     // 2026.11.1 with n4's RVS failing, scope all: n4 (batch 1 with n2) is red. n2, still
     // drained from its change, is rolled back and resumed; the canaries n1 and n3, back in
     // service, are drained again first (a job on n1 ends before its packages change).
+    // The run waits, once n1 is back in Slurm after its canary change (a site resume task), until
+    // the test's job runs there: the rollback's drain then has a running job to wait for.
     let inventory = f.inventory_with("slurm-red.ini", nodes, &["n4"]);
-    let vars =
-        slurm_vars(&slurm, "red-1", &serde_json::json!({ "airlock_rollback_scope": "all", "airlock_batches": [2] }));
+    let (back, job_runs) = (f.dir.path().join("n1-back"), f.dir.path().join("n1-job-runs"));
+    let hook = f.dir.path().join("wait-for-n1-job.yml");
+    std::fs::write(
+        &hook,
+        format!(
+            "- name: n1 is back in service; wait until the test's job runs there\n  \
+             when: inventory_hostname == 'n1' and airlock_wave_kind | default('') == 'canary'\n  block:\n    \
+             - ansible.builtin.file: {{path: {}, state: touch, mode: '0644'}}\n    \
+             - ansible.builtin.wait_for: {{path: {}, timeout: 120}}\n",
+            back.display(),
+            job_runs.display()
+        ),
+    )
+    .unwrap();
+    let vars = slurm_vars(
+        &slurm,
+        "red-1",
+        &serde_json::json!({ "airlock_rollback_scope": "all", "airlock_batches": [2], "airlock_resume_tasks": [hook] }),
+    );
     let mut child = f.rollout_command(&inventory, "2026.11.1", "evidence", &["-e", &vars]);
     let log = f.dir.path().join("red-1.log");
     let out = std::fs::File::create(&log).unwrap();
     let mut child = child.stdout(out.try_clone().unwrap()).stderr(out).spawn().unwrap();
     let start = std::time::Instant::now();
-    let resumed = |n: &str| journal_of(&evidence, "red-1").iter().any(|l| l["event"] == "resumed" && l["node"] == n);
-    while !resumed("n1") {
+    while !back.exists() {
         assert!(child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 120, "n1 never resumed");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    assert_eq!(slurm.state("n1").0, "idle", "n1 is back in service");
     let job = slurm.submit("n1", "sleep 4");
+    slurm.wait_job(&job, "RUNNING");
+    std::fs::write(&job_runs, "").unwrap();
     let status = child.wait().unwrap();
     let stdout = std::fs::read_to_string(&log).unwrap();
     assert_ne!(status.code(), Some(0), "{stdout}");

@@ -493,6 +493,7 @@ mod tests {
             adopt_release: None,
             stage: false,
             nodes,
+            scheduler_states: None,
             approval_required: false,
             approval: None,
             approval_root: None,

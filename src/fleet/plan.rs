@@ -131,6 +131,17 @@ pub struct SchedulerFacts {
     pub msg: Option<String>,
 }
 
+/// What the scheduler step that reads every node's state returned (its rows, or its failure).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SchedulerStates {
+    #[serde(default)]
+    pub rows: Option<Vec<scheduler::SchedulerNode>>,
+    #[serde(default)]
+    pub failed: bool,
+    #[serde(default)]
+    pub msg: Option<String>,
+}
+
 /// One inventory node as the playbook saw it before the run.
 #[derive(Debug, Clone, Deserialize)]
 pub struct NodeFacts {
@@ -166,6 +177,11 @@ pub struct PlanInput {
     #[serde(default)]
     pub stage: bool,
     pub nodes: Vec<NodeFacts>,
+    /// Every node the scheduler lists, read once for the whole run (the `slurm` module's
+    /// `states`, as registered: one `sinfo` call, not one per node): a node's state and reason
+    /// where its own facts carry none.
+    #[serde(default)]
+    pub scheduler_states: Option<SchedulerStates>,
     /// The canaries' evidence must be approved before any batch (`airlock_approval_required`).
     #[serde(default)]
     pub approval_required: bool,
@@ -347,7 +363,11 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
         }
     }
     let id = input.bundle.id.to_string();
-    let mut nodes: Vec<PlannedNode> = input.nodes.iter().map(|facts| part_of(facts, &id, input.scheduler)).collect();
+    let mut nodes: Vec<PlannedNode> = input
+        .nodes
+        .iter()
+        .map(|facts| part_of(&with_row(facts, input.scheduler_states.as_ref()), &id, input.scheduler))
+        .collect();
     for n in &mut nodes {
         n.adopt = input.adopt.is_some() && n.current.is_none() && eligible(n.part);
     }
@@ -442,6 +462,31 @@ fn summary_line(n: &PlannedNode) -> String {
 
 fn eligible(part: Part) -> bool {
     matches!(part, Part::Canary | Part::Batch)
+}
+
+/// A node's facts with its scheduler state taken from the run's states where the node's own
+/// facts carry none: the first row of its scheduler name; a failure naming it when the
+/// scheduler does not list it, or the step's own when the states could not be read.
+fn with_row<'a>(facts: &'a NodeFacts, states: Option<&SchedulerStates>) -> std::borrow::Cow<'a, NodeFacts> {
+    let Some(states) = states.filter(|_| facts.scheduler.is_none()) else {
+        return std::borrow::Cow::Borrowed(facts);
+    };
+    let name = facts.scheduler_name.as_deref().unwrap_or(facts.node.as_str());
+    let failed = |msg: String| SchedulerFacts { state: None, reason: None, failed: true, msg: Some(msg) };
+    let state = match (&states.rows, states.failed) {
+        (_, true) => failed(states.msg.clone().unwrap_or_else(|| "reading the states failed".into())),
+        (Some(rows), false) => match rows.iter().find(|r| r.node == name) {
+            Some(r) => SchedulerFacts {
+                state: Some(r.state.clone()),
+                reason: Some(r.reason.clone()),
+                failed: false,
+                msg: None,
+            },
+            None => failed(format!("the scheduler lists no node {name} (sinfo --Node)")),
+        },
+        (None, false) => return std::borrow::Cow::Borrowed(facts),
+    };
+    std::borrow::Cow::Owned(NodeFacts { scheduler: Some(state), ..facts.clone() })
 }
 
 /// A node's part before canaries and batches are told apart (every eligible node is `Batch`).
@@ -540,6 +585,7 @@ mod tests {
             adopt_release: None,
             stage: false,
             nodes,
+            scheduler_states: None,
             approval_required: false,
             approval: None,
             approval_root: None,
@@ -641,6 +687,43 @@ mod tests {
             ]
         );
         assert_eq!(p.nodes[2].take_over.as_deref(), Some("airlock red rocm-0 run r0 record x.json"));
+    }
+
+    #[test]
+    fn the_schedulers_rows_read_once_give_each_node_its_state_by_its_scheduler_name() {
+        let mut named = node("gpu-a01", "A", Some(OLD));
+        named.scheduler_name = Some("a01".into());
+        let mut i = input(vec![node("n1", "A", Some(OLD)), named, node("n9", "A", Some(OLD))], &["1"]);
+        i.scheduler = Scheduler::Slurm;
+        let row = |node: &str, state: &str, reason: &str| scheduler::SchedulerNode {
+            node: node.into(),
+            partition: "gpu".into(),
+            state: state.into(),
+            reason: reason.into(),
+        };
+        i.scheduler_states = Some(SchedulerStates {
+            rows: Some(vec![row("n1", "idle", ""), row("a01", "drained", "bad DIMM"), row("n7", "idle", "")]),
+            ..SchedulerStates::default()
+        });
+        let p = plan(run(), Timestamp::from_unix(0), i.clone()).unwrap();
+        let parts: Vec<(Part, Option<&str>)> = p.nodes.iter().map(|n| (n.part, n.reason.as_deref())).collect();
+        assert_eq!(
+            parts,
+            [
+                (Part::Canary, None),
+                (Part::Reserved, Some("drained: bad DIMM")),
+                (
+                    Part::Unavailable,
+                    Some("the scheduler does not know it: the scheduler lists no node n9 (sinfo --Node)")
+                ),
+            ]
+        );
+        // The states could not be read: every node is unavailable, the step's failure its reason.
+        i.scheduler_states =
+            Some(SchedulerStates { failed: true, msg: Some("sinfo failed: no controller".into()), rows: None });
+        let p = plan(run(), Timestamp::from_unix(0), i).unwrap();
+        assert!(p.nodes.iter().all(|n| n.part == Part::Unavailable
+            && n.reason.as_deref() == Some("the scheduler does not know it: sinfo failed: no controller")));
     }
 
     #[test]

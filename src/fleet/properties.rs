@@ -114,6 +114,7 @@ fn plans_account_for_every_node_and_runs_roll_back_exactly_what_they_changed() {
             adopt_release: None,
             stage: false,
             nodes: nodes.clone(),
+            scheduler_states: None,
             approval_required: false,
             approval: None,
             approval_root: None,

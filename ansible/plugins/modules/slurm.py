@@ -22,9 +22,12 @@ description:
     up to O(timeout) seconds, until slurmd registers again after it.
   - C(capacity) reads every node of the partitions O(nodes) belong to (C(sinfo)) and returns them as C(rows),
     each with its node, partition, state and reason; C(airlock rollout next) computes the capacity rule from them.
-  - In check mode C(state) and C(capacity) read as usual; the other actions say what they would do.
+  - C(states) reads every node Slurm lists in one C(sinfo --Node) call and returns them as C(rows) (node,
+    partition, state, reason): the rollout's probe play reads the whole run's states once with it, and
+    C(airlock rollout plan) takes each node's from them.
+  - In check mode C(state), C(states) and C(capacity) read as usual; the other actions say what they would do.
 options:
-  action: {description: What to do., type: str, required: true, choices: [state, drain, resume, hold, reboot, capacity]}
+  action: {description: What to do., type: str, required: true, choices: [state, states, drain, resume, hold, reboot, capacity]}
   node: {description: The node's Slurm name (NodeName)., type: str}
   nodes: {description: For capacity, the run's nodes (their Slurm names); their partitions are counted., type: list, elements: str, default: []}
   batch: {description: For capacity, the batch about to change (Slurm names)., type: list, elements: str, default: []}
@@ -72,10 +75,10 @@ reserved_nodes:
 airlock_nodes: {description: "capacity: nodes airlock has drained now (in change, or red and held).", type: list, elements: str, returned: capacity, sample: [gpu03]}
 partitions: {description: "capacity: the partitions counted.", type: list, elements: str, returned: capacity, sample: [gpu]}
 rows:
-  description: "capacity: every node of the partitions, as sinfo lists it (node, partition, state, reason)."
+  description: "capacity: every node of the partitions, as sinfo lists it (node, partition, state, reason); states: every node."
   type: list
   elements: dict
-  returned: capacity
+  returned: capacity, states
   sample: [{node: gpu17, partition: gpu, state: drained, reason: "bad DIMM, ticket 4711"}]
 """
 
@@ -177,7 +180,7 @@ def capacity(module):
 
 MODULE_ARGS = dict(
     argument_spec=dict(
-        action=dict(type="str", required=True, choices=["state", "drain", "resume", "hold", "reboot", "capacity"]),
+        action=dict(type="str", required=True, choices=["state", "states", "drain", "resume", "hold", "reboot", "capacity"]),
         node=dict(type="str"),
         nodes=dict(type="list", elements="str", default=[]),
         batch=dict(type="list", elements="str", default=[]),
@@ -204,6 +207,9 @@ def run(module):
     p = module.params
     if p["action"] == "capacity":
         capacity(module)
+    if p["action"] == "states":
+        rows = [dict(node=n, partition=part, state=st, reason=r) for n, part, st, r in nodes_of(module, [])]
+        module.exit_json(changed=False, rows=rows)
     node = p["node"]
     if p["action"] == "state":
         state, reason = info(module, node)

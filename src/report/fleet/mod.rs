@@ -785,6 +785,7 @@ mod tests {
             adopt_release: None,
             stage: false,
             nodes: vec![facts("s1", ID), reserved, facts("c1", OLD), facts("b1", OLD)],
+            scheduler_states: None,
             approval_required: false,
             approval: None,
             approval_root: None,
