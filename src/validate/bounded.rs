@@ -104,14 +104,12 @@ fn wait_until(mut child: Child, deadline: Instant) -> Option<ExitStatus> {
     std::thread::spawn(move || {
         let _ = send.send(child.wait());
     });
-    match ended.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        Ok(status) => status.ok(),
-        Err(_) => {
-            kill_group(group);
-            let _ = ended.recv();
-            None
-        }
+    if let Ok(status) = ended.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        return status.ok();
     }
+    kill_group(group);
+    let _ = ended.recv();
+    None
 }
 
 #[cfg(test)]
