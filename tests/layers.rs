@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 
 /// Known violations, each to be mended (issue 79), exactly as `violations()` words them.
 const DEBTS: &[&str] = &[
-    // The writer's feed hands it `Packing` and fills its `Buffers`; the writer starts the feed.
-    "circle of files in src/bundle: feed -> writer",
     // The site's phases call each other's helpers (install's `Attempt`, stage, retain).
     "circle of files in src/site: activate -> apply -> check -> install -> mirror -> promotion -> public -> retain \
      -> retained -> rollback -> stage -> state -> transaction -> trust",

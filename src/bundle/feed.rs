@@ -14,7 +14,7 @@ use std::thread::Scope;
 use sha2::Digest as _;
 
 use super::frames::BLOCK;
-use super::writer::{Buffers, PackError, Packing};
+use super::members::{Buffers, PackError, Packing};
 use crate::digest::HashingReader;
 use crate::digest::Sha256;
 use crate::member_path::MemberPath;

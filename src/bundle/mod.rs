@@ -7,6 +7,7 @@ pub mod format;
 mod frames;
 pub mod header;
 pub mod manifest;
+pub mod members;
 pub mod parts;
 pub mod pins;
 pub mod provenance;
