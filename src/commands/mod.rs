@@ -158,6 +158,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             // What the types above wrap, for an error that reaches a command bare.
             crate::sources::apt::DebError,
             crate::sources::rpm::RpmError,
+            crate::sources::rpm::HeaderError,
             crate::sources::oci::ImageError,
             crate::sources::Unsigned,
             crate::sources::hf::ModelError,

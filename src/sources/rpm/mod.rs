@@ -33,7 +33,7 @@ use crate::spec::lock::{LockFile, LockedBase, LockedRpm};
 use crate::spec::{RpmPin, RpmSpec};
 
 pub use closure::cmp_evr;
-pub use header::Header;
+pub use header::{Header, HeaderError};
 
 const MAX_REPOMD: u64 = 4 << 20;
 const MAX_INDEX: u64 = 256 << 20;
@@ -64,8 +64,9 @@ pub enum RpmError {
     Mismatch { url: String, what: &'static str, expected: String, actual: String },
     #[error("{url}: `{package}` for {arch} is not in the repository ({available})")]
     NotFound { url: String, package: String, arch: String, available: String },
+    /// `detail` is shown in this message, not chained as a source (the message would say it twice).
     #[error("`{}` ({nevra}): {detail}", path.display())]
-    Package { path: PathBuf, nevra: String, detail: String },
+    Package { path: PathBuf, nevra: String, detail: HeaderError },
     #[error("base rpmdb `{}`: {detail}", path.display())]
     Base { path: PathBuf, detail: String },
     #[error("the {arch} dependency closure cannot be made: {detail}")]
@@ -78,8 +79,10 @@ impl Classify for RpmError {
             RpmError::Signature { .. }
             | RpmError::Unsigned { .. }
             | RpmError::Mismatch { .. }
-            | RpmError::WeakChecksum { .. }
-            | RpmError::Package { .. } => Class::Verification,
+            | RpmError::WeakChecksum { .. } => Class::Verification,
+            // A package that cannot be read from the cache is the host's failure; one whose
+            // header does not hold is the repository's.
+            RpmError::Package { detail, .. } => detail.class(),
             RpmError::Keyring { .. }
             | RpmError::Metadata { .. }
             | RpmError::NotFound { .. }
@@ -367,10 +370,7 @@ async fn check_header(path: PathBuf, r: &LockedRpm, keyring: Option<Arc<Keyring>
             if m.is_source_package() { "src".to_owned() } else { m.get_arch().unwrap_or_default().to_owned() },
         );
         if got != expect {
-            return Err(format!(
-                "its header names {}-{}:{}-{}.{}, not what the repository metadata says",
-                got.0, got.1, got.2, got.3, got.4
-            ));
+            return Err(HeaderError::NotAsListed { got: format!("{}-{}:{}-{}.{}", got.0, got.1, got.2, got.3, got.4) });
         }
         match &keyring {
             Some(k) => h.verify(k),
@@ -570,7 +570,7 @@ pub async fn plan(sources: &Sources<'_>, lock: &LockFile) -> Result<Plan, Source
     let docs = blocking(move || {
         let (mut primary, mut filelists, mut other) = (String::new(), String::new(), String::new());
         for (path, location, sha256, size, nevra) in &work {
-            let bad = |detail: String| RpmError::Package { path: PathBuf::from(location), nevra: nevra.clone(), detail };
+            let bad = |detail| RpmError::Package { path: PathBuf::from(location), nevra: nevra.clone(), detail };
             let h = Header::read(path).map_err(bad)?;
             primary.push_str(&h.primary(location, sha256, *size).map_err(bad)?);
             filelists.push_str(&h.filelists(sha256).map_err(bad)?);
