@@ -159,6 +159,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::sources::apt::DebError,
             crate::sources::rpm::RpmError,
             crate::sources::rpm::HeaderError,
+            crate::sources::keyring::KeyringError,
             crate::sources::oci::ImageError,
             crate::sources::Unsigned,
             crate::sources::hf::ModelError,

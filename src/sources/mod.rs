@@ -10,7 +10,7 @@ pub mod apt;
 pub mod file;
 pub mod hf;
 pub mod index;
-mod keyring;
+pub mod keyring;
 pub mod oci;
 pub mod pylock;
 pub mod pypi;

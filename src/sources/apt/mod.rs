@@ -112,7 +112,9 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
     let dist = dist_url(entry);
     let keyring = match &entry.keyring {
         Some(k) => Some(
-            Keyring::load(&base.join(k)).await.map_err(|detail| DebError::Keyring { path: base.join(k), detail })?,
+            Keyring::load(&base.join(k))
+                .await
+                .map_err(|e| DebError::Keyring { path: base.join(k), detail: e.to_string() })?,
         ),
         None if entry.allow_unsigned => None,
         None => return Err(DebError::NoKeyring { repo: repo.to_owned() }.into()),
@@ -150,7 +152,7 @@ async fn release(http: &Http, entry: &DebSpec, base: &Path) -> Result<String, So
                 // one valid signature from the keyring is enough.
                 let ok = k
                     .verifies_detached(&bytes, &sig_bytes)
-                    .map_err(|detail| DebError::Index { url: sig_url.clone(), detail })?;
+                    .map_err(|e| DebError::Index { url: sig_url.clone(), detail: e.to_string() })?;
                 if !ok {
                     return Err(refuse(k, sig_url).into());
                 }

@@ -36,9 +36,9 @@ pub enum HeaderError {
     },
     #[error("its header signature was not made by a key of `{}`", keyring.display())]
     NotSignedByKeyring { keyring: std::path::PathBuf },
-    /// The keyring could not check a signature (`Keyring::verifies_detached`'s reason).
+    /// The header's signature is not one the keyring can read.
     #[error("{0}")]
-    Signature(String),
+    Signature(crate::sources::keyring::KeyringError),
     #[error("its header names {got}, not what the repository metadata says")]
     NotAsListed { got: String },
 }

@@ -127,7 +127,7 @@ async fn repo(sources: &Sources<'_>, entry: &RpmSpec) -> Result<Repo, SourceErro
     let keyring = match &entry.keyring {
         Some(k) => {
             let path = sources.spec.base_dir().join(k);
-            Some(Arc::new(Keyring::load(&path).await.map_err(|detail| RpmError::Keyring { path, detail })?))
+            Some(Arc::new(Keyring::load(&path).await.map_err(|e| RpmError::Keyring { path, detail: e.to_string() })?))
         }
         None => None,
     };
@@ -140,8 +140,9 @@ async fn repo(sources: &Sources<'_>, entry: &RpmSpec) -> Result<Repo, SourceErro
             Err(HttpError::Status { status: 404, .. }) => return Err(RpmError::Unsigned { url: md_url }.into()),
             Err(e) => return Err(e.into()),
         };
-        let ok =
-            k.verifies_detached(&bytes, &sig).map_err(|detail| RpmError::Metadata { url: sig_url.clone(), detail })?;
+        let ok = k
+            .verifies_detached(&bytes, &sig)
+            .map_err(|e| RpmError::Metadata { url: sig_url.clone(), detail: e.to_string() })?;
         if !ok {
             return Err(RpmError::Signature { url: sig_url, keyring: k.path.clone() }.into());
         }
