@@ -38,9 +38,10 @@ open(p, "w").write(s)
 PY
 (cd "$r/project" && "$airlock" build airlock.toml --key "$r/keys/bench.key" --out "$r/demo.airlock" >/dev/null 2>&1)
 # The nodes' airlock runs through a wrapper that adds what it and the tools it ran (the probes)
-# used of the CPU to node-cpu (bash's `times`, run in the shell itself: a pipe would ask a subshell): on a fleet that is the nodes' work, and the
-# controller's CPU is the playbook's whole less it. The controller's own steps (rollout plan,
-# next, judge, evidence) run the binary itself and count as the controller's.
+# used of the CPU to node-cpu (bash's `times`, run in the shell itself: in a pipe it would
+# report a subshell's): on a fleet that is the nodes' work, and the controller's CPU is the
+# playbook's whole less it. The controller's own steps (rollout plan, next, judge, evidence)
+# run the binary itself and count as the controller's.
 cat > "$r/node-airlock" <<WRAP
 #!/bin/bash
 "$airlock" "\$@"; rc=\$?

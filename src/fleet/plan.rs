@@ -363,10 +363,14 @@ pub fn plan(run: RunId, started: Timestamp, input: PlanInput) -> Result<Plan, Fl
         }
     }
     let id = input.bundle.id.to_string();
+    let states = input.scheduler_states.as_ref().map(StatesByName::of);
     let mut nodes: Vec<PlannedNode> = input
         .nodes
         .iter()
-        .map(|facts| part_of(&with_row(facts, input.scheduler_states.as_ref()), &id, input.scheduler))
+        .map(|facts| {
+            let state = facts.scheduler.clone().or_else(|| states.as_ref().and_then(|s| s.of_node(facts)));
+            part_of(facts, state, &id, input.scheduler)
+        })
         .collect();
     for n in &mut nodes {
         n.adopt = input.adopt.is_some() && n.current.is_none() && eligible(n.part);
@@ -464,18 +468,32 @@ fn eligible(part: Part) -> bool {
     matches!(part, Part::Canary | Part::Batch)
 }
 
-/// A node's facts with its scheduler state taken from the run's states where the node's own
-/// facts carry none: the first row of its scheduler name; a failure naming it when the
-/// scheduler does not list it, or the step's own when the states could not be read.
-fn with_row<'a>(facts: &'a NodeFacts, states: Option<&SchedulerStates>) -> std::borrow::Cow<'a, NodeFacts> {
-    let Some(states) = states.filter(|_| facts.scheduler.is_none()) else {
-        return std::borrow::Cow::Borrowed(facts);
-    };
-    let name = facts.scheduler_name.as_deref().unwrap_or(facts.node.as_str());
-    let failed = |msg: String| SchedulerFacts { state: None, reason: None, failed: true, msg: Some(msg) };
-    let state = match (&states.rows, states.failed) {
-        (_, true) => failed(states.msg.clone().unwrap_or_else(|| "reading the states failed".into())),
-        (Some(rows), false) => match rows.iter().find(|r| r.node == name) {
+/// The run's scheduler states by scheduler name (its first row of each), read once for every
+/// node: a lookup, not a scan of the rows per node.
+struct StatesByName<'a> {
+    states: &'a SchedulerStates,
+    rows: std::collections::BTreeMap<&'a str, &'a scheduler::SchedulerNode>,
+}
+
+impl<'a> StatesByName<'a> {
+    fn of(states: &'a SchedulerStates) -> Self {
+        let mut rows = std::collections::BTreeMap::new();
+        for r in states.rows.iter().flatten() {
+            rows.entry(r.node.as_str()).or_insert(r);
+        }
+        Self { states, rows }
+    }
+
+    /// A node's state from them: its row; a failure naming it when the scheduler does not list
+    /// it, or the step's own when the states could not be read; none when the step did not run.
+    fn of_node(&self, facts: &NodeFacts) -> Option<SchedulerFacts> {
+        let failed = |msg: String| SchedulerFacts { state: None, reason: None, failed: true, msg: Some(msg) };
+        if self.states.failed {
+            return Some(failed(self.states.msg.clone().unwrap_or_else(|| "reading the states failed".into())));
+        }
+        self.states.rows.as_ref()?;
+        let name = facts.scheduler_name.as_deref().unwrap_or(facts.node.as_str());
+        Some(match self.rows.get(name) {
             Some(r) => SchedulerFacts {
                 state: Some(r.state.clone()),
                 reason: Some(r.reason.clone()),
@@ -483,14 +501,13 @@ fn with_row<'a>(facts: &'a NodeFacts, states: Option<&SchedulerStates>) -> std::
                 msg: None,
             },
             None => failed(format!("the scheduler lists no node {name} (sinfo --Node)")),
-        },
-        (None, false) => return std::borrow::Cow::Borrowed(facts),
-    };
-    std::borrow::Cow::Owned(NodeFacts { scheduler: Some(state), ..facts.clone() })
+        })
+    }
 }
 
-/// A node's part before canaries and batches are told apart (every eligible node is `Batch`).
-fn part_of(facts: &NodeFacts, id: &str, scheduler: Scheduler) -> PlannedNode {
+/// A node's part before canaries and batches are told apart (every eligible node is `Batch`);
+/// `state` is what the scheduler says of it (its own facts, else the run's states).
+fn part_of(facts: &NodeFacts, state: Option<SchedulerFacts>, id: &str, scheduler: Scheduler) -> PlannedNode {
     let probe = facts.probe.clone().unwrap_or_default();
     let current = probe.current.as_ref().and_then(|c| c.id.clone());
     let mut n = PlannedNode {
@@ -515,7 +532,7 @@ fn part_of(facts: &NodeFacts, id: &str, scheduler: Scheduler) -> PlannedNode {
         return n;
     }
     if scheduler == Scheduler::Slurm {
-        let s = facts.scheduler.clone().unwrap_or_default();
+        let s = state.unwrap_or_default();
         let (state, reason) = (s.state.unwrap_or_default(), s.reason.unwrap_or_default());
         let reason_or = if reason.is_empty() { "no reason".to_owned() } else { reason.clone() };
         if s.failed || state.is_empty() {
