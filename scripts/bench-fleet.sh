@@ -8,12 +8,13 @@
 # passthrough guest: the recorded hosts of testdata/probes), the nodes spread over them round
 # robin; batches [1, "10%", "25%", "100%"]. For each N: the playbook's wall time per node (the
 # rollout's cost on this machine, the nodes' work included), airlock's own seconds per node (the
-# apply records' `seconds`: no higher at the largest N than at the smallest), the controller's CPU
-# seconds per node (the playbook's processes less the nodes' airlock and the tools it ran: what a
-# controller pays when the nodes are other machines; target <= 0.3 s at 1,024, flat or falling
-# with N), the nodes' CPU seconds per node, the
+# apply records' `seconds`, wall time), the controller's CPU seconds per node (the playbook's
+# processes less the nodes' airlock and the tools it ran: what a controller pays when the nodes
+# are other machines; target <= 0.3 s at 1,024, flat or falling with N), the nodes' CPU seconds
+# per node (airlock's own work: no higher at the largest N than at the smallest), the
 # controller's peak RSS (ansible-playbook and its forks, the largest), and the fleet page
-# (`airlock report --fleet`): its seconds and size.
+# (`airlock report --fleet`): its seconds and size. Runs on a shared machine vary by a fifth
+# from one hour to the next: compare variants interleaved, not runs of different hours.
 # SLURM=1 runs the Slurm path (`airlock_scheduler: slurm`: every node drained, its jobs waited for,
 # resumed) over a real local cluster (munged, slurmctld and one slurmd per node name, as
 # tests/common/slurm.rs starts it; root): FLEET's sizes are then what this machine allows.
@@ -88,7 +89,7 @@ fi
 echo "fleet: ansible-playbook airlock.site.rollout -f $FORKS over N local nodes, ${#tuples[@]} tuples, $(nproc) cores${SLURM:+, under Slurm}"
 printf '  %-5s %8s %9s %10s %11s %10s %11s %9s %9s\n' N wall "s / node" "airlock's" "ctrl CPU/n" "nodes' CPU" "peak RSS" \
   "report" "page"
-first_own="" ; largest=$(echo $FLEET | awk '{print $NF}')
+first_node_cpu="" ; largest=$(echo $FLEET | awk '{print $NF}')
 for n in $FLEET; do
   rm -rf "$r/nodes" "$r/evidence" "$r/node-cpu"
   { echo "[airlock_nodes]"
@@ -120,8 +121,8 @@ EOF
   "$airlock" report --fleet "$r/evidence" --out "$r/fleet-$n.html" >/dev/null
   report=$(python3 -c "import time; print(time.time() - $rstart)")
   page=$(stat -c %s "$r/fleet-$n.html")
-  first_own=${first_own:-$(python3 -c "print($own / $n)")}
-  python3 - "$n" "$wall" "$own" "$rss" "$report" "$page" "$largest" "$first_own" "$cpu" "$node_cpu" <<'PY'
+  first_node_cpu=${first_node_cpu:-$(python3 -c "print($node_cpu / $n)")}
+  python3 - "$n" "$wall" "$own" "$rss" "$report" "$page" "$largest" "$first_node_cpu" "$cpu" "$node_cpu" <<'PY'
 import sys
 n, wall, own, rss, report, page, largest, first, cpu, node_cpu = (int(sys.argv[1]), float(sys.argv[2]),
     float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8]),
@@ -130,8 +131,10 @@ controller = (cpu - node_cpu) / n
 verdict = ""
 if n == largest:
     per = "ok" if controller <= 0.3 else "MISSED"
-    flat = "ok" if own / n <= first * 1.1 else "MISSED"
-    verdict = f"  controller <= 0.3 s/node: {per}; airlock's no higher than at the smallest N: {flat}"
+    # airlock's own work per node, as CPU: its apply records' seconds are wall time, which the
+    # nodes' contention for this machine's cores stretches as N grows.
+    flat = "ok" if node_cpu / n <= first * 1.1 else "MISSED"
+    verdict = f"  controller <= 0.3 s/node: {per}; nodes' CPU no higher than at the smallest N: {flat}"
 print(f"  {n:<5} {wall:7.1f}s {wall / n:8.3f}s {own / n:9.3f}s {controller:10.3f}s {node_cpu / n:9.3f}s"
       f" {rss / 1024:8.0f} MiB {report:8.2f}s {page / 1024:6.0f} KB{verdict}")
 PY

@@ -1120,6 +1120,12 @@ pub struct ApplyArgs {
     /// packages from it.
     #[arg(long, conflicts_with_all = ["dry_run", "download_only"])]
     pub adopt: bool,
+    /// Leave a node that already runs this bundle as it is when none of its packages would
+    /// change: exit 0 with `unchanged` in `--json`, no record, nothing validated (what a
+    /// configuration tool's re-run wants). Without it, applying the current bundle again
+    /// validates the stack again, on record.
+    #[arg(long, conflicts_with_all = ["download_only", "adopt"])]
+    pub unless_current: bool,
     /// Let a mirror (`http(s)://…`) redirect to this other host (`HOST` or `HOST:PORT`); again
     /// for more. Without it a mirror's redirects stay on its own origin.
     #[arg(long, value_name = "HOST")]

@@ -224,6 +224,9 @@ fn a_green_fleet_goes_canaries_first_then_batches_and_a_second_run_changes_nothi
     let r = f.rollout(&inventory, "2026.11.0", "evidence", &[]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(f.versions(&GREEN), all("2026.11.0", &GREEN));
+    // No node has a step around its change: the waves are wave-plain.yml's, no drain or resume
+    // include for each node to skip.
+    assert!(!r.stdout.contains("Drain the node") && !r.stdout.contains("Back into service"), "{}", r.stdout);
 
     // Check mode runs nothing and says so honestly: no validation record, and no rollback
     // promised to a node that has nothing to go back to.
@@ -344,6 +347,26 @@ fn the_node_modules_run_on_a_node_on_their_own_as_they_do_through_the_action_plu
     assert_eq!(status["status"]["current"]["version"], "2026.11.0");
     let validated = f.module_on_node(node, host, "validate", &serde_json::json!({}));
     assert_eq!(validated["verdict"], "green", "{validated}");
+    // The same bundle again on the same node: one `apply --unless-current`, nothing changed or
+    // recorded; `brief` leaves airlock's whole answer on the node; the probe names the bundle.
+    let records = || std::fs::read_dir(f.root(node).join("records")).unwrap().count();
+    let before = records();
+    let unchanged = f.module_on_node(node, host, "apply", &apply("2026.11.0"));
+    assert_eq!(
+        (unchanged["changed"].as_bool(), unchanged["unchanged"].as_bool()),
+        (Some(false), Some(true)),
+        "{unchanged}"
+    );
+    assert!(unchanged["msg"].as_str().is_some_and(|m| m.starts_with("already runs")), "{unchanged}");
+    assert!(unchanged["result"]["id"].is_string(), "the whole answer without brief: {unchanged}");
+    let mut brief = apply("2026.11.0");
+    brief["brief"] = serde_json::json!(true);
+    let brief = through_plugin("apply", brief);
+    assert_eq!((brief["changed"].as_bool(), brief.get("result")), (Some(false), None), "{brief}");
+    assert_eq!(records(), before, "no record for a node left as it was");
+    let probed = through_plugin("probe", serde_json::json!({ "brief": true }));
+    assert_eq!((probed["current"]["id"].clone(), probed.get("probe")), (first["id"].clone(), None), "{probed}");
+    assert_eq!(f.module_on_node(node, host, "probe", &serde_json::json!({}))["current"]["version"], "2026.11.0");
 
     let second = f.module_on_node(node, host, "apply", &apply("2026.11.1"));
     assert_eq!(second["changed"], true);
@@ -788,6 +811,36 @@ fn with_rollback_scope_all_an_abort_takes_back_every_node_the_run_changed() {
 }
 
 #[test]
+fn a_drain_task_file_one_node_names_runs_for_that_node_alone() {
+    let f = Fleet::new();
+    let nodes = &GREEN[..3];
+    let hook = f.dir.path().join("drain-hook.yml");
+    let marks = f.dir.path().join("drained");
+    std::fs::create_dir_all(&marks).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "- name: Mark the drain\n  ansible.builtin.copy:\n    dest: \"{}/{{{{ inventory_hostname }}}}\"\n    content: drained\n    mode: \"0644\"\n",
+            marks.display()
+        ),
+    )
+    .unwrap();
+    // The task file is n2's own host variable: the plan sees it (a step around a change), so
+    // the waves are wave.yml's, and only n2 runs it.
+    let inventory = f.inventory("hook.ini", nodes);
+    let text = std::fs::read_to_string(&inventory).unwrap();
+    let text = text.replace("\nn2 ", &format!("\nn2 airlock_drain_tasks='[\"{}\"]' ", hook.display()));
+    std::fs::write(&inventory, text).unwrap();
+    let r = f.rollout(&inventory, "2026.11.0", "evidence", &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("Drain the node"), "{}", r.stdout);
+    let marked: Vec<String> =
+        std::fs::read_dir(&marks).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(marked, ["n2"]);
+    assert_eq!(f.versions(nodes), all("2026.11.0", nodes));
+}
+
+#[test]
 fn the_collection_passes_ansible_lint() {
     let dir = tempfile::tempdir().unwrap();
     let collections = collection(dir.path());
@@ -797,6 +850,10 @@ fn the_collection_passes_ansible_lint() {
         .env("ANSIBLE_HOME", dir.path().join("home"))
         .args(["--nocolor", "--offline", "--profile", "production"]));
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // ansible-lint reports a module whose documentation is not YAML without failing
+    // (`ansible-doc` then shows nothing of it): that fails here.
+    let unparsed = format!("{}{}", r.stdout, r.stderr);
+    assert!(!unparsed.contains("Unable to parse documentation"), "{unparsed}");
 }
 
 /// Issue 78: the fleet page leads with its counts per tuple and state (each of `tuples` tuples

@@ -642,3 +642,52 @@ fn a_busy_root_repeats_the_last_verdict_and_never_calls_a_red_node_healthy() {
     assert!(busy.stdout.starts_with("airlock: red demo 1.0.0 record "), "{}", busy.stdout);
     assert!(busy.stdout.contains("(last judged ") && busy.stdout.contains("; busy now): "), "{}", busy.stdout);
 }
+
+#[test]
+fn apply_unless_current_leaves_a_node_on_its_bundle_alone_and_probe_names_the_current_bundle() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = keygen(&t.path().join("k"), "build");
+    let node = t.path().join("node");
+    let b = bundle(t.path(), &keys, "demo", ROW, "");
+    let apply = |extra: &[&str]| {
+        let mut c = on_host("mi300x");
+        c.args(["apply", s(&b), "--trust", s(&keys.public), "--root", s(&node), "--json"]).args(extra);
+        run(&mut c)
+    };
+    let records = || std::fs::read_dir(node.join("records")).map_or(0, Iterator::count);
+    // A node with nothing current takes the bundle, on record, with or without the flag.
+    let first = apply(&["--unless-current"]).ok().json();
+    assert_eq!(first.get("unchanged"), None, "{first}");
+    assert_eq!(first["validation"]["verdict"], "green", "{first}");
+    assert_eq!(records(), 1);
+    let id = first["id"].as_str().unwrap().to_owned();
+
+    // Again: nothing to change, nothing done (no validation, no record), exit 0; a dry run says so.
+    let again = apply(&["--unless-current"]).ok().json();
+    assert_eq!((again["unchanged"].as_bool(), again["dry_run"].as_bool()), (Some(true), Some(false)), "{again}");
+    assert_eq!((again["id"].as_str(), again.get("validation"), again.get("record")), (Some(id.as_str()), None, None));
+    let dry = apply(&["--unless-current", "--dry-run"]).ok().json();
+    assert_eq!((dry["unchanged"].as_bool(), dry["dry_run"].as_bool()), (Some(true), Some(true)), "{dry}");
+    assert_eq!(records(), 1, "neither wrote a record");
+    let mut c = on_host("mi300x");
+    c.args(["apply", s(&b), "--trust", s(&keys.public), "--root", s(&node), "--unless-current"]);
+    let text = run(&mut c).ok().stdout;
+    assert!(text.contains("already runs demo 1.0.0") && text.contains("left as it is"), "{text}");
+    // Without it the same bundle is validated again, on record (an operator's re-check).
+    let revalidated = apply(&[]).ok().json();
+    assert_eq!((revalidated.get("unchanged"), revalidated["validation"]["verdict"].as_str()), (None, Some("green")));
+    assert_eq!(records(), 2);
+
+    // `probe --root` names the root's current bundle as `status` does; a directory that is no
+    // site root has none; without `--root` the probe is what it was.
+    let probe = |extra: &[&str]| {
+        let mut c = on_host("mi300x");
+        c.args(["probe", "--json"]).args(extra);
+        run(&mut c).ok().json()
+    };
+    let status = airlock_run(&["status", "--root", s(&node), "--json"]).ok().json();
+    assert_eq!(probe(&["--root", s(&node)])["current"], status["current"]);
+    assert_eq!(status["current"]["id"], id.as_str());
+    assert!(probe(&["--root", s(t.path())])["current"].is_null());
+    assert_eq!(probe(&[]).get("current"), None);
+}

@@ -11,7 +11,7 @@ use crate::cli::{ApplyArgs, TerminalReporter};
 use crate::fetch::Net;
 use crate::site::records::Action;
 use crate::site::trust::ExpiryRule;
-use crate::site::{Arrival, Downgrade, NodeOptions, Options, apply};
+use crate::site::{Arrival, Downgrade, Mode, NodeOptions, Options, apply};
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
     refuse_unprivileged(args)?;
@@ -79,13 +79,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         run: args.run.id.clone(),
         ..Options::default()
     };
-    let node = NodeOptions {
-        accept_unrestorable: args.accept_unrestorable.then_some(reason),
-        dry_run: args.dry_run,
-        download_only: args.download_only,
-        adopt: args.adopt,
-        lock_timeout: args.lock_timeout,
-    };
+    let node = node_options(args, reason);
     let reporter = TerminalReporter::new(args.json);
     let done = apply(&arrival, &policy, &args.root, &opts, &node, &reporter)?;
     let code = if done.pending_reboot.is_some() { Exit::PendingReboot } else { Exit::Ok };
@@ -98,6 +92,22 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         writeln!(std::io::stdout(), "{r}")?;
     }
     Ok(code)
+}
+
+/// What the node does with the bundle, as the flags say (clap keeps the modes apart).
+fn node_options(args: &ApplyArgs, reason: String) -> NodeOptions {
+    let mode = match (args.dry_run, args.download_only, args.adopt) {
+        (true, _, _) => Mode::DryRun,
+        (_, true, _) => Mode::DownloadOnly,
+        (_, _, true) => Mode::Adopt,
+        _ => Mode::Change,
+    };
+    NodeOptions {
+        accept_unrestorable: args.accept_unrestorable.then_some(reason),
+        mode,
+        unless_current: args.unless_current,
+        lock_timeout: args.lock_timeout,
+    }
 }
 
 /// A change of the host's packages needs root: said before anything is read or written (as
@@ -151,6 +161,11 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
     }
     if let Some(dir) = &done.staged {
         writeln!(out, "staged {what} in `{}`: its apply fetches nothing more", dir.display())?;
+        return Ok(());
+    }
+    if done.unchanged {
+        let how = if done.dry_run { "would be left" } else { "left" };
+        writeln!(out, "this node already runs {what} and none of its packages would change: {how} as it is")?;
         return Ok(());
     }
     if done.dry_run {

@@ -28,7 +28,11 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
         return diff(old_path, &p, args.json);
     }
     if args.json {
-        super::print_json(&p)?;
+        // With a root, its current bundle beside the probe (what `status` says of it; null
+        // when there is none or the root's state cannot be read): a rollout's probe of a node
+        // needs both, in one call.
+        let root = args.root.as_deref().map(|root| OfRoot { current: current(root) });
+        super::print_json(&Probed { probe: &p, root })?;
         return Ok(Exit::Ok);
     }
     // Tools' output is untrusted text: escaped for the terminal.
@@ -168,6 +172,26 @@ fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<Exit> {
 
 /// The package names the active bundle under `root` carries (its manifest read unverified:
 /// the names only widen what is listed; `check` verifies).
+/// `probe --json`: the probe, and with `--root` the root's current bundle.
+#[derive(serde::Serialize)]
+struct Probed<'a> {
+    #[serde(flatten)]
+    probe: &'a Probe,
+    #[serde(flatten)]
+    root: Option<OfRoot>,
+}
+
+#[derive(serde::Serialize)]
+struct OfRoot {
+    current: Option<crate::site::status::Entry>,
+}
+
+/// The root's current bundle as `status` describes it; none where the root is no site or its
+/// state cannot be read (`status` exits non-zero there).
+fn current(root: &Path) -> Option<crate::site::status::Entry> {
+    crate::site::status(root).ok().filter(|s| s.state_damaged.is_none()).and_then(|s| s.current)
+}
+
 fn carried(root: Option<&std::path::Path>) -> std::collections::BTreeSet<String> {
     let Some(root) = root else { return std::collections::BTreeSet::new() };
     let path = root.join("current").join(crate::bundle::manifest::MANIFEST);

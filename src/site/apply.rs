@@ -31,15 +31,28 @@ use crate::sign::{KeyId, Policy};
 pub struct NodeOptions {
     /// `--accept-unrestorable --reason TEXT`.
     pub accept_unrestorable: Option<String>,
-    pub dry_run: bool,
-    /// `--download-only`: fetch and verify the release's packages into `downloads/ID`, for
-    /// the later apply of that release; no package manager, no activation.
-    pub download_only: bool,
-    /// `--adopt`: the bundle pins what the node already runs (a baseline from `freeze`):
-    /// checked package by package, then retained and made current with nothing changed.
-    pub adopt: bool,
+    pub mode: Mode,
+    /// `--unless-current`: a node that already runs this bundle, with none of its packages to
+    /// change, is left as it is (`unchanged`, no record, nothing validated).
+    pub unless_current: bool,
     /// Seconds to wait for the dpkg lock.
     pub lock_timeout: u64,
+}
+
+/// What an apply does with the bundle once it is verified (the CLI's flags exclude each other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Install its packages, judge the new stack, commit or restore.
+    #[default]
+    Change,
+    /// `--dry-run`: say what would change; nothing under the root is written.
+    DryRun,
+    /// `--download-only`: fetch and verify the release's packages into `downloads/ID`, for
+    /// the later apply of that release; no package manager, no activation.
+    DownloadOnly,
+    /// `--adopt`: the bundle pins what the node already runs (a baseline from `freeze`):
+    /// checked package by package, then retained and made current with nothing changed.
+    Adopt,
 }
 
 /// What an apply did (or, with `--dry-run`, would do).
@@ -50,6 +63,10 @@ pub struct Applied {
     pub version: String,
     pub signers: Vec<KeyId>,
     pub dry_run: bool,
+    /// `--unless-current`: the node already runs this bundle and none of its packages would
+    /// change, so nothing was done (no record, no validation).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unchanged: bool,
     /// `--download-only`: where the release's packages wait for its apply.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub staged: Option<PathBuf>,
@@ -123,11 +140,11 @@ pub fn apply(
         Arrival::Bundle(input) => Some(input.open_for_reading(&trust.keys)?),
         Arrival::Mirror { .. } => None,
     };
-    let action = if node.adopt { records::Action::Adopt } else { records::Action::Apply };
+    let action = if node.mode == Mode::Adopt { records::Action::Adopt } else { records::Action::Apply };
     let mut attempt = Attempt::new(action, "verify", arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
     attempt.record.run_id.clone_from(&opts.run);
-    if node.dry_run {
+    if node.mode == Mode::DryRun {
         // A dry run writes nothing under the root (no skeleton, no record, no state): the root
         // is read under its lock where it exists; the bundle is staged and apt's private
         // configuration made in a directory of its own outside it, removed after.
@@ -210,23 +227,24 @@ fn apply_locked(
     let root = tx.root();
     let state = &mut tx.state;
     // Fetching ahead changes nothing a pending reboot waits on.
-    if let Some(p) = state.pending.as_ref().filter(|_| !node_opts.download_only) {
+    if let Some(p) = state.pending.as_ref().filter(|_| node_opts.mode != Mode::DownloadOnly) {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
     let mut preflight_evidence = None;
     // Adopting records what runs: a baseline's matrix (often the release's, carried over by
     // `freeze`) does not decide whether the node's own stack is recorded.
-    let adopting = node_opts.adopt;
+    let adopting = node_opts.mode == Mode::Adopt;
     let mut before_packages = |m: &VerifiedManifest, sha256: &crate::digest::Sha256| {
         if !adopting {
             preflight_evidence = judge_before(m, sha256, attempt)?;
         }
         Ok(())
     };
-    let packages = !node_opts.dry_run;
-    let arrived = arrive(arrival, opened, trust, root, state, packages, reporter, &mut before_packages)?;
+    let dry_run = node_opts.mode == Mode::DryRun;
+    // A dry run takes only a mirror's indexes, no package.
+    let arrived = arrive(arrival, opened, trust, root, state, !dry_run, reporter, &mut before_packages)?;
     let Arrived { staged: Staged { dir, verified }, fetched, promotion } = arrived;
-    follow(tx, arrival, promotion.as_ref(), node_opts.dry_run, attempt)?;
+    follow(tx, arrival, promotion.as_ref(), dry_run, attempt)?;
     let state = &mut tx.state;
     let (partial, transfer) = (fetched.is_some(), fetched.as_ref().map(|(_, t)| *t));
     attempt.record.transfer = transfer;
@@ -237,11 +255,9 @@ fn apply_locked(
     let id = BundleId::of(&verified.manifest_sha256);
     let downgrade = check_downgrade(root, state, &verified.manifest, opts.downgrade)?;
     crash_point("verified");
-    if node_opts.download_only {
+    if node_opts.mode == Mode::DownloadOnly {
         let (staged, record) = keep_downloaded(root, dir, &id, attempt)?;
-        let m = &verified.manifest;
-        let seconds = attempt.phases.total();
-        let mut applied = outcome(m, id, verified.signers, Changes::default(), seconds);
+        let mut applied = outcome(&verified.manifest, id, verified.signers, Changes::default(), attempt.phases.total());
         (applied.staged, applied.transfer, applied.preflight) = (Some(staged), transfer, preflight_evidence);
         applied.record = Some(record);
         return Ok(applied);
@@ -249,23 +265,23 @@ fn apply_locked(
     write_node_views(dir.path(), &verified.manifest, partial, opts)?;
     let node = Node::for_manifest(root.packages_home(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
-    if node_opts.adopt {
+    if adopting {
         return adopt(tx, &node, &wanted, dir, &verified, trust, partial, downgrade, opts, attempt);
     }
     let views = retained_views(root, state, None, node.area());
     let plan = node.plan(&dir.path().join(node.area()), &wanted, &views)?;
     tracing::info!("plan: {}", plan.changes.summary());
-    if node_opts.dry_run {
-        let mut applied = dry_run(&verified.manifest, id, verified.signers, plan, attempt.phases.total());
-        (applied.preflight, applied.transfer) = (preflight_evidence, transfer);
+    let unchanged = node_opts.unless_current
+        && plan.changes.is_empty()
+        && root.link(super::root::Link::Current).is_some_and(|current| current == id);
+    if dry_run || unchanged {
+        let mut applied = dry_run_of(&verified.manifest, id, verified.signers, plan, attempt.phases.total());
+        (applied.preflight, applied.transfer, applied.unchanged) = (preflight_evidence, transfer, unchanged);
+        (applied.dry_run, applied.simulation) = (dry_run, applied.simulation.filter(|_| dry_run));
         return Ok(applied);
     }
-    match (&node_opts.accept_unrestorable, plan.unrestorable.is_empty()) {
-        (_, true) => {}
-        (None, false) => {
-            return Err(refused(root, dir, &id, partial, SiteError::Unrestorable { changes: plan.unrestorable }));
-        }
-        (Some(reason), false) => tracing::warn!("--accept-unrestorable ({reason}): {}", list(&plan.unrestorable)),
+    if let Err(changes) = accepts_unrestorable(node_opts, plan) {
+        return Err(refused(root, dir, &id, partial, SiteError::Unrestorable { changes }));
     }
     attempt.phases.mark("plan", "stage");
     remember_retained(state, &verified, &id, trust, opts);
@@ -294,6 +310,19 @@ fn apply_locked(
         forget(tx, &retained.id, partial);
     }
     outcome
+}
+
+/// Changes whose before-version no retained view holds: refused (returned) unless the node
+/// accepts them (`--accept-unrestorable --reason`), then warned about.
+fn accepts_unrestorable(node_opts: &NodeOptions, plan: Plan) -> Result<(), Vec<Change>> {
+    match (&node_opts.accept_unrestorable, plan.unrestorable.is_empty()) {
+        (_, true) => Ok(()),
+        (None, false) => Err(plan.unrestorable),
+        (Some(reason), false) => {
+            tracing::warn!("--accept-unrestorable ({reason}): {}", list(&plan.unrestorable));
+            Ok(())
+        }
+    }
 }
 
 /// A node's apply from a mirror on record with what it rested on, and the signed promotion it
@@ -916,6 +945,7 @@ fn outcome(m: &VerifiedManifest, id: BundleId, signers: Vec<KeyId>, packages: Ch
         version: m.version.to_string(),
         signers,
         dry_run: false,
+        unchanged: false,
         staged: None,
         transfer: None,
         packages,
@@ -932,7 +962,7 @@ fn outcome(m: &VerifiedManifest, id: BundleId, signers: Vec<KeyId>, packages: Ch
     }
 }
 
-fn dry_run(m: &VerifiedManifest, id: BundleId, signers: Vec<KeyId>, plan: Plan, seconds: f64) -> Applied {
+fn dry_run_of(m: &VerifiedManifest, id: BundleId, signers: Vec<KeyId>, plan: Plan, seconds: f64) -> Applied {
     Applied {
         dry_run: true,
         unrestorable: plan.unrestorable,

@@ -44,7 +44,7 @@ use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::sign::Policy;
 use crate::validate::matrix::Verdict;
-pub use apply::{Applied, Arrival, Committed, NodeOptions, apply, commit_pending};
+pub use apply::{Applied, Arrival, Committed, Mode, NodeOptions, apply, commit_pending};
 pub use install::{Installed, install};
 pub use lock::RootLock;
 pub use relay::{RelayOptions, Relayed, relay};

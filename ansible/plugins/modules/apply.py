@@ -11,7 +11,8 @@ description:
   - Runs C(airlock apply SOURCE --json). airlock verifies the bundle, installs its packages with the
     host's package manager, validates the stack then installed, and commits it or puts the host's
     packages back (then this module fails with the red verdict).
-  - Idempotent, no change when the node already runs that bundle and no package would change.
+  - Idempotent, no change when the node already runs that bundle and no package would change
+    (C(airlock apply --unless-current), one airlock call; nothing validated or recorded again).
   - Check mode is C(--dry-run), diff mode shows the package changes.
 options:
   source: {description: "A bundle path, oci:// reference, or a mirror's root URL, as the node sees it.", type: str, required: true}
@@ -40,6 +41,16 @@ options:
       - The later apply of that release fetches nothing.
     type: bool
     default: false
+  brief:
+    description:
+      - Return what a rollout reads of a change (C(id), C(verdict), C(pending_reboot), C(packages), C(record),
+        C(transfer), C(seconds)) without C(result), airlock's whole answer (its validation's evidence, tens of
+        kilobytes), which the node's record keeps. A controller keeps every node's registered result in memory for
+        the whole run, and Ansible copies each result for every task after it.
+      - A failure's C(result) (airlock's error document, with the verdict that refused) is returned either way.
+    type: bool
+    default: false
+    version_added: "0.2.0"
 version_added: "0.1.0"
 requirements:
   - airlock on the node (C(binary)), as new as the collection.
@@ -77,14 +88,18 @@ transfer:
   type: dict
   returned: success
   sample: {fetched: {files: 3, bytes: 41943040}, reused: {files: 120, bytes: 2147483648}}
-result: {description: "airlock apply --json, whole.", type: dict, returned: always, sample: {id: 3f9c2a1b7d4e5f60, version: 2026.11.1}}
+unchanged: {description: "The node already ran that bundle and no package would change: nothing was done.", type: bool, returned: success}
+result:
+  description: "airlock apply --json, whole."
+  type: dict
+  returned: always, but on success not with C(brief)
+  sample: {id: 3f9c2a1b7d4e5f60, version: 2026.11.1}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airlock.site.plugins.module_utils.airlock import (
     COMMON_ARGS,
     EXIT_PENDING_REBOOT,
-    current_bundle,
     error_message,
     run_airlock,
     run_args,
@@ -99,6 +114,13 @@ def lines(changes, side):
             if c.get(side):
                 out.append("%s %s\n" % (c["name"], c[side]))
     return "".join(sorted(out))
+
+
+def diff_of(answer):
+    """The package changes of airlock's answer (an apply's or a dry run's) as before/after lines."""
+    changes = (answer or {}).get("packages") if isinstance(answer, dict) else None
+    changes = changes if isinstance(changes, dict) else {}
+    return dict(before=lines(changes, "before"), after=lines(changes, "after"))
 
 
 def run_changing(module, args, would):
@@ -153,6 +175,7 @@ MODULE_ARGS = dict(
         release=dict(type="str"),
         download_only=dict(type="bool", default=False),
         adopt=dict(type="bool", default=False),
+        brief=dict(type="bool", default=False),
     ),
     supports_check_mode=True,
     required_if=[("accept_amber", True, ["reason"]), ("accept_unrestorable", True, ["reason"])],
@@ -182,23 +205,25 @@ def run(module):
         stage(module, args + ["--download-only"])
     if p["adopt"]:
         adopt(module, args + ["--adopt"])
-    rc, plan, err = run_airlock(module, args + ["--dry-run"])
-    if rc != 0 and module.check_mode:
-        module.fail_json(msg=error_message(plan, err), rc=rc, result=plan)
-    # A dry run that fails writes no record: the apply below refuses the same way, on record
-    # (a pre-flight red, a bundle that does not verify), so the node's evidence holds it.
-    plan = plan if rc == 0 and isinstance(plan, dict) else {}
-    changes = plan.get("packages") or {}
-    diff = dict(before=lines(changes, "before"), after=lines(changes, "after"))
-    current = current_bundle(module) or {}
-    if plan and current.get("id") == plan.get("id") and not any(changes.values()):
-        module.exit_json(changed=False, id=plan.get("id"), msg="already runs %s %s" % (plan.get("name"), plan.get("version")), result=plan)
+    # One airlock call: a node that already runs the bundle, with nothing to change, is left as
+    # it is (`--unless-current`); the diff is what the call changed (or, in check mode, would).
+    args.append("--unless-current")
     if module.check_mode:
-        module.exit_json(changed=True, id=plan.get("id"), diff=diff, msg="would apply %s %s" % (plan.get("name"), plan.get("version")), result=plan)
+        rc, plan, err = run_airlock(module, args + ["--dry-run"])
+        if rc != 0 or not isinstance(plan, dict):
+            module.fail_json(msg=error_message(plan, err), rc=rc, result=plan)
+        what = "%s %s" % (plan.get("name"), plan.get("version"))
+        if plan.get("unchanged"):
+            module.exit_json(changed=False, id=plan.get("id"), unchanged=True, msg="already runs " + what, result=plan)
+        module.exit_json(changed=True, id=plan.get("id"), diff=diff_of(plan), msg="would apply " + what, result=plan)
     rc, done, err = run_airlock(module, args)
-    if rc not in (0, EXIT_PENDING_REBOOT):
-        module.fail_json(msg=error_message(done, err), rc=rc, result=done, diff=diff)
-    verdict = ((done or {}).get("validation") or {}).get("verdict", "skipped")
+    if rc not in (0, EXIT_PENDING_REBOOT) or not isinstance(done, dict):
+        module.fail_json(msg=error_message(done, err), rc=rc, result=done, diff=diff_of(done))
+    answer = {} if p["brief"] else dict(result=done)
+    if done.get("unchanged"):
+        what = "%s %s" % (done.get("name"), done.get("version"))
+        module.exit_json(changed=False, id=done.get("id"), unchanged=True, msg="already runs " + what, **answer)
+    verdict = (done.get("validation") or {}).get("verdict", "skipped")
     module.exit_json(
         changed=True,
         id=done.get("id"),
@@ -208,8 +233,8 @@ def run(module):
         record=done.get("record"),
         transfer=done.get("transfer"),
         seconds=done.get("seconds"),
-        diff=diff,
-        result=done,
+        diff=diff_of(done),
+        **answer
     )
 
 

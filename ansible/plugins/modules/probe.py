@@ -8,8 +8,9 @@ DOCUMENTATION = r"""
 module: probe
 short_description: This node's GPU stack as facts, and its hardware tuple
 description:
-  - Runs C(airlock probe --json) and C(airlock status --json) and returns the node's tuple (GPU
-    model, gfx, OS, kernel, partition modes, virtualization, firmware) and its current bundle.
+  - Runs C(airlock probe --root ROOT --json) and returns the node's tuple (GPU model, gfx, OS,
+    kernel, partition modes, virtualization, firmware) and its current bundle (as C(airlock status)
+    says it).
   - Nodes with the same tuple are alike for the upgrade guide's canary rule.
 options:
   packages:
@@ -18,6 +19,13 @@ options:
       - Off, only the GPU stack's packages and those the current bundle carries, a smaller result per node.
     type: bool
     default: false
+  brief:
+    description:
+      - Return the tuple, its fields and the current bundle without C(probe), the whole probe (GPUs, tools and
+        packages, kilobytes per node, which a controller keeps in memory for every node of a run).
+    type: bool
+    default: false
+    version_added: "0.2.0"
 version_added: "0.1.0"
 requirements:
   - airlock on the node (C(binary)), as new as the collection.
@@ -51,7 +59,7 @@ current:
   type: dict
   returned: always
   sample: {id: 3f9c2a1b7d4e5f60, name: rocm10-demo, version: 2026.11.0}
-probe: {description: "airlock probe --json, whole.", type: dict, returned: always, sample: {gpus: [{model: MI300X, gfx: gfx942}]}}
+probe: {description: "airlock probe --json, whole.", type: dict, returned: unless C(brief), sample: {gpus: [{model: MI300X, gfx: gfx942}]}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -84,7 +92,10 @@ def stack_only(probe):
     return probe
 
 
-MODULE_ARGS = dict(argument_spec=dict(COMMON_ARGS, packages=dict(type="bool", default=False)), supports_check_mode=True)
+MODULE_ARGS = dict(
+    argument_spec=dict(COMMON_ARGS, packages=dict(type="bool", default=False), brief=dict(type="bool", default=False)),
+    supports_check_mode=True,
+)
 
 
 def main():
@@ -93,11 +104,15 @@ def main():
 
 def run(module):
     rc, probe, err = run_airlock(module, ["probe", "--root", module.params["root"]], check_rc=True)
+    probe = probe if isinstance(probe, dict) else {}
+    # airlock names the root's current bundle in the probe; an older airlock on the node (before
+    # its self-upgrade) does not, and its `status` does.
+    current = probe.pop("current") if "current" in probe else current_bundle(module)
     if not module.params["packages"]:
-        probe = stack_only(probe or {})
-    fields, key = tuple_of(probe or {})
-    module.exit_json(changed=False, tuple=key, tuple_fields=fields, current=current_bundle(module), probe=probe)
-
+        probe = stack_only(probe)
+    fields, key = tuple_of(probe)
+    answer = {} if module.params["brief"] else dict(probe=probe)
+    module.exit_json(changed=False, tuple=key, tuple_fields=fields, current=current, **answer)
 
 if __name__ == "__main__":
     main()

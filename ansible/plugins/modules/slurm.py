@@ -23,7 +23,7 @@ description:
   - C(capacity) reads every node of the partitions O(nodes) belong to (C(sinfo)) and returns them as C(rows),
     each with its node, partition, state and reason; C(airlock rollout next) computes the capacity rule from them.
   - C(states) reads every node Slurm lists in one C(sinfo --Node) call and returns them as C(rows) (node,
-    partition, state, reason): the rollout's probe play reads the whole run's states once with it, and
+    partition, state, reason); the rollout's probe play reads the whole run's states once with it, and
     C(airlock rollout plan) takes each node's from them.
   - In check mode C(state), C(states) and C(capacity) read as usual; the other actions say what they would do.
 options:
