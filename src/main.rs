@@ -44,7 +44,11 @@ fn main() -> ExitCode {
         Err(err) => {
             // The chain can hold what a hostile file or server said: escaped for the terminal
             // (a JSON document escapes it its own way).
-            let error = airlock::cli::paint("error:", airlock::cli::Paint::Bad, airlock::cli::Stream::Stderr);
+            let error = airlock::commands::terminal::paint(
+                "error:",
+                airlock::commands::terminal::Paint::Bad,
+                airlock::commands::terminal::Stream::Stderr,
+            );
             eprintln!("{error} {}", airlock::escape::lines(&format!("{err:#}")));
             if json {
                 println!("{:#}", airlock::commands::error_document(&err));
@@ -66,7 +70,7 @@ fn init_logging(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour only for a person at a terminal, and never when NO_COLOR is set (no-color.org).
-    let colour = airlock::cli::colour_on(airlock::cli::Stream::Stderr);
+    let colour = airlock::commands::terminal::colour_on(airlock::commands::terminal::Stream::Stderr);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)

@@ -7,7 +7,8 @@ use crate::failure::Exit;
 use std::io::Write;
 
 use super::install::{Opened, Source, WithReferrers};
-use crate::cli::{ApplyArgs, TerminalReporter};
+use crate::cli::ApplyArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::Net;
 use crate::site::records::Action;
 use crate::site::trust::ExpiryRule;
@@ -208,7 +209,7 @@ fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(v) = &done.validation {
-        let summary = crate::cli::painted_summary(v, crate::cli::Stream::Stdout);
+        let summary = crate::commands::terminal::painted_summary(v, crate::commands::terminal::Stream::Stdout);
         writeln!(out, "validation of the new stack {summary}")?;
         for line in crate::validate::not_green(&v.rows) {
             writeln!(out, "{}", crate::escape::value(&line))?;

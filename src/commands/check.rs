@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
 
-use crate::cli::{CheckArgs, TerminalReporter};
+use crate::cli::CheckArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::failure::Class;
 
 pub fn run(args: &CheckArgs) -> anyhow::Result<Exit> {

@@ -5,7 +5,8 @@ use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
-use crate::cli::{CopyArgs, TerminalReporter};
+use crate::cli::CopyArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::Net;
 
 pub fn run(args: &CopyArgs) -> anyhow::Result<Exit> {

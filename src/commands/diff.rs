@@ -16,7 +16,8 @@ use super::VerificationFailed;
 use crate::bundle::Manifest;
 use crate::bundle::parts::Input;
 use crate::bundle::reader::{OnProblem, read_head};
-use crate::cli::{DiffArgs, TerminalReporter, TrustArgs};
+use crate::cli::{DiffArgs, TrustArgs};
+use crate::commands::terminal::TerminalReporter;
 use crate::report::bom::{Diff, Inventory, compare, from_artifacts, from_lock};
 use crate::spec::lock::LockFile;
 

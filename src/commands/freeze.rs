@@ -6,7 +6,8 @@ use std::io::Write as _;
 use anyhow::Context as _;
 
 use crate::build::freeze::freeze;
-use crate::cli::{FreezeArgs, TerminalReporter};
+use crate::cli::FreezeArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 use crate::validate::probe::Probe;

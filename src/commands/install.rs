@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::artifact::Location;
 use crate::bundle::parts::{Input, Remote};
-use crate::cli::{InstallArgs, TerminalReporter};
+use crate::cli::InstallArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::Net;
 use crate::oci::Transport;
 use crate::sign::Policy;
@@ -128,7 +129,7 @@ fn print(args: &InstallArgs, done: &crate::site::Installed) -> anyhow::Result<()
     if let Some(v) = &done.validation {
         // Tools' words are untrusted text: escaped for the terminal.
         let lines = crate::validate::not_green(&v.rows);
-        let summary = crate::cli::painted_summary(v, crate::cli::Stream::Stdout);
+        let summary = crate::commands::terminal::painted_summary(v, crate::commands::terminal::Stream::Stdout);
         writeln!(out, "validation {summary}")?;
         for line in lines {
             writeln!(out, "{}", crate::escape::value(&line))?;

@@ -4,7 +4,8 @@ use crate::failure::Exit;
 use std::io::Write;
 
 use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
-use crate::cli::{LockArgs, TerminalReporter};
+use crate::cli::LockArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 

@@ -86,7 +86,7 @@ pub fn self_upgrade(args: &SelfUpgradeArgs) -> anyhow::Result<Exit> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?,
     };
-    let reporter = crate::cli::TerminalReporter::new(args.json);
+    let reporter = crate::commands::terminal::TerminalReporter::new(args.json);
     let done = crate::upgrade::self_upgrade(&input, &policy, &to, &waivers, &reporter)?;
     if args.json {
         super::print_json(&done)?;

@@ -27,6 +27,7 @@ mod sbom;
 mod sign;
 mod sigstore;
 mod status;
+pub mod terminal;
 mod trust;
 mod validate;
 mod verify;
@@ -97,7 +98,11 @@ pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<Exit> {
     if !json {
         return Err(err);
     }
-    let error = crate::cli::paint("error:", crate::cli::Paint::Bad, crate::cli::Stream::Stderr);
+    let error = crate::commands::terminal::paint(
+        "error:",
+        crate::commands::terminal::Paint::Bad,
+        crate::commands::terminal::Stream::Stderr,
+    );
     eprintln!("{error} {}", crate::escape::lines(&format!("{err:#}")));
     Ok(exit_of(&err))
 }

@@ -9,7 +9,8 @@ use anyhow::Context as _;
 
 use crate::build::lock::lock_path;
 use crate::build::outdated::{Finding, Outdated, outdated};
-use crate::cli::{OutdatedArgs, TerminalReporter};
+use crate::cli::OutdatedArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 use crate::spec::lock::LockFile;

@@ -5,7 +5,8 @@ use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
-use crate::cli::{PullArgs, TerminalReporter};
+use crate::cli::PullArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::Net;
 
 pub fn run(args: &PullArgs) -> anyhow::Result<Exit> {

@@ -5,7 +5,8 @@ use std::io::Write;
 
 use crate::artifact::Location;
 use crate::bundle::parts::Input;
-use crate::cli::{PushArgs, TerminalReporter};
+use crate::cli::PushArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::Net;
 
 pub fn run(args: &PushArgs) -> anyhow::Result<Exit> {

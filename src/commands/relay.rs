@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use crate::cli::{InstallArgs, TerminalReporter};
+use crate::cli::InstallArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::failure::Exit;
 use crate::fetch::Net;
 use crate::site::mirror::{Kept, is_mirror};

@@ -4,7 +4,8 @@ use crate::failure::Exit;
 use std::io::Write;
 
 use crate::bundle::parts::Input;
-use crate::cli::{ReportArgs, TerminalReporter};
+use crate::cli::ReportArgs;
+use crate::commands::terminal::TerminalReporter;
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<Exit> {
     // A page of HTML is not for a terminal: said before anything is verified.

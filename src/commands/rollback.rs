@@ -5,7 +5,8 @@
 use crate::failure::Exit;
 use std::io::Write;
 
-use crate::cli::{RollbackArgs, TerminalReporter};
+use crate::cli::RollbackArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::fetch::Net;
 use crate::sign::KeyId;
 use crate::site::rollback::{RolledBack, Switch, Trust, rollback, switch};

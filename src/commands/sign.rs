@@ -10,7 +10,8 @@ use serde::Serialize;
 use super::VerificationFailed;
 use crate::bundle::parts::Input;
 use crate::bundle::reader::{OnProblem, read_head};
-use crate::cli::{SignArgs, TerminalReporter};
+use crate::cli::SignArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::sign::policy::cosignature_path;
 use crate::sign::{KeyId, SigningKey};
 

@@ -59,7 +59,7 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
             .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?
             .ok_or_else(|| super::UsageError(format!("`{}` is not a regular file", path.display())))?;
         // A release tarball or an image can be large: progress as it is hashed (a TTY only).
-        let reporter = crate::cli::TerminalReporter::new(args.json);
+        let reporter = crate::commands::terminal::TerminalReporter::new(args.json);
         reporter.start("hashing", file.metadata().map_or(0, |m| m.len()));
         let mut counted = Counted { inner: file, reporter: &reporter };
         let verified = verify_bundle(&from, &bundle, Subject::Reader(&mut counted), &signer, &root);

@@ -22,7 +22,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Exit> {
     if args.baseline {
         return baseline(args);
     }
-    let reporter = crate::cli::TerminalReporter::new(args.json || args.nhc);
+    let reporter = crate::commands::terminal::TerminalReporter::new(args.json || args.nhc);
     if args.nhc {
         return Ok(nhc(args, &reporter));
     }
@@ -60,7 +60,11 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Exit> {
         }
         let _ = writeln!(text, "record {}", record.display());
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", crate::cli::painted_summary(&evidence, crate::cli::Stream::Stdout))?;
+        writeln!(
+            out,
+            "{}",
+            crate::commands::terminal::painted_summary(&evidence, crate::commands::terminal::Stream::Stdout)
+        )?;
         out.write_all(crate::escape::lines(&text).as_bytes())?;
     }
     match evidence.verdict {
@@ -190,7 +194,7 @@ fn last_judged(root: &SiteRoot, busy: &anyhow::Error) -> (String, Exit) {
 
 /// `validate --commit`: a pending apply committed (exit 0) or the host restored (exit 4).
 fn commit(args: &ValidateArgs) -> anyhow::Result<Exit> {
-    let reporter = crate::cli::TerminalReporter::new(args.json);
+    let reporter = crate::commands::terminal::TerminalReporter::new(args.json);
     let writer = crate::site::Writer { wait: Duration::from_secs(args.site.wait), run: args.run.id.clone() };
     let done = crate::site::commit_pending(&args.root, &writer, &reporter)?;
     if args.json {
@@ -202,7 +206,7 @@ fn commit(args: &ValidateArgs) -> anyhow::Result<Exit> {
         writeln!(
             out,
             "validation of the stack now running {}",
-            crate::cli::painted_summary(v, crate::cli::Stream::Stdout)
+            crate::commands::terminal::painted_summary(v, crate::commands::terminal::Stream::Stdout)
         )?;
         for line in not_green(&v.rows) {
             writeln!(out, "{}", crate::escape::value(&line))?;
@@ -218,7 +222,7 @@ fn commit(args: &ValidateArgs) -> anyhow::Result<Exit> {
 fn baseline(args: &ValidateArgs) -> anyhow::Result<Exit> {
     let root = SiteRoot::new(&args.root);
     let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
-    let reporter = crate::cli::TerminalReporter::new(args.json);
+    let reporter = crate::commands::terminal::TerminalReporter::new(args.json);
     let (bundle_id, manifest, _) = crate::site::check::active(&root, &reporter)?;
     let checks = &manifest.validation.check;
     let under = Some(format!("{} {} (bundles/{bundle_id})", manifest.name, manifest.version));

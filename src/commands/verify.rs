@@ -10,7 +10,8 @@ use super::VerificationFailed;
 use crate::bundle::manifest::{BaseRef, SBOM, SIGNATURE};
 use crate::bundle::parts::{Input, PartsError};
 use crate::bundle::reader::{OnProblem, Problem, Rejection, Report};
-use crate::cli::{TerminalReporter, VerifyArgs};
+use crate::cli::VerifyArgs;
+use crate::commands::terminal::TerminalReporter;
 use crate::failure::{Class, Classify};
 use crate::sign::KeyId;
 use crate::sign::policy::{GIVEN_ROLE, Outcome, SignatureCheck, Source};
@@ -207,7 +208,11 @@ fn check_expiry(report: &mut Report, policy: &mut crate::sign::Policy, rule: &Ex
 fn print_human(args: &VerifyArgs, input: &Input, report: &Report, policy: &crate::sign::Policy) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     for p in &report.problems {
-        let rejected = crate::cli::paint("REJECTED", crate::cli::Paint::Bad, crate::cli::Stream::Stdout);
+        let rejected = crate::commands::terminal::paint(
+            "REJECTED",
+            crate::commands::terminal::Paint::Bad,
+            crate::commands::terminal::Stream::Stdout,
+        );
         writeln!(out, "{rejected} {}", crate::escape::lines(&p.to_string()))?;
     }
     for s in &report.signatures {
