@@ -10,35 +10,35 @@
 //! with the listed size and sha256. Decompressed output is capped at what the manifest
 //! declares (a small zstd stream can expand to anything), and the stream must end cleanly.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, Write};
-use std::rc::Rc;
 
 use super::format::MAX_WINDOW_LOG;
-use super::frames::{FrameReader, Skip};
+use super::frames::FrameReader;
 use super::manifest::{
-    ByPath, Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, Outline, PROVENANCE, SIGNATURE,
-    VerifiedManifest,
+    ByPath, Entry, MANIFEST, MAX_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, Manifest, PROVENANCE, SIGNATURE, VerifiedManifest,
 };
 use super::provenance;
 pub use super::rejection::{Problem, Rejection};
 use super::spans;
-use super::tar_guard::Tracker;
 use crate::digest::{HashingReader, Sha256};
 use crate::member_path::MemberPath;
 use crate::overlap::ReadAhead;
 use crate::progress::{Reporter, Tracked};
-use crate::sign::policy::{Outcome, SignatureCheck, Source};
+use crate::sign::policy::{Outcome, Source};
 use crate::sign::{KeyId, Policy};
 
-/// Whether to stop at the first problem (install) or collect them all (verify).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnProblem {
-    Stop,
-    Continue,
-}
+use budget::{Bounded, Budget};
+use head::{HEAD_BUDGET, ListEntries};
+use sinks::{Capture, filtered_platforms};
+
+mod budget;
+mod head;
+mod sinks;
+
+pub use head::{Head, leading_members, leading_trust, read_head, read_outline};
+pub use sinks::{Discard, OnProblem, Report, SinkError, UpstreamCheck};
 
 /// Where accepted members go while they are read. The bytes are not verified yet when they
 /// arrive: a sink must keep them invisible until the whole report is clean.
@@ -54,136 +54,6 @@ pub trait MemberSink {
             let fd = rustix::fs::memfd_create("airlock-manifest", rustix::fs::MemfdFlags::CLOEXEC)?;
             Ok(File::from(fd))
         })
-    }
-}
-
-/// The sink a reader hands members to once the manifest is read: the caller's, with the bytes
-/// of the members upstream signatures are checked from kept aside (small documents: a Sigstore
-/// bundle, a `.sig` manifest and its payload), by the digest the manifest lists for them.
-struct Capture<'a> {
-    inner: &'a mut dyn MemberSink,
-    wanted: BTreeMap<MemberPath, Sha256>,
-    got: BTreeMap<Sha256, Vec<u8>>,
-}
-
-impl<'a> Capture<'a> {
-    fn new(inner: &'a mut dyn MemberSink, manifest: &Manifest) -> Self {
-        use crate::bundle::manifest::Artifact;
-        let wanted = manifest
-            .artifacts
-            .iter()
-            .filter_map(|a| match a {
-                Artifact::Image(i) => i.signature.as_ref(),
-                Artifact::File(f) => f.signature.as_ref(),
-                Artifact::Wheel(w) => w.signature.as_ref(),
-                _ => None,
-            })
-            .flat_map(crate::spec::UpstreamSignature::members)
-            .chain(manifest.artifacts.iter().flat_map(|a| match a {
-                Artifact::Image(i) => i.filtered_indexes(),
-                _ => Vec::new(),
-            }))
-            .collect();
-        Self { inner, wanted, got: BTreeMap::new() }
-    }
-
-    fn wants(&self, path: &MemberPath) -> bool {
-        self.wanted.contains_key(path)
-    }
-}
-
-impl MemberSink for Capture<'_> {
-    fn member(&mut self, path: &MemberPath, data: &mut dyn Read) -> io::Result<()> {
-        let Some(digest) = self.wanted.get(path).copied() else { return self.inner.member(path, data) };
-        let mut bytes = Vec::new();
-        data.take(crate::sign::sigstore::MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes)?;
-        self.inner.member(path, &mut bytes.as_slice().chain(data))?;
-        if bytes.len() as u64 <= crate::sign::sigstore::MAX_DOCUMENT_BYTES {
-            self.got.insert(digest, bytes);
-        }
-        Ok(())
-    }
-
-    fn spool(&mut self) -> io::Result<File> {
-        self.inner.spool()
-    }
-}
-
-/// A signed image carried filtered to some platforms: its carried index and platform
-/// manifests must be listed in the upstream index the signature is over (carried beside it).
-fn filtered_platforms(
-    image: &crate::bundle::manifest::ImageArtifact,
-    bytes: &dyn Fn(Sha256) -> Option<Vec<u8>>,
-) -> Result<(), String> {
-    let Some(upstream) = image.upstream_digest else { return Ok(()) };
-    let read = |d: Sha256, what: &str| bytes(d).ok_or_else(|| format!("its {what} (sha256:{d}) is not carried"));
-    let upstream = read(upstream.0, "upstream index")?;
-    let carried = read(image.digest, "carried index")?;
-    let platforms: Vec<Sha256> = image.platforms.iter().map(|p| p.digest).collect();
-    crate::oci::doc::listed_in(&upstream, &carried, &platforms)
-}
-
-/// A sink that keeps nothing (verify).
-pub struct Discard;
-
-impl MemberSink for Discard {
-    fn member(&mut self, _: &MemberPath, data: &mut dyn Read) -> io::Result<()> {
-        io::copy(data, &mut io::sink()).map(drop)
-    }
-}
-
-/// The outcome of reading a bundle.
-#[derive(Debug, Default)]
-pub struct Report {
-    /// Set once the signature verified and the manifest parsed and passed its check.
-    pub manifest: Option<VerifiedManifest>,
-    pub manifest_sha256: Option<Sha256>,
-    /// Distinct trusted keys whose signature over the manifest verified.
-    pub signers: Vec<KeyId>,
-    /// Every signature considered (embedded and co-signatures), with its outcome.
-    pub signatures: Vec<SignatureCheck>,
-    pub entries_verified: usize,
-    /// The trusted keys that signed the DSSE provenance, when the bundle has one (empty when
-    /// it did not verify).
-    pub provenance: Option<Vec<KeyId>>,
-    /// The upstream Sigstore signatures the manifest records, each checked again here over
-    /// the carried bytes (only when every member verified).
-    pub upstream: Vec<UpstreamCheck>,
-    pub problems: Vec<Problem>,
-}
-
-/// One artifact's upstream signature, verified again by this reader.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct UpstreamCheck {
-    /// The image's reference or the file's name.
-    pub artifact: String,
-    pub identity: String,
-    pub issuer: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub logged_at: Option<String>,
-    /// The trusted root it verified under.
-    pub root: String,
-}
-
-impl Report {
-    pub fn verified(&self) -> bool {
-        self.manifest.is_some() && self.problems.is_empty()
-    }
-}
-
-/// Failures that are not the bundle's fault: the sink could not store a member.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot store member `{path}`")]
-pub struct SinkError {
-    pub path: MemberPath,
-    #[source]
-    pub source: io::Error,
-}
-
-impl crate::failure::Classify for SinkError {
-    fn class(&self) -> crate::failure::Class {
-        // Writing a verified member where it goes failed: the host's disk, not the bundle.
-        crate::failure::Class::Runtime
     }
 }
 
@@ -766,127 +636,6 @@ impl Reader {
     }
 }
 
-/// The leading members of a bundle, read without verifying anything (for `inspect`).
-#[derive(Debug)]
-pub struct Head {
-    pub manifest: Manifest,
-    /// The manifest's exact bytes (what signatures are over).
-    pub manifest_bytes: Vec<u8>,
-    pub manifest_sha256: Sha256,
-    pub signature: Vec<u8>,
-}
-
-/// Read only the manifest and signature members. Nothing is verified: the manifest is what
-/// the bundle claims, and callers must say so.
-pub fn read_head(input: impl Read) -> Result<Head, Problem> {
-    let mut reader = Reader { report: Report::default(), on_problem: OnProblem::Stop };
-    let budget = Budget::new(HEAD_BUDGET);
-    let head = reader.decoder(input).and_then(|decoder| {
-        let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
-        let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        reader.head(&mut members, &budget, &mut Discard)
-    });
-    let Ok((mut spooled, signature)) = head else {
-        return Err(reader.last_problem());
-    };
-    // Callers want the bytes (to push them as a layer, to show them); the head is bounded.
-    let mut manifest_bytes = Vec::with_capacity(usize::try_from(spooled.size).unwrap_or(0));
-    spooled.rewind().and_then(|mut r| r.read_to_end(&mut manifest_bytes)).map_err(|e| Problem {
-        member: Some(MANIFEST.into()),
-        reason: Rejection::Truncated(format!("the spooled manifest could not be read back: {e}")),
-    })?;
-    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
-        .map_err(|e| Problem { member: Some(MANIFEST.into()), reason: Rejection::ManifestInvalid(e.to_string()) })?;
-    Ok(Head { manifest_sha256: spooled.sha256, manifest, manifest_bytes, signature })
-}
-
-/// The manifest's outline (`Outline`), parsed as member 1 streams past: neither its bytes nor
-/// its entries are held. Nothing is verified; the stream is guarded as every reader's is (the
-/// budget, and extension records refused before the `tar` crate reads them).
-pub fn read_outline(input: impl Read) -> Result<Outline, Problem> {
-    let mut reader = Reader { report: Report::default(), on_problem: OnProblem::Stop };
-    let budget = Budget::new(MAX_MANIFEST_BYTES + 8 * 512);
-    let outline = reader.decoder(input).and_then(|decoder| {
-        let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
-        let mut members = archive.entries().map_err(|e| reader.fatal(None, Rejection::NotABundle(stream_words(&e))))?;
-        let entry = reader.manifest_member(&mut members, &budget)?;
-        serde_json::from_reader(BufReader::new(entry.take(MAX_MANIFEST_BYTES))).map_err(|e| {
-            let reason = budget.tripped().unwrap_or_else(|| Rejection::ManifestInvalid(e.to_string()));
-            reader.fatal(Some(MANIFEST.into()), reason)
-        })
-    });
-    outline.map_err(|_| reader.last_problem())
-}
-
-/// How a tar archive over the stream `S` lists its members: `tar::Archive::entries`, or
-/// `entries_with_seek` where what is sought past is never read.
-type ListEntries<S> = for<'a> fn(&'a mut tar::Archive<Bounded<S>>) -> io::Result<tar::Entries<'a, Bounded<S>>>;
-
-/// What a bundle's stream may yield beyond its members' declared sizes: the manifest, the
-/// signature and the headers around them (`Budget`).
-const HEAD_BUDGET: u64 = MAX_MANIFEST_BYTES + MAX_SIGNATURE_BYTES + 8 * 512;
-
-/// The most trust metadata files a bundle's head is read for.
-const MAX_CARRIED_TRUST: usize = 256;
-
-/// The site trust metadata a bundle carries (`airlock/trust/N.root.json`, `targets.json`),
-/// read from its leading `airlock/` members without verifying anything: a site checks each
-/// root version against the one before it, and targets against the newest root. Each file is
-/// bounded; reading stops at the first content member.
-pub fn leading_trust(input: impl Read) -> Result<Vec<(String, Vec<u8>)>, Problem> {
-    let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(stream_words(&e)) };
-    let decoder = FrameReader::new(input, MAX_WINDOW_LOG).map_err(not_bundle)?;
-    let budget = Budget::new(u64::MAX);
-    let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
-    let refused = |e: io::Error| Problem { member: None, reason: budget.explain(&e, Rejection::NotABundle) };
-    let mut found = Vec::new();
-    for entry in archive.entries().map_err(not_bundle)?.take(MAX_CARRIED_TRUST + 8) {
-        let mut entry = entry.map_err(refused)?;
-        let name = crate::escape::bytes(&entry.path_bytes());
-        if !name.starts_with("airlock/") {
-            break;
-        }
-        if let Some(file) = name.strip_prefix(super::manifest::TRUST_PREFIX)
-            && super::manifest::is_carried_trust(&name)
-        {
-            let mut bytes = Vec::new();
-            (&mut entry).take(crate::trust::MAX_METADATA_BYTES).read_to_end(&mut bytes).map_err(not_bundle)?;
-            found.push((file.to_owned(), bytes));
-        }
-    }
-    Ok(found)
-}
-
-/// The leading members of a bundle (manifest, signature, SBOM, provenance) whose names are in
-/// `wanted`, each read whole but bounded; nothing is verified. Content members are not read.
-pub fn leading_members(input: impl Read, wanted: &[&str]) -> Result<BTreeMap<String, Vec<u8>>, Problem> {
-    let not_bundle = |e: io::Error| Problem { member: None, reason: Rejection::NotABundle(stream_words(&e)) };
-    let decoder = FrameReader::new(input, MAX_WINDOW_LOG).map_err(not_bundle)?;
-    // No byte budget (nothing is trusted or kept past the first members), but the same
-    // guard against extension records.
-    let budget = Budget::new(u64::MAX);
-    let mut archive = tar::Archive::new(Bounded::new(decoder, &budget));
-    let mut found = BTreeMap::new();
-    // Manifest, signature, SBOM and provenance come first; stop at the first content member.
-    let refused = |e: io::Error| Problem { member: None, reason: budget.explain(&e, Rejection::NotABundle) };
-    for entry in archive.entries().map_err(not_bundle)?.take(4) {
-        let mut entry = entry.map_err(refused)?;
-        let name = crate::escape::bytes(&entry.path_bytes());
-        if !name.starts_with("airlock/") {
-            break;
-        }
-        if wanted.contains(&name.as_str()) {
-            let mut bytes = Vec::new();
-            (&mut entry)
-                .take(MAX_MANIFEST_BYTES.max(provenance::MAX_BYTES))
-                .read_to_end(&mut bytes)
-                .map_err(not_bundle)?;
-            found.insert(name, bytes);
-        }
-    }
-    Ok(found)
-}
-
 /// The kind name of an entry type that is not a regular file.
 fn forbidden_type(t: tar::EntryType) -> Option<&'static str> {
     use tar::EntryType as T;
@@ -947,113 +696,6 @@ fn declared_stream_bytes<'a>(entries: impl Iterator<Item = &'a Entry>) -> u64 {
             .saturating_add(block(e.path.as_str().len() as u64 + 64))
     });
     per_entry.saturating_add(1024 + (64 << 10))
-}
-
-/// A shared cap on decompressed bytes, raised once the signed manifest says what to expect.
-#[derive(Clone)]
-struct Budget(Rc<BudgetState>);
-
-struct BudgetState {
-    limit: Cell<u64>,
-    used: Cell<u64>,
-    tripped: Cell<bool>,
-    /// What `tar_guard` refused, if it did.
-    refused: std::cell::RefCell<Option<String>>,
-}
-
-impl Budget {
-    fn new(limit: u64) -> Self {
-        Self(Rc::new(BudgetState {
-            limit: Cell::new(limit),
-            used: Cell::new(0),
-            tripped: Cell::new(false),
-            refused: std::cell::RefCell::new(None),
-        }))
-    }
-
-    fn allow_more(&self, bytes: u64) {
-        self.0.limit.set(self.0.used.get().saturating_add(bytes));
-    }
-
-    /// Allow `bytes` more than the current limit (a member the manifest does not list but the
-    /// format expects, bounded by the caller).
-    fn extend(&self, bytes: u64) {
-        self.0.limit.set(self.0.limit.get().saturating_add(bytes));
-    }
-
-    fn tripped(&self) -> Option<Rejection> {
-        if let Some(why) = self.0.refused.borrow().clone() {
-            return Some(Rejection::Extension(why));
-        }
-        self.0.tripped.get().then(|| Rejection::PastDeclaredSize { limit: self.0.limit.get() })
-    }
-
-    /// The rejection for a read error: the cap if it tripped, else `otherwise` with the error.
-    fn explain(&self, e: &io::Error, otherwise: fn(String) -> Rejection) -> Rejection {
-        self.tripped().unwrap_or_else(|| otherwise(stream_words(e)))
-    }
-}
-
-/// The decompressed stream, refusing to yield more than the budget allows, and any tar
-/// extension record too large to read (`tar_guard`).
-struct Bounded<R> {
-    inner: R,
-    budget: Budget,
-    guard: Tracker,
-}
-
-impl<R> Bounded<R> {
-    fn new(inner: R, budget: &Budget) -> Self {
-        Self { inner, budget: budget.clone(), guard: Tracker::default() }
-    }
-}
-
-impl<R: Read> Read for Bounded<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let state = &self.budget.0;
-        let left = state.limit.get().saturating_sub(state.used.get());
-        if left == 0 {
-            // Only an error if there is in fact more to read.
-            let n = self.inner.read(&mut [0u8; 1])?;
-            if n == 0 {
-                return Ok(0);
-            }
-            state.tripped.set(true);
-            return Err(io::Error::other("decompressed stream exceeds its declared size"));
-        }
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        let n = self.inner.read(&mut buf[..want])?;
-        state.used.set(state.used.get().saturating_add(n as u64));
-        if let Err(why) = self.guard.observe(&buf[..n]) {
-            let e = io::Error::other(why.clone());
-            *state.refused.borrow_mut() = Some(why);
-            return Err(e);
-        }
-        Ok(n)
-    }
-}
-
-/// Bytes passed unread (the data of a member taken as spans, or not wanted), as the `tar`
-/// crate's `entries_with_seek` skips them: within the budget, and only inside a member's data
-/// as `tar_guard` follows it. The position returned is the stream's, as `tar` counts it.
-impl<R: Read + Skip> Seek for Bounded<R> {
-    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
-        let io::SeekFrom::Current(n) = pos else { return Err(io::Error::other("the stream only skips forward")) };
-        let n = u64::try_from(n).map_err(|_| io::Error::other("the stream only skips forward"))?;
-        let state = &self.budget.0;
-        if n > state.limit.get().saturating_sub(state.used.get()) {
-            state.tripped.set(true);
-            return Err(io::Error::other("decompressed stream exceeds its declared size"));
-        }
-        if let Err(why) = self.guard.pass(n) {
-            let e = io::Error::other(why.clone());
-            *state.refused.borrow_mut() = Some(why);
-            return Err(e);
-        }
-        self.inner.skip(n)?;
-        state.used.set(state.used.get().saturating_add(n));
-        Ok(state.used.get())
-    }
 }
 
 /// What went wrong reading the compressed tar stream, in our words. The `tar` crate's messages
