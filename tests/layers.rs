@@ -173,6 +173,22 @@ fn violations() -> BTreeSet<String> {
         for t in sibling_imports(&src, &dir, &stem, &text) {
             files.entry(dir.clone()).or_default().entry(stem.clone()).or_default().insert(t);
         }
+        // A file in a subdirectory (`site/apply/gate.rs`, `site/apply/mod.rs`) speaks for that
+        // subdirectory among the files of the module it is in: its `crate::site::NAME` imports
+        // are the subdirectory's (a file split into a directory keeps its edges).
+        if parts.len() > 2 {
+            let outer = src.join(&top);
+            let sub = parts[1].clone();
+            let siblings: BTreeSet<String> = std::fs::read_dir(&outer)
+                .unwrap()
+                .filter_map(|e| e.unwrap().path().file_stem().map(|n| n.to_string_lossy().into_owned()))
+                .collect();
+            for segs in paths_after(&text, &format!("crate::{top}::")) {
+                if let Some(t) = segs.first().filter(|t| siblings.contains(**t) && **t != sub && **t != "mod") {
+                    files.entry(outer.clone()).or_default().entry(sub.clone()).or_default().insert((*t).to_owned());
+                }
+            }
+        }
     }
     for circle in circles(&modules) {
         found.insert(format!("circle of modules: {}", circle.join(" -> ")));
