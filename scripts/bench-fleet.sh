@@ -17,7 +17,7 @@
 # from one hour to the next: compare variants interleaved, not runs of different hours.
 # SLURM=1 runs the Slurm path (`airlock_scheduler: slurm`: every node drained, its jobs waited for,
 # resumed) over a real local cluster (munged, slurmctld and one slurmd per node name, as
-# tests/common/slurm.rs starts it; root): FLEET's sizes are then what this machine allows.
+# tests/it/common/slurm.rs starts it; root): FLEET's sizes are then what this machine allows.
 set -euo pipefail
 airlock=$1 work=$2
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

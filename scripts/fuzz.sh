@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation campaigns against the bundle reader, the manifest parser and the spec parser, on
-# stable Rust (tests/fuzz.rs): DURATION seconds per target with fresh random seeds, under a
+# stable Rust (tests/it/fuzz.rs): DURATION seconds per target with fresh random seeds, under a
 # 4 GiB address-space limit, so that unbounded memory fails like a panic does. An input that
 # fails is kept in target/fuzz-crashes/TARGET-SEED.bin (and its seed printed: rerun it with
 # AIRLOCK_FUZZ_SEED) and becomes a regression test.
@@ -9,13 +9,13 @@ set -euo pipefail
 duration=${1:?usage: scripts/fuzz.sh DURATION_SECONDS}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-cargo test --locked --test fuzz --no-run
+cargo test --locked --test it --no-run
 ulimit -v $((4 << 20))
 failed=()
 for target in fuzz_bundle_reader fuzz_manifest_parser fuzz_spec_parser; do
   echo "==> $target for ${duration} s"
   # Every target runs, even after one fails; the script fails at the end.
-  if ! AIRLOCK_FUZZ_SECS=$duration cargo test --locked --test fuzz -- --ignored --exact "$target" --nocapture \
+  if ! AIRLOCK_FUZZ_SECS=$duration cargo test --locked --test it -- --ignored --exact "fuzz::$target" --nocapture \
       --test-threads=1 > "target/$target.log" 2>&1; then
     failed+=("$target")
   fi

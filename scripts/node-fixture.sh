@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real, minimal Debian system for the node tests (tests/node.rs), built once and cached:
+# A real, minimal Debian system for the node tests (tests/it/node.rs), built once and cached:
 #   scripts/node-fixture.sh [DIR]      (default target/node-fixture)
 #
 # DIR/minbase   `debootstrap --variant=minbase` of the suite this system's apt uses, from the

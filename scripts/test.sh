@@ -53,14 +53,16 @@ $sudo scripts/node-fixture.sh
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy"
-cargo clippy --locked --all-targets -- -D warnings
-echo "==> cargo test"
-cargo test --locked 2>&1
+cargo clippy --locked --all-targets --features system-tests -- -D warnings
+echo "==> cargo test --features system-tests"
+# Both tiers of the integration tests (tests/it/main.rs): a plain `cargo test` runs only the
+# hermetic one; the system tier needs what this script installed above, and root.
+cargo test --locked --features system-tests 2>&1
 echo "==> scripts/demo.sh (the binary the tests ran)"
 # The binary cargo test built (with the tests' features; not the bin target's own unit-test
 # harness, which cargo lists too): `cargo build` would build another
 # one in the same profile with other features, recompiling a good part of the tree.
-airlock=$(cargo test --locked --no-run --message-format=json 2>/dev/null \
+airlock=$(cargo test --locked --features system-tests --no-run --message-format=json 2>/dev/null \
   | jq -r 'select(.reason == "compiler-artifact" and .target.name == "airlock" and .profile.test == false
                   and (.target.kind | index("bin")) and .executable != null) | .executable' | tail -n 1)
 [[ -x "$airlock" ]] || airlock=$(scripts/airlock-bin.sh)

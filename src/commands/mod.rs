@@ -126,7 +126,7 @@ pub fn error_document(err: &anyhow::Error) -> serde_json::Value {
 
 /// How a command that failed ends: the class of the outermost error in its chain that knows
 /// it (1 runtime when none does). Each error type says its own class (`failure::Classify`);
-/// this list only names them, and `tests/error_classes.rs` fails on a type missing from it.
+/// this list only names them, and `tests/it/error_classes.rs` fails on a type missing from it.
 pub fn exit_of(err: &anyhow::Error) -> Exit {
     fn class_of(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
         macro_rules! first_of {
