@@ -6,14 +6,14 @@
 use std::path::{Path, PathBuf};
 
 use super::activate::{activate, prune};
-use super::records::{self, Phases};
+use super::records::{self, Phase, Phases};
 use super::registry::{self, publish_images};
 use super::retain::retain;
 use super::root::{BundleId, SiteRoot};
 use super::stage::{Staged, Verified, stage, would_share_blocks, write_views};
 use super::state::{self, RegistryMemo, State};
 use super::transaction::{Step, Transaction};
-use super::{Amber, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
+use super::{Amber, CrashPoint, Downgrade, Options, Role, SiteError, base, crash_point, io_err, views};
 use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::parts::{Input, Opened};
 use crate::bundle::reader::read_outline;
@@ -70,12 +70,23 @@ pub fn install(
     let opened = input.open_for_reading(&trust.keys)?;
     let root = &SiteRoot::new(root);
     let lock = root.open_for_writing("install", opts.wait)?;
-    let mut attempt = Attempt::new(records::Action::Install, "verify", input.display().to_string(), Some(trust));
+    let mut attempt = Attempt::new(records::Action::Install, Phase::Verify, input.display().to_string(), Some(trust));
     attempt.record.run_id.clone_from(&opts.run);
-    let installed = Transaction::writing(root, &lock)
-        .and_then(|mut tx| install_locked(input, opened, trust, &mut tx, opts, net, reporter, &mut attempt));
+    let installed = Transaction::writing(root, &lock).and_then(|mut tx| {
+        install_locked(input, opened, trust, net, &mut Trip { tx: &mut tx, opts, reporter, attempt: &mut attempt })
+    });
     // Once the lock is held, every outcome is on record: a refused or failed install too.
     installed.inspect_err(|e| attempt.record_failure(root, e))
+}
+
+/// One writer's trip through the root: its transaction, the command's options, the attempt
+/// its record is made from, and where progress goes. The phases of an install, a relay and an
+/// apply take it whole.
+pub(super) struct Trip<'t, 'r> {
+    pub tx: &'t mut Transaction<'r>,
+    pub opts: &'t Options,
+    pub reporter: &'t dyn Reporter,
+    pub attempt: &'t mut Attempt,
 }
 
 /// What an install or rollback has established so far, for the record of its failure.
@@ -84,11 +95,11 @@ pub(super) struct Attempt {
     pub phases: Phases,
     /// The step that failed, where it is not the phase running when the error came back (a
     /// red verdict found in `validate`, returned after the `restore` phase).
-    pub failed_in: Option<&'static str>,
+    pub failed_in: Option<Phase>,
 }
 
 impl Attempt {
-    pub(super) fn new(action: records::Action, first: &'static str, file: String, trust: Option<&Policy>) -> Self {
+    pub(super) fn new(action: records::Action, first: Phase, file: String, trust: Option<&Policy>) -> Self {
         let bundle = records::RecordBundle { file: Some(file), ..records::RecordBundle::default() };
         let record = records::Record::new(action, records::Outcome::Failed, Some(bundle));
         let mut attempt = Self { record, phases: Phases::start(first), failed_in: None };
@@ -162,7 +173,7 @@ impl Attempt {
             Class::Usage | Class::Verification | Class::ValidationRed => records::Outcome::Refused,
         });
         r.reason = Some(crate::failure::chain(e));
-        r.failed_in = Some(self.failed_in.unwrap_or(self.phases.running).to_owned());
+        r.failed_in = Some(self.failed_in.unwrap_or(self.phases.running).name().to_owned());
         r.phases = self.phases.times();
         r.seconds = Some(self.phases.total());
         r.at = Timestamp::now();
@@ -172,69 +183,66 @@ impl Attempt {
     }
 }
 
-#[allow(clippy::too_many_arguments, reason = "install's phases, with the attempt they report to")]
 fn install_locked(
     input: &Input,
     opened: Opened,
     trust: &Policy,
-    tx: &mut Transaction<'_>,
-    opts: &Options,
     net: &Net,
-    reporter: &dyn Reporter,
-    attempt: &mut Attempt,
+    trip: &mut Trip<'_, '_>,
 ) -> Result<Installed, SiteError> {
-    let root = tx.root();
-    let state = &mut tx.state;
+    let root = trip.tx.root();
+    let state = &mut trip.tx.state;
     preflight(input, &opened, root, state)?;
     tracing::info!("stage: verifying `{}` into `{}`", input.display(), root.staging().display());
-    let staged = stage(input.bundle(), opened, trust, root, state, reporter);
+    let staged = stage(input.bundle(), opened, trust, root, state, trip.reporter);
     let Staged { dir, verified } = staged.map_err(|e| name_damaged_part(e, input))?;
     if let Some(split) = input.split() {
         split.check_manifest(&verified.manifest_sha256)?;
     }
-    if let Some(tag) = &opts.tag_version {
+    if let Some(tag) = &trip.opts.tag_version {
         verified.manifest.check_tag(tag)?;
     }
-    attempt.verified(&verified, &opts.expiry)?;
-    attempt.phases.mark("verify", "validate");
-    crash_point("verified");
-    let downgrade = check_downgrade(root, state, &verified.manifest, opts.downgrade)?;
-    let validation = judge_here(&verified.manifest, root, opts, attempt)?;
-    attempt.phases.mark("validate", "stage");
+    trip.attempt.verified(&verified, &trip.opts.expiry)?;
+    trip.attempt.phases.mark(Phase::Validate);
+    crash_point(CrashPoint::Verified);
+    let downgrade = check_downgrade(root, state, &verified.manifest, trip.opts.downgrade)?;
+    let validation = judge_here(&verified.manifest, root, trip.opts, trip.attempt)?;
+    trip.attempt.phases.mark(Phase::Stage);
     tracing::info!("views: {}", views::describe(&verified.manifest));
-    write_views(dir.path(), &verified.manifest, opts.apt_key.as_ref())?;
+    write_views(dir.path(), &verified.manifest, trip.opts.apt_key.as_ref())?;
     // What rollback and anti-downgrade rely on is durable before the tree is named under
     // `bundles/` (and so long before `current` moves): a retained bundle always has its policy.
-    remember_retained(state, &verified, &BundleId::of(&verified.manifest_sha256), trust, opts);
+    remember_retained(state, &verified, &BundleId::of(&verified.manifest_sha256), trust, trip.opts);
     // A candidate has not run here yet: it raises the mark when it is promoted.
-    if !opts.candidate {
+    if !trip.opts.candidate {
         raise_mark(state, &verified.manifest);
     }
-    tx.save(Step::Remembered)?;
+    trip.tx.save(Step::Remembered)?;
     let retained = retain(dir, &verified, trust, root)?;
     tracing::info!("retain: bundles/{}", retained.id);
-    attempt.phases.mark("stage", "publish");
-    crash_point("retained");
-    if opts.candidate {
-        return keep_candidate(tx, &verified, retained, opts, attempt);
+    trip.attempt.phases.mark(Phase::Publish);
+    crash_point(CrashPoint::Retained);
+    if trip.opts.candidate {
+        return keep_candidate(trip.tx, &verified, retained, trip.opts, trip.attempt);
     }
-    let (images, images_not_published) = publish_images(&retained.id, &retained.path, opts.registry.as_ref(), net)?;
-    attempt.phases.mark("publish", "switch");
-    crash_point("published");
+    let (images, images_not_published) =
+        publish_images(&retained.id, &retained.path, trip.opts.registry.as_ref(), net)?;
+    trip.attempt.phases.mark(Phase::Switch);
+    crash_point(CrashPoint::Published);
     let previous = activate(root, &retained.id)?;
-    crash_point("activated");
-    let pruned = keep_releases(root, &mut tx.state, opts)?;
-    attempt.phases.mark("switch", "record");
+    crash_point(CrashPoint::Activated);
+    let pruned = keep_releases(root, &mut trip.tx.state, trip.opts)?;
+    trip.attempt.phases.mark(Phase::Record);
 
     let m = &verified.manifest;
-    let event = verified.event("install", &retained.id, attempt.phases.total());
-    tx.state.history.push(event.clone());
-    tx.save(Step::Saved)?;
+    let event = verified.event("install", &retained.id, trip.attempt.phases.total());
+    trip.tx.state.history.push(event.clone());
+    trip.tx.save(Step::Saved)?;
     let verdict = validation.as_ref().map(|e| e.verdict);
-    let r = attempt.activated(&event, previous.as_ref(), &images);
+    let r = trip.attempt.activated(&event, previous.as_ref(), &images);
     r.verdict =
         Some(records::Verdicts { verified: true, downgrade: Some(downgrade), validation: Some(verdict.into()) });
-    r.accept(&opts.amber, verdict);
+    r.accept(&trip.opts.amber, verdict);
     r.images_not_published = Some(images_not_published);
     r.pruned.clone_from(&pruned);
     let record = records::write(root, r)?;
@@ -306,7 +314,7 @@ fn keep_candidate(
     let root = tx.root();
     let pruned = keep_releases(root, &mut tx.state, opts)?;
     tx.save(Step::Candidate)?;
-    attempt.phases.mark("publish", "record");
+    attempt.phases.mark(Phase::Record);
     let m = &verified.manifest;
     let r = &mut attempt.record;
     r.outcome = Some(records::Outcome::Staged);

@@ -457,19 +457,45 @@ pub fn retained_policy(root: &SiteRoot, id: &BundleId) -> Result<Policy, SiteErr
     retained::policy(root, &state, id, retained::Trust::Site(trust::ExpiryRule::Ignore))
 }
 
-/// A test build stops dead at the named point when `AIRLOCK_TEST_CRASH_AT` names it, as a
-/// power loss would (no destructors, no cleanup): the crash-consistency test stops installs
-/// and rollbacks at every point and checks the root. Release builds have no such points.
+/// Where a test build can stop dead (`AIRLOCK_TEST_CRASH_AT` names it), as a power loss
+/// would (no destructors, no cleanup): the crash-consistency test stops installs, applies and
+/// rollbacks at every point and checks the root. Release builds have no such points.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::site) enum CrashPoint {
+    /// The bundle verified, nothing under the root changed yet.
+    Verified,
+    /// The bundle retained under `bundles/ID`.
+    Retained,
+    /// Site views published.
+    Published,
+    /// `current` moved.
+    Activated,
+    /// `state.json` saved at a step.
+    Saved(transaction::Step),
+}
+
+impl CrashPoint {
+    fn name(self) -> &'static str {
+        match self {
+            CrashPoint::Verified => "verified",
+            CrashPoint::Retained => "retained",
+            CrashPoint::Published => "published",
+            CrashPoint::Activated => "activated",
+            CrashPoint::Saved(step) => step.name(),
+        }
+    }
+}
+
 #[cfg(debug_assertions)]
-pub(crate) fn crash_point(point: &str) {
-    if std::env::var_os("AIRLOCK_TEST_CRASH_AT").is_some_and(|p| p == point) {
+pub(in crate::site) fn crash_point(point: CrashPoint) {
+    if std::env::var_os("AIRLOCK_TEST_CRASH_AT").is_some_and(|p| p == point.name()) {
         std::process::abort();
     }
 }
 
 #[cfg(not(debug_assertions))]
 #[inline]
-pub(crate) fn crash_point(_: &str) {}
+pub(in crate::site) fn crash_point(_: CrashPoint) {}
 
 pub mod rollback;
 pub mod status;

@@ -446,26 +446,75 @@ impl<'de> Deserialize<'de> for PhaseTimes {
     }
 }
 
+/// A phase of an action on the root, as records name it (`phases`' keys, `failed_in`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The bundle's signature, members and policy checked.
+    Verify,
+    /// A node's matrix judged on what the probe knew before anything changed.
+    Preflight,
+    /// The package manager's simulation of the change.
+    Plan,
+    /// The bundle retained (or a retained one taken up again).
+    Stage,
+    /// The current stack's metrics measured before the packages change.
+    Baseline,
+    /// The host's packages changed (or put back for a rollback).
+    Packages,
+    /// The new stack judged against the bundle's matrix.
+    Validate,
+    /// Only the checks' metrics missed their thresholds (a failed step inside `validate`;
+    /// never timed on its own).
+    Metrics,
+    /// A red node's packages put back.
+    Restore,
+    /// Site views published (registry, indexes).
+    Publish,
+    /// `current` moved.
+    Switch,
+    /// History and the record written.
+    Record,
+}
+
+impl Phase {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Phase::Verify => "verify",
+            Phase::Preflight => "preflight",
+            Phase::Plan => "plan",
+            Phase::Stage => "stage",
+            Phase::Baseline => "baseline",
+            Phase::Packages => "packages",
+            Phase::Validate => "validate",
+            Phase::Metrics => "metrics",
+            Phase::Restore => "restore",
+            Phase::Publish => "publish",
+            Phase::Switch => "switch",
+            Phase::Record => "record",
+        }
+    }
+}
+
 /// The durations of an action's phases, in the order they ran.
 #[derive(Debug)]
 pub struct Phases {
     started: Instant,
     last: Instant,
-    done: Vec<(&'static str, f64)>,
+    done: Vec<(Phase, f64)>,
     /// The phase running now (the one a failure happened in).
-    pub running: &'static str,
+    pub running: Phase,
 }
 
 impl Phases {
-    pub fn start(first: &'static str) -> Self {
+    pub fn start(first: Phase) -> Self {
         let now = Instant::now();
         Self { started: now, last: now, done: Vec::new(), running: first }
     }
 
-    /// The phase `name` ended now; `next` runs from here.
-    pub fn mark(&mut self, name: &'static str, next: &'static str) {
+    /// The phase running ended now; `next` runs from here.
+    pub fn mark(&mut self, next: Phase) {
         let now = Instant::now();
-        self.done.push((name, (now - self.last).as_secs_f64()));
+        self.done.push((self.running, (now - self.last).as_secs_f64()));
         self.last = now;
         self.running = next;
     }
@@ -475,7 +524,7 @@ impl Phases {
     }
 
     pub fn times(&self) -> PhaseTimes {
-        PhaseTimes(self.done.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
+        PhaseTimes(self.done.iter().map(|(k, v)| (k.name().to_owned(), *v)).collect())
     }
 }
 

@@ -16,14 +16,14 @@
 use std::path::{Path, PathBuf};
 
 use super::activate::{activate, prune};
-use super::install::{Attempt, check_downgrade, raise_mark, remember_retained};
+use super::install::{Attempt, Trip, check_downgrade, raise_mark, remember_retained};
 use super::mirror::{Fetching, Held, Kept, Release, SignedPromotion};
-use super::records::{self, Transfer};
+use super::records::{self, Phase, Transfer};
 use super::retain::retain;
 use super::root::{BundleId, Link, SiteRoot};
 use super::stage::{Staged, write_views};
 use super::transaction::{Step, Transaction};
-use super::{Downgrade, Options, SiteError, crash_point, io_err};
+use super::{CrashPoint, Downgrade, Options, SiteError, crash_point, io_err};
 use crate::digest::Sha256;
 use crate::fetch::Net;
 use crate::progress::Reporter;
@@ -79,12 +79,18 @@ pub fn relay(
 ) -> Result<Relayed, SiteError> {
     let root = &SiteRoot::new(root);
     let lock = root.open_for_writing("install --role relay", opts.site.wait)?;
-    let mut attempt = Attempt::new(records::Action::Install, "verify", source.to_owned(), Some(trust));
+    let mut attempt = Attempt::new(records::Action::Install, Phase::Verify, source.to_owned(), Some(trust));
     attempt.record.run_id.clone_from(&opts.site.run);
     attempt.record.role = Some("relay".to_owned());
     let relayed = Transaction::writing(root, &lock).and_then(|mut tx| match up_to_date(source, &mut tx, opts, net)? {
         Some(done) => Ok(done),
-        None => relay_locked(source, trust, &mut tx, opts, net, reporter, &mut attempt),
+        None => relay_locked(
+            source,
+            trust,
+            opts,
+            net,
+            &mut Trip { tx: &mut tx, opts: &opts.site, reporter, attempt: &mut attempt },
+        ),
     });
     // An upstream out of reach is on record too (`status` shows the last attempt); what the
     // relay serves is as it was.
@@ -144,61 +150,58 @@ fn up_to_date(
     }))
 }
 
-#[allow(clippy::too_many_arguments, reason = "the relay's phases, with the attempt they report to")]
 fn relay_locked(
     source: &str,
     trust: &Policy,
-    tx: &mut Transaction<'_>,
-    opts: &RelayOptions,
+    relay: &RelayOptions,
     net: &Net,
-    reporter: &dyn Reporter,
-    attempt: &mut Attempt,
+    trip: &mut Trip<'_, '_>,
 ) -> Result<Relayed, SiteError> {
-    let root = tx.root();
-    let promotion = opts.promotion.as_ref().map(|role| (role, tx.state.promotion));
-    let from = Fetching { source, release: &opts.release, net, packages: true, kept: opts.kept, promotion };
-    let held = Held::of(root, opts.kept);
-    let got = super::mirror::stage_packages(&from, trust, root, &held, reporter, &mut |_, _| Ok(()))?;
+    let root = trip.tx.root();
+    let promotion = relay.promotion.as_ref().map(|role| (role, trip.tx.state.promotion));
+    let from = Fetching { source, release: &relay.release, net, packages: true, kept: relay.kept, promotion };
+    let held = Held::of(root, relay.kept);
+    let got = super::mirror::stage_packages(&from, trust, root, &held, trip.reporter, &mut |_, _| Ok(()))?;
     let Staged { dir, verified } = got.staged;
-    attempt.trusted(&got.policy);
-    attempt.record.transfer = Some(got.transfer);
-    attempt.verified(&verified, &opts.site.expiry)?;
-    attempt.phases.mark("verify", "stage");
-    crash_point("verified");
+    trip.attempt.trusted(&got.policy);
+    trip.attempt.record.transfer = Some(got.transfer);
+    trip.attempt.verified(&verified, &trip.opts.expiry)?;
+    trip.attempt.phases.mark(Phase::Stage);
+    crash_point(CrashPoint::Verified);
     let id = BundleId::of(&verified.manifest_sha256);
-    let candidate = opts.release != Release::Current;
+    let candidate = relay.release != Release::Current;
     // A release the site's promotion role signed is the site's decision, a step back included
     // (`promote --allow-downgrade` upstream); one followed unsigned is held to the mark.
-    let downgrade = if got.promotion.is_some() { Downgrade::Allow } else { opts.site.downgrade };
-    let downgrade = !candidate && check_downgrade(root, &tx.state, &verified.manifest, downgrade)?;
-    let view = super::mirror::kept(&verified.manifest, opts.kept);
+    let downgrade = if got.promotion.is_some() { Downgrade::Allow } else { trip.opts.downgrade };
+    let downgrade = !candidate && check_downgrade(root, &trip.tx.state, &verified.manifest, downgrade)?;
+    let view = super::mirror::kept(&verified.manifest, relay.kept);
     tracing::info!("views: {}", super::views::describe(&view));
-    write_views(dir.path(), &view, opts.site.apt_key.as_ref())?;
-    remember_retained(&mut tx.state, &verified, &id, &got.policy, &opts.site);
-    if let Some(entry) = tx.state.bundles.get_mut(&id) {
-        (entry.partial, entry.kept) = (true, opts.kept);
+    write_views(dir.path(), &view, trip.opts.apt_key.as_ref())?;
+    remember_retained(&mut trip.tx.state, &verified, &id, &got.policy, trip.opts);
+    if let Some(entry) = trip.tx.state.bundles.get_mut(&id) {
+        (entry.partial, entry.kept) = (true, relay.kept);
     }
     if !candidate {
-        raise_mark(&mut tx.state, &verified.manifest);
+        raise_mark(&mut trip.tx.state, &verified.manifest);
     }
-    tx.save(Step::Remembered)?;
+    trip.tx.save(Step::Remembered)?;
     let retained = retain(dir, &verified, &got.policy, root)?;
-    tracing::info!("retain: bundles/{} ({:?} of it)", retained.id, opts.kept);
-    attempt.phases.mark("stage", "switch");
-    crash_point("retained");
+    tracing::info!("retain: bundles/{} ({:?} of it)", retained.id, relay.kept);
+    trip.attempt.phases.mark(Phase::Switch);
+    crash_point(CrashPoint::Retained);
     let previous = if candidate { None } else { activate(root, &retained.id)? };
-    crash_point("activated");
-    let pruned = prune(root, &mut tx.state, opts.site.keep.max(2))?;
-    super::public::refresh(root, &tx.state)?;
-    let promotion = got.promotion.as_ref().map(|p| serve_promotion(tx, p)).transpose()?;
-    attempt.phases.mark("switch", "record");
+    crash_point(CrashPoint::Activated);
+    let pruned = prune(root, &mut trip.tx.state, trip.opts.keep.max(2))?;
+    super::public::refresh(root, &trip.tx.state)?;
+    let promotion = got.promotion.as_ref().map(|p| serve_promotion(trip.tx, p)).transpose()?;
+    trip.attempt.phases.mark(Phase::Record);
     let m = &verified.manifest;
-    let event = verified.event("relay", &retained.id, attempt.phases.total());
+    let event = verified.event("relay", &retained.id, trip.attempt.phases.total());
     if !candidate {
-        tx.state.history.push(event.clone());
+        trip.tx.state.history.push(event.clone());
     }
-    tx.save(if candidate { Step::Candidate } else { Step::Saved })?;
-    let r = attempt.activated(&event, previous.as_ref(), &[]);
+    trip.tx.save(if candidate { Step::Candidate } else { Step::Saved })?;
+    let r = trip.attempt.activated(&event, previous.as_ref(), &[]);
     r.verdict = Some(records::Verdicts { verified: true, downgrade: Some(downgrade), validation: None });
     r.validation = Some(records::Validation::Skipped {
         verdict: records::ValidationVerdict::Skipped,
@@ -215,7 +218,7 @@ fn relay_locked(
         name: m.name.to_string(),
         version: m.version.to_string(),
         manifest_sha256: verified.manifest_sha256,
-        kept: opts.kept,
+        kept: relay.kept,
         up_to_date: false,
         candidate,
         promotion,

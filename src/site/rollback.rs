@@ -17,11 +17,11 @@ use std::fs::File;
 use std::path::Path;
 
 use super::activate::activate;
-use super::apply::{failed_change, judge, retained_views};
+use super::apply::{Undo, failed_change, judge, retained_views};
 use super::install::Attempt;
 use super::packages::{self, Change, Changes, Node, Wanted};
 use super::promotion::{Decided, PromotedBundle, Promotion, PromotionError};
-use super::records::{self, Action};
+use super::records::{self, Action, Phase};
 use super::registry::{self, publish_images};
 use super::retain::retain;
 pub use super::retained::Trust;
@@ -29,7 +29,7 @@ use super::root::{BundleId, Link, SiteRoot};
 use super::stage::{Staged, Verified, stage, write_views};
 use super::state::State;
 use super::transaction::{Step, Transaction};
-use super::{Amber, SiteError, crash_point, retained, views};
+use super::{Amber, CrashPoint, SiteError, crash_point, retained, views};
 use crate::bundle::parts::Opened;
 use crate::fetch::Net;
 use crate::progress::Reporter;
@@ -118,7 +118,7 @@ pub fn switch(
         Switch::Rollback => root.link_path(Link::Previous).display().to_string(),
         Switch::Promote { release, .. } => format!("{} {release}", root.path().display()),
     };
-    let mut attempt = Attempt::new(action, "verify", what, None);
+    let mut attempt = Attempt::new(action, Phase::Verify, what, None);
     attempt.record.run_id.clone_from(&writer.run);
     let rolled = Transaction::writing(root, &lock)
         .and_then(|mut tx| rollback_locked(&mut tx, to, trust, expiry, apt_key, net, reporter, &mut attempt));
@@ -156,21 +156,21 @@ fn rollback_locked(
         downgrade = Some(checked);
         attempt.record.decision = Some(keep_decision(root, decided, &verified, &id)?);
     }
-    attempt.phases.mark("verify", "stage");
-    crash_point("verified");
-    crash_point("retained");
+    attempt.phases.mark(Phase::Stage);
+    crash_point(CrashPoint::Verified);
+    crash_point(CrashPoint::Retained);
     let packages = match to {
         Switch::Rollback => node_packages(root, state, &tree, &verified.manifest, attempt)?,
         Switch::Promote { .. } => None,
     };
-    attempt.phases.mark(if packages.is_some() { "validate" } else { "stage" }, "publish");
+    attempt.phases.mark(Phase::Publish);
     let site = state.registry.as_ref().map(registry::SiteRegistry::from);
     let images = match &retained {
         Some(r) => publish_images(&r.id, &r.path, site.as_ref(), net)?.0,
         None => Vec::new(),
     };
-    attempt.phases.mark("publish", "switch");
-    crash_point("published");
+    attempt.phases.mark(Phase::Switch);
+    crash_point(CrashPoint::Published);
     // The policy it verified under now is the one its `trust/` holds (`retain` wrote it):
     // recorded before `current` moves, so that the next rollback uses the same.
     if let Some(entry) = state.bundles.get_mut(&id) {
@@ -179,7 +179,7 @@ fn rollback_locked(
     }
     tx.save(Step::Remembered)?;
     let from = activate(root, &id)?;
-    crash_point("activated");
+    crash_point(CrashPoint::Activated);
     if super::public::served(root) {
         super::public::refresh(root, &tx.state)?;
     }
@@ -190,7 +190,7 @@ fn rollback_locked(
             d.promotion = Some(number);
         }
     }
-    attempt.phases.mark("switch", "record");
+    attempt.phases.mark(Phase::Record);
 
     let m = &verified.manifest;
     let event = verified.event(attempt.record.action.as_str(), &id, attempt.phases.total());
@@ -321,7 +321,7 @@ fn node_packages(
     else {
         return Ok(None);
     };
-    attempt.phases.mark("stage", "packages");
+    attempt.phases.mark(Phase::Packages);
     attempt.record.role = Some("node".to_owned());
     let node = Node::for_host(root.path(), packages::DEFAULT_LOCK_TIMEOUT, manifest)?;
     let mut wanted = packages::carried(manifest, &node.arch);
@@ -335,10 +335,10 @@ fn node_packages(
     sources.extend(views.iter().cloned());
     let changes = node.apply(&sources, &wanted, &views).map_err(|failed| failed_change(failed, attempt))?;
     attempt.record.packages = Some(Changes::of(&changes));
-    attempt.phases.mark("packages", "validate");
+    attempt.phases.mark(Phase::Validate);
     // The bundle ran here before: amber does not stop the way back; red does.
     let amber = Amber::because("rolling back to a bundle this node ran before");
-    judge(root, state, &node, &changes, &views, manifest, &amber, attempt)?;
+    judge(root, state, &Undo { node: &node, changes: &changes, views: &views }, manifest, &amber, attempt)?;
     Ok(Some(changes))
 }
 

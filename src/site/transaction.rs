@@ -84,7 +84,7 @@ impl<'r> Transaction<'r> {
             return Err(SiteError::State { path: self.root.path().join("state.json"), detail });
         }
         self.state.save(self.root)?;
-        super::crash_point(step.name());
+        super::crash_point(super::CrashPoint::Saved(step));
         Ok(())
     }
 }

@@ -5,34 +5,29 @@ use std::path::Path;
 
 use super::commit::Commit;
 use super::downloads::drop_downloaded;
-use super::{Applied, outcome};
+use super::{Applied, Candidate, outcome};
 use crate::bundle::manifest::VerifiedManifest;
-use crate::sign::Policy;
-use crate::site::install::{Attempt, remember_retained};
+use crate::site::install::{Trip, remember_retained};
 use crate::site::packages::{Change, Changes, Node};
+use crate::site::records::Phase;
 use crate::site::retain::retain;
 use crate::site::root::BundleId;
-use crate::site::transaction::{Step, Transaction};
-use crate::site::{Options, SiteError, packages};
+use crate::site::transaction::Step;
+use crate::site::{SiteError, packages};
 
 /// `--adopt`: every package the baseline pins is installed at exactly its version (else exit 3
 /// naming each difference, nothing written but the refusal's record), then the baseline is
 /// retained and made current as an apply would, with no package changed and no gate: the node's
 /// stack is what it is; from now on a release's changes to those packages can be put back from
 /// the baseline's view.
-#[allow(clippy::too_many_arguments, reason = "apply's state, handed over at the point adopt diverges")]
 pub(super) fn adopt(
-    tx: &mut Transaction<'_>,
+    trip: &mut Trip<'_, '_>,
     node: &Node,
     wanted: &[packages::Wanted],
     dir: tempfile::TempDir,
-    verified: &crate::site::stage::Verified,
-    trust: &Policy,
-    partial: bool,
-    downgrade: bool,
-    opts: &Options,
-    attempt: &mut Attempt,
+    candidate: &Candidate<'_>,
 ) -> Result<Applied, SiteError> {
+    let Candidate { verified, trust, partial, downgrade } = *candidate;
     let installed = node.installed()?;
     let differences: Vec<Change> = wanted
         .iter()
@@ -51,7 +46,7 @@ pub(super) fn adopt(
             c.name
         );
     }
-    attempt.record.newer_than_baseline =
+    trip.attempt.record.newer_than_baseline =
         newer.into_iter().map(|c| Change { name: c.name, before: c.after, after: c.before }).collect();
     // Installed at the version is not enough: a package dpkg left half-configured is not a
     // stack to record as this node's own.
@@ -61,26 +56,26 @@ pub(super) fn adopt(
         return Err(SiteError::Unsettled { packages: unsettled });
     }
     tracing::info!("adopt: the {} package(s) the baseline pins are installed at its versions", wanted.len());
-    attempt.phases.mark("plan", "stage");
+    trip.attempt.phases.mark(Phase::Stage);
     let id = BundleId::of(&verified.manifest_sha256);
-    remember_retained(&mut tx.state, verified, &id, trust, opts);
-    if let Some(entry) = tx.state.bundles.get_mut(&id) {
+    remember_retained(&mut trip.tx.state, verified, &id, trust, trip.opts);
+    if let Some(entry) = trip.tx.state.bundles.get_mut(&id) {
         entry.partial = partial;
     }
-    tx.save(Step::Remembered)?;
-    let root = tx.root();
+    trip.tx.save(Step::Remembered)?;
+    let root = trip.tx.root();
     let retained = retain(dir, verified, trust, root)?;
     drop_downloaded(root, &retained.id);
-    attempt.phases.mark("stage", "validate");
+    trip.attempt.phases.mark(Phase::Validate);
     let m = &verified.manifest;
-    let commit = Commit { id: &retained.id, manifest: m, changes: &[], downgrade, keep: opts.keep };
-    let (previous, pruned, record) = commit.run(tx, None, &opts.amber, attempt)?;
+    let commit = Commit { id: &retained.id, manifest: m, changes: &[], downgrade, keep: trip.opts.keep };
+    let (previous, pruned, record) = commit.run(trip.tx, None, &trip.opts.amber, trip.attempt)?;
     Ok(Applied {
         previous,
         pruned,
         record: Some(record),
-        phases: attempt.phases.times(),
-        ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::default(), attempt.phases.total())
+        phases: trip.attempt.phases.times(),
+        ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::default(), trip.attempt.phases.total())
     })
 }
 

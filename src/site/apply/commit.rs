@@ -8,9 +8,10 @@ use crate::clock::Timestamp;
 use crate::site::activate::{activate, prune};
 use crate::site::install::{Attempt, raise_mark};
 use crate::site::packages::{Change, Changes};
+use crate::site::records::Phase;
 use crate::site::root::BundleId;
 use crate::site::transaction::{Step, Transaction};
-use crate::site::{Amber, SiteError, crash_point, records};
+use crate::site::{Amber, CrashPoint, SiteError, crash_point, records};
 
 /// A green (or accepted) apply made final: the mark raised, `current` switched, older bundles
 /// pruned, history and the record written.
@@ -30,7 +31,7 @@ impl Commit<'_> {
         amber: &Amber,
         attempt: &mut Attempt,
     ) -> Result<(Option<BundleId>, Vec<BundleId>, PathBuf), SiteError> {
-        attempt.phases.mark("validate", "switch");
+        attempt.phases.mark(Phase::Switch);
         let root = tx.root();
         raise_mark(&mut tx.state, self.manifest);
         if let Some(entry) = tx.state.bundles.get_mut(self.id) {
@@ -39,9 +40,9 @@ impl Commit<'_> {
         tx.state.pending = None;
         tx.save(Step::Committing)?;
         let previous = activate(root, self.id)?;
-        crash_point("activated");
+        crash_point(CrashPoint::Activated);
         let pruned = prune(root, &mut tx.state, self.keep.max(2))?;
-        attempt.phases.mark("switch", "record");
+        attempt.phases.mark(Phase::Record);
         let event = crate::site::state::Event {
             action: attempt.record.action.as_str().to_owned(),
             id: self.id.clone(),

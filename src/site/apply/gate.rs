@@ -6,16 +6,17 @@ use std::path::{Path, PathBuf};
 
 use super::commit::Commit;
 use super::downloads::forget;
-use super::{Applied, outcome, retained_views};
+use super::{Applied, Candidate, outcome, retained_views};
 use crate::bundle::manifest::VerifiedManifest;
 use crate::clock::Timestamp;
 use crate::progress::Reporter;
-use crate::site::install::{Attempt, gate};
+use crate::site::install::{Attempt, Trip, gate};
 use crate::site::packages::{Change, Changes, Node};
+use crate::site::records::Phase;
 use crate::site::root::{BundleId, SiteRoot};
 use crate::site::state::{Pending, State};
 use crate::site::transaction::{Step, Transaction};
-use crate::site::{Amber, Options, SiteError, packages, records};
+use crate::site::{Amber, SiteError, packages, records};
 
 /// The pre-flight (the guide's "intersect"): the verified manifest's matrix judged on what the
 /// probe already knows, before any package is fetched or changed. Red refuses (exit 4) with
@@ -27,7 +28,7 @@ pub(super) fn judge_before(
     attempt: &mut Attempt,
 ) -> Result<Option<crate::validate::Evidence>, SiteError> {
     use crate::validate::matrix::Verdict;
-    attempt.phases.mark("verify", "preflight");
+    attempt.phases.mark(Phase::Preflight);
     // What a refusal here is about: the verified manifest names it.
     let file = attempt.record.bundle.take().and_then(|b| b.file);
     attempt.record.bundle = Some(records::RecordBundle {
@@ -57,30 +58,27 @@ pub(super) fn judge_before(
 }
 
 /// The packages, the gate, and the commit or the wait for a reboot.
-#[allow(clippy::too_many_arguments, reason = "the phases after the bundle is retained, with what they share")]
 pub(super) fn change(
-    tx: &mut Transaction<'_>,
+    trip: &mut Trip<'_, '_>,
     node: &Node,
-    verified: &crate::site::stage::Verified,
+    candidate: &Candidate<'_>,
     retained: &crate::site::retain::Retained,
     wanted: &[packages::Wanted],
-    downgrade: bool,
     fresh: bool,
-    opts: &Options,
-    attempt: &mut Attempt,
 ) -> Result<Applied, SiteError> {
+    let (verified, downgrade) = (candidate.verified, candidate.downgrade);
     let reboot_before = reboot_needed();
-    let root = tx.root();
-    let views = retained_views(root, &tx.state, Some(&retained.id), node.area());
+    let root = trip.tx.root();
+    let views = retained_views(root, &trip.tx.state, Some(&retained.id), node.area());
     let changes = match node.apply(&[retained.path.join(node.area())], wanted, &views) {
         Ok(changes) => changes,
-        Err(failed) => return Err(failed_change(failed, attempt)),
+        Err(failed) => return Err(failed_change(failed, trip.attempt)),
     };
-    attempt.record.packages = Some(Changes::of(&changes));
-    if let Some(entry) = tx.state.bundles.get_mut(&retained.id) {
+    trip.attempt.record.packages = Some(Changes::of(&changes));
+    if let Some(entry) = trip.tx.state.bundles.get_mut(&retained.id) {
         entry.applied.clone_from(&changes);
     }
-    attempt.phases.mark("packages", "validate");
+    trip.attempt.phases.mark(Phase::Validate);
     let m = &verified.manifest;
     if let Some(reason) = reboot_needed().filter(|_| reboot_before.is_none()) {
         let pending = Pending {
@@ -91,31 +89,44 @@ pub(super) fn change(
             reason: reason.clone(),
             changes: changes.clone(),
             retained_here: fresh,
-            keep: opts.keep,
+            keep: trip.opts.keep,
             downgrade,
-            accept_amber: match &opts.amber {
+            accept_amber: match &trip.opts.amber {
                 Amber::Accept(a) => Some(a.clone()),
                 Amber::Refuse => None,
             },
         };
-        let record = wait_for_reboot(tx, pending, attempt)?;
+        let record = wait_for_reboot(trip.tx, pending, trip.attempt)?;
         return Ok(Applied {
             pending_reboot: Some(reason),
             record: Some(record),
-            phases: attempt.phases.times(),
-            ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
+            phases: trip.attempt.phases.times(),
+            ..outcome(
+                m,
+                retained.id.clone(),
+                verified.signers.clone(),
+                Changes::of(&changes),
+                trip.attempt.phases.total(),
+            )
         });
     }
-    let validation = judge(root, &tx.state, node, &changes, &views, m, &opts.amber, attempt)?;
-    let commit = Commit { id: &retained.id, manifest: m, changes: &changes, downgrade, keep: opts.keep };
-    let (previous, pruned, record) = commit.run(tx, validation.as_ref(), &opts.amber, attempt)?;
+    let validation = judge(
+        root,
+        &trip.tx.state,
+        &Undo { node, changes: &changes, views: &views },
+        m,
+        &trip.opts.amber,
+        trip.attempt,
+    )?;
+    let commit = Commit { id: &retained.id, manifest: m, changes: &changes, downgrade, keep: trip.opts.keep };
+    let (previous, pruned, record) = commit.run(trip.tx, validation.as_ref(), &trip.opts.amber, trip.attempt)?;
     Ok(Applied {
         previous,
         validation,
         pruned,
         record: Some(record),
-        phases: attempt.phases.times(),
-        ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), attempt.phases.total())
+        phases: trip.attempt.phases.times(),
+        ..outcome(m, retained.id.clone(), verified.signers.clone(), Changes::of(&changes), trip.attempt.phases.total())
     })
 }
 
@@ -154,22 +165,29 @@ pub(super) fn wait_for_reboot(
     records::write(root, r)
 }
 
+/// What a gate that is not passed puts back: the packages `changes` changed on `node`, from
+/// the retained `views`.
+#[derive(Clone, Copy)]
+pub(in crate::site) struct Undo<'a> {
+    pub node: &'a Node,
+    pub changes: &'a [Change],
+    pub views: &'a [PathBuf],
+}
+
 /// The gate on the stack now installed. Anything but green (or accepted amber) puts the
 /// packages back (its own timed phase, `restore`), validates the restored host against the
 /// bundle it went back to, and puts both on the record before the verdict's error is
 /// returned; `failed_in` names the step that failed (`validate`, or `metrics` when only the
 /// checks' metrics missed).
-#[allow(clippy::too_many_arguments, reason = "the gate, what it restores, and where the record goes")]
 pub(in crate::site) fn judge(
     root: &SiteRoot,
     state: &State,
-    node: &Node,
-    changes: &[Change],
-    views: &[PathBuf],
+    undo: &Undo<'_>,
     manifest: &VerifiedManifest,
     amber: &Amber,
     attempt: &mut Attempt,
 ) -> Result<Option<crate::validate::Evidence>, SiteError> {
+    let Undo { node, changes, views } = *undo;
     // The current side: what `apply` measured before it changed packages, or what `airlock
     // validate --baseline` kept.
     let baseline = crate::site::load_baseline(node.root());
@@ -177,10 +195,10 @@ pub(in crate::site) fn judge(
         Ok(v) => Ok(v),
         Err(verdict @ SiteError::Validation { .. }) => {
             attempt.failed_in = Some(failed_step(attempt.record.validation.as_ref()));
-            attempt.phases.mark("validate", "restore");
+            attempt.phases.mark(Phase::Restore);
             tracing::warn!("{verdict}; putting the host's packages back");
             let restored = node.restore(changes, views);
-            attempt.phases.mark("restore", "record");
+            attempt.phases.mark(Phase::Record);
             let restored = match restored {
                 Ok(restored) => restored,
                 Err(source) => return Err(restore_failed(node, changes, source, attempt)),
@@ -195,14 +213,14 @@ pub(in crate::site) fn judge(
 
 /// `metrics` when the matrix held and only a check's metric missed its threshold, else
 /// `validate`.
-pub(super) fn failed_step(validation: Option<&records::Validation>) -> &'static str {
+pub(super) fn failed_step(validation: Option<&records::Validation>) -> Phase {
     use crate::validate::matrix::Verdict;
-    let Some(e) = validation.and_then(records::Validation::evidence) else { return "validate" };
+    let Some(e) = validation.and_then(records::Validation::evidence) else { return Phase::Validate };
     let matrix_held = e.rows.iter().all(|r| r.verdict != Verdict::Red);
     let red_checks: Vec<_> = e.checks.iter().filter(|c| c.verdict == Verdict::Red).collect();
     let only_metrics = !red_checks.is_empty()
         && red_checks.iter().all(|c| c.exit_code == Some(0) && c.metrics.iter().any(|m| m.decision != "pass"));
-    if matrix_held && only_metrics { "metrics" } else { "validate" }
+    if matrix_held && only_metrics { Phase::Metrics } else { Phase::Validate }
 }
 
 /// The restored host judged against the bundle it went back to (the one still current: its
@@ -316,7 +334,7 @@ pub fn commit_pending(
     let mut tx = Transaction::writing(root, &lock)?;
     let pending = tx.state.pending.clone().ok_or_else(|| SiteError::NotPending { root: root.path().to_owned() })?;
     let file = root.retained_file(&pending.id).display().to_string();
-    let mut attempt = Attempt::new(records::Action::Apply, "verify", file, None);
+    let mut attempt = Attempt::new(records::Action::Apply, Phase::Verify, file, None);
     attempt.record.role = Some("node".to_owned());
     attempt.record.run_id.clone_from(&writer.run);
     attempt.record.packages = Some(Changes::of(&pending.changes));
@@ -342,11 +360,18 @@ pub(super) fn commit_locked(
         ..records::RecordBundle::default()
     });
     attempt.record.signers.clone_from(&checked.signers);
-    attempt.phases.mark("verify", "validate");
+    attempt.phases.mark(Phase::Validate);
     let node = Node::for_manifest(root.path(), packages::DEFAULT_LOCK_TIMEOUT, &manifest)?;
     let views = retained_views(root, &tx.state, None, node.area());
     let amber = pending.accept_amber.clone().map_or(Amber::Refuse, Amber::Accept);
-    let validation = match judge(root, &tx.state, &node, &pending.changes, &views, &manifest, &amber, attempt) {
+    let validation = match judge(
+        root,
+        &tx.state,
+        &Undo { node: &node, changes: &pending.changes, views: &views },
+        &manifest,
+        &amber,
+        attempt,
+    ) {
         Ok(v) => v,
         Err(e) => {
             // Restored: nothing waits any more, and a bundle retained for that apply goes.

@@ -14,15 +14,16 @@ use crate::bundle::manifest::VerifiedManifest;
 use crate::bundle::parts::{Input, Opened};
 use crate::progress::Reporter;
 use crate::sign::{KeyId, Policy};
-use crate::site::install::{Attempt, check_downgrade, name_damaged_part, preflight, remember_retained};
+use crate::site::install::{Attempt, Trip, check_downgrade, name_damaged_part, preflight, remember_retained};
 use crate::site::packages::{self, Change, Changes, Node, Plan};
 use crate::site::records;
+use crate::site::records::Phase;
 use crate::site::retain::retain;
 use crate::site::root::{BundleId, SiteRoot};
 use crate::site::stage::{Staged, stage, write_views};
 use crate::site::state::State;
 use crate::site::transaction::{Step, Transaction};
-use crate::site::{Options, SiteError, crash_point, io_err};
+use crate::site::{CrashPoint, Options, SiteError, crash_point, io_err};
 
 mod adopt;
 mod commit;
@@ -33,8 +34,8 @@ use adopt::adopt;
 use commit::list;
 use downloads::{drop_downloaded, forget, keep_downloaded, refused};
 pub use gate::{Committed, commit_pending};
+pub(in crate::site) use gate::{Undo, failed_change, judge};
 use gate::{change, judge_before, measure_baseline};
-pub(in crate::site) use gate::{failed_change, judge};
 
 /// What only a node's apply is told.
 #[derive(Debug, Clone, Default)]
@@ -151,7 +152,7 @@ pub fn apply(
         Arrival::Mirror { .. } => None,
     };
     let action = if node.mode == Mode::Adopt { records::Action::Adopt } else { records::Action::Apply };
-    let mut attempt = Attempt::new(action, "verify", arrival.describe(), Some(trust));
+    let mut attempt = Attempt::new(action, Phase::Verify, arrival.describe(), Some(trust));
     attempt.record.role = Some("node".to_owned());
     attempt.record.run_id.clone_from(&opts.run);
     if node.mode == Mode::DryRun {
@@ -166,13 +167,31 @@ pub fn apply(
         let root = &SiteRoot::read_only(root, work.path());
         let _lock = if root.is_site() { Some(root.lock_for_reading("apply --dry-run", opts.wait)?) } else { None };
         let mut tx = Transaction::reading(root)?;
-        return apply_locked(arrival, opened, trust, &mut tx, opts, node, reporter, &mut attempt);
+        return apply_locked(
+            arrival,
+            opened,
+            trust,
+            node,
+            &mut Trip { tx: &mut tx, opts, reporter, attempt: &mut attempt },
+        );
     }
     let root = &SiteRoot::new(root);
     let lock = root.open_for_writing("apply", opts.wait)?;
-    let applied = Transaction::writing(root, &lock)
-        .and_then(|mut tx| apply_locked(arrival, opened, trust, &mut tx, opts, node, reporter, &mut attempt));
+    let applied = Transaction::writing(root, &lock).and_then(|mut tx| {
+        apply_locked(arrival, opened, trust, node, &mut Trip { tx: &mut tx, opts, reporter, attempt: &mut attempt })
+    });
     applied.inspect_err(|e| attempt.record_failure(root, e))
+}
+
+/// The verified bundle an apply goes on with, and how it arrived.
+struct Candidate<'a> {
+    verified: &'a crate::site::stage::Verified,
+    /// The policy that verified it (a mirror's policy, where it came from one).
+    trust: &'a Policy,
+    /// Only its packages were fetched (from a mirror), not the whole bundle.
+    partial: bool,
+    /// It is older than what the node ran, and the site allows the step back.
+    downgrade: bool,
 }
 
 /// What arrived: the bundle verified into `staging/`, with (from a mirror) the policy that
@@ -186,17 +205,16 @@ struct Arrived {
 /// The bundle verified into `staging/`; `verified` runs on its verified manifest before any
 /// package is fetched from a mirror or changed (the pre-flight). `packages`: false for a dry
 /// run, which takes only a mirror's indexes.
-#[allow(clippy::too_many_arguments, reason = "where the bundle comes from and what runs as it arrives")]
 fn arrive(
     arrival: &Arrival<'_>,
     opened: Option<Opened>,
     trust: &Policy,
-    root: &SiteRoot,
-    state: &State,
+    tx: &Transaction<'_>,
     packages: bool,
     reporter: &dyn Reporter,
     verified: &mut dyn FnMut(&VerifiedManifest, &crate::digest::Sha256) -> Result<(), SiteError>,
 ) -> Result<Arrived, SiteError> {
+    let (root, state) = (tx.root(), &tx.state);
     match (arrival, opened) {
         (Arrival::Bundle(input), Some(opened)) => {
             preflight(input, &opened, root, state)?;
@@ -223,21 +241,16 @@ fn arrive(
     }
 }
 
-#[allow(clippy::too_many_arguments, reason = "apply's phases, with the attempt they report to")]
 fn apply_locked(
     arrival: &Arrival<'_>,
     opened: Option<Opened>,
     trust: &Policy,
-    tx: &mut Transaction<'_>,
-    opts: &Options,
     node_opts: &NodeOptions,
-    reporter: &dyn Reporter,
-    attempt: &mut Attempt,
+    trip: &mut Trip<'_, '_>,
 ) -> Result<Applied, SiteError> {
-    let root = tx.root();
-    let state = &mut tx.state;
+    let root = trip.tx.root();
     // Fetching ahead changes nothing a pending reboot waits on.
-    if let Some(p) = state.pending.as_ref().filter(|_| node_opts.mode != Mode::DownloadOnly) {
+    if let Some(p) = trip.tx.state.pending.as_ref().filter(|_| node_opts.mode != Mode::DownloadOnly) {
         return Err(SiteError::PendingReboot { id: p.id.clone(), name: p.name.clone(), version: p.version.clone() });
     }
     let mut preflight_evidence = None;
@@ -246,46 +259,46 @@ fn apply_locked(
     let adopting = node_opts.mode == Mode::Adopt;
     let mut before_packages = |m: &VerifiedManifest, sha256: &crate::digest::Sha256| {
         if !adopting {
-            preflight_evidence = judge_before(m, sha256, attempt)?;
+            preflight_evidence = judge_before(m, sha256, trip.attempt)?;
         }
         Ok(())
     };
     let dry_run = node_opts.mode == Mode::DryRun;
     // A dry run takes only a mirror's indexes, no package.
-    let arrived = arrive(arrival, opened, trust, root, state, !dry_run, reporter, &mut before_packages)?;
+    let arrived = arrive(arrival, opened, trust, trip.tx, !dry_run, trip.reporter, &mut before_packages)?;
     let Arrived { staged: Staged { dir, verified }, fetched, promotion } = arrived;
-    follow(tx, arrival, promotion.as_ref(), dry_run, attempt)?;
-    let state = &mut tx.state;
+    follow(trip.tx, arrival, promotion.as_ref(), dry_run, trip.attempt)?;
     let (partial, transfer) = (fetched.is_some(), fetched.as_ref().map(|(_, t)| *t));
-    attempt.record.transfer = transfer;
+    trip.attempt.record.transfer = transfer;
     let trust = fetched.as_ref().map_or(trust, |(policy, _)| policy);
-    opts.tag_version.as_ref().map(|tag| verified.manifest.check_tag(tag)).transpose()?;
-    attempt.verified(&verified, &opts.expiry)?;
-    attempt.phases.mark("preflight", "plan");
+    trip.opts.tag_version.as_ref().map(|tag| verified.manifest.check_tag(tag)).transpose()?;
+    trip.attempt.verified(&verified, &trip.opts.expiry)?;
+    trip.attempt.phases.mark(Phase::Plan);
     let id = BundleId::of(&verified.manifest_sha256);
-    let downgrade = check_downgrade(root, state, &verified.manifest, opts.downgrade)?;
-    crash_point("verified");
+    let downgrade = check_downgrade(root, &trip.tx.state, &verified.manifest, trip.opts.downgrade)?;
+    crash_point(CrashPoint::Verified);
     if node_opts.mode == Mode::DownloadOnly {
-        let (staged, record) = keep_downloaded(root, dir, &id, attempt)?;
-        let mut applied = outcome(&verified.manifest, id, verified.signers, Changes::default(), attempt.phases.total());
+        let (staged, record) = keep_downloaded(root, dir, &id, trip.attempt)?;
+        let mut applied =
+            outcome(&verified.manifest, id, verified.signers, Changes::default(), trip.attempt.phases.total());
         (applied.staged, applied.transfer, applied.preflight) = (Some(staged), transfer, preflight_evidence);
         applied.record = Some(record);
         return Ok(applied);
     }
-    write_node_views(dir.path(), &verified.manifest, partial, opts)?;
+    write_node_views(dir.path(), &verified.manifest, partial, trip.opts)?;
     let node = Node::for_manifest(root.packages_home(), node_opts.lock_timeout, &verified.manifest)?;
     let wanted = packages::carried(&verified.manifest, &node.arch);
     if adopting {
-        return adopt(tx, &node, &wanted, dir, &verified, trust, partial, downgrade, opts, attempt);
+        return adopt(trip, &node, &wanted, dir, &Candidate { verified: &verified, trust, partial, downgrade });
     }
-    let views = retained_views(root, state, None, node.area());
+    let views = retained_views(root, &trip.tx.state, None, node.area());
     let plan = node.plan(&dir.path().join(node.area()), &wanted, &views)?;
     tracing::info!("plan: {}", plan.changes.summary());
     let unchanged = node_opts.unless_current
         && plan.changes.is_empty()
         && root.link(crate::site::root::Link::Current).is_some_and(|current| current == id);
     if dry_run || unchanged {
-        let mut applied = dry_run_of(&verified.manifest, id, verified.signers, plan, attempt.phases.total());
+        let mut applied = dry_run_of(&verified.manifest, id, verified.signers, plan, trip.attempt.phases.total());
         (applied.preflight, applied.transfer, applied.unchanged) = (preflight_evidence, transfer, unchanged);
         (applied.dry_run, applied.simulation) = (dry_run, applied.simulation.filter(|_| dry_run));
         return Ok(applied);
@@ -293,31 +306,32 @@ fn apply_locked(
     if let Err(changes) = accepts_unrestorable(node_opts, plan) {
         return Err(refused(root, dir, &id, partial, SiteError::Unrestorable { changes }));
     }
-    attempt.phases.mark("plan", "stage");
-    remember_retained(state, &verified, &id, trust, opts);
-    if let Some(entry) = state.bundles.get_mut(&id) {
+    trip.attempt.phases.mark(Phase::Stage);
+    remember_retained(&mut trip.tx.state, &verified, &id, trust, trip.opts);
+    if let Some(entry) = trip.tx.state.bundles.get_mut(&id) {
         entry.partial = partial;
     }
-    tx.save(Step::Remembered)?;
+    trip.tx.save(Step::Remembered)?;
     let retained = retain(dir, &verified, trust, root)?;
-    attempt.phases.mark("stage", "baseline");
-    crash_point("retained");
+    trip.attempt.phases.mark(Phase::Baseline);
+    crash_point(CrashPoint::Retained);
     drop_downloaded(root, &retained.id);
-    if let Err(e) = measure_baseline(root, &tx.state, &verified.manifest) {
+    if let Err(e) = measure_baseline(root, &trip.tx.state, &verified.manifest) {
         if !retained.already_present {
-            forget(tx, &retained.id, partial);
+            forget(trip.tx, &retained.id, partial);
         }
         return Err(e);
     }
-    attempt.phases.mark("baseline", "packages");
+    trip.attempt.phases.mark(Phase::Packages);
 
     // From here on the host changes. A bundle retained only for this apply does not stay when
     // the apply does not commit: it would raise the anti-downgrade mark (retained manifests
     // count) for a release this node never ran.
     let fresh = !retained.already_present;
-    let outcome = change(tx, &node, &verified, &retained, &wanted, downgrade, fresh, opts, attempt);
+    let candidate = Candidate { verified: &verified, trust, partial, downgrade };
+    let outcome = change(trip, &node, &candidate, &retained, &wanted, fresh);
     if outcome.is_err() && fresh {
-        forget(tx, &retained.id, partial);
+        forget(trip.tx, &retained.id, partial);
     }
     outcome
 }
