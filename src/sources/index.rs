@@ -38,6 +38,30 @@ pub struct Index {
     pub limit: u64,
 }
 
+/// An index its signed listing names by sha256 and size (a `Release`'s `SHA256`, a
+/// `repomd.xml`'s sha256 checksum), as an earlier command kept it in the cache: `freeze` then
+/// the lock of the baseline it wrote, or the next `lock` of an unchanged archive, fetch it once.
+/// The bytes are hashed again as they are read; none where they are not there or not these.
+pub fn cached(cache: &crate::cache::Cache, sha256: &str, size: u64, limit: u64) -> Option<Vec<u8>> {
+    let digest: Sha256 = sha256.parse().ok()?;
+    cache.get_small(&digest, limit).filter(|bytes| bytes.len() as u64 == size)
+}
+
+/// Keep an index its caller verified for the next command (`cached`). Not kept is only a
+/// slower next command: said at debug level.
+pub async fn keep(cache: &crate::cache::Cache, sha256: &str, bytes: &[u8], what: &str) {
+    let Ok(digest) = sha256.parse::<Sha256>() else { return };
+    if cache.contains(&digest, Some(bytes.len() as u64)) {
+        return;
+    }
+    let (cache, bytes, what) = (cache.clone(), bytes.to_vec(), what.to_owned());
+    let size = bytes.len() as u64;
+    let kept = crate::fetch::blocking(move || cache.put(digest, Some(size), &what, bytes.as_slice())).await;
+    if let Err(e) = kept {
+        tracing::debug!("index {sha256} not kept in the cache: {e}");
+    }
+}
+
 /// The most an index may decompress to: the size its signed listing declares (rpm's
 /// `open-size`, a `Release`'s size of the uncompressed file), never more than `cap`. A small
 /// file that expands past what was declared is refused as it streams, at the declared size,

@@ -383,3 +383,55 @@ fn closure_sbom(bundle: &Path, lock: &Path, dir: &Path) {
             .collect()
     );
 }
+
+/// Issue 79: `freeze` read every archive's indexes, then the lock of the baseline it wrote
+/// fetched them all again. A `Packages` file the signed `Release` names by its sha256 is now
+/// kept in the cache: one freeze asks for each index once, and the next asks only for the
+/// `InRelease` (which may have changed), never for an index whose digest it holds.
+#[test]
+fn freeze_fetches_each_index_once_and_the_next_run_only_the_signed_release() {
+    let dir = tempfile::tempdir().unwrap();
+    run(std::process::Command::new("bash").args([&helper("make_apt_repo.sh"), s(dir.path())])).ok();
+    let log_path = dir.path().join("requests.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let server = HttpServer::spawn_with_stderr(
+        &dir.path().join("repo"),
+        |port| vec!["-m".into(), "http.server".into(), "--bind".into(), "127.0.0.1".into(), port.to_string()],
+        std::process::Stdio::from(log),
+    );
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("p");
+    let spec = deb_spec(&p, &server.url, "\"hello-airlock\"", Some(&dir.path().join("keyring.asc")), "");
+    // A node that runs hello-airlock 2.10-3: the recorded host's probe with that inventory.
+    let mut node = airlock_run(&["probe", "--json"]).ok().json();
+    node["inventory"]["packages"] = serde_json::json!({
+        "hello-airlock": {"version": "2.10-3", "source": "hello-airlock", "manager": "dpkg", "architecture": "amd64"}
+    });
+    std::fs::write(p.join("node.json"), serde_json::to_vec(&node).unwrap()).unwrap();
+    let cache = t.path().join("cache");
+    let freeze = |out: &str| {
+        let (inventory, out) = (p.join("node.json"), p.join(out));
+        let args = ["freeze", s(&inventory), "--spec", s(&spec), "--out", s(&out), "--json"];
+        run(airlock().env("AIRLOCK_CACHE", &cache).args(args)).ok()
+    };
+    let requests = || -> Vec<String> {
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        text.lines().filter_map(|l| l.split("\"GET ").nth(1)?.split(' ').next().map(str::to_owned)).collect()
+    };
+    let indexes = |paths: &[String]| -> Vec<String> {
+        paths.iter().filter(|p| p.contains("/Packages") || p.contains("/by-hash/")).cloned().collect()
+    };
+
+    let frozen = freeze("base.toml").json();
+    assert!(frozen["pinned"].to_string().contains("hello-airlock=2.10-3"), "{frozen}");
+    let first = requests();
+    let fetched = indexes(&first);
+    assert!(!fetched.is_empty(), "the indexes were fetched: {first:?}");
+    let distinct: std::collections::BTreeSet<&String> = fetched.iter().collect();
+    assert_eq!(distinct.len(), fetched.len(), "each index once, the baseline's lock included: {fetched:?}");
+
+    freeze("base-again.toml");
+    let again: Vec<String> = requests()[first.len()..].to_vec();
+    assert_eq!(indexes(&again), Vec::<String>::new(), "no index fetched again: {again:?}");
+    assert!(again.iter().any(|p| p.ends_with("/InRelease")), "the signed Release is read again: {again:?}");
+}

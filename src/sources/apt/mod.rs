@@ -218,7 +218,12 @@ fn check_sum(url: &str, bytes: &[u8], hash: &str, size: u64) -> Result<(), DebEr
 /// The Packages index of one component: the first form `Release` lists that is served,
 /// verified by the `Release` SHA256 and size as fetched (and, when `Release` lists the plain
 /// file too, once decompressed while it is read).
-async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &str) -> Result<Index, SourceError> {
+async fn packages(
+    (http, cache): (&Http, &crate::cache::Cache),
+    entry: &DebSpec,
+    release: &Release,
+    component: &str,
+) -> Result<Index, SourceError> {
     let dist = dist_url(entry);
     let dir = if is_flat(entry) { String::new() } else { format!("{component}/binary-{}/", entry.arch) };
     let base = format!("{dir}Packages");
@@ -232,15 +237,21 @@ async fn packages(http: &Http, entry: &DebSpec, release: &Release, component: &s
         } else {
             format!("{dist}/{name}")
         };
-        let bytes = match http.fetch_small(&url, "*/*", None, MAX_INDEX).await {
-            Ok((bytes, _)) => bytes,
-            Err(HttpError::Status { status: 404, .. }) => {
-                not_served.push(url);
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        let bytes = match crate::sources::index::cached(cache, hash, *size, MAX_INDEX) {
+            Some(bytes) => bytes,
+            None => match http.fetch_small(&url, "*/*", None, MAX_INDEX).await {
+                Ok((bytes, _)) => {
+                    check_sum(&url, &bytes, hash, *size)?;
+                    crate::sources::index::keep(cache, hash, &bytes, &name).await;
+                    bytes
+                }
+                Err(HttpError::Status { status: 404, .. }) => {
+                    not_served.push(url);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            },
         };
-        check_sum(&url, &bytes, hash, *size)?;
         let plain = plain.filter(|_| compression != Compression::Plain).cloned();
         let limit = crate::sources::index::plain_limit(plain.as_ref().map(|(_, size)| *size), MAX_INDEX);
         return Ok(Index { url, bytes, compression, plain, limit });
@@ -295,7 +306,7 @@ async fn load(sources: &Sources<'_>, entry: &DebSpec) -> Result<(Vec<Index>, Dis
         if is_flat(entry) { vec![""] } else { entry.components.iter().map(String::as_str).collect() };
     let mut out = Vec::new();
     for component in components {
-        out.push(packages(http, entry, &release, component).await?);
+        out.push(packages((http, sources.fetch.cache), entry, &release, component).await?);
     }
     let field = |k: &str| fields.get(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
     Ok((out, Distro { origin: field("Origin"), codename: field("Codename").or_else(|| field("Suite")) }))

@@ -165,7 +165,13 @@ async fn metadata(sources: &Sources<'_>, repo: &Repo, data: &RepoData) -> Result
     if !sum.strong() {
         return Err(RpmError::WeakChecksum { url, kind: sum.kind.clone() }.into());
     }
-    let (bytes, _) = sources.fetch.http.fetch_small(&url, "*/*", None, MAX_INDEX).await?;
+    let cache = sources.fetch.cache;
+    let sha256 = Some(sum.hex.as_str()).filter(|_| sum.kind == "sha256");
+    let hit = sha256.zip(data.size).and_then(|(hex, size)| crate::sources::index::cached(cache, hex, size, MAX_INDEX));
+    let (bytes, fetched) = match hit {
+        Some(bytes) => (bytes, false),
+        None => (sources.fetch.http.fetch_small(&url, "*/*", None, MAX_INDEX).await?.0, true),
+    };
     let actual = hex_digest(&sum.kind, &bytes).unwrap_or_default();
     if actual != sum.hex || data.size.is_some_and(|s| s != bytes.len() as u64) {
         return Err(RpmError::Mismatch {
@@ -175,6 +181,9 @@ async fn metadata(sources: &Sources<'_>, repo: &Repo, data: &RepoData) -> Result
             actual: format!("{}:{actual}/{}", sum.kind, bytes.len()),
         }
         .into());
+    }
+    if let Some(hex) = sha256.filter(|_| fetched) {
+        crate::sources::index::keep(cache, hex, &bytes, &data.location).await;
     }
     // The decompressed bytes are checked too when the open-checksum is a sha256.
     let plain = match (&data.open_checksum, data.open_size) {
