@@ -113,69 +113,108 @@ impl Package {
     }
 }
 
-fn attr(e: &BytesStart<'_>, name: &str) -> Result<Option<String>, String> {
+/// Why repository metadata cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// Not well-formed XML (or YAML, for `modules.yaml`): the parser's words.
+    #[error("not {format}: {detail}")]
+    Syntax { format: &'static str, detail: String },
+    #[error("bad attribute{}: {detail}", .name.as_ref().map(|n| format!(" `{n}`")).unwrap_or_default())]
+    Attribute { name: Option<String>, detail: String },
+    #[error("unknown entity `&{0};`")]
+    Entity(String),
+    #[error("cut short inside {0}")]
+    CutShort(&'static str),
+    /// A field that must be a number and is not (`size`, a package's `epoch`).
+    #[error("{what} is not a number: `{value}`")]
+    NotANumber { what: String, value: String },
+    /// Well-formed, but not the metadata it should be: what is missing or out of place.
+    #[error("{0}")]
+    Shape(String),
+    /// What the caller's `each` refused a package or an advisory with.
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn xml(e: impl std::fmt::Display) -> MetadataError {
+    MetadataError::Syntax { format: "XML", detail: e.to_string() }
+}
+
+fn shape(what: &str) -> MetadataError {
+    MetadataError::Shape(what.to_owned())
+}
+
+fn attr(e: &BytesStart<'_>, name: &str) -> Result<Option<String>, MetadataError> {
+    let bad = |name: Option<&str>, e: &dyn std::fmt::Display| MetadataError::Attribute {
+        name: name.map(str::to_owned),
+        detail: e.to_string(),
+    };
     for a in e.attributes() {
-        let a = a.map_err(|e| format!("bad attribute: {e}"))?;
+        let a = a.map_err(|e| bad(None, &e))?;
         if a.key.as_ref() == name.as_bytes() {
-            return Ok(Some(a.unescape_value().map_err(|e| format!("bad attribute `{name}`: {e}"))?.into_owned()));
+            return Ok(Some(a.unescape_value().map_err(|e| bad(Some(name), &e))?.into_owned()));
         }
     }
     Ok(None)
 }
 
 /// The text up to the element's end (entity references resolved).
-fn text<R: BufRead>(reader: &mut Reader<R>, buf: &mut Vec<u8>) -> Result<String, String> {
+fn text<R: BufRead>(reader: &mut Reader<R>, buf: &mut Vec<u8>) -> Result<String, MetadataError> {
     let mut out = String::new();
     loop {
-        match reader.read_event_into(buf).map_err(|e| format!("not XML: {e}"))? {
-            Event::Text(t) => out.push_str(&t.decode().map_err(|e| e.to_string())?),
-            Event::CData(t) => out.push_str(&t.decode().map_err(|e| e.to_string())?),
+        match reader.read_event_into(buf).map_err(xml)? {
+            Event::Text(t) => out.push_str(&t.decode().map_err(xml)?),
+            Event::CData(t) => out.push_str(&t.decode().map_err(xml)?),
             Event::GeneralRef(r) => {
-                if let Some(c) = r.resolve_char_ref().map_err(|e| e.to_string())? {
+                if let Some(c) = r.resolve_char_ref().map_err(xml)? {
                     out.push(c);
                 } else {
-                    let name = r.decode().map_err(|e| e.to_string())?;
+                    let name = r.decode().map_err(xml)?;
                     out.push_str(match name.as_ref() {
                         "amp" => "&",
                         "lt" => "<",
                         "gt" => ">",
                         "quot" => "\"",
                         "apos" => "'",
-                        other => return Err(format!("unknown entity `&{other};`")),
+                        other => return Err(MetadataError::Entity(other.to_owned())),
                     });
                 }
             }
             Event::End(_) => return Ok(out),
-            Event::Eof => return Err("cut short inside an element".into()),
+            Event::Eof => return Err(MetadataError::CutShort("an element")),
             _ => {}
         }
         buf.clear();
     }
 }
 
-fn number(value: Option<String>, what: &str) -> Result<Option<u64>, String> {
-    value.map(|v| v.trim().parse::<u64>().map_err(|_| format!("`{what}` is not a number: `{v}`"))).transpose()
+fn number(value: Option<String>, what: &str) -> Result<Option<u64>, MetadataError> {
+    value
+        .map(|v| v.trim().parse::<u64>().map_err(|_| MetadataError::NotANumber { what: format!("`{what}`"), value: v }))
+        .transpose()
 }
 
 /// `repomd.xml`, read whole (it is small and bounded by the caller).
-pub fn repomd(bytes: &[u8]) -> Result<Repomd, String> {
+pub fn repomd(bytes: &[u8]) -> Result<Repomd, MetadataError> {
     let mut reader = Reader::from_reader(bytes);
     let mut buf = Vec::new();
     let mut out = Repomd::default();
     let mut current: Option<RepoData> = None;
     loop {
-        let event = reader.read_event_into(&mut buf).map_err(|e| format!("not XML: {e}"))?.into_owned();
+        let event = reader.read_event_into(&mut buf).map_err(xml)?.into_owned();
         buf.clear();
         match event {
             Event::Start(e) | Event::Empty(e) => match (e.local_name().as_ref(), current.as_mut()) {
                 (b"data", _) => {
-                    let kind = attr(&e, "type")?.ok_or("a `<data>` without `type`")?;
+                    let kind = attr(&e, "type")?.ok_or_else(|| shape("a `<data>` without `type`"))?;
                     current = Some(RepoData { kind, ..RepoData::default() });
                 }
                 (b"revision", None) => out.revision = Some(text(&mut reader, &mut buf)?),
-                (b"location", Some(d)) => d.location = attr(&e, "href")?.ok_or("a `<location>` without `href`")?,
+                (b"location", Some(d)) => {
+                    d.location = attr(&e, "href")?.ok_or_else(|| shape("a `<location>` without `href`"))?
+                }
                 (name @ (b"checksum" | b"open-checksum"), Some(d)) => {
-                    let kind = attr(&e, "type")?.ok_or("a checksum without `type`")?;
+                    let kind = attr(&e, "type")?.ok_or_else(|| shape("a checksum without `type`"))?;
                     let sum = Some(Checksum { kind, hex: text(&mut reader, &mut buf)?.trim().to_ascii_lowercase() });
                     if name == b"checksum" {
                         d.checksum = sum;
@@ -195,14 +234,14 @@ pub fn repomd(bytes: &[u8]) -> Result<Repomd, String> {
         }
     }
     if out.data.is_empty() {
-        return Err("lists no metadata (`<data>`)".into());
+        return Err(shape("lists no metadata (`<data>`)"));
     }
     Ok(out)
 }
 
-fn dep(e: &BytesStart<'_>) -> Result<Dep, String> {
+fn dep(e: &BytesStart<'_>) -> Result<Dep, MetadataError> {
     Ok(Dep {
-        name: attr(e, "name")?.ok_or("an `<rpm:entry>` without `name`")?,
+        name: attr(e, "name")?.ok_or_else(|| shape("an `<rpm:entry>` without `name`"))?,
         flags: attr(e, "flags")?,
         epoch: attr(e, "epoch")?,
         ver: attr(e, "ver")?,
@@ -211,7 +250,10 @@ fn dep(e: &BytesStart<'_>) -> Result<Dep, String> {
 }
 
 /// Call `each` with every `<package>` of a primary stream, in order.
-pub fn primary(input: &mut dyn BufRead, mut each: impl FnMut(Package) -> Result<(), String>) -> Result<(), String> {
+pub fn primary(
+    input: &mut dyn BufRead,
+    mut each: impl FnMut(Package) -> Result<(), String>,
+) -> Result<(), MetadataError> {
     let mut reader = Reader::from_reader(input);
     let mut buf = Vec::new();
     let mut pkg: Option<Package> = None;
@@ -219,7 +261,7 @@ pub fn primary(input: &mut dyn BufRead, mut each: impl FnMut(Package) -> Result<
     let mut list: Option<&'static str> = None;
     let mut seen_root = false;
     loop {
-        let event = reader.read_event_into(&mut buf).map_err(|e| format!("not XML: {e}"))?.into_owned();
+        let event = reader.read_event_into(&mut buf).map_err(xml)?.into_owned();
         buf.clear();
         match event {
             Event::Start(e) | Event::Empty(e) => {
@@ -231,13 +273,15 @@ pub fn primary(input: &mut dyn BufRead, mut each: impl FnMut(Package) -> Result<
                     (b"arch", Some(p)) => p.arch = text(&mut reader, &mut buf)?,
                     (b"version", Some(p)) => {
                         let epoch = attr(&e, "epoch")?.unwrap_or_else(|| "0".into());
-                        p.epoch =
-                            epoch.parse().map_err(|_| format!("`{}`: epoch `{epoch}` is not a number", p.name))?;
+                        p.epoch = epoch.parse().map_err(|_| MetadataError::NotANumber {
+                            what: format!("`{}`: its epoch", p.name),
+                            value: epoch.clone(),
+                        })?;
                         p.version = attr(&e, "ver")?.unwrap_or_default();
                         p.release = attr(&e, "rel")?.unwrap_or_default();
                     }
                     (b"checksum", Some(p)) => {
-                        let kind = attr(&e, "type")?.ok_or("a checksum without `type`")?;
+                        let kind = attr(&e, "type")?.ok_or_else(|| shape("a checksum without `type`"))?;
                         p.checksum =
                             Some(Checksum { kind, hex: text(&mut reader, &mut buf)?.trim().to_ascii_lowercase() });
                     }
@@ -264,11 +308,14 @@ pub fn primary(input: &mut dyn BufRead, mut each: impl FnMut(Package) -> Result<
             }
             Event::End(e) => match e.name().as_ref() {
                 b"package" => {
-                    let done = pkg.take().ok_or("`</package>` without `<package>`")?;
+                    let done = pkg.take().ok_or_else(|| shape("`</package>` without `<package>`"))?;
                     if done.name.is_empty() || done.arch.is_empty() || done.location.is_empty() {
-                        return Err(format!("a package without name, arch or location (`{}`)", done.name));
+                        return Err(MetadataError::Shape(format!(
+                            "a package without name, arch or location (`{}`)",
+                            done.name
+                        )));
                     }
-                    each(done)?;
+                    each(done).map_err(MetadataError::Refused)?;
                 }
                 b"rpm:provides" | b"rpm:requires" | b"rpm:recommends" => list = None,
                 _ => {}
@@ -278,10 +325,10 @@ pub fn primary(input: &mut dyn BufRead, mut each: impl FnMut(Package) -> Result<
         }
     }
     if !seen_root {
-        return Err("not a primary metadata file (no `<metadata>`)".into());
+        return Err(shape("not a primary metadata file (no `<metadata>`)"));
     }
     if pkg.is_some() {
-        return Err("cut short inside a `<package>`".into());
+        return Err(MetadataError::CutShort("a `<package>`"));
     }
     Ok(())
 }
@@ -308,12 +355,15 @@ pub struct Advisory {
 }
 
 /// Call `each` with every `<update>` of an updateinfo stream.
-pub fn updateinfo(input: &mut dyn BufRead, mut each: impl FnMut(Advisory) -> Result<(), String>) -> Result<(), String> {
+pub fn updateinfo(
+    input: &mut dyn BufRead,
+    mut each: impl FnMut(Advisory) -> Result<(), String>,
+) -> Result<(), MetadataError> {
     let mut reader = Reader::from_reader(input);
     let mut buf = Vec::new();
     let mut update: Option<Advisory> = None;
     loop {
-        let event = reader.read_event_into(&mut buf).map_err(|e| format!("not XML: {e}"))?.into_owned();
+        let event = reader.read_event_into(&mut buf).map_err(xml)?.into_owned();
         buf.clear();
         match event {
             Event::Start(e) | Event::Empty(e) => match (e.name().as_ref(), update.as_mut()) {
@@ -327,7 +377,10 @@ pub fn updateinfo(input: &mut dyn BufRead, mut each: impl FnMut(Advisory) -> Res
                     let epoch = attr(&e, "epoch")?.unwrap_or_else(|| "0".into());
                     u.packages.push(Fixed {
                         name: attr(&e, "name")?.unwrap_or_default(),
-                        epoch: epoch.parse().map_err(|_| format!("epoch `{epoch}` is not a number"))?,
+                        epoch: epoch.parse().map_err(|_| MetadataError::NotANumber {
+                            what: "an epoch".to_owned(),
+                            value: epoch.clone(),
+                        })?,
                         version: attr(&e, "version")?.unwrap_or_default(),
                         release: attr(&e, "release")?.unwrap_or_default(),
                         arch: attr(&e, "arch")?.unwrap_or_default(),
@@ -336,8 +389,8 @@ pub fn updateinfo(input: &mut dyn BufRead, mut each: impl FnMut(Advisory) -> Res
                 _ => {}
             },
             Event::End(e) if e.name().as_ref() == b"update" => {
-                let done = update.take().ok_or("`</update>` without `<update>`")?;
-                each(done)?;
+                let done = update.take().ok_or_else(|| shape("`</update>` without `<update>`"))?;
+                each(done).map_err(MetadataError::Refused)?;
             }
             Event::Eof => break,
             _ => {}
@@ -357,9 +410,10 @@ pub struct ModuleStream {
 /// Every `modulemd` document of `modules.yaml` (the defaults and obsoletes documents beside
 /// them are skipped). Read with `yaml-rust2` (pure Rust; libyaml's ports are what lintian
 /// flags as an embedded library).
-pub fn modules(text: &str) -> Result<Vec<ModuleStream>, String> {
+pub fn modules(text: &str) -> Result<Vec<ModuleStream>, MetadataError> {
     use yaml_rust2::Yaml;
-    let docs = yaml_rust2::YamlLoader::load_from_str(text).map_err(|e| format!("not modulemd YAML: {e}"))?;
+    let docs = yaml_rust2::YamlLoader::load_from_str(text)
+        .map_err(|e| MetadataError::Syntax { format: "modulemd YAML", detail: e.to_string() })?;
     let mut out = Vec::new();
     for doc in &docs {
         if doc["document"].as_str() != Some("modulemd") {

@@ -6,19 +6,35 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::member_path::MemberPath;
 
+/// A name from the spec (or a lock, or a manifest) that is not one: what kind of name, the
+/// text given, and why it is refused (with what is expected).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} `{value}`: {why}")]
+pub struct InvalidName {
+    pub kind: &'static str,
+    pub value: String,
+    pub why: String,
+}
+
+impl InvalidName {
+    fn new(kind: &'static str, value: &str, why: impl Into<String>) -> Self {
+        Self { kind, value: value.to_owned(), why: why.into() }
+    }
+}
+
 /// A bundle name: `[a-z0-9][a-z0-9._-]*`, at most 128 bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct BundleName(String);
 
 impl BundleName {
-    pub fn new(s: &str) -> Result<Self, String> {
+    pub fn new(s: &str) -> Result<Self, InvalidName> {
         let mut bytes = s.bytes();
         let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
         let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
         if first_ok && rest_ok && s.len() <= 128 {
             Ok(Self(s.to_owned()))
         } else {
-            Err(format!("invalid bundle name `{s}`: expected [a-z0-9][a-z0-9._-]*, at most 128 bytes"))
+            Err(InvalidName::new("bundle name", s, "expected [a-z0-9][a-z0-9._-]*, at most 128 bytes"))
         }
     }
 
@@ -32,13 +48,13 @@ impl BundleName {
 pub struct FileName(String);
 
 impl FileName {
-    pub fn new(s: &str) -> Result<Self, String> {
+    pub fn new(s: &str) -> Result<Self, InvalidName> {
         if s.contains('/') {
-            return Err(format!("invalid file name `{s}`: must be a single path component (no `/`)"));
+            return Err(InvalidName::new("file name", s, "must be a single path component (no `/`)"));
         }
         MemberPath::new(format!("files/{s}"))
             .map(|_| Self(s.to_owned()))
-            .map_err(|e| format!("invalid file name `{s}`: {}", e.reason))
+            .map_err(|e| InvalidName::new("file name", s, e.reason))
     }
 
     pub fn as_str(&self) -> &str {
@@ -59,8 +75,8 @@ pub struct DebPin {
 }
 
 impl DebPin {
-    pub fn new(s: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("invalid package `{s}`: {why} (expected `name=version` or `name`)");
+    pub fn new(s: &str) -> Result<Self, InvalidName> {
+        let bad = |why: &str| InvalidName::new("package", s, format!("{why} (expected `name=version` or `name`)"));
         let (name, version) = match s.split_once('=') {
             Some((name, version)) => (name, Some(version)),
             None => (s, None),
@@ -110,9 +126,10 @@ pub struct RpmPin {
 }
 
 impl RpmPin {
-    pub fn new(s: &str) -> Result<Self, String> {
-        let bad =
-            |why: &str| format!("invalid package `{s}`: {why} (expected `name=[EPOCH:]VERSION-RELEASE` or `name`)");
+    pub fn new(s: &str) -> Result<Self, InvalidName> {
+        let bad = |why: &str| {
+            InvalidName::new("package", s, format!("{why} (expected `name=[EPOCH:]VERSION-RELEASE` or `name`)"))
+        };
         let (name, evr) = match s.split_once('=') {
             Some((name, evr)) => (name, Some(evr)),
             None => (s, None),

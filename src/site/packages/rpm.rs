@@ -245,7 +245,7 @@ impl PackageManager for Rpm {
                 out.insert((p.name.clone(), p.evr()));
                 Ok(())
             })
-            .map_err(|detail| PackageError::Index { path, detail })?;
+            .map_err(|e| PackageError::Index { path, detail: e.to_string() })?;
         }
         Ok(out)
     }

@@ -149,7 +149,8 @@ async fn repo(sources: &Sources<'_>, entry: &RpmSpec) -> Result<Repo, SourceErro
     } else {
         tracing::warn!("{md_url}: allow_unsigned = true: the repomd.xml signature is NOT checked");
     }
-    let repomd = repodata::repomd(&bytes).map_err(|detail| RpmError::Metadata { url: md_url.clone(), detail })?;
+    let repomd =
+        repodata::repomd(&bytes).map_err(|e| RpmError::Metadata { url: md_url.clone(), detail: e.to_string() })?;
     Ok(Repo { url, repomd, keyring })
 }
 
@@ -215,7 +216,7 @@ async fn modules(sources: &Sources<'_>, repo: &Repo) -> Result<BTreeMap<String, 
         index
             .stream(|r| r.read_to_string(&mut text).map(drop).map_err(|e| e.to_string()))
             .map_err(|e| read_error(&index.url, e))?;
-        repodata::modules(&text).map_err(|detail| RpmError::Metadata { url, detail })
+        repodata::modules(&text).map_err(|e| RpmError::Metadata { url, detail: e.to_string() })
     })
     .await?;
     let mut out = BTreeMap::new();
@@ -251,6 +252,7 @@ async fn packages(sources: &Sources<'_>, entry: &RpmSpec, repo: &Repo, source: u
                     }
                     Ok(())
                 })
+                .map_err(|e| e.to_string())
             })
             .map_err(|e| read_error(&index.url, e))?;
         Ok::<_, RpmError>(pkgs)
@@ -674,6 +676,7 @@ async fn updateinfo(index: Index) -> Result<Vec<Advisory>, RpmError> {
                     out.push(a);
                     Ok(())
                 })
+                .map_err(|e| e.to_string())
             })
             .map_err(|e| read_error(&index.url, e))?;
         Ok(out)
