@@ -211,7 +211,7 @@ pub fn repomd(bytes: &[u8]) -> Result<Repomd, MetadataError> {
                 }
                 (b"revision", None) => out.revision = Some(text(&mut reader, &mut buf)?),
                 (b"location", Some(d)) => {
-                    d.location = attr(&e, "href")?.ok_or_else(|| shape("a `<location>` without `href`"))?
+                    d.location = attr(&e, "href")?.ok_or_else(|| shape("a `<location>` without `href`"))?;
                 }
                 (name @ (b"checksum" | b"open-checksum"), Some(d)) => {
                     let kind = attr(&e, "type")?.ok_or_else(|| shape("a checksum without `type`"))?;
