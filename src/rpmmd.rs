@@ -136,6 +136,14 @@ pub enum MetadataError {
     Refused(String),
 }
 
+impl crate::failure::Classify for MetadataError {
+    /// Metadata a repository served that cannot be read is that repository's failure (its
+    /// checksum was verified before it was read).
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 fn xml(e: impl std::fmt::Display) -> MetadataError {
     MetadataError::Syntax { format: "XML", detail: e.to_string() }
 }

@@ -57,7 +57,7 @@ pub enum Rejection {
     },
     Truncated(String),
     /// A tar extension record (or sparse member) refused before it was read (`tar_guard`).
-    Extension(String),
+    Extension(crate::bundle::tar_guard::TarRefusal),
     PastDeclaredSize {
         limit: u64,
     },

@@ -15,6 +15,36 @@ pub const MAX_EXTENSIONS_IN_A_ROW: u32 = 3;
 
 const BLOCK: usize = 512;
 
+/// What the tracker refuses, before the `tar` crate reads it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TarRefusal {
+    #[error("an unreadable tar header")]
+    UnreadableHeader,
+    #[error("{0} bytes passed unread outside a member's data")]
+    PassedOutside(u64),
+    #[error("a tar header: {0}")]
+    Header(String),
+    #[error("a GNU sparse member (bundles hold regular files only)")]
+    Sparse,
+    #[error("a {kind} extension record of {size} bytes (at most {MAX_EXTENSION_BYTES} are read)")]
+    LargeExtension { kind: &'static str, size: u64 },
+    #[error("more than {MAX_EXTENSIONS_IN_A_ROW} extension records before one member")]
+    ExtensionsInARow,
+    #[error("a member size of {0} bytes")]
+    Size(u64),
+    #[error("unreadable PAX records: {0}")]
+    Pax(String),
+    #[error("PAX size `{0}`")]
+    PaxSize(String),
+}
+
+impl crate::failure::Classify for TarRefusal {
+    /// A bundle's stream that the tracker refuses does not hold.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}
+
 /// Where the stream is: inside a header block, or passing an entry's data and padding.
 #[derive(Default)]
 pub struct Tracker {
@@ -33,10 +63,10 @@ pub struct Tracker {
 
 impl Tracker {
     /// Follow `bytes`, the next bytes of the stream. `Err` names what is refused.
-    pub fn observe(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+    pub fn observe(&mut self, mut bytes: &[u8]) -> Result<(), TarRefusal> {
         while !bytes.is_empty() {
             if self.lost {
-                return Err("an unreadable tar header".into());
+                return Err(TarRefusal::UnreadableHeader);
             }
             if self.skip > 0 {
                 let n = usize::try_from(self.skip).unwrap_or(usize::MAX).min(bytes.len());
@@ -67,15 +97,15 @@ impl Tracker {
 
     /// Follow `n` bytes passed without being read (a member's data and padding, skipped):
     /// only inside an entry's data, never past it into a header the tracker did not see.
-    pub fn pass(&mut self, n: u64) -> Result<(), String> {
+    pub fn pass(&mut self, n: u64) -> Result<(), TarRefusal> {
         if self.lost || !self.header.is_empty() || self.pax.is_some() || n > self.skip {
-            return Err(format!("{n} bytes passed unread outside a member's data"));
+            return Err(TarRefusal::PassedOutside(n));
         }
         self.skip -= n;
         Ok(())
     }
 
-    fn header_done(&mut self, header: &[u8]) -> Result<(), String> {
+    fn header_done(&mut self, header: &[u8]) -> Result<(), TarRefusal> {
         if header.iter().all(|&b| b == 0) {
             return Ok(()); // an end-of-archive block
         }
@@ -84,24 +114,22 @@ impl Tracker {
             return Ok(());
         }
         // The size exactly as the `tar` crate will read it, so that both stay in step.
-        let size = tar::Header::from_byte_slice(header).entry_size().map_err(|e| format!("a tar header: {e}"))?;
+        let size = tar::Header::from_byte_slice(header).entry_size().map_err(|e| TarRefusal::Header(e.to_string()))?;
         let kind = match header[156] {
             b'x' => Some("PAX"),
             b'g' => Some("PAX global"),
             b'L' => Some("GNU long name"),
             b'K' => Some("GNU long link"),
-            b'S' => return Err("a GNU sparse member (bundles hold regular files only)".into()),
+            b'S' => return Err(TarRefusal::Sparse),
             _ => None,
         };
         let size = if let Some(kind) = kind {
             if size > MAX_EXTENSION_BYTES {
-                return Err(format!(
-                    "a {kind} extension record of {size} bytes (at most {MAX_EXTENSION_BYTES} are read)"
-                ));
+                return Err(TarRefusal::LargeExtension { kind, size });
             }
             self.in_a_row += 1;
             if self.in_a_row > MAX_EXTENSIONS_IN_A_ROW {
-                return Err(format!("more than {MAX_EXTENSIONS_IN_A_ROW} extension records before one member"));
+                return Err(TarRefusal::ExtensionsInARow);
             }
             if header[156] == b'x' {
                 self.pax = Some((Vec::with_capacity(usize::try_from(size).unwrap_or(0)), size));
@@ -111,8 +139,7 @@ impl Tracker {
             self.in_a_row = 0;
             self.next_size.take().unwrap_or(size)
         };
-        self.skip =
-            size.checked_next_multiple_of(BLOCK as u64).ok_or_else(|| format!("a member size of {size} bytes"))?;
+        self.skip = size.checked_next_multiple_of(BLOCK as u64).ok_or(TarRefusal::Size(size))?;
         if self.skip == 0
             && let Some((data, _)) = self.pax.take()
         {
@@ -131,12 +158,12 @@ fn checksum_holds(header: &[u8]) -> bool {
 }
 
 /// The `size` record of a PAX record set, if any.
-fn pax_size(data: &[u8]) -> Result<Option<u64>, String> {
+fn pax_size(data: &[u8]) -> Result<Option<u64>, TarRefusal> {
     for record in tar::PaxExtensions::new(data) {
-        let record = record.map_err(|e| format!("unreadable PAX records: {e}"))?;
+        let record = record.map_err(|e| TarRefusal::Pax(e.to_string()))?;
         if record.key_bytes() == b"size" {
-            let value = record.value().map_err(|e| format!("PAX size: {e}"))?;
-            return value.parse().map(Some).map_err(|_| format!("PAX size `{}`", value.escape_default()));
+            let value = record.value().map_err(|e| TarRefusal::Pax(format!("size: {e}")))?;
+            return value.parse().map(Some).map_err(|_| TarRefusal::PaxSize(value.escape_default().to_string()));
         }
     }
     Ok(None)
@@ -156,7 +183,7 @@ mod tests {
     }
 
     /// Feed `bytes` in small, odd-sized pieces, as a decompressor would.
-    fn feed(t: &mut Tracker, bytes: &[u8]) -> Result<(), String> {
+    fn feed(t: &mut Tracker, bytes: &[u8]) -> Result<(), TarRefusal> {
         bytes.chunks(77).try_for_each(|c| t.observe(c))
     }
 
@@ -197,17 +224,18 @@ mod tests {
 
         let mut t = Tracker::default();
         let err = feed(&mut t, &header(tar::EntryType::XHeader, 250 << 20)).unwrap_err();
-        assert!(err.contains("PAX extension record of 262144000 bytes"), "{err}");
+        assert_eq!(err, TarRefusal::LargeExtension { kind: "PAX", size: 250 << 20 });
+        assert!(err.to_string().contains("PAX extension record of 262144000 bytes"), "{err}");
         let err = feed(&mut Tracker::default(), &header(tar::EntryType::GNULongName, 150 << 20)).unwrap_err();
-        assert!(err.contains("GNU long name"), "{err}");
+        assert_eq!(err, TarRefusal::LargeExtension { kind: "GNU long name", size: 150 << 20 });
         let err = feed(&mut Tracker::default(), &header(tar::EntryType::GNUSparse, 1)).unwrap_err();
-        assert!(err.contains("sparse"), "{err}");
+        assert_eq!(err, TarRefusal::Sparse);
         let many: Vec<u8> = (0..4).flat_map(|_| [header(tar::EntryType::GNULongName, 0)]).flatten().collect();
-        assert!(feed(&mut Tracker::default(), &many).unwrap_err().contains("more than 3"));
+        assert_eq!(feed(&mut Tracker::default(), &many).unwrap_err(), TarRefusal::ExtensionsInARow);
         // A block that is no header is left to the tar crate, and nothing after it passes.
         let mut t = Tracker::default();
         feed(&mut t, &[0x55; 512]).unwrap();
-        assert!(t.observe(b"more").unwrap_err().contains("unreadable tar header"));
+        assert_eq!(t.observe(b"more").unwrap_err(), TarRefusal::UnreadableHeader);
     }
 
     #[test]
@@ -220,7 +248,7 @@ mod tests {
         h.set_cksum();
         let h = h.as_bytes().to_vec();
         let err = feed(&mut Tracker::default(), &h).unwrap_err();
-        assert!(err.contains("member size of 18446744073709551615 bytes"), "{err}");
+        assert_eq!(err, TarRefusal::Size(u64::MAX));
         assert!(pax_size(b"29 size=99999999999999999999\n").is_err());
     }
 }

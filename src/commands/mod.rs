@@ -187,6 +187,10 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::attest::sbom::SbomError,
             crate::digest::DigestParseError,
             crate::member_path::MemberPathError,
+            crate::spec::InvalidName,
+            crate::rpmmd::MetadataError,
+            crate::oci::doc::DocError,
+            crate::bundle::tar_guard::TarRefusal,
         );
         None
     }

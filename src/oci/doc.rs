@@ -94,11 +94,56 @@ struct Raw {
     artifact_type: Option<String>,
 }
 
+/// Why a manifest, an index or a layout's `index.json` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocError {
+    #[error("not {expected}: {detail}")]
+    NotJson { expected: &'static str, detail: String },
+    #[error("schemaVersion {0} is not supported (schema 2 only)")]
+    Schema(u32),
+    #[error("media type `{0}` is not supported")]
+    MediaType(String),
+    #[error("nested index `sha256:{0}` is not supported")]
+    Nested(Sha256),
+    #[error("index without `manifests`")]
+    NoManifests,
+    #[error("platform `{want}` is not in the index (it has {})", .have.join(", "))]
+    NoPlatform { want: String, have: Vec<String> },
+    /// One of the two indexes `listed_in` compares.
+    #[error("the {which} index: {source}")]
+    Of {
+        which: &'static str,
+        #[source]
+        source: Box<DocError>,
+    },
+    #[error("a platform-filtered image must be an index filtered from an index")]
+    NotFromAnIndex,
+    #[error("platform manifest sha256:{0} is not listed in the upstream index the signature is over")]
+    NotListed(Sha256),
+}
+
+impl crate::failure::Classify for DocError {
+    fn class(&self) -> crate::failure::Class {
+        match self {
+            // The publisher's signature is over an index that does not list it.
+            DocError::NotListed(_) | DocError::NotFromAnIndex => crate::failure::Class::Verification,
+            DocError::Of { source, .. } => source.class(),
+            DocError::NotJson { .. }
+            | DocError::Schema(_)
+            | DocError::MediaType(_)
+            | DocError::Nested(_)
+            | DocError::NoManifests
+            | DocError::NoPlatform { .. } => crate::failure::Class::Runtime,
+        }
+    }
+}
+
 /// Parse a manifest or index. An OCI document may omit `mediaType`; its shape decides.
-pub fn parse(bytes: &[u8]) -> Result<Document, String> {
-    let raw: Raw = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest or index: {e}"))?;
+pub fn parse(bytes: &[u8]) -> Result<Document, DocError> {
+    let raw: Raw = serde_json::from_slice(bytes)
+        .map_err(|e| DocError::NotJson { expected: "a manifest or index", detail: e.to_string() })?;
     if raw.schema_version != 2 {
-        return Err(format!("schemaVersion {} is not supported (schema 2 only)", raw.schema_version));
+        return Err(DocError::Schema(raw.schema_version));
     }
     let media_type = match (raw.media_type, &raw.manifests) {
         (Some(mt), _) => mt,
@@ -106,12 +151,12 @@ pub fn parse(bytes: &[u8]) -> Result<Document, String> {
         (None, None) => OCI_MANIFEST.to_owned(),
     };
     if !ACCEPTED.contains(&media_type.as_str()) {
-        return Err(format!("media type `{media_type}` is not supported"));
+        return Err(DocError::MediaType(media_type));
     }
     if is_index(&media_type) {
         let children = raw.manifests.unwrap_or_default();
         if let Some(nested) = children.iter().find(|c| is_index(&c.media_type)) {
-            return Err(format!("nested index `sha256:{}` is not supported", nested.digest));
+            return Err(DocError::Nested(nested.digest));
         }
         return Ok(Document { media_type, children, blobs: Vec::new(), artifact_type: raw.artifact_type });
     }
@@ -126,16 +171,17 @@ pub fn parse(bytes: &[u8]) -> Result<Document, String> {
 
 /// The entries of an OCI image layout's `index.json`, which may name indexes as well as
 /// manifests (unlike an image index, where airlock refuses nesting).
-pub fn parse_layout_index(bytes: &[u8]) -> Result<Vec<Descriptor>, String> {
+pub fn parse_layout_index(bytes: &[u8]) -> Result<Vec<Descriptor>, DocError> {
     #[derive(Deserialize)]
     struct LayoutIndex {
         #[serde(rename = "schemaVersion")]
         schema_version: u32,
         manifests: Vec<Descriptor>,
     }
-    let index: LayoutIndex = serde_json::from_slice(bytes).map_err(|e| format!("not an image layout index: {e}"))?;
+    let index: LayoutIndex = serde_json::from_slice(bytes)
+        .map_err(|e| DocError::NotJson { expected: "an image layout index", detail: e.to_string() })?;
     if index.schema_version != 2 {
-        return Err(format!("schemaVersion {} is not supported (schema 2 only)", index.schema_version));
+        return Err(DocError::Schema(index.schema_version));
     }
     Ok(index.manifests)
 }
@@ -143,7 +189,7 @@ pub fn parse_layout_index(bytes: &[u8]) -> Result<Vec<Descriptor>, String> {
 /// The index entries for the wanted platforms (`os/arch[/variant]`; a want without a variant
 /// matches any variant). No wants: every entry. A want no entry matches is an error listing
 /// what the index has.
-pub fn select_platforms<'a>(children: &'a [Descriptor], wanted: &[String]) -> Result<Vec<&'a Descriptor>, String> {
+pub fn select_platforms<'a>(children: &'a [Descriptor], wanted: &[String]) -> Result<Vec<&'a Descriptor>, DocError> {
     if wanted.is_empty() {
         return Ok(children.iter().collect());
     }
@@ -157,7 +203,7 @@ pub fn select_platforms<'a>(children: &'a [Descriptor], wanted: &[String]) -> Re
         if !children.iter().any(|d| matches(want, d)) {
             let have: Vec<String> =
                 children.iter().filter_map(|d| d.platform.as_ref().map(ToString::to_string)).collect();
-            return Err(format!("platform `{want}` is not in the index (it has {})", have.join(", ")));
+            return Err(DocError::NoPlatform { want: want.clone(), have });
         }
     }
     Ok(children.iter().filter(|d| wanted.iter().any(|w| matches(w, d))).collect())
@@ -165,33 +211,33 @@ pub fn select_platforms<'a>(children: &'a [Descriptor], wanted: &[String]) -> Re
 
 /// The index with only the entries whose digests are kept, other fields untouched (key order
 /// preserved), so the result is deterministic for the same upstream index.
-pub fn filter_index(bytes: &[u8], keep: &[Sha256]) -> Result<Vec<u8>, String> {
-    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let entries = value.get_mut("manifests").and_then(|m| m.as_array_mut()).ok_or("index without `manifests`")?;
+pub fn filter_index(bytes: &[u8], keep: &[Sha256]) -> Result<Vec<u8>, DocError> {
+    let not_json = |e: serde_json::Error| DocError::NotJson { expected: "an index", detail: e.to_string() };
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(not_json)?;
+    let entries = value.get_mut("manifests").and_then(|m| m.as_array_mut()).ok_or(DocError::NoManifests)?;
     entries.retain(|e| {
         e.get("digest")
             .and_then(|d| d.as_str())
             .and_then(|d| crate::digest::prefixed::parse(d).ok())
             .is_some_and(|d| keep.contains(&d))
     });
-    serde_json::to_vec(&value).map_err(|e| e.to_string())
+    serde_json::to_vec(&value).map_err(not_json)
 }
 
 /// That an index filtered to some platforms (`carried`, and the platform manifests `platforms`
 /// named beside it) lists only what the `upstream` index lists: the upstream index is what a
 /// publisher signs, so a platform manifest it does not list is not the publisher's.
-pub fn listed_in(upstream: &[u8], carried: &[u8], platforms: &[Sha256]) -> Result<(), String> {
-    let upstream = parse(upstream).map_err(|e| format!("the upstream index: {e}"))?;
-    let carried = parse(carried).map_err(|e| format!("the carried index: {e}"))?;
+pub fn listed_in(upstream: &[u8], carried: &[u8], platforms: &[Sha256]) -> Result<(), DocError> {
+    let of = |which| move |e| DocError::Of { which, source: Box::new(e) };
+    let upstream = parse(upstream).map_err(of("upstream"))?;
+    let carried = parse(carried).map_err(of("carried"))?;
     if !upstream.is_index() || !carried.is_index() {
-        return Err("a platform-filtered image must be an index filtered from an index".into());
+        return Err(DocError::NotFromAnIndex);
     }
     let listed: std::collections::BTreeSet<Sha256> = upstream.children.iter().map(|c| c.digest).collect();
     let named = carried.children.iter().map(|c| c.digest).chain(platforms.iter().copied());
     match named.into_iter().find(|d| !listed.contains(d)) {
-        Some(d) => {
-            Err(format!("platform manifest sha256:{d} is not listed in the upstream index the signature is over"))
-        }
+        Some(d) => Err(DocError::NotListed(d)),
         None => Ok(()),
     }
 }
@@ -227,7 +273,8 @@ mod tests {
         // A platform manifest the publisher's index never listed, named in the manifest or in
         // the carried index: refused.
         let e = listed_in(&upstream, &index(&[amd]), &[evil]).unwrap_err();
-        assert!(e.contains(&evil.to_string()) && e.contains("not listed"), "{e}");
+        assert_eq!(e, DocError::NotListed(evil));
+        assert!(e.to_string().contains(&evil.to_string()) && e.to_string().contains("not listed"), "{e}");
         listed_in(&upstream, &index(&[evil]), &[amd]).unwrap_err();
     }
 
@@ -256,7 +303,7 @@ mod tests {
         let doc = parse(&serde_json::to_vec(&manifest).unwrap()).unwrap();
         assert_eq!(doc.media_type, OCI_MANIFEST);
         assert_eq!(doc.blobs.len(), 2);
-        assert!(parse(b"{\"schemaVersion\": 1}").unwrap_err().contains("schemaVersion 1"));
+        assert_eq!(parse(b"{\"schemaVersion\": 1}").unwrap_err(), DocError::Schema(1));
         assert!(parse(b"[]").is_err());
     }
 
@@ -268,7 +315,7 @@ mod tests {
         assert_eq!(arm.len(), 1);
         assert_eq!(arm[0].size, 11);
         let err = select_platforms(&doc.children, &["linux/s390x".into()]).unwrap_err();
-        assert!(err.contains("linux/amd64, linux/arm64/v8"), "{err}");
+        assert!(err.to_string().contains("linux/amd64, linux/arm64/v8"), "{err}");
     }
 
     #[test]

@@ -665,7 +665,7 @@ fn read_layout_index(dir: &Path) -> Result<Vec<Descriptor>, StoreError> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    super::doc::parse_layout_index(&read_small(&path)?).map_err(|detail| StoreError::Io { path, detail })
+    super::doc::parse_layout_index(&read_small(&path)?).map_err(|e| StoreError::Io { path, detail: e.to_string() })
 }
 
 /// The entry `tag` names in a layout, or its only tagged entry when no tag is given.

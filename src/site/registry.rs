@@ -86,7 +86,7 @@ pub fn staged_images(staged: &Path) -> Result<Vec<Descriptor>, PublishError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(PublishError::Layout { path, detail: e.to_string() }),
     };
-    doc::parse_layout_index(&bytes).map_err(|detail| PublishError::Layout { path, detail })
+    doc::parse_layout_index(&bytes).map_err(|e| PublishError::Layout { path, detail: e.to_string() })
 }
 
 /// Push every image of the staged tree to `site`, on the command's runtime.

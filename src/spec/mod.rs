@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::digest::Sha256;
-pub use names::{BundleName, DebPin, FileName, RpmPin};
+pub use names::{BundleName, DebPin, FileName, InvalidName, RpmPin};
 pub use upstream::{SignatureForm, UpstreamSignature, UpstreamSigner};
 
 /// Entry kinds a spec may hold, as their TOML array-of-tables names.

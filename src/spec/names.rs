@@ -22,6 +22,13 @@ impl InvalidName {
     }
 }
 
+impl crate::failure::Classify for InvalidName {
+    /// A name is refused where the spec (or a command's argument) gives it.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Usage
+    }
+}
+
 /// A bundle name: `[a-z0-9][a-z0-9._-]*`, at most 128 bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct BundleName(String);

@@ -19,7 +19,7 @@ struct BudgetState {
     used: Cell<u64>,
     tripped: Cell<bool>,
     /// What `tar_guard` refused, if it did.
-    refused: std::cell::RefCell<Option<String>>,
+    refused: std::cell::RefCell<Option<crate::bundle::tar_guard::TarRefusal>>,
 }
 
 impl Budget {

@@ -83,7 +83,7 @@ pub(super) fn filtered_platforms(
     let upstream = read(upstream.0, "upstream index")?;
     let carried = read(image.digest, "carried index")?;
     let platforms: Vec<Sha256> = image.platforms.iter().map(|p| p.digest).collect();
-    crate::oci::doc::listed_in(&upstream, &carried, &platforms)
+    crate::oci::doc::listed_in(&upstream, &carried, &platforms).map_err(|e| e.to_string())
 }
 
 /// A sink that keeps nothing (verify).

@@ -96,7 +96,7 @@ async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedI
         Store::Registry { .. } => carry::keep(sources.fetch.cache, &format!("manifest of {reference}"), bytes).await?.0,
         Store::Layout { .. } => bytes,
     };
-    let manifest_err = |detail| ImageError::Manifest { reference: reference.clone(), detail };
+    let manifest_err = |e: doc::DocError| ImageError::Manifest { reference: reference.clone(), detail: e.to_string() };
     let document = doc::parse(&bytes).map_err(manifest_err)?;
     let platforms = if document.is_index() {
         doc::select_platforms(&document.children, &entry.platforms)
@@ -160,8 +160,8 @@ async fn attachments(
     for (tag, at, answer) in futures_util::future::join_all(probes).await {
         match answer {
             Ok((bytes, _)) => {
-                let document =
-                    doc::parse(&bytes).map_err(|detail| ImageError::Manifest { reference: at.to_string(), detail })?;
+                let document = doc::parse(&bytes)
+                    .map_err(|e| ImageError::Manifest { reference: at.to_string(), detail: e.to_string() })?;
                 let digest = Sha256::of_bytes(&bytes);
                 covered.insert(digest);
                 if document.is_index() {
