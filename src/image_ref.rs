@@ -7,6 +7,21 @@ use std::fmt;
 
 use crate::digest::Sha256;
 
+/// A reference that is not one: the text given and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid image reference `{reference}`: {why}")]
+pub struct InvalidImageRef {
+    pub reference: String,
+    pub why: String,
+}
+
+impl crate::failure::Classify for InvalidImageRef {
+    /// Given by a spec or an argument.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Usage
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ImageRef {
     /// `host[:port]`; `docker.io` when the reference names none.
@@ -17,8 +32,8 @@ pub struct ImageRef {
 }
 
 impl ImageRef {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("invalid image reference `{s}`: {why}");
+    pub fn parse(s: &str) -> Result<Self, InvalidImageRef> {
+        let bad = |why: &str| InvalidImageRef { reference: s.to_owned(), why: why.to_owned() };
         let (rest, digest) = match s.split_once('@') {
             Some((rest, d)) => {
                 let hex = d.strip_prefix("sha256:").ok_or_else(|| bad("only sha256 digests are supported"))?;

@@ -229,7 +229,7 @@ fn tree_components(
 }
 
 fn image_component(i: &ImageArtifact) -> Result<Component, SbomError> {
-    let image = crate::oci::ImageRef::parse(&i.reference).map_err(SbomError::Invalid)?;
+    let image = crate::oci::ImageRef::parse(&i.reference).map_err(|e| SbomError::Invalid(e.to_string()))?;
     let last = image.repository.rsplit('/').next().unwrap_or(&image.repository).to_owned();
     let url = format!("{}/{}", image.registry, image.repository);
     let version = format!("sha256:{}", i.digest);

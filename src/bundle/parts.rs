@@ -113,13 +113,28 @@ impl Classify for PartsError {
     }
 }
 
+/// A `--split-size` (or `--chunk-size`) that is not one: the text given and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}`{why}")]
+pub struct SizeError {
+    pub text: String,
+    why: String,
+}
+
+impl crate::failure::Classify for SizeError {
+    fn class(&self) -> Class {
+        Class::Usage
+    }
+}
+
 /// `--split-size`: a byte count with an optional unit, as `split -b` reads it: `K`, `M`, `G`,
 /// `T` (also `KiB`…) are powers of 1024, `KB`, `MB`, `GB`, `TB` powers of 1000.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+    let bad = |why: String| SizeError { text: text.to_owned(), why };
     let t = text.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (number, unit) = t.split_at(digits);
-    let n: u64 = number.parse().map_err(|_| format!("`{text}` is not a size such as 4G, 700M or 65536"))?;
+    let n: u64 = number.parse().map_err(|_| bad(" is not a size such as 4G, 700M or 65536".into()))?;
     let scale: u64 = match unit.to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KIB" => 1 << 10,
@@ -131,14 +146,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "GB" => 1_000_000_000,
         "TB" => 1_000_000_000_000,
         _ => {
-            return Err(format!(
-                "`{text}`: unknown unit `{unit}` (K, M, G, T are powers of 1024; KB, MB, GB, TB of 1000)"
-            ));
+            return Err(bad(format!(
+                ": unknown unit `{unit}` (K, M, G, T are powers of 1024; KB, MB, GB, TB of 1000)"
+            )));
         }
     };
-    let bytes = n.checked_mul(scale).ok_or_else(|| format!("`{text}` is too large"))?;
+    let bytes = n.checked_mul(scale).ok_or_else(|| bad(" is too large".into()))?;
     if bytes < MIN_PART_BYTES {
-        return Err(format!("`{text}` is {bytes} bytes; it must be at least {MIN_PART_BYTES} bytes"));
+        return Err(bad(format!(" is {bytes} bytes; it must be at least {MIN_PART_BYTES} bytes")));
     }
     Ok(bytes)
 }

@@ -191,6 +191,9 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::rpmmd::MetadataError,
             crate::oci::doc::DocError,
             crate::bundle::tar_guard::TarRefusal,
+            crate::image_ref::InvalidImageRef,
+            crate::bundle::parts::SizeError,
+            crate::spec::upstream::PatternError,
         );
         None
     }

@@ -16,8 +16,7 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
             let issuer = args.issuer.clone().unwrap_or_default();
             let identity = match (exact, pattern) {
                 (Some(id), _) => Identity::Exact(id.clone()),
-                (None, Some(p)) => Identity::pattern(p)
-                    .map_err(|detail| crate::sign::sigstore::SigstoreError::Pattern { pattern: p.clone(), detail })?,
+                (None, Some(p)) => Identity::pattern(p)?,
                 (None, None) => {
                     return Err(super::UsageError("name the signer: an identity and issuer, or --key".into()).into());
                 }

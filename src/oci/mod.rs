@@ -10,7 +10,7 @@ pub mod doc;
 pub mod store;
 pub mod upload;
 
-pub use crate::image_ref::ImageRef;
+pub use crate::image_ref::{ImageRef, InvalidImageRef};
 pub use client::{
     ClientError, Connection, Credentials, Endpoint, Registries, Transport, connect, http_client, is_not_found, load_ca,
     pull_manifest, retryable,

@@ -114,12 +114,17 @@ async fn publish_all(
     let layout = staged.join("images");
     let mut out = Vec::new();
     for entry in images {
-        let bad = |detail| PublishError::Layout { path: layout.clone(), detail };
+        let bad = |detail: String| PublishError::Layout { path: layout.clone(), detail };
         // A tagged entry goes to its tag; an untagged referrer by digest to its subject's repository.
         let (name, target) = match (entry.annotations.get(REF_NAME), entry.annotations.get(REFERRER_OF)) {
-            (Some(name), _) => (name.clone(), ImageRef::parse(name).map_err(bad)?.on_registry(&site.host)),
+            (Some(name), _) => {
+                (name.clone(), ImageRef::parse(name).map_err(|e| bad(e.to_string()))?.on_registry(&site.host))
+            }
             (None, Some(subject)) => {
-                let target = ImageRef::parse(subject).map_err(bad)?.on_registry(&site.host).at_digest(entry.digest);
+                let target = ImageRef::parse(subject)
+                    .map_err(|e| bad(e.to_string()))?
+                    .on_registry(&site.host)
+                    .at_digest(entry.digest);
                 (format!("referrer of {subject}"), target)
             }
             (None, None) => return Err(bad(format!("entry sha256:{} has no name", entry.digest))),

@@ -626,7 +626,7 @@ impl SpecFile {
             let i = image.get_ref();
             // A layout's tag names the image on the site too, so it must be `repository:tag`.
             for name in [&i.reference, &i.tag].into_iter().flatten() {
-                crate::image_ref::ImageRef::parse(name).map_err(|e| self.invalid(&image.span(), e))?;
+                crate::image_ref::ImageRef::parse(name).map_err(|e| self.invalid(&image.span(), e.to_string()))?;
             }
             for p in &i.platforms {
                 let parts: Vec<&str> = p.split('/').collect();

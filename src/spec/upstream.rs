@@ -23,14 +23,28 @@ pub struct IdentityPattern {
     anchored: regex::Regex,
 }
 
+/// An `identity_regex` that is not a whole pattern: the pattern and the parser's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{pattern}` is not a whole pattern on its own (it must parse before it is anchored): {detail}")]
+pub struct PatternError {
+    pub pattern: String,
+    pub detail: String,
+}
+
+impl crate::failure::Classify for PatternError {
+    /// Given by a spec, a lock's author or `verify-blob`'s flags.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Usage
+    }
+}
+
 impl Identity {
     /// `pattern` anchored: it must match the whole SAN. It must be a whole pattern on its own
     /// first: one that is not (`org/x)|(.*`) would close the anchoring group and match anyone.
-    pub fn pattern(pattern: &str) -> Result<Self, String> {
-        regex::Regex::new(pattern).map_err(|e| {
-            format!("`{pattern}` is not a whole pattern on its own (it must parse before it is anchored): {e}")
-        })?;
-        let anchored = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("`{pattern}`: {e}"))?;
+    pub fn pattern(pattern: &str) -> Result<Self, PatternError> {
+        let bad = |e: regex::Error| PatternError { pattern: pattern.to_owned(), detail: e.to_string() };
+        regex::Regex::new(pattern).map_err(bad)?;
+        let anchored = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(bad)?;
         Ok(Identity::Pattern(IdentityPattern { source: pattern.to_owned(), anchored }))
     }
 

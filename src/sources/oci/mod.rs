@@ -63,8 +63,8 @@ impl Sources<'_> {
     async fn image_origin(&self, entry: &ImageSpec) -> Result<(Store, String), ImageError> {
         match (&entry.reference, &entry.oci_layout) {
             (Some(r), _) => {
-                let image =
-                    ImageRef::parse(r).map_err(|detail| ImageError::Manifest { reference: r.clone(), detail })?;
+                let image = ImageRef::parse(r)
+                    .map_err(|e| ImageError::Manifest { reference: r.clone(), detail: e.to_string() })?;
                 let conn = self.registries.get(&image.registry).await?;
                 Ok((Store::Registry { conn, image, options: *self.fetch.http.options() }, r.clone()))
             }
