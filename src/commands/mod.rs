@@ -194,6 +194,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::image_ref::InvalidImageRef,
             crate::bundle::parts::SizeError,
             crate::spec::upstream::PatternError,
+            crate::spec::metric::MetricError,
         );
         None
     }

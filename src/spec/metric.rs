@@ -3,6 +3,34 @@
 //! threshold it is decided against (`<= 1.05 * current`, `<= 250`). `validate::metrics` reads
 //! and decides them on the site.
 
+/// A metric expression that cannot be used, or a value that cannot be read from an output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetricError {
+    /// `from` is not `json:/POINTER` or `regex:` with one capture group.
+    #[error("`{from}`: {why}")]
+    Source { from: String, why: String },
+    #[error("threshold `{text}`: {why} (e.g. `<= 1.05 * current`, `>= 0.95 * current`, `<= 250`)")]
+    Threshold { text: String, why: String },
+    #[error("the output is not JSON ({0})")]
+    NotJson(String),
+    #[error("the output has no `{0}`")]
+    NoPointer(String),
+    #[error("`{pointer}` is {value}, not a number")]
+    NotANumberAt { pointer: String, value: String },
+    #[error("`{0}` does not match the output")]
+    NoMatch(String),
+    #[error("`{0}` is not a number")]
+    NotANumber(String),
+}
+
+impl crate::failure::Classify for MetricError {
+    /// An expression the spec wrote; a value a check's output lacks is decided as missing
+    /// evidence (red), never returned as an error.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Usage
+    }
+}
+
 /// Where a metric's value is in the output.
 pub enum Source {
     Json(String),
@@ -10,42 +38,47 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn parse(from: &str) -> Result<Self, String> {
+    pub fn parse(from: &str) -> Result<Self, MetricError> {
+        let bad = |why: String| MetricError::Source { from: from.to_owned(), why };
         if let Some(pointer) = from.strip_prefix("json:") {
             if !pointer.is_empty() && !pointer.starts_with('/') {
-                return Err(format!("`{from}`: a JSON pointer starts with `/`"));
+                return Err(bad("a JSON pointer starts with `/`".into()));
             }
             return Ok(Source::Json(pointer.to_owned()));
         }
         if let Some(pattern) = from.strip_prefix("regex:") {
-            let re = regex::Regex::new(pattern).map_err(|e| format!("`{from}`: {e}"))?;
+            let re = regex::Regex::new(pattern).map_err(|e| bad(e.to_string()))?;
             if re.captures_len() != 2 {
-                return Err(format!("`{from}`: the pattern needs exactly one capture group"));
+                return Err(bad("the pattern needs exactly one capture group".into()));
             }
             return Ok(Source::Regex(re));
         }
-        Err(format!("`{from}`: expected `json:/POINTER` or `regex:PATTERN`"))
+        Err(bad("expected `json:/POINTER` or `regex:PATTERN`".into()))
     }
 
     /// The number in `output`, or why there is none.
-    pub fn read(&self, output: &str) -> Result<f64, String> {
+    pub fn read(&self, output: &str) -> Result<f64, MetricError> {
         let text = match self {
             Source::Json(pointer) => {
                 let doc: serde_json::Value =
-                    serde_json::from_str(output.trim()).map_err(|e| format!("the output is not JSON ({e})"))?;
-                let value = doc.pointer(pointer).ok_or_else(|| format!("the output has no `{pointer}`"))?;
+                    serde_json::from_str(output.trim()).map_err(|e| MetricError::NotJson(e.to_string()))?;
+                let value = doc.pointer(pointer).ok_or_else(|| MetricError::NoPointer(pointer.clone()))?;
                 match value {
-                    serde_json::Value::Number(n) => return n.as_f64().ok_or_else(|| "not a finite number".to_owned()),
+                    serde_json::Value::Number(n) => {
+                        return n.as_f64().ok_or_else(|| MetricError::NotANumber(n.to_string()));
+                    }
                     serde_json::Value::String(s) => s.clone(),
-                    other => return Err(format!("`{pointer}` is {other}, not a number")),
+                    other => {
+                        return Err(MetricError::NotANumberAt { pointer: pointer.clone(), value: other.to_string() });
+                    }
                 }
             }
             Source::Regex(re) => {
-                let caps = re.captures(output).ok_or_else(|| format!("`{}` does not match the output", re.as_str()))?;
+                let caps = re.captures(output).ok_or_else(|| MetricError::NoMatch(re.as_str().to_owned()))?;
                 caps.get(1).map(|m| m.as_str().to_owned()).unwrap_or_default()
             }
         };
-        text.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| format!("`{text}` is not a number"))
+        text.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or(MetricError::NotANumber(text))
     }
 }
 
@@ -67,9 +100,8 @@ enum Op {
 }
 
 impl Threshold {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad =
-            |why: &str| format!("threshold `{text}`: {why} (e.g. `<= 1.05 * current`, `>= 0.95 * current`, `<= 250`)");
+    pub fn parse(text: &str) -> Result<Self, MetricError> {
+        let bad = |why: &str| MetricError::Threshold { text: text.to_owned(), why: why.to_owned() };
         let t = text.trim();
         let (op, rest) = [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)]
             .iter()

@@ -25,7 +25,7 @@ pub struct Baseline {
 }
 
 /// A metric's value read from a check's output.
-pub(super) fn read(m: &Metric, stdout: &str) -> Result<f64, String> {
+pub(super) fn read(m: &Metric, stdout: &str) -> Result<f64, crate::spec::metric::MetricError> {
     Source::parse(&m.from)?.read(stdout)
 }
 
@@ -64,7 +64,7 @@ pub fn decide(check: &Check, stdout: &str, baseline: Option<&Baseline>) -> Vec<M
                 _ => None,
             };
             let (decision, reason) = match (&threshold, &candidate, bound) {
-                (Err(e), _, _) => ("missing", e.clone()),
+                (Err(e), _, _) => ("missing", e.to_string()),
                 (_, Err(e), _) => ("missing", format!("the candidate's value cannot be read: {e}; the evidence is missing")),
                 (Ok(_), Ok(_), None) => ("no-baseline", "no current value to compare with: run the check on the current stack first (`airlock validate --baseline`; `apply` does it itself)".to_owned()),
                 (Ok(t), Ok(v), Some(b)) if t.holds(*v, b) => ("pass", format!("{v} meets {} ({b:.4})", m.threshold)),
@@ -88,6 +88,7 @@ pub fn decide(check: &Check, stdout: &str, baseline: Option<&Baseline>) -> Vec<M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::metric::MetricError;
 
     #[test]
     fn thresholds_parse_relative_and_absolute_and_decide() {
@@ -107,7 +108,7 @@ mod tests {
         let json = Source::parse("json:/ttft/p99").unwrap();
         assert_eq!(json.read(r#"{"ttft": {"p99": 120.5}}"#), Ok(120.5));
         assert!(json.read("not json").is_err());
-        assert!(json.read(r#"{"ttft": {}}"#).unwrap_err().contains("has no `/ttft/p99`"));
+        assert_eq!(json.read(r#"{"ttft": {}}"#).unwrap_err(), MetricError::NoPointer("/ttft/p99".into()));
         let re = Source::parse(r"regex:throughput: ([0-9.]+) tok/s").unwrap();
         assert_eq!(re.read("run 3\nthroughput: 1834.2 tok/s\n"), Ok(1834.2));
         assert!(Source::parse("regex:(a)(b)").is_err());
