@@ -122,6 +122,6 @@ pub struct AmberArgs {
     pub expires: Option<String>,
 }
 
-pub(super) fn parse_release(value: &str) -> Result<crate::site::mirror::Release, String> {
+pub(super) fn parse_release(value: &str) -> Result<crate::site::mirror::Release, crate::site::mirror::NotARelease> {
     crate::site::mirror::Release::parse(value)
 }

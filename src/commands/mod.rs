@@ -195,6 +195,9 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::bundle::parts::SizeError,
             crate::spec::upstream::PatternError,
             crate::spec::metric::MetricError,
+            crate::fetch::BelowFloor,
+            crate::site::mirror::NotARelease,
+            crate::validate::version::NotARequirement,
         );
         None
     }

@@ -240,7 +240,9 @@ impl Http {
             if body.len() as u64 > limit {
                 return Err(HttpError::TooLarge { url: url.to_owned(), limit });
             }
-            floor.check(body.len() as u64).map_err(|detail| HttpError::TooSlow { url: url.to_owned(), detail })?;
+            floor
+                .check(body.len() as u64)
+                .map_err(|e| HttpError::TooSlow { url: url.to_owned(), detail: e.to_string() })?;
         }
         Ok((body, content_type))
     }

@@ -28,6 +28,23 @@ pub struct NetOptions {
     pub rate_window: Duration,
 }
 
+/// A transfer slower than `--min-rate` once the rate window has passed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{bytes} bytes in {seconds:.1} s ({rate:.0} B/s) is below the floor of {floor} B/s (--min-rate): given up")]
+pub struct BelowFloor {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub rate: f64,
+    pub floor: u64,
+}
+
+impl crate::failure::Classify for BelowFloor {
+    /// The network's failure, retried as transient until the attempts run out.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 /// A transfer's rate floor (`--min-rate`): `check` fails once the transfer has run for the
 /// window and its average rate since it started is below the floor.
 #[derive(Debug, Clone, Copy)]
@@ -42,8 +59,8 @@ impl RateFloor {
         Self { started: std::time::Instant::now(), floor: options.min_rate, window: options.rate_window }
     }
 
-    /// `Err` with why, when `bytes` so far is below the floor after the window.
-    pub fn check(&self, bytes: u64) -> Result<(), String> {
+    /// `Err` with the rate, when `bytes` so far is below the floor after the window.
+    pub fn check(&self, bytes: u64) -> Result<(), BelowFloor> {
         let elapsed = self.started.elapsed();
         if self.floor == 0 || elapsed < self.window {
             return Ok(());
@@ -52,11 +69,7 @@ impl RateFloor {
         let rate = bytes as f64 / elapsed.as_secs_f64();
         #[allow(clippy::cast_precision_loss, reason = "a rate in words")]
         if rate < self.floor as f64 {
-            return Err(format!(
-                "{bytes} bytes in {:.1} s ({rate:.0} B/s) is below the floor of {} B/s (--min-rate): given up",
-                elapsed.as_secs_f64(),
-                self.floor
-            ));
+            return Err(BelowFloor { bytes, seconds: elapsed.as_secs_f64(), rate, floor: self.floor });
         }
         Ok(())
     }

@@ -91,7 +91,7 @@ where
     stream.map(move |chunk| {
         let chunk = chunk?;
         bytes += chunk.len() as u64;
-        floor.check(bytes)?;
+        floor.check(bytes).map_err(|e| e.to_string())?;
         Ok(chunk)
     })
 }

@@ -152,6 +152,17 @@ pub fn is_mirror(source: &str) -> bool {
     ["http://", "https://", "file://"].iter().any(|p| source.starts_with(p))
 }
 
+/// A `--release` that names no release.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a release: a version (`2026.11.0`) or a bundle id (16 hex digits)")]
+pub struct NotARelease(pub String);
+
+impl crate::failure::Classify for NotARelease {
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Usage
+    }
+}
+
 /// Which of a mirror's releases a node reads: its current, or one it serves by version or
 /// by id (`--release`), checked against the manifest it serves there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -163,10 +174,10 @@ pub enum Release {
 
 impl Release {
     /// A release as `--release` names it: a version or a bundle id, one plain path segment.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, NotARelease> {
         let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '~' | '-');
         if name.is_empty() || name.len() > 128 || name.starts_with('.') || !name.chars().all(plain) {
-            return Err(format!("`{name}` is not a release: a version (`2026.11.0`) or a bundle id (16 hex digits)"));
+            return Err(NotARelease(name.to_owned()));
         }
         Ok(Self::Named(name.to_owned()))
     }

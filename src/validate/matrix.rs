@@ -85,7 +85,7 @@ fn version_field(name: &str, want: Option<&String>, actual: &str, radix: Radix, 
     };
     let req = match Requirement::parse(want, radix) {
         Ok(r) => r,
-        Err(e) => return field(name, want.as_str(), actual, Verdict::Red, e),
+        Err(e) => return field(name, want.as_str(), actual, Verdict::Red, e.to_string()),
     };
     match Version::parse(actual, radix) {
         None if actual == UNKNOWN && live => {

@@ -67,8 +67,20 @@ enum Op {
     Prefix,
 }
 
+/// A matrix field's text that is no version requirement.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a version requirement")]
+pub struct NotARequirement(pub String);
+
+impl crate::failure::Classify for NotARequirement {
+    /// Written by the bundle's author; on a site it is decided red, never returned.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Usage
+    }
+}
+
 impl Requirement {
-    pub fn parse(text: &str, radix: Radix) -> Result<Self, String> {
+    pub fn parse(text: &str, radix: Radix) -> Result<Self, NotARequirement> {
         let t = text.trim();
         let (op, rest) = [(">=", Op::Ge), ("<=", Op::Le), ("==", Op::Eq), (">", Op::Gt), ("<", Op::Lt), ("=", Op::Eq)]
             .iter()
@@ -78,7 +90,7 @@ impl Requirement {
             Some(prefix) if op == Op::Eq => (Op::Prefix, prefix),
             _ => (op, rest),
         };
-        let version = Version::parse(rest, radix).ok_or_else(|| format!("`{text}` is not a version requirement"))?;
+        let version = Version::parse(rest, radix).ok_or_else(|| NotARequirement(text.to_owned()))?;
         Ok(Self { op, version, text: t.to_owned() })
     }
 
