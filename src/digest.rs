@@ -13,9 +13,11 @@ use sha2::Digest as _;
 pub struct Sha256([u8; 32]);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("`{value}` is not a sha256 digest: expected 64 lower-case hex characters")]
+#[error("`{value}` is not a sha256 digest: expected {expected}")]
 pub struct DigestParseError {
     pub value: String,
+    /// `64 lower-case hex characters`, with `sha256:` before them where the OCI way is read.
+    pub expected: &'static str,
 }
 
 impl crate::failure::Classify for DigestParseError {
@@ -50,7 +52,7 @@ impl FromStr for Sha256 {
     type Err = DigestParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || DigestParseError { value: s.to_owned() };
+        let err = || DigestParseError { value: s.to_owned(), expected: "64 lower-case hex characters" };
         // Upper-case hex would round-trip to a different string; refuse it rather than
         // silently normalising a digest someone copied from elsewhere.
         if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
@@ -103,11 +105,11 @@ pub mod prefixed {
     }
 
     /// `sha256:HEX` to a digest.
-    pub fn parse(s: &str) -> Result<Sha256, String> {
+    pub fn parse(s: &str) -> Result<Sha256, super::DigestParseError> {
+        let expected = "`sha256:` and 64 lower-case hex characters";
         s.strip_prefix("sha256:")
-            .ok_or_else(|| format!("`{s}` is not a `sha256:` digest"))?
-            .parse()
-            .map_err(|e: super::DigestParseError| e.to_string())
+            .and_then(|hex| hex.parse().ok())
+            .ok_or_else(|| super::DigestParseError { value: s.to_owned(), expected })
     }
 }
 

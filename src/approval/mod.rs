@@ -156,7 +156,7 @@ pub struct Reference {
 
 impl Statement {
     /// The bundle approved: its manifest's sha256.
-    pub fn bundle(&self) -> Result<&Subject, String> {
+    fn bundle(&self) -> Result<&Subject, String> {
         match self.subject.as_slice() {
             [one] => Ok(one),
             other => Err(format!("{} subjects, not one bundle", other.len())),

@@ -57,7 +57,7 @@ pub struct NetArgs {
     pub min_rate_window: u64,
 }
 
-pub(super) fn parse_digest(value: &str) -> Result<crate::digest::Sha256, String> {
+pub(super) fn parse_digest(value: &str) -> Result<crate::digest::Sha256, crate::digest::DigestParseError> {
     crate::digest::prefixed::parse(value)
 }
 

@@ -198,6 +198,8 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::fetch::BelowFloor,
             crate::site::mirror::NotARelease,
             crate::validate::version::NotARequirement,
+            crate::sources::apt::BadRelations,
+            crate::sources::rpm::BadRich,
         );
         None
     }

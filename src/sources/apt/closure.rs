@@ -282,7 +282,8 @@ fn check_conflicts(universe: &Universe, chosen: &[Chosen], arch: &str) -> Result
     for c in chosen {
         let p = &universe.pkgs[c.pkg];
         for field in [&p.conflicts, &p.breaks] {
-            let rels = relations(field).map_err(|e| Unsolvable::BadField { package: p.label(), detail: e })?;
+            let rels =
+                relations(field).map_err(|e| Unsolvable::BadField { package: p.label(), detail: e.to_string() })?;
             for r in rels.0.iter().flatten() {
                 if let Some(other) =
                     chosen.iter().filter(|o| o.pkg != c.pkg).find(|o| satisfies(&universe.pkgs[o.pkg], r, arch))

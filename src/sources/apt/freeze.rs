@@ -178,7 +178,7 @@ impl Walk<'_> {
             |name| self.served(name),
             |p| {
                 let parent = &self.universe.pkgs[p];
-                let bad = |e: String| DebError::Unsolvable {
+                let bad = |e: super::BadRelations| DebError::Unsolvable {
                     arch: self.arch.to_owned(),
                     detail: format!("{}: {e}", parent.name),
                 };

@@ -101,11 +101,23 @@ impl Pkg {
     }
 }
 
+/// A relation field that does not parse: the parser's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadRelations(pub String);
+
+impl crate::failure::Classify for BadRelations {
+    /// An index's field, verified as the archive signed it: the archive's failure.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 /// Parse a relation field (`a (>= 1) | b, c:any`).
-pub fn relations(text: &str) -> Result<Relations, String> {
+pub fn relations(text: &str) -> Result<Relations, BadRelations> {
     // Continuation lines of a folded field.
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    flat.parse()
+    flat.parse().map_err(BadRelations)
 }
 
 /// A relation as Debian writes it: `name[:qual] (op version)`.

@@ -9,6 +9,8 @@ mod closure;
 pub mod freeze;
 mod index;
 
+pub use index::BadRelations;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -153,16 +153,28 @@ pub enum Rich {
     With(Vec<Rich>),
 }
 
+/// A rich dependency (`(a or b)`) that does not parse: why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadRich(pub String);
+
+impl crate::failure::Classify for BadRich {
+    /// A repository's metadata, verified by its checksum: the repository's failure.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 /// Parse a requirement name: a plain dependency is returned as it is.
-pub fn parse_rich(dep: &Dep) -> Result<Rich, String> {
+pub fn parse_rich(dep: &Dep) -> Result<Rich, BadRich> {
     if !dep.name.starts_with('(') {
         return Ok(Rich::Plain(dep.clone()));
     }
     let tokens = tokenize(&dep.name);
     let mut pos = 0;
-    let rich = parse_group(&tokens, &mut pos, &dep.name)?;
+    let rich = parse_group(&tokens, &mut pos, &dep.name).map_err(BadRich)?;
     if pos != tokens.len() {
-        return Err(format!("`{}`: text after the closing parenthesis", dep.name));
+        return Err(BadRich(format!("`{}`: text after the closing parenthesis", dep.name)));
     }
     Ok(rich)
 }
@@ -614,7 +626,7 @@ mod tests {
         let r = parse_rich(&Dep { name: "(a >= 1.2 or (b if c))".into(), ..Dep::default() }).unwrap();
         assert_eq!(r.to_string(), "(a >= 1.2 or (b if c))");
         let e = parse_rich(&Dep { name: "(a without b)".into(), ..Dep::default() }).unwrap_err();
-        assert!(e.contains("`without` is not supported"), "{e}");
+        assert!(e.0.contains("`without` is not supported"), "{e}");
         assert!(parse_rich(&Dep { name: "(a or b and c)".into(), ..Dep::default() }).is_err());
     }
 

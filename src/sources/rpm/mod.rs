@@ -32,7 +32,7 @@ use crate::member_path::MemberPath;
 use crate::spec::lock::{LockFile, LockedBase, LockedRpm};
 use crate::spec::{RpmPin, RpmSpec};
 
-pub use closure::cmp_evr;
+pub use closure::{BadRich, cmp_evr};
 pub use header::{Header, HeaderError};
 
 const MAX_REPOMD: u64 = 4 << 20;
