@@ -200,6 +200,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::validate::version::NotARequirement,
             crate::sources::apt::BadRelations,
             crate::sources::rpm::BadRich,
+            crate::trust::metadata::EnvelopeError,
         );
         None
     }

@@ -192,7 +192,7 @@ pub fn verify(
     seen: u64,
 ) -> Result<Promotion, PromotionError> {
     let doc: Signed<Promotion> =
-        Signed::parse(bytes).map_err(|detail| PromotionError::Format { url: url.to_owned(), detail })?;
+        Signed::parse(bytes).map_err(|e| PromotionError::Format { url: url.to_owned(), detail: e.to_string() })?;
     let got = doc.signers(&role.keys, &role.role, &role.origin).len();
     if (got as u64) < role.role.threshold {
         return Err(PromotionError::Unsigned { url: url.to_owned(), need: role.role.threshold, got });
@@ -249,7 +249,7 @@ pub fn renew(
     let old = verify(&url, &bytes, &signing.role, Timestamp::from_unix(0), 0).or_else(|e| match e {
         PromotionError::Expired { .. } => Signed::<Promotion>::parse(&bytes)
             .map(|d| d.signed)
-            .map_err(|detail| PromotionError::Format { url: url.clone(), detail }),
+            .map_err(|e| PromotionError::Format { url: url.clone(), detail: e.to_string() }),
         e => Err(e),
     })?;
     let current = root.link(super::root::Link::Current);

@@ -63,7 +63,7 @@ fn format_err<'a>(path: &'a Path, role: &'static str) -> impl Fn(String) -> Trus
 /// every key id present and every threshold reachable by distinct keys.
 pub fn parse_root(path: &Path, bytes: &[u8]) -> Result<Signed<Root>, TrustError> {
     let err = format_err(path, "root");
-    let doc: Signed<Root> = Signed::parse(bytes).map_err(&err)?;
+    let doc: Signed<Root> = Signed::parse(bytes).map_err(|e| err(e.to_string()))?;
     let root = &doc.signed;
     if root.kind != "root" {
         return Err(err(format!("_type is `{}`", root.kind)));
@@ -83,7 +83,7 @@ pub fn parse_root(path: &Path, bytes: &[u8]) -> Result<Signed<Root>, TrustError>
 /// Parse targets metadata and check its delegations the same way.
 pub fn parse_targets(path: &Path, bytes: &[u8]) -> Result<Signed<Targets>, TrustError> {
     let err = format_err(path, "targets");
-    let doc: Signed<Targets> = Signed::parse(bytes).map_err(&err)?;
+    let doc: Signed<Targets> = Signed::parse(bytes).map_err(|e| err(e.to_string()))?;
     let t = &doc.signed;
     if t.kind != "targets" {
         return Err(err(format!("_type is `{}`", t.kind)));

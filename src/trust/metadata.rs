@@ -152,25 +152,47 @@ pub struct Signed<T> {
 }
 
 /// OLPC canonical JSON (what TUF signs): keys sorted, no insignificant white space, no floats.
-pub fn canonical(value: &impl Serialize) -> Result<Vec<u8>, String> {
+pub fn canonical(value: &impl Serialize) -> Result<Vec<u8>, EnvelopeError> {
     let mut bytes = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut bytes, olpc_cjson::CanonicalFormatter::new());
-    value.serialize(&mut ser).map_err(|e| format!("not canonical JSON: {e}"))?;
+    value.serialize(&mut ser).map_err(|e| EnvelopeError::NotCanonical(e.to_string()))?;
     Ok(bytes)
+}
+
+/// A signed document (TUF metadata, a promotion) that cannot be read, before any signature is
+/// looked at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvelopeError {
+    /// Not `{ "signatures": [...], "signed": {...} }`.
+    #[error("{0}")]
+    NotAnEnvelope(String),
+    /// `signed` has no canonical form (a float, which canonical JSON does not write).
+    #[error("not canonical JSON: {0}")]
+    NotCanonical(String),
+    /// `signed` is not the document it should be.
+    #[error("{0}")]
+    Signed(String),
+}
+
+impl crate::failure::Classify for EnvelopeError {
+    /// A signed document that does not hold.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
 }
 
 impl<T: Serialize + DeserializeOwned> Signed<T> {
     /// Read an envelope. The signatures are over the canonical form of `signed` exactly as
     /// received (fields airlock does not know included), not of what airlock parsed from it.
-    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Self, EnvelopeError> {
         #[derive(Deserialize)]
         struct Raw {
             signatures: Vec<Signature>,
             signed: serde_json::Value,
         }
-        let raw: Raw = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let raw: Raw = serde_json::from_slice(bytes).map_err(|e| EnvelopeError::NotAnEnvelope(e.to_string()))?;
         let canonical = canonical(&raw.signed)?;
-        let signed = serde_json::from_value(raw.signed).map_err(|e| e.to_string())?;
+        let signed = serde_json::from_value(raw.signed).map_err(|e| EnvelopeError::Signed(e.to_string()))?;
         Ok(Self { signatures: raw.signatures, canonical, signed })
     }
 
