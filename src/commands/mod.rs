@@ -201,6 +201,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::sources::apt::BadRelations,
             crate::sources::rpm::BadRich,
             crate::trust::metadata::EnvelopeError,
+            crate::validate::probe::amdsmi::AnswerError,
         );
         None
     }

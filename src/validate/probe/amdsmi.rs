@@ -10,23 +10,47 @@ use serde_json::Value;
 
 use super::unknown_if_absent;
 
+/// A tool's JSON answer that is not what the probe reads: why, in the tool's words where it
+/// gave them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// Not JSON: the parser's words and the answer's first line (escaped, at most 120
+    /// characters).
+    #[error("not JSON ({detail}){}", .first_line.as_ref().map(|l| format!(": {l}")).unwrap_or_default())]
+    NotJson { detail: String, first_line: Option<String> },
+    /// amd-smi's own `{"error": …}`.
+    #[error("amd-smi reported an error: {0}")]
+    Reported(String),
+    #[error("{0}")]
+    Shape(&'static str),
+}
+
+impl crate::failure::Classify for AnswerError {
+    /// What a host's tool answered: recorded as the tool's status, decided by the matrix.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 /// The per-GPU objects of an amd-smi JSON answer, whichever envelope it came in.
-pub fn envelope(stdout: &str) -> Result<Vec<Value>, String> {
+pub fn envelope(stdout: &str) -> Result<Vec<Value>, AnswerError> {
     let text = stdout.trim();
     let value: Value = serde_json::from_str(text).map_err(|e| {
         let first = text.lines().next().unwrap_or_default();
-        format!("not JSON ({e}): {}", crate::escape::value(&first.chars().take(120).collect::<String>()))
+        let first_line = Some(crate::escape::value(&first.chars().take(120).collect::<String>()).to_string());
+        AnswerError::NotJson { detail: e.to_string(), first_line }
     })?;
     if let Some(err) = value.get("error") {
-        return Err(format!("amd-smi reported an error: {err}"));
+        return Err(AnswerError::Reported(err.to_string()));
     }
+    let shape = AnswerError::Shape("neither a list nor a `gpu_data` list");
     match value {
         Value::Array(items) => Ok(items),
         Value::Object(mut map) => match map.remove("gpu_data") {
             Some(Value::Array(items)) => Ok(items),
-            _ => Err("neither a list nor a `gpu_data` list".into()),
+            _ => Err(shape),
         },
-        _ => Err("neither a list nor a `gpu_data` list".into()),
+        _ => Err(shape),
     }
 }
 

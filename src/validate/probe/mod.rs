@@ -232,7 +232,7 @@ fn amd_gpus(tools: &mut BTreeMap<String, Tool>) -> (Vec<Gpu>, String) {
     let items = match (ran.success, amdsmi::envelope(&ran.stdout)) {
         (true, Ok(items)) => items,
         (_, Err(why)) => {
-            tools.insert("amd-smi static".into(), Tool { path: find_on_path("amd-smi"), status: why });
+            tools.insert("amd-smi static".into(), Tool { path: find_on_path("amd-smi"), status: why.to_string() });
             return (Vec::new(), version);
         }
         (false, Ok(_)) => return (Vec::new(), version),
@@ -434,9 +434,12 @@ mod tests {
 
     #[test]
     fn amd_smi_failures_are_recognised_whatever_the_exit_code() {
-        assert!(amdsmi::envelope(r#"{"error": "AMDSMI_STATUS_NOT_INIT", "code": -3}"#).unwrap_err().contains("error"));
+        assert!(matches!(
+            amdsmi::envelope(r#"{"error": "AMDSMI_STATUS_NOT_INIT", "code": -3}"#).unwrap_err(),
+            amdsmi::AnswerError::Reported(_)
+        ));
         let prefixed = r#"amdsmi_cli_exceptions.AmdSmiLibraryException: {"error": "x"}"#;
-        assert!(amdsmi::envelope(prefixed).unwrap_err().starts_with("not JSON"));
+        assert!(matches!(amdsmi::envelope(prefixed).unwrap_err(), amdsmi::AnswerError::NotJson { .. }));
         let na = amdsmi::parse_static(&[serde_json::json!({"gpu": 0, "asic": {"market_name": "N/A"}, "vbios": "N/A"})]);
         assert_eq!((na[0].market_name.as_str(), na[0].ifwi_version.as_str()), (UNKNOWN, UNKNOWN));
         let partitioned =

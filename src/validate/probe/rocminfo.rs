@@ -47,9 +47,11 @@ pub fn parse(stdout: &str) -> (Vec<Agent>, Option<String>) {
 /// Legacy `rocm-smi --showproductname --json` (one line, all strings): `(series, gfx)` per card,
 /// the fallback for a current-state record where amd-smi is missing. Its `gfx9010` for a
 /// gfx90a is reported as it is: it is evidence, not a guess.
-pub fn parse_legacy(stdout: &str) -> Result<Vec<(String, String)>, String> {
-    let value: serde_json::Value = serde_json::from_str(stdout.trim()).map_err(|e| format!("not JSON: {e}"))?;
-    let cards = value.as_object().ok_or("not an object of cards")?;
+pub fn parse_legacy(stdout: &str) -> Result<Vec<(String, String)>, super::amdsmi::AnswerError> {
+    use super::amdsmi::AnswerError;
+    let value: serde_json::Value = serde_json::from_str(stdout.trim())
+        .map_err(|e| AnswerError::NotJson { detail: e.to_string(), first_line: None })?;
+    let cards = value.as_object().ok_or(AnswerError::Shape("not an object of cards"))?;
     Ok(cards
         .values()
         .map(|c| {
