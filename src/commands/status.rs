@@ -11,12 +11,8 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     if args.json {
         match &args.run {
             Some(run) => {
-                let records = crate::site::records::of_run(&crate::site::SiteRoot::new(&args.root), run)?;
-                let mut doc = serde_json::to_value(&s)?;
-                doc["run_records"] = serde_json::Value::Object(
-                    records.into_iter().map(|(name, text)| (name, serde_json::Value::String(text))).collect(),
-                );
-                super::print_json(&doc)?;
+                let run_records = crate::site::records::of_run(&crate::site::SiteRoot::new(&args.root), run)?;
+                super::print_json(&OfRun { status: &s, run_records })?;
             }
             None => super::print_json(&s)?,
         }
@@ -122,4 +118,19 @@ fn damaged_state(s: &crate::site::Status, json: bool) -> anyhow::Result<Exit> {
         }
         None => Ok(Exit::Ok),
     }
+}
+
+/// `status --run ID --json`: the root's status, and the text of every record that run wrote
+/// by file name (what the controller checks a node's evidence from).
+#[derive(serde::Serialize)]
+struct OfRun<'a> {
+    #[serde(flatten)]
+    status: &'a crate::site::status::Status,
+    #[serde(serialize_with = "by_name")]
+    run_records: Vec<(String, String)>,
+}
+
+/// The records as one object, in the order they were read.
+fn by_name<S: serde::Serializer>(records: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(records.iter().map(|(name, text)| (name, text)))
 }
