@@ -202,6 +202,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::sources::rpm::BadRich,
             crate::trust::metadata::EnvelopeError,
             crate::validate::probe::amdsmi::AnswerError,
+            crate::fleet::evidence::Refused,
         );
         None
     }

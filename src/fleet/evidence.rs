@@ -89,47 +89,86 @@ pub fn is_record_name(name: &str) -> bool {
         && (n.is_empty() || (n.len() <= 2 && n.bytes().all(|c| c.is_ascii_digit())))
 }
 
+/// Why a node's answer is refused as evidence: what it returned, in bounded words (every
+/// text from the node is cut to one line of at most 120 characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("its status is not text but {0}")]
+    NotText(String),
+    /// Ansible's message, or `no answer`.
+    #[error("its status could not be read: {0}")]
+    NoStatus(String),
+    #[error("its status is more than {MAX_NODE_BYTES} bytes")]
+    TooLarge,
+    #[error("its status is not a JSON document: {0}")]
+    NotJson(String),
+    #[error("its status is not a JSON object")]
+    NotAnObject,
+    #[error("its run_records is not an object but {0}")]
+    RecordsNotAnObject(String),
+    #[error("it returned {0} records for one run, more than {MAX_RECORDS}")]
+    TooManyRecords(usize),
+    #[error("its status does not read as airlock's: {0}")]
+    NotAirlocks(String),
+    #[error("a record named `{0}`, not as airlock names records")]
+    RecordName(String),
+    #[error("record `{0}` is not text")]
+    RecordNotText(String),
+    #[error("record `{0}` is more than {MAX_RECORD_BYTES} bytes")]
+    RecordTooLarge(String),
+    #[error("record `{name}` is not a record: {detail}")]
+    NotARecord { name: String, detail: String },
+    #[error("record `{name}` is not of run `{run}`")]
+    OtherRun { name: String, run: String },
+}
+
+impl crate::failure::Classify for Refused {
+    /// A node's evidence that does not hold: that node is refused, the run goes on.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}
+
 /// The answer of one node, checked against run `dir`.
-pub fn check(dir: &RunDir, answer: &NodeAnswer) -> Result<Checked, String> {
+pub fn check(dir: &RunDir, answer: &NodeAnswer) -> Result<Checked, Refused> {
     let text = match &answer.text {
         Some(serde_json::Value::String(t)) => t,
-        Some(other) => return Err(format!("its status is not text but {}", short(&other.to_string()))),
+        Some(other) => return Err(Refused::NotText(short(&other.to_string()))),
         None => {
             let msg = answer.msg.as_ref().map_or_else(|| "no answer".to_owned(), |m| short(&m.to_string()));
-            return Err(format!("its status could not be read: {msg}"));
+            return Err(Refused::NoStatus(msg));
         }
     };
     if text.len() > MAX_NODE_BYTES {
-        return Err(format!("its status is more than {MAX_NODE_BYTES} bytes"));
+        return Err(Refused::TooLarge);
     }
-    let doc: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("its status is not a JSON document: {e}"))?;
-    let serde_json::Value::Object(mut doc) = doc else { return Err("its status is not a JSON object".into()) };
+    let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| Refused::NotJson(e.to_string()))?;
+    let serde_json::Value::Object(mut doc) = doc else { return Err(Refused::NotAnObject) };
     let records = match doc.remove("run_records") {
         None | Some(serde_json::Value::Null) => serde_json::Map::new(),
         Some(serde_json::Value::Object(m)) => m,
-        Some(other) => return Err(format!("its run_records is not an object but {}", short(&other.to_string()))),
+        Some(other) => return Err(Refused::RecordsNotAnObject(short(&other.to_string()))),
     };
     if records.len() > MAX_RECORDS {
-        return Err(format!("it returned {} records for one run, more than {MAX_RECORDS}", records.len()));
+        return Err(Refused::TooManyRecords(records.len()));
     }
-    let status: NodeStatus = serde_json::from_value(serde_json::Value::Object(doc))
-        .map_err(|e| format!("its status does not read as airlock's: {e}"))?;
+    let status: NodeStatus =
+        serde_json::from_value(serde_json::Value::Object(doc)).map_err(|e| Refused::NotAirlocks(e.to_string()))?;
     let mut checked = Vec::new();
     for (name, text) in records {
         if !is_record_name(&name) {
-            return Err(format!("a record named `{}`, not as airlock names records", one_line(&name)));
+            return Err(Refused::RecordName(one_line(&name)));
         }
         let serde_json::Value::String(text) = text else {
-            return Err(format!("record `{name}` is not text"));
+            return Err(Refused::RecordNotText(name));
         };
         if text.len() > MAX_RECORD_BYTES {
-            return Err(format!("record `{name}` is more than {MAX_RECORD_BYTES} bytes"));
+            return Err(Refused::RecordTooLarge(name));
         }
         let record: Record = serde_json::from_str(&text)
-            .map_err(|e| format!("record `{name}` is not a record: {}", one_line(&e.to_string())))?;
+            .map_err(|e| Refused::NotARecord { name: name.clone(), detail: one_line(&e.to_string()) })?;
         if record.run_id.as_ref() != Some(&dir.id) {
-            return Err(format!("record `{name}` is not of run `{}`", dir.id));
+            return Err(Refused::OtherRun { name, run: dir.id.to_string() });
         }
         checked.push((name, text, record));
     }
@@ -175,8 +214,8 @@ pub fn write_all(
         let checked = check(dir, answer);
         let untouched_without_status = answer.text.is_none() && !touched(&answer.node);
         if let (Err(reason), false) = (&checked, untouched_without_status) {
-            node_file.refused = Some(reason.clone());
-            events.push(Event::EvidenceRefused { node: answer.node.clone(), reason: reason.clone() });
+            node_file.refused = Some(reason.to_string());
+            events.push(Event::EvidenceRefused { node: answer.node.clone(), reason: reason.to_string() });
         }
         std::fs::create_dir_all(&top).map_err(io_err(&top))?;
         let mut files = vec![(top.join("node.json"), pretty(&node_file))];
