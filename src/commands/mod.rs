@@ -203,6 +203,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::trust::metadata::EnvelopeError,
             crate::validate::probe::amdsmi::AnswerError,
             crate::fleet::evidence::Refused,
+            crate::fleet::results::Unreadable,
         );
         None
     }

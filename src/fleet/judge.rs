@@ -235,7 +235,7 @@ fn outcome(plan: &Plan, wave: &str, results: &NodeResults, events: &mut Vec<Even
     let (drain, apply, commit) = match parts {
         (Ok(drain), Ok(apply), Ok(commit)) => (drain, apply, commit),
         (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => {
-            out.failure = Some(("red".into(), e));
+            out.failure = Some(("red".into(), e.to_string()));
             return out;
         }
     };
@@ -375,7 +375,7 @@ pub fn note(step: Step, results: &[NodeResults], max_seconds: Option<f64>) -> Ve
     let mut stops = Vec::new();
     for r in results {
         let node = r.node.clone();
-        let part = |v: Option<&serde_json::Value>, what: &str| read(v, what);
+        let part = |v: Option<&serde_json::Value>, what: &'static str| read(v, what);
         match step {
             Step::Adopt | Step::Stage => {
                 let wave = if step == Step::Adopt { "adopt" } else { "stage" };
@@ -389,7 +389,7 @@ pub fn note(step: Step, results: &[NodeResults], max_seconds: Option<f64>) -> Ve
                         events.push(Event::Failed { node, wave: wave.into(), reason: t.why(wave) });
                     }
                     Ok(_) => {}
-                    Err(e) => events.push(Event::Failed { node, wave: wave.into(), reason: e }),
+                    Err(e) => events.push(Event::Failed { node, wave: wave.into(), reason: e.to_string() }),
                 }
             }
             Step::After => {
@@ -425,7 +425,7 @@ pub fn note(step: Step, results: &[NodeResults], max_seconds: Option<f64>) -> Ve
                     }
                     Ok(Some(t)) if t.went_wrong() => Some(t.why("rollback")),
                     Ok(_) => r.failure.clone().map(|f| format!("rollback: {f}")),
-                    Err(e) => Some(e),
+                    Err(e) => Some(e.to_string()),
                 };
                 if let Some(reason) = failed {
                     stops.push(format!("{node}: {reason}"));

@@ -95,15 +95,31 @@ pub struct NodeResults {
     pub failure: Option<String>,
 }
 
+/// A node's task result that cannot be read: which task, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    #[error("its {task} result cannot be read: {detail}")]
+    Fields { task: &'static str, detail: String },
+    #[error("its {task} result is not an object: {kind}")]
+    NotAnObject { task: &'static str, kind: &'static str },
+}
+
+impl crate::failure::Classify for Unreadable {
+    /// What a node returned: that node is judged red, the run goes on.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}
+
 /// A result read as a [`TaskResult`]: `Ok(None)` when the task never ran, `Err` naming what
 /// could not be read.
-pub fn read(value: Option<&serde_json::Value>, what: &str) -> Result<Option<TaskResult>, String> {
+pub fn read(value: Option<&serde_json::Value>, task: &'static str) -> Result<Option<TaskResult>, Unreadable> {
     match value {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(v @ serde_json::Value::Object(_)) => {
-            serde_json::from_value(v.clone()).map(Some).map_err(|e| format!("its {what} result cannot be read: {e}"))
+            serde_json::from_value(v.clone()).map(Some).map_err(|e| Unreadable::Fields { task, detail: e.to_string() })
         }
-        Some(other) => Err(format!("its {what} result is not an object: {}", kind(other))),
+        Some(other) => Err(Unreadable::NotAnObject { task, kind: kind(other) }),
     }
 }
 
@@ -166,7 +182,10 @@ mod tests {
             .unwrap();
         assert!(r.changed && r.ran_ok());
         assert_eq!((r.msg.as_deref(), r.id.as_deref(), r.seconds), (Some("[\"a\",1]"), Some("7"), Some(1.5)));
-        assert!(read(Some(&serde_json::json!("x")), "apply").unwrap_err().contains("not an object: a string"));
+        assert_eq!(
+            read(Some(&serde_json::json!("x")), "apply").unwrap_err(),
+            Unreadable::NotAnObject { task: "apply", kind: "a string" }
+        );
         assert!(read(None, "apply").unwrap().is_none());
         let nl = read(Some(&serde_json::json!({"msg": "a\nforged line"})), "apply").unwrap().unwrap();
         assert!(!nl.msg.unwrap().contains('\n'));
