@@ -199,6 +199,7 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
             crate::site::mirror::NotARelease,
             crate::validate::version::NotARequirement,
             crate::sources::apt::BadRelations,
+            crate::sources::apt::BadStanza,
             crate::sources::rpm::BadRich,
             crate::trust::metadata::EnvelopeError,
             crate::validate::probe::amdsmi::AnswerError,

@@ -59,11 +59,33 @@ pub struct Pkg {
     pub source: usize,
 }
 
+/// A paragraph of an index or of dpkg's status file that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadStanza {
+    #[error("`{package}`: bad Version `{version}`: {detail}")]
+    Version { package: String, version: String, detail: String },
+    #[error("`{package}`: bad Provides: {detail}")]
+    Provides { package: String, detail: String },
+    #[error("not a dpkg status file: {0}")]
+    NotStatus(String),
+}
+
+impl crate::failure::Classify for BadStanza {
+    /// An archive's index (verified as signed) or a node's status file: its source's failure.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 impl Pkg {
     /// The fields of one paragraph; `None` for a paragraph that names no package or version.
-    pub fn from_paragraph(p: &Paragraph, source: usize) -> Result<Option<Self>, String> {
+    pub fn from_paragraph(p: &Paragraph, source: usize) -> Result<Option<Self>, BadStanza> {
         let (Some(name), Some(version)) = (p.get("Package"), p.get("Version")) else { return Ok(None) };
-        let version: Version = version.parse().map_err(|e| format!("`{name}`: bad Version `{version}`: {e}"))?;
+        let version: Version = version.parse().map_err(|e| BadStanza::Version {
+            package: name.to_owned(),
+            version: version.to_owned(),
+            detail: format!("{e}"),
+        })?;
         let text = |k: &str| p.get(k).unwrap_or_default().to_owned();
         let multi_arch = match p.get("Multi-Arch").map(str::trim) {
             Some("same") => MultiArch::Same,
@@ -72,7 +94,7 @@ impl Pkg {
             _ => MultiArch::No,
         };
         let provides = relations(p.get("Provides").unwrap_or_default())
-            .map_err(|e| format!("`{name}`: bad Provides: {e}"))?
+            .map_err(|e| BadStanza::Provides { package: name.to_owned(), detail: e.to_string() })?
             .0
             .into_iter()
             .flatten()
@@ -131,10 +153,10 @@ pub fn show(r: &Relation) -> String {
 
 /// The packages a dpkg status file says are installed (`Status: install ok installed`),
 /// read as a stream.
-pub fn read_status(reader: impl Read) -> Result<Vec<Pkg>, String> {
+pub fn read_status(reader: impl Read) -> Result<Vec<Pkg>, BadStanza> {
     let mut out = Vec::new();
     for p in ParagraphReader::new(BufReader::new(reader)) {
-        let p = p.map_err(|e| format!("not a dpkg status file: {e}"))?;
+        let p = p.map_err(|e| BadStanza::NotStatus(e.to_string()))?;
         let installed = p.get("Status").is_some_and(|s| s.split_whitespace().last() == Some("installed"));
         if installed && let Some(pkg) = Pkg::from_paragraph(&p, usize::MAX)? {
             out.push(pkg);

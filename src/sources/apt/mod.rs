@@ -9,7 +9,7 @@ mod closure;
 pub mod freeze;
 mod index;
 
-pub use index::BadRelations;
+pub use index::{BadRelations, BadStanza};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -357,7 +357,7 @@ async fn universe(entries: &[&DebSpec], loaded: &[Arc<Vec<Index>>], group: &[usi
         for (source, indexes) in work {
             for index in indexes.iter() {
                 index::paragraphs(index, |p| {
-                    if let Some(pkg) = Pkg::from_paragraph(&p, source)?
+                    if let Some(pkg) = Pkg::from_paragraph(&p, source).map_err(|e| e.to_string())?
                         && (pkg.architecture == arch || pkg.architecture == "all")
                     {
                         pkgs.push(pkg);
@@ -394,7 +394,7 @@ async fn base(
         let read = blocking(move || {
             let file = std::fs::File::open(&status).map_err(|e| e.to_string())?;
             let mut hashing = crate::digest::HashingReader::new(file);
-            let pkgs = index::read_status(&mut hashing)?;
+            let pkgs = index::read_status(&mut hashing).map_err(|e| e.to_string())?;
             std::io::copy(&mut hashing, &mut std::io::sink()).map_err(|e| e.to_string())?;
             Ok::<_, String>((pkgs, hashing.finish().0))
         })
@@ -743,7 +743,7 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<DebScan, So
             let mut found = Vec::new();
             for index in &indexes {
                 index::paragraphs(index, |p| {
-                    if let Some(pkg) = Pkg::from_paragraph(&p, 0)?
+                    if let Some(pkg) = Pkg::from_paragraph(&p, 0).map_err(|e| e.to_string())?
                         && wanted.contains(&(pkg.name.clone(), pkg.architecture.clone()))
                     {
                         found.push(pkg);
