@@ -128,87 +128,98 @@ pub fn error_document(err: &anyhow::Error) -> serde_json::Value {
 /// it (1 runtime when none does). Each error type says its own class (`failure::Classify`);
 /// this list only names them, and `tests/it/error_classes.rs` fails on a type missing from it.
 pub fn exit_of(err: &anyhow::Error) -> Exit {
-    fn class_of(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
-        macro_rules! first_of {
-            ($($t:ty),+ $(,)?) => {
-                $(if let Some(e) = cause.downcast_ref::<$t>() { return Some(e.class()); })+
-            };
-        }
-        first_of!(
-            VerificationFailed,
-            UsageError,
-            crate::build::freeze::FreezeError,
-            crate::build::BuildError,
-            crate::site::SiteError,
-            crate::sources::SourceError,
-            crate::bundle::writer::PackError,
-            crate::bundle::parts::PartsError,
-            ReadError,
-            crate::build::base::BaseError,
-            crate::artifact::ArtifactError,
-            crate::oci::StoreError,
-            crate::upgrade::UpgradeError,
-            crate::report::ReportError,
-            crate::fleet::FleetError,
-            crate::approval::ApprovalError,
-            crate::site::promotion::PromotionError,
-            crate::sign::policy::PolicyError,
-            crate::trust::TrustError,
-            crate::sign::KeyError,
-            crate::spec::SpecError,
-            crate::spec::lock::LockError,
-            crate::cache::CacheError,
-            crate::fetch::NetError,
-            crate::clock::ClockError,
-            // What the types above wrap, for an error that reaches a command bare.
-            crate::sources::apt::DebError,
-            crate::sources::rpm::RpmError,
-            crate::sources::rpm::HeaderError,
-            crate::sources::keyring::KeyringError,
-            crate::sources::oci::ImageError,
-            crate::sources::Unsigned,
-            crate::sources::hf::ModelError,
-            crate::sources::pypi::WheelError,
-            crate::site::mirror::MirrorError,
-            crate::site::packages::PackageError,
-            crate::site::registry::PublishError,
-            crate::bundle::manifest::TagMismatch,
-            crate::bundle::manifest::ManifestError,
-            crate::bundle::provenance::ProvenanceError,
-            crate::bundle::reader::SinkError,
-            crate::fetch::DownloadError<crate::fetch::HttpError>,
-            crate::fetch::DownloadError<crate::oci::StoreError>,
-            crate::fetch::HttpError,
-            crate::fetch::Overrun,
-            crate::oci::ClientError,
-            crate::sign::SignatureError,
-            crate::sign::dsse::DsseError,
-            crate::sign::sigstore::SigstoreError,
-            crate::attest::sbom::SbomError,
-            crate::digest::DigestParseError,
-            crate::member_path::MemberPathError,
-            crate::spec::InvalidName,
-            crate::rpmmd::MetadataError,
-            crate::oci::doc::DocError,
-            crate::bundle::tar_guard::TarRefusal,
-            crate::image_ref::InvalidImageRef,
-            crate::bundle::parts::SizeError,
-            crate::spec::upstream::PatternError,
-            crate::spec::metric::MetricError,
-            crate::fetch::BelowFloor,
-            crate::site::mirror::NotARelease,
-            crate::validate::version::NotARequirement,
-            crate::sources::apt::BadRelations,
-            crate::sources::apt::BadStanza,
-            crate::sources::rpm::BadRich,
-            crate::trust::metadata::EnvelopeError,
-            crate::validate::probe::amdsmi::AnswerError,
-            crate::fleet::evidence::Refused,
-            crate::fleet::results::Unreadable,
-        );
-        None
-    }
-    Exit::Failed(err.chain().find_map(class_of).unwrap_or(Class::Runtime))
+    Exit::Failed(err.chain().find_map(|e| class_of(e).or_else(|| class_of_wrapped(e))).unwrap_or(Class::Runtime))
+}
+
+/// Whether `cause` is one of `$t` (in order), and its class.
+macro_rules! first_of {
+    ($cause:expr; $($t:ty),+ $(,)?) => {
+        $(if let Some(e) = $cause.downcast_ref::<$t>() { return Some(e.class()); })+
+    };
+}
+
+/// The class of an error a command returns.
+fn class_of(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
+    first_of!(cause;
+        VerificationFailed,
+        UsageError,
+        crate::build::freeze::FreezeError,
+        crate::build::BuildError,
+        crate::site::SiteError,
+        crate::sources::SourceError,
+        crate::bundle::writer::PackError,
+        crate::bundle::parts::PartsError,
+        ReadError,
+        crate::build::base::BaseError,
+        crate::artifact::ArtifactError,
+        crate::oci::StoreError,
+        crate::upgrade::UpgradeError,
+        crate::report::ReportError,
+        crate::fleet::FleetError,
+        crate::approval::ApprovalError,
+        crate::site::promotion::PromotionError,
+        crate::sign::policy::PolicyError,
+        crate::trust::TrustError,
+        crate::sign::KeyError,
+        crate::spec::SpecError,
+        crate::spec::lock::LockError,
+        crate::cache::CacheError,
+        crate::fetch::NetError,
+        crate::clock::ClockError,
+    );
+    None
+}
+
+/// The class of what the types `class_of` knows wrap, for an error that reaches a command bare.
+fn class_of_wrapped(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
+    first_of!(cause;
+        crate::sources::apt::DebError,
+        crate::sources::rpm::RpmError,
+        crate::sources::rpm::HeaderError,
+        crate::sources::keyring::KeyringError,
+        crate::sources::oci::ImageError,
+        crate::sources::Unsigned,
+        crate::sources::hf::ModelError,
+        crate::sources::pypi::WheelError,
+        crate::site::mirror::MirrorError,
+        crate::site::packages::PackageError,
+        crate::site::registry::PublishError,
+        crate::bundle::manifest::TagMismatch,
+        crate::bundle::manifest::ManifestError,
+        crate::bundle::provenance::ProvenanceError,
+        crate::bundle::reader::SinkError,
+        crate::fetch::DownloadError<crate::fetch::HttpError>,
+        crate::fetch::DownloadError<crate::oci::StoreError>,
+        crate::fetch::HttpError,
+        crate::fetch::Overrun,
+        crate::oci::ClientError,
+        crate::sign::SignatureError,
+        crate::sign::dsse::DsseError,
+        crate::sign::sigstore::SigstoreError,
+        crate::attest::sbom::SbomError,
+        crate::digest::DigestParseError,
+        crate::member_path::MemberPathError,
+        crate::spec::InvalidName,
+        crate::rpmmd::MetadataError,
+        crate::oci::doc::DocError,
+        crate::bundle::tar_guard::TarRefusal,
+        crate::image_ref::InvalidImageRef,
+        crate::bundle::parts::SizeError,
+        crate::spec::upstream::PatternError,
+        crate::spec::metric::MetricError,
+        crate::fetch::BelowFloor,
+        crate::site::mirror::NotARelease,
+        crate::validate::version::NotARequirement,
+        crate::sources::apt::BadRelations,
+        crate::sources::apt::BadStanza,
+        crate::sources::rpm::BadRich,
+        crate::sources::rpm::Unsolvable,
+        crate::trust::metadata::EnvelopeError,
+        crate::validate::probe::amdsmi::AnswerError,
+        crate::fleet::evidence::Refused,
+        crate::fleet::results::Unreadable,
+    );
+    None
 }
 
 /// A size as a person reads it (`812 bytes`, `261.3 KiB`, `1.3 GiB`); `--json` keeps the

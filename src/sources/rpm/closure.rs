@@ -366,7 +366,7 @@ impl Solver<'_> {
 
     /// The provider to add for `dep`: one already chosen by name would have satisfied it, so a
     /// new name; a package named as the dependency first, then the newest.
-    fn pick(&self, dep: &Dep, who: &str) -> Result<usize, String> {
+    fn pick(&self, dep: &Dep, who: &str) -> Result<usize, Unsolvable> {
         let all = self.universe.providers(dep);
         let eligible: Vec<usize> = all
             .iter()
@@ -382,21 +382,19 @@ impl Solver<'_> {
         if let Some(m) =
             all.iter().find_map(|&i| self.universe.pkgs[i].module.clone().filter(|m| !self.request.modules.contains(m)))
         {
-            return Err(format!(
-                "`{who}` requires `{dep}`, which only module stream `{m}` provides (an AppStream module); \
-                 add `modules = [\"{m}\"]` to its `[[rpm]]` entry to carry that stream"
-            ));
+            return Err(Unsolvable::OnlyInModule { who: who.to_owned(), dep: dep.to_string(), module: m });
         }
         if let Some(&i) = all.first() {
             let p = &self.universe.pkgs[i].package;
-            return Err(format!(
-                "`{who}` requires `{dep}`; `{}` provides it, but `{}` {} is chosen already",
-                p.nevra(),
-                p.name,
-                self.chosen.get(&p.name).map_or_else(String::new, |c| self.universe.pkgs[c.pkg].package.evr())
-            ));
+            return Err(Unsolvable::Taken {
+                who: who.to_owned(),
+                dep: dep.to_string(),
+                provider: p.nevra(),
+                name: p.name.clone(),
+                chosen: self.chosen.get(&p.name).map_or_else(String::new, |c| self.universe.pkgs[c.pkg].package.evr()),
+            });
         }
-        Err(format!("`{who}` requires `{dep}`: nothing in the repositories or the base provides it"))
+        Err(Unsolvable::NothingProvides { who: who.to_owned(), dep: dep.to_string() })
     }
 
     fn add(&mut self, i: usize, who: Option<&str>) -> bool {
@@ -409,7 +407,7 @@ impl Solver<'_> {
     }
 
     /// Make `r` hold, adding packages; `Ok(true)` when something was added.
-    fn satisfy(&mut self, r: &Rich, who: &str) -> Result<bool, String> {
+    fn satisfy(&mut self, r: &Rich, who: &str) -> Result<bool, Unsolvable> {
         match r {
             Rich::Plain(d) => {
                 if self.in_base(d) {
@@ -447,7 +445,7 @@ impl Solver<'_> {
                         Err(e) => why.push(e),
                     }
                 }
-                Err(format!("`{who}` requires `{r}`: no alternative can be met ({})", why.join("; ")))
+                Err(Unsolvable::NoAlternative { who: who.to_owned(), requirement: r.to_string(), why })
             }
             Rich::With(l) => {
                 if self.with_candidates(l, true).is_some() {
@@ -455,7 +453,7 @@ impl Solver<'_> {
                 }
                 let i = self
                     .with_candidates(l, false)
-                    .ok_or_else(|| format!("`{who}` requires `{r}`: no one package provides all of it"))?;
+                    .ok_or_else(|| Unsolvable::NoOnePackage { who: who.to_owned(), requirement: r.to_string() })?;
                 self.add(i, Some(who));
                 Ok(true)
             }
@@ -490,9 +488,47 @@ impl Solver<'_> {
     }
 }
 
+/// Why `resolve` finds no closure: which package needs what, and what stands in the way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsolvable {
+    #[error(
+        "`{who}` requires `{dep}`, which only module stream `{module}` provides (an AppStream module); \
+         add `modules = [\"{module}\"]` to its `[[rpm]]` entry to carry that stream"
+    )]
+    OnlyInModule { who: String, dep: String, module: String },
+    #[error("`{who}` requires `{dep}`; `{provider}` provides it, but `{name}` {chosen} is chosen already")]
+    Taken { who: String, dep: String, provider: String, name: String, chosen: String },
+    #[error("`{who}` requires `{dep}`: nothing in the repositories or the base provides it")]
+    NothingProvides { who: String, dep: String },
+    #[error("`{who}` requires `{requirement}`: no alternative can be met ({})", .why.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    NoAlternative { who: String, requirement: String, why: Vec<Unsolvable> },
+    #[error("`{who}` requires `{requirement}`: no one package provides all of it")]
+    NoOnePackage { who: String, requirement: String },
+    #[error(
+        "`{nevra}` belongs to module stream `{module}` (an AppStream module); add `modules = [\"{module}\"]` to its \
+         `[[rpm]]` entry to carry it"
+    )]
+    RootInModule { nevra: String, module: String },
+    #[error("`{0}` is asked for twice, at two versions")]
+    Twice(String),
+    #[error("`{nevra}`: {source}")]
+    BadRequirement {
+        nevra: String,
+        #[source]
+        source: BadRich,
+    },
+}
+
+impl crate::failure::Classify for Unsolvable {
+    /// What the repositories hold cannot give the spec's packages their closure.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Runtime
+    }
+}
+
 /// The closure of `request`'s roots, by name. Requirements a package meets itself, and
 /// `rpmlib(…)` features (the rpm on the target has them), are not followed.
-pub fn resolve(universe: &Universe, request: &Request<'_>) -> Result<Vec<Chosen>, String> {
+pub fn resolve(universe: &Universe, request: &Request<'_>) -> Result<Vec<Chosen>, Unsolvable> {
     let modular_names = universe
         .pkgs
         .iter()
@@ -503,13 +539,10 @@ pub fn resolve(universe: &Universe, request: &Request<'_>) -> Result<Vec<Chosen>
     for &(root, _) in &request.roots {
         let p = &universe.pkgs[root];
         if let Some(m) = p.module.as_ref().filter(|m| !request.modules.contains(*m)) {
-            return Err(format!(
-                "`{}` belongs to module stream `{m}` (an AppStream module); add `modules = [\"{m}\"]` to its `[[rpm]]` entry to carry it",
-                p.package.nevra()
-            ));
+            return Err(Unsolvable::RootInModule { nevra: p.package.nevra(), module: m.clone() });
         }
         if !solver.add(root, None) {
-            return Err(format!("`{}` is asked for twice, at two versions", p.package.name));
+            return Err(Unsolvable::Twice(p.package.name.clone()));
         }
     }
     let follow: BTreeSet<String> =
@@ -534,7 +567,7 @@ pub fn resolve(universe: &Universe, request: &Request<'_>) -> Result<Vec<Chosen>
                 {
                     continue;
                 }
-                let rich = parse_rich(dep).map_err(|e| format!("`{}`: {e}", p.nevra()))?;
+                let rich = parse_rich(dep).map_err(|source| Unsolvable::BadRequirement { nevra: p.nevra(), source })?;
                 match solver.satisfy(&rich, &p.name) {
                     Ok(a) => added |= a,
                     Err(_) if p.recommends.contains(dep) => {
@@ -703,6 +736,6 @@ mod tests {
         let modular = u.pkgs.iter().position(|p| p.module.is_some()).unwrap();
         let e = resolve(&u, &Request { roots: vec![(modular, false)], base: &[], weak: false, modules: &none })
             .unwrap_err();
-        assert!(e.contains("module stream `nodejs:18`"), "{e}");
+        assert!(matches!(&e, Unsolvable::RootInModule { module, .. } if module == "nodejs:18"), "{e}");
     }
 }

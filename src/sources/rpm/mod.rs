@@ -32,7 +32,7 @@ use crate::member_path::MemberPath;
 use crate::spec::lock::{LockFile, LockedBase, LockedRpm};
 use crate::spec::{RpmPin, RpmSpec};
 
-pub use closure::{BadRich, cmp_evr};
+pub use closure::{BadRich, Unsolvable, cmp_evr};
 pub use header::{Header, HeaderError};
 
 const MAX_REPOMD: u64 = 4 << 20;
@@ -334,8 +334,8 @@ async fn resolve_arch(
         weak: resolving.iter().any(|e| e.weak),
         modules: &modules,
     };
-    let mut chosen =
-        closure::resolve(&universe, &request).map_err(|detail| RpmError::Unsolvable { arch: arch.clone(), detail })?;
+    let mut chosen = closure::resolve(&universe, &request)
+        .map_err(|e| RpmError::Unsolvable { arch: arch.clone(), detail: e.to_string() })?;
     chosen.sort_by(|a, b| universe.pkgs[a.pkg].package.name.cmp(&universe.pkgs[b.pkg].package.name));
     if !resolving.is_empty() {
         tracing::info!(
