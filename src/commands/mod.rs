@@ -218,6 +218,7 @@ fn class_of_wrapped(cause: &(dyn std::error::Error + 'static)) -> Option<Class> 
         crate::validate::probe::amdsmi::AnswerError,
         crate::fleet::evidence::Refused,
         crate::fleet::results::Unreadable,
+        crate::sources::pylock::LockFileError,
     );
     None
 }

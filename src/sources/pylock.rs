@@ -52,9 +52,33 @@ fn platform_of(tag: &str) -> Option<(&'static str, &'static str, &'static str, &
     }
 }
 
+/// Why a lock file (or an entry's targets) cannot be carried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockFileError {
+    #[error("invalid python `{0}`")]
+    Python(String),
+    /// The marker environment of a Python version cannot be made.
+    #[error("python `{python}`: {detail}")]
+    Environment { python: String, detail: String },
+    /// A PEP 751 lock that is not one this airlock reads, or a package in it airlock does not
+    /// carry (a VCS, a directory, no wheels, no sha256): why.
+    #[error("{0}")]
+    PyLock(String),
+    /// A requirements file's line that airlock does not carry (an option, no `==`, no hash).
+    #[error("line {line}: {why}")]
+    Line { line: usize, why: String },
+}
+
+impl crate::failure::Classify for LockFileError {
+    /// The spec's lock file, written by its author.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Usage
+    }
+}
+
 /// Every (Python version × platform) target of an entry. Platforms come from the entry's
 /// platform tags; with none but `any`, the target is Linux on `x86_64` (a GPU cluster's node).
-pub fn targets(python: &[String], platforms: &[String]) -> Result<Vec<Target>, String> {
+pub fn targets(python: &[String], platforms: &[String]) -> Result<Vec<Target>, LockFileError> {
     let mut systems: Vec<_> = platforms.iter().filter_map(|p| platform_of(p)).collect();
     systems.sort_unstable();
     systems.dedup();
@@ -63,7 +87,7 @@ pub fn targets(python: &[String], platforms: &[String]) -> Result<Vec<Target>, S
     }
     let mut out = Vec::new();
     for p in python {
-        let version = PythonVersion::parse(p).ok_or_else(|| format!("invalid python `{p}`"))?;
+        let version = PythonVersion::parse(p).ok_or_else(|| LockFileError::Python(p.clone()))?;
         for &(sys_platform, platform_system, os_name, machine) in &systems {
             let short = version.short();
             let env = MarkerEnvironment::try_from(MarkerEnvironmentBuilder {
@@ -79,7 +103,7 @@ pub fn targets(python: &[String], platforms: &[String]) -> Result<Vec<Target>, S
                 python_version: &short,
                 sys_platform,
             })
-            .map_err(|e| format!("python `{p}`: {e}"))?;
+            .map_err(|e| LockFileError::Environment { python: p.clone(), detail: e.to_string() })?;
             out.push(Target {
                 label: format!("python {} on {sys_platform} {machine}", version.full),
                 python: version.clone(),
@@ -112,8 +136,12 @@ pub struct Pinned {
 }
 
 /// Read a lock file: `*.toml` is a PEP 751 lock, anything else a requirements file.
-pub fn read(path: &Path, text: &str, targets: &[Target]) -> Result<Vec<Pinned>, String> {
-    if path.extension().is_some_and(|e| e == "toml") { pylock(text, targets) } else { requirements(text, targets) }
+pub fn read(path: &Path, text: &str, targets: &[Target]) -> Result<Vec<Pinned>, LockFileError> {
+    if path.extension().is_some_and(|e| e == "toml") {
+        pylock(text, targets).map_err(LockFileError::PyLock)
+    } else {
+        requirements(text, targets)
+    }
 }
 
 fn wanted(marker: &MarkerTree, targets: &[Target]) -> bool {
@@ -246,7 +274,7 @@ const GLOBAL_OPTIONS: [&str; 11] = [
     "--require-hashes",
 ];
 
-fn requirements(text: &str, targets: &[Target]) -> Result<Vec<Pinned>, String> {
+fn requirements(text: &str, targets: &[Target]) -> Result<Vec<Pinned>, LockFileError> {
     // Continuation lines (a trailing `\`) are joined first; then `#` at the start or after
     // whitespace begins a comment (pip's rules).
     let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
@@ -258,7 +286,7 @@ fn requirements(text: &str, targets: &[Target]) -> Result<Vec<Pinned>, String> {
             None => raw,
         }
         .trim();
-        let at = |e: String| format!("line {}: {e}", n + 1);
+        let at = |why: String| LockFileError::Line { line: n + 1, why };
         if line.is_empty() {
             continue;
         }
@@ -348,11 +376,15 @@ mod tests {
     #[test]
     fn requirements_refuse_what_is_not_a_pin_with_hashes() {
         let ts = t(&["3.12"]);
-        let err = requirements(&format!("six>=1.0 --hash=sha256:{A}"), &ts).unwrap_err();
-        assert!(err.contains("not pinned with `==`"), "{err}");
-        let err = requirements("six==1.16.0\n", &ts).unwrap_err();
-        assert!(err.contains("line 1") && err.contains("--generate-hashes"), "{err}");
-        let err = requirements("-r other.txt\n", &ts).unwrap_err();
+        let why = |text: &str| match requirements(text, &ts).unwrap_err() {
+            LockFileError::Line { line, why } => (line, why),
+            other => panic!("not a line's error: {other}"),
+        };
+        let (line, err) = why(&format!("six>=1.0 --hash=sha256:{A}"));
+        assert!(line == 1 && err.contains("not pinned with `==`"), "{err}");
+        let (line, err) = why("six==1.16.0\n");
+        assert!(line == 1 && err.contains("--generate-hashes"), "{err}");
+        let (_, err) = why("-r other.txt\n");
         assert!(err.contains("`-r` is not supported"), "{err}");
     }
 

@@ -302,8 +302,8 @@ async fn resolve_lockfile(
     let path = sources.spec.base_dir().join(lockfile);
     let bad = |detail: String| WheelError::Lockfile { path: path.clone(), detail };
     let text = tokio::fs::read_to_string(&path).await.map_err(|e| bad(e.to_string()))?;
-    let targets = pylock::targets(&entry.python, &entry.platforms).map_err(bad)?;
-    let pinned = pylock::read(&path, &text, &targets).map_err(bad)?;
+    let targets = pylock::targets(&entry.python, &entry.platforms).map_err(|e| bad(e.to_string()))?;
+    let pinned = pylock::read(&path, &text, &targets).map_err(|e| bad(e.to_string()))?;
     let digest = Sha256::of_bytes(text.as_bytes());
     let mut out = Vec::new();
     for Pinned { name, version, listed, dependencies } in pinned {
