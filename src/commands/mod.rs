@@ -219,6 +219,7 @@ fn class_of_wrapped(cause: &(dyn std::error::Error + 'static)) -> Option<Class> 
         crate::fleet::evidence::Refused,
         crate::fleet::results::Unreadable,
         crate::sources::pylock::LockFileError,
+        crate::sign::sigstore::Ambiguous,
     );
     None
 }

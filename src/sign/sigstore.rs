@@ -12,6 +12,8 @@
 mod unambiguous;
 pub mod upstream;
 
+pub use unambiguous::Ambiguous;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -212,11 +214,11 @@ fn verify_checked(
     subject: Subject<'_>,
     signer: &Signer,
     root: &Root,
-    unambiguous: fn(&str) -> Result<(), String>,
+    unambiguous: fn(&str) -> Result<(), unambiguous::Ambiguous>,
 ) -> Result<Verified, SigstoreError> {
     let bundle_err = |detail: String| SigstoreError::Bundle { from: from.to_owned(), detail };
     let text = std::str::from_utf8(bundle_json).map_err(|e| bundle_err(format!("not UTF-8: {e}")))?;
-    unambiguous(text).map_err(bundle_err)?;
+    unambiguous(text).map_err(|e| bundle_err(e.to_string()))?;
     let bundle = Bundle::from_json(text).map_err(|e| bundle_err(e.to_string()))?;
     let trusted = root.load()?;
     let against = format!("{} under {}", signer.describe(), root.describe());

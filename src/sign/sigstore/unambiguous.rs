@@ -21,41 +21,75 @@ const STATEMENT_TYPES: [&str; 2] = ["https://in-toto.io/Statement/v1", "https://
 const ISSUER_V1: &str = "1.3.6.1.4.1.57264.1.1";
 const ISSUER_V2: &str = "1.3.6.1.4.1.57264.1.8";
 
-/// `Ok` when nothing in the bundle is ambiguous; else the ambiguity, in words.
-pub fn check(text: &str) -> Result<(), String> {
+/// What makes a Sigstore bundle ambiguous: two verifiers could read it two ways.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Ambiguous {
+    /// A key held twice (at any depth), or no JSON at all.
+    #[error("ambiguous JSON: {0}")]
+    Json(String),
+    #[error("{0}")]
+    NotJson(String),
+    #[error("no `mediaType`: which bundle version it is would be guessed")]
+    NoMediaType,
+    #[error("mediaType `{0}` is not a Sigstore bundle's")]
+    MediaType(String),
+    #[error("{0} transparency log entries: which one vouches for the signature is ambiguous")]
+    LogEntries(usize),
+    #[error("its log entry has no inclusion proof, only a promise (SET): verifiers disagree on whether that is enough")]
+    NoInclusionProof,
+    /// The DSSE payload that cannot be read: where, and why.
+    #[error("{at}: {detail}")]
+    Payload { at: &'static str, detail: String },
+    #[error("the DSSE payload's `_type` is `{0}`, not an in-toto Statement")]
+    NotAStatement(String),
+    #[error(
+        "the certificate names two OIDC issuers (`{legacy}` in the legacy extension, `{current}` in the current one)"
+    )]
+    TwoIssuers { legacy: String, current: String },
+}
+
+impl crate::failure::Classify for Ambiguous {
+    /// A signature document that does not hold one reading.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
+}
+
+/// `Ok` when nothing in the bundle is ambiguous; else the ambiguity.
+pub fn check(text: &str) -> Result<(), Ambiguous> {
     let mut de = serde_json::Deserializer::from_str(text);
-    Unique::deserialize(&mut de).map_err(|e| format!("ambiguous JSON: {e}"))?;
-    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    Unique::deserialize(&mut de).map_err(|e| Ambiguous::Json(e.to_string()))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| Ambiguous::NotJson(e.to_string()))?;
     match v.get("mediaType").and_then(Value::as_str) {
-        None => return Err("no `mediaType`: which bundle version it is would be guessed".into()),
+        None => return Err(Ambiguous::NoMediaType),
         Some(m) if !m.starts_with("application/vnd.dev.sigstore.bundle") => {
-            return Err(format!("mediaType `{m}` is not a Sigstore bundle's"));
+            return Err(Ambiguous::MediaType(m.to_owned()));
         }
         Some(_) => {}
     }
     let entries = v.pointer("/verificationMaterial/tlogEntries").and_then(Value::as_array);
     let count = entries.map_or(0, Vec::len);
     if count > 1 {
-        return Err(format!("{count} transparency log entries: which one vouches for the signature is ambiguous"));
+        return Err(Ambiguous::LogEntries(count));
     }
     // A published bundle's log entry carries its inclusion proof (sigstore-python refuses one
     // without: "Field required"); the Rust library takes the promise (SET) alone. Cosign's
     // legacy `.sig` annotations are checked apart (`check_legacy`): a SET is all they hold.
     if entries.and_then(|e| e.first()).is_some_and(|e| e.get("inclusionProof").is_none()) {
-        return Err(
-            "its log entry has no inclusion proof, only a promise (SET): verifiers disagree on whether that is enough"
-                .into(),
-        );
+        return Err(Ambiguous::NoInclusionProof);
     }
     if let Some(env) = v.get("dsseEnvelope")
         && env.get("payloadType").and_then(Value::as_str) == Some("application/vnd.in-toto+json")
     {
         let payload = env.get("payload").and_then(Value::as_str).unwrap_or_default();
-        let bytes = base64::engine::general_purpose::STANDARD.decode(payload).map_err(|e| format!("payload: {e}"))?;
-        let statement: Value = serde_json::from_slice(&bytes).map_err(|e| format!("the DSSE payload: {e}"))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .map_err(|e| Ambiguous::Payload { at: "payload", detail: e.to_string() })?;
+        let statement: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Ambiguous::Payload { at: "the DSSE payload", detail: e.to_string() })?;
         let kind = statement.get("_type").and_then(Value::as_str).unwrap_or_default();
         if !STATEMENT_TYPES.contains(&kind) {
-            return Err(format!("the DSSE payload's `_type` is `{kind}`, not an in-toto Statement"));
+            return Err(Ambiguous::NotAStatement(kind.to_owned()));
         }
     }
     issuers(&v)
@@ -63,8 +97,8 @@ pub fn check(text: &str) -> Result<(), String> {
 
 /// A bundle made here from cosign's legacy `.sig` annotations (v0.1, a SET and no inclusion
 /// proof, by construction): every rule but the inclusion proof's.
-pub fn check_legacy(text: &str) -> Result<(), String> {
-    let mut v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+pub fn check_legacy(text: &str) -> Result<(), Ambiguous> {
+    let mut v: Value = serde_json::from_str(text).map_err(|e| Ambiguous::NotJson(e.to_string()))?;
     if let Some(entry) = v.pointer_mut("/verificationMaterial/tlogEntries/0").and_then(Value::as_object_mut) {
         entry.entry("inclusionProof").or_insert(Value::Null);
     }
@@ -72,7 +106,7 @@ pub fn check_legacy(text: &str) -> Result<(), String> {
 }
 
 /// The leaf certificate's two issuer extensions, when both are there, must agree.
-fn issuers(v: &Value) -> Result<(), String> {
+fn issuers(v: &Value) -> Result<(), Ambiguous> {
     let leaf = v
         .pointer("/verificationMaterial/certificate/rawBytes")
         .or_else(|| v.pointer("/verificationMaterial/x509CertificateChain/certificates/0/rawBytes"))
@@ -94,11 +128,10 @@ fn issuers(v: &Value) -> Result<(), String> {
         }
     }
     match (v1, v2) {
-        (Some(a), Some(b)) if a != b => Err(format!(
-            "the certificate names two OIDC issuers (`{}` in the legacy extension, `{}` in the current one)",
-            crate::escape::value(&a),
-            crate::escape::value(&b)
-        )),
+        (Some(a), Some(b)) if a != b => Err(Ambiguous::TwoIssuers {
+            legacy: crate::escape::value(&a).into_owned(),
+            current: crate::escape::value(&b).into_owned(),
+        }),
         _ => Ok(()),
     }
 }
@@ -169,13 +202,13 @@ mod tests {
         );
         assert_eq!(check(&ok), Ok(()));
         let twice = ok.replacen(r#"{"inclusionProof""#, r#"{"logIndex":"1","logIndex":"2","inclusionProof""#, 1);
-        assert!(check(&twice).unwrap_err().contains("`logIndex` twice"));
-        assert!(check(r#"{"verificationMaterial":{}}"#).unwrap_err().contains("no `mediaType`"));
+        assert!(check(&twice).unwrap_err().to_string().contains("`logIndex` twice"));
+        assert!(check(r#"{"verificationMaterial":{}}"#).unwrap_err().to_string().contains("no `mediaType`"));
         let two = ok.replacen(entry, &format!("{entry},{entry}"), 1);
-        assert!(check(&two).unwrap_err().contains("2 transparency log entries"));
+        assert!(check(&two).unwrap_err().to_string().contains("2 transparency log entries"));
         // The promise alone: refused, except in the bundle made from cosign's legacy annotations.
         let set_only = ok.replacen(entry, r#"{"inclusionPromise":{}}"#, 1);
-        assert!(check(&set_only).unwrap_err().contains("no inclusion proof"));
+        assert!(check(&set_only).unwrap_err().to_string().contains("no inclusion proof"));
         assert_eq!(check_legacy(&set_only), Ok(()));
     }
 }

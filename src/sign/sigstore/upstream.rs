@@ -323,7 +323,7 @@ pub fn recheck(
 }
 
 /// The annotations of the layer `digest` of a `.sig` manifest.
-pub fn layer_annotations(manifest: &[u8], digest: Sha256) -> Result<BTreeMap<String, String>, String> {
+fn layer_annotations(manifest: &[u8], digest: Sha256) -> Result<BTreeMap<String, String>, String> {
     #[derive(serde::Deserialize)]
     struct Layer {
         digest: String,
