@@ -549,9 +549,7 @@ fn impact(o: &mut String, r: &Report) {
 }
 
 fn record_row(o: &mut String, l: &RecordLine) {
-    let phases = l.phases.as_object().map_or_else(String::new, |m| {
-        m.iter().map(|(k, v)| format!("{k} {:.2} s", v.as_f64().unwrap_or(0.0))).collect::<Vec<_>>().join(", ")
-    });
+    let phases = l.phases.0.iter().map(|(k, v)| format!("{k} {v:.2} s")).collect::<Vec<_>>().join(", ");
     let seconds = l.seconds.map_or_else(String::new, |s| format!("{s:.2}"));
     let action = match &l.reason {
         Some(reason) => format!("{} <span class=\"bad\">{}</span>: {}", esc(&l.action), esc(&l.outcome), esc(reason)),

@@ -280,7 +280,7 @@ pub struct RecordLine {
     pub at: String,
     pub bundle: String,
     pub seconds: Option<f64>,
-    pub phases: serde_json::Value,
+    pub phases: crate::site::records::PhaseTimes,
     /// Why it was refused or failed.
     pub reason: Option<String>,
 }
@@ -848,7 +848,7 @@ fn records(root: &SiteRoot) -> Result<Vec<(RecordLine, Record)>, ReportError> {
                 b.id.as_ref().map(BundleId::as_str).or(b.file.as_deref()).unwrap_or("?")
             ),
             seconds: record.seconds,
-            phases: serde_json::to_value(&record.phases).unwrap_or_default(),
+            phases: record.phases.clone(),
             reason: record.reason.clone(),
         };
         out.push((line, record));
