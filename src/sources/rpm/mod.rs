@@ -169,23 +169,27 @@ async fn metadata(sources: &Sources<'_>, repo: &Repo, data: &RepoData) -> Result
     let cache = sources.fetch.cache;
     let sha256 = Some(sum.hex.as_str()).filter(|_| sum.kind == "sha256");
     let hit = sha256.zip(data.size).and_then(|(hex, size)| crate::sources::index::cached(cache, hex, size, MAX_INDEX));
-    let (bytes, fetched) = match hit {
-        Some(bytes) => (bytes, false),
-        None => (sources.fetch.http.fetch_small(&url, "*/*", None, MAX_INDEX).await?.0, true),
-    };
-    let actual = hex_digest(&sum.kind, &bytes).unwrap_or_default();
-    if actual != sum.hex || data.size.is_some_and(|s| s != bytes.len() as u64) {
-        return Err(RpmError::Mismatch {
-            url,
-            what: "checksum/size",
-            expected: format!("{}:{}/{}", sum.kind, sum.hex, data.size.map_or("?".into(), |s| s.to_string())),
-            actual: format!("{}:{actual}/{}", sum.kind, bytes.len()),
+    // A copy from the cache was hashed as it was read (`index::cached`); a fetched one is
+    // checked here, then kept.
+    let bytes = if let Some(bytes) = hit {
+        bytes
+    } else {
+        let (bytes, _) = sources.fetch.http.fetch_small(&url, "*/*", None, MAX_INDEX).await?;
+        let actual = hex_digest(&sum.kind, &bytes).unwrap_or_default();
+        if actual != sum.hex || data.size.is_some_and(|s| s != bytes.len() as u64) {
+            return Err(RpmError::Mismatch {
+                url,
+                what: "checksum/size",
+                expected: format!("{}:{}/{}", sum.kind, sum.hex, data.size.map_or("?".into(), |s| s.to_string())),
+                actual: format!("{}:{actual}/{}", sum.kind, bytes.len()),
+            }
+            .into());
         }
-        .into());
-    }
-    if let Some(hex) = sha256.filter(|_| fetched) {
-        crate::sources::index::keep(cache, hex, &bytes, &data.location).await;
-    }
+        if let Some(hex) = sha256 {
+            crate::sources::index::keep(cache, hex, &bytes, &data.location).await;
+        }
+        bytes
+    };
     // The decompressed bytes are checked too when the open-checksum is a sha256.
     let plain = match (&data.open_checksum, data.open_size) {
         (Some(Checksum { kind, hex }), Some(size)) if kind == "sha256" => Some((hex.clone(), size)),
