@@ -86,3 +86,109 @@ pub fn chain(e: &dyn std::error::Error) -> String {
 pub trait Classify {
     fn class(&self) -> Class;
 }
+
+/// What a command ends with: an error and the [`Class`] it was given where it became a failure.
+///
+/// Any error type that knows its class converts with `?` (the class is read then, from the
+/// type's own [`Classify`]); context added with [`Context`] keeps it. An error that does not
+/// know its class cannot become a `Failure` without someone naming one ([`Failure::new`]), so
+/// no failure reaches the exit code unclassified and no list of types decides it.
+///
+/// Not an `Error` itself (as `anyhow::Error` is not): that is what lets every classified error
+/// convert into it.
+pub struct Failure {
+    class: Class,
+    error: anyhow::Error,
+}
+
+/// A command's result: a [`Failure`] unless another error type is named.
+pub type Result<T, E = Failure> = std::result::Result<T, E>;
+
+impl Failure {
+    /// A failure that is only words, with the class the caller gives it.
+    pub fn new(class: Class, message: impl std::fmt::Display + std::fmt::Debug + Send + Sync + 'static) -> Self {
+        Self { class, error: anyhow::Error::msg(message) }
+    }
+
+    /// An error of a type that does not say its class (another crate's), with the class the
+    /// caller gives it.
+    pub fn classed(class: Class, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self { class, error: anyhow::Error::new(error) }
+    }
+
+    pub const fn class(&self) -> Class {
+        self.class
+    }
+
+    /// How the process ends for this failure.
+    pub const fn exit(&self) -> Exit {
+        Exit::Failed(self.class)
+    }
+
+    /// The failure with `context` said before it; the class is unchanged.
+    #[must_use]
+    pub fn context(self, context: impl std::fmt::Display + Send + Sync + 'static) -> Self {
+        Self { class: self.class, error: self.error.context(context) }
+    }
+
+    /// The error and its causes, outermost first.
+    pub fn chain(&self) -> anyhow::Chain<'_> {
+        self.error.chain()
+    }
+
+    /// The first error of type `E` in the chain, to read what it carries (not its class).
+    pub fn find<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.chain().find_map(|cause| cause.downcast_ref::<E>())
+    }
+}
+
+impl<E: Classify + std::error::Error + Send + Sync + 'static> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Self { class: error.class(), error: anyhow::Error::new(error) }
+    }
+}
+
+/// `outer: cause: …` with `{:#}`, the outermost message alone with `{}`.
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if f.alternate() { write!(f, "{:#}", self.error) } else { write!(f, "{}", self.error) }
+    }
+}
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} ({:?})", self.error, self.class)
+    }
+}
+
+/// Context for a result on its way to a [`Failure`], keeping its class.
+pub trait Context<T> {
+    fn context(self, context: impl std::fmt::Display + Send + Sync + 'static) -> Result<T>;
+    fn with_context<C: std::fmt::Display + Send + Sync + 'static>(self, context: impl FnOnce() -> C) -> Result<T>;
+}
+
+impl<T, E: Into<Failure>> Context<T> for Result<T, E> {
+    fn context(self, context: impl std::fmt::Display + Send + Sync + 'static) -> Result<T> {
+        self.map_err(|e| e.into().context(context))
+    }
+
+    fn with_context<C: std::fmt::Display + Send + Sync + 'static>(self, context: impl FnOnce() -> C) -> Result<T> {
+        self.map_err(|e| e.into().context(context()))
+    }
+}
+
+/// Reading or writing a file, a pipe or the terminal failed: nobody's verdict on the input.
+/// (A library error that wraps an `io::Error` says its own class; this is for what a command
+/// reads and prints itself.)
+impl Classify for std::io::Error {
+    fn class(&self) -> Class {
+        Class::Runtime
+    }
+}
+
+/// A document could not be written as JSON, or one a command reads itself is not JSON.
+impl Classify for serde_json::Error {
+    fn class(&self) -> Class {
+        Class::Runtime
+    }
+}

@@ -29,7 +29,7 @@ fn main() -> ExitCode {
             if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
                 let rendered = e.render().to_string();
                 let first = rendered.lines().next().unwrap_or("usage error").trim_start_matches("error: ");
-                let err = anyhow::Error::new(airlock::commands::UsageError(first.to_owned()));
+                let err = airlock::failure::Failure::from(airlock::commands::UsageError(first.to_owned()));
                 println!("{:#}", airlock::commands::error_document(&err));
             }
             let exit = if e.use_stderr() { Exit::Failed(Class::Usage) } else { Exit::Ok };
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
             if json {
                 println!("{:#}", airlock::commands::error_document(&err));
             }
-            ExitCode::from(airlock::commands::exit_of(&err).code())
+            ExitCode::from(err.exit().code())
         }
     }
 }

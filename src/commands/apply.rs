@@ -3,18 +3,18 @@
 //! packages, validates the new stack, and commits or restores (exit 4), or waits for a
 //! reboot (exit 5).
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use super::install::{Opened, Source, WithReferrers};
 use crate::cli::ApplyArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 use crate::fetch::Net;
 use crate::site::records::Action;
 use crate::site::trust::ExpiryRule;
 use crate::site::{Arrival, Downgrade, Mode, NodeOptions, Options, apply};
 
-pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &ApplyArgs) -> Result<Exit> {
     refuse_unprivileged(args)?;
     let (mirror, release) = mirror_of(args)?;
     // A mirror's redirects stay on its origin (or go to the hosts named on purpose).
@@ -29,7 +29,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
     let expiry = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let wait = std::time::Duration::from_secs(args.site.wait);
     let writes = if args.dry_run { super::Writes::No } else { super::Writes::Yes };
-    let opened = (|| -> anyhow::Result<_> {
+    let opened = (|| -> Result<_> {
         Ok(if let Some(source) = mirror {
             // A mirror's current bundle brings its trust metadata too (read only on a node that has
             // a trust root; an unreachable one is warned about, and the node's own decides).
@@ -147,7 +147,7 @@ fn mirror_of(args: &ApplyArgs) -> Result<(Option<&str>, crate::site::mirror::Rel
     Ok((mirror, args.release.clone().unwrap_or_default()))
 }
 
-fn print(args: &ApplyArgs, done: &crate::site::Applied) -> anyhow::Result<()> {
+fn print(args: &ApplyArgs, done: &crate::site::Applied) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let what = format!("{} {} ({})", done.name, done.version, done.id);
     if let Some(t) = &done.transfer {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::approval::{self, ApprovalError, Statement};
 use crate::cli::{ApproveArgs, VerifyApprovalArgs};
-use crate::failure::Exit;
+use crate::failure::{Exit, Result};
 
 /// What `approve` and `verify-approval` print with `--json`.
 #[derive(Serialize)]
@@ -29,7 +29,7 @@ struct Shown<'a> {
     records_checked: Option<usize>,
 }
 
-pub fn run(args: &ApproveArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &ApproveArgs) -> Result<Exit> {
     let key = crate::sign::SigningKey::load(&args.key, super::key_password().as_deref())?;
     let (path, statement, bytes) = if let Some(path) = &args.add_to {
         let old = read(path)?;
@@ -66,7 +66,7 @@ pub fn run(args: &ApproveArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub fn verify(args: &VerifyApprovalArgs) -> anyhow::Result<Exit> {
+pub fn verify(args: &VerifyApprovalArgs) -> Result<Exit> {
     let trust = crate::trust::SiteTrust::load(&args.root)?;
     let role = trust.decision_role(crate::trust::APPROVERS_ROLE).ok_or_else(|| ApprovalError::NoApprovers {
         dir: trust.dir.clone(),
@@ -113,7 +113,7 @@ fn shown<'a>(
     }
 }
 
-fn print(s: &Shown<'_>, signed: &str) -> anyhow::Result<()> {
+fn print(s: &Shown<'_>, signed: &str) -> Result<()> {
     use crate::escape::value;
     let mut out = std::io::stdout().lock();
     let b = s.bundle;

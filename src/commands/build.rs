@@ -1,10 +1,7 @@
 //! `airlock build [SPEC] --key KEY --out FILE [--locked] [--cache DIR] [--jobs N]`
 
-use crate::failure::Exit;
 use std::io::Write;
 use std::time::Instant;
-
-use anyhow::Context as _;
 
 use crate::build::base::Base;
 use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
@@ -12,12 +9,13 @@ use crate::bundle::manifest::Artifact;
 use crate::bundle::writer::Layout;
 use crate::cli::BuildArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Context as _, Exit, Result};
 use crate::fetch::{Fetch, Net};
 use crate::sign::SigningKey;
 use crate::sources::Sources;
 use crate::sources::oci::BlobRoute;
 
-pub fn run(args: &BuildArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &BuildArgs) -> Result<Exit> {
     let started = Instant::now();
     let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
@@ -72,7 +70,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<Exit> {
 }
 
 /// The output's directory is made, as `keygen --out-dir` makes its own.
-fn make_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
+fn make_out_dir(out: &std::path::Path) -> Result<()> {
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}` for --out", dir.display()))?;
     }
@@ -80,7 +78,7 @@ fn make_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// The release a delta is built against: `--base OLD.airlock` or `--base-lock OLD.lock`.
-fn base_of(args: &BuildArgs, cache: &crate::cache::Cache) -> anyhow::Result<Option<Base>> {
+fn base_of(args: &BuildArgs, cache: &crate::cache::Cache) -> Result<Option<Base>> {
     Ok(match (&args.base, &args.base_lock) {
         (Some(bundle), _) => Some(Base::from_bundle(bundle)?),
         (None, Some(lock)) => Some(Base::from_lock(lock, cache)?),
@@ -94,7 +92,7 @@ fn print_built(
     packed: &crate::bundle::writer::Packed,
     key: &SigningKey,
     seconds: f64,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,

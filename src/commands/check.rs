@@ -1,16 +1,15 @@
 //! `airlock check --root DIR [--wait SECONDS] [--json]`: every retained bundle verified again
 //! and every staged tree compared with it. Exit 0 when all is as verified, 3 on any damage.
 
-use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
 
 use crate::cli::CheckArgs;
 use crate::commands::terminal::TerminalReporter;
-use crate::failure::Class;
+use crate::failure::{Class, Exit, Result};
 
-pub fn run(args: &CheckArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &CheckArgs) -> Result<Exit> {
     let reporter = TerminalReporter::new(args.json);
     let checked = crate::site::check::check(&args.root, Duration::from_secs(args.site.wait), &reporter)?;
     if args.json {

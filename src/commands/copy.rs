@@ -1,15 +1,15 @@
 //! `airlock copy oci://A oci://B [--insecure-registry] [--registry-ca FILE] [--json]`; either
 //! side may be `oci-layout:DIR[:TAG]` for a one-way transfer through a directory.
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
 use crate::cli::CopyArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 use crate::fetch::Net;
 
-pub fn run(args: &CopyArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &CopyArgs) -> Result<Exit> {
     let (from, to) = (Location::parse(&args.from)?, Location::parse(&args.to)?);
     let net = Net::new(args.reach.net.options())?;
     let reporter = TerminalReporter::new(args.json);

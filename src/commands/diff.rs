@@ -3,13 +3,11 @@
 //! bundles' manifests claim, unverified, and says so; with it, each bundle is verified whole
 //! first (content included) and a bundle that fails is refused.
 
-use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use super::VerificationFailed;
@@ -18,6 +16,7 @@ use crate::bundle::parts::Input;
 use crate::bundle::reader::{OnProblem, read_head};
 use crate::cli::{DiffArgs, TrustArgs};
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Class, Context as _, Exit, Failure, Result};
 use crate::report::bom::{Diff, Inventory, compare, from_artifacts, from_lock};
 use crate::spec::lock::LockFile;
 
@@ -34,7 +33,7 @@ struct Side {
 }
 
 /// A bundle (by its zstd magic) or else a lock, whose parse error is then the one reported.
-fn side(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Side> {
+fn side(path: &Path, trust: &TrustArgs, json: bool) -> Result<Side> {
     let input = Input::resolve(path)?;
     let mut magic = [0u8; 4];
     let is_bundle = input.split().is_some() || {
@@ -42,7 +41,8 @@ fn side(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Side> {
         std::io::Read::read_exact(&mut file, &mut magic).is_ok() && magic == ZSTD_MAGIC
     };
     if !is_bundle {
-        let lock = LockFile::load(path)?.with_context(|| format!("cannot open `{}`", path.display()))?;
+        let lock = LockFile::load(path)?
+            .ok_or_else(|| Failure::new(Class::Runtime, format!("cannot open `{}`", path.display())))?;
         return Ok(Side { inventory: from_lock(&lock.lock), validation: spec_validation(path)?, bundle: None });
     }
     let manifest =
@@ -53,7 +53,7 @@ fn side(path: &Path, trust: &TrustArgs, json: bool) -> anyhow::Result<Side> {
 
 /// The `validation` a bundle built from the spec beside `lock` would carry (`X.lock` →
 /// `X.toml`), or nothing when there is no such spec: a lock pins inputs, its spec holds the matrix.
-fn spec_validation(lock: &Path) -> anyhow::Result<crate::bundle::manifest::Validation> {
+fn spec_validation(lock: &Path) -> Result<crate::bundle::manifest::Validation> {
     let spec = lock.with_extension("toml");
     if !spec.is_file() {
         return Ok(crate::bundle::manifest::Validation::default());
@@ -63,14 +63,14 @@ fn spec_validation(lock: &Path) -> anyhow::Result<crate::bundle::manifest::Valid
 }
 
 /// What the bundle's manifest says, nothing verified.
-fn claimed_manifest(input: &Input) -> anyhow::Result<Manifest> {
+fn claimed_manifest(input: &Input) -> Result<Manifest> {
     let head = read_head(input.open()?)
         .map_err(|p| VerificationFailed(format!("`{}` is not a readable bundle: {p}", input.display())))?;
     Ok(head.manifest)
 }
 
 /// The bundle's manifest once the whole bundle verified under the `--trust` policy.
-fn verified_manifest(input: &Input, trust: &TrustArgs, json: bool) -> anyhow::Result<Manifest> {
+fn verified_manifest(input: &Input, trust: &TrustArgs, json: bool) -> Result<Manifest> {
     let policy = super::load_policy(trust, input.bundle())?;
     let reporter = TerminalReporter::new(json);
     let (report, _) = super::verify_discarding(input, &policy, OnProblem::Stop, &reporter)?;
@@ -94,7 +94,7 @@ struct DiffJson<'a> {
     diff: &'a Diff,
 }
 
-pub fn run(args: &DiffArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &DiffArgs) -> Result<Exit> {
     let (old, new) = (side(&args.old, &args.trust, args.json)?, side(&args.new, &args.trust, args.json)?);
     let verified = !args.trust.trust.is_empty();
     if !verified && (old.bundle.is_some() || new.bundle.is_some()) {

@@ -1,13 +1,11 @@
 //! `airlock freeze NODE.json --spec SPEC --out BASE.toml`
 
-use crate::failure::Exit;
 use std::io::Write as _;
-
-use anyhow::Context as _;
 
 use crate::build::freeze::freeze;
 use crate::cli::FreezeArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Class, Context as _, Exit, Failure, Result};
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 use crate::validate::probe::Probe;
@@ -15,10 +13,10 @@ use crate::validate::probe::Probe;
 /// The most of a node's probe record read.
 const MAX_NODE: u64 = 64 << 20;
 
-pub fn run(args: &FreezeArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &FreezeArgs) -> Result<Exit> {
     let text = crate::site::root::read_bounded(&args.node, MAX_NODE)
         .with_context(|| format!("cannot read `{}`", args.node.display()))?
-        .with_context(|| format!("`{}` does not exist", args.node.display()))?;
+        .ok_or_else(|| Failure::new(Class::Runtime, format!("`{}` does not exist", args.node.display())))?;
     let record: Probe = serde_json::from_slice(&text)
         .with_context(|| format!("`{}` is not a probe record (`airlock probe --json`)", args.node.display()))?;
     let spec = super::load_spec(&args.spec)?;

@@ -1,10 +1,10 @@
 //! `airlock inspect BUNDLE [--json]`: what a bundle claims, read from its first two members.
 
-use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::bundle::parts::Input;
+use crate::failure::{Exit, Result};
 
 use super::VerificationFailed;
 use crate::bundle::manifest::Artifact;
@@ -12,7 +12,7 @@ use crate::bundle::reader::read_head;
 use crate::cli::InspectArgs;
 use crate::site::BundleId;
 
-pub fn run(args: &InspectArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &InspectArgs) -> Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let bundle_bytes = input.bytes()?;
     let head = read_head(input.open()?)
@@ -78,7 +78,7 @@ fn json(
     input: &Input,
     bundle_bytes: u64,
     cosignatures: &[crate::sign::CoSignature],
-) -> anyhow::Result<Exit> {
+) -> Result<Exit> {
     // A directory's files, which reading holds only as entries, listed again.
     head.manifest.list_tree_files();
     let m = &head.manifest;

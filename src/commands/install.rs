@@ -1,7 +1,6 @@
 //! `airlock install BUNDLE --trust PUB [--threshold N] --root DIR [--registry HOST[:PORT]]
 //! [--keep N] [--allow-downgrade] [--role mirror [--candidate]] [--wait SECONDS] [--json]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use std::sync::Arc;
@@ -10,6 +9,7 @@ use crate::artifact::Location;
 use crate::bundle::parts::{Input, Remote};
 use crate::cli::InstallArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Class, Exit, Failure, Result};
 use crate::fetch::Net;
 use crate::oci::Transport;
 use crate::sign::Policy;
@@ -17,7 +17,7 @@ use crate::site::registry::SiteRegistry;
 use crate::site::trust::ExpiryRule;
 use crate::site::{Downgrade, Options, install};
 
-pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &InstallArgs) -> Result<Exit> {
     use crate::cli::RoleArg;
     if args.candidate && args.role != RoleArg::Mirror {
         let why = "--candidate is a mirror's (--role mirror): a host installs what it runs";
@@ -116,7 +116,7 @@ pub(super) struct Opened {
     pub referrers: Option<Referrers>,
 }
 
-fn print(args: &InstallArgs, done: &crate::site::Installed) -> anyhow::Result<()> {
+fn print(args: &InstallArgs, done: &crate::site::Installed) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let how = if done.already_present { "re-activated" } else { "installed" };
     writeln!(out, "{how} {} {} as {} at {}", done.name, done.version, done.id, done.path.display())?;
@@ -192,7 +192,7 @@ pub(super) struct Source<'a> {
 
 impl Source<'_> {
     /// The input, the policy it is verified under, and the tag it was named by.
-    pub(super) fn open(&self, net: &Arc<Net>) -> anyhow::Result<Opened> {
+    pub(super) fn open(&self, net: &Arc<Net>) -> Result<Opened> {
         if let Some(location) = self.bundle.to_str().filter(|b| Location::looks_like(b)) {
             let location = Location::parse(location)?;
             let (input, policy, referrers) = self.streamed(&location, net)?;
@@ -209,13 +209,13 @@ impl Source<'_> {
         &self,
         cosignatures: Vec<crate::sign::CoSignature>,
         carried: impl FnOnce() -> Vec<(std::path::PathBuf, Vec<u8>)>,
-    ) -> anyhow::Result<Policy> {
+    ) -> Result<Policy> {
         super::site_policy(self.root, self.trust, cosignatures, carried, self.expiry, self.wait, self.writes)
     }
 
     /// A bundle streamed from a registry (or layout), its tag resolved once; the
     /// co-signatures it holds as referrers count toward the threshold.
-    fn streamed(&self, location: &Location, net: &Arc<Net>) -> anyhow::Result<(Input, Policy, Referrers)> {
+    fn streamed(&self, location: &Location, net: &Arc<Net>) -> Result<(Input, Policy, Referrers)> {
         let insecure = if self.insecure { vec!["*".to_owned()] } else { Vec::new() };
         let reach = crate::oci::Reach { insecure, ca: self.ca.cloned(), options: self.net.options() };
         if !self.trust.trust.is_empty() {
@@ -242,12 +242,13 @@ impl Source<'_> {
     }
 }
 
-pub(super) fn load_apt_key(path: &std::path::Path) -> anyhow::Result<crate::site::views::AptSigningKey> {
-    use anyhow::Context as _;
+pub(super) fn load_apt_key(path: &std::path::Path) -> Result<crate::site::views::AptSigningKey> {
+    use crate::failure::Context as _;
     use pgp::composed::Deserializable as _;
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot read apt signing key `{}`", path.display()))?;
     let (key, _) = pgp::composed::SignedSecretKey::from_armor_single(std::io::BufReader::new(file))
+        .map_err(|e| Failure::classed(Class::Runtime, e))
         .with_context(|| format!("`{}` is not an armored OpenPGP secret key", path.display()))?;
     let password = std::env::var("AIRLOCK_APT_KEY_PASSWORD")
         .map_or_else(|_| pgp::types::Password::empty(), pgp::types::Password::from);

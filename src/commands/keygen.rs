@@ -1,16 +1,14 @@
 //! `airlock keygen --out-dir DIR [--name NAME] [--json]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
-use anyhow::bail;
-
 use crate::cli::KeygenArgs;
+use crate::failure::{Exit, Result};
 use crate::sign::{PASSWORD_ENV, generate};
 
-pub fn run(args: &KeygenArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &KeygenArgs) -> Result<Exit> {
     if args.name.is_empty() || args.name.contains('/') || args.name.starts_with('.') {
-        bail!("invalid key name `{}`: expected a plain file name", args.name);
+        return Err(super::UsageError(format!("invalid key name `{}`: expected a plain file name", args.name)).into());
     }
     // Refusing to overwrite comes first: no warning about a key that will not be written.
     crate::sign::refuse_existing(&args.out_dir, &args.name)?;

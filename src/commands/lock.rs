@@ -1,15 +1,15 @@
 //! `airlock lock [SPEC] [--lock FILE] [--cache DIR] [--jobs N]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use crate::build::lock::{Outcome, Refresh, ensure, lock_path};
 use crate::cli::LockArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 
-pub fn run(args: &LockArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &LockArgs) -> Result<Exit> {
     let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
     let cache = super::open_cache(&args.cache)?;

@@ -1,14 +1,14 @@
 //! `airlock completions SHELL`, `airlock version [--json]` and the man pages (`airlock man DIR`,
 //! used by `scripts/release.sh`): airlock about itself, from clap's own model of the CLI.
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use clap::CommandFactory as _;
 
 use crate::cli::{Cli, CompletionsArgs, ManArgs, SelfUpgradeArgs, VersionArgs};
+use crate::failure::{Exit, Result};
 
-pub fn completions(args: &CompletionsArgs) -> anyhow::Result<Exit> {
+pub fn completions(args: &CompletionsArgs) -> Result<Exit> {
     let mut command = Cli::command();
     // Into memory first: clap_complete panics on a failed write (`| head`), a buffer cannot fail.
     let mut script = Vec::new();
@@ -25,7 +25,7 @@ struct Built {
     target: &'static str,
 }
 
-pub fn version(args: &VersionArgs) -> anyhow::Result<Exit> {
+pub fn version(args: &VersionArgs) -> Result<Exit> {
     let v = Built {
         version: env!("CARGO_PKG_VERSION"),
         commit: option_env!("AIRLOCK_COMMIT").filter(|c| !c.is_empty()),
@@ -41,7 +41,7 @@ pub fn version(args: &VersionArgs) -> anyhow::Result<Exit> {
 }
 
 /// `airlock.1` and `airlock-SUBCOMMAND.1` for every visible subcommand.
-pub fn man(args: &ManArgs) -> anyhow::Result<Exit> {
+pub fn man(args: &ManArgs) -> Result<Exit> {
     std::fs::create_dir_all(&args.out_dir)?;
     let command = Cli::command();
     let mut pages = vec![("airlock".to_owned(), command.clone())];
@@ -68,7 +68,7 @@ pub fn man(args: &ManArgs) -> anyhow::Result<Exit> {
 }
 
 /// `self-upgrade`: the carried airlock for this target, verified, run, and put in place.
-pub fn self_upgrade(args: &SelfUpgradeArgs) -> anyhow::Result<Exit> {
+pub fn self_upgrade(args: &SelfUpgradeArgs) -> Result<Exit> {
     let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
     // The same policy as `install`: the site's trust root decides where it has one (and a
     // site that used one refuses `--trust` once it is gone), else `--trust`.

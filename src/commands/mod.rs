@@ -1,5 +1,6 @@
-//! One module per verb: glue between parsed arguments and the library. Errors leave as
-//! `anyhow::Error` and are mapped to exit codes here, once.
+//! One module per verb: glue between parsed arguments and the library. Errors leave as a
+//! [`Failure`](crate::failure::Failure), which knows its exit class from the error it was made
+//! of.
 
 mod apply;
 mod approve;
@@ -35,10 +36,8 @@ mod verify;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-
 use crate::cli::{CacheArgs, Cli, Command, TrustArgs};
-use crate::failure::{Class, Classify, Exit};
+use crate::failure::{Class, Classify, Context as _, Exit, Failure, Result};
 
 /// Verification failed (signature, digest, policy): exit 3. The details were already printed.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +50,7 @@ impl Classify for VerificationFailed {
     }
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+pub fn run(cli: Cli) -> Result<Exit> {
     match cli.command {
         Command::Keygen(a) => keygen::run(&a),
         Command::Lock(a) => lock::run(&a),
@@ -94,7 +93,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
 /// A failure found after the command printed its `--json` document (which says what failed):
 /// the error goes to stderr and the exit code is its class's, without a second document.
 /// Without `--json` it is returned as any error is.
-pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<Exit> {
+pub fn after_document(json: bool, err: Failure) -> Result<Exit> {
     if !json {
         return Err(err);
     }
@@ -104,13 +103,13 @@ pub fn after_document(json: bool, err: anyhow::Error) -> anyhow::Result<Exit> {
         crate::commands::terminal::Stream::Stderr,
     );
     eprintln!("{error} {}", crate::escape::lines(&format!("{err:#}")));
-    Ok(exit_of(&err))
+    Ok(err.exit())
 }
 
 /// The `--json` document of a command that failed before it could print its own: one JSON
 /// document with `error: {class, exit_code, message}`.
-pub fn error_document(err: &anyhow::Error) -> serde_json::Value {
-    let exit = exit_of(err);
+pub fn error_document(err: &Failure) -> serde_json::Value {
+    let exit = err.exit();
     let mut doc = serde_json::json!({ "error": { "class": exit.name(), "exit_code": exit.code(), "message": format!("{err:#}") } });
     // A stack that did not pass says its verdict (red, or amber not accepted): what a
     // scheduler's hold reason names.
@@ -122,106 +121,6 @@ pub fn error_document(err: &anyhow::Error) -> serde_json::Value {
         doc["error"]["verdict"] = serde_json::json!(v);
     }
     doc
-}
-
-/// How a command that failed ends: the class of the outermost error in its chain that knows
-/// it (1 runtime when none does). Each error type says its own class (`failure::Classify`);
-/// this list only names them, and `tests/it/error_classes.rs` fails on a type missing from it.
-pub fn exit_of(err: &anyhow::Error) -> Exit {
-    Exit::Failed(err.chain().find_map(|e| class_of(e).or_else(|| class_of_wrapped(e))).unwrap_or(Class::Runtime))
-}
-
-/// Whether `cause` is one of `$t` (in order), and its class.
-macro_rules! first_of {
-    ($cause:expr; $($t:ty),+ $(,)?) => {
-        $(if let Some(e) = $cause.downcast_ref::<$t>() { return Some(e.class()); })+
-    };
-}
-
-/// The class of an error a command returns.
-fn class_of(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
-    first_of!(cause;
-        VerificationFailed,
-        UsageError,
-        crate::build::freeze::FreezeError,
-        crate::build::BuildError,
-        crate::site::SiteError,
-        crate::sources::SourceError,
-        crate::bundle::writer::PackError,
-        crate::bundle::parts::PartsError,
-        ReadError,
-        crate::build::base::BaseError,
-        crate::artifact::ArtifactError,
-        crate::oci::StoreError,
-        crate::upgrade::UpgradeError,
-        crate::report::ReportError,
-        crate::fleet::FleetError,
-        crate::approval::ApprovalError,
-        crate::site::promotion::PromotionError,
-        crate::sign::policy::PolicyError,
-        crate::trust::TrustError,
-        crate::sign::KeyError,
-        crate::spec::SpecError,
-        crate::spec::lock::LockError,
-        crate::cache::CacheError,
-        crate::fetch::NetError,
-        crate::clock::ClockError,
-    );
-    None
-}
-
-/// The class of what the types `class_of` knows wrap, for an error that reaches a command bare.
-fn class_of_wrapped(cause: &(dyn std::error::Error + 'static)) -> Option<Class> {
-    first_of!(cause;
-        crate::sources::apt::DebError,
-        crate::sources::rpm::RpmError,
-        crate::sources::rpm::HeaderError,
-        crate::sources::keyring::KeyringError,
-        crate::sources::oci::ImageError,
-        crate::sources::Unsigned,
-        crate::sources::hf::ModelError,
-        crate::sources::pypi::WheelError,
-        crate::site::mirror::MirrorError,
-        crate::site::packages::PackageError,
-        crate::site::registry::PublishError,
-        crate::bundle::manifest::TagMismatch,
-        crate::bundle::manifest::ManifestError,
-        crate::bundle::provenance::ProvenanceError,
-        crate::bundle::reader::SinkError,
-        crate::fetch::DownloadError<crate::fetch::HttpError>,
-        crate::fetch::DownloadError<crate::oci::StoreError>,
-        crate::fetch::HttpError,
-        crate::fetch::Overrun,
-        crate::oci::ClientError,
-        crate::sign::SignatureError,
-        crate::sign::dsse::DsseError,
-        crate::sign::sigstore::SigstoreError,
-        crate::attest::sbom::SbomError,
-        crate::digest::DigestParseError,
-        crate::member_path::MemberPathError,
-        crate::spec::InvalidName,
-        crate::rpmmd::MetadataError,
-        crate::oci::doc::DocError,
-        crate::bundle::tar_guard::TarRefusal,
-        crate::image_ref::InvalidImageRef,
-        crate::bundle::parts::SizeError,
-        crate::spec::upstream::PatternError,
-        crate::spec::metric::MetricError,
-        crate::fetch::BelowFloor,
-        crate::site::mirror::NotARelease,
-        crate::validate::version::NotARequirement,
-        crate::sources::apt::BadRelations,
-        crate::sources::apt::BadStanza,
-        crate::sources::rpm::BadRich,
-        crate::sources::rpm::Unsolvable,
-        crate::trust::metadata::EnvelopeError,
-        crate::validate::probe::amdsmi::AnswerError,
-        crate::fleet::evidence::Refused,
-        crate::fleet::results::Unreadable,
-        crate::sources::pylock::LockFileError,
-        crate::sign::sigstore::Ambiguous,
-    );
-    None
 }
 
 /// A size as a person reads it (`812 bytes`, `261.3 KiB`, `1.3 GiB`); `--json` keeps the
@@ -253,7 +152,7 @@ impl crate::failure::Classify for UsageError {
 }
 
 /// `--accept-amber --reason TEXT [--owner NAME] [--expires DATE]` as the site takes it.
-fn amber(accept: bool, reason: Option<&String>, args: &crate::cli::AmberArgs) -> anyhow::Result<crate::site::Amber> {
+fn amber(accept: bool, reason: Option<&String>, args: &crate::cli::AmberArgs) -> Result<crate::site::Amber> {
     if !accept {
         return Ok(crate::site::Amber::Refuse);
     }
@@ -277,7 +176,7 @@ fn amber(accept: bool, reason: Option<&String>, args: &crate::cli::AmberArgs) ->
 }
 
 /// Writing to a closed pipe (`airlock inspect B | head`) is not a failure.
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+pub fn is_broken_pipe(err: &Failure) -> bool {
     err.chain().any(|c| {
         let kind = c
             .downcast_ref::<std::io::Error>()
@@ -289,7 +188,7 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 /// Print one JSON document on stdout.
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
@@ -301,7 +200,7 @@ fn key_password() -> Option<Vec<u8>> {
     std::env::var_os(crate::sign::PASSWORD_ENV).map(std::ffi::OsString::into_encoded_bytes)
 }
 
-fn load_trusted(paths: &[PathBuf]) -> anyhow::Result<Vec<crate::sign::TrustedKey>> {
+fn load_trusted(paths: &[PathBuf]) -> Result<Vec<crate::sign::TrustedKey>> {
     paths.iter().map(|p| Ok(crate::sign::TrustedKey::load(p)?)).collect()
 }
 
@@ -342,7 +241,7 @@ fn verify_discarding(
 
 /// The signature policy for `bundle`: the `--trust` keys, `--threshold`, and the co-signatures
 /// found beside the bundle file.
-fn load_policy(trust: &TrustArgs, bundle: &Path) -> anyhow::Result<crate::sign::Policy> {
+fn load_policy(trust: &TrustArgs, bundle: &Path) -> Result<crate::sign::Policy> {
     let keys = load_trusted(&trust.trust)?;
     let cosignatures = cosignatures_beside(bundle);
     let threshold = usize::try_from(trust.threshold).unwrap_or(usize::MAX);
@@ -350,7 +249,7 @@ fn load_policy(trust: &TrustArgs, bundle: &Path) -> anyhow::Result<crate::sign::
 }
 
 /// `policy`, re-checking upstream Sigstore signatures under `--trusted-root` when it is given.
-fn with_trusted_root(policy: crate::sign::Policy, trust: &TrustArgs) -> anyhow::Result<crate::sign::Policy> {
+fn with_trusted_root(policy: crate::sign::Policy, trust: &TrustArgs) -> Result<crate::sign::Policy> {
     let Some(path) = &trust.trusted_root else { return Ok(policy) };
     Ok(policy.with_sigstore_root(crate::sign::sigstore::Root::checked_file(path)?))
 }
@@ -368,7 +267,7 @@ fn site_policy(
     rule: &crate::site::trust::ExpiryRule,
     wait: std::time::Duration,
     writes: Writes,
-) -> anyhow::Result<crate::sign::Policy> {
+) -> Result<crate::sign::Policy> {
     let site = crate::site::root::SiteRoot::new(root);
     let has_root = crate::trust::SiteTrust::exists(root);
     if let Some(path) = &trust.trusted_root {
@@ -421,14 +320,14 @@ fn record_early(
     action: crate::site::records::Action,
     source: &Path,
     run: Option<&crate::site::records::RunId>,
-    e: &anyhow::Error,
+    e: &Failure,
 ) {
     use crate::site::records::{Outcome, Record, RecordBundle};
     let site = crate::site::root::SiteRoot::new(root);
     if !site.is_site() {
         return;
     }
-    let outcome = if exit_of(e) == Exit::Failed(Class::Runtime) { Outcome::Failed } else { Outcome::Refused };
+    let outcome = if e.class() == Class::Runtime { Outcome::Failed } else { Outcome::Refused };
     let bundle = RecordBundle { file: Some(source.display().to_string()), ..RecordBundle::default() };
     let mut record = Record::new(action, outcome, Some(bundle));
     record.reason = Some(format!("{e:#}"));
@@ -472,13 +371,13 @@ fn cosignatures_beside(bundle: &Path) -> Vec<crate::sign::CoSignature> {
 
 /// The Sigstore root for a spec's `verify` policies: `--trusted-root`, checked to be one, else
 /// the shipped public-good root.
-fn upstream_root(args: &crate::cli::UpstreamRootArgs) -> anyhow::Result<crate::sign::sigstore::Root> {
+fn upstream_root(args: &crate::cli::UpstreamRootArgs) -> Result<crate::sign::sigstore::Root> {
     use crate::sign::sigstore::Root;
     Ok(args.trusted_root.as_deref().map(Root::checked_file).transpose()?.unwrap_or(Root::PublicGood))
 }
 
 /// The spec at `path`, with a warning when it would make an empty bundle.
-fn load_spec(path: &Path) -> anyhow::Result<crate::spec::SpecFile> {
+fn load_spec(path: &Path) -> Result<crate::spec::SpecFile> {
     let spec = crate::spec::SpecFile::load(path)?;
     if spec.spec.entries() == 0 {
         tracing::warn!(
@@ -491,12 +390,12 @@ fn load_spec(path: &Path) -> anyhow::Result<crate::spec::SpecFile> {
 }
 
 /// The cache `--cache` names, else the default one.
-fn open_cache(args: &CacheArgs) -> anyhow::Result<crate::cache::Cache> {
+fn open_cache(args: &CacheArgs) -> Result<crate::cache::Cache> {
     Ok(crate::cache::Cache::open(&args.cache.clone().unwrap_or_else(crate::cache::Cache::default_dir))?)
 }
 
 /// Write `bytes` to `path` through a temporary file beside it, renamed when complete.
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::atomic::write(path, bytes).with_context(|| format!("cannot write `{}`", path.display()))
 }
 

@@ -1,21 +1,19 @@
 //! `airlock outdated [SPEC] [--lock FILE] [--deep] [--json]`: what moved upstream since the
 //! lock. Exit 0 when nothing did, 10 when something did, 1 when upstream could not be asked.
 
-use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write;
-
-use anyhow::Context as _;
 
 use crate::build::lock::lock_path;
 use crate::build::outdated::{Finding, Outdated, outdated};
 use crate::cli::OutdatedArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Class, Exit, Failure, Result};
 use crate::fetch::{Fetch, Net};
 use crate::sources::Sources;
 use crate::spec::lock::LockFile;
 
-pub fn run(args: &OutdatedArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &OutdatedArgs) -> Result<Exit> {
     let site = args.root.as_deref().map(site_findings).transpose()?.unwrap_or_default();
     if args.root.is_some() && !args.spec.exists() {
         let path = args.spec.with_extension("lock");
@@ -31,8 +29,9 @@ pub fn run(args: &OutdatedArgs) -> anyhow::Result<Exit> {
     }
     let spec = super::load_spec(&args.spec)?;
     let path = lock_path(&args.spec, args.lock.as_ref());
-    let lock =
-        LockFile::load(&path)?.with_context(|| format!("no lock at `{}`: run `airlock lock` first", path.display()))?;
+    let lock = LockFile::load(&path)?.ok_or_else(|| {
+        Failure::new(Class::Runtime, format!("no lock at `{}`: run `airlock lock` first", path.display()))
+    })?;
     let cache = super::open_cache(&args.cache)?;
     let reporter = TerminalReporter::new(true);
     let net = Net::new(args.cache.net.options())?;
@@ -53,7 +52,7 @@ pub fn run(args: &OutdatedArgs) -> anyhow::Result<Exit> {
     Ok(if findings.is_empty() { Exit::Ok } else { Exit::Differ })
 }
 
-fn print_table(findings: &[Finding], unchecked: &[String], lock: &std::path::Path) -> anyhow::Result<()> {
+fn print_table(findings: &[Finding], unchecked: &[String], lock: &std::path::Path) -> Result<()> {
     let mut text = String::new();
     if findings.is_empty() {
         let _ = writeln!(text, "nothing moved upstream since `{}`", lock.display());
@@ -91,7 +90,7 @@ fn print_table(findings: &[Finding], unchecked: &[String], lock: &std::path::Pat
 }
 
 /// The site's own findings: the amber acceptance its current bundle runs under, once expired.
-fn site_findings(root: &std::path::Path) -> anyhow::Result<Vec<Finding>> {
+fn site_findings(root: &std::path::Path) -> Result<Vec<Finding>> {
     let status = crate::site::status::status(root)?;
     let (Some(current), Some(a)) = (status.current, status.amber) else { return Ok(Vec::new()) };
     if !a.expired {

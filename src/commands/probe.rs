@@ -1,22 +1,20 @@
 //! `airlock probe [--json] [--diff OLD.json]`
 
-use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write as _;
-
-use anyhow::Context as _;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::cli::ProbeArgs;
+use crate::failure::{Class, Context as _, Exit, Failure, Result};
 use crate::validate::probe::inventory::{Installed, family};
 use crate::validate::probe::{HostRoot, Probe, probe};
 
 /// The most of a probe record read (a node with every package listed is well under 4 MiB).
 const MAX_RECORD: u64 = 64 << 20;
 
-pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &ProbeArgs) -> Result<Exit> {
     if let [a, b] = args.inventory_diff.as_slice() {
         return inventory_diff(a, b, args.json);
     }
@@ -93,22 +91,24 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<Exit> {
 }
 
 /// One node's installed packages, from its probe record.
-fn inventory_of(path: &Path) -> anyhow::Result<BTreeMap<String, Installed>> {
+fn inventory_of(path: &Path) -> Result<BTreeMap<String, Installed>> {
     let text = crate::site::root::read_bounded(path, MAX_RECORD)
         .with_context(|| format!("cannot read `{}`", path.display()))?
-        .with_context(|| format!("`{}` does not exist", path.display()))?;
+        .ok_or_else(|| Failure::new(Class::Runtime, format!("`{}` does not exist", path.display())))?;
     let record: Probe = serde_json::from_slice(&text)
         .with_context(|| format!("`{}` is not a probe record (`airlock probe --json`)", path.display()))?;
-    anyhow::ensure!(
-        !record.inventory.packages.is_empty(),
-        "`{}` lists no installed package: probe the node with this airlock (`airlock probe --json`)",
-        path.display()
-    );
+    if record.inventory.packages.is_empty() {
+        let why = format!(
+            "`{}` lists no installed package: probe the node with this airlock (`airlock probe --json`)",
+            path.display()
+        );
+        return Err(Failure::new(Class::Runtime, why));
+    }
     Ok(record.inventory.packages)
 }
 
 /// `--diff OLD.json`: what changed since an earlier record, field by field.
-fn diff(old_path: &Path, p: &crate::validate::probe::Probe, json: bool) -> anyhow::Result<Exit> {
+fn diff(old_path: &Path, p: &crate::validate::probe::Probe, json: bool) -> Result<Exit> {
     let text = std::fs::read(old_path).with_context(|| format!("cannot read `{}`", old_path.display()))?;
     let old: serde_json::Value = serde_json::from_slice(&text)
         .with_context(|| format!("`{}` is not a probe record (JSON)", old_path.display()))?;
@@ -133,7 +133,7 @@ fn diff(old_path: &Path, p: &crate::validate::probe::Probe, json: bool) -> anyho
 
 /// `--inventory-diff A B`: what one node has installed that the other has not, or at another
 /// version (exit 10 when anything differs).
-fn inventory_diff(a: &Path, b: &Path, json: bool) -> anyhow::Result<Exit> {
+fn inventory_diff(a: &Path, b: &Path, json: bool) -> Result<Exit> {
     let (left, right) = (inventory_of(a)?, inventory_of(b)?);
     let version = |m: &BTreeMap<String, Installed>, n: &str| m.get(n).map(|i| i.version.clone());
     let names: BTreeSet<&String> = left.keys().chain(right.keys()).collect();

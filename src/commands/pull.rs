@@ -1,15 +1,15 @@
 //! `airlock pull oci://HOST/REPO:TAG|@DIGEST --out FILE --trust PUB… [--threshold N]
 //! [--insecure-registry] [--registry-ca FILE] [--cache DIR] [--json]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
 use crate::cli::PullArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 use crate::fetch::Net;
 
-pub fn run(args: &PullArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &PullArgs) -> Result<Exit> {
     let source = Location::parse(&args.source)?;
     let keys = super::load_trusted(&args.trust.trust)?;
     let cache = crate::cache::Cache::open(&args.cache.clone().unwrap_or_else(crate::cache::Cache::default_dir))?;

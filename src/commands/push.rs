@@ -1,15 +1,15 @@
 //! `airlock push BUNDLE oci://HOST/REPO:TAG [--insecure-registry] [--registry-ca FILE] [--json]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use crate::artifact::Location;
 use crate::bundle::parts::Input;
 use crate::cli::PushArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 use crate::fetch::Net;
 
-pub fn run(args: &PushArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &PushArgs) -> Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let target = Location::parse(&args.target)?;
     let net = Net::new(args.reach.net.options())?;

@@ -22,7 +22,7 @@ use crate::bundle::writer::{Compression, Layout};
 use crate::cli::RebuildArgs;
 use crate::commands::terminal::TerminalReporter;
 use crate::digest::Sha256;
-use crate::failure::Exit;
+use crate::failure::{Context as _, Exit, Result};
 use crate::fetch::{Fetch, Net};
 use crate::sign::SigningKey;
 use crate::sign::policy::cosignature_path;
@@ -46,7 +46,7 @@ struct Original {
     compression: Compression,
 }
 
-pub fn run(args: &RebuildArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &RebuildArgs) -> Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let original = original(&input)?;
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
@@ -57,7 +57,7 @@ pub fn run(args: &RebuildArgs) -> anyhow::Result<Exit> {
     let fetch = Fetch { cache: &cache, jobs: usize::from(args.cache.jobs), http: net.http(), reporter: &reporter };
     let sources = Sources::new(&spec, fetch).with_sigstore_root(super::upstream_root(&args.upstream)?);
     let (lock, _) = ensure(&sources, &net, &lock_path(&args.spec, args.lock.as_ref()), Refresh::Never)?;
-    let work = tempfile::tempdir().map_err(|e| anyhow::anyhow!("cannot make a scratch directory (TMPDIR): {e}"))?;
+    let work = tempfile::tempdir().context("cannot make a scratch directory (TMPDIR)")?;
     let out = args.keep.clone().unwrap_or_else(|| work.path().join("rebuilt.airlock"));
     let carried_trust = args.trust_root.as_deref().map(super::trust::carried_files).transpose()?.unwrap_or_default();
     let options = crate::build::Options {
@@ -119,7 +119,7 @@ pub fn run(args: &RebuildArgs) -> anyhow::Result<Exit> {
 }
 
 /// The bundle's manifest and provenance as it claims them (the comparison is what checks them).
-fn original(input: &Input) -> anyhow::Result<Original> {
+fn original(input: &Input) -> Result<Original> {
     let what = input.display();
     let mut found = leading_members(input.open()?, &[MANIFEST, PROVENANCE])
         .map_err(|p| VerificationFailed(format!("`{what}`: {p}")))?;

@@ -5,14 +5,14 @@ use std::io::Write;
 
 use crate::cli::InstallArgs;
 use crate::commands::terminal::TerminalReporter;
-use crate::failure::Exit;
+use crate::failure::{Exit, Result};
 use crate::fetch::Net;
 use crate::site::mirror::{Kept, is_mirror};
 use crate::site::records::Action;
 use crate::site::trust::ExpiryRule;
 use crate::site::{Downgrade, Options, RelayOptions, Role, relay};
 
-pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &InstallArgs) -> Result<Exit> {
     if args.candidate {
         let why = "--candidate is a mirror's: a relay keeps an upstream's candidate with --release VERSION|ID";
         return Err(super::UsageError(why.to_owned()).into());
@@ -77,7 +77,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn print(done: &crate::site::Relayed) -> anyhow::Result<()> {
+fn print(done: &crate::site::Relayed) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let what = format!("{} {} ({})", done.name, done.version, done.id);
     let part = match done.kept {

@@ -1,13 +1,13 @@
 //! `airlock report (BUNDLE [--base OLD] [--trust PUB…] | --root DIR) [--out FILE.html] [--json]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use crate::bundle::parts::Input;
 use crate::cli::ReportArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 
-pub fn run(args: &ReportArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &ReportArgs) -> Result<Exit> {
     // A page of HTML is not for a terminal: said before anything is verified.
     if args.out.is_none() && !args.json && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return Err(super::UsageError(
@@ -67,7 +67,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Exit> {
 
 /// `report --fleet DIR`: one page for a fleet's rollout (exit 0 even when it shows red: the
 /// page is the evidence of what happened).
-fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<Exit> {
+fn fleet(args: &ReportArgs, dir: &std::path::Path) -> Result<Exit> {
     let fleet = crate::report::fleet::fleet(dir, args.run.as_ref())?;
     let page_dir = args
         .out
@@ -78,7 +78,7 @@ fn fleet(args: &ReportArgs, dir: &std::path::Path) -> anyhow::Result<Exit> {
 }
 
 /// The page to `--out` (or stdout without `--json`), and the data as JSON with `--json`.
-fn output(args: &ReportArgs, page: &str, data: &impl serde::Serialize) -> anyhow::Result<()> {
+fn output(args: &ReportArgs, page: &str, data: &impl serde::Serialize) -> Result<()> {
     match &args.out {
         Some(path) => {
             super::write_atomic(path, page.as_bytes())?;

@@ -2,16 +2,16 @@
 //! `airlock promote --root MIRROR VERSION|ID [--allow-downgrade] [--json]`, the same switch to
 //! a mirror's retained release.
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use crate::cli::RollbackArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 use crate::fetch::Net;
 use crate::sign::KeyId;
 use crate::site::rollback::{RolledBack, Switch, Trust, rollback, switch};
 
-pub fn run(args: &RollbackArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &RollbackArgs) -> Result<Exit> {
     let expiry = crate::site::trust::ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let trust = if args.trust.trust.is_empty() {
         Trust::Site(expiry.clone())
@@ -31,7 +31,7 @@ pub fn run(args: &RollbackArgs) -> anyhow::Result<Exit> {
     print("rolled back to", &done)
 }
 
-pub fn promote(args: &crate::cli::PromoteArgs) -> anyhow::Result<Exit> {
+pub fn promote(args: &crate::cli::PromoteArgs) -> Result<Exit> {
     if args.reason.is_some() && !args.allow_expired && !args.without_approval {
         return Err(super::UsageError("--reason goes with --allow-expired or --without-approval".into()).into());
     }
@@ -88,7 +88,7 @@ fn already(
     release: &str,
     decided: &crate::site::promotion::Decided,
     signing: Option<&crate::site::rollback::Signing>,
-) -> anyhow::Result<bool> {
+) -> Result<bool> {
     let Some((id, name, version)) = crate::site::rollback::already_current(&args.root, release) else {
         return Ok(false);
     };
@@ -118,7 +118,7 @@ fn decided(
     args: &crate::cli::PromoteArgs,
     trust: Option<&crate::trust::SiteTrust>,
     release: &str,
-) -> anyhow::Result<crate::site::promotion::Decided> {
+) -> Result<crate::site::promotion::Decided> {
     use crate::site::promotion::{ApprovedBy, Decided, PromotionError};
     let approvers = trust.and_then(|t| t.decision_role(crate::trust::APPROVERS_ROLE));
     Ok(match (&args.approval, &approvers) {
@@ -158,7 +158,7 @@ fn decided(
 fn signing(
     args: &crate::cli::PromoteArgs,
     trust: Option<&crate::trust::SiteTrust>,
-) -> anyhow::Result<Option<crate::site::rollback::Signing>> {
+) -> Result<Option<crate::site::rollback::Signing>> {
     let role = trust.and_then(|t| t.decision_role(crate::trust::PROMOTION_ROLE));
     let Some(role) = role else {
         if !args.sign.is_empty() {
@@ -188,7 +188,7 @@ fn signing(
     Ok(Some(crate::site::rollback::Signing { role, keys, expires }))
 }
 
-fn print(verb: &str, done: &RolledBack) -> anyhow::Result<Exit> {
+fn print(verb: &str, done: &RolledBack) -> Result<Exit> {
     let mut out = std::io::stdout().lock();
     let signers: Vec<_> = done.signers.iter().map(KeyId::short).collect();
     writeln!(

@@ -5,13 +5,12 @@
 
 use std::path::Path;
 
-use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use super::UsageError;
 use crate::cli::{RolloutArgs, RolloutCommand, RolloutNoteArgs, RolloutResolveArgs, RolloutStep, RolloutWaveArgs};
 use crate::clock::Timestamp;
-use crate::failure::Exit;
+use crate::failure::{Context as _, Exit, Result};
 use crate::fleet::journal::Event;
 use crate::fleet::judge::{self, Progress, Step};
 use crate::fleet::plan::{MAX_PLAN_BYTES, PlanInput};
@@ -20,7 +19,7 @@ use crate::fleet::scheduler::SchedulerNode;
 use crate::fleet::{FleetError, NodeName, RunDir, evidence, plan, read_input};
 use crate::site::BundleId;
 
-pub fn run(cmd: &RolloutCommand) -> anyhow::Result<Exit> {
+pub fn run(cmd: &RolloutCommand) -> Result<Exit> {
     match cmd {
         RolloutCommand::Resolve(a) => resolve(a),
         RolloutCommand::Plan(a) => plan(a),
@@ -32,7 +31,7 @@ pub fn run(cmd: &RolloutCommand) -> anyhow::Result<Exit> {
     }
 }
 
-fn print(doc: &impl Serialize) -> anyhow::Result<Exit> {
+fn print(doc: &impl Serialize) -> Result<Exit> {
     let text = serde_json::to_string_pretty(doc).context("the document")?;
     println!("{text}");
     Ok(Exit::Ok)
@@ -59,7 +58,7 @@ struct ResolvedDoc {
     sha256: String,
 }
 
-fn resolve(a: &RolloutResolveArgs) -> anyhow::Result<Exit> {
+fn resolve(a: &RolloutResolveArgs) -> Result<Exit> {
     let (sha256, name, version) = if crate::site::mirror::is_mirror(&a.source) {
         let redirects = crate::fetch::Redirects::SameOrigin { also: Vec::new() };
         let net = crate::fetch::Net::for_mirror(a.net.options(), redirects)?;
@@ -93,7 +92,7 @@ fn resolve(a: &RolloutResolveArgs) -> anyhow::Result<Exit> {
     print(&ResolvedDoc { id: BundleId::of(&sha256), name, version, sha256: sha256.to_string() })
 }
 
-fn plan(a: &RolloutArgs) -> anyhow::Result<Exit> {
+fn plan(a: &RolloutArgs) -> Result<Exit> {
     let run = dir(a);
     let mut input: PlanInput = stdin("the run's facts (stdin)")?;
     input.approved = approved(&input)?;
@@ -123,7 +122,7 @@ fn plan(a: &RolloutArgs) -> anyhow::Result<Exit> {
 
 /// The approval a run expands on, verified against the `approvers` role of the site root
 /// `approval_root` names, for the run's bundle; none when the run names none.
-fn approved(input: &PlanInput) -> anyhow::Result<Option<plan::Approved>> {
+fn approved(input: &PlanInput) -> Result<Option<plan::Approved>> {
     let Some(file) = &input.approval else { return Ok(None) };
     let Some(root) = &input.approval_root else {
         return Err(UsageError(
@@ -194,7 +193,7 @@ impl RunFile {
     }
 }
 
-fn write_run_file(run: &RunDir, file: &RunFile) -> anyhow::Result<()> {
+fn write_run_file(run: &RunDir, file: &RunFile) -> Result<()> {
     let mut text = serde_json::to_vec_pretty(file).context("run.json")?;
     text.push(b'\n');
     Ok(write_durable(&run.run_file(), &text)?)
@@ -207,7 +206,7 @@ struct NextInput {
     rows: Option<Vec<SchedulerNode>>,
 }
 
-fn next(a: &RolloutWaveArgs) -> anyhow::Result<Exit> {
+fn next(a: &RolloutWaveArgs) -> Result<Exit> {
     let run = dir(&a.run);
     let input: NextInput = stdin("the wave's batch (stdin)")?;
     let plan = run.plan()?;
@@ -222,7 +221,7 @@ struct ResultsInput {
     nodes: Vec<NodeResults>,
 }
 
-fn judge(a: &RolloutWaveArgs) -> anyhow::Result<Exit> {
+fn judge(a: &RolloutWaveArgs) -> Result<Exit> {
     let run = dir(&a.run);
     let input: ResultsInput = stdin("the wave's results (stdin)")?;
     let plan = run.plan()?;
@@ -238,7 +237,7 @@ struct Noted {
     stopped: Option<String>,
 }
 
-fn note(a: &RolloutNoteArgs) -> anyhow::Result<Exit> {
+fn note(a: &RolloutNoteArgs) -> Result<Exit> {
     let run = dir(&a.run);
     let input: ResultsInput = stdin("the step's results (stdin)")?;
     run.plan()?;
@@ -269,7 +268,7 @@ struct Written {
     refused: Vec<(String, String)>,
 }
 
-fn evidence(a: &RolloutArgs) -> anyhow::Result<Exit> {
+fn evidence(a: &RolloutArgs) -> Result<Exit> {
     let run = dir(a);
     let input: EvidenceInput = stdin("the nodes' evidence (stdin)")?;
     let plan = run.plan()?;
@@ -300,7 +299,7 @@ struct Ended {
     message: String,
 }
 
-fn end(a: &RolloutArgs) -> anyhow::Result<Exit> {
+fn end(a: &RolloutArgs) -> Result<Exit> {
     let run = dir(a);
     let plan = run.plan()?;
     let lines = run.journal()?;

@@ -1,22 +1,22 @@
 //! `airlock sbom BUNDLE [--out FILE [--json]]`: the `airlock/sbom.cdx.json` member, byte for
 //! byte.
 
-use crate::failure::Exit;
 use std::io::Write;
-
-use anyhow::bail;
 
 use super::VerificationFailed;
 use crate::bundle::manifest::SBOM;
 use crate::bundle::reader::leading_members;
 use crate::cli::SbomArgs;
+use crate::failure::{Class, Exit, Failure, Result};
 
-pub fn run(args: &SbomArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &SbomArgs) -> Result<Exit> {
     let input = crate::bundle::parts::Input::resolve(&args.bundle)?;
     let mut found = leading_members(input.open()?, &[SBOM])
         .map_err(|p| VerificationFailed(format!("`{}`: {p}", args.bundle.display())))?;
     let Some(bytes) = found.remove(SBOM) else {
-        bail!("bundle `{}` has no `{SBOM}` member (built before airlock wrote SBOMs?)", args.bundle.display());
+        let why =
+            format!("bundle `{}` has no `{SBOM}` member (built before airlock wrote SBOMs?)", args.bundle.display());
+        return Err(Failure::new(Class::Runtime, why));
     };
     match &args.out {
         Some(path) => {

@@ -2,7 +2,6 @@
 //! co-signature `BUNDLE.KEYID.sig` beside the bundle, over the same manifest bytes as the
 //! embedded signature. The bundle itself is not rewritten.
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use serde::Serialize;
@@ -12,6 +11,7 @@ use crate::bundle::parts::Input;
 use crate::bundle::reader::{OnProblem, read_head};
 use crate::cli::SignArgs;
 use crate::commands::terminal::TerminalReporter;
+use crate::failure::{Exit, Result};
 use crate::sign::policy::cosignature_path;
 use crate::sign::{KeyId, SigningKey};
 
@@ -24,7 +24,7 @@ struct SignJson<'a> {
     verified_first: bool,
 }
 
-pub fn run(args: &SignArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &SignArgs) -> Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let key = SigningKey::load(&args.key, super::key_password().as_deref())?;
     let verified_first = !args.trust.trust.is_empty();

@@ -5,11 +5,11 @@
 use std::io::Write as _;
 
 use crate::cli::SigstoreVerifyArgs;
-use crate::failure::Exit;
+use crate::failure::{Context as _, Exit, Result};
 use crate::progress::Reporter as _;
 use crate::sign::sigstore::{Identity, Root, Signer, Subject, read_bounded, verify as verify_bundle};
 
-pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
+pub fn verify(args: &SigstoreVerifyArgs) -> Result<Exit> {
     let signer = match (&args.key, &args.identity, &args.identity_regexp) {
         (Some(key), _, _) => Signer::key(key)?,
         (None, exact, pattern) => {
@@ -55,7 +55,7 @@ pub fn verify(args: &SigstoreVerifyArgs) -> anyhow::Result<Exit> {
         }
         // A FIFO or a device would be read without end: a regular file only.
         let file = crate::sign::policy::open_regular(path)
-            .map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", path.display()))?
+            .with_context(|| format!("cannot read `{}`", path.display()))?
             .ok_or_else(|| super::UsageError(format!("`{}` is not a regular file", path.display())))?;
         // A release tarball or an image can be large: progress as it is hashed (a TTY only).
         let reporter = crate::commands::terminal::TerminalReporter::new(args.json);

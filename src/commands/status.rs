@@ -1,12 +1,12 @@
 //! `airlock status --root DIR [--json]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use crate::cli::StatusArgs;
+use crate::failure::{Class, Exit, Result};
 use crate::site::status::{Entry, status};
 
-pub fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &StatusArgs) -> Result<Exit> {
     let s = status(&args.root)?;
     if args.json {
         match &args.run {
@@ -82,7 +82,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
 }
 
 /// A mirror's candidates and promotion, and the last change that did not activate.
-fn mirror_and_attempt(out: &mut impl Write, s: &crate::site::Status, root: &std::path::Path) -> anyhow::Result<()> {
+fn mirror_and_attempt(out: &mut impl Write, s: &crate::site::Status, root: &std::path::Path) -> Result<()> {
     if !s.candidates.is_empty() {
         let c: Vec<String> = s.candidates.iter().map(|e| format!("{} {} ({})", e.name, e.version, e.id)).collect();
         writeln!(out, "candidates: {} (`airlock promote --root {} VERSION|ID`)", c.join(", "), root.display())?;
@@ -111,11 +111,15 @@ fn mirror_and_attempt(out: &mut impl Write, s: &crate::site::Status, root: &std:
 }
 
 /// After printing what could be read: a damaged `state.json` is an error (exit 1).
-fn damaged_state(s: &crate::site::Status, json: bool) -> anyhow::Result<Exit> {
+fn damaged_state(s: &crate::site::Status, json: bool) -> Result<Exit> {
     match &s.state_damaged {
-        Some(why) => {
-            super::after_document(json, anyhow::anyhow!("{why}; the rest is shown as read from the links and trees"))
-        }
+        Some(why) => super::after_document(
+            json,
+            crate::failure::Failure::new(
+                Class::Runtime,
+                format!("{why}; the rest is shown as read from the links and trees"),
+            ),
+        ),
         None => Ok(Exit::Ok),
     }
 }

@@ -1,20 +1,19 @@
 //! `airlock trust init|rotate|role|revoke|renew|update|show --root DIR`: the site trust root.
 
-use crate::failure::Exit;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::cli::{TrustCommand, TrustCommon};
 use crate::clock::Timestamp;
+use crate::failure::{Class, Context as _, Exit, Failure, Result};
 use crate::sign::{SigningKey, TrustedKey};
 use crate::site::trust::change;
 use crate::trust::metadata::{self, Key};
 use crate::trust::{InitSpec, Presented, RoleSpec, RootChange, SiteTrust, TargetsChange, TrustError, Update};
 
-pub fn run(cmd: &TrustCommand) -> anyhow::Result<Exit> {
+pub fn run(cmd: &TrustCommand) -> Result<Exit> {
     match cmd {
         TrustCommand::Init(a) => init(a),
         TrustCommand::Rotate(a) => {
@@ -33,7 +32,7 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<Exit> {
         }
         TrustCommand::Role(a) => {
             let change_spec = TargetsChange {
-                set_roles: a.role.iter().map(|r| parse_role(r)).collect::<anyhow::Result<_>>()?,
+                set_roles: a.role.iter().map(|r| parse_role(r)).collect::<Result<_>>()?,
                 remove_roles: a.remove_role.clone(),
                 expires: a.expires.as_deref().map(expires).transpose()?,
                 ..TargetsChange::default()
@@ -63,10 +62,10 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<Exit> {
                 .iter()
                 .map(|p| {
                     let bytes = crate::trust::read_metadata(p)?;
-                    let bytes = bytes.with_context(|| format!("cannot read `{}`: no such file", p.display()))?;
+                    let bytes = bytes.ok_or_else(|| no_such_file(p))?;
                     Ok((p.clone(), bytes))
                 })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>>>()?;
             let wait = std::time::Duration::from_secs(a.common.site.wait);
             let after = crate::site::trust::adopt(&a.common.root, wait, &files, Presented::Explicit)?
                 .ok_or_else(|| TrustError::Missing { dir: a.common.root.join(crate::trust::TRUST_DIR) })?;
@@ -88,7 +87,7 @@ pub fn run(cmd: &TrustCommand) -> anyhow::Result<Exit> {
     }
 }
 
-fn init(a: &crate::cli::TrustInitArgs) -> anyhow::Result<Exit> {
+fn init(a: &crate::cli::TrustInitArgs) -> Result<Exit> {
     let root_keys = super::load_trusted(&a.root_key)?;
     let (targets_keys, targets_threshold) = if a.targets_key.is_empty() {
         (root_keys.clone(), a.targets_threshold.unwrap_or(a.root_threshold))
@@ -100,7 +99,7 @@ fn init(a: &crate::cli::TrustInitArgs) -> anyhow::Result<Exit> {
         root_threshold: a.root_threshold,
         targets_keys,
         targets_threshold,
-        roles: a.role.iter().map(|r| parse_role(r)).collect::<anyhow::Result<_>>()?,
+        roles: a.role.iter().map(|r| parse_role(r)).collect::<Result<_>>()?,
         expires: expires(&a.expires)?,
         signers: signers(&a.common)?,
     };
@@ -118,7 +117,7 @@ fn init(a: &crate::cli::TrustInitArgs) -> anyhow::Result<Exit> {
 
 /// `trust renew`: a new root version and a new targets version with the new expiry, each
 /// signed by the `--sign` keys that belong to it.
-fn renew(a: &crate::cli::TrustRenewArgs) -> anyhow::Result<Exit> {
+fn renew(a: &crate::cli::TrustRenewArgs) -> Result<Exit> {
     let when = expires(&a.expires)?;
     let signers = signers(&a.common)?;
     let only = a.only.as_deref();
@@ -151,7 +150,7 @@ fn signs(t: &SiteTrust, role: &str, s: &SigningKey) -> bool {
     })
 }
 
-fn targets_change(common: &TrustCommon, spec: &TargetsChange, what: &str) -> anyhow::Result<Exit> {
+fn targets_change(common: &TrustCommon, spec: &TargetsChange, what: &str) -> Result<Exit> {
     let signers = signers(common)?;
     let mut warnings = Vec::new();
     let after = write(common, |t| {
@@ -169,11 +168,11 @@ fn existing(t: Option<&SiteTrust>) -> Result<&SiteTrust, TrustError> {
 fn write(
     common: &TrustCommon,
     make: impl FnOnce(Option<&SiteTrust>) -> Result<Update, TrustError>,
-) -> anyhow::Result<SiteTrust> {
+) -> Result<SiteTrust> {
     Ok(change(&common.root, std::time::Duration::from_secs(common.site.wait), make)?)
 }
 
-fn done(common: &TrustCommon, after: &SiteTrust, what: &str, warnings: &[String]) -> anyhow::Result<Exit> {
+fn done(common: &TrustCommon, after: &SiteTrust, what: &str, warnings: &[String]) -> Result<Exit> {
     for w in warnings {
         tracing::warn!("{w}");
     }
@@ -193,25 +192,25 @@ fn done(common: &TrustCommon, after: &SiteTrust, what: &str, warnings: &[String]
     Ok(Exit::Ok)
 }
 
-fn signers(common: &TrustCommon) -> anyhow::Result<Vec<SigningKey>> {
+fn signers(common: &TrustCommon) -> Result<Vec<SigningKey>> {
     if common.sign.is_empty() {
-        anyhow::bail!(TrustError::Usage("name the keys that sign the new metadata with --sign KEY".to_owned()));
+        return Err(TrustError::Usage("name the keys that sign the new metadata with --sign KEY".to_owned()).into());
     }
     let password = super::key_password();
     common.sign.iter().map(|p| Ok(SigningKey::load(p, password.as_deref())?)).collect()
 }
 
-fn expires(value: &str) -> anyhow::Result<Timestamp> {
+fn expires(value: &str) -> Result<Timestamp> {
     let now = Timestamp::started();
     let t = Timestamp::parse_expires_after(value, now).map_err(|e| TrustError::Usage(e.to_string()))?;
     if t <= now {
-        anyhow::bail!(TrustError::Usage(format!("--expires {value} is not in the future (it is {t})")));
+        return Err(TrustError::Usage(format!("--expires {value} is not in the future (it is {t})")).into());
     }
     Ok(t)
 }
 
 /// `NAME=PUB[,PUB…]:THRESHOLD`.
-fn parse_role(value: &str) -> anyhow::Result<RoleSpec> {
+fn parse_role(value: &str) -> Result<RoleSpec> {
     let bad = |why: &str| TrustError::Usage(format!("--role `{value}`: {why}; expected NAME=PUB[,PUB…]:THRESHOLD"));
     let (name, rest) = value.split_once('=').ok_or_else(|| bad("no `=`"))?;
     let (keys, threshold) = rest.rsplit_once(':').ok_or_else(|| bad("no `:THRESHOLD`"))?;
@@ -233,7 +232,7 @@ fn parse_role(value: &str) -> anyhow::Result<RoleSpec> {
 
 /// The metadata files of the trust root under `dir` (`build --trust-root DIR`), verified
 /// first: every root version and the targets metadata, by file name.
-pub fn carried_files(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+pub fn carried_files(dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let trust = SiteTrust::load(dir).with_context(|| format!("--trust-root `{}`", dir.display()))?;
     for e in trust.expired(Timestamp::started()) {
         tracing::warn!("{} expired at {}: sites will refuse it until it is renewed", e.path.display(), e.expires);
@@ -243,14 +242,11 @@ pub fn carried_files(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         let name = crate::trust::root_file(n);
         let path = trust.dir.join(&name);
         let bytes = crate::trust::read_metadata(&path)?;
-        files.push((name, bytes.with_context(|| format!("cannot read `{}`: no such file", path.display()))?));
+        files.push((name, bytes.ok_or_else(|| no_such_file(&path))?));
     }
     let path = trust.dir.join(crate::trust::TARGETS_FILE);
     let bytes = crate::trust::read_metadata(&path)?;
-    files.push((
-        crate::trust::TARGETS_FILE.to_owned(),
-        bytes.with_context(|| format!("cannot read `{}`: no such file", path.display()))?,
-    ));
+    files.push((crate::trust::TARGETS_FILE.to_owned(), bytes.ok_or_else(|| no_such_file(&path))?));
     // The Sigstore trusted root the targets list travels with them (checked against them first).
     if let Some((bytes, _)) = trust.sigstore_root()? {
         files.push(("trusted_root.json".to_owned(), bytes));
@@ -348,7 +344,7 @@ impl Shown {
     }
 }
 
-fn print(s: &Shown) -> anyhow::Result<()> {
+fn print(s: &Shown) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "trust root {} (1.root.json sha256 {})", s.dir.display(), s.anchor_sha256)?;
     writeln!(out, "root version {}, expires {}", s.root_version, s.root_expires)?;
@@ -383,4 +379,9 @@ fn print(s: &Shown) -> anyhow::Result<()> {
         writeln!(out, "EXPIRED {e}")?;
     }
     Ok(())
+}
+
+/// A file a trust command was to read is not there.
+fn no_such_file(path: &Path) -> Failure {
+    Failure::new(Class::Runtime, format!("cannot read `{}`: no such file", path.display()))
 }

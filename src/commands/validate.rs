@@ -1,21 +1,20 @@
 //! `airlock validate --root DIR [--json]`: this host against the active bundle's support matrix
 //! and acceptance checks. Exit 0 green, 0 amber (with a warning), 4 red.
 
-use crate::failure::Exit;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
 use std::time::Duration;
 
 use crate::cli::ValidateArgs;
-use crate::failure::Class;
+use crate::failure::{Class, Exit, Result};
 use crate::site::SiteRoot;
 use crate::site::records::{Action, Outcome, Record, RecordBundle, Validation as RecordedValidation};
 use crate::validate::matrix::Verdict;
 use crate::validate::probe::HostRoot;
 use crate::validate::{not_green, validate, word};
 
-pub fn run(args: &ValidateArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &ValidateArgs) -> Result<Exit> {
     if args.commit {
         return commit(args);
     }
@@ -86,7 +85,7 @@ struct Judged {
     record: Option<std::path::PathBuf>,
 }
 
-fn judge(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> anyhow::Result<Judged> {
+fn judge(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> Result<Judged> {
     // Nothing from the active bundle runs before it verified again under the policy it was
     // installed with and its tree matched it; no writer moves it meanwhile.
     let root = SiteRoot::new(&args.root);
@@ -165,7 +164,7 @@ fn nhc(args: &ValidateArgs, reporter: &dyn crate::progress::Reporter) -> Exit {
 /// The line and exit of a node whose root another command holds: the newest verdict its
 /// records hold for the current bundle (read without the lock: a record is written whole),
 /// with its age; none judged yet: busy, exit 0.
-fn last_judged(root: &SiteRoot, busy: &anyhow::Error) -> (String, Exit) {
+fn last_judged(root: &SiteRoot, busy: &crate::failure::Failure) -> (String, Exit) {
     let current = root.link(crate::site::root::Link::Current);
     let records = crate::site::records::read_all(root).unwrap_or_default();
     let last = records.iter().rev().find_map(|(path, r)| {
@@ -193,7 +192,7 @@ fn last_judged(root: &SiteRoot, busy: &anyhow::Error) -> (String, Exit) {
 }
 
 /// `validate --commit`: a pending apply committed (exit 0) or the host restored (exit 4).
-fn commit(args: &ValidateArgs) -> anyhow::Result<Exit> {
+fn commit(args: &ValidateArgs) -> Result<Exit> {
     let reporter = crate::commands::terminal::TerminalReporter::new(args.json);
     let writer = crate::site::Writer { wait: Duration::from_secs(args.site.wait), run: args.run.id.clone() };
     let done = crate::site::commit_pending(&args.root, &writer, &reporter)?;
@@ -219,7 +218,7 @@ fn commit(args: &ValidateArgs) -> anyhow::Result<Exit> {
 
 /// `validate --baseline`: the active bundle's metric checks run on this stack, kept as the
 /// root's baseline.
-fn baseline(args: &ValidateArgs) -> anyhow::Result<Exit> {
+fn baseline(args: &ValidateArgs) -> Result<Exit> {
     let root = SiteRoot::new(&args.root);
     let _lock = root.lock_for_reading("validate", Duration::from_secs(args.site.wait))?;
     let reporter = crate::commands::terminal::TerminalReporter::new(args.json);

@@ -1,6 +1,5 @@
 //! `airlock verify BUNDLE --trust PUB [--trust PUB…] [--threshold N] [--json]`
 
-use crate::failure::Exit;
 use std::io::Write;
 
 use serde::Serialize;
@@ -12,7 +11,7 @@ use crate::bundle::parts::{Input, PartsError};
 use crate::bundle::reader::{OnProblem, Problem, Rejection, Report};
 use crate::cli::VerifyArgs;
 use crate::commands::terminal::TerminalReporter;
-use crate::failure::{Class, Classify};
+use crate::failure::{Class, Classify, Exit, Result};
 use crate::sign::KeyId;
 use crate::sign::policy::{GIVEN_ROLE, Outcome, SignatureCheck, Source};
 use crate::site::trust::ExpiryRule;
@@ -105,7 +104,7 @@ fn read(
     Ok((report, signer))
 }
 
-pub fn run(args: &VerifyArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &VerifyArgs) -> Result<Exit> {
     let input = Input::resolve(&args.bundle)?;
     let rule = ExpiryRule::from_flags(args.allow_expired, args.reason.as_deref());
     let mut policy = match &args.root {
@@ -205,7 +204,7 @@ fn check_expiry(report: &mut Report, policy: &mut crate::sign::Policy, rule: &Ex
     }
 }
 
-fn print_human(args: &VerifyArgs, input: &Input, report: &Report, policy: &crate::sign::Policy) -> anyhow::Result<()> {
+fn print_human(args: &VerifyArgs, input: &Input, report: &Report, policy: &crate::sign::Policy) -> Result<()> {
     let mut out = std::io::stdout().lock();
     for p in &report.problems {
         let rejected = crate::commands::terminal::paint(

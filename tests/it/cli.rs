@@ -343,6 +343,7 @@ fn self_upgrade_refuses_an_expired_bundle_an_older_airlock_and_trust_keys_where_
 /// `scripts/release.sh`): every page rendered, no link left to a `.md`, every relative link and
 /// image found among the pages written.
 #[test]
+#[cfg_attr(not(feature = "system-tests"), ignore = "system tier: needs python3-markdown")]
 fn the_documentation_renders_to_html_pages_whose_links_all_resolve() {
     let out = tempfile::tempdir().unwrap();
     let html = out.path().join("html");

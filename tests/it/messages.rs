@@ -54,6 +54,9 @@ fn spec_and_key_mistakes_say_what_to_do() {
     let r = airlock_run(&["keygen", "--out-dir", s(&keys), "--name", "k"]).code(1);
     assert!(r.stderr.contains("refusing to overwrite") && r.stderr.contains("k.key"), "{}", r.stderr);
     assert!(!r.stderr.contains("UNENCRYPTED"), "no warning about a key that is not written: {}", r.stderr);
+    // A name that is not a file name is a flag value that cannot be used: exit 2, as clap's.
+    let r = airlock_run(&["keygen", "--out-dir", s(&keys), "--name", "../k"]).code(2);
+    assert!(r.stderr.contains("invalid key name `../k`: expected a plain file name"), "{}", r.stderr);
 }
 
 #[test]
