@@ -7,8 +7,9 @@ use crate::cli::InstallArgs;
 use crate::commands::terminal::TerminalReporter;
 use crate::failure::{Exit, Result};
 use crate::fetch::Net;
-use crate::site::mirror::{Kept, is_mirror};
+use crate::site::mirror::is_mirror;
 use crate::site::records::Action;
+use crate::site::state::Kept;
 use crate::site::trust::ExpiryRule;
 use crate::site::{Downgrade, Options, RelayOptions, Role, relay};
 

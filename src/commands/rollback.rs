@@ -87,7 +87,7 @@ fn already(
     args: &crate::cli::PromoteArgs,
     release: &str,
     decided: &crate::site::promotion::Decided,
-    signing: Option<&crate::site::rollback::Signing>,
+    signing: Option<&crate::site::promotion::Signing>,
 ) -> Result<bool> {
     let Some((id, name, version)) = crate::site::rollback::already_current(&args.root, release) else {
         return Ok(false);
@@ -158,7 +158,7 @@ fn decided(
 fn signing(
     args: &crate::cli::PromoteArgs,
     trust: Option<&crate::trust::SiteTrust>,
-) -> Result<Option<crate::site::rollback::Signing>> {
+) -> Result<Option<crate::site::promotion::Signing>> {
     let role = trust.and_then(|t| t.decision_role(crate::trust::PROMOTION_ROLE));
     let Some(role) = role else {
         if !args.sign.is_empty() {
@@ -185,7 +185,7 @@ fn signing(
     let now = crate::clock::Timestamp::started();
     let expires = crate::clock::Timestamp::parse_expires_after(&args.promotion_expires, now)
         .map_err(|e| super::UsageError(format!("--promotion-expires: {e}")))?;
-    Ok(Some(crate::site::rollback::Signing { role, keys, expires }))
+    Ok(Some(crate::site::promotion::Signing { role, keys, expires }))
 }
 
 fn print(verb: &str, done: &RolledBack) -> Result<Exit> {

@@ -533,7 +533,7 @@ fn read_kept(
 ) -> ReadBundle {
     let (mut held, mut away) = ((0, 0), (0, 0));
     for e in &manifest.entries {
-        let side = if crate::site::mirror::kept_by_node(e.path.as_str()) { &mut held } else { &mut away };
+        let side = if crate::site::state::kept_by_node(e.path.as_str()) { &mut held } else { &mut away };
         side.0 += 1;
         side.1 += e.size;
     }

@@ -271,7 +271,7 @@ pub(super) fn verify_kept(
     }
 }
 
-/// A bundle a node (or relay) took from a mirror and kept in part (`mirror::Kept`), with its
+/// A bundle a node (or relay) took from a mirror and kept in part (`state::Kept`), with its
 /// manifest's sha256, read once: its manifest's signatures verified again under the recorded
 /// policy, its id from the manifest's digest, and the files it keeps (and their views) compared
 /// with the manifest.
@@ -280,9 +280,10 @@ fn partial(
     id: &BundleId,
     policy: &crate::sign::Policy,
     mut out: BundleCheck,
-    part: super::mirror::Kept,
+    part: super::state::Kept,
 ) -> Result<(BundleCheck, Option<(VerifiedManifest, Sha256)>), SiteError> {
-    use super::mirror::{MAX_SIGNATURE_BYTES, SIGNATURE};
+    use super::mirror::MAX_SIGNATURE_BYTES;
+    use crate::bundle::manifest::SIGNATURE;
     let dir = root.bundle_dir(id);
     let read = |rel: &str, limit: u64| match super::root::read_bounded(&dir.join(rel), limit) {
         Ok(Some(bytes)) => Ok(bytes),

@@ -360,7 +360,7 @@ pub(super) fn remember_retained(state: &mut State, verified: &Verified, id: &Bun
         base: verified.base.clone(),
         applied: Vec::new(),
         partial: false,
-        kept: super::mirror::Kept::Packages,
+        kept: super::state::Kept::Packages,
     };
     state.bundles.insert(id.clone(), retained);
     if let Some(site) = &opts.registry {

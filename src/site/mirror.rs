@@ -21,10 +21,11 @@ use std::path::{Path, PathBuf};
 use super::public::ReleaseIndex;
 use super::root::{RETAINED_BUNDLE, SiteRoot};
 use super::stage::{Staged, Verified};
+use super::state::Kept;
 use super::{SiteError, io_err};
 use crate::bundle::Manifest;
 use crate::bundle::manifest::VerifiedManifest;
-use crate::bundle::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES};
+use crate::bundle::manifest::{Entry, MANIFEST, MAX_MANIFEST_BYTES, SIGNATURE};
 use crate::digest::Sha256;
 use crate::fetch::{HttpError, Net};
 use crate::progress::Reporter;
@@ -34,41 +35,6 @@ use crate::sign::policy::{Checked, CoSignature};
 /// The largest signature file read from a mirror: a DER ECDSA signature in base64 is ~100 bytes.
 pub const MAX_SIGNATURE_BYTES: u64 = 4096;
 
-/// The members a node keeps of a bundle it applied from a mirror.
-pub fn kept_by_node(path: &str) -> bool {
-    path.starts_with("debs/") || path.starts_with("rpms/") || path == MANIFEST || path == SIGNATURE
-}
-
-/// What of a release a root keeps when it takes the release from a mirror (`state.json`'s
-/// `kept` beside `partial`): what its views, its check and its rollback are made from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kept {
-    /// A node's part: the signed manifest, its signature, the package files (`kept_by_node`).
-    #[default]
-    Packages,
-    /// A relay's: a node's part and the trust metadata the bundle carries (`airlock/trust/`),
-    /// which the nodes and relays reading from it take a rotated trust root from.
-    Relay,
-    /// A relay's with `--all`: every member, as the mirror serves them.
-    All,
-}
-
-impl Kept {
-    /// Whether a member at `path` is kept.
-    pub fn holds(self, path: &str) -> bool {
-        match self {
-            Self::Packages => kept_by_node(path),
-            Self::Relay => kept_by_node(path) || path.starts_with(crate::bundle::manifest::TRUST_PREFIX),
-            Self::All => true,
-        }
-    }
-
-    pub fn is_packages(&self) -> bool {
-        *self == Self::Packages
-    }
-}
-
 /// What of `manifest` a root keeps: the entries `kept` holds, and the deb and rpm artifacts (all
 /// of them for `Kept::All`).
 pub fn kept(manifest: &VerifiedManifest, kept: Kept) -> VerifiedManifest {
@@ -76,9 +42,6 @@ pub fn kept(manifest: &VerifiedManifest, kept: Kept) -> VerifiedManifest {
     let artifact = |a: &Artifact| kept == Kept::All || matches!(a, Artifact::Deb(_) | Artifact::Rpm(_));
     manifest.narrowed(|e| kept.holds(e.path.as_str()), artifact)
 }
-
-/// The embedded signature member.
-pub const SIGNATURE: &str = "airlock/manifest.json.sig";
 
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {

@@ -26,6 +26,14 @@ use crate::sign::{KeyId, SigningKey};
 use crate::trust::DecisionRole;
 use crate::trust::metadata::Signed;
 
+/// How a mirror signs its promotions: the site's `promotion` role, the keys given, the expiry.
+#[derive(Debug)]
+pub struct Signing {
+    pub role: DecisionRole,
+    pub keys: Vec<SigningKey>,
+    pub expires: Timestamp,
+}
+
 /// Beside `current` in a mirror's public tree.
 pub const FILE: &str = "promotion.json";
 /// The largest promotion read: a few hundred bytes and a signature per key.
@@ -228,11 +236,7 @@ pub struct Renewed {
 /// expiry, for the same bundle and decision. Refused when the mirror has none, when it does not
 /// verify under the role (renewing is not a way to sign what someone planted), or when it does
 /// not name the release `current` is.
-pub fn renew(
-    root: &Path,
-    signing: &super::rollback::Signing,
-    wait: std::time::Duration,
-) -> Result<Renewed, super::SiteError> {
+pub fn renew(root: &Path, signing: &Signing, wait: std::time::Duration) -> Result<Renewed, super::SiteError> {
     let root = &super::SiteRoot::new(root);
     if !root.is_site() {
         return Err(super::SiteError::NotASite { root: root.path().to_owned() });

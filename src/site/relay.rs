@@ -17,11 +17,12 @@ use std::path::{Path, PathBuf};
 
 use super::activate::{activate, prune};
 use super::install::{Attempt, Trip, check_downgrade, raise_mark, remember_retained};
-use super::mirror::{Fetching, Held, Kept, Release, SignedPromotion};
+use super::mirror::{Fetching, Held, Release, SignedPromotion};
 use super::records::{self, Phase, Transfer};
 use super::retain::retain;
 use super::root::{BundleId, Link, SiteRoot};
 use super::stage::{Staged, write_views};
+use super::state::Kept;
 use super::transaction::{Step, Transaction};
 use super::{CrashPoint, Downgrade, Options, SiteError, crash_point, io_err};
 use crate::digest::Sha256;

@@ -63,15 +63,12 @@ pub enum Switch {
     Rollback,
     /// A mirror's retained release by version or id (`airlock promote`), on the decision it
     /// rests on, signed as the site's `promotion` role when `signing` is given.
-    Promote { release: String, downgrade: super::Downgrade, decided: Box<Decided>, signing: Option<Signing> },
-}
-
-/// How a mirror signs its promotions: the site's `promotion` role, the keys given, the expiry.
-#[derive(Debug)]
-pub struct Signing {
-    pub role: crate::trust::DecisionRole,
-    pub keys: Vec<crate::sign::SigningKey>,
-    pub expires: crate::clock::Timestamp,
+    Promote {
+        release: String,
+        downgrade: super::Downgrade,
+        decided: Box<Decided>,
+        signing: Option<super::promotion::Signing>,
+    },
 }
 
 impl Switch {
@@ -276,7 +273,7 @@ fn publish_promotion(
     verified: &Verified,
     id: &BundleId,
     decision: Option<&crate::site::records::DecisionUsed>,
-    signing: &Signing,
+    signing: &super::promotion::Signing,
 ) -> Result<u64, SiteError> {
     let public = root.public();
     let last = super::promotion::current(&public).map_or(0, |p| p.version);

@@ -93,8 +93,46 @@ pub struct Retained {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
     /// Which part a `partial` bundle keeps: a node's (the default), or a relay's.
-    #[serde(default, skip_serializing_if = "super::mirror::Kept::is_packages")]
-    pub kept: super::mirror::Kept,
+    #[serde(default, skip_serializing_if = "Kept::is_packages")]
+    pub kept: Kept,
+}
+
+/// The members a node keeps of a bundle it applied from a mirror.
+pub fn kept_by_node(path: &str) -> bool {
+    path.starts_with("debs/")
+        || path.starts_with("rpms/")
+        || path == crate::bundle::manifest::MANIFEST
+        || path == crate::bundle::manifest::SIGNATURE
+}
+
+/// What of a release a root keeps when it takes the release from a mirror (`kept` beside
+/// `partial`): what its views, its check and its rollback are made from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kept {
+    /// A node's part: the signed manifest, its signature, the package files (`kept_by_node`).
+    #[default]
+    Packages,
+    /// A relay's: a node's part and the trust metadata the bundle carries (`airlock/trust/`),
+    /// which the nodes and relays reading from it take a rotated trust root from.
+    Relay,
+    /// A relay's with `--all`: every member, as the mirror serves them.
+    All,
+}
+
+impl Kept {
+    /// Whether a member at `path` is kept.
+    pub fn holds(self, path: &str) -> bool {
+        match self {
+            Self::Packages => kept_by_node(path),
+            Self::Relay => kept_by_node(path) || path.starts_with(crate::bundle::manifest::TRUST_PREFIX),
+            Self::All => true,
+        }
+    }
+
+    pub fn is_packages(&self) -> bool {
+        *self == Self::Packages
+    }
 }
 
 /// An apply whose change needs a reboot before its stack can be judged: `validate --commit`

@@ -228,7 +228,7 @@ fn arrive(
         }
         (Arrival::Mirror { source, release, net, promotion }, _) => {
             let promotion = promotion.map(|role| (role, state.promotion));
-            let kept = crate::site::mirror::Kept::Packages;
+            let kept = crate::site::state::Kept::Packages;
             let from = crate::site::mirror::Fetching { source, release, net, packages, kept, promotion };
             let held = crate::site::mirror::Held::of(root, kept);
             let got = crate::site::mirror::stage_packages(&from, trust, root, &held, reporter, verified)?;
@@ -399,7 +399,7 @@ fn write_node_views(dir: &Path, manifest: &VerifiedManifest, partial: bool, opts
     if partial {
         write_views(
             dir,
-            &crate::site::mirror::kept(manifest, crate::site::mirror::Kept::Packages),
+            &crate::site::mirror::kept(manifest, crate::site::state::Kept::Packages),
             opts.apt_key.as_ref(),
         )
     } else {
