@@ -131,9 +131,6 @@ pub enum MetadataError {
     /// Well-formed, but not the metadata it should be: what is missing or out of place.
     #[error("{0}")]
     Shape(String),
-    /// What the caller's `each` refused a package or an advisory with.
-    #[error("{0}")]
-    Refused(String),
 }
 
 impl crate::failure::Classify for MetadataError {
@@ -258,10 +255,7 @@ fn dep(e: &BytesStart<'_>) -> Result<Dep, MetadataError> {
 }
 
 /// Call `each` with every `<package>` of a primary stream, in order.
-pub fn primary(
-    input: &mut dyn BufRead,
-    mut each: impl FnMut(Package) -> Result<(), String>,
-) -> Result<(), MetadataError> {
+pub fn primary(input: &mut dyn BufRead, mut each: impl FnMut(Package)) -> Result<(), MetadataError> {
     let mut reader = Reader::from_reader(input);
     let mut buf = Vec::new();
     let mut pkg: Option<Package> = None;
@@ -323,7 +317,7 @@ pub fn primary(
                             done.name
                         )));
                     }
-                    each(done).map_err(MetadataError::Refused)?;
+                    each(done);
                 }
                 b"rpm:provides" | b"rpm:requires" | b"rpm:recommends" => list = None,
                 _ => {}
@@ -363,10 +357,7 @@ pub struct Advisory {
 }
 
 /// Call `each` with every `<update>` of an updateinfo stream.
-pub fn updateinfo(
-    input: &mut dyn BufRead,
-    mut each: impl FnMut(Advisory) -> Result<(), String>,
-) -> Result<(), MetadataError> {
+pub fn updateinfo(input: &mut dyn BufRead, mut each: impl FnMut(Advisory)) -> Result<(), MetadataError> {
     let mut reader = Reader::from_reader(input);
     let mut buf = Vec::new();
     let mut update: Option<Advisory> = None;
@@ -398,7 +389,7 @@ pub fn updateinfo(
             },
             Event::End(e) if e.name().as_ref() == b"update" => {
                 let done = update.take().ok_or_else(|| shape("`</update>` without `<update>`"))?;
-                each(done).map_err(MetadataError::Refused)?;
+                each(done);
             }
             Event::Eof => break,
             _ => {}
@@ -488,11 +479,7 @@ mod tests {
     #[test]
     fn primary_packages_stream_with_their_dependencies() {
         let mut got = Vec::new();
-        primary(&mut PRIMARY.as_bytes(), |p| {
-            got.push(p);
-            Ok(())
-        })
-        .unwrap();
+        primary(&mut PRIMARY.as_bytes(), |p| got.push(p)).unwrap();
         let p = &got[0];
         assert_eq!((p.name.as_str(), p.epoch, p.evr().as_str()), ("rocm-core", 1, "1:6.4.1~rc1-1.el9"));
         assert_eq!(
@@ -505,8 +492,8 @@ mod tests {
         assert_eq!(p.size, 6262);
         // Cut short: refused, never half-read.
         let cut = &PRIMARY[..PRIMARY.len() - 30];
-        assert!(primary(&mut cut.as_bytes(), |_| Ok(())).is_err());
-        assert!(primary(&mut "<html></html>".as_bytes(), |_| Ok(())).is_err());
+        assert!(primary(&mut cut.as_bytes(), drop).is_err());
+        assert!(primary(&mut "<html></html>".as_bytes(), drop).is_err());
     }
 
     #[test]

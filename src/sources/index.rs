@@ -20,11 +20,12 @@ pub enum Compression {
 }
 
 /// Why an index could not be read: its decompressed bytes are not what the `Release` says
-/// (a verification failure), or it is not a readable index at all.
+/// (a verification failure), they do not decompress, or what read them refused them (`E`).
 #[derive(Debug, PartialEq, Eq)]
-pub enum ReadError {
+pub enum ReadError<E> {
     Mismatch { expected: String, actual: String },
     Unreadable(String),
+    Refused(E),
 }
 
 /// A fetched index, verified as fetched by the `Release`; decompressed only while read.
@@ -74,7 +75,7 @@ impl Index {
     /// Hand the decompressed stream to `consume`. The decompressed bytes are hashed while
     /// they stream past and checked against `plain` at the end; a decompression error or a
     /// mismatch wins over whatever `consume` said about a stream that was cut short.
-    pub fn stream(&self, consume: impl FnOnce(&mut dyn BufRead) -> Result<(), String>) -> Result<(), ReadError> {
+    pub fn stream<E>(&self, consume: impl FnOnce(&mut dyn BufRead) -> Result<(), E>) -> Result<(), ReadError<E>> {
         let (reader, writer) = std::io::pipe().map_err(|e| ReadError::Unreadable(format!("pipe: {e}")))?;
         std::thread::scope(|scope| {
             let decompressor = scope.spawn(move || {
@@ -90,10 +91,10 @@ impl Index {
                 (Ok(sum), Ok(())) => sum,
                 // The reader stopped first: the pipe broke because of what it said.
                 (Err(e), Err(said)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                    return Err(ReadError::Unreadable(said));
+                    return Err(ReadError::Refused(said));
                 }
                 (Err(e), _) => return Err(ReadError::Unreadable(e.to_string())),
-                (Ok(_), Err(said)) => return Err(ReadError::Unreadable(said)),
+                (Ok(_), Err(said)) => return Err(ReadError::Refused(said)),
             };
             if let Some((hash, expected)) = &self.plain
                 && (digest.to_string() != *hash || size != *expected)
@@ -180,11 +181,11 @@ pub(crate) mod tests {
         Index { url: "u".into(), bytes: compress(plain, compression), compression, plain: Some(sum), limit }
     }
 
-    fn names(index: &Index) -> Result<Vec<String>, ReadError> {
+    fn names(index: &Index) -> Result<Vec<String>, ReadError<std::io::ErrorKind>> {
         let mut out = Vec::new();
         index.stream(|r| {
             for line in r.lines() {
-                let line = line.map_err(|e| e.to_string())?;
+                let line = line.map_err(|e| e.kind())?;
                 if let Some(name) = line.strip_prefix("Package: ") {
                     out.push(name.to_owned());
                 }
@@ -247,7 +248,7 @@ pub(crate) mod tests {
     fn a_consumer_error_stops_the_stream() {
         let plain = b"Package: a\nVersion: 1\n\n".repeat(100_000);
         let idx = index(&plain, Compression::Xz, plain.len() as u64);
-        let err = idx.stream(|_| Err("stop".into())).unwrap_err();
-        assert_eq!(err, ReadError::Unreadable("stop".into()));
+        let err = idx.stream(|_| Err("stop")).unwrap_err();
+        assert_eq!(err, ReadError::Refused("stop"));
     }
 }

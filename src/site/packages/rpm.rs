@@ -243,7 +243,6 @@ impl PackageManager for Rpm {
             let (path, mut reader) = index?;
             crate::rpmmd::primary(&mut reader, |p| {
                 out.insert((p.name.clone(), p.evr()));
-                Ok(())
             })
             .map_err(|e| PackageError::Index { path, detail: e.to_string() })?;
         }

@@ -13,10 +13,13 @@ pub use crate::sources::index::{Compression, Index, ReadError};
 
 /// Call `each` with every paragraph of a `Packages` index, in order (`Index::stream`: a
 /// decompression error or a digest mismatch wins over what `each` said).
-pub fn paragraphs(index: &Index, mut each: impl FnMut(Paragraph) -> Result<(), String>) -> Result<(), ReadError> {
+pub fn paragraphs(
+    index: &Index,
+    mut each: impl FnMut(Paragraph) -> Result<(), BadStanza>,
+) -> Result<(), ReadError<BadStanza>> {
     index.stream(|reader| {
         for paragraph in ParagraphReader::new(reader) {
-            paragraph.map_err(|e| format!("not a deb822 index: {e}")).and_then(&mut each)?;
+            paragraph.map_err(|e| BadStanza::NotIndex(e.to_string())).and_then(&mut each)?;
         }
         Ok(())
     })
@@ -68,6 +71,8 @@ pub enum BadStanza {
     Provides { package: String, detail: String },
     #[error("not a dpkg status file: {0}")]
     NotStatus(String),
+    #[error("not a deb822 index: {0}")]
+    NotIndex(String),
 }
 
 impl crate::failure::Classify for BadStanza {

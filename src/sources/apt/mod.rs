@@ -47,6 +47,9 @@ pub enum DebError {
     NoKeyring { repo: String },
     #[error("{url}: {detail}")]
     Index { url: String, detail: String },
+    /// A paragraph of the index at `url` that cannot be read (shown, not chained).
+    #[error("{url}: {stanza}")]
+    Stanza { url: String, stanza: index::BadStanza },
     #[error("{url}: expected {what} {expected}, got {actual}")]
     Mismatch { url: String, what: &'static str, expected: String, actual: String },
     #[error(
@@ -72,6 +75,7 @@ impl Classify for DebError {
             DebError::NoKeyring { .. }
             | DebError::Keyring { .. }
             | DebError::Index { .. }
+            | DebError::Stanza { .. }
             | DebError::NotFound { .. }
             | DebError::Base { .. }
             | DebError::Unsolvable { .. } => Class::Runtime,
@@ -314,12 +318,13 @@ async fn load(sources: &Sources<'_>, entry: &DebSpec) -> Result<(Vec<Index>, Dis
     Ok((out, Distro { origin: field("Origin"), codename: field("Codename").or_else(|| field("Suite")) }))
 }
 
-fn read_error(url: &str, e: ReadError) -> DebError {
+fn read_error(url: &str, e: ReadError<index::BadStanza>) -> DebError {
     match e {
         ReadError::Mismatch { expected, actual } => {
             DebError::Mismatch { url: format!("{url} (decompressed)"), what: "sha256/size", expected, actual }
         }
         ReadError::Unreadable(detail) => DebError::Index { url: url.to_owned(), detail },
+        ReadError::Refused(stanza) => DebError::Stanza { url: url.to_owned(), stanza },
     }
 }
 
@@ -357,7 +362,7 @@ async fn universe(entries: &[&DebSpec], loaded: &[Arc<Vec<Index>>], group: &[usi
         for (source, indexes) in work {
             for index in indexes.iter() {
                 index::paragraphs(index, |p| {
-                    if let Some(pkg) = Pkg::from_paragraph(&p, source).map_err(|e| e.to_string())?
+                    if let Some(pkg) = Pkg::from_paragraph(&p, source)?
                         && (pkg.architecture == arch || pkg.architecture == "all")
                     {
                         pkgs.push(pkg);
@@ -743,7 +748,7 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<DebScan, So
             let mut found = Vec::new();
             for index in &indexes {
                 index::paragraphs(index, |p| {
-                    if let Some(pkg) = Pkg::from_paragraph(&p, 0).map_err(|e| e.to_string())?
+                    if let Some(pkg) = Pkg::from_paragraph(&p, 0)?
                         && wanted.contains(&(pkg.name.clone(), pkg.architecture.clone()))
                     {
                         found.push(pkg);

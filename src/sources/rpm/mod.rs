@@ -58,6 +58,9 @@ pub enum RpmError {
     Unsigned { url: String },
     #[error("{url}: {detail}")]
     Metadata { url: String, detail: String },
+    /// Metadata at `url` that does not read as rpm-md (shown, not chained).
+    #[error("{url}: {detail}")]
+    Repodata { url: String, detail: crate::rpmmd::MetadataError },
     #[error("{url}: only {kind} checksums are offered; airlock accepts sha256, sha384 or sha512")]
     WeakChecksum { url: String, kind: String },
     #[error("{url}: expected {what} {expected}, got {actual}")]
@@ -83,6 +86,7 @@ impl Classify for RpmError {
             // A package that cannot be read from the cache is the host's failure; one whose
             // header does not hold is the repository's.
             RpmError::Package { detail, .. } => detail.class(),
+            RpmError::Repodata { detail, .. } => detail.class(),
             RpmError::Keyring { .. }
             | RpmError::Metadata { .. }
             | RpmError::NotFound { .. }
@@ -149,8 +153,7 @@ async fn repo(sources: &Sources<'_>, entry: &RpmSpec) -> Result<Repo, SourceErro
     } else {
         tracing::warn!("{md_url}: allow_unsigned = true: the repomd.xml signature is NOT checked");
     }
-    let repomd =
-        repodata::repomd(&bytes).map_err(|e| RpmError::Metadata { url: md_url.clone(), detail: e.to_string() })?;
+    let repomd = repodata::repomd(&bytes).map_err(|detail| RpmError::Repodata { url: md_url.clone(), detail })?;
     Ok(Repo { url, repomd, keyring })
 }
 
@@ -201,12 +204,13 @@ async fn metadata(sources: &Sources<'_>, repo: &Repo, data: &RepoData) -> Result
     Ok(Index { url, bytes, compression, plain, limit })
 }
 
-fn read_error(url: &str, e: ReadError) -> RpmError {
+fn read_error(url: &str, e: ReadError<crate::rpmmd::MetadataError>) -> RpmError {
     match e {
         ReadError::Mismatch { expected, actual } => {
             RpmError::Mismatch { url: format!("{url} (decompressed)"), what: "sha256/size", expected, actual }
         }
         ReadError::Unreadable(detail) => RpmError::Metadata { url: url.to_owned(), detail },
+        ReadError::Refused(detail) => RpmError::Repodata { url: url.to_owned(), detail },
     }
 }
 
@@ -217,10 +221,15 @@ async fn modules(sources: &Sources<'_>, repo: &Repo) -> Result<BTreeMap<String, 
     let url = index.url.clone();
     let streams = blocking(move || {
         let mut text = String::new();
+        // Text it is not is said as modulemd YAML it is not.
         index
-            .stream(|r| r.read_to_string(&mut text).map(drop).map_err(|e| e.to_string()))
+            .stream(|r| {
+                r.read_to_string(&mut text)
+                    .map(drop)
+                    .map_err(|e| crate::rpmmd::MetadataError::Syntax { format: "modulemd YAML", detail: e.to_string() })
+            })
             .map_err(|e| read_error(&index.url, e))?;
-        repodata::modules(&text).map_err(|e| RpmError::Metadata { url, detail: e.to_string() })
+        repodata::modules(&text).map_err(|detail| RpmError::Repodata { url, detail })
     })
     .await?;
     let mut out = BTreeMap::new();
@@ -254,9 +263,7 @@ async fn packages(sources: &Sources<'_>, entry: &RpmSpec, repo: &Repo, source: u
                         let module = streams.get(&p.nevra()).cloned();
                         pkgs.push(Pkg { package: p, source, module });
                     }
-                    Ok(())
                 })
-                .map_err(|e| e.to_string())
             })
             .map_err(|e| read_error(&index.url, e))?;
         Ok::<_, RpmError>(pkgs)
@@ -674,15 +681,7 @@ pub async fn newer(sources: &Sources<'_>, lock: &LockFile) -> Result<Vec<RpmNews
 async fn updateinfo(index: Index) -> Result<Vec<Advisory>, RpmError> {
     blocking(move || {
         let mut out = Vec::new();
-        index
-            .stream(|r| {
-                repodata::updateinfo(r, |a| {
-                    out.push(a);
-                    Ok(())
-                })
-                .map_err(|e| e.to_string())
-            })
-            .map_err(|e| read_error(&index.url, e))?;
+        index.stream(|r| repodata::updateinfo(r, |a| out.push(a))).map_err(|e| read_error(&index.url, e))?;
         Ok(out)
     })
     .await
