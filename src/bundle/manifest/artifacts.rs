@@ -537,9 +537,10 @@ impl<'de> serde::de::Visitor<'de> for ArtifactVisitor {
                     && *dir != m.dir()
                 {
                     // A repository or commit that is not one says so first.
-                    let why = Manifest::check_model_names(m).err().unwrap_or_else(|| {
-                        format!("model `{}` file `{first}` is not at `{}/{first}`", m.repo, m.dir())
-                    });
+                    let why = Manifest::check_model_names(m).err().map_or_else(
+                        || format!("model `{}` file `{first}` is not at `{}/{first}`", m.repo, m.dir()),
+                        |e| e.to_string(),
+                    );
                     return Err(A::Error::custom(why));
                 }
                 m.files = read.files;

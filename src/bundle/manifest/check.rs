@@ -41,7 +41,7 @@ impl Manifest {
     /// The entry an artifact of one file points at: its name, path, sha256 and size (a model
     /// and a directory are checked file by file, before this).
     /// An artifact's upstream signature names members that are entries, with their digests.
-    fn check_signature(a: &Artifact, by_path: &ByPath<'_>) -> Result<(), String> {
+    fn check_signature(a: &Artifact, by_path: &ByPath<'_>) -> Result<(), ArtifactRule> {
         let (name, signature) = match a {
             Artifact::Image(i) => (i.reference.as_str(), &i.signature),
             Artifact::File(f) => (f.name.as_str(), &f.signature),
@@ -50,52 +50,49 @@ impl Manifest {
         };
         for (path, sha256) in signature.iter().flat_map(crate::spec::UpstreamSignature::members) {
             if by_path.get(path.as_str()).is_none_or(|e| e.sha256 != sha256) {
-                return Err(format!("`{name}`'s upstream signature is at `{path}` (sha256 {sha256}), not an entry"));
+                return Err(ArtifactRule::SignatureNotEntry { name: name.to_owned(), path: path.to_string(), sha256 });
             }
         }
         if let Artifact::Image(i) = a {
             for (path, sha256) in i.filtered_indexes() {
                 if by_path.get(path.as_str()).is_none_or(|e| e.sha256 != sha256) {
-                    return Err(format!(
-                        "`{name}` is carried filtered to some platforms, but the upstream index its signature is over \
-                         (sha256 {sha256}) is not an entry: its platforms cannot be checked against it"
-                    ));
+                    return Err(ArtifactRule::FilteredIndexNotEntry { name: name.to_owned(), sha256 });
                 }
             }
         }
         Ok(())
     }
 
-    fn artifact_entry(a: &Artifact) -> Result<(&str, String, Sha256, u64), String> {
+    fn artifact_entry(a: &Artifact) -> Result<(&str, String, Sha256, u64), ArtifactRule> {
         Ok(match a {
             Artifact::File(f) => (f.name.as_str(), f.path.as_str().to_owned(), f.sha256, f.size),
             Artifact::Wheel(w) => {
                 if w.path.as_str() != format!("wheels/{}", w.filename) {
-                    return Err(format!("wheel `{}` is not at `wheels/{}`", w.filename, w.filename));
+                    return Err(ArtifactRule::WheelPath { filename: w.filename.clone() });
                 }
                 (w.filename.as_str(), w.path.as_str().to_owned(), w.sha256, w.size)
             }
             Artifact::Deb(d) => {
                 if d.path.area() != "debs" {
-                    return Err(format!("deb `{}` is not under `debs/`", d.name));
+                    return Err(ArtifactRule::DebArea { name: d.name.clone() });
                 }
                 (d.name.as_str(), d.path.as_str().to_owned(), d.sha256, d.size)
             }
             Artifact::Rpm(r) => {
                 if r.path.area() != "rpms" || r.path.as_str().starts_with("rpms/repodata/") {
-                    return Err(format!("rpm `{}` is not under `rpms/` (outside `rpms/repodata/`)", r.name));
+                    return Err(ArtifactRule::RpmArea { name: r.name.clone() });
                 }
                 (r.name.as_str(), r.path.as_str().to_owned(), r.sha256, r.size)
             }
             Artifact::Model(m) => {
-                return Err(format!("model `{}` has no one entry: its files are checked one by one", m.repo));
+                return Err(ArtifactRule::ModelNoEntry { repo: m.repo.to_string() });
             }
             Artifact::Image(i) => (i.reference.as_str(), format!("images/blobs/sha256/{}", i.digest), i.digest, i.size),
         })
     }
 
     /// A `[[file]]` directory: each file an entry at `path/PATH`, the digest the tree's.
-    fn check_tree(f: &FileArtifact, by_path: &ByPath<'_>) -> Result<(), String> {
+    fn check_tree(f: &FileArtifact, by_path: &ByPath<'_>) -> Result<(), ArtifactRule> {
         if let Some(listed) = &f.tree {
             // Held as entries: those under `path/`, in path order, must be the listing (its
             // digest, count and total), and the listing the tree the artifact claims.
@@ -106,13 +103,15 @@ impl Manifest {
             }
             let entries = sum.finish();
             if entries != *listed {
-                return Err(format!(
-                    "file `{}`: its {} files do not match the {} entries under `{dir}`",
-                    f.name, listed.count, entries.count
-                ));
+                return Err(ArtifactRule::TreeCount {
+                    name: f.name.to_string(),
+                    files: listed.count,
+                    entries: entries.count,
+                    dir,
+                });
             }
             if listed.digest != f.sha256 || listed.total != f.size {
-                return Err(format!("file `{}`: its files do not give the tree digest and size it claims", f.name));
+                return Err(ArtifactRule::TreeDigest { name: f.name.to_string() });
             }
             return Ok(());
         }
@@ -121,22 +120,19 @@ impl Manifest {
             let member = format!("{}/{}", f.path, file.path);
             let listed = by_path.get(&member);
             if !listed.is_some_and(|e| e.sha256 == file.sha256 && e.size == file.size) {
-                return Err(format!(
-                    "file `{}` tree file `{}` does not match an entry at `{member}`",
-                    f.name, file.path
-                ));
+                return Err(ArtifactRule::TreeFile { name: f.name.to_string(), file: file.path.to_string(), member });
             }
         }
         let digest = crate::spec::lock::tree_digest(f.files.iter().map(|t| (t.path.as_str(), t.sha256, t.size)));
         let total: u64 = f.files.iter().map(|t| t.size).sum();
         if digest != f.sha256 || total != f.size {
-            return Err(format!("file `{}`: its files do not give the tree digest and size it claims", f.name));
+            return Err(ArtifactRule::TreeDigest { name: f.name.to_string() });
         }
         Ok(())
     }
 
     /// A model artifact's names, which become cache-view paths, and its files' entries.
-    fn check_model(m: &ModelArtifact, by_path: &ByPath<'_>) -> Result<(), String> {
+    fn check_model(m: &ModelArtifact, by_path: &ByPath<'_>) -> Result<(), ArtifactRule> {
         Self::check_model_names(m)?;
         // Each file's member is `models/ORG/NAME/COMMIT/PATH` by construction (`FilesRead`):
         // the cache view's file path is exactly its tail.
@@ -145,20 +141,20 @@ impl Manifest {
             let member = format!("{dir}/{}", f.path);
             let listed = by_path.get(&member);
             if !listed.is_some_and(|e| e.sha256 == f.sha256 && e.size == f.size) {
-                return Err(format!("model `{}` file `{}` does not match an entry at `{member}`", m.repo, f.path));
+                return Err(ArtifactRule::ModelFile { repo: m.repo.to_string(), file: f.path.to_string(), member });
             }
         }
         Ok(())
     }
 
     /// A model's repository is `ORG/NAME` and its commit a hex sha.
-    pub(super) fn check_model_names(m: &ModelArtifact) -> Result<(), String> {
+    pub(super) fn check_model_names(m: &ModelArtifact) -> Result<(), ArtifactRule> {
         if m.repo.as_str().split('/').count() != 2 {
-            return Err(format!("model repository `{}` is not `ORG/NAME`", m.repo));
+            return Err(ArtifactRule::ModelRepo { repo: m.repo.to_string() });
         }
         let commit = m.commit.as_str();
         if !(commit.len() == 40 || commit.len() == 64) || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("model `{}` commit `{commit}` is not a hex commit sha", m.repo));
+            return Err(ArtifactRule::ModelCommit { repo: m.repo.to_string(), commit: commit.to_owned() });
         }
         Ok(())
     }
@@ -205,18 +201,18 @@ impl Manifest {
             }
         }
         for a in &self.artifacts {
-            Self::check_signature(a, &by_path).map_err(ManifestError::Artifact)?;
+            Self::check_signature(a, &by_path)?;
             if let Artifact::Model(m) = a {
-                Self::check_model(m, &by_path).map_err(ManifestError::Artifact)?;
+                Self::check_model(m, &by_path)?;
                 continue;
             }
             if let Artifact::File(f) = a
                 && f.is_tree()
             {
-                Self::check_tree(f, &by_path).map_err(ManifestError::Artifact)?;
+                Self::check_tree(f, &by_path)?;
                 continue;
             }
-            let (name, path, sha256, size) = Self::artifact_entry(a).map_err(ManifestError::Artifact)?;
+            let (name, path, sha256, size) = Self::artifact_entry(a)?;
             let listed = by_path.get(path.as_str());
             if !listed.is_some_and(|e| e.sha256 == sha256 && e.size == size) {
                 return Err(ManifestError::ArtifactEntry { name: name.to_owned(), path });
@@ -253,9 +249,49 @@ pub enum ManifestError {
     #[error("artifact `{name}` does not match an entry at `{path}`")]
     ArtifactEntry { name: String, path: String },
     /// An artifact's own rules (a deb outside `debs/`, a tree whose files do not give its
-    /// digest, a model's names), in its kind's words.
-    #[error("{0}")]
-    Artifact(String),
+    /// digest, a model's names).
+    #[error(transparent)]
+    Artifact(#[from] ArtifactRule),
+}
+
+/// An artifact that breaks its kind's rules in a manifest (`Manifest::check`), in its kind's
+/// words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArtifactRule {
+    #[error("`{name}`'s upstream signature is at `{path}` (sha256 {sha256}), not an entry")]
+    SignatureNotEntry { name: String, path: String, sha256: Sha256 },
+    #[error(
+        "`{name}` is carried filtered to some platforms, but the upstream index its signature is over \
+         (sha256 {sha256}) is not an entry: its platforms cannot be checked against it"
+    )]
+    FilteredIndexNotEntry { name: String, sha256: Sha256 },
+    #[error("wheel `{filename}` is not at `wheels/{filename}`")]
+    WheelPath { filename: String },
+    #[error("deb `{name}` is not under `debs/`")]
+    DebArea { name: String },
+    #[error("rpm `{name}` is not under `rpms/` (outside `rpms/repodata/`)")]
+    RpmArea { name: String },
+    #[error("model `{repo}` has no one entry: its files are checked one by one")]
+    ModelNoEntry { repo: String },
+    #[error("file `{name}`: its {files} files do not match the {entries} entries under `{dir}`")]
+    TreeCount { name: String, files: usize, entries: usize, dir: String },
+    #[error("file `{name}`: its files do not give the tree digest and size it claims")]
+    TreeDigest { name: String },
+    #[error("file `{name}` tree file `{file}` does not match an entry at `{member}`")]
+    TreeFile { name: String, file: String, member: String },
+    #[error("model `{repo}` file `{file}` does not match an entry at `{member}`")]
+    ModelFile { repo: String, file: String, member: String },
+    #[error("model repository `{repo}` is not `ORG/NAME`")]
+    ModelRepo { repo: String },
+    #[error("model `{repo}` commit `{commit}` is not a hex commit sha")]
+    ModelCommit { repo: String, commit: String },
+}
+
+impl crate::failure::Classify for ArtifactRule {
+    /// A signed manifest that breaks a rule: a verification failure, whoever signed it.
+    fn class(&self) -> crate::failure::Class {
+        crate::failure::Class::Verification
+    }
 }
 
 impl crate::failure::Classify for ManifestError {

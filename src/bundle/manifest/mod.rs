@@ -9,7 +9,7 @@ mod tests;
 mod verified;
 
 pub use artifacts::*;
-pub use check::{ByPath, ManifestError, TagMismatch};
+pub use check::{ArtifactRule, ByPath, ManifestError, TagMismatch};
 pub use verified::VerifiedManifest;
 
 use serde::{Deserialize, Serialize};

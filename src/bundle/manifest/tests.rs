@@ -240,12 +240,17 @@ fn a_directory_that_was_read_is_proved_by_the_entries_under_it() {
     assert!(other.contains(unlike), "{other}");
     let more = refused(&[("files/t/a", x, 1), ("files/t/b", y, 2), ("files/t/c", x, 1)], tree(&listing, None));
     assert!(more.contains(&format!("{unlike} 3 entries under `files/t/`")), "{more}");
+    let rule = ArtifactRule::TreeCount { name: "t".into(), files: 2, entries: 3, dir: "files/t/".into() };
+    assert_eq!(
+        checked(&[("files/t/a", x, 1), ("files/t/b", y, 2), ("files/t/c", x, 1)], tree(&listing, None)),
+        Err(ManifestError::Artifact(rule))
+    );
     let fewer = refused(&[("files/t/a", x, 1)], tree(&listing, None));
     assert!(fewer.contains(&format!("{unlike} 1 entries")), "{fewer}");
     let backwards = refused(&entries, tree(&[("b", y, 2), ("a", x, 1)], None));
     assert!(backwards.contains(unlike), "a listing out of path order: {backwards}");
-    let claimed = refused(&entries, tree(&listing, Some(x)));
-    assert!(claimed.contains("do not give the tree digest and size it claims"), "{claimed}");
+    let claimed = checked(&entries, tree(&listing, Some(x)));
+    assert_eq!(claimed, Err(ManifestError::Artifact(ArtifactRule::TreeDigest { name: "t".into() })));
 }
 
 /// `build` holds a directory's files as entries once the SBOM is written: the manifest it
