@@ -15,9 +15,11 @@ use std::sync::Arc;
 
 use debversion::Version;
 
+use super::archive::load;
 use super::closure::{Universe, satisfies};
 use super::index::relations;
-use super::{DebError, base, load, universe, with_security_twins};
+use super::news::with_security_twins;
+use super::{DebError, base, universe};
 use crate::sources::{Found, SourceError, Sources, installed_closure};
 use crate::spec::{DebPin, DebSpec};
 
