@@ -15,7 +15,6 @@ use crate::failure::{Class, Classify};
 use crate::member_path::MemberPath;
 use crate::progress::Reporter;
 use crate::sign::Policy;
-use crate::spec::FileKind;
 
 /// This build's target (`x86_64-unknown-linux-gnu`).
 pub const TARGET: &str = env!("AIRLOCK_TARGET");
@@ -26,6 +25,14 @@ pub enum UpgradeError {
     Parts(#[from] PartsError),
     #[error("`{}` carries no airlock for {target} (it carries: {offered})", path.display())]
     NoBinary { path: PathBuf, target: String, offered: String },
+    #[error(
+        "`{}` carries {} airlocks for {target} (`{}`): which one to install is not the order of its manifest \
+         to say; nothing was replaced",
+        path.display(),
+        members.len(),
+        members.join("`, `")
+    )]
+    Ambiguous { path: PathBuf, target: String, members: Vec<String> },
     #[error("`{}` failed verification; nothing was replaced: {detail}", path.display())]
     Rejected { path: PathBuf, detail: String },
     #[error("the airlock `{}` carries does not run here (`--version`: {detail}); nothing was replaced", path.display())]
@@ -55,9 +62,10 @@ impl Classify for UpgradeError {
     fn class(&self) -> Class {
         match self {
             UpgradeError::Parts(e) => e.class(),
-            UpgradeError::Rejected { .. } | UpgradeError::Expired { .. } | UpgradeError::Older { .. } => {
-                Class::Verification
-            }
+            UpgradeError::Rejected { .. }
+            | UpgradeError::Ambiguous { .. }
+            | UpgradeError::Expired { .. }
+            | UpgradeError::Older { .. } => Class::Verification,
             UpgradeError::NoBinary { .. } | UpgradeError::NotRunnable { .. } | UpgradeError::Io { .. } => {
                 Class::Runtime
             }
@@ -76,16 +84,20 @@ pub struct Upgraded {
     pub member: String,
 }
 
-/// The carried binary for this target, in `manifest`.
-fn carried(manifest: &Manifest) -> Option<&FileArtifact> {
-    manifest.artifacts.iter().find_map(|a| match a {
-        Artifact::File(f)
-            if f.file_kind == FileKind::Airlock && f.notes.get("target").map(String::as_str) == Some(TARGET) =>
-        {
-            Some(f)
-        }
+/// The carried binary for this target, in `manifest`. Two or more are refused (their members
+/// given back): which one is installed is not the manifest's order to say, and `build` never
+/// writes such a bundle (`SpecFile::check`).
+fn carried(manifest: &Manifest) -> Result<Option<&FileArtifact>, Vec<String>> {
+    let mut found = manifest.artifacts.iter().filter_map(|a| match a {
+        Artifact::File(f) if f.airlock_target() == Some(TARGET) => Some(f),
         _ => None,
-    })
+    });
+    let first = found.next();
+    let rest: Vec<&FileArtifact> = found.collect();
+    if rest.is_empty() {
+        return Ok(first);
+    }
+    Err(first.into_iter().chain(rest).map(|f| f.path.to_string()).collect())
 }
 
 /// Writes one member (the carried binary) and discards the rest; the reader hashes all.
@@ -131,13 +143,14 @@ pub fn self_upgrade(
     // Which member to keep: named by the (not yet verified) manifest, confirmed by the verified one.
     let head =
         read_head(input.open()?).map_err(|p| UpgradeError::Rejected { path: bundle.clone(), detail: p.to_string() })?;
-    let Some(wanted) = carried(&head.manifest) else {
-        let offered: Vec<String> = head
+    let ambiguous = |members| UpgradeError::Ambiguous { path: bundle.clone(), target: TARGET.to_owned(), members };
+    let Some(wanted) = carried(&head.manifest).map_err(ambiguous)? else {
+        let offered: Vec<&str> = head
             .manifest
             .artifacts
             .iter()
             .filter_map(|a| match a {
-                Artifact::File(f) if f.file_kind == FileKind::Airlock => f.notes.get("target").cloned(),
+                Artifact::File(f) => f.airlock_target(),
                 _ => None,
             })
             .collect();
@@ -150,7 +163,11 @@ pub fn self_upgrade(
     let (stream, _) = input.open_trusted(&policy.keys)?;
     let report = read_bundle(stream, policy, &mut sink, OnProblem::Stop, reporter)
         .map_err(|e| UpgradeError::Io { path: e.path.under(Path::new("")), source: e.source })?;
-    let confirmed = report.manifest.as_deref().and_then(carried).is_some_and(|f| f.path == member);
+    let confirmed = match report.manifest.as_deref().map(carried) {
+        Some(Ok(Some(f))) => f.path == member,
+        Some(Err(members)) => return Err(ambiguous(members)),
+        Some(Ok(None)) | None => false,
+    };
     if !report.verified() || !confirmed || !sink.found {
         let detail = report.problems.first().map_or_else(
             || format!("the verified manifest does not carry `{member}` as the airlock for {TARGET}"),
@@ -224,4 +241,66 @@ fn keep_previous(to: &Path) -> io::Result<Option<PathBuf>> {
         std::fs::copy(to, &previous)?;
     }
     Ok(Some(previous))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::{Artifact, FileArtifact, Manifest, TARGET, carried};
+    use crate::digest::Sha256;
+    use crate::member_path::MemberPath;
+    use crate::spec::{FileKind, FileName};
+
+    fn airlock(name: &str, target: &str, kind: FileKind) -> Artifact {
+        Artifact::File(FileArtifact {
+            name: FileName::new(name).unwrap(),
+            source: name.into(),
+            sha256: Sha256::of_bytes(name.as_bytes()),
+            size: 1,
+            path: MemberPath::new(format!("files/{name}")).unwrap(),
+            file_kind: kind,
+            notes: BTreeMap::from([("target".to_owned(), target.to_owned())]),
+            files: Vec::new(),
+            tree: None,
+            signature: None,
+        })
+    }
+
+    fn with(artifacts: Vec<Artifact>) -> Manifest {
+        let d = Sha256::of_bytes(b"");
+        Manifest {
+            schema: crate::bundle::manifest::SCHEMA_V1.into(),
+            name: crate::spec::BundleName::new("tools").unwrap(),
+            version: semver::Version::new(1, 0, 0),
+            description: None,
+            created: crate::clock::Timestamp::from_unix(0),
+            builder: crate::bundle::manifest::Builder {
+                tool: "airlock/test".into(),
+                key_id: crate::sign::KeyId::of_spki_der(b"k"),
+            },
+            spec_sha256: d,
+            lock_sha256: d,
+            artifacts,
+            entries: Vec::new(),
+            base: None,
+            validation: crate::bundle::manifest::Validation::default(),
+            expires: None,
+        }
+    }
+
+    #[test]
+    fn the_one_airlock_for_this_target_is_taken_and_two_are_refused() {
+        let other = if TARGET.starts_with("x86_64") { "aarch64-unknown-linux-gnu" } else { "x86_64-unknown-linux-gnu" };
+        let one = with(vec![
+            airlock("other", other, FileKind::Airlock),
+            airlock("here", TARGET, FileKind::Airlock),
+            // A note that says a target on a file of another kind selects nothing.
+            airlock("doc", TARGET, FileKind::Document),
+        ]);
+        assert_eq!(carried(&one).unwrap().map(|f| f.path.as_str()), Some("files/here"));
+        assert_eq!(carried(&with(vec![airlock("other", other, FileKind::Airlock)])).unwrap(), None);
+        let two = with(vec![airlock("a", TARGET, FileKind::Airlock), airlock("b", TARGET, FileKind::Airlock)]);
+        assert_eq!(carried(&two).unwrap_err(), ["files/a", "files/b"]);
+    }
 }

@@ -2,9 +2,9 @@
 //! (`SpecFile::invalid`): pins or a lock per `[[wheel]]`, exact `[[deb]]` and `[[rpm]]`
 //! dependencies, images, files and their sources, checks and the impact rows that name them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::{FileKind, FileSource, SpecError, SpecFile, metric};
+use super::{AIRLOCK_TARGET, FileKind, FileSource, SpecError, SpecFile, metric};
 
 impl SpecFile {
     /// `[[wheel]]`: pins or a lock file, and the targets a lock file's markers need.
@@ -162,6 +162,7 @@ impl SpecFile {
     fn check_files(&self) -> Result<(), SpecError> {
         let spec = &self.spec;
         let mut names = BTreeSet::new();
+        let mut airlocks = BTreeMap::new();
         for file in &spec.file {
             let f = file.get_ref();
             if !names.insert(f.name.as_str()) {
@@ -193,12 +194,26 @@ impl SpecFile {
                     ));
                 }
             }
-            if f.kind == FileKind::Airlock && !f.notes.contains_key("target") {
+            if f.kind == FileKind::Airlock && f.airlock_target().is_none() {
                 return Err(self.invalid(
                     &file.span(),
                     format!(
-                        "`[[file]]` `{}` of kind `airlock` needs `notes = {{ target = \"x86_64-unknown-linux-gnu\" }}`: \
+                        "`[[file]]` `{}` of kind `airlock` needs `notes = {{ {AIRLOCK_TARGET} = \"x86_64-unknown-linux-gnu\" }}`: \
                          the target it runs on",
+                        f.name
+                    ),
+                ));
+            }
+            // `self-upgrade` takes the one airlock for its target: two would leave the choice
+            // to the order of the manifest, which a reviewer cannot see as a choice.
+            if let Some(target) = f.airlock_target()
+                && let Some(first) = airlocks.insert(target, &f.name)
+            {
+                return Err(self.invalid(
+                    &file.span(),
+                    format!(
+                        "`[[file]]` `{}` is an airlock for {target}, as `[[file]]` `{first}` is: a bundle carries \
+                         one airlock per target (`self-upgrade` installs it)",
                         f.name
                     ),
                 ));

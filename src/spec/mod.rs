@@ -299,7 +299,16 @@ pub enum FileSource<'a> {
     Local(&'a str),
 }
 
+/// The note of a `[[file]]` of kind `airlock` that names the target it runs on
+/// (`x86_64-unknown-linux-gnu`): what `self-upgrade` selects a binary by.
+pub const AIRLOCK_TARGET: &str = "target";
+
 impl FileSpec {
+    /// The target an airlock binary runs on; `None` for another kind of file.
+    pub fn airlock_target(&self) -> Option<&str> {
+        (self.kind == FileKind::Airlock).then(|| self.notes.get(AIRLOCK_TARGET).map(String::as_str)).flatten()
+    }
+
     pub fn source_kind(&self) -> FileSource<'_> {
         let s = self.source.as_str();
         if s.starts_with("https://") || s.starts_with("http://") { FileSource::Url(s) } else { FileSource::Local(s) }

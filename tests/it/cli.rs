@@ -239,6 +239,35 @@ fn carrying_airlock_with(dir: &std::path::Path, keys: &Keys, bundle: &str) -> st
     bundle
 }
 
+/// Two airlocks for one target: `self-upgrade` would install whichever the manifest lists
+/// first, and a reviewer of the bundle could not tell which. The spec is refused, naming both.
+#[test]
+fn a_spec_with_two_airlocks_for_one_target_is_refused_naming_both() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("a"), "#!/bin/sh\necho airlock 1.0.0\n").unwrap();
+    std::fs::write(t.path().join("b"), "#!/bin/sh\necho airlock 9.0.0\n").unwrap();
+    let file = |name: &str, target: &str| {
+        format!(
+            "[[file]]\nname = \"{name}\"\nsource = \"{name}\"\nkind = \"airlock\"\nnotes = {{ target = \"{target}\" }}\n"
+        )
+    };
+    let spec = t.path().join("airlock.toml");
+    let head = "[bundle]\nname = \"tools\"\nversion = \"1.0.0\"\n";
+    let text = [head, &file("a", "x86_64-unknown-linux-gnu"), &file("b", "x86_64-unknown-linux-gnu")].concat();
+    std::fs::write(&spec, text).unwrap();
+    let r = airlock_in(t.path(), &["lock", s(&spec)]).code(2);
+    assert!(
+        r.stderr.contains("airlock.toml:9:")
+            && r.stderr.contains("`[[file]]` `b` is an airlock for x86_64-unknown-linux-gnu, as `[[file]]` `a` is"),
+        "{}",
+        r.stderr
+    );
+    // One for each target is a bundle for a mixed fleet.
+    let text = [head, &file("a", "x86_64-unknown-linux-gnu"), &file("b", "aarch64-unknown-linux-gnu")].concat();
+    std::fs::write(&spec, text).unwrap();
+    airlock_in(t.path(), &["lock", s(&spec)]).ok();
+}
+
 #[test]
 #[cfg_attr(not(feature = "system-tests"), ignore = "system tier: needs jq")]
 fn the_first_airlock_is_checked_with_openssl_as_the_docs_say_and_self_upgrade_replaces_it() {

@@ -302,6 +302,14 @@ impl TreeSum {
 }
 
 impl FileArtifact {
+    /// The target a carried airlock binary runs on (its `target` note); `None` for another
+    /// kind of file.
+    pub fn airlock_target(&self) -> Option<&str> {
+        (self.file_kind == FileKind::Airlock)
+            .then(|| self.notes.get(crate::spec::AIRLOCK_TARGET).map(String::as_str))
+            .flatten()
+    }
+
     /// A directory rather than one file.
     pub fn is_tree(&self) -> bool {
         !self.files.is_empty() || self.tree.is_some()
