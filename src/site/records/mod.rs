@@ -4,16 +4,18 @@
 //! phase took. One typed `Record` is written by the site and `validate` and read back by
 //! `report` and the anti-downgrade guard; its schema is `schemas/record.v1.json`.
 
-use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
 use serde::{Deserialize, Serialize};
 
-use super::SiteError;
-use super::root::{BundleId, SiteRoot};
+use super::root::BundleId;
 use crate::clock::Timestamp;
 use crate::digest::Sha256;
 use crate::sign::KeyId;
+
+mod phases;
+mod store;
+
+pub use phases::{Phase, PhaseTimes, Phases};
+pub use store::{Activation, activations, of_run, open_acceptance, read_all, trust_versions, write};
 
 pub const SCHEMA: &str = "airlock.record/v1";
 /// The largest record read back: a record with long check outputs is a few megabytes at most.
@@ -407,248 +409,6 @@ impl Validation {
     }
 }
 
-/// Seconds per phase, in the order they ran (a JSON object whose keys keep that order).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PhaseTimes(pub Vec<(String, f64)>);
-
-impl PhaseTimes {
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn get(&self, phase: &str) -> Option<f64> {
-        self.0.iter().find(|(p, _)| p == phase).map(|(_, s)| *s)
-    }
-}
-
-impl Serialize for PhaseTimes {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        for (phase, seconds) in &self.0 {
-            map.serialize_entry(phase, seconds)?;
-        }
-        map.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for PhaseTimes {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // serde_json keeps the order of an object's keys (`preserve_order`).
-        let map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
-        let mut out = Vec::with_capacity(map.len());
-        for (phase, seconds) in map {
-            let seconds =
-                seconds.as_f64().ok_or_else(|| serde::de::Error::custom(format!("phase `{phase}`: not seconds")))?;
-            out.push((phase, seconds));
-        }
-        Ok(Self(out))
-    }
-}
-
-/// A phase of an action on the root, as records name it (`phases`' keys, `failed_in`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// The bundle's signature, members and policy checked.
-    Verify,
-    /// A node's matrix judged on what the probe knew before anything changed.
-    Preflight,
-    /// The package manager's simulation of the change.
-    Plan,
-    /// The bundle retained (or a retained one taken up again).
-    Stage,
-    /// The current stack's metrics measured before the packages change.
-    Baseline,
-    /// The host's packages changed (or put back for a rollback).
-    Packages,
-    /// The new stack judged against the bundle's matrix.
-    Validate,
-    /// Only the checks' metrics missed their thresholds (a failed step inside `validate`;
-    /// never timed on its own).
-    Metrics,
-    /// A red node's packages put back.
-    Restore,
-    /// Site views published (registry, indexes).
-    Publish,
-    /// `current` moved.
-    Switch,
-    /// History and the record written.
-    Record,
-}
-
-impl Phase {
-    pub const fn name(self) -> &'static str {
-        match self {
-            Phase::Verify => "verify",
-            Phase::Preflight => "preflight",
-            Phase::Plan => "plan",
-            Phase::Stage => "stage",
-            Phase::Baseline => "baseline",
-            Phase::Packages => "packages",
-            Phase::Validate => "validate",
-            Phase::Metrics => "metrics",
-            Phase::Restore => "restore",
-            Phase::Publish => "publish",
-            Phase::Switch => "switch",
-            Phase::Record => "record",
-        }
-    }
-}
-
-/// The durations of an action's phases, in the order they ran.
-#[derive(Debug)]
-pub struct Phases {
-    started: Instant,
-    last: Instant,
-    done: Vec<(Phase, f64)>,
-    /// The phase running now (the one a failure happened in).
-    pub running: Phase,
-}
-
-impl Phases {
-    pub fn start(first: Phase) -> Self {
-        let now = Instant::now();
-        Self { started: now, last: now, done: Vec::new(), running: first }
-    }
-
-    /// The phase running ended now; `next` runs from here.
-    pub fn mark(&mut self, next: Phase) {
-        let now = Instant::now();
-        self.done.push((self.running, (now - self.last).as_secs_f64()));
-        self.last = now;
-        self.running = next;
-    }
-
-    pub fn total(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
-    }
-
-    pub fn times(&self) -> PhaseTimes {
-        PhaseTimes(self.done.iter().map(|(k, v)| (k.name().to_owned(), *v)).collect())
-    }
-}
-
-/// Write one record, durably (the file and its directory synced); its name sorts by time
-/// (`20261130T064012.345Z-install.json`).
-pub fn write(root: &SiteRoot, record: &Record) -> Result<PathBuf, SiteError> {
-    let dir = root.records();
-    let action = record.action.as_str();
-    std::fs::create_dir_all(&dir).map_err(|source| SiteError::Io { path: dir.clone(), source })?;
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = i64::try_from(since.as_secs()).unwrap_or(0);
-    let stamp = time::OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .and_then(|t| t.format(time::macros::format_description!("[year][month][day]T[hour][minute][second]")).ok())
-        .unwrap_or_else(|| secs.to_string());
-    let millis = since.subsec_millis();
-    let mut bytes = serde_json::to_vec_pretty(record).expect("a record serialises");
-    bytes.push(b'\n');
-    for n in 0..100 {
-        let suffix = if n == 0 { String::new() } else { format!("-{n}") };
-        let path = dir.join(format!("{stamp}.{millis:03}Z-{action}{suffix}.json"));
-        if path.exists() {
-            continue;
-        }
-        crate::atomic::write(&path, &bytes).map_err(|source| SiteError::Io { path: path.clone(), source })?;
-        root.commit_dir(&dir)?;
-        return Ok(path);
-    }
-    Err(SiteError::Io { path: dir, source: std::io::Error::other("too many records in one millisecond") })
-}
-
-/// Every record under `root/records`, oldest first (names sort by time), with its path.
-/// Records that are too large or do not parse are skipped with a warning: evidence is read,
-/// never trusted to be well-formed.
-pub fn read_all(root: &SiteRoot) -> Result<Vec<(PathBuf, Record)>, SiteError> {
-    read_as(root)
-}
-
-/// The records run `run` wrote, by file name, each as its exact text (what the Ansible
-/// collection's evidence keeps), oldest first. Unreadable or oversized ones are skipped, as by
-/// [`read_all`].
-pub fn of_run(root: &SiteRoot, run: &RunId) -> Result<Vec<(String, String)>, SiteError> {
-    #[derive(serde::Deserialize)]
-    struct RunOf {
-        #[serde(default)]
-        run_id: Option<RunId>,
-    }
-    let mut out = Vec::new();
-    for (path, r) in read_as::<RunOf>(root)? {
-        if r.run_id.as_ref() != Some(run) {
-            continue;
-        }
-        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else { continue };
-        // Read again for its exact text: the evidence is the file, not a re-serialisation.
-        match super::root::read_bounded(&path, MAX_RECORD_BYTES) {
-            Ok(Some(bytes)) => out.push((name, String::from_utf8_lossy(&bytes).into_owned())),
-            Ok(None) => {}
-            Err(e) => tracing::warn!("skipping record: {e}"),
-        }
-    }
-    Ok(out)
-}
-
-/// Every record read as `T` (a `Record`, or a view of some of its fields).
-fn read_as<T: serde::de::DeserializeOwned>(root: &SiteRoot) -> Result<Vec<(PathBuf, T)>, SiteError> {
-    let dir = root.records();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(SiteError::Io { path: dir, source }),
-    };
-    let mut paths = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|source| SiteError::Io { path: dir.clone(), source })?.path();
-        if path.extension().is_some_and(|e| e == "json") {
-            paths.push(path);
-        }
-    }
-    paths.sort();
-    let mut out = Vec::new();
-    for path in paths {
-        let parsed = super::root::read_bounded(&path, MAX_RECORD_BYTES).and_then(|bytes| {
-            serde_json::from_slice::<T>(&bytes.unwrap_or_default())
-                .map_err(|e| SiteError::State { path: path.clone(), detail: e.to_string() })
-        });
-        match parsed {
-            Ok(record) => out.push((path, record)),
-            Err(e) => tracing::warn!("skipping record: {e}"),
-        }
-    }
-    Ok(out)
-}
-
-/// A bundle some record says was made current.
-#[derive(Debug, Clone)]
-pub struct Activation {
-    pub name: String,
-    pub version: semver::Version,
-}
-
-/// The highest trust root and targets versions any record names: a site never goes back below
-/// what it has used, whatever `state.json` says.
-pub fn trust_versions(root: &SiteRoot) -> Result<Option<crate::sign::policy::Origin>, SiteError> {
-    Ok(read_as::<RecordHead>(root)?.into_iter().filter_map(|(_, r)| r.trust?.trust_root).reduce(|a, b| {
-        crate::sign::policy::Origin {
-            root_version: a.root_version.max(b.root_version),
-            targets_version: a.targets_version.max(b.targets_version),
-        }
-    }))
-}
-
-/// Every activation `records/` shows: installs and rollbacks that made a bundle current (a
-/// record of a refused or failed action activated nothing).
-pub fn activations(root: &SiteRoot) -> Result<Vec<Activation>, SiteError> {
-    Ok(read_as::<RecordHead>(root)?
-        .into_iter()
-        .filter(|(_, r)| outcome_of(r.action, r.outcome) == Outcome::Activated)
-        .filter_map(|(_, r)| {
-            let b = r.bundle?;
-            Some(Activation { name: b.name?, version: b.version?.parse().ok()? })
-        })
-        .collect())
-}
-
 impl Record {
     /// The acceptance an amber verdict was activated under, kept (nothing for another verdict).
     pub fn accept(&mut self, amber: &super::Amber, verdict: Option<crate::validate::matrix::Verdict>) {
@@ -683,22 +443,6 @@ impl Acceptance {
     pub fn expired(&self, now: Timestamp) -> bool {
         self.expires.is_some_and(|e| e <= now)
     }
-}
-
-/// The acceptance under which the current bundle `current` was activated, if it was amber:
-/// from the newest record of an install, apply or `validate --commit` that activated it.
-pub fn open_acceptance(root: &SiteRoot, current: &BundleId) -> Option<(PathBuf, Acceptance)> {
-    let all = read_all(root).ok()?;
-    let (path, record) = all.into_iter().rev().find(|(_, r)| {
-        matches!(r.action, Action::Install | Action::Apply | Action::Validate)
-            && r.outcome() == Outcome::Activated
-            && r.bundle.as_ref().and_then(|b| b.id.as_ref()) == Some(current)
-    })?;
-    let acceptance = record
-        .amber
-        .clone()
-        .or_else(|| record.accepted_amber.clone().map(|reason| Acceptance { reason, owner: None, expires: None }))?;
-    Some((path, acceptance))
 }
 
 #[cfg(test)]
