@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{Capacity, NodeEvidence, NodeLine, Problem, ReportError, Wave, read_json};
+use super::files::read_json;
+use super::{Capacity, NodeEvidence, NodeLine, Problem, ReportError, Wave};
 use crate::clock::Timestamp;
 use crate::fleet::journal::{Event, Line};
 use crate::fleet::plan::{Part, Plan};
