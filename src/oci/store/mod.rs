@@ -8,7 +8,9 @@
 //! the blocking pool, never on the executor; its small documents (`index.json`, manifests)
 //! are refused past [`MAX_MANIFEST_BYTES`] instead of being read truncated.
 
-use std::path::{Path, PathBuf};
+mod layout;
+
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -18,16 +20,16 @@ use oci_client::RegistryOperation;
 use oci_client::client::BlobResponse;
 use oci_client::errors::OciDistributionError;
 use oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
-use sha2::Digest as _;
-use tokio::io::AsyncWriteExt as _;
 
-use super::doc::{Descriptor, MAX_MANIFEST_BYTES, REF_NAME};
+use super::doc::{Descriptor, REF_NAME};
 use super::{ClientError, Connection, ImageRef, Transport, is_not_found, pull_manifest, retryable};
 use crate::cache::{Cache, CacheError};
 use crate::digest::Sha256;
 use crate::failure::{Class, Classify};
 use crate::fetch::{self, DownloadError, Failure, NetOptions, Opened, Overrun, Verdict, blocking};
 use crate::progress::Reporter;
+pub use layout::layout_blob;
+use layout::{layout_tagged, open_layout_file, read_layout_index, read_small, update_layout_index, write_layout_blob};
 
 /// The annotation that names a referrer's subject in a layout's `index.json`.
 pub const SUBJECT: &str = "dev.airlock.subject";
@@ -63,15 +65,6 @@ impl Classify for StoreError {
             StoreError::Client(_) | StoreError::Registry { .. } | StoreError::Io { .. } => Class::Runtime,
         }
     }
-}
-
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
-    move |e| StoreError::Io { path: path.to_owned(), detail: e.to_string() }
-}
-
-/// A layout's file opened as airlock opens what it did not write (`regular::open`).
-fn open_layout_file(path: &Path) -> Result<std::fs::File, StoreError> {
-    crate::regular::open(path).map_err(io_err(path))?.ok_or_else(|| StoreError::NotRegular { path: path.to_owned() })
 }
 
 /// How to reach the registries a command names: `--insecure-registry`, `--registry-ca`, the
@@ -640,116 +633,12 @@ fn document(media_type: &str, digest: Sha256, size: u64) -> Descriptor {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// OCI image layout directories (blocking: called on the blocking pool)
-
-pub fn layout_blob(dir: &Path, digest: Sha256) -> PathBuf {
-    dir.join("blobs/sha256").join(digest.to_string())
-}
-
-/// A layout's small document (index, manifest), refused when larger than a manifest can be:
-/// a truncated read would only fail later, and less clearly.
-fn read_small(path: &Path) -> Result<Vec<u8>, StoreError> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    open_layout_file(path)?.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes).map_err(io_err(path))?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        let detail = format!("larger than {MAX_MANIFEST_BYTES} bytes, more than a manifest can be");
-        return Err(StoreError::Io { path: path.to_owned(), detail });
-    }
-    Ok(bytes)
-}
-
-fn read_layout_index(dir: &Path) -> Result<Vec<Descriptor>, StoreError> {
-    let path = dir.join("index.json");
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    super::doc::parse_layout_index(&read_small(&path)?).map_err(|e| StoreError::Io { path, detail: e.to_string() })
-}
-
-/// The entry `tag` names in a layout, or its only tagged entry when no tag is given.
-fn layout_tagged(dir: &Path, tag: Option<&str>) -> Result<Descriptor, StoreError> {
-    let entries = read_layout_index(dir)?;
-    let tags: Vec<&str> = entries.iter().filter_map(|e| e.annotations.get(REF_NAME).map(String::as_str)).collect();
-    let named: Vec<&Descriptor> = entries
-        .iter()
-        .filter(|e| match tag {
-            Some(t) => e.annotations.get(REF_NAME).map(String::as_str) == Some(t),
-            None => e.annotations.contains_key(REF_NAME),
-        })
-        .collect();
-    let path = dir.join("index.json");
-    match named.as_slice() {
-        [one] => Ok((*one).clone()),
-        [] => {
-            let has = if tags.is_empty() { "none".to_owned() } else { tags.join(", ") };
-            let detail = match tag {
-                Some(t) => format!("no manifest tagged `{t}` (it has {has})"),
-                None => "no tagged manifest at all".to_owned(),
-            };
-            Err(StoreError::Io { path, detail })
-        }
-        _ => Err(StoreError::Io {
-            path,
-            detail: format!("several tagged manifests ({has}): name one (oci-layout:DIR:TAG)", has = tags.join(", ")),
-        }),
-    }
-}
-
-/// Add `added` to a layout's `index.json`, in place of the entries `replaced` picks.
-fn update_layout_index(
-    dir: &Path,
-    added: Vec<Descriptor>,
-    replaced: impl Fn(&Descriptor) -> bool,
-) -> Result<(), StoreError> {
-    let path = dir.join("index.json");
-    let mut entries = read_layout_index(dir)?;
-    entries.retain(|e| !replaced(e));
-    entries.extend(added);
-    let index =
-        serde_json::json!({ "schemaVersion": 2, "mediaType": OCI_IMAGE_INDEX_MEDIA_TYPE, "manifests": entries });
-    let mut bytes =
-        serde_json::to_vec_pretty(&index).map_err(|e| StoreError::Io { path: path.clone(), detail: e.to_string() })?;
-    bytes.push(b'\n');
-    crate::atomic::write(&path, &bytes).map_err(io_err(&path))?;
-    crate::atomic::write(&dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).map_err(io_err(dir))
-}
-
-/// Write a blob into a layout, checked against its digest and size before it appears; the
-/// writes go through tokio's file, which does them on the blocking pool.
-async fn write_layout_blob(dir: &Path, d: &Descriptor, mut stream: ByteStream) -> Result<(), StoreError> {
-    let path = layout_blob(dir, d.digest);
-    let target = path.clone();
-    let tmp = blocking(move || {
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        crate::atomic::temp_beside(&target)
-    })
-    .await
-    .map_err(io_err(&path))?;
-    let mut file = tokio::fs::File::from_std(tmp.as_file().try_clone().map_err(io_err(&path))?);
-    let mut hash = sha2::Sha256::new();
-    let mut size = 0u64;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| StoreError::Io { path: path.clone(), detail: e.to_string() })?;
-        hash.update(&chunk);
-        size += chunk.len() as u64;
-        file.write_all(&chunk).await.map_err(io_err(&path))?;
-    }
-    file.flush().await.map_err(io_err(&path))?;
-    let actual = Sha256::from_raw(hash.finalize().into());
-    if actual != d.digest || size != d.size {
-        return Err(StoreError::Digest { what: format!("blob for `{}`", path.display()), expected: d.digest, actual });
-    }
-    let target = path.clone();
-    blocking(move || tmp.persist(&target).map(drop).map_err(|e| e.error)).await.map_err(io_err(&path))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::oci::doc::MAX_MANIFEST_BYTES;
 
     fn run<T>(f: impl std::future::Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(f)
