@@ -315,10 +315,14 @@ impl FileSpec {
     }
 }
 
-/// The support matrix and site checks; carried verbatim into the manifest.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+/// The support matrix and site checks: the spec's `[validation]` section (`C`, its checks, as
+/// written with their place in the file; no `impact`), and the manifest's `validation`, which
+/// carries them verbatim with the spec's `[[impact]]` register
+/// (`bundle::manifest::Validation`: `Validation<Check, Impact>`). One shape, so the two cannot
+/// drift apart; either refuses a field it does not know.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct Validation {
+pub struct Validation<C = Spanned<Check>, I = NotInValidation> {
     /// The installed package whose version is the stack's `rocm` where neither
     /// `/opt/rocm/.info/version` nor `rocm-core` is there (a distribution's build:
     /// Debian's `libamdhip64-5`).
@@ -329,8 +333,47 @@ pub struct Validation {
     pub cuda_from: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target: Vec<Target>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub check: Vec<Spanned<Check>>,
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<C>,
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    pub impact: Vec<I>,
+}
+
+impl<C, I> Default for Validation<C, I> {
+    fn default() -> Self {
+        Self { rocm_from: None, cuda_from: None, target: Vec::new(), check: Vec::new(), impact: Vec::new() }
+    }
+}
+
+impl<C, I> Validation<C, I> {
+    /// The same section with each check made another form of it, and `impact` rows given.
+    pub fn with<D, J>(&self, check: impl Fn(&C) -> D, impact: Vec<J>) -> Validation<D, J> {
+        Validation {
+            rocm_from: self.rocm_from.clone(),
+            cuda_from: self.cuda_from.clone(),
+            target: self.target.clone(),
+            check: self.check.iter().map(check).collect(),
+            impact,
+        }
+    }
+}
+
+/// A spec's `[validation]` holds no `impact`: the register is the top-level `[[impact]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotInValidation {}
+
+impl<'de> Deserialize<'de> for NotInValidation {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Err(serde::de::Error::custom(
+            "`impact` rows are the top-level `[[impact]]` register, not part of `[validation]`",
+        ))
+    }
+}
+
+impl Serialize for NotInValidation {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        match *self {}
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

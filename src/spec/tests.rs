@@ -114,6 +114,12 @@ fn unknown_file_kind_and_bad_values_are_errors_with_lines() {
     assert!(msg.contains("not a sha256 digest"), "{msg}");
     let msg = message("[bundle]\nname = \"demo\"\n");
     assert!(msg.contains("missing field `version`"), "{msg}");
+    // The manifest's `validation` carries `impact`; a spec's `[validation]` does not.
+    let impact = "impact = [{ component = \"c\", old = \"a\", new = \"b\", test = \"t\", owner = \"o\", decision = \"accept\" }]";
+    let msg = message(&format!("{HEAD}[validation]\n{impact}\n"));
+    assert!(msg.contains(":5:") && msg.contains("the top-level `[[impact]]` register"), "{msg}");
+    let msg = message(&format!("{HEAD}[validation]\nimpacts = []\n"));
+    assert!(msg.contains("unknown field `impacts`"), "{msg}");
 }
 
 #[test]

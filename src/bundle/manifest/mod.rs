@@ -73,35 +73,16 @@ pub struct Manifest {
 }
 
 /// The manifest's `validation`: the spec's `[validation]` section (where the stack's version
-/// is read, the support matrix's rows, the acceptance checks) and its `[[impact]]` register.
-/// Typed: a field this airlock does not know (a newer airlock's) refuses the manifest when it is
-/// read, naming the field, instead of reaching code that would judge a stack without it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Validation {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rocm_from: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cuda_from: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub target: Vec<crate::spec::Target>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub check: Vec<crate::spec::Check>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub impact: Vec<crate::spec::Impact>,
-}
+/// is read, the support matrix's rows, the acceptance checks) and its `[[impact]]` register,
+/// in the spec's one shape. Typed: a field this airlock does not know (a newer airlock's)
+/// refuses the manifest when it is read, naming the field, instead of reaching code that would
+/// judge a stack without it.
+pub type Validation = crate::spec::Validation<crate::spec::Check, crate::spec::Impact>;
 
 impl Validation {
     /// What a bundle built from `spec` carries.
     pub fn of_spec(spec: &crate::spec::Spec) -> Self {
-        let v = &spec.validation;
-        Validation {
-            rocm_from: v.rocm_from.clone(),
-            cuda_from: v.cuda_from.clone(),
-            target: v.target.clone(),
-            check: v.check.iter().map(|c| c.get_ref().clone()).collect(),
-            impact: spec.impact.iter().map(|i| i.get_ref().clone()).collect(),
-        }
+        spec.validation.with(|c| c.get_ref().clone(), spec.impact.iter().map(|i| i.get_ref().clone()).collect())
     }
 }
 
