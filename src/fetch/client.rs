@@ -74,7 +74,7 @@ pub enum HttpError {
     #[error("GET {url}: larger than {limit} bytes")]
     TooLarge { url: String, limit: u64 },
     #[error("GET {url}: {detail}")]
-    TooSlow { url: String, detail: String },
+    TooSlow { url: String, detail: super::BelowFloor },
     #[error("cannot set up the HTTP client: {0}")]
     Client(String),
 }
@@ -240,9 +240,7 @@ impl Http {
             if body.len() as u64 > limit {
                 return Err(HttpError::TooLarge { url: url.to_owned(), limit });
             }
-            floor
-                .check(body.len() as u64)
-                .map_err(|e| HttpError::TooSlow { url: url.to_owned(), detail: e.to_string() })?;
+            floor.check(body.len() as u64).map_err(|detail| HttpError::TooSlow { url: url.to_owned(), detail })?;
         }
         Ok((body, content_type))
     }

@@ -46,7 +46,7 @@ pub(super) fn read_layout_index(dir: &Path) -> Result<Vec<Descriptor>, StoreErro
     if !path.exists() {
         return Ok(Vec::new());
     }
-    crate::oci::doc::parse_layout_index(&read_small(&path)?).map_err(|e| StoreError::Io { path, detail: e.to_string() })
+    crate::oci::doc::parse_layout_index(&read_small(&path)?).map_err(|detail| StoreError::LayoutIndex { path, detail })
 }
 
 /// The entry `tag` names in a layout, or its only tagged entry when no tag is given.

@@ -46,6 +46,9 @@ pub enum StoreError {
     Digest { what: String, expected: Sha256, actual: Sha256 },
     #[error("`{}`: {detail}", path.display())]
     Io { path: PathBuf, detail: String },
+    /// A layout's `index.json` that is not one (shown, not chained).
+    #[error("`{}`: {detail}", path.display())]
+    LayoutIndex { path: PathBuf, detail: crate::oci::doc::DocError },
     /// A layout's document or layer that is a FIFO, a device or a directory: planted, not
     /// written by any tool that writes layouts; refused before a byte is read.
     #[error("`{}` is not a regular file (a FIFO, a device or a directory): refused, not read", path.display())]
@@ -62,7 +65,10 @@ impl Classify for StoreError {
             StoreError::Location(_) => Class::Usage,
             StoreError::Digest { .. } | StoreError::Overrun(_) | StoreError::NotRegular { .. } => Class::Verification,
             StoreError::Cache(e) => e.class(),
-            StoreError::Client(_) | StoreError::Registry { .. } | StoreError::Io { .. } => Class::Runtime,
+            StoreError::Client(_)
+            | StoreError::Registry { .. }
+            | StoreError::Io { .. }
+            | StoreError::LayoutIndex { .. } => Class::Runtime,
         }
     }
 }

@@ -35,8 +35,7 @@ impl<'a> Carrier<'a> {
 
     /// Carry one image's manifests (its blobs are queued, fetched later by `fetch_blobs`).
     pub async fn carry_image(&mut self, origin: &Store, locked: &LockedImage) -> Result<ImageArtifact, ImageError> {
-        let manifest_err =
-            |e: doc::DocError| ImageError::Manifest { reference: locked.reference.clone(), detail: e.to_string() };
+        let manifest_err = |detail: doc::DocError| ImageError::Document { reference: locked.reference.clone(), detail };
         let top = self.manifest(origin, locked.digest).await?;
         let document = doc::parse(&top).map_err(manifest_err)?;
         let (carried_bytes, platforms) = if document.is_index() {
@@ -81,8 +80,7 @@ impl<'a> Carrier<'a> {
         top: &[u8],
         upstream_platforms: usize,
     ) -> Result<(Vec<u8>, Vec<ImagePlatform>), ImageError> {
-        let manifest_err =
-            |e: doc::DocError| ImageError::Manifest { reference: locked.reference.clone(), detail: e.to_string() };
+        let manifest_err = |detail: doc::DocError| ImageError::Document { reference: locked.reference.clone(), detail };
         let mut platforms = Vec::new();
         for p in &locked.platforms {
             let child = self.manifest(origin, p.digest).await?;
@@ -98,7 +96,7 @@ impl<'a> Carrier<'a> {
             // What the filtered index lists must be what the upstream one (the digest signatures
             // are over) lists: carried too, so the site checks it again.
             doc::listed_in(top, &filtered, &keep)
-                .map_err(|e| ImageError::NotListed { reference: locked.reference.clone(), detail: e.to_string() })?;
+                .map_err(|detail| ImageError::NotListed { reference: locked.reference.clone(), detail })?;
             self.store(&locked.reference, top.to_vec()).await?;
             filtered
         };
@@ -113,8 +111,7 @@ impl<'a> Carrier<'a> {
         locked: &LockedImage,
         a: &LockedAttachment,
     ) -> Result<Vec<Attachment>, ImageError> {
-        let manifest_err =
-            |e: doc::DocError| ImageError::Manifest { reference: locked.reference.clone(), detail: e.to_string() };
+        let manifest_err = |detail: doc::DocError| ImageError::Document { reference: locked.reference.clone(), detail };
         let bytes = self.manifest(origin, a.digest).await?;
         let document = doc::parse(&bytes).map_err(manifest_err)?;
         self.queue(origin, &document.blobs);

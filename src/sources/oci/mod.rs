@@ -28,8 +28,11 @@ use crate::spec::lock::{LockError, LockFile, LockedAttachment, LockedImage, Lock
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
+    /// An image's manifest or index that is not one (shown, not chained).
     #[error("`{reference}`: {detail}")]
-    Manifest { reference: String, detail: String },
+    Document { reference: String, detail: crate::oci::doc::DocError },
+    #[error("`{reference}`: {detail}")]
+    Reference { reference: String, detail: crate::oci::InvalidImageRef },
     /// A blob's download task ended before the blob did: cancelled, as the runtime shuts down.
     #[error("`{blob}`: its download was cancelled before it finished ({detail})")]
     Cancelled { blob: String, detail: String },
@@ -43,7 +46,7 @@ pub enum ImageError {
     Unsigned(#[from] crate::sources::Unsigned),
     /// A platform the lock pins that the index it pins does not list: not the publisher's.
     #[error("`{reference}`: {detail}; lock it again (`airlock lock`) from the registry")]
-    NotListed { reference: String, detail: String },
+    NotListed { reference: String, detail: crate::oci::doc::DocError },
 }
 
 impl Classify for ImageError {
@@ -53,7 +56,11 @@ impl Classify for ImageError {
             ImageError::Cache(e) => e.class(),
             ImageError::Unsigned(e) => e.class(),
             ImageError::NotListed { .. } => Class::Verification,
-            ImageError::Manifest { .. } | ImageError::Cancelled { .. } | ImageError::Client(_) => Class::Runtime,
+            // What a registry served as an image's document is its failure, as the rest.
+            ImageError::Document { .. }
+            | ImageError::Reference { .. }
+            | ImageError::Cancelled { .. }
+            | ImageError::Client(_) => Class::Runtime,
         }
     }
 }
@@ -63,8 +70,8 @@ impl Sources<'_> {
     async fn image_origin(&self, entry: &ImageSpec) -> Result<(Store, String), ImageError> {
         match (&entry.reference, &entry.oci_layout) {
             (Some(r), _) => {
-                let image = ImageRef::parse(r)
-                    .map_err(|e| ImageError::Manifest { reference: r.clone(), detail: e.to_string() })?;
+                let image =
+                    ImageRef::parse(r).map_err(|detail| ImageError::Reference { reference: r.clone(), detail })?;
                 let conn = self.registries.get(&image.registry).await?;
                 Ok((Store::Registry { conn, image, options: *self.fetch.http.options() }, r.clone()))
             }
@@ -96,7 +103,7 @@ async fn resolve_one(sources: &Sources<'_>, entry: &ImageSpec) -> Result<LockedI
         Store::Registry { .. } => carry::keep(sources.fetch.cache, &format!("manifest of {reference}"), bytes).await?.0,
         Store::Layout { .. } => bytes,
     };
-    let manifest_err = |e: doc::DocError| ImageError::Manifest { reference: reference.clone(), detail: e.to_string() };
+    let manifest_err = |detail: doc::DocError| ImageError::Document { reference: reference.clone(), detail };
     let document = doc::parse(&bytes).map_err(manifest_err)?;
     let platforms = if document.is_index() {
         doc::select_platforms(&document.children, &entry.platforms)
@@ -160,8 +167,8 @@ async fn attachments(
     for (tag, at, answer) in futures_util::future::join_all(probes).await {
         match answer {
             Ok((bytes, _)) => {
-                let document = doc::parse(&bytes)
-                    .map_err(|e| ImageError::Manifest { reference: at.to_string(), detail: e.to_string() })?;
+                let document =
+                    doc::parse(&bytes).map_err(|detail| ImageError::Document { reference: at.to_string(), detail })?;
                 let digest = Sha256::of_bytes(&bytes);
                 covered.insert(digest);
                 if document.is_index() {
