@@ -49,6 +49,9 @@ pub enum SigstoreError {
     RootPin { actual: Sha256 },
     #[error("Sigstore bundle {from}: not a bundle this verifier reads: {detail}")]
     Bundle { from: String, detail: String },
+    /// What parsers could read two ways, refused by name first (shown, not chained).
+    #[error("Sigstore bundle {from}: not a bundle this verifier reads: {detail}")]
+    Ambiguous { from: String, detail: unambiguous::Ambiguous },
     #[error("`{}`: not a PEM public key: {detail}", path.display())]
     Key { path: PathBuf, detail: String },
     #[error("Sigstore bundle {from} does not verify{against}: {detail}")]
@@ -75,6 +78,7 @@ impl Classify for SigstoreError {
             | SigstoreError::Root { .. }
             | SigstoreError::RootPin { .. }
             | SigstoreError::Bundle { .. }
+            | SigstoreError::Ambiguous { .. }
             | SigstoreError::Failed { .. } => Class::Verification,
         }
     }
@@ -218,7 +222,7 @@ fn verify_checked(
 ) -> Result<Verified, SigstoreError> {
     let bundle_err = |detail: String| SigstoreError::Bundle { from: from.to_owned(), detail };
     let text = std::str::from_utf8(bundle_json).map_err(|e| bundle_err(format!("not UTF-8: {e}")))?;
-    unambiguous(text).map_err(|e| bundle_err(e.to_string()))?;
+    unambiguous(text).map_err(|detail| SigstoreError::Ambiguous { from: from.to_owned(), detail })?;
     let bundle = Bundle::from_json(text).map_err(|e| bundle_err(e.to_string()))?;
     let trusted = root.load()?;
     let against = format!("{} under {}", signer.describe(), root.describe());
