@@ -38,6 +38,9 @@ pub enum Rejection {
         cosignatures: usize,
     },
     ManifestInvalid(String),
+    /// A signed manifest that breaks a rule (`Manifest::check`) or is not signed as its
+    /// policy needs.
+    ManifestRefused(super::manifest::ManifestError),
     UnsafePath(&'static str),
     EntryType(&'static str),
     Duplicate,
@@ -143,6 +146,7 @@ impl fmt::Display for Rejection {
                 )
             }
             Self::ManifestInvalid(d) => write!(f, "invalid manifest: {d}"),
+            Self::ManifestRefused(e) => write!(f, "invalid manifest: {e}"),
             Self::UnsafePath(reason) => write!(f, "unsafe path: {reason}"),
             Self::EntryType(kind) => {
                 write!(f, "{kind} members are not allowed (regular files only)")

@@ -278,7 +278,7 @@ impl Reader {
         sink.member(&path, &mut signature.as_slice()).map_err(|source| Halt::Sink(SinkError { path, source }))?;
         manifest.shrink_to_fit();
         let manifest = VerifiedManifest::establish(manifest, manifest_sha256, trust, &self.report.signers)
-            .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestInvalid(e.to_string())))?;
+            .map_err(|e| self.fatal(Some(MANIFEST.into()), Rejection::ManifestRefused(e)))?;
         // A delta's `from_base` entries are not in the stream: no budget, no progress for them.
         budget.allow_more(declared_stream_bytes(manifest.carried()));
         reporter.start("verifying", manifest.carried_bytes());
