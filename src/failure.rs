@@ -135,11 +135,6 @@ impl Failure {
     pub fn chain(&self) -> anyhow::Chain<'_> {
         self.error.chain()
     }
-
-    /// The first error of type `E` in the chain, to read what it carries (not its class).
-    pub fn find<E: std::error::Error + 'static>(&self) -> Option<&E> {
-        self.chain().find_map(|cause| cause.downcast_ref::<E>())
-    }
 }
 
 impl<E: Classify + std::error::Error + Send + Sync + 'static> From<E> for Failure {
@@ -190,5 +185,39 @@ impl Classify for std::io::Error {
 impl Classify for serde_json::Error {
     fn class(&self) -> Class {
         Class::Runtime
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Class, Classify, Context as _, Exit, Failure};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the digest differs")]
+    struct Differs;
+
+    impl Classify for Differs {
+        fn class(&self) -> Class {
+            Class::Verification
+        }
+    }
+
+    fn verify() -> Result<(), Differs> {
+        Err(Differs)
+    }
+
+    #[test]
+    fn a_failure_keeps_the_class_of_the_error_it_was_made_of_through_its_context() {
+        let run = || -> super::Result<()> {
+            verify().with_context(|| "`b.airlock`")?;
+            Ok(())
+        };
+        let failed = run().unwrap_err();
+        assert_eq!(failed.exit(), Exit::Failed(Class::Verification));
+        assert_eq!(format!("{failed:#}"), "`b.airlock`: the digest differs");
+        assert_eq!(failed.to_string(), "`b.airlock`");
+        let io: Failure = std::io::Error::other("disk").into();
+        assert_eq!(io.class(), Class::Runtime);
+        assert_eq!(Failure::new(Class::Usage, "a flag").exit().code(), 2);
     }
 }
