@@ -31,9 +31,9 @@ pub enum Refused {
     Io(io::Error),
 }
 
-/// A small file's bytes, at most `limit`, from a regular file only ([`open`]); `None`
-/// when it does not exist. The one bounded read every trust, state and signature file goes
-/// through; each caller names the refusal in its own error.
+/// A small file's bytes, at most `limit`, from a regular file only ([`open`]); `None` when it
+/// does not exist. The one bounded read every trust, state and signature file and an OCI
+/// layout's small documents go through; each caller names the refusal in its own error.
 pub fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Refused> {
     use std::io::Read as _;
     let file = match open(path) {

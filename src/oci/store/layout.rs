@@ -31,14 +31,17 @@ pub fn layout_blob(dir: &Path, digest: Sha256) -> PathBuf {
 /// A layout's small document (index, manifest), refused when larger than a manifest can be:
 /// a truncated read would only fail later, and less clearly.
 pub(super) fn read_small(path: &Path) -> Result<Vec<u8>, StoreError> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    open_layout_file(path)?.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes).map_err(io_err(path))?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        let detail = format!("larger than {MAX_MANIFEST_BYTES} bytes, more than a manifest can be");
-        return Err(StoreError::Io { path: path.to_owned(), detail });
+    use crate::regular::Refused;
+    match crate::regular::read(path, MAX_MANIFEST_BYTES) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(StoreError::Io { path: path.to_owned(), detail: "no such file".into() }),
+        Err(Refused::NotRegular) => Err(StoreError::NotRegular { path: path.to_owned() }),
+        Err(Refused::TooLarge) => {
+            let detail = format!("larger than {MAX_MANIFEST_BYTES} bytes, more than a manifest can be");
+            Err(StoreError::Io { path: path.to_owned(), detail })
+        }
+        Err(Refused::Io(e)) => Err(io_err(path)(e)),
     }
-    Ok(bytes)
 }
 
 pub(super) fn read_layout_index(dir: &Path) -> Result<Vec<Descriptor>, StoreError> {
