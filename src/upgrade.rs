@@ -88,16 +88,19 @@ pub struct Upgraded {
 /// given back): which one is installed is not the manifest's order to say, and `build` never
 /// writes such a bundle (`SpecFile::check`).
 fn carried(manifest: &Manifest) -> Result<Option<&FileArtifact>, Vec<String>> {
-    let mut found = manifest.artifacts.iter().filter_map(|a| match a {
-        Artifact::File(f) if f.airlock_target() == Some(TARGET) => Some(f),
-        _ => None,
-    });
-    let first = found.next();
-    let rest: Vec<&FileArtifact> = found.collect();
-    if rest.is_empty() {
-        return Ok(first);
+    let found: Vec<&FileArtifact> = manifest
+        .artifacts
+        .iter()
+        .filter_map(|a| match a {
+            Artifact::File(f) if f.airlock_target() == Some(TARGET) => Some(f),
+            _ => None,
+        })
+        .collect();
+    match found.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one)),
+        many => Err(many.iter().map(|f| f.path.to_string()).collect()),
     }
-    Err(first.into_iter().chain(rest).map(|f| f.path.to_string()).collect())
 }
 
 /// Writes one member (the carried binary) and discards the rest; the reader hashes all.
