@@ -150,7 +150,7 @@ pub(super) async fn modules(sources: &Sources<'_>, repo: &Repo) -> Result<BTreeM
     let url = index.url.clone();
     let streams = blocking(move || {
         let mut text = String::new();
-        // Text it is not is said as modulemd YAML it is not.
+        // A file that does not read as text is not modulemd YAML, and is said so.
         index
             .stream(|r| {
                 r.read_to_string(&mut text)
